@@ -1,0 +1,47 @@
+# Thin wrapper over CMake presets. The two commands of the quick start:
+#   make run    install what is missing, build, run the main job on examples/
+#   make test   the same set-up, then the whole suite (unit, e2e, asan, fuzz smoke)
+
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 10
+
+.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench install clean
+
+all: build
+
+deps:
+	@sh scripts/deps.sh
+
+build: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build --preset dev -j $(JOBS)
+
+run: build
+	@sh scripts/run-examples.sh build/dev
+
+test: build
+	@sh scripts/test-all.sh
+
+test-dev: build
+	@ctest --preset dev
+
+test-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan
+
+fuzz-smoke: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS)
+	@sh scripts/fuzz-smoke.sh build/fuzz $(FUZZ_SECONDS)
+
+bench: deps
+	@cmake --preset release -DPINHOLE_BUILD_BENCH=ON >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+	@sh scripts/bench.sh build/release
+
+install: build
+	@cmake --install build/dev
+
+clean:
+	@rm -rf build

@@ -1,0 +1,86 @@
+/*
+ * pinhole/status.h - status codes, refusal reasons and diagnostics shared by
+ * every Pinhole module.
+ *
+ * Two enums, two jobs:
+ *  - ph_status says whether a call did its job (PH_OK) or why it could not
+ *    (bad input, I/O, memory, ...). It is what every public function returns.
+ *  - ph_reason says why a *decision* refused a destination. Its string form
+ *    (ph_reason_code) is the stable code used in HTTP responses, log lines,
+ *    metrics and library results alike. Values and strings never change
+ *    meaning; new ones are appended.
+ *
+ * Human detail travels in a ph_diag out-parameter, never in errno.
+ */
+#ifndef PINHOLE_STATUS_H
+#define PINHOLE_STATUS_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PH_API __attribute__((visibility("default")))
+
+typedef enum ph_status {
+    PH_OK = 0,
+    PH_E_INVAL = 1,      /* an argument or input is malformed */
+    PH_E_NOMEM = 2,      /* allocation failed */
+    PH_E_IO = 3,         /* a system call failed (detail in the diagnostic) */
+    PH_E_FORMAT = 4,     /* a file is not a valid Pinhole file of its kind */
+    PH_E_LIMIT = 5,      /* a size or count limit was exceeded */
+    PH_E_NOT_FOUND = 6,  /* the named thing does not exist */
+    PH_E_DENIED = 7,     /* a decision refused; the ph_reason says why */
+    PH_E_TIMEOUT = 8,    /* a deadline passed */
+    PH_E_INTERNAL = 9,   /* a bug: an invariant did not hold */
+    PH_E_UNSUPPORTED = 10, /* not available on this system or build */
+} ph_status;
+
+/* Returns a static, human-readable description of st (never NULL). */
+PH_API const char *ph_strerror(ph_status st);
+
+typedef enum ph_reason {
+    PH_REASON_ALLOWED = 0,
+    PH_REASON_PARSE_ERROR = 1,
+    PH_REASON_IP_LITERAL = 2,
+    PH_REASON_NO_GRANT = 3,
+    PH_REASON_GRANT_INVALID = 4,
+    PH_REASON_GRANT_EXPIRED = 5,
+    PH_REASON_NOT_ALLOWLISTED = 6,
+    PH_REASON_PORT_NOT_ALLOWED = 7,
+    PH_REASON_DNS_FAILURE = 8,
+    PH_REASON_DNS_TIMEOUT = 9,
+    PH_REASON_DENIED_ADDRESS = 10,
+    PH_REASON_UPSTREAM_UNREACHABLE = 11,
+    PH_REASON_LIMIT_EXCEEDED = 12,
+    PH_REASON_UNKNOWN_LIST = 13,
+    PH_REASON_UPSTREAM_TIMEOUT = 14,
+    PH_REASON_COUNT_ /* not a reason: the number of reasons */
+} ph_reason;
+
+/* Returns the stable snake_case code of r ("ip_literal", ...); "allowed" for
+ * PH_REASON_ALLOWED, "unknown" for out-of-range values. Static, never NULL. */
+PH_API const char *ph_reason_code(ph_reason r);
+
+/* Parses a stable code back into *out. Returns PH_OK or PH_E_NOT_FOUND. */
+PH_API ph_status ph_reason_from_code(const char *code, ph_reason *out);
+
+/*
+ * A diagnostic: what went wrong, for a human, plus where in the input when
+ * the failing call parsed something. Callers own it (usually on the stack);
+ * every function taking a `ph_diag *` accepts NULL when the caller does not
+ * want detail. Functions fill it only when they return something other than
+ * PH_OK.
+ */
+#define PH_DIAG_MESSAGE_MAX 256
+typedef struct ph_diag {
+    ph_status status;
+    size_t offset;                     /* byte offset into the input, if any */
+    char message[PH_DIAG_MESSAGE_MAX]; /* NUL-terminated, single line */
+} ph_diag;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PINHOLE_STATUS_H */

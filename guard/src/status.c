@@ -1,0 +1,75 @@
+/* status.c - names for ph_status and ph_reason, and diagnostics. */
+#include "pinhole/status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "diag-int.h"
+
+const char *ph_strerror(ph_status st)
+{
+    switch (st) {
+    case PH_OK: return "success";
+    case PH_E_INVAL: return "invalid input";
+    case PH_E_NOMEM: return "out of memory";
+    case PH_E_IO: return "I/O error";
+    case PH_E_FORMAT: return "invalid file format";
+    case PH_E_LIMIT: return "limit exceeded";
+    case PH_E_NOT_FOUND: return "not found";
+    case PH_E_DENIED: return "denied";
+    case PH_E_TIMEOUT: return "timed out";
+    case PH_E_INTERNAL: return "internal error";
+    case PH_E_UNSUPPORTED: return "not supported";
+    }
+    return "unknown status";
+}
+
+static const char *const reason_codes[PH_REASON_COUNT_] = {
+    [PH_REASON_ALLOWED] = "allowed",
+    [PH_REASON_PARSE_ERROR] = "parse_error",
+    [PH_REASON_IP_LITERAL] = "ip_literal",
+    [PH_REASON_NO_GRANT] = "no_grant",
+    [PH_REASON_GRANT_INVALID] = "grant_invalid",
+    [PH_REASON_GRANT_EXPIRED] = "grant_expired",
+    [PH_REASON_NOT_ALLOWLISTED] = "not_allowlisted",
+    [PH_REASON_PORT_NOT_ALLOWED] = "port_not_allowed",
+    [PH_REASON_DNS_FAILURE] = "dns_failure",
+    [PH_REASON_DNS_TIMEOUT] = "dns_timeout",
+    [PH_REASON_DENIED_ADDRESS] = "denied_address",
+    [PH_REASON_UPSTREAM_UNREACHABLE] = "upstream_unreachable",
+    [PH_REASON_LIMIT_EXCEEDED] = "limit_exceeded",
+    [PH_REASON_UNKNOWN_LIST] = "unknown_list",
+    [PH_REASON_UPSTREAM_TIMEOUT] = "upstream_timeout",
+};
+
+const char *ph_reason_code(ph_reason r)
+{
+    if ((unsigned)r >= PH_REASON_COUNT_)
+        return "unknown";
+    return reason_codes[r];
+}
+
+ph_status ph_reason_from_code(const char *code, ph_reason *out)
+{
+    for (unsigned i = 0; i < PH_REASON_COUNT_; i++) {
+        if (strcmp(code, reason_codes[i]) == 0) {
+            *out = (ph_reason)i;
+            return PH_OK;
+        }
+    }
+    return PH_E_NOT_FOUND;
+}
+
+ph_status ph_diag_set(ph_diag *diag, ph_status st, size_t offset, const char *fmt, ...)
+{
+    if (diag == NULL)
+        return st;
+    diag->status = st;
+    diag->offset = offset;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(diag->message, sizeof diag->message, fmt, ap);
+    va_end(ap);
+    return st;
+}

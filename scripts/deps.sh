@@ -1,0 +1,32 @@
+#!/bin/sh
+# Install every Debian 12 package Pinhole's build, tests and `make run` need.
+# Idempotent: checks first, installs only what is missing. Works as root or via sudo.
+set -eu
+
+PACKAGES="
+build-essential cmake pkg-config clang libclang-rt-14-dev
+libevent-dev libc-ares-dev libssl-dev libyaml-dev libcmocka-dev
+libpsl-dev publicsuffix libidn2-dev libjansson-dev libcurl4-openssl-dev
+dnsmasq-base curl openssl ca-certificates iproute2 procps
+busybox-static runsc
+"
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+
+if [ -z "$missing" ]; then
+    echo "deps: all packages present"
+    exit 0
+fi
+
+if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+echo "deps: installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+echo "deps: done"

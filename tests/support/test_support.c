@@ -1,0 +1,72 @@
+/* test_support.c - helpers shared by the unit tests. */
+#include "test_support.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *ph_test_source_path(const char *relative)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", PH_SOURCE_DIR, relative);
+    return buf;
+}
+
+char *ph_test_mkdtemp(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path = NULL;
+    if (asprintf(&path, "%s/pinhole-test-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0)
+        return NULL;
+    if (mkdtemp(path) == NULL) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+void ph_test_rmtree(const char *path)
+{
+    if (path)
+        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *ph_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return NULL;
+    size_t cap = 4096, n = 0, r;
+    char *buf = malloc(cap + 1);
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *nb = realloc(buf, (cap *= 2) + 1);
+            if (nb == NULL) { free(buf); buf = NULL; } else { buf = nb; }
+        }
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        if (len)
+            *len = n;
+    }
+    return buf;
+}
+
+int ph_test_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+        return -1;
+    int ok = fwrite(data, 1, len, f) == len;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
