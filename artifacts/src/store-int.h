@@ -1,0 +1,30 @@
+/* store-int.h - the store object shared by the port's source files (private). */
+#ifndef PINHOLE_ARTIFACTS_STORE_INT_H
+#define PINHOLE_ARTIFACTS_STORE_INT_H
+
+#include "pinhole/artifact_backend.h"
+#include "pinhole/artifact_store.h"
+
+struct ph_artifact_store {
+    ph_artifact_backend *backend;
+    int64_t default_ttl;
+    uint64_t max_size;
+    ph_artifact_clock_fn clock;
+    void *clock_ctx;
+};
+
+/* Chunk size of every streamed copy. */
+#define PH_ARTIFACT_CHUNK ((size_t)1024 * 1024)
+
+int64_t ph_artifact_store_now(const ph_artifact_store *s);
+
+/* The one not-found answer: absent, other tenant and expired are
+ * indistinguishable by status and message. */
+ph_status ph_artifact_not_found(ph_diag *diag);
+
+/* The storage key of a ref, refusing a malformed one (PH_E_INVAL) before
+ * any backend call. */
+ph_status ph_artifact_ref_key(const ph_artifact_ref *ref, char key[static PH_ARTIFACT_KEY_LEN + 1],
+                              ph_diag *diag);
+
+#endif

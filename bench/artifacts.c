@@ -1,0 +1,228 @@
+/* bench_artifacts - put and get throughput of one large artifact through the
+ * filesystem store, against cp(1) of the same file in the same run and on
+ * the same filesystem. Prints figures and ratios; asserts nothing.
+ *
+ *   bench_artifacts [--size BYTES] [--dir DIR] [--runs N (default 3, best of)]
+ *   PH_BENCH_ARTIFACT_BYTES=BYTES overrides the default size (1 GiB).
+ * Target: put and get at >= 0.7x the rate of cp. put includes the SHA-256 and
+ * the fsyncs of an atomic publication; cp does neither, so "cp + fsync" is
+ * printed too. get includes the verification of the SHA-256; it is shown
+ * both as the store's rate (bytes delivered to the caller) and with the
+ * caller writing a copy to a file, which is what cp does. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pinhole/artifact_store.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int write_source(const char *path, uint64_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -1;
+    static uint64_t buf[1 << 17]; /* 1 MiB */
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    for (uint64_t done = 0; done < size;) {
+        for (size_t i = 0; i < sizeof buf / sizeof buf[0]; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17; /* xorshift: incompressible */
+            buf[i] = x;
+        }
+        size_t n = size - done < sizeof buf ? (size_t)(size - done) : sizeof buf;
+        if (write(fd, buf, n) != (ssize_t)n) {
+            close(fd);
+            return -1;
+        }
+        done += n;
+    }
+    return close(fd);
+}
+
+static double run_cp(const char *from, const char *to)
+{
+    double t = now_s();
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("cp", "cp", from, to, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return -1;
+    return now_s() - t;
+}
+
+static double fsync_file(const char *path)
+{
+    double t = now_s();
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0)
+        return -1;
+    close(fd);
+    return now_s() - t;
+}
+
+/* One put of src and one get of it into out, timed; the artifact is deleted. */
+/* Opens ref and reads it to the end, each chunk written to fd (-1: dropped). */
+static ph_status get_into(ph_artifact_store *store, const ph_artifact_ref *ref, int fd, ph_diag *d)
+{
+    static unsigned char buf[1 << 20];
+    ph_artifact_metadata *m = NULL;
+    ph_artifact_stream *s = NULL;
+    ph_status st = ph_artifact_open(store, ref, &m, &s, d);
+    for (size_t got = 1; st == PH_OK && got > 0;) {
+        st = ph_artifact_stream_read(s, buf, sizeof buf, &got, d);
+        if (st == PH_OK && got > 0 && fd >= 0 && write(fd, buf, got) != (ssize_t)got)
+            st = PH_E_IO;
+    }
+    ph_artifact_stream_close(&s);
+    ph_artifact_metadata_free(&m);
+    return st;
+}
+
+static ph_status put_and_get(ph_artifact_store *store, const char *src, const char *out,
+                             double *t_put, double *t_get, double *t_get_file, ph_diag *d)
+{
+    int fd = open(src, O_RDONLY);
+    ph_artifact_source source = {.read = ph_artifact_read_fd, .ctx = &fd};
+    ph_artifact_spec spec = {.tenant_id = "bench", .tenant_id_len = 5, .filename = "source.bin",
+                             .filename_len = 10};
+    ph_artifact_metadata *m = NULL;
+    double t = now_s();
+    ph_status st = ph_artifact_put(store, &spec, &source, &m, d);
+    *t_put = now_s() - t;
+    close(fd);
+    if (st != PH_OK)
+        return st;
+    ph_artifact_ref ref = ph_artifact_metadata_ref(m);
+    t = now_s();
+    st = get_into(store, &ref, -1, d); /* the store's own rate: read + verify */
+    *t_get = now_s() - t;
+    int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    t = now_s();
+    if (st == PH_OK)
+        st = ofd < 0 ? PH_E_IO : get_into(store, &ref, ofd, d);
+    *t_get_file = now_s() - t;
+    if (ofd >= 0)
+        close(ofd);
+    unlink(out);
+    ph_artifact_delete(store, &ref, NULL);
+    ph_artifact_metadata_free(&m);
+    return st;
+}
+
+static void usage(void)
+{
+    puts("Usage: bench_artifacts [--size BYTES] [--dir DIR] [--runs N]\n"
+         "Put and get of one artifact vs cp; default 1 GiB (PH_BENCH_ARTIFACT_BYTES).\n"
+         "Exit status: 0 measured, 1 setup or store failure, 2 usage.");
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t size = (uint64_t)1 << 30;
+    const char *env = getenv("PH_BENCH_ARTIFACT_BYTES");
+    if (env && *env)
+        size = strtoull(env, NULL, 10);
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    int runs = 3;
+    static const struct option opts[] = {{"size", required_argument, NULL, 's'},
+                                         {"runs", required_argument, NULL, 'n'},
+                                         {"dir", required_argument, NULL, 'd'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    int ch;
+    while ((ch = getopt_long(argc, argv, "s:d:n:h", opts, NULL)) != -1) {
+        if (ch == 'n')
+            runs = atoi(optarg);
+        else if (ch == 's')
+            size = strtoull(optarg, NULL, 10);
+        else if (ch == 'd')
+            dir = optarg;
+        else if (ch == 'h')
+            return usage(), 0;
+        else
+            return usage(), 2;
+    }
+    if (size == 0 || runs < 1)
+        return usage(), 2;
+    char work[4096], src[4200], cp_dst[4200], root[4200], out[4200], cmd[4300];
+    snprintf(work, sizeof work, "%s/bench-artifacts-XXXXXX", dir);
+    if (mkdtemp(work) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(src, sizeof src, "%s/source.bin", work);
+    snprintf(cp_dst, sizeof cp_dst, "%s/cp.bin", work);
+    snprintf(root, sizeof root, "%s/store", work);
+    snprintf(out, sizeof out, "%s/get.bin", work);
+    int rc = 1;
+    if (write_source(src, size) != 0) {
+        perror("write source");
+        goto done;
+    }
+    double mib = (double)size / (1 << 20);
+    ph_artifact_store_options o = {.max_size = size};
+    ph_artifact_store *store = NULL;
+    ph_diag d = {0};
+    if (ph_artifact_store_open_fs(root, &o, &store, &d) != PH_OK) {
+        fprintf(stderr, "setup failed: %s\n", d.message);
+        goto done;
+    }
+    /* Best of `runs` for each figure: the machine is shared, the minimum is
+     * the least disturbed measurement. */
+    double t_cp = 1e30, t_sync = 1e30, t_put = 1e30, t_get = 1e30, t_get_file = 1e30;
+    ph_status st = PH_OK;
+    for (int run = 0; run < runs && st == PH_OK; run++) {
+        double c = run_cp(src, cp_dst), y = fsync_file(cp_dst);
+        unlink(cp_dst);
+        if (c <= 0 || y < 0) {
+            fprintf(stderr, "cp failed\n");
+            st = PH_E_IO;
+            break;
+        }
+        if (c + y < t_cp + t_sync) {
+            t_cp = c;
+            t_sync = y;
+        }
+        double p = 0, g = 0, gf = 0;
+        st = put_and_get(store, src, out, &p, &g, &gf, &d);
+        t_put = p < t_put ? p : t_put;
+        t_get = g < t_get ? g : t_get;
+        t_get_file = gf < t_get_file ? gf : t_get_file;
+    }
+    ph_artifact_store_close(&store);
+    if (st != PH_OK) {
+        fprintf(stderr, "store failed: %s\n", d.message);
+        goto done;
+    }
+    printf("runs                 %d (best of each)\n", runs);
+    printf("size                 %.0f MiB\n", mib);
+    printf("cp                   %8.1f MiB/s  (%.3f s)\n", mib / t_cp, t_cp);
+    printf("cp + fsync           %8.1f MiB/s  (%.3f s)\n", mib / (t_cp + t_sync), t_cp + t_sync);
+    printf("put (sha256, fsync)  %8.1f MiB/s  (%.3f s)  %.2fx cp  %.2fx cp+fsync  (target >= 0.7x)\n",
+           mib / t_put, t_put, t_cp / t_put, (t_cp + t_sync) / t_put);
+    printf("get (sha256 verify)  %8.1f MiB/s  (%.3f s)  %.2fx cp  (target >= 0.7x)\n", mib / t_get,
+           t_get, t_cp / t_get);
+    printf("get -> file          %8.1f MiB/s  (%.3f s)  %.2fx cp  (get + write(2) of a copy)\n",
+           mib / t_get_file, t_get_file, t_cp / t_get_file);
+    rc = 0;
+done:
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", work);
+    return rc;
+}

@@ -1,0 +1,159 @@
+/* test_cli.c - pinhole-artifacts as a user runs it: JSON out, documented
+ * exit codes, get -O to a sanitized name that never overwrites, and a
+ * corrupt artifact that leaves no file behind. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "test_support.h"
+
+static char *dir;
+
+/* Runs the CLI with args in dir; returns its exit status, stdout in *out. */
+static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(char **out, const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --root '%s/store' %s 2>/dev/null", dir,
+             PH_ARTIFACTS_CLI, dir, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 65536, n = 0, r;
+    char *buf = malloc(cap + 1);
+    while ((r = fread(buf + n, 1, cap - n, p)) > 0)
+        n += r;
+    buf[n] = '\0';
+    int status = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static char *json_field(const char *text, const char *key)
+{
+    json_t *o = json_loads(text, 0, NULL);
+    assert_non_null(o);
+    const char *v = json_string_value(json_object_get(o, key));
+    char *copy = v ? strdup(v) : NULL;
+    json_decref(o);
+    return copy;
+}
+
+static void test_put_get_stat_ls_rm(void **state)
+{
+    (void)state;
+    char path[4096], *out = NULL;
+    snprintf(path, sizeof path, "%s/in.txt", dir);
+    assert_int_equal(ph_test_write_file(path, "payload\n", 8), 0);
+    assert_int_equal(run(&out, "put --tenant acme --filename '../x/CON.txt' in.txt"), 0);
+    char *id = json_field(out, "artifact_id");
+    char *safe = json_field(out, "safe_filename");
+    assert_string_equal(safe, "_CON.txt");
+    free(out);
+
+    assert_int_equal(run(&out, "get --tenant acme %s", id), 0);
+    assert_string_equal(out, "payload\n");
+    free(out);
+    assert_int_equal(run(NULL, "get --tenant acme -O %s", id), 0);
+    snprintf(path, sizeof path, "%s/_CON.txt", dir);
+    size_t len = 0;
+    char *got = ph_test_read_file(path, &len);
+    assert_non_null(got);
+    assert_int_equal(len, 8);
+    free(got);
+    assert_int_equal(run(NULL, "get --tenant acme -O %s", id), 3); /* never overwrites */
+
+    assert_int_equal(run(NULL, "get --tenant evil %s", id), 1);   /* other tenant */
+    assert_int_equal(run(NULL, "get --tenant acme ../../etc"), 3); /* malformed id */
+    assert_int_equal(run(&out, "stat --tenant acme %s", id), 0);
+    assert_non_null(strstr(out, "\"content_disposition\""));
+    free(out);
+    assert_int_equal(run(&out, "ls --tenant acme"), 0);
+    assert_non_null(strstr(out, id));
+    free(out);
+    assert_int_equal(run(&out, "ls --tenant other"), 0);
+    assert_string_equal(out, "");
+    free(out);
+    assert_int_equal(run(NULL, "rm --tenant acme %s", id), 0);
+    assert_int_equal(run(NULL, "stat --tenant acme %s", id), 1);
+    free(id);
+    free(safe);
+}
+
+static void test_corrupt_get_leaves_no_file(void **state)
+{
+    (void)state;
+    char path[4096], *out = NULL;
+    snprintf(path, sizeof path, "%s/c.bin", dir);
+    assert_int_equal(ph_test_write_file(path, "0123456789", 10), 0);
+    assert_int_equal(run(&out, "put -t acme --filename corrupt.bin c.bin"), 0);
+    char *id = json_field(out, "artifact_id");
+    free(out);
+    /* Flip the content through the store layout (docs/artifacts.md). */
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd,
+             "f=$(find '%s/store/objects' -name content -newer '%s') && printf X | "
+             "dd of=\"$f\" bs=1 seek=3 conv=notrunc status=none",
+             dir, path);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(run(NULL, "get -t acme -O %s", id), 4);
+    snprintf(path, sizeof path, "%s/corrupt.bin", dir);
+    struct stat sb;
+    assert_int_not_equal(stat(path, &sb), 0);
+    assert_int_equal(run(NULL, "get -t acme %s", id), 4);
+    free(id);
+}
+
+static void test_usage_and_sweep(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    assert_int_equal(run(&out, "--help"), 0);
+    assert_non_null(strstr(out, "Exit status"));
+    free(out);
+    assert_int_equal(run(NULL, "%s", ""), 2);
+    assert_int_equal(run(NULL, "frobnicate"), 2);
+    assert_int_equal(run(NULL, "put in.txt"), 2); /* no tenant */
+    assert_int_equal(run(&out, "sweep --now 1"), 0);
+    assert_non_null(strstr(out, "\"expired\":0"));
+    free(out);
+    assert_int_equal(run(&out, "sweep --now 99999999999"), 0);
+    assert_null(strstr(out, "\"expired\":0,"));
+    free(out);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = ph_test_mkdtemp();
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ph_test_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_put_get_stat_ls_rm),
+        cmocka_unit_test(test_corrupt_get_leaves_no_file),
+        cmocka_unit_test(test_usage_and_sweep),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
