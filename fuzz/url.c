@@ -6,17 +6,24 @@
  *     INVAL/parse_error) and a refusal leaves nothing dialable;
  *   - an input with whitespace, a control or non-ASCII byte or a backslash is
  *     never accepted;
- *   - an accepted host passes ph_host_check and is the input's host bytes
- *     folded to lowercase; the path lies inside the input;
+ *   - an accepted host passes ph_host_check, every "xn--" label of it is a
+ *     valid IDNA A-label, and it is the input's host bytes folded to
+ *     lowercase; the path lies inside the input;
  *   - round trips: the canonical origin re-parses to the same scheme, host
  *     and port, and "host:port" re-parses as an authority to the same;
  *   - one parser: an accepted authority A gives the same host and port as
- *     the URL "http://A/", and the URL's host:port as an authority.
+ *     the URL "http://A/", and the URL's host:port as an authority;
+ *   - differential: libcurl's URL API (RFC 3986 style, default flags)
+ *     extracts the same host (up to ASCII case) and port from every URL we
+ *     accept (docs/url.md, "The differential campaign").
  */
+#include <curl/curl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_alabel-int.h"
 #include "pinhole/url.h"
 
 #define CHECK(cond)      \
@@ -54,6 +61,30 @@ static void check_authority_round_trip(const char *host, uint16_t port)
     CHECK(strcmp(a.host, host) == 0 && a.port == port);
 }
 
+/* libcurl reads the accepted url[0..size) (no NUL inside: refused) as
+ * host:port too. */
+static void check_curl_agrees(const uint8_t *data, size_t size, const ph_url *u)
+{
+    static char url[PH_URL_MAX_LEN + 1];
+    memcpy(url, data, size);
+    url[size] = '\0';
+    CURLU *h = curl_url();
+    CHECK(h != NULL);
+    char *host = NULL, *port = NULL;
+    CHECK(curl_url_set(h, CURLUPART_URL, url, 0) == CURLUE_OK);
+    CHECK(curl_url_get(h, CURLUPART_HOST, &host, 0) == CURLUE_OK);
+    CHECK(curl_url_get(h, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK);
+    CHECK(strlen(host) == u->host_len);
+    for (size_t i = 0; i < u->host_len; i++)
+        CHECK(ph_ascii_lower((unsigned char)host[i]) == u->host[i]);
+    char want[8];
+    snprintf(want, sizeof want, "%u", (unsigned)u->port);
+    CHECK(strcmp(port, want) == 0);
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(h);
+}
+
 static void fuzz_url(const uint8_t *data, size_t size)
 {
     ph_url u;
@@ -70,6 +101,7 @@ static void fuzz_url(const uint8_t *data, size_t size)
     CHECK(u.scheme == PH_SCHEME_HTTP || u.scheme == PH_SCHEME_HTTPS);
     CHECK(u.host_len == strlen(u.host) && u.host_len > 0);
     CHECK(ph_host_check(u.host, u.host_len, NULL) == PH_HOST_OK);
+    CHECK(ph_host_a_labels_valid(u.host, u.host_len, NULL));
     CHECK(u.port != 0);
     CHECK(u.port_explicit || u.port == ph_scheme_default_port(u.scheme));
     CHECK(u.path_offset <= size && u.path_len <= size - u.path_offset);
@@ -79,6 +111,7 @@ static void fuzz_url(const uint8_t *data, size_t size)
     CHECK(host_at + u.host_len <= size);
     for (size_t i = 0; i < u.host_len; i++)
         CHECK(ph_ascii_lower(data[host_at + i]) == u.host[i]);
+    check_curl_agrees(data, size, &u);
 
     char origin[PH_URL_ORIGIN_MAX];
     size_t n = 0;
@@ -106,6 +139,7 @@ static void fuzz_authority(const uint8_t *data, size_t size)
     CHECK(!has_forbidden_byte(data, size));
     CHECK(a.host_len == strlen(a.host));
     CHECK(ph_host_check(a.host, a.host_len, NULL) == PH_HOST_OK);
+    CHECK(ph_host_a_labels_valid(a.host, a.host_len, NULL));
     CHECK(a.port != 0);
     check_authority_round_trip(a.host, a.port);
     /* one parser: the same authority inside a URL means the same */

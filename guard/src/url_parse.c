@@ -8,7 +8,8 @@
  *   3. the authority is split into host and port by the one routine shared
  *      with CONNECT (parse_host_port);
  *   4. the host is decided an IP literal or not before any other host rule,
- *      then it must be a canonical name (ph_host_check), then the port.
+ *      then it must be a canonical name (ph_host_check) whose "xn--" labels
+ *      are valid A-labels (host_alabel.c), then the port.
  * No allocation; the canonical host is written into the caller's struct.
  */
 #include "pinhole/url.h"
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "diag-int.h"
+#include "host_alabel-int.h"
 
 /* What the caller of parse_host_port gets back. */
 typedef struct host_port {
@@ -203,6 +205,13 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
         if (he == PH_HOST_BAD_CHAR && s[where] == ':')
             return refuse(hp, diag, off + where, "unbracketed ':' in the host");
         return refuse(hp, diag, off + where, ph_host_error_string(he));
+    }
+    /* WHATWG parsers refuse an invalid "xn--" label, RFC 3986 ones pass it
+     * on: two answers, so it is refused (host_alabel.c says why). */
+    if (!ph_host_a_labels_valid(hp->host, hlen, &where)) {
+        hp->host[0] = '\0';
+        return refuse(hp, diag, off + where,
+                      "invalid IDN A-label (\"xn--\" label that is not valid Punycode/IDNA)");
     }
 
     if (colon != NULL) {

@@ -1,12 +1,132 @@
-/* cmd_explain.c - placeholder: policyc explain is being written. */
+/*
+ * cmd_explain.c - policyc explain FILE|TABLE HOST:PORT [--list NAME]: the
+ * verdict, the rule that allowed the destination, or why nothing did,
+ * naming the nearest rule.
+ */
+#include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "commands.h"
+#include "destination.h"
+#include "pinhole/host.h"
+#include "table_input.h"
+
+static void usage(FILE *out)
+{
+    fputs("Usage: policyc explain [--list NAME] FILE|TABLE HOST:PORT\n"
+          "\n"
+          "Decide HOST:PORT against a list exactly as the guard and the proxy do, and\n"
+          "say which rule allowed it (file:line, reason) or why nothing did, naming\n"
+          "the nearest rule. FILE is an allowlist (compiled in memory) or a table\n"
+          "written by 'policyc compile' (recognized by its magic bytes). HOST must be\n"
+          "canonical (lowercase A-labels, no trailing dot), as the guard's URL parser\n"
+          "produces it.\n"
+          "\n"
+          "Options:\n"
+          "  -l, --list=NAME  the list to ask (default: default)\n"
+          "  -h, --help       show this help\n"
+          "\n"
+          "Exit status: 0 allowed, 1 denied, 2 usage error, unreadable or invalid input.\n",
+          out);
+}
+
+static void print_rule(const char *label, const ph_table *t, const ph_table_rule *r)
+{
+    char ports[512];
+    pc_format_rule_ports(t, r->index, ports, sizeof ports);
+    printf("  %s: %s ports [%s] (%s:%u)\n", label, r->host, ports, r->file, r->line);
+    if (r->reason != NULL)
+        printf("  reason: %s\n", r->reason);
+}
+
+static void print_why(const ph_table *t, const ph_table_explanation *ex, const char *host,
+                      uint16_t port, const char *list)
+{
+    const ph_table_rule *n = &ex->near_rule;
+    switch (ex->near) {
+    case PH_TABLE_NEAR_UNKNOWN_LIST:
+        printf("  why: the table has no list named '%s' (lists:", list);
+        for (size_t i = 0; i < ph_table_list_count(t); i++) {
+            const char *name;
+            ph_table_list_at(t, i, &name, NULL, NULL);
+            printf(" %s", name);
+        }
+        puts(")");
+        return;
+    case PH_TABLE_NEAR_WRONG_PORT:
+        printf("  why: %s is allowed, but not on port %u\n", host, port);
+        print_rule("nearest rule", t, n);
+        return;
+    case PH_TABLE_NEAR_TOO_DEEP:
+        printf("  why: %s covers exactly one label; %s is deeper than that\n", n->host, host);
+        print_rule("nearest rule", t, n);
+        return;
+    case PH_TABLE_NEAR_APEX:
+        printf("  why: %s covers names below %s, never %s itself; add an exact rule for it\n",
+               n->host, host, host);
+        print_rule("nearest rule", t, n);
+        return;
+    case PH_TABLE_NEAR_NONE:
+        break;
+    }
+    if (ex->result.reason == PH_REASON_IP_LITERAL)
+        puts("  why: an IP address is never an allowed destination; name the host");
+    else if (ex->result.reason == PH_REASON_PARSE_ERROR)
+        printf("  why: not a canonical host name (%s)\n",
+               ph_host_error_string(ph_host_check(host, strlen(host), NULL)));
+    else
+        printf("  why: no rule of list '%s' names %s or a wildcard over it\n", list, host);
+}
 
 int pc_cmd_explain(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fputs("policyc explain: not implemented yet\n", stderr);
-    return 2;
+    static const struct option opts[] = {
+        {"list", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *list = "default";
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "l:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l': list = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (argc - optind != 2) {
+        fputs("policyc explain: expected FILE|TABLE and HOST:PORT\n", stderr);
+        usage(stderr);
+        return 2;
+    }
+    char host[PC_DEST_HOST_MAX];
+    uint16_t port;
+    const char *why;
+    if (!pc_parse_destination(argv[optind + 1], host, &port, &why)) {
+        fprintf(stderr, "policyc explain: '%s': %s\n", argv[optind + 1], why);
+        return 2;
+    }
+    ph_table *t = NULL;
+    int rc = pc_open_table_input("explain", argv[optind], &t, NULL);
+    if (rc != 0)
+        return 2;
+    ph_table_explanation ex;
+    if (pc_explain_destination(t, list, host, port, &ex) != PH_OK) {
+        fputs("policyc explain: internal error\n", stderr);
+        ph_table_close(&t);
+        return 2;
+    }
+    if (ex.result.allowed) {
+        printf("allowed: %s:%u by list '%s'\n", host, port, list);
+        print_rule("rule", t, &ex.result.rule);
+    } else {
+        printf("denied: %s:%u by list '%s' (%s)\n", host, port, list,
+               ph_reason_code(ex.result.reason));
+        print_why(t, &ex, host, port, list);
+    }
+    printf("  policy id: %s\n", ph_table_policy_id_hex(t));
+    ph_table_close(&t);
+    return ex.result.allowed ? 0 : 1;
 }

@@ -44,6 +44,10 @@ typedef struct pc_list {
     char **includes;       /* names of other lists, as written */
     pc_pos *include_pos;
     size_t nincludes;
+    /* Added by the front end: includes[i] resolved to an index into
+     * pc_policy.lists (filled by the loader; NULL when the policy was built
+     * another way, in which case names are looked up). Owned by the list. */
+    size_t *include_index;
     pc_rule *rules;
     size_t nrules;
 } pc_list;

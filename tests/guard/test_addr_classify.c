@@ -188,6 +188,14 @@ static const struct {
     {"fe80::1", "fe80::/10"}, {"febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "fe80::/10"},
     {"fec0::1", "fec0::/10"}, {"ff02::1", "ff00::/8"},
     {"ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "ff00::/8"},
+    /* the newer and the single-address registry entries, each at its edges */
+    {"192.0.0.169", "192.0.0.0/24"}, {"192.0.0.171", "192.0.0.171/32"},
+    {"192.0.0.172", "192.0.0.0/24"}, {"2001:1::", "2001::/23"}, {"2001:1::2", "2001:1::2/128"},
+    {"2001:1::3", "2001:1::3/128"}, {"2001:1::5", "2001::/23"},
+    {"2620:4f:8000:ffff:ffff:ffff:ffff:ffff", "2620:4f:8000::/48"},
+    {"5f00:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "5f00::/16"}, {"5f01::", "4000::/3"},
+    {"100::ffff:ffff:ffff:ffff", "100::/64"}, {"100:0:0:1:ffff:ffff:ffff:ffff", "100:0:0:1::/64"},
+    {"100:0:0:1::", "100:0:0:1::/64"}, {"3fff:fff::", "3fff::/20"},
 };
 
 static void test_hand_written_expectations(void **state)

@@ -97,34 +97,59 @@ static const ph_addr_block *find(const char *prefix)
     return NULL;
 }
 
-/* DESIGN section 4 and the IANA registries (2026): each must be present. */
+/* DESIGN section 4 and the IANA registries (2026): each must be present,
+ * citing the document the registry cites (a block that lists several names
+ * the first of them). Every row of the IANA IPv4 and IPv6 Special-Purpose
+ * Address Registries is here, whatever its "globally reachable" flag. */
 static void test_required_blocks_are_present(void **state)
 {
     (void)state;
-    static const char *const required[] = {
-        /* IANA IPv4 Special-Purpose Address Registry */
-        "0.0.0.0/8", "0.0.0.0/32", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8",
-        "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24", "192.0.0.0/29", "192.0.0.8/32",
-        "192.0.0.9/32", "192.0.0.10/32", "192.0.0.170/32", "192.0.0.171/32", "192.0.2.0/24",
-        "192.31.196.0/24", "192.52.193.0/24", "192.88.99.0/24", "192.88.99.2/32",
-        "192.168.0.0/16", "192.175.48.0/24", "198.18.0.0/15", "198.51.100.0/24",
-        "203.0.113.0/24", "240.0.0.0/4", "255.255.255.255/32",
+    static const struct {
+        const char *prefix, *rfc;
+    } required[] = {
+        /* IANA IPv4 Special-Purpose Address Registry, every entry */
+        {"0.0.0.0/8", "RFC 791"}, {"0.0.0.0/32", "RFC 1122"}, {"10.0.0.0/8", "RFC 1918"},
+        {"100.64.0.0/10", "RFC 6598"}, {"127.0.0.0/8", "RFC 1122"},
+        {"169.254.0.0/16", "RFC 3927"}, {"172.16.0.0/12", "RFC 1918"},
+        {"192.0.0.0/24", "RFC 6890"}, {"192.0.0.0/29", "RFC 7335"},
+        {"192.0.0.8/32", "RFC 7600"}, {"192.0.0.9/32", "RFC 7723"},
+        {"192.0.0.10/32", "RFC 8155"}, {"192.0.0.170/32", "RFC 8880"},
+        {"192.0.0.171/32", "RFC 8880"}, {"192.0.2.0/24", "RFC 5737"},
+        {"192.31.196.0/24", "RFC 7535"}, {"192.52.193.0/24", "RFC 7450"},
+        {"192.88.99.0/24", "RFC 7526"}, {"192.88.99.2/32", "RFC 6751"},
+        {"192.168.0.0/16", "RFC 1918"}, {"192.175.48.0/24", "RFC 7534"},
+        {"198.18.0.0/15", "RFC 2544"}, {"198.51.100.0/24", "RFC 5737"},
+        {"203.0.113.0/24", "RFC 5737"}, {"240.0.0.0/4", "RFC 1112"},
+        {"255.255.255.255/32", "RFC 919"},
         /* multicast */
-        "224.0.0.0/4", "ff00::/8",
-        /* IANA IPv6 Special-Purpose Address Registry */
-        "::/128", "::1/128", "::ffff:0.0.0.0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64",
-        "100:0:0:1::/64", "2001::/23", "2001::/32", "2001:1::1/128", "2001:1::2/128",
-        "2001:1::3/128", "2001:2::/48", "2001:3::/32", "2001:4:112::/48", "2001:10::/28",
-        "2001:20::/28", "2001:30::/28", "2001:db8::/32", "2002::/16", "2620:4f:8000::/48",
-        "3fff::/20", "5f00::/16", "fc00::/7", "fe80::/10",
+        {"224.0.0.0/4", "RFC 5771"}, {"ff00::/8", "RFC 4291"},
+        /* IANA IPv6 Special-Purpose Address Registry, every entry */
+        {"::/128", "RFC 4291"}, {"::1/128", "RFC 4291"}, {"::ffff:0.0.0.0/96", "RFC 4291"},
+        {"64:ff9b::/96", "RFC 6052"}, {"64:ff9b:1::/48", "RFC 8215"},
+        {"100::/64", "RFC 6666"}, {"100:0:0:1::/64", "RFC 9780"},
+        {"2001::/23", "RFC 2928"}, {"2001::/32", "RFC 4380"},
+        {"2001:1::1/128", "RFC 7723"}, {"2001:1::2/128", "RFC 8155"},
+        {"2001:1::3/128", "RFC 9665"}, {"2001:2::/48", "RFC 5180"},
+        {"2001:3::/32", "RFC 7450"}, {"2001:4:112::/48", "RFC 7535"},
+        {"2001:10::/28", "RFC 4843"}, {"2001:20::/28", "RFC 7343"},
+        {"2001:30::/28", "RFC 9374"}, {"2001:db8::/32", "RFC 3849"},
+        {"2002::/16", "RFC 3056"}, {"2620:4f:8000::/48", "RFC 7534"},
+        {"3fff::/20", "RFC 9637"}, {"5f00::/16", "RFC 9602"}, {"fc00::/7", "RFC 4193"},
+        {"fe80::/10", "RFC 4291"},
         /* IPv4-embedding prefixes in full, and deprecated space */
-        "::/96", "::ffff:0:0:0/96", "fec0::/10",
+        {"::/96", "RFC 4291"}, {"::ffff:0:0:0/96", "RFC 2765"}, {"fec0::/10", "RFC 3879"},
         /* cloud metadata endpoints */
-        "169.254.169.254/32", "100.100.100.200/32", "168.63.129.16/32", "fd00:ec2::254/128",
+        {"169.254.169.254/32", ""}, {"100.100.100.200/32", ""}, {"168.63.129.16/32", ""},
+        {"fd00:ec2::254/128", ""},
     };
-    for (size_t i = 0; i < sizeof required / sizeof *required; i++)
-        if (find(required[i]) == NULL)
-            fail_msg("required block %s missing", required[i]);
+    for (size_t i = 0; i < sizeof required / sizeof *required; i++) {
+        const ph_addr_block *b = find(required[i].prefix);
+        if (b == NULL)
+            fail_msg("required block %s missing", required[i].prefix);
+        if (strstr(b->rfc, required[i].rfc) == NULL)
+            fail_msg("block %s cites \"%s\", the registry cites %s", required[i].prefix, b->rfc,
+                     required[i].rfc);
+    }
 }
 
 /* Everything outside 2000::/3 is covered by the union of the IPv6 blocks

@@ -9,49 +9,7 @@
 #include <string.h>
 
 #include "pinhole/url.h"
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Decodes the input column's escapes (\\ \t \r \n \xHH) into out; returns
- * the decoded length. Fails the test on a malformed escape. */
-static size_t unescape(const char *in, char *out, size_t cap, unsigned line)
-{
-    size_t n = 0;
-    for (size_t i = 0; in[i] != '\0'; i++) {
-        assert_true(n < cap);
-        if (in[i] != '\\') {
-            out[n++] = in[i];
-            continue;
-        }
-        char e = in[++i];
-        if (e == '\\') {
-            out[n++] = '\\';
-        } else if (e == 't') {
-            out[n++] = '\t';
-        } else if (e == 'r') {
-            out[n++] = '\r';
-        } else if (e == 'n') {
-            out[n++] = '\n';
-        } else if (e == 'x' && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
-            out[n++] = (char)(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
-            i += 2;
-        } else {
-            fail_msg("hostile.tsv:%u: bad escape", line);
-        }
-    }
-    assert_true(n < cap);
-    out[n] = '\0'; /* for messages only: the parser gets the length */
-    return n;
-}
+#include "url_tsv.h"
 
 static unsigned failures;
 
@@ -108,48 +66,38 @@ static void check_row(const char *type, const char *input, size_t len, const ver
                  len);
 }
 
+typedef struct tally {
+    unsigned ok, ip_literal, parse_error;
+} tally;
+
+static void check_tsv_row(char **cols, size_t ncol, unsigned line, void *ctx)
+{
+    static char input[16384];
+    tally *t = ctx;
+    if (ncol < 3)
+        fail_msg("hostile.tsv:%u: fewer than 3 columns", line);
+    verdict want = {.expect = cols[1], .host = ncol > 3 ? cols[3] : "",
+                    .port = ncol > 4 ? (unsigned)strtoul(cols[4], NULL, 10) : 0};
+    size_t len = url_tsv_unescape(cols[2], input, sizeof input, "hostile.tsv", line);
+    check_row(cols[0], input, len, &want, line);
+    if (strcmp(want.expect, "ok") == 0)
+        t->ok++;
+    else if (strcmp(want.expect, "ip_literal") == 0)
+        t->ip_literal++;
+    else
+        t->parse_error++;
+}
+
 static void test_every_row_gets_its_verdict(void **state)
 {
     (void)state;
-    size_t flen = 0;
-    char *file = ph_test_read_file(ph_test_source_path("tests/data/urls/hostile.tsv"), &flen);
-    assert_non_null(file);
-    unsigned line = 0, rows = 0, by_kind[3] = {0};
-    static char input[16384];
-    for (char *l = file, *next; l != NULL && *l != '\0'; l = next) {
-        next = strchr(l, '\n');
-        if (next != NULL)
-            *next++ = '\0';
-        line++;
-        if (l[0] == '#' || l[0] == '\0')
-            continue;
-        char *cols[6] = {0};
-        size_t ncol = 0;
-        for (char *p = l; ncol < 6; ncol++) {
-            cols[ncol] = p;
-            char *tab = strchr(p, '\t');
-            if (tab == NULL) {
-                ncol++;
-                break;
-            }
-            *tab = '\0';
-            p = tab + 1;
-        }
-        assert_true(ncol >= 3);
-        verdict want = {.expect = cols[1], .host = cols[3] ? cols[3] : "",
-                        .port = cols[4] ? (unsigned)strtoul(cols[4], NULL, 10) : 0};
-        size_t len = unescape(cols[2], input, sizeof input, line);
-        check_row(cols[0], input, len, &want, line);
-        rows++;
-        bool is_ok = strcmp(want.expect, "ok") == 0;
-        by_kind[is_ok ? 0 : strcmp(want.expect, "ip_literal") == 0 ? 1 : 2]++;
-    }
-    free(file);
-    print_message("hostile.tsv: %u rows (%u ok, %u ip_literal, %u parse_error)\n", rows,
-                  by_kind[0], by_kind[1], by_kind[2]);
+    tally t = {0};
+    unsigned rows = url_tsv_for_each_row("hostile.tsv", check_tsv_row, &t);
+    print_message("hostile.tsv: %u rows (%u ok, %u ip_literal, %u parse_error)\n", rows, t.ok,
+                  t.ip_literal, t.parse_error);
     assert_int_equal(failures, 0);
     assert_true(rows >= 150);
-    assert_true(by_kind[0] > 0 && by_kind[1] > 0 && by_kind[2] > 0);
+    assert_true(t.ok > 0 && t.ip_literal > 0 && t.parse_error > 0);
 }
 
 int main(void)

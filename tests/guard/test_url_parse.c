@@ -117,6 +117,38 @@ static void test_ip_literal_is_not_a_parse_error(void **state)
     assert_int_equal(a.reason, PH_REASON_PARSE_ERROR);
 }
 
+/* An "xn--" label must be a valid IDNA A-label (WHATWG refuses the URL
+ * otherwise, curl passes it on): refused in URLs and CONNECT authorities,
+ * pointing at the label; valid A-labels, in any case, are accepted. */
+static void test_invalid_a_labels_are_refused(void **state)
+{
+    (void)state;
+    ph_url u;
+    ph_authority a;
+    ph_diag d = {0};
+    assert_int_equal(parse("http://api.xn--a.example/", &u, &d), PH_E_INVAL);
+    assert_int_equal(u.reason, PH_REASON_PARSE_ERROR);
+    assert_string_equal(u.host, "");
+    assert_int_equal(d.offset, strlen("http://api."));
+    assert_non_null(strstr(d.message, "A-label"));
+    memset(&d, 0, sizeof d);
+    assert_int_equal(ph_authority_parse("xn--1ug.example:443", 19, &a, &d), PH_E_INVAL);
+    assert_int_equal(a.reason, PH_REASON_PARSE_ERROR);
+    assert_int_equal(d.offset, 0);
+    static const char *const refused[] = {
+        "http://xn--zz.example", "http://xn--xn--bcher-kva.example", "http://xn---abc.example",
+        "http://XN--BCHER-2PA.example", /* decodes to uppercase: not canonical */
+        "http://a.b.xn--ls8h.example",  /* emoji: not IDNA 2008 */
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        if (parse(refused[i], &u, NULL) != PH_E_INVAL)
+            fail_msg("%s accepted", refused[i]);
+    assert_int_equal(parse("https://XN--Bcher-KVA.xn--p1ai:8443/", &u, NULL), PH_OK);
+    assert_string_equal(u.host, "xn--bcher-kva.xn--p1ai");
+    assert_int_equal(ph_authority_parse("xn--mnchen-3ya.de:443", 21, &a, NULL), PH_OK);
+    assert_string_equal(a.host, "xn--mnchen-3ya.de");
+}
+
 static void test_null_arguments(void **state)
 {
     (void)state;
@@ -219,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_length_bounded_input),
         cmocka_unit_test(test_diagnostics_name_the_problem_and_its_offset),
         cmocka_unit_test(test_ip_literal_is_not_a_parse_error),
+        cmocka_unit_test(test_invalid_a_labels_are_refused),
         cmocka_unit_test(test_null_arguments),
         cmocka_unit_test(test_authority),
         cmocka_unit_test(test_format_round_trips),

@@ -12,13 +12,20 @@
  *   - host: ASCII, folded to lowercase, then it must pass ph_host_check
  *     (pinhole/host.h); IP literals in any spelling (dotted, integer, octal,
  *     hex, shortened, bracketed IPv6 incl. mapped/compatible) are refused with
- *     PH_REASON_IP_LITERAL, decided before any other host rule;
+ *     PH_REASON_IP_LITERAL, decided before any other host rule; every "xn--"
+ *     label must be a valid IDNA A-label (WHATWG parsers refuse the URL
+ *     otherwise, RFC 3986 ones pass the label on);
  *   - port: decimal 1..65535, no leading zero, not empty; default 80 / 443;
  *   - anywhere in the input: no whitespace, control byte, DEL, non-ASCII
  *     byte or backslash (WHATWG parsers strip or reinterpret those, so the
  *     host another parser would see could differ).
  *
- * Results are plain structs filled in place: no allocation, single pass,
+ * Whenever the WHATWG URL Standard and RFC 3986 (libcurl) would read another
+ * host or port, the input is refused; tests/guard/test_url_differential.c
+ * checks this against libcurl, scripts/url-differential.mjs against WHATWG.
+ *
+ * Results are plain structs filled in place: no allocation of ours (libidn2
+ * allocates internally only while checking an xn-- label), single pass,
  * thread-safe (no global state).
  */
 #ifndef PINHOLE_URL_H

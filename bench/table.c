@@ -1,0 +1,221 @@
+/*
+ * bench_table - figures for the table (issue 2), printed, never asserted:
+ *   1. parse + compile a generated 1,000,000-rule allowlist through policyc's
+ *      own functions: time of each step, table size, peak RSS (getrusage);
+ *   2. ph_table_open (open + fstat + read + full verification + checksum) of
+ *      that table from a file;
+ *   3. single-thread lookups/s over a 100,000-rule table, a mix of exact
+ *      hits, wildcard hits and misses, against a baseline measured in the
+ *      same run (bsearch over the sorted host names: exact names only).
+ * Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+ * Usage: bench_table [RULES] (default 1000000).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compile.h"
+#include "load.h"
+#include "pinhole/table.h"
+
+/* CPU time of this thread: the machine is shared, so wall-clock figures
+ * would measure the neighbours; CPU time measures this code. */
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Rule i: every 8th a wildcard, the rest exact names; a few ports each. */
+static int rule_host(char *buf, size_t cap, size_t i)
+{
+    if (i % 8 == 7)
+        return snprintf(buf, cap, "*.w%zu.svc%zu.example.com", i, i % 1000);
+    return snprintf(buf, cap, "h%zu.svc%zu.example.com", i, i % 1000);
+}
+
+static char *generate(size_t rules, size_t *len)
+{
+    size_t cap = 64 + rules * 96, at = 0;
+    char *y = malloc(cap);
+    if (y == NULL)
+        return NULL;
+    at += (size_t)snprintf(y + at, cap - at, "version: 1\nlists:\n  default:\n    rules:\n");
+    char host[128];
+    for (size_t i = 0; i < rules; i++) {
+        rule_host(host, sizeof host, i);
+        if (i % 4 == 0)
+            at += (size_t)snprintf(y + at, cap - at,
+                                   "      - host: \"%s\"\n        ports: [443, \"8000-8010\"]\n",
+                                   host);
+        else
+            at += (size_t)snprintf(y + at, cap - at, "      - host: \"%s\"\n        ports: [443]\n",
+                                   host);
+    }
+    *len = at;
+    return y;
+}
+
+static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_compile)
+{
+    size_t ylen;
+    char *yaml = generate(rules, &ylen);
+    if (yaml == NULL)
+        return NULL;
+    pc_diagnostics diags;
+    pc_diagnostics_init(&diags);
+    pc_policy *policy = NULL;
+    double t0 = now();
+    ph_status st = pc_policy_load_buffer(yaml, ylen, "bench.yaml", &policy, &diags);
+    double t1 = now();
+    free(yaml);
+    if (st != PH_OK) {
+        pc_diagnostics_print(stderr, &diags, PC_FORMAT_TEXT);
+        pc_diagnostics_free(&diags);
+        return NULL;
+    }
+    pc_diagnostics_free(&diags);
+    uint8_t *image = NULL;
+    ph_diag diag = {0};
+    st = pc_compile(policy, &image, len, &diag);
+    double t2 = now();
+    pc_policy_free(&policy);
+    if (st != PH_OK) {
+        fprintf(stderr, "compile: %s\n", diag.message);
+        return NULL;
+    }
+    *t_parse = t1 - t0;
+    *t_compile = t2 - t1;
+    return image;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Lookups/s with nq distinct destinations cycling (nq a power of two): a
+ * small nq is a proxy's hot set (cache-resident), a large one spreads the
+ * lookups over the whole table (mostly cache misses). */
+static int lookups(size_t nq)
+{
+    const size_t rules = 100000;
+    size_t len;
+    double tp, tc;
+    uint8_t *image = build(rules, &len, &tp, &tc);
+    ph_table *t = NULL;
+    if (image == NULL || ph_table_open_buffer(image, len, &t, NULL) != PH_OK)
+        return 1;
+    free(image);
+    /* Queries: a third exact hits, a third wildcard hits, a third misses. */
+    char **q = calloc(nq, sizeof *q);
+    size_t *ql = calloc(nq, sizeof *ql);
+    char buf[160];
+    srand(42);
+    for (size_t i = 0; i < nq; i++) {
+        size_t r = (size_t)rand() % rules;
+        switch (i % 3) {
+        case 0: r -= r % 8 == 7; rule_host(buf, sizeof buf, r); break;
+        case 1: r = r - r % 8 + 7;
+            if (r >= rules) r -= 8;
+            rule_host(buf, sizeof buf, r);
+            buf[0] = 'x'; /* "*.w..." -> "x.w...": one label under the wildcard */
+            break;
+        default: snprintf(buf, sizeof buf, "m%zu.svc%zu.example.com", r, r % 1000); break;
+        }
+        q[i] = strdup(buf);
+        ql[i] = strlen(buf);
+    }
+    const size_t n = 10 * 1000 * 1000;
+    size_t allowed = 0;
+    ph_table_result res;
+    double t0 = now();
+    for (size_t i = 0; i < n; i++) {
+        size_t k = i & (nq - 1);
+        if (ph_table_lookup(t, "default", q[k], ql[k], 443, &res) == PH_OK && res.allowed)
+            allowed++;
+    }
+    double dt = now() - t0;
+    /* Baseline: bsearch over the sorted exact names (no wildcards, no ports). */
+    char **names = calloc(rules, sizeof *names);
+    for (size_t i = 0; i < rules; i++) {
+        rule_host(buf, sizeof buf, i);
+        names[i] = strdup(buf);
+    }
+    qsort(names, rules, sizeof *names, cmp_str);
+    size_t found = 0;
+    double b0 = now();
+    for (size_t i = 0; i < n; i++)
+        found += bsearch(&q[i & (nq - 1)], names, rules, sizeof *names, cmp_str) != NULL;
+    double bdt = now() - b0;
+    double rate = (double)n / dt, brate = (double)n / bdt;
+    printf("lookups (100,000 rules; %zu distinct destinations: 1/3 exact hits, 1/3 wildcard "
+           "hits, 1/3 misses): %.2f M/s (%.0f ns each; %zu of %zu allowed; target >= 5 M/s)\n",
+           nq, rate / 1e6, 1e9 / rate, allowed, n);
+    printf("baseline bsearch over sorted names (exact only): %.2f M/s; table/baseline = %.2fx "
+           "(%zu found)\n",
+           brate / 1e6, rate / brate, found);
+    for (size_t i = 0; i < rules; i++)
+        free(names[i]);
+    free(names);
+    for (size_t i = 0; i < nq; i++)
+        free(q[i]);
+    free(q);
+    free(ql);
+    ph_table_close(&t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t rules = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
+    size_t len;
+    double tp, tc;
+    uint8_t *image = build(rules, &len, &tp, &tc);
+    if (image == NULL)
+        return 1;
+    printf("compile %zu rules: parse %.3f s + compile %.3f s = %.3f s (target <= 3 s); "
+           "table %zu bytes (%.1f MiB); peak RSS %.1f MiB (target <= 1024)\n",
+           rules, tp, tc, tp + tc, len, (double)len / 1048576.0, (double)peak_rss_kib() / 1024.0);
+    char path[] = "/tmp/bench_table_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || write(fd, image, len) != (ssize_t)len) {
+        perror("write");
+        return 1;
+    }
+    close(fd);
+    free(image);
+    double best = 1e9;
+    for (int i = 0; i < 3; i++) {
+        ph_table *t = NULL;
+        ph_diag diag = {0};
+        double t0 = now();
+        ph_status st = ph_table_open(path, &t, &diag);
+        double dt = now() - t0;
+        if (st != PH_OK) {
+            fprintf(stderr, "open: %s\n", diag.message);
+            unlink(path);
+            return 1;
+        }
+        ph_table_close(&t);
+        if (dt < best)
+            best = dt;
+    }
+    unlink(path);
+    printf("open + verify the %zu-rule table: %.1f ms (best of 3; target <= 300 ms)\n", rules,
+           best * 1e3);
+    if (getenv("BENCH_TABLE_HOT_ONLY"))
+        return lookups(4096);
+    return lookups(4096) || lookups(1 << 16);
+}

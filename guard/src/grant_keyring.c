@@ -1,0 +1,293 @@
+/* grant_keyring.c - the set of grant keys, key generation, and the key file
+ * (format in docs/grants.md):
+ *
+ *   # comment
+ *   <kid> <64..128 lowercase hex digits>
+ *
+ * one key per line, the signing (newest) key first, at most
+ * PH_GRANT_KEYS_MAX keys, exactly one space, no other whitespace. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+#include "diag-int.h"
+#include "grant-int.h"
+#include "grant_keyring-int.h"
+
+#define KEY_FILE_MAX (16 * 1024)
+
+struct ph_keyring {
+    size_t count;
+    ph_grant_key keys[PH_GRANT_KEYS_MAX];
+};
+
+ph_status ph_keyring_new(ph_keyring **out, ph_diag *diag)
+{
+    if (out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "keyring: missing argument");
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    return PH_OK;
+}
+
+void ph_keyring_free(ph_keyring **kr)
+{
+    if (kr == NULL || *kr == NULL)
+        return;
+    OPENSSL_cleanse(*kr, sizeof **kr);
+    free(*kr);
+    *kr = NULL;
+}
+
+size_t ph_keyring_count(const ph_keyring *kr) { return kr != NULL ? kr->count : 0; }
+
+const ph_grant_key *ph_keyring_first(const ph_keyring *kr)
+{
+    return kr != NULL && kr->count > 0 ? &kr->keys[0] : NULL;
+}
+
+const char *ph_keyring_signing_kid(const ph_keyring *kr)
+{
+    const ph_grant_key *k = ph_keyring_first(kr);
+    return k != NULL ? k->kid : NULL;
+}
+
+const ph_grant_key *ph_keyring_find(const ph_keyring *kr, const char *kid, size_t len)
+{
+    for (size_t i = 0; kr != NULL && i < kr->count; i++)
+        if (strlen(kr->keys[i].kid) == len && memcmp(kr->keys[i].kid, kid, len) == 0)
+            return &kr->keys[i];
+    return NULL;
+}
+
+ph_status ph_keyring_add(ph_keyring *kr, const char *kid, const uint8_t *key, size_t len,
+                         ph_diag *diag)
+{
+    if (kr == NULL || kid == NULL || key == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "keyring add: missing argument");
+    size_t kidlen = strnlen(kid, PH_GRANT_KID_MAX + 1);
+    if (!ph_grant_kid_valid(kid, kidlen))
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "key id must be 1..%d characters of [A-Za-z0-9_-]", PH_GRANT_KID_MAX);
+    if (len < PH_GRANT_KEY_MIN || len > PH_GRANT_KEY_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "key %s has %zu bytes; keys have %d to %d", kid,
+                           len, PH_GRANT_KEY_MIN, PH_GRANT_KEY_MAX);
+    if (ph_keyring_find(kr, kid, kidlen) != NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "duplicate key id %s", kid);
+    if (kr->count == PH_GRANT_KEYS_MAX)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "a keyring holds at most %d keys",
+                           PH_GRANT_KEYS_MAX);
+    ph_grant_key *k = &kr->keys[kr->count++];
+    memcpy(k->kid, kid, kidlen + 1);
+    memcpy(k->key, key, len);
+    k->len = len;
+    return PH_OK;
+}
+
+ph_status ph_grant_keygen(uint8_t *key, size_t len, ph_diag *diag)
+{
+    if (key == NULL || len < PH_GRANT_KEY_MIN || len > PH_GRANT_KEY_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "keys have %d to %d bytes", PH_GRANT_KEY_MIN,
+                           PH_GRANT_KEY_MAX);
+    if (RAND_bytes(key, (int)len) != 1)
+        return ph_diag_set(diag, PH_E_INTERNAL, 0, "RAND_bytes failed");
+    return PH_OK;
+}
+
+ph_status ph_grant_format_key_line(const char *kid, const uint8_t *key, size_t len, char *out,
+                                   size_t cap, ph_diag *diag)
+{
+    static const char HEX[] = "0123456789abcdef";
+    if (kid == NULL || key == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "key line: missing argument");
+    size_t kidlen = strnlen(kid, PH_GRANT_KID_MAX + 1);
+    if (!ph_grant_kid_valid(kid, kidlen) || len < PH_GRANT_KEY_MIN || len > PH_GRANT_KEY_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "malformed key id or key length");
+    if (cap < kidlen + 2 * len + 3)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "key line buffer too small");
+    size_t n = 0;
+    memcpy(out, kid, kidlen);
+    n += kidlen;
+    out[n++] = ' ';
+    for (size_t i = 0; i < len; i++) {
+        out[n++] = HEX[key[i] >> 4];
+        out[n++] = HEX[key[i] & 15];
+    }
+    out[n++] = '\n';
+    out[n] = '\0';
+    return PH_OK;
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* One non-comment line: "<kid> <hex>". off is the line's byte offset. */
+static ph_status parse_key_line(ph_keyring *kr, const char *line, size_t len, size_t lineno,
+                                size_t off, ph_diag *diag)
+{
+    const char *sp = memchr(line, ' ', len);
+    if (sp == NULL)
+        return ph_diag_set(diag, PH_E_FORMAT, off,
+                           "line %zu: expected \"<kid> <hex key>\" separated by one space",
+                           lineno);
+    size_t kidlen = (size_t)(sp - line);
+    if (!ph_grant_kid_valid(line, kidlen))
+        return ph_diag_set(diag, PH_E_FORMAT, off,
+                           "line %zu: key id must be 1..%d characters of [A-Za-z0-9_-]", lineno,
+                           PH_GRANT_KID_MAX);
+    const char *hex = sp + 1;
+    size_t hexlen = len - kidlen - 1;
+    uint8_t key[PH_GRANT_KEY_MAX];
+    for (size_t i = 0; i < hexlen; i++)
+        if (hex_value((unsigned char)hex[i]) < 0)
+            return ph_diag_set(diag, PH_E_FORMAT, off + kidlen + 1 + i,
+                               "line %zu column %zu: the key must be lowercase hex digits only",
+                               lineno, kidlen + 2 + i);
+    if (hexlen % 2 != 0 || hexlen < 2 * PH_GRANT_KEY_MIN || hexlen > 2 * PH_GRANT_KEY_MAX)
+        return ph_diag_set(diag, PH_E_FORMAT, off + kidlen + 1,
+                           "line %zu: the key has %zu hex digits; keys have %d to %d bytes "
+                           "(an even number of %d to %d digits)",
+                           lineno, hexlen, PH_GRANT_KEY_MIN, PH_GRANT_KEY_MAX,
+                           2 * PH_GRANT_KEY_MIN, 2 * PH_GRANT_KEY_MAX);
+    for (size_t i = 0; i < hexlen / 2; i++)
+        key[i] = (uint8_t)(hex_value((unsigned char)hex[2 * i]) << 4 |
+                           hex_value((unsigned char)hex[2 * i + 1]));
+    char kid[PH_GRANT_KID_MAX + 1];
+    memcpy(kid, line, kidlen);
+    kid[kidlen] = '\0';
+    ph_diag inner;
+    ph_status st = ph_keyring_add(kr, kid, key, hexlen / 2, &inner);
+    OPENSSL_cleanse(key, sizeof key);
+    if (st != PH_OK)
+        return ph_diag_set(diag, st == PH_E_LIMIT ? PH_E_LIMIT : PH_E_FORMAT, off,
+                           "line %zu: %s", lineno, inner.message);
+    return PH_OK;
+}
+
+ph_status ph_keyring_parse(const char *text, size_t len, ph_keyring **out, ph_diag *diag)
+{
+    if (out == NULL || (text == NULL && len > 0))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "keyring parse: missing argument");
+    *out = NULL;
+    if (len > KEY_FILE_MAX)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "key file is over %d bytes", KEY_FILE_MAX);
+    ph_keyring *kr = NULL;
+    ph_status st = ph_keyring_new(&kr, diag);
+    if (st != PH_OK)
+        return st;
+    size_t pos = 0, lineno = 0;
+    while (pos < len) {
+        lineno++;
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t linelen = nl != NULL ? (size_t)(nl - (text + pos)) : len - pos;
+        const char *line = text + pos;
+        for (size_t i = 0; i < linelen; i++) {
+            unsigned char c = (unsigned char)line[i];
+            if (c < 0x20 || c > 0x7e) {
+                st = ph_diag_set(diag, PH_E_FORMAT, pos + i,
+                                 "line %zu column %zu: control or non-ASCII byte 0x%02x "
+                                 "(tabs and CR are not allowed either)",
+                                 lineno, i + 1, c);
+                goto fail;
+            }
+        }
+        if (linelen > 0 && line[0] != '#') {
+            st = parse_key_line(kr, line, linelen, lineno, pos, diag);
+            if (st != PH_OK)
+                goto fail;
+        }
+        pos += linelen + (nl != NULL ? 1 : 0);
+    }
+    if (kr->count == 0) {
+        st = ph_diag_set(diag, PH_E_FORMAT, 0, "the key file holds no key");
+        goto fail;
+    }
+    *out = kr;
+    return PH_OK;
+fail:
+    ph_keyring_free(&kr);
+    return st;
+}
+
+ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag)
+{
+    if (path == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "keyring load: missing argument");
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0, "%s: %s", path,
+                           strerror(errno));
+    ph_status st;
+    char *buf = NULL;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = ph_diag_set(diag, PH_E_INVAL, 0, "%s: not a regular file", path);
+        goto out;
+    }
+    /* Secrets: refuse rather than warn, a warning in a log nobody reads
+     * protects nothing. */
+    if ((sb.st_mode & 077) != 0) {
+        st = ph_diag_set(diag, PH_E_INVAL, 0,
+                         "%s: mode %04o gives group or others access to the keys; "
+                         "run chmod 600 on it",
+                         path, (unsigned)(sb.st_mode & 07777));
+        goto out;
+    }
+    if (sb.st_size > KEY_FILE_MAX) {
+        st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
+        goto out;
+    }
+    buf = malloc(KEY_FILE_MAX + 1);
+    if (buf == NULL) {
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        goto out;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > KEY_FILE_MAX) {
+            st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
+            goto out;
+        }
+    }
+    st = ph_keyring_parse(buf, len, out, diag);
+    if (st != PH_OK && diag != NULL) {
+        char msg[PH_DIAG_MESSAGE_MAX];
+        memcpy(msg, diag->message, sizeof msg);
+        ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
+    }
+out:
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, KEY_FILE_MAX + 1);
+        free(buf);
+    }
+    close(fd);
+    return st;
+}

@@ -1,0 +1,191 @@
+/* guard_check.c - the decision: parse, look up, and (optionally) resolve and
+ * check every address. The proxy and the workers both come through here. */
+#include <stdio.h>
+#include <string.h>
+
+#include "diag-int.h"
+#include "guard-int.h"
+
+/* Resets what a reader may look at (the verdict is ~1.5 KiB: clearing only
+ * the fields that matter keeps the hot path short). */
+static void verdict_reset(ph_verdict *v)
+{
+    v->allowed = false;
+    v->reason = PH_REASON_PARSE_ERROR;
+    v->scheme = PH_SCHEME_NONE;
+    v->host[0] = '\0';
+    v->port = 0;
+    v->has_rule = false;
+    v->rule_index = 0;
+    v->rule_list[0] = v->rule_host[0] = v->rule_file[0] = v->rule_reason[0] = '\0';
+    v->rule_line = 0;
+    v->policy_id[0] = '\0';
+    v->detail[0] = '\0';
+}
+
+/* Copies src into dst[0..cap), truncating; always NUL-terminates. */
+static void copy_text(char *dst, size_t cap, const char *src)
+{
+    size_t n = src != NULL ? strnlen(src, cap - 1) : 0;
+    memcpy(dst, src != NULL ? src : "", n);
+    dst[n] = '\0';
+}
+
+/* d->message = the NULL-terminated parts, concatenated and truncated. */
+static void join_detail(ph_diag *d, const char *const *parts)
+{
+    size_t n = 0;
+    for (; *parts != NULL; parts++) {
+        size_t k = strnlen(*parts, sizeof d->message - 1 - n);
+        memcpy(d->message + n, *parts, k);
+        n += k;
+    }
+    d->message[n] = '\0';
+}
+
+static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d, ph_diag *diag)
+{
+    v->allowed = false;
+    v->reason = r;
+    if (d != NULL)
+        copy_text(v->detail, sizeof v->detail, d->message);
+    if (diag != NULL) {
+        if (d != NULL)
+            *diag = *d;
+        diag->status = PH_E_DENIED;
+        if (d == NULL)
+            snprintf(diag->message, sizeof diag->message, "%s", ph_reason_code(r));
+    }
+    return PH_E_DENIED;
+}
+
+/* Looks host:port up in list on one table version and fills the verdict. */
+static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *diag)
+{
+    ph_guard_reload_if_due(g);
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    memcpy(v->policy_id, s->policy_id, sizeof v->policy_id);
+    ph_table_result res;
+    ph_diag d; /* filled by ph_diag_set before any use */
+    ph_status st = ph_table_lookup(s->table, list, v->host, strlen(v->host), v->port, &res);
+    if (st != PH_OK) {
+        ph_guard_snapshot_release(&s);
+        ph_diag_set(&d, PH_E_DENIED, 0, "host %s is not canonical", v->host);
+        return refuse(v, PH_REASON_PARSE_ERROR, &d, diag);
+    }
+    if (res.has_rule) {
+        v->has_rule = true;
+        v->rule_index = res.rule.index;
+        copy_text(v->rule_list, sizeof v->rule_list, res.rule.list);
+        copy_text(v->rule_host, sizeof v->rule_host, res.rule.host);
+        copy_text(v->rule_file, sizeof v->rule_file, res.rule.file);
+        v->rule_line = res.rule.line;
+        copy_text(v->rule_reason, sizeof v->rule_reason, res.rule.reason);
+    }
+    ph_guard_snapshot_release(&s);
+    if (res.allowed) {
+        v->allowed = true;
+        v->reason = PH_REASON_ALLOWED;
+        return PH_OK;
+    }
+    /* Refusals are a hot path too (a scanner's traffic is mostly refused):
+     * the detail is joined by hand rather than through vsnprintf. */
+    char port[8];
+    size_t pn = sizeof port - 1;
+    port[pn] = '\0';
+    unsigned p = v->port;
+    do {
+        port[--pn] = (char)('0' + p % 10);
+        p /= 10;
+    } while (p != 0 && pn > 0);
+    d.status = PH_E_DENIED;
+    d.offset = 0;
+    switch (res.reason) {
+    case PH_REASON_UNKNOWN_LIST:
+        join_detail(&d, (const char *const[]){"no allowlist named ", list, NULL});
+        break;
+    case PH_REASON_PORT_NOT_ALLOWED:
+        join_detail(&d, (const char *const[]){"list ", list, " allows ", v->host,
+                                              " but not port ", port + pn, NULL});
+        break;
+    default:
+        join_detail(&d, (const char *const[]){"list ", list, " does not allow ", v->host, NULL});
+        break;
+    }
+    return refuse(v, res.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED : res.reason, &d,
+                  diag);
+}
+
+/* The two entry points differ only in the parser: a URL or a CONNECT
+ * authority. Both fill the same parts of a ph_url. */
+typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
+
+static ph_status check_target(ph_guard *g, const char *list, const char *text, size_t len,
+                              target_kind kind, ph_verdict *v, ph_diag *diag)
+{
+    if (v == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing verdict");
+    verdict_reset(v);
+    if (g == NULL || list == NULL || text == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
+    ph_url u;
+    ph_diag d;
+    d.message[0] = '\0'; /* the parsers fill it on refusal; never read otherwise */
+    ph_status st;
+    if (kind == TARGET_URL) {
+        st = ph_url_parse(text, len, &u, &d);
+    } else {
+        ph_authority a;
+        st = ph_authority_parse(text, len, &a, &d);
+        u.reason = a.reason;
+        u.scheme = PH_SCHEME_NONE;
+        u.port = a.port;
+        u.host_len = a.host_len;
+        memcpy(u.host, a.host, a.host_len + 1);
+    }
+    if (st != PH_OK)
+        return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d,
+                      diag);
+    v->scheme = u.scheme;
+    v->port = u.port;
+    memcpy(v->host, u.host, u.host_len + 1);
+    return decide(g, list, v, diag);
+}
+
+ph_status ph_guard_check_url(ph_guard *g, const char *list, const char *url, size_t len,
+                             ph_verdict *v, ph_diag *diag)
+{
+    return check_target(g, list, url, len, TARGET_URL, v, diag);
+}
+
+ph_status ph_guard_check_authority(ph_guard *g, const char *list, const char *authority,
+                                   size_t len, ph_verdict *v, ph_diag *diag)
+{
+    return check_target(g, list, authority, len, TARGET_AUTHORITY, v, diag);
+}
+
+ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *url, size_t len,
+                                     ph_verdict *v, ph_pinned_addrs *addrs, ph_diag *diag)
+{
+    if (addrs == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing address list");
+    addrs->count = 0;
+    ph_status st = ph_guard_check_url(g, list, url, len, v, diag);
+    if (st != PH_OK)
+        return st;
+    ph_reason r = PH_REASON_DNS_FAILURE;
+    ph_diag d;
+    memset(&d, 0, sizeof d);
+    st = ph_resolve_blocking(ph_guard_resolver_config(g), v->host, v->port, addrs, &r, &d);
+    if (st == PH_OK)
+        return PH_OK;
+    addrs->count = 0;
+    if (st != PH_E_DENIED) {
+        /* Could not even ask (bad servers, no memory): fail closed. */
+        refuse(v, PH_REASON_DNS_FAILURE, &d, NULL);
+        if (diag != NULL)
+            *diag = d;
+        return st;
+    }
+    return refuse(v, r, &d, diag);
+}

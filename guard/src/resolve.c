@@ -1,0 +1,285 @@
+/* resolve.c - the resolution rules shared by the blocking worker call
+ * (resolve_blocking.c) and the proxy's event loop: channel options, server
+ * lists, the answer check, and the asynchronous start wrapper. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag-int.h"
+#include "pinhole/addr.h"
+#include "pinhole/host.h"
+#include "pinhole/resolve.h"
+
+#define SERVERS_COUNT_MAX 8
+
+/* c-ares copies both at ares_init_options; static so the options struct the
+ * caller holds never points at freed memory. */
+static char *NO_DOMAINS[1] = {NULL};
+static char LOOKUPS_DNS_ONLY[] = "b";
+
+void ph_resolver_channel_options(struct ares_options *opts, int *optmask, unsigned timeout_ms)
+{
+    unsigned total = timeout_ms != 0 ? timeout_ms : PH_RESOLVE_TIMEOUT_MS_DEFAULT;
+    unsigned per_try = total / 3;
+    if (per_try < 100)
+        per_try = 100;
+    if (per_try > 2000)
+        per_try = 2000;
+    memset(opts, 0, sizeof *opts);
+    /* NOSEARCH: never append a search domain. NOALIASES: ignore the
+     * HOSTALIASES file an environment variable could name. */
+    opts->flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES;
+    opts->timeout = (int)per_try;
+    opts->tries = 3;
+    /* ndots 1: every name we resolve has >= 2 labels, so it is tried as is
+     * first even if something re-enabled searching. */
+    opts->ndots = 1;
+    /* An explicit empty domain list wins over resolv.conf's search line and
+     * the LOCALDOMAIN variable (c-ares only reads those when unset). */
+    opts->domains = NO_DOMAINS;
+    opts->ndomains = 0;
+    /* DNS only: /etc/hosts is the worker host's business, not a tenant's. */
+    opts->lookups = LOOKUPS_DNS_ONLY;
+    *optmask = ARES_OPT_FLAGS | ARES_OPT_TIMEOUTMS | ARES_OPT_TRIES | ARES_OPT_NDOTS |
+               ARES_OPT_DOMAINS | ARES_OPT_LOOKUPS;
+}
+
+/* Parses a decimal port 1..65535, no sign, no leading zero. */
+static bool parse_port(const char *s, size_t n, int *port)
+{
+    if (n == 0 || n > 5 || s[0] == '0')
+        return false;
+    int v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > 65535)
+        return false;
+    *port = v;
+    return true;
+}
+
+/* One "ip[:port]" / "[ip6][:port]" entry into node. */
+static bool parse_server(const char *s, size_t n, struct ares_addr_port_node *node)
+{
+    char ip[INET6_ADDRSTRLEN];
+    const char *portp = NULL;
+    size_t iplen;
+    int port = 53;
+    memset(node, 0, sizeof *node);
+    if (n > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (close == NULL)
+            return false;
+        iplen = (size_t)(close - s - 1);
+        if (iplen >= sizeof ip)
+            return false;
+        memcpy(ip, s + 1, iplen);
+        ip[iplen] = '\0';
+        size_t rest = n - (size_t)(close - s) - 1;
+        if (rest > 0) {
+            if (close[1] != ':')
+                return false;
+            portp = close + 2;
+        }
+        node->family = AF_INET6;
+        if (inet_pton(AF_INET6, ip, &node->addr.addr6) != 1)
+            return false;
+    } else {
+        const char *colon = memchr(s, ':', n);
+        iplen = colon != NULL ? (size_t)(colon - s) : n;
+        if (iplen >= sizeof ip)
+            return false;
+        memcpy(ip, s, iplen);
+        ip[iplen] = '\0';
+        if (colon != NULL)
+            portp = colon + 1;
+        node->family = AF_INET;
+        if (inet_pton(AF_INET, ip, &node->addr.addr4) != 1)
+            return false;
+    }
+    if (portp != NULL && !parse_port(portp, (size_t)(s + n - portp), &port))
+        return false;
+    node->udp_port = port;
+    node->tcp_port = port;
+    return true;
+}
+
+ph_status ph_resolver_set_servers(ares_channel channel, const char *servers, ph_diag *diag)
+{
+    if (channel == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "resolver: missing channel");
+    if (servers == NULL || servers[0] == '\0')
+        return PH_OK;
+    size_t len = strnlen(servers, PH_RESOLVE_SERVERS_MAX + 1);
+    if (len > PH_RESOLVE_SERVERS_MAX)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "DNS server list is over %d bytes",
+                           PH_RESOLVE_SERVERS_MAX);
+    struct ares_addr_port_node nodes[SERVERS_COUNT_MAX];
+    size_t count = 0, pos = 0;
+    while (pos <= len) {
+        const char *comma = memchr(servers + pos, ',', len - pos);
+        size_t n = comma != NULL ? (size_t)(comma - servers) - pos : len - pos;
+        if (count == SERVERS_COUNT_MAX)
+            return ph_diag_set(diag, PH_E_LIMIT, pos, "at most %d DNS servers",
+                               SERVERS_COUNT_MAX);
+        if (!parse_server(servers + pos, n, &nodes[count]))
+            return ph_diag_set(diag, PH_E_INVAL, pos,
+                               "DNS server %.*s is not IP[:PORT] or [IPv6][:PORT]", (int)n,
+                               servers + pos);
+        nodes[count].next = NULL;
+        if (count > 0)
+            nodes[count - 1].next = &nodes[count];
+        count++;
+        pos += n + 1;
+    }
+    int rc = ares_set_servers_ports(channel, &nodes[0]);
+    if (rc != ARES_SUCCESS)
+        return ph_diag_set(diag, rc == ARES_ENOMEM ? PH_E_NOMEM : PH_E_INVAL, 0,
+                           "c-ares refused the DNS servers: %s", ares_strerror(rc));
+    return PH_OK;
+}
+
+static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    const void *a = sa->sa_family == AF_INET6
+                        ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
+                        : (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    if (inet_ntop(sa->sa_family, a, buf, (socklen_t)cap) == NULL)
+        snprintf(buf, cap, "?");
+}
+
+ph_status ph_resolve_check_answer(const struct ares_addrinfo *ai, uint16_t port,
+                                  ph_pinned_addrs *out, ph_reason *reason, ph_diag *diag)
+{
+    if (out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "resolve: missing argument");
+    out->count = 0;
+    size_t total = 0;
+    for (const struct ares_addrinfo_node *n = ai != NULL ? ai->nodes : NULL; n != NULL;
+         n = n->ai_next) {
+        total++;
+        ph_addr_verdict v;
+        char text[INET6_ADDRSTRLEN];
+        bool known = n->ai_addr != NULL &&
+                     ((n->ai_family == AF_INET && n->ai_addrlen >= sizeof(struct sockaddr_in)) ||
+                      (n->ai_family == AF_INET6 && n->ai_addrlen >= sizeof(struct sockaddr_in6)));
+        if (!known || ph_addr_classify(n->ai_addr, n->ai_addrlen, &v) != PH_OK) {
+            out->count = 0;
+            if (reason != NULL)
+                *reason = PH_REASON_DENIED_ADDRESS;
+            if (!known || v.block == NULL)
+                return ph_diag_set(diag, PH_E_DENIED, 0,
+                                   "the answer holds an address that cannot be classified");
+            sockaddr_text(n->ai_addr, text, sizeof text);
+            return ph_diag_set(diag, PH_E_DENIED, 0, "address %s is in %s (%s, %s)", text,
+                               v.block->prefix, v.block->name, v.block->rfc);
+        }
+        if (out->count == PH_PINNED_MAX)
+            continue; /* keep checking: a denied address later still refuses */
+        size_t i = out->count++;
+        memset(&out->addr[i], 0, sizeof out->addr[i]);
+        if (n->ai_family == AF_INET) {
+            struct sockaddr_in *sin = (struct sockaddr_in *)(void *)&out->addr[i];
+            memcpy(sin, n->ai_addr, sizeof *sin);
+            sin->sin_port = htons(port);
+            out->addr_len[i] = sizeof *sin;
+        } else {
+            struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)(void *)&out->addr[i];
+            memcpy(sin6, n->ai_addr, sizeof *sin6);
+            sin6->sin6_port = htons(port);
+            out->addr_len[i] = sizeof *sin6;
+        }
+    }
+    if (total == 0) {
+        if (reason != NULL)
+            *reason = PH_REASON_DNS_FAILURE;
+        return ph_diag_set(diag, PH_E_DENIED, 0, "the answer holds no address");
+    }
+    if (reason != NULL)
+        *reason = PH_REASON_ALLOWED;
+    return PH_OK;
+}
+
+ph_status ph_pinned_addr_string(const ph_pinned_addrs *a, size_t i, char *buf, size_t cap)
+{
+    if (a == NULL || buf == NULL || cap == 0 || i >= a->count)
+        return PH_E_INVAL;
+    sockaddr_text((const struct sockaddr *)&a->addr[i], buf, cap);
+    return PH_OK;
+}
+
+typedef struct resolve_request {
+    ph_resolve_cb cb;
+    void *arg;
+    uint16_t port;
+    char name[PH_HOST_MAX + 1];
+} resolve_request;
+
+static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinfo *res)
+{
+    resolve_request *req = arg;
+    ph_pinned_addrs addrs;
+    ph_diag diag;
+    ph_reason reason = PH_REASON_DNS_FAILURE;
+    ph_status st;
+    memset(&diag, 0, sizeof diag);
+    addrs.count = 0;
+    switch (status) {
+    case ARES_SUCCESS:
+        st = ph_resolve_check_answer(res, req->port, &addrs, &reason, &diag);
+        break;
+    case ARES_ETIMEOUT:
+    case ARES_ECANCELLED:
+    case ARES_EDESTRUCTION:
+        reason = PH_REASON_DNS_TIMEOUT;
+        st = ph_diag_set(&diag, PH_E_DENIED, 0, "no DNS answer for %s in time (%s)", req->name,
+                         ares_strerror(status));
+        break;
+    default:
+        reason = PH_REASON_DNS_FAILURE;
+        st = ph_diag_set(&diag, PH_E_DENIED, 0, "DNS lookup of %s failed: %s", req->name,
+                         ares_strerror(status));
+        break;
+    }
+    if (res != NULL)
+        ares_freeaddrinfo(res);
+    ph_resolve_cb cb = req->cb;
+    void *cbarg = req->arg;
+    free(req);
+    cb(cbarg, st, reason, &addrs, &diag);
+}
+
+ph_status ph_resolve_start(ares_channel channel, const char *name, uint16_t port,
+                           ph_resolve_cb cb, void *arg, ph_diag *diag)
+{
+    if (channel == NULL || name == NULL || cb == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "resolve: missing argument");
+    size_t len = strnlen(name, PH_HOST_MAX + 1);
+    size_t where = 0;
+    /* The c-ares 1.18 trap: a literal would be looked up in DNS too. */
+    ph_host_error he = ph_host_check(name, len, &where);
+    if (he != PH_HOST_OK)
+        return ph_diag_set(diag, PH_E_INVAL, where, "refusing to resolve \"%.*s\": %s",
+                           (int)(len > PH_HOST_MAX ? PH_HOST_MAX : len), name,
+                           ph_host_error_string(he));
+    resolve_request *req = calloc(1, sizeof *req);
+    if (req == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    req->cb = cb;
+    req->arg = arg;
+    req->port = port;
+    memcpy(req->name, name, len + 1);
+    struct ares_addrinfo_hints hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_flags = ARES_AI_NOSORT;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    ares_getaddrinfo(channel, req->name, NULL, &hints, on_addrinfo, req);
+    return PH_OK;
+}

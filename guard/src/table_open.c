@@ -1,0 +1,158 @@
+/*
+ * table_open.c - bringing a table into memory: open + fstat + size limits,
+ * read into a private anonymous mapping, verify every byte (table_verify.c),
+ * then mprotect the mapping read-only.
+ *
+ * Why read rather than mmap the file: a MAP_SHARED/MAP_PRIVATE mapping still
+ * shows later in-place writes to the file (for pages not yet copied), so
+ * bytes verified at open could change under a running proxy. Reading into
+ * private memory and then making it read-only gives "verified once, immutable
+ * afterwards" whatever happens to the file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diag-int.h"
+#include "table-int.h"
+
+static void table_free(ph_table *t)
+{
+    if (t->map != NULL)
+        munmap(t->map, t->map_len);
+    free(t);
+}
+
+/* Allocates t with a writable anonymous mapping of len bytes. */
+static ph_status table_alloc(size_t len, ph_table **out, ph_diag *diag)
+{
+    if (len > PH_TAB_MAX_FILE_SIZE)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "table is %zu bytes, over the %llu-byte limit",
+                           len, (unsigned long long)PH_TAB_MAX_FILE_SIZE);
+    if (len < PH_TAB_FIRST_SECTION)
+        return ph_diag_set(diag, PH_E_FORMAT, len,
+                           "not a Pinhole table: %zu bytes is shorter than the header", len);
+    ph_table *t = calloc(1, sizeof *t);
+    if (t == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    /* MAP_POPULATE: one bulk fault instead of one per page of a large table. */
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) {
+        free(t);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "cannot map %zu bytes: %s", len, strerror(errno));
+    }
+    t->map = m;
+    t->map_len = len;
+    t->bytes = m;
+    t->len = len;
+    *out = t;
+    return PH_OK;
+}
+
+static ph_status table_finish(ph_table *t, ph_table **table, ph_diag *diag)
+{
+    ph_status st = ph_table_verify(t, diag);
+    if (st == PH_OK && mprotect(t->map, t->map_len, PROT_READ) != 0)
+        st = ph_diag_set(diag, PH_E_IO, 0, "cannot make the table read-only: %s", strerror(errno));
+    if (st != PH_OK) {
+        table_free(t);
+        return st;
+    }
+    static const char hexdig[] = "0123456789abcdef";
+    const uint8_t *id = t->bytes + PH_TAB_OFF_POLICY_ID;
+    for (unsigned i = 0; i < PH_TAB_ID_LEN; i++) {
+        t->id_hex[2 * i] = hexdig[id[i] >> 4];
+        t->id_hex[2 * i + 1] = hexdig[id[i] & 15];
+    }
+    t->id_hex[PH_TABLE_ID_HEX_LEN] = '\0';
+    *table = t;
+    return PH_OK;
+}
+
+ph_status ph_table_open_buffer(const void *data, size_t len, ph_table **table, ph_diag *diag)
+{
+    if (table == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "no output table");
+    *table = NULL;
+    if (data == NULL && len != 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "no table data");
+    ph_table *t = NULL;
+    ph_status st = table_alloc(len, &t, diag);
+    if (st != PH_OK)
+        return st;
+    memcpy(t->map, data, len);
+    return table_finish(t, table, diag);
+}
+
+ph_status ph_table_open(const char *path, ph_table **table, ph_diag *diag)
+{
+    if (table == NULL || path == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "no path or no output table");
+    *table = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return ph_diag_set(diag, PH_E_IO, 0, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_FORMAT, 0, "%s is not a regular file", path);
+    }
+    if ((uint64_t)st.st_size > PH_TAB_MAX_FILE_SIZE) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "%s is %lld bytes, over the %llu-byte limit",
+                           path, (long long)st.st_size, (unsigned long long)PH_TAB_MAX_FILE_SIZE);
+    }
+    ph_table *t = NULL;
+    ph_status s = table_alloc((size_t)st.st_size, &t, diag);
+    if (s != PH_OK) {
+        close(fd);
+        return s;
+    }
+    /* Read exactly st_size bytes; a file that shrank is refused, and one that
+     * grew is still verified against the size recorded in its header. */
+    size_t got = 0;
+    while (got < t->len) {
+        ssize_t n = read(fd, t->map + got, t->len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : 0;
+            close(fd);
+            table_free(t);
+            if (e != 0)
+                return ph_diag_set(diag, PH_E_IO, got, "cannot read %s: %s", path, strerror(e));
+            return ph_diag_set(diag, PH_E_FORMAT, got, "%s shrank while being read", path);
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    return table_finish(t, table, diag);
+}
+
+void ph_table_close(ph_table **table)
+{
+    if (table == NULL || *table == NULL)
+        return;
+    table_free(*table);
+    *table = NULL;
+}
+
+const uint8_t *ph_table_policy_id(const ph_table *table)
+{
+    return table->bytes + PH_TAB_OFF_POLICY_ID;
+}
+
+const char *ph_table_policy_id_hex(const ph_table *table)
+{
+    return table->id_hex;
+}

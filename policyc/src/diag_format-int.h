@@ -1,0 +1,17 @@
+/* diag_format-int.h - the four diagnostic printers behind pc_diagnostics_print. */
+#ifndef POLICYC_DIAG_FORMAT_INT_H
+#define POLICYC_DIAG_FORMAT_INT_H
+
+#include <stdio.h>
+
+#include "diagnostics.h"
+
+ph_status pc_format_text(FILE *out, const pc_diagnostics *d);
+ph_status pc_format_json(FILE *out, const pc_diagnostics *d);
+ph_status pc_format_sarif(FILE *out, const pc_diagnostics *d);
+ph_status pc_format_github(FILE *out, const pc_diagnostics *d);
+
+/* "error" or "warning". */
+const char *pc_severity_name(pc_severity s);
+
+#endif

@@ -1,0 +1,208 @@
+/* load.c - the front end's entry points: read, parse, resolve includes, lint. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "load-int.h"
+#include "pinhole/host.h"
+
+void pc_report(pc_loader *L, pc_code code, pc_pos pos, const char *help, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *line = NULL;
+    /* Stored diagnostics are capped; do not build source lines for ones that
+     * will only be counted. */
+    if (pos.line && L->diags->count < PC_MAX_STORED_DIAGNOSTICS)
+        line = pc_source_line_text(&L->src, pos.line);
+    if (pc_diagnostics_add(L->diags, code, L->file, pos.line, pos.line ? pos.col : 0, line, help,
+                           "%s", msg) == PH_E_NOMEM)
+        L->nomem = true;
+    free(line);
+}
+
+const char *pc_quote(char *buf, size_t size, const char *s, size_t len)
+{
+    size_t o = 0, i = 0;
+    const size_t room = size - 4; /* "..." and NUL */
+    while (i < len) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = pc_utf8_char_len((const unsigned char *)s + i, len - i);
+        bool printable = n > 1 || (c >= 0x20 && c < 0x7F);
+        size_t need = printable ? n : 4;
+        if (o + need > room) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (printable) {
+            memcpy(buf + o, s + i, n);
+        } else {
+            snprintf(buf + o, 5, "\\x%02X", c);
+        }
+        o += need;
+        i += n;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+bool pc_list_name_valid(const char *s, size_t len)
+{
+    if (len == 0 || len > PC_MAX_LIST_NAME)
+        return false;
+    if (!ph_is_lower((unsigned char)s[0]) && !ph_is_digit((unsigned char)s[0]))
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (!ph_is_ldh(c) && c != '_')
+            return false;
+    }
+    return true;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash && slash[1] ? slash + 1 : path;
+}
+
+ph_status pc_policy_load_buffer(const char *data, size_t len, const char *display_name,
+                                pc_policy **out, pc_diagnostics *diags)
+{
+    return pc_policy_load_buffer_limits(data, len, display_name, &PC_LOAD_LIMITS_DEFAULT, out, diags);
+}
+
+ph_status pc_policy_load_buffer_limits(const char *data, size_t len, const char *display_name,
+                                       const pc_load_limits *limits, pc_policy **out,
+                                       pc_diagnostics *diags)
+{
+    *out = NULL;
+    pc_loader L = {.limits = *limits,
+                   .file = display_name, .base_name = base_name(display_name), .diags = diags,
+                   .errors_before = diags->errors};
+    /* A UTF-8 byte order mark is not content. libyaml mishandles it when the
+     * encoding is set (line 1 shifts one column right of the others), so it
+     * is dropped here, for libyaml and for positions alike. */
+    if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+        data += 3;
+        len -= 3;
+    }
+    pc_source_init(&L.src, data, len);
+    ph_status st = PH_OK;
+    if (len > PC_MAX_FILE_BYTES) {
+        pc_report(&L, PC_E_FILE_TOO_LARGE, (pc_pos){0, 0}, "split the policy",
+                  "file is %zu bytes (limit %zu)", len, PC_MAX_FILE_BYTES);
+        st = PH_E_LIMIT;
+        goto done;
+    }
+    L.policy = calloc(1, sizeof *L.policy);
+    if (!L.policy || !(L.policy->file = strdup(display_name))) {
+        st = PH_E_NOMEM;
+        goto done;
+    }
+    bool yaml_ok = pc_parse_yaml(&L);
+    /* After a YAML error the walk stopped early: lists after it were never
+     * read, so include and duplicate checks would only add false errors. */
+    if (yaml_ok && !L.nomem && pc_resolve_includes(&L) && !L.nomem)
+        pc_lint_policy(&L);
+    if (L.nomem)
+        st = PH_E_NOMEM;
+    else if (diags->errors > L.errors_before)
+        st = PH_E_FORMAT;
+done:
+    free(L.port_pos);
+    pc_source_free(&L.src);
+    pc_diagnostics_sort(diags);
+    if (st == PH_OK)
+        *out = L.policy;
+    else
+        pc_policy_free(&L.policy);
+    return st;
+}
+
+ph_status pc_policy_load_file(const char *path, const char *display_name, pc_policy **out,
+                              pc_diagnostics *diags)
+{
+    *out = NULL;
+    if (!display_name)
+        display_name = path;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        pc_diagnostics_add(diags, PC_E_READ, display_name, 0, 0, NULL, NULL, "cannot open: %s",
+                           strerror(e));
+        pc_diagnostics_sort(diags);
+        return PH_E_IO;
+    }
+    /* Read at most one byte past the limit, whatever the file type (a pipe or
+     * a growing file has no trustworthy size); a regular file's size only
+     * sizes the buffer and refuses a file that is already too large. */
+    size_t cap = 64 * 1024, len = 0;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if ((uint64_t)sb.st_size > PC_MAX_FILE_BYTES) {
+            fclose(f);
+            pc_diagnostics_add(diags, PC_E_FILE_TOO_LARGE, display_name, 0, 0, NULL,
+                               "split the policy", "file is larger than %zu bytes",
+                               PC_MAX_FILE_BYTES);
+            pc_diagnostics_sort(diags);
+            return PH_E_LIMIT;
+        }
+        if ((size_t)sb.st_size + 1 > cap)
+            cap = (size_t)sb.st_size + 1; /* +1: EOF is seen without a realloc */
+    }
+    char *buf = malloc(cap);
+    ph_status st = buf ? PH_OK : PH_E_NOMEM;
+    while (st == PH_OK) {
+        if (len == cap) {
+            if (cap > PC_MAX_FILE_BYTES) {
+                st = PH_E_LIMIT;
+                break;
+            }
+            size_t ncap = cap * 2 > PC_MAX_FILE_BYTES + 1 ? PC_MAX_FILE_BYTES + 1 : cap * 2;
+            char *nb = realloc(buf, ncap);
+            if (!nb) {
+                st = PH_E_NOMEM;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                int e = errno;
+                pc_diagnostics_add(diags, PC_E_READ, display_name, 0, 0, NULL, NULL,
+                                   "cannot read: %s", strerror(e));
+                st = PH_E_IO;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (st == PH_E_LIMIT) {
+        pc_diagnostics_add(diags, PC_E_FILE_TOO_LARGE, display_name, 0, 0, NULL,
+                           "split the policy", "file is larger than %zu bytes", PC_MAX_FILE_BYTES);
+    } else if (st == PH_OK) {
+        st = pc_policy_load_buffer(buf, len, display_name, out, diags);
+    }
+    free(buf);
+    pc_diagnostics_sort(diags);
+    return st;
+}
+
+long pc_policy_find_list(const pc_policy *policy, const char *name)
+{
+    for (size_t i = 0; i < policy->nlists; i++)
+        if (strcmp(policy->lists[i].name, name) == 0)
+            return (long)i;
+    return -1;
+}

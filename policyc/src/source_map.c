@@ -1,0 +1,158 @@
+/* source_map.c - byte offsets to (line, column) and line texts; see source_map.h. */
+#include "source_map.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pc_source_init(pc_source *src, const char *data, size_t len)
+{
+    memset(src, 0, sizeof *src);
+    src->data = data;
+    src->len = len;
+}
+
+void pc_source_free(pc_source *src)
+{
+    free(src->line_starts);
+    src->line_starts = NULL;
+    src->nlines = 0;
+}
+
+size_t pc_utf8_char_len(const unsigned char *p, size_t avail)
+{
+    unsigned c = p[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, min = 0x10000;
+    else
+        return 1;
+    if (avail < n)
+        return 1;
+    unsigned cp = c & (0xFFu >> (n + 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80)
+            return 1;
+        cp = (cp << 6) | (p[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return 1;
+    return n;
+}
+
+size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit)
+{
+    const unsigned char *p = (const unsigned char *)data;
+    for (size_t i = 0; i < len && i <= limit;) {
+        size_t n = pc_utf8_char_len(p + i, len - i);
+        if (n == 1 && p[i] >= 0x80)
+            return i;
+        i += n;
+    }
+    return limit;
+}
+
+size_t pc_line_break_len(const char *data, size_t len, size_t i)
+{
+    const unsigned char *p = (const unsigned char *)data + i;
+    size_t avail = len - i;
+    if (p[0] == '\n')
+        return 1;
+    if (p[0] == '\r')
+        return avail >= 2 && p[1] == '\n' ? 2 : 1;
+    if (avail >= 2 && p[0] == 0xC2 && p[1] == 0x85)
+        return 2;
+    if (avail >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
+        return 3;
+    return 0;
+}
+
+pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset)
+{
+    if (offset > src->len)
+        offset = src->len;
+    pc_pos pos = {1, 1};
+    size_t i = 0;
+    while (i < offset) {
+        size_t br = pc_line_break_len(src->data, src->len, i);
+        if (br) {
+            i += br;
+            pos.line++;
+            pos.col = 1;
+            continue;
+        }
+        i += pc_utf8_char_len((const unsigned char *)src->data + i, src->len - i);
+        pos.col++;
+    }
+    return pos;
+}
+
+static int build_index(pc_source *src)
+{
+    if (src->line_starts || src->index_failed)
+        return src->line_starts ? 0 : -1;
+    size_t cap = 1024, n = 0;
+    size_t *starts = malloc(cap * sizeof *starts);
+    if (!starts)
+        goto fail;
+    starts[n++] = 0;
+    for (size_t i = 0; i < src->len;) {
+        size_t br = pc_line_break_len(src->data, src->len, i);
+        if (!br) {
+            i++;
+            continue;
+        }
+        i += br;
+        if (n == cap) {
+            size_t *g = realloc(starts, cap * 2 * sizeof *g);
+            if (!g)
+                goto fail;
+            starts = g;
+            cap *= 2;
+        }
+        starts[n++] = i;
+    }
+    src->line_starts = starts;
+    src->nlines = n;
+    return 0;
+fail:
+    free(starts);
+    src->index_failed = 1;
+    return -1;
+}
+
+char *pc_source_line_text(pc_source *src, uint32_t line)
+{
+    if (line == 0 || build_index(src) != 0 || line > src->nlines)
+        return NULL;
+    size_t i = src->line_starts[line - 1];
+    char *out = malloc(PC_SOURCE_LINE_MAX * 4 + 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (unsigned chars = 0; i < src->len && chars < PC_SOURCE_LINE_MAX; chars++) {
+        if (pc_line_break_len(src->data, src->len, i))
+            break;
+        const unsigned char *p = (const unsigned char *)src->data + i;
+        size_t n = pc_utf8_char_len(p, src->len - i);
+        /* Control characters (C0 but tab, DEL, C1) would garble a terminal. */
+        bool control = (n == 1 && ((p[0] < 0x20 && p[0] != '\t') || p[0] == 0x7F)) ||
+                       (n == 2 && p[0] == 0xC2 && p[1] < 0xA0);
+        if ((n == 1 && p[0] >= 0x80) || control) {
+            out[o++] = '?';
+        } else {
+            memcpy(out + o, p, n);
+            o += n;
+        }
+        i += n;
+    }
+    out[o] = '\0';
+    return out;
+}

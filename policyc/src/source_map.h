@@ -1,0 +1,50 @@
+/*
+ * source_map.h - positions in an allowlist's text, counted the way libyaml
+ * counts them, so a position computed from a byte offset (libyaml reader
+ * errors give only that) and one from a libyaml mark agree.
+ *
+ * Lines end at "\r\n", "\r", "\n", NEL (U+0085), LS (U+2028) or PS (U+2029),
+ * as in libyaml's scanner. Columns count characters: a valid UTF-8 sequence
+ * is one column, and so is each byte of an invalid sequence.
+ */
+#ifndef POLICYC_SOURCE_MAP_H
+#define POLICYC_SOURCE_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+typedef struct pc_source {
+    const char *data; /* borrowed */
+    size_t len;
+    size_t *line_starts; /* built on first use: a file without errors never pays */
+    size_t nlines;
+    int index_failed;
+} pc_source;
+
+void pc_source_init(pc_source *src, const char *data, size_t len);
+void pc_source_free(pc_source *src);
+
+/* Length in bytes of the character at p (1..4), valid or not (an invalid byte
+ * counts as a character of length 1). avail > 0. */
+size_t pc_utf8_char_len(const unsigned char *p, size_t avail);
+
+/* The offset of the first invalid UTF-8 sequence in data[0..limit], or
+ * limit when there is none before it. */
+size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit);
+
+/* Length in bytes of the line break at data[i], 0 if there is none. */
+size_t pc_line_break_len(const char *data, size_t len, size_t i);
+
+/* The 1-based position of byte `offset` (clamped to len). O(offset). */
+pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset);
+
+/* The text of 1-based `line`, without its line break, made printable: every
+ * invalid UTF-8 byte and every control character but tab becomes '?', so the
+ * column count is unchanged. Truncated after PC_SOURCE_LINE_MAX characters.
+ * Returns a malloc'd string, or NULL (no such line, or out of memory). */
+#define PC_SOURCE_LINE_MAX 512u
+char *pc_source_line_text(pc_source *src, uint32_t line);
+
+#endif

@@ -1,0 +1,36 @@
+/* dnsmasq_fixture.h - test helper: a real DNS server (dnsmasq) on a free
+ * loopback port with a fixed test zone, and a UDP "server" that never
+ * answers. For the guard's end-to-end resolution tests. */
+#ifndef PINHOLE_TEST_DNSMASQ_FIXTURE_H
+#define PINHOLE_TEST_DNSMASQ_FIXTURE_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+/* The zone (all under the local-only domains "test" and "example"):
+ *   allowed.test           A 93.184.215.14
+ *   dual.test              A 93.184.215.14, AAAA 2606:2800:21f:cb07:6820:80da:af6b:8b2c
+ *   private.test           A 10.0.0.5
+ *   metadata.test          A 169.254.169.254
+ *   mapped.test            AAAA ::ffff:10.0.0.1
+ *   rebind.test            A 93.184.215.14, A 192.168.1.1
+ *   empty.test             TXT only (no address: an empty answer)
+ *   evil.example.test      A 93.184.215.14 (what a search domain "test" would reach)
+ *   loop.test              A 127.0.0.1 (reachable only in loopback-exempt test builds)
+ *   anything else          NXDOMAIN */
+typedef struct ph_dnsmasq {
+    pid_t pid;        /* -1 when not running */
+    char server[64];  /* "127.0.0.1:<port>" */
+} ph_dnsmasq;
+
+/* Starts dnsmasq and waits until it listens. Returns false, after printing
+ * a visible SKIP line, only when /usr/sbin/dnsmasq is not installed; any
+ * other failure fails the test. */
+bool ph_dnsmasq_start(ph_dnsmasq *d);
+void ph_dnsmasq_stop(ph_dnsmasq *d);
+
+/* A bound UDP socket on 127.0.0.1 that nobody reads; server gets its
+ * "127.0.0.1:<port>". Returns the fd. */
+int ph_udp_blackhole(char server[64]);
+
+#endif

@@ -1,0 +1,396 @@
+/* test_grant.c - grant tokens: round trip, every forgery the verifier must
+ * refuse (flipped bytes, wrong key, other key id, truncation, times, list,
+ * non-canonical base64, oversize), and the Proxy-Authorization transports. */
+#include "test_support.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "grant-int.h"
+#include "pinhole/grant.h"
+
+#define NOW INT64_C(1800000000)
+
+static const uint8_t KEY_A[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                  17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+static const uint8_t KEY_B[32] = {99, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                  17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+
+static ph_keyring *ring(const char *kid, const uint8_t *key)
+{
+    ph_keyring *kr = NULL;
+    assert_int_equal(ph_keyring_new(&kr, NULL), PH_OK);
+    assert_int_equal(ph_keyring_add(kr, kid, key, 32, NULL), PH_OK);
+    return kr;
+}
+
+static ph_grant sample(void)
+{
+    ph_grant g;
+    memset(&g, 0, sizeof g);
+    strcpy(g.tenant, "tenant-7");
+    strcpy(g.lease, "lease.42");
+    strcpy(g.list, "default");
+    g.not_before = NOW - 10;
+    g.expires = NOW + 600;
+    return g;
+}
+
+static size_t issue(const ph_keyring *kr, const ph_grant *g, char *tok)
+{
+    size_t n = 0;
+    assert_int_equal(ph_grant_issue(kr, NULL, g, tok, PH_GRANT_TOKEN_MAX + 1, &n, NULL), PH_OK);
+    assert_int_equal(strlen(tok), n);
+    return n;
+}
+
+static ph_reason verify(const ph_keyring *kr, const char *tok, size_t n, int64_t now,
+                        const char *list)
+{
+    ph_reason r = PH_REASON_ALLOWED;
+    ph_status st = ph_grant_verify(kr, tok, n, now, list, NULL, &r, NULL);
+    assert_int_equal(st, r == PH_REASON_ALLOWED ? PH_OK : PH_E_DENIED);
+    return r;
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample(), out;
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    assert_memory_equal(tok, "v1.k1.", 6);
+    ph_reason r;
+    assert_int_equal(ph_grant_verify(kr, tok, n, NOW, "default", &out, &r, NULL), PH_OK);
+    assert_int_equal(r, PH_REASON_ALLOWED);
+    assert_string_equal(out.kid, "k1");
+    assert_string_equal(out.tenant, "tenant-7");
+    assert_string_equal(out.lease, "lease.42");
+    assert_string_equal(out.list, "default");
+    assert_int_equal(out.not_before, g.not_before);
+    assert_int_equal(out.expires, g.expires);
+    /* Issuing is deterministic: same inputs, same token. */
+    char tok2[PH_GRANT_TOKEN_MAX + 1];
+    issue(kr, &g, tok2);
+    assert_string_equal(tok, tok2);
+    ph_keyring_free(&kr);
+    assert_null(kr);
+}
+
+static void test_every_flipped_byte_is_refused(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    for (size_t i = 0; i < n; i++) {
+        for (unsigned bit = 0; bit < 8; bit++) {
+            char t[PH_GRANT_TOKEN_MAX + 1];
+            memcpy(t, tok, n + 1);
+            t[i] = (char)(t[i] ^ (1u << bit));
+            ph_reason r = verify(kr, t, n, NOW, NULL);
+            if (r != PH_REASON_GRANT_INVALID)
+                fail_msg("flipping bit %u of byte %zu gave %s", bit, i, ph_reason_code(r));
+        }
+    }
+    ph_keyring_free(&kr);
+}
+
+static void test_wrong_key_and_other_kid(void **state)
+{
+    (void)state;
+    ph_keyring *a = ring("k1", KEY_A);
+    ph_keyring *b = ring("k1", KEY_B);  /* same id, other key */
+    ph_keyring *c = ring("k2", KEY_A);  /* same key, other id */
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(a, &g, tok);
+    assert_int_equal(verify(b, tok, n, NOW, NULL), PH_REASON_GRANT_INVALID);
+    assert_int_equal(verify(c, tok, n, NOW, NULL), PH_REASON_GRANT_INVALID);
+    /* Relabelling the kid with a key the verifier has does not help: the kid
+     * is under the MAC. */
+    char t[PH_GRANT_TOKEN_MAX + 1];
+    snprintf(t, sizeof t, "v1.k2.%s", tok + 6);
+    assert_int_equal(verify(c, t, strlen(t), NOW, NULL), PH_REASON_GRANT_INVALID);
+    ph_keyring_free(&a);
+    ph_keyring_free(&b);
+    ph_keyring_free(&c);
+}
+
+static void test_rotation_keeps_old_tokens_valid(void **state)
+{
+    (void)state;
+    ph_keyring *old = ring("k1", KEY_A);
+    ph_keyring *rotated = ring("k2", KEY_B);
+    assert_int_equal(ph_keyring_add(rotated, "k1", KEY_A, 32, NULL), PH_OK);
+    assert_string_equal(ph_keyring_signing_kid(rotated), "k2");
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(old, &g, tok);
+    assert_int_equal(verify(rotated, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    n = issue(rotated, &g, tok);
+    assert_memory_equal(tok, "v1.k2.", 6);
+    assert_int_equal(verify(rotated, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(verify(old, tok, n, NOW, NULL), PH_REASON_GRANT_INVALID);
+    /* Explicit kid. */
+    assert_int_equal(ph_grant_issue(rotated, "k1", &g, tok, sizeof tok, &n, NULL), PH_OK);
+    assert_int_equal(verify(old, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(ph_grant_issue(rotated, "k9", &g, tok, sizeof tok, &n, NULL), PH_E_INVAL);
+    ph_keyring_free(&old);
+    ph_keyring_free(&rotated);
+}
+
+static void test_truncated_and_extended(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    assert_int_equal(verify(kr, tok, 0, NOW, NULL), PH_REASON_NO_GRANT);
+    for (size_t i = 1; i < n; i++)
+        assert_int_equal(verify(kr, tok, i, NOW, NULL), PH_REASON_GRANT_INVALID);
+    char t[PH_GRANT_TOKEN_MAX + 8];
+    const char *suffixes[] = {"A", ".", "=", "==", " ", "\n", ".x"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        snprintf(t, sizeof t, "%s%s", tok, suffixes[i]);
+        assert_int_equal(verify(kr, t, strlen(t), NOW, NULL), PH_REASON_GRANT_INVALID);
+    }
+    ph_keyring_free(&kr);
+}
+
+static void test_times(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    const int64_t skew = PH_GRANT_CLOCK_SKEW_SECONDS;
+    assert_int_equal(verify(kr, tok, n, g.expires - 1, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(verify(kr, tok, n, g.expires + skew - 1, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(verify(kr, tok, n, g.expires + skew, NULL), PH_REASON_GRANT_EXPIRED);
+    assert_int_equal(verify(kr, tok, n, INT64_MAX, NULL), PH_REASON_GRANT_EXPIRED);
+    assert_int_equal(verify(kr, tok, n, g.not_before - skew, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(verify(kr, tok, n, g.not_before - skew - 1, NULL), PH_REASON_GRANT_INVALID);
+    assert_int_equal(verify(kr, tok, n, INT64_MIN, NULL), PH_REASON_GRANT_INVALID);
+    /* Issuing refuses times out of order or out of range. */
+    g.expires = g.not_before;
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, sizeof tok, NULL, NULL), PH_E_INVAL);
+    g = sample();
+    g.not_before = -1;
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, sizeof tok, NULL, NULL), PH_E_INVAL);
+    g = sample();
+    g.expires = PH_GRANT_TIME_MAX + 1;
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, sizeof tok, NULL, NULL), PH_E_INVAL);
+    ph_keyring_free(&kr);
+}
+
+static void test_wrong_list(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    assert_int_equal(verify(kr, tok, n, NOW, "default"), PH_REASON_ALLOWED);
+    assert_int_equal(verify(kr, tok, n, NOW, "other"), PH_REASON_GRANT_INVALID);
+    assert_int_equal(verify(kr, tok, n, NOW, "defaul"), PH_REASON_GRANT_INVALID);
+    assert_int_equal(verify(kr, tok, n, NOW, "default2"), PH_REASON_GRANT_INVALID);
+    assert_int_equal(verify(kr, tok, n, NOW, ""), PH_REASON_GRANT_INVALID);
+    ph_keyring_free(&kr);
+}
+
+static void test_non_canonical_base64_is_refused(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    /* The MAC's last character carries 4 unused bits (43 chars for 32
+     * bytes): every other spelling with the same decoded bytes is refused. */
+    const char *alpha = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    int accepted = 0;
+    for (const char *c = alpha; *c; c++) {
+        char t[PH_GRANT_TOKEN_MAX + 1];
+        memcpy(t, tok, n + 1);
+        t[n - 1] = *c;
+        if (verify(kr, t, n, NOW, NULL) == PH_REASON_ALLOWED)
+            accepted++;
+    }
+    assert_int_equal(accepted, 1);
+    /* Standard-alphabet and padded forms. */
+    uint8_t out[8];
+    size_t on;
+    assert_true(ph_b64_decode("-_8", 3, PH_B64_URL_NOPAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("+/8", 3, PH_B64_URL_NOPAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("-_8=", 4, PH_B64_URL_NOPAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("-_9", 3, PH_B64_URL_NOPAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("A", 1, PH_B64_URL_NOPAD, out, sizeof out, &on));
+    assert_true(ph_b64_decode("YQ==", 4, PH_B64_STD_PAD, out, sizeof out, &on));
+    assert_int_equal(on, 1);
+    assert_false(ph_b64_decode("YR==", 4, PH_B64_STD_PAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("YQ", 2, PH_B64_STD_PAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("YQ=A", 4, PH_B64_STD_PAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("Y===", 4, PH_B64_STD_PAD, out, sizeof out, &on));
+    assert_false(ph_b64_decode("YQ =", 4, PH_B64_STD_PAD, out, sizeof out, &on));
+    ph_keyring_free(&kr);
+}
+
+static void test_oversized_and_malformed(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    char big[PH_GRANT_TOKEN_MAX + 2];
+    memset(big, 'A', sizeof big);
+    memcpy(big, "v1.k1.", 6);
+    assert_int_equal(verify(kr, big, sizeof big, NOW, NULL), PH_REASON_GRANT_INVALID);
+    const char *bad[] = {"v2.k1.AAAA.AAAA", "v1..AAAA.AAAA", "v1.k1", "v1.k1.AAAA",
+                         "v1.k.1.AAAA.AAAA", "V1.k1.AAAA.AAAA", "v1.k1..", "\0v1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(verify(kr, bad[i], strlen(bad[i]) + (i == 7), NOW, NULL),
+                         PH_REASON_GRANT_INVALID);
+    /* Field limits on issue. */
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    memset(g.tenant, 'a', PH_GRANT_FIELD_MAX);
+    g.tenant[PH_GRANT_FIELD_MAX] = '\0';
+    memset(g.lease, 'b', PH_GRANT_FIELD_MAX);
+    g.lease[PH_GRANT_FIELD_MAX] = '\0';
+    memset(g.list, 'c', PH_GRANT_FIELD_MAX);
+    g.list[PH_GRANT_FIELD_MAX] = '\0';
+    size_t n = 0;
+    assert_int_equal(ph_keyring_add(kr, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk", KEY_B, 32, NULL),
+                     PH_OK);
+    assert_int_equal(ph_grant_issue(kr, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk", &g, tok, sizeof tok,
+                                    &n, NULL),
+                     PH_OK);
+    assert_true(n <= PH_GRANT_TOKEN_MAX);
+    assert_int_equal(verify(kr, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, 10, &n, NULL), PH_E_LIMIT);
+    strcpy(g.lease, "a:b");
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, sizeof tok, &n, NULL), PH_E_INVAL);
+    strcpy(g.lease, "");
+    assert_int_equal(ph_grant_issue(kr, NULL, &g, tok, sizeof tok, &n, NULL), PH_E_INVAL);
+    ph_keyring_free(&kr);
+}
+
+static void test_keyring_rules(void **state)
+{
+    (void)state;
+    ph_keyring *kr = NULL;
+    uint8_t key[65] = {0};
+    assert_int_equal(ph_keyring_new(&kr, NULL), PH_OK);
+    assert_int_equal(ph_keyring_add(kr, "k1", key, 31, NULL), PH_E_INVAL);
+    assert_int_equal(ph_keyring_add(kr, "k1", key, 65, NULL), PH_E_INVAL);
+    assert_int_equal(ph_keyring_add(kr, "k.1", key, 32, NULL), PH_E_INVAL);
+    assert_int_equal(ph_keyring_add(kr, "", key, 32, NULL), PH_E_INVAL);
+    assert_int_equal(ph_keyring_add(kr, "k1", key, 32, NULL), PH_OK);
+    assert_int_equal(ph_keyring_add(kr, "k1", key, 64, NULL), PH_E_INVAL);
+    for (int i = 1; i < PH_GRANT_KEYS_MAX; i++) {
+        char kid[8];
+        snprintf(kid, sizeof kid, "x%d", i);
+        assert_int_equal(ph_keyring_add(kr, kid, key, 32, NULL), PH_OK);
+    }
+    assert_int_equal(ph_keyring_add(kr, "last", key, 32, NULL), PH_E_LIMIT);
+    ph_keyring_free(&kr);
+    /* Key generation: right length, not all zero, two keys differ. */
+    uint8_t a[32] = {0}, b[32] = {0}, zero[32] = {0};
+    assert_int_equal(ph_grant_keygen(a, 32, NULL), PH_OK);
+    assert_int_equal(ph_grant_keygen(b, 32, NULL), PH_OK);
+    assert_memory_not_equal(a, zero, 32);
+    assert_memory_not_equal(a, b, 32);
+    assert_int_equal(ph_grant_keygen(a, 16, NULL), PH_E_INVAL);
+}
+
+static char *basic(const char *user_pass)
+{
+    static char out[1024];
+    strcpy(out, "Basic ");
+    ph_b64_encode((const uint8_t *)user_pass, strlen(user_pass), PH_B64_STD_PAD, out + 6,
+                  sizeof out - 6);
+    return out;
+}
+
+static void test_proxy_authorization(void **state)
+{
+    (void)state;
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample(), out;
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    issue(kr, &g, tok);
+    char v[1024];
+    ph_reason r;
+
+    snprintf(v, sizeof v, "Bearer %s", tok);
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, v, strlen(v), NOW, NULL, &out, &r,
+                                                         NULL),
+                     PH_OK);
+    assert_string_equal(out.lease, "lease.42");
+    snprintf(v, sizeof v, "bearer %s", tok);
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, v, strlen(v), NOW, NULL, NULL, &r,
+                                                         NULL),
+                     PH_OK);
+
+    char up[600];
+    snprintf(up, sizeof up, "lease.42:%s", tok);
+    const char *b = basic(up);
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, b, strlen(b), NOW, "default", NULL,
+                                                         &r, NULL),
+                     PH_OK);
+    /* The Basic user must be the grant's lease. */
+    snprintf(up, sizeof up, "lease.43:%s", tok);
+    b = basic(up);
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, b, strlen(b), NOW, NULL, NULL, &r,
+                                                         NULL),
+                     PH_E_DENIED);
+    assert_int_equal(r, PH_REASON_GRANT_INVALID);
+
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, NULL, 0, NOW, NULL, NULL, &r, NULL),
+                     PH_E_DENIED);
+    assert_int_equal(r, PH_REASON_NO_GRANT);
+
+    snprintf(up, sizeof up, "lease.42:%s", tok);
+    char padded[1024];
+    snprintf(padded, sizeof padded, "%s", basic(up));
+    const char *bad[] = {
+        "Basic", "Basic ", "Bearer", "Bearer ", "Digest abc", "Basic  xxxx",
+        "Basic bGVhc2U=",     /* "lease": no colon */
+        "Basic OnRvaw==",     /* ":tok": empty lease */
+        "Basic bGVhc2U6",     /* no padding */
+        "Negotiate x", "Bearer a b", "Bearer\ttok",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(ph_grant_verify_proxy_authorization(kr, bad[i], strlen(bad[i]), NOW,
+                                                             NULL, NULL, &r, NULL),
+                         PH_E_DENIED);
+        assert_int_equal(r, PH_REASON_GRANT_INVALID);
+    }
+    /* Trailing garbage after valid Basic credentials. */
+    strcat(padded, " ");
+    assert_int_equal(ph_grant_verify_proxy_authorization(kr, padded, strlen(padded), NOW, NULL,
+                                                         NULL, &r, NULL),
+                     PH_E_DENIED);
+    ph_keyring_free(&kr);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_every_flipped_byte_is_refused),
+        cmocka_unit_test(test_wrong_key_and_other_kid),
+        cmocka_unit_test(test_rotation_keeps_old_tokens_valid),
+        cmocka_unit_test(test_truncated_and_extended),
+        cmocka_unit_test(test_times),
+        cmocka_unit_test(test_wrong_list),
+        cmocka_unit_test(test_non_canonical_base64_is_refused),
+        cmocka_unit_test(test_oversized_and_malformed),
+        cmocka_unit_test(test_keyring_rules),
+        cmocka_unit_test(test_proxy_authorization),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,122 @@
+/* test_resolve_guard.c - ph_guard_check_and_resolve end to end: allowlist,
+ * then resolution against dnsmasq, then the address check (label "e2e"). */
+#include "test_support.h"
+
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dnsmasq_fixture.h"
+#include "guard_fixture.h"
+#include "pinhole/guard.h"
+
+static const char POLICY[] = "version: 1\n"
+                             "lists:\n"
+                             "  default:\n"
+                             "    rules:\n"
+                             "      - host: allowed.test\n"
+                             "        ports: [443]\n"
+                             "      - host: rebind.test\n"
+                             "        ports: [443]\n"
+                             "      - host: missing.test\n"
+                             "        ports: [443]\n";
+
+static ph_dnsmasq dns = {-1, ""};
+
+static int setup(void **state)
+{
+    (void)state;
+    ph_dnsmasq_start(&dns);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ph_dnsmasq_stop(&dns);
+    return 0;
+}
+
+static ph_guard *guard(const char *servers, unsigned timeout_ms)
+{
+    ph_table *t = ph_fixture_table(POLICY, "allow.yaml");
+    ph_guard_options o = {.dns_servers = servers, .dns_timeout_ms = timeout_ms};
+    ph_guard *g = NULL;
+    assert_int_equal(ph_guard_from_table(&t, &o, &g, NULL), PH_OK);
+    return g;
+}
+
+static ph_reason check(ph_guard *g, const char *url, ph_verdict *v, ph_pinned_addrs *a)
+{
+    ph_status st = ph_guard_check_and_resolve(g, "default", url, strlen(url), v, a, NULL);
+    assert_int_equal(st, v->allowed ? PH_OK : PH_E_DENIED);
+    if (!v->allowed)
+        assert_int_equal(a->count, 0);
+    return v->reason;
+}
+
+static void test_allowed_name_is_pinned(void **state)
+{
+    (void)state;
+    if (dns.pid <= 0)
+        skip();
+    ph_guard *g = guard(dns.server, 2000);
+    ph_verdict v;
+    ph_pinned_addrs a;
+    assert_int_equal(check(g, "https://allowed.test/mcp", &v, &a), PH_REASON_ALLOWED);
+    assert_int_equal(a.count, 1);
+    char text[64];
+    assert_int_equal(ph_pinned_addr_string(&a, 0, text, sizeof text), PH_OK);
+    assert_string_equal(text, "93.184.215.14");
+    assert_string_equal(v.rule_host, "allowed.test");
+    ph_guard_close(&g);
+}
+
+static void test_refusals_after_the_allowlist(void **state)
+{
+    (void)state;
+    if (dns.pid <= 0)
+        skip();
+    ph_guard *g = guard(dns.server, 2000);
+    ph_verdict v;
+    ph_pinned_addrs a;
+    assert_int_equal(check(g, "https://rebind.test/", &v, &a), PH_REASON_DENIED_ADDRESS);
+    assert_non_null(strstr(v.detail, "192.168.1.1"));
+    assert_true(v.has_rule); /* the name was allowlisted; its answer was not */
+    assert_int_equal(check(g, "https://missing.test/", &v, &a), PH_REASON_DNS_FAILURE);
+    ph_guard_close(&g);
+}
+
+static void test_no_dns_for_what_the_allowlist_refuses(void **state)
+{
+    (void)state;
+    if (dns.pid <= 0)
+        skip();
+    char server[64];
+    int hole = ph_udp_blackhole(server);
+    ph_guard *g = guard(server, 400);
+    ph_verdict v;
+    ph_pinned_addrs a;
+    assert_int_equal(check(g, "https://private.test/", &v, &a), PH_REASON_NOT_ALLOWLISTED);
+    assert_int_equal(check(g, "https://allowed.test:8443/", &v, &a),
+                     PH_REASON_PORT_NOT_ALLOWED);
+    assert_int_equal(check(g, "https://10.0.0.1/", &v, &a), PH_REASON_IP_LITERAL);
+    struct pollfd p = {.fd = hole, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 50), 0);
+    /* An allowed name does query, and silence is dns_timeout. */
+    assert_int_equal(check(g, "https://allowed.test/", &v, &a), PH_REASON_DNS_TIMEOUT);
+    assert_int_equal(poll(&p, 1, 0), 1);
+    close(hole);
+    ph_guard_close(&g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allowed_name_is_pinned),
+        cmocka_unit_test(test_refusals_after_the_allowlist),
+        cmocka_unit_test(test_no_dns_for_what_the_allowlist_refuses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,111 @@
+/* test_table_open.c - the table reader on its own (no compiler): inputs that
+ * are not tables at all, the argument contract, and the one-pass canonical
+ * host check used on every lookup agreeing with ph_host_check. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pinhole/host.h"
+#include "table-int.h"
+#include "test_support.h"
+
+static void non_tables_are_refused_whole(void **state)
+{
+    (void)state;
+    uint8_t buf[4096];
+    memset(buf, 0, sizeof buf);
+    ph_table *t = (ph_table *)buf; /* must be overwritten with NULL */
+    ph_diag diag;
+    assert_int_equal(ph_table_open_buffer(buf, 0, &t, &diag), PH_E_FORMAT);
+    assert_null(t);
+    assert_int_equal(ph_table_open_buffer(buf, sizeof buf, &t, &diag), PH_E_FORMAT);
+    assert_non_null(strstr(diag.message, "magic"));
+    memcpy(buf, PH_TAB_MAGIC, PH_TAB_MAGIC_LEN);
+    assert_int_equal(ph_table_open_buffer(buf, sizeof buf, &t, &diag), PH_E_FORMAT);
+    assert_non_null(strstr(diag.message, "version"));
+    ph_tab_put32(buf + PH_TAB_OFF_VERSION, PH_TAB_VERSION);
+    ph_tab_put32(buf + PH_TAB_OFF_HEADER_SIZE, PH_TAB_HEADER_SIZE);
+    ph_tab_put64(buf + PH_TAB_OFF_FILE_SIZE, sizeof buf);
+    ph_tab_put32(buf + PH_TAB_OFF_SECTION_COUNT, PH_TAB_SECTION_COUNT);
+    assert_int_equal(ph_table_open_buffer(buf, sizeof buf, &t, &diag), PH_E_FORMAT);
+    assert_non_null(strstr(diag.message, "section"));
+    assert_null(t);
+    static const char yaml[] = "version: 1\nlists: {}\n";
+    assert_int_equal(ph_table_open_buffer(yaml, sizeof yaml, &t, &diag), PH_E_FORMAT);
+    for (size_t n = 0; n < PH_TAB_FIRST_SECTION + 16; n++)
+        assert_int_equal(ph_table_open_buffer(buf, n, &t, NULL), PH_E_FORMAT);
+}
+
+static void arguments_are_checked(void **state)
+{
+    (void)state;
+    ph_table *t = NULL;
+    assert_int_equal(ph_table_open_buffer(NULL, 10, &t, NULL), PH_E_INVAL);
+    assert_int_equal(ph_table_open_buffer("x", 1, NULL, NULL), PH_E_INVAL);
+    assert_int_equal(ph_table_open(NULL, &t, NULL), PH_E_INVAL);
+    assert_int_equal(ph_table_open("/nonexistent/table", NULL, NULL), PH_E_INVAL);
+    ph_diag diag;
+    assert_int_equal(ph_table_open("/nonexistent/table", &t, &diag), PH_E_IO);
+    assert_non_null(strstr(diag.message, "/nonexistent/table"));
+    assert_int_equal(ph_table_open("/", &t, &diag), PH_E_FORMAT);
+    assert_null(t);
+    ph_table_close(&t);
+    ph_table_close(NULL);
+}
+
+static void check_agrees(const char *h)
+{
+    size_t len = strlen(h);
+    bool fast = ph_tab_host_canonical(h, len);
+    bool full = ph_host_check(h, len, NULL) == PH_HOST_OK;
+    if (fast != full)
+        fail_msg("'%s': one-pass check says %d, ph_host_check says %d", h, fast, full);
+}
+
+static void fast_canonical_check_agrees_with_ph_host_check(void **state)
+{
+    (void)state;
+    static const char *const hosts[] = {
+        "example.com", "a.b", "a.example.com", "xn--bcher-kva.example", "a-b.c-d", "1.2",
+        "1.2.3.4", "127.1", "0x7f.1", "a.0x10", "a.0x", "a.0xg", "a.0x1g", "a.1a", "a.a1",
+        "2130706433", "a.123", "a.b.c.d.e.f", "-a.com", "a-.com", "a..com", ".a.com", "a.com.",
+        "A.com", "a_b.com", "a b.com", "com", "", "a.-", "a.b-", "0.0", "a.00", "a.0x0",
+        "a.0X1", "[::1]", "::1", "a.com:443", "\xc3\xa9.com", "a.c\x7f",
+    };
+    for (size_t i = 0; i < sizeof hosts / sizeof *hosts; i++)
+        check_agrees(hosts[i]);
+    char label63[64], label64[65], name[300];
+    memset(label63, 'a', 63);
+    label63[63] = '\0';
+    memset(label64, 'a', 64);
+    label64[64] = '\0';
+    snprintf(name, sizeof name, "%s.com", label63);
+    check_agrees(name);
+    snprintf(name, sizeof name, "%s.com", label64);
+    check_agrees(name);
+    /* 253 and 254 bytes. */
+    snprintf(name, sizeof name, "%s.%s.%s.%.61s", label63, label63, label63, label63);
+    check_agrees(name);
+    snprintf(name, sizeof name, "%s.%s.%s.%.62s", label63, label63, label63, label63);
+    check_agrees(name);
+    /* Random names over a small alphabet that hits every rule. */
+    static const char alphabet[] = "ax0-.9fX_";
+    srand(7);
+    for (int n = 0; n < 200000; n++) {
+        size_t len = (size_t)(rand() % 12);
+        for (size_t i = 0; i < len; i++)
+            name[i] = alphabet[rand() % (int)(sizeof alphabet - 1)];
+        name[len] = '\0';
+        check_agrees(name);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(non_tables_are_refused_whole),
+        cmocka_unit_test(arguments_are_checked),
+        cmocka_unit_test(fast_canonical_check_agrees_with_ph_host_check),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,74 @@
+/* table_fixture.h - compiling allowlist YAML into tables inside a test
+ * (shared by the tests/policyc/test_table_*.c and test_compile_*.c files). */
+#ifndef PINHOLE_TEST_TABLE_FIXTURE_H
+#define PINHOLE_TEST_TABLE_FIXTURE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile.h"
+#include "load.h"
+#include "pinhole/table.h"
+#include "test_support.h"
+
+/* A small policy with an include, an exact rule with a reason, and a
+ * wildcard with a port range. */
+#define FX_POLICY                                  \
+    "version: 1\n"                                 \
+    "lists:\n"                                     \
+    "  default:\n"                                 \
+    "    include: [common]\n"                      \
+    "    rules:\n"                                 \
+    "      - host: api.github.com\n"               \
+    "        ports: [443]\n"                       \
+    "        reason: GitHub API\n"                 \
+    "      - host: \"*.example.com\"\n"            \
+    "        ports: [443, \"8000-8010\"]\n"        \
+    "  common:\n"                                  \
+    "    rules:\n"                                 \
+    "      - host: pypi.org\n"                     \
+    "        ports: [443]\n"
+
+/* Loads yaml (display name `name`) and compiles it; fails the test on any
+ * error, printing the diagnostics. The caller frees *image. */
+static inline void fx_compile_named(const char *yaml, const char *name, uint8_t **image,
+                                    size_t *len)
+{
+    pc_diagnostics diags;
+    pc_diagnostics_init(&diags);
+    pc_policy *policy = NULL;
+    ph_status st = pc_policy_load_buffer(yaml, strlen(yaml), name, &policy, &diags);
+    if (st != PH_OK)
+        pc_diagnostics_print(stderr, &diags, PC_FORMAT_TEXT);
+    pc_diagnostics_free(&diags);
+    assert_int_equal(st, PH_OK);
+    ph_diag diag = {0};
+    st = pc_compile(policy, image, len, &diag);
+    if (st != PH_OK)
+        fprintf(stderr, "compile: %s\n", diag.message);
+    assert_int_equal(st, PH_OK);
+    pc_policy_free(&policy);
+}
+
+static inline void fx_compile(const char *yaml, uint8_t **image, size_t *len)
+{
+    fx_compile_named(yaml, "allow.yaml", image, len);
+}
+
+static inline ph_table *fx_open(const char *yaml)
+{
+    uint8_t *image = NULL;
+    size_t len = 0;
+    fx_compile(yaml, &image, &len);
+    ph_table *t = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_table_open_buffer(image, len, &t, &diag);
+    if (st != PH_OK)
+        fprintf(stderr, "open: %s\n", diag.message);
+    assert_int_equal(st, PH_OK);
+    free(image);
+    return t;
+}
+
+#endif

@@ -1,0 +1,237 @@
+/* test_table_commands.c - policyc explain, test, dump and diff as a user
+ * runs them: arguments, exit codes (0/1/2 as documented), the lines they
+ * print, and FILE and TABLE inputs giving the same answers. */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "table_fixture.h"
+
+static const char *const POLICY = FX_POLICY;
+
+static char *dir;
+static char yaml_path[4096], table_path[4096], out_path[4096];
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = ph_test_mkdtemp();
+    snprintf(yaml_path, sizeof yaml_path, "%s/allow.yaml", dir);
+    snprintf(table_path, sizeof table_path, "%s/allow.ptab", dir);
+    snprintf(out_path, sizeof out_path, "%s/stdout.txt", dir);
+    if (ph_test_write_file(yaml_path, POLICY, strlen(POLICY)) != 0)
+        return -1;
+    uint8_t *image;
+    size_t len;
+    fx_compile(POLICY, &image, &len);
+    int rc = ph_test_write_file(table_path, image, len);
+    free(image);
+    return rc;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ph_test_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+/* Runs a subcommand with stdout captured; *out receives it (caller frees). */
+static int run(int (*cmd)(int, char **), char **out, int argc, ...)
+{
+    char storage[8][4200];
+    char *argv[9];
+    va_list ap;
+    va_start(ap, argc);
+    for (int i = 0; i < argc && i < 8; i++) {
+        snprintf(storage[i], sizeof storage[i], "%s", va_arg(ap, const char *));
+        argv[i] = storage[i];
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    fflush(stdout);
+    int saved = dup(1);
+    int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, 1);
+    close(fd);
+    int rc = cmd(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    size_t len;
+    char *text = ph_test_read_file(out_path, &len);
+    if (out)
+        *out = text;
+    else
+        free(text);
+    return rc;
+}
+
+static void explain_exit_codes_and_output(void **state)
+{
+    (void)state;
+    const char *inputs[] = {yaml_path, table_path};
+    for (int i = 0; i < 2; i++) {
+        char *out;
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", inputs[i], "api.github.com:443"),
+                         0);
+        assert_non_null(strstr(out, "allowed: api.github.com:443"));
+        assert_non_null(strstr(out, "(allow.yaml:6)"));
+        assert_non_null(strstr(out, "reason: GitHub API"));
+        free(out);
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", inputs[i], "a.b.example.com:443"),
+                         1);
+        assert_non_null(strstr(out, "deeper"));
+        assert_non_null(strstr(out, "*.example.com"));
+        free(out);
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", inputs[i], "example.com:443"), 1);
+        assert_non_null(strstr(out, "never example.com itself"));
+        free(out);
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", inputs[i], "api.github.com:22"),
+                         1);
+        assert_non_null(strstr(out, "port_not_allowed"));
+        free(out);
+        assert_int_equal(run(pc_cmd_explain, &out, 5, "explain", "--list", "nope", inputs[i],
+                             "pypi.org:443"), 1);
+        assert_non_null(strstr(out, "no list named 'nope'"));
+        free(out);
+        assert_int_equal(run(pc_cmd_explain, NULL, 5, "explain", "--list", "common", inputs[i],
+                             "pypi.org:443"), 0);
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", inputs[i], "127.0.0.1:443"), 1);
+        assert_non_null(strstr(out, "ip_literal"));
+        free(out);
+    }
+    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "api.github.com"), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "api.github.com:0"), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "a.com:65536"), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "a.com:0443"), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 2, "explain", yaml_path), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", "/nonexistent", "a.com:1"), 2);
+    assert_int_equal(run(pc_cmd_explain, NULL, 2, "explain", "--help"), 0);
+}
+
+static int run_cases(const char *cases, char **out)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cases.yaml", dir);
+    assert_int_equal(ph_test_write_file(path, cases, strlen(cases)), 0);
+    return run(pc_cmd_test, out, 3, "test", yaml_path, path);
+}
+
+static void test_reports_each_failure_and_a_summary(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run_cases("cases:\n"
+                               "  - {destination: \"api.github.com:443\", expect: allow}\n"
+                               "  - {destination: \"pypi.org:443\", list: common, expect: allow}\n"
+                               "  - destination: \"api.github.com:80\"\n"
+                               "    expect: deny\n"
+                               "    reason: port_not_allowed\n",
+                               &out),
+                     0);
+    assert_non_null(strstr(out, "3 passed, 0 failed\n"));
+    free(out);
+    assert_int_equal(run_cases("cases:\n"
+                               "  - {destination: \"api.github.com:443\", expect: deny}\n"
+                               "  - {destination: \"example.com:443\", expect: allow}\n"
+                               "  - {destination: \"x.example.com:443\", expect: allow}\n"
+                               "  - {destination: \"x.example.com:1\", expect: deny,"
+                               " reason: not_allowlisted}\n",
+                               &out),
+                     1);
+    assert_non_null(strstr(out, "cases.yaml:2:5: FAIL api.github.com:443"));
+    assert_non_null(strstr(out, "cases.yaml:3:5: FAIL example.com:443"));
+    assert_non_null(strstr(out, "1 passed, 3 failed\n"));
+    free(out);
+    /* Bad cases files are errors (2), with a position. */
+    static const char *const bad[] = {
+        "",
+        "cases: []\n",
+        "cases:\n  - {destination: \"a.com:1\", expect: maybe}\n",
+        "cases:\n  - {destination: \"a.com:1\", expct: deny}\n",
+        "cases:\n  - {destination: \"a.com:1\"}\n",
+        "cases:\n  - {destination: \"a.com:1\", expect: deny, expect: allow}\n",
+        "cases:\n  - &a {destination: \"a.com:1\", expect: deny}\n",
+        "cases:\n  - !!map {destination: \"a.com:1\", expect: deny}\n",
+        "tests:\n  - {destination: \"a.com:1\", expect: deny}\n",
+        "cases:\n  - {destination: \"a.com:1\", expect: deny}\n---\ncases: []\n",
+        "cases:\n  - {destination: \"a.com:1\", expect: allow, reason: allowed}\n",
+        "cases: [\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (run_cases(bad[i], NULL) != 2)
+            fail_msg("cases file %zu was accepted", i);
+    assert_int_equal(run(pc_cmd_test, NULL, 2, "test", "--help"), 0);
+    assert_int_equal(run(pc_cmd_test, NULL, 2, "test", yaml_path), 2);
+}
+
+static void dump_of_a_table_compiles_back_to_it(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run(pc_cmd_dump, &out, 2, "dump", table_path), 0);
+    char dumped[4200], again[4200];
+    snprintf(dumped, sizeof dumped, "%s/dumped.yaml", dir);
+    snprintf(again, sizeof again, "%s/again.ptab", dir);
+    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    free(out);
+    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
+    size_t la, lb;
+    char *a = ph_test_read_file(table_path, &la), *b = ph_test_read_file(again, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+    assert_int_equal(run(pc_cmd_dump, NULL, 1, "dump"), 2);
+    assert_int_equal(run(pc_cmd_dump, NULL, 2, "dump", "/nonexistent"), 2);
+}
+
+static void diff_lists_added_and_removed_destinations(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run(pc_cmd_diff, &out, 3, "diff", yaml_path, table_path), 0);
+    assert_non_null(strstr(out, "no destination changed"));
+    free(out);
+    static const char changed[] = "version: 1\n"
+                                  "lists:\n"
+                                  "  default:\n"
+                                  "    rules:\n"
+                                  "      - host: \"*.example.com\"\n"
+                                  "        ports: [443, \"8005-8020\"]\n"
+                                  "      - host: new.example.org\n"
+                                  "        ports: [443]\n";
+    char path[4200];
+    snprintf(path, sizeof path, "%s/new.yaml", dir);
+    assert_int_equal(ph_test_write_file(path, changed, strlen(changed)), 0);
+    assert_int_equal(run(pc_cmd_diff, &out, 3, "diff", table_path, path), 1);
+    static const char *const want =
+        "list common: removed\n"
+        "- pypi.org 443\n"
+        "list default:\n"
+        "- api.github.com 443\n"
+        "- *.example.com 8000-8004\n"
+        "+ *.example.com 8011-8020\n"
+        "+ new.example.org 443\n"
+        "- pypi.org 443\n"
+        "2 destination change(s) added, 4 removed\n";
+    const char *body = strstr(out, "list common");
+    assert_non_null(body);
+    assert_string_equal(body, want);
+    free(out);
+    assert_int_equal(run(pc_cmd_diff, NULL, 2, "diff", table_path), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(explain_exit_codes_and_output),
+        cmocka_unit_test(test_reports_each_failure_and_a_summary),
+        cmocka_unit_test(dump_of_a_table_compiles_back_to_it),
+        cmocka_unit_test(diff_lists_added_and_removed_destinations),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
