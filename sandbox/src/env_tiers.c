@@ -1,0 +1,380 @@
+/* env_tiers.c - decision 3: the environment of a sandboxed command is built
+ * from nothing, in three tiers, and never copied from the service.
+ *
+ *   tier 0  platform and provider credentials: never present. Names matching
+ *           the patterns below are refused even when the operator lists them.
+ *   tier 1  the operator's passthrough names (one per line in a file), values
+ *           from the service's environment.
+ *   tier 2  synthesized: PATH, HOME, TMPDIR, LANG, and the proxy variables
+ *           carrying the grant when network was granted.
+ *
+ * A passthrough list that cannot be read or is malformed yields tier 2 alone
+ * and a warning: never the parent environment, never a failed run. */
+#include "sandbox-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PASSTHROUGH_MAX_BYTES 65536
+#define PASSTHROUGH_MAX_NAMES 256
+#define ENV_NAME_MAX 128
+#define ENV_VALUE_MAX 32768
+#define ENV_MAX_VARS 512
+
+enum pattern_kind { EXACT, PREFIX, SUFFIX, CONTAINS };
+
+/* Upper-case ASCII patterns; names are compared ASCII case-insensitively so
+ * "github_token" is refused like "GITHUB_TOKEN". Filtering is not how the
+ * environment is made (it is built), so this list is a second line: it stops
+ * an operator from configuring a credential in, by mistake or by copy-paste. */
+static const struct {
+    enum pattern_kind kind;
+    const char *text;
+} credential_patterns[] = {
+    {CONTAINS, "PASSWORD"},   {CONTAINS, "PASSWD"},     {CONTAINS, "SECRET"},
+    {CONTAINS, "TOKEN"},      {CONTAINS, "CREDENTIAL"}, {CONTAINS, "PRIVATE_KEY"},
+    {CONTAINS, "API_KEY"},    {CONTAINS, "APIKEY"},     {CONTAINS, "ACCESS_KEY"},
+    {SUFFIX, "_KEY"},         {SUFFIX, "_PAT"},         {SUFFIX, "_DSN"},
+    {SUFFIX, "_AUTH"},        {SUFFIX, "_COOKIE"},      {SUFFIX, "_SESSION"},
+    {PREFIX, "AWS_"},         {PREFIX, "AMAZON_"},      {PREFIX, "GOOGLE_"},
+    {PREFIX, "GCP_"},         {PREFIX, "GCLOUD_"},      {PREFIX, "CLOUDSDK_"},
+    {PREFIX, "AZURE_"},       {PREFIX, "ARM_"},         {PREFIX, "OPENAI_"},
+    {PREFIX, "ANTHROPIC_"},   {PREFIX, "CLAUDE_"},      {PREFIX, "GEMINI_"},
+    {PREFIX, "MISTRAL_"},     {PREFIX, "COHERE_"},      {PREFIX, "HF_"},
+    {PREFIX, "HUGGINGFACE"},  {PREFIX, "GITHUB_"},      {PREFIX, "GH_"},
+    {PREFIX, "GITLAB_"},      {PREFIX, "VAULT_"},       {PREFIX, "PINHOLE_"},
+    {PREFIX, "DOCKER_"},      {PREFIX, "KUBE"},         {PREFIX, "K8S_"},
+    {PREFIX, "SSH_"},         {PREFIX, "GPG_"},         {PREFIX, "NPM_CONFIG_"},
+    {EXACT, "DATABASE_URL"},  {EXACT, "REDIS_URL"},     {EXACT, "MONGODB_URI"},
+    {EXACT, "MONGO_URL"},     {EXACT, "AMQP_URL"},      {EXACT, "NETRC"},
+    {EXACT, "PGPASSFILE"},    {EXACT, "PGSERVICEFILE"},
+};
+
+static char ascii_upper(char c)
+{
+    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
+}
+
+static bool prefix_at(const char *name, size_t at, const char *pat)
+{
+    for (size_t i = 0; pat[i]; i++)
+        if (ascii_upper(name[at + i]) != pat[i])
+            return false;
+    return true;
+}
+
+bool ph_env_name_is_credential(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof credential_patterns / sizeof credential_patterns[0]; i++) {
+        const char *p = credential_patterns[i].text;
+        size_t pl = strlen(p);
+        if (pl > n)
+            continue;
+        switch (credential_patterns[i].kind) {
+        case EXACT:
+            if (pl == n && prefix_at(name, 0, p))
+                return true;
+            break;
+        case PREFIX:
+            if (prefix_at(name, 0, p))
+                return true;
+            break;
+        case SUFFIX:
+            if (prefix_at(name, n - pl, p))
+                return true;
+            break;
+        case CONTAINS:
+            for (size_t at = 0; at + pl <= n; at++)
+                if (prefix_at(name, at, p))
+                    return true;
+            break;
+        }
+    }
+    return false;
+}
+
+const char *ph_env_credential_patterns_text(void)
+{
+    static char text[4096];
+    if (text[0] == '\0') {
+        static const char *kinds[] = {"exact", "prefix", "suffix", "contains"};
+        size_t o = 0;
+        for (size_t i = 0; i < sizeof credential_patterns / sizeof credential_patterns[0]; i++) {
+            int n = snprintf(text + o, sizeof text - o, "%s %s\n",
+                             kinds[credential_patterns[i].kind], credential_patterns[i].text);
+            if (n < 0 || (size_t)n >= sizeof text - o)
+                break;
+            o += (size_t)n;
+        }
+    }
+    return text;
+}
+
+static const char *const synthesized_names[] = {
+    "PATH", "HOME", "TMPDIR", "LANG", "PWD", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+    "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+};
+
+bool ph_env_name_is_synthesized(const char *name)
+{
+    for (size_t i = 0; i < sizeof synthesized_names / sizeof synthesized_names[0]; i++)
+        if (strcmp(name, synthesized_names[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool valid_env_name(const char *s, size_t n)
+{
+    if (n == 0 || n > ENV_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
+void ph_env_block_clear(ph_env_block *env)
+{
+    if (env == NULL)
+        return;
+    for (size_t i = 0; i < env->count; i++)
+        free(env->vars[i]);
+    free(env->vars);
+    env->vars = NULL;
+    env->count = 0;
+}
+
+static ssize_t find_var(const ph_env_block *env, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i < env->count; i++)
+        if (strncmp(env->vars[i], name, nl) == 0 && env->vars[i][nl] == '=')
+            return (ssize_t)i;
+    return -1;
+}
+
+const char *ph_env_get(const ph_env_block *env, const char *name)
+{
+    ssize_t i = find_var(env, name);
+    return i < 0 ? NULL : env->vars[i] + strlen(name) + 1;
+}
+
+ph_status ph_env_set(ph_env_block *env, const char *name, const char *value)
+{
+    char *var = NULL;
+    if (asprintf(&var, "%s=%s", name, value) < 0)
+        return PH_E_NOMEM;
+    ssize_t i = find_var(env, name);
+    if (i >= 0) {
+        free(env->vars[i]);
+        env->vars[i] = var;
+        return PH_OK;
+    }
+    if (env->count + 1 >= ENV_MAX_VARS) {
+        free(var);
+        return PH_E_LIMIT;
+    }
+    char **nv = realloc(env->vars, (env->count + 2) * sizeof *nv);
+    if (nv == NULL) {
+        free(var);
+        return PH_E_NOMEM;
+    }
+    nv[env->count++] = var;
+    nv[env->count] = NULL;
+    env->vars = nv;
+    return PH_OK;
+}
+
+static void warn(const ph_env_inputs *in, const char *event, const char *key, const char *detail)
+{
+    ph_sandbox_log_warning(in->log, in->log_ctx, event, key, detail);
+}
+
+/* Reads the passthrough file strictly. Returns the number of names parsed
+ * into names[] (each NUL-terminated inside buf), or -1 when the file must be
+ * ignored whole (a warning was logged). Blank lines and lines starting with
+ * '#' are allowed; anything else that is not a valid name, a duplicate, a
+ * missing final newline... makes the whole list malformed. */
+static int read_passthrough(const ph_env_inputs *in, char *buf, size_t cap, char **names)
+{
+    int fd = open(in->passthrough_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        warn(in, "passthrough_unreadable", "error", strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        warn(in, "passthrough_unreadable", "error", "not a regular file");
+        return -1;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            close(fd);
+            warn(in, "passthrough_unreadable", "error", strerror(errno));
+            return -1;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len == cap - 1) {
+            close(fd);
+            warn(in, "passthrough_malformed", "error", "file larger than 64 KiB");
+            return -1;
+        }
+    }
+    close(fd);
+    buf[len] = '\0';
+    int count = 0;
+    size_t line_no = 0;
+    char *p = buf;
+    while (*p) {
+        char *nl = strchr(p, '\n');
+        line_no++;
+        char detail[96];
+        if (nl == NULL) {
+            snprintf(detail, sizeof detail, "line %zu: no final newline", line_no);
+            warn(in, "passthrough_malformed", "error", detail);
+            return -1;
+        }
+        *nl = '\0';
+        size_t n = (size_t)(nl - p);
+        if (n > 0 && p[0] != '#') {
+            if (memchr(p, '\0', n) != NULL || !valid_env_name(p, n)) {
+                snprintf(detail, sizeof detail, "line %zu: not a variable name", line_no);
+                warn(in, "passthrough_malformed", "error", detail);
+                return -1;
+            }
+            for (int i = 0; i < count; i++) {
+                if (strcmp(names[i], p) == 0) {
+                    snprintf(detail, sizeof detail, "line %zu: duplicate name", line_no);
+                    warn(in, "passthrough_malformed", "error", detail);
+                    return -1;
+                }
+            }
+            if (count == PASSTHROUGH_MAX_NAMES) {
+                warn(in, "passthrough_malformed", "error", "more than 256 names");
+                return -1;
+            }
+            names[count++] = p;
+        }
+        p = nl + 1;
+    }
+    return count;
+}
+
+/* Percent-encodes s outside RFC 3986 unreserved, for URL userinfo. */
+static ph_status url_userinfo_escape(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+                     (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~';
+        if (o + (plain ? 1 : 3) + 1 > cap)
+            return PH_E_LIMIT;
+        if (plain) {
+            out[o++] = (char)*p;
+        } else {
+            out[o++] = '%';
+            out[o++] = hex[*p >> 4];
+            out[o++] = hex[*p & 15];
+        }
+    }
+    out[o] = '\0';
+    return PH_OK;
+}
+
+static ph_status add_tier2(const ph_env_inputs *in, ph_env_block *env)
+{
+    static const struct {
+        const char *name, *value;
+    } fixed[] = {
+        {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+        {"HOME", PH_SANDBOX_WORKSPACE_PATH},
+        {"TMPDIR", "/tmp"},
+        {"LANG", "C.UTF-8"},
+        {"PWD", PH_SANDBOX_WORKSPACE_PATH},
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        ph_status st = ph_env_set(env, fixed[i].name, fixed[i].value);
+        if (st != PH_OK)
+            return st;
+    }
+    if (in->network == NULL || in->network->grant_token == NULL)
+        return PH_OK;
+    char user[3 * 128 + 1], token[3 * 2048 + 1], url[sizeof user + sizeof token + 64];
+    if (url_userinfo_escape(in->lease, user, sizeof user) != PH_OK ||
+        url_userinfo_escape(in->network->grant_token, token, sizeof token) != PH_OK)
+        return PH_E_LIMIT;
+    unsigned port = in->network->proxy_port ? in->network->proxy_port : 3128;
+    snprintf(url, sizeof url, "http://%s:%s@127.0.0.1:%u", user, token, port);
+    static const char *const proxy_vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                                             "https_proxy", "ALL_PROXY", "all_proxy"};
+    for (size_t i = 0; i < sizeof proxy_vars / sizeof proxy_vars[0]; i++) {
+        ph_status st = ph_env_set(env, proxy_vars[i], url);
+        if (st != PH_OK)
+            return st;
+    }
+    /* Empty on purpose: every destination goes through the proxy, which is
+     * the only way out of the sandbox anyway. */
+    ph_status st = ph_env_set(env, "NO_PROXY", "");
+    return st == PH_OK ? ph_env_set(env, "no_proxy", "") : st;
+}
+
+ph_status ph_env_build(const ph_env_inputs *in, ph_env_block *out, ph_diag *diag)
+{
+    ph_env_block env = {0};
+    if (in->passthrough_file != NULL && in->getenv_fn != NULL) {
+        char *buf = malloc(PASSTHROUGH_MAX_BYTES + 1);
+        char **names = calloc(PASSTHROUGH_MAX_NAMES, sizeof *names);
+        int n = (buf && names) ? read_passthrough(in, buf, PASSTHROUGH_MAX_BYTES + 1, names) : -1;
+        for (int i = 0; i < n; i++) {
+            if (ph_env_name_is_credential(names[i])) {
+                warn(in, "passthrough_credential_refused", "name", names[i]);
+                continue;
+            }
+            if (ph_env_name_is_synthesized(names[i])) {
+                warn(in, "passthrough_synthesized_refused", "name", names[i]);
+                continue;
+            }
+            const char *value = in->getenv_fn(names[i]);
+            if (value == NULL)
+                continue; /* not set in the service: simply absent */
+            if (strlen(value) > ENV_VALUE_MAX) {
+                warn(in, "passthrough_value_too_long", "name", names[i]);
+                continue;
+            }
+            ph_status st = ph_env_set(&env, names[i], value);
+            if (st != PH_OK) {
+                free(buf);
+                free(names);
+                ph_env_block_clear(&env);
+                return ph_diag_set(diag, st, 0, "building the environment: %s",
+                                   ph_strerror(st));
+            }
+        }
+        free(buf);
+        free(names);
+    }
+    ph_status st = add_tier2(in, &env);
+    if (st != PH_OK) {
+        ph_env_block_clear(&env);
+        return ph_diag_set(diag, st, 0, "building the environment: %s", ph_strerror(st));
+    }
+    *out = env;
+    return PH_OK;
+}

@@ -1,0 +1,715 @@
+/* environment.c - the ExecutionEnvironment port: the service, and create /
+ * execute / destroy over whichever mechanism the service runs. Everything a
+ * mechanism does not own lives here, once: spec validation, the environment
+ * tiers, the timeout rule, the pre-command snapshot and files_changed. */
+#include "sandbox-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ARGV_MAX_COUNT 4096
+#define ARGV_MAX_BYTES (1024 * 1024)
+#define STDIN_MAX_BYTES (64 * 1024 * 1024)
+#define DEFAULT_OUTPUT_BYTES (1024 * 1024)
+#define MAX_OUTPUT_BYTES (64 * 1024 * 1024)
+#define ENV_ID_LEN 20 /* "env-" + 16 hex */
+
+struct ph_execution_service {
+    ph_service_mode mode;
+    const ph_mechanism_ops *ops;
+    int64_t hard_cap_ms;
+    char *state_dir; /* host; never shown */
+    ph_sandbox_log_fn *log;
+    void *log_ctx;
+};
+
+struct ph_environment {
+    ph_execution_service *svc;
+    char id[ENV_ID_LEN + 1];
+    char *state_path;     /* host: <state_dir>/<id> */
+    char *workspace_path; /* host: <state_path>/workspace */
+    int ws_fd;            /* O_PATH on the workspace root */
+    ph_spec_copy spec;
+    ph_env_block env;
+    void *mech;
+};
+
+/* ---- logging ---- */
+
+static void log_to_stderr(void *ctx, const char *line)
+{
+    (void)ctx;
+    fprintf(stderr, "%s\n", line);
+}
+
+void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event,
+                            const char *detail_key, const char *detail)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s}", "level", "warning", "module", "sandbox", "event",
+                          event);
+    if (o == NULL)
+        return;
+    if (detail_key && detail)
+        json_object_set_new(o, detail_key, json_string(detail));
+    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (line == NULL)
+        return;
+    (log ? log : log_to_stderr)(ctx, line);
+    free(line);
+}
+
+/* ---- the service ---- */
+
+static ph_status mkdir_p(const char *path, mode_t mode)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof buf)
+        return PH_E_LIMIT;
+    strcpy(buf, path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, mode) != 0 && errno != EEXIST)
+            return PH_E_IO;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) != 0 && errno != EEXIST)
+        return PH_E_IO;
+    return PH_OK;
+}
+
+ph_status ph_execution_service_open(const ph_service_config *config, ph_execution_service **out,
+                                    ph_diag *diag)
+{
+    if (config == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execution_service_open: NULL argument");
+    *out = NULL;
+    ph_status st = ph_sandbox_startup_check(config->mode, config->mechanism, diag);
+    if (st != PH_OK)
+        return st;
+    if (config->hard_cap_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
+    const ph_mechanism_ops *ops = ph_mechanism_ops_for(config->mechanism);
+    st = ph_sandbox_mechanism_available(config->mechanism, diag);
+    if (st != PH_OK)
+        return st;
+    ph_execution_service *svc = calloc(1, sizeof *svc);
+    if (svc == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    svc->mode = config->mode;
+    svc->ops = ops;
+    svc->hard_cap_ms = config->hard_cap_ms;
+    svc->log = config->log;
+    svc->log_ctx = config->log_ctx;
+    if (config->state_dir) {
+        svc->state_dir = strdup(config->state_dir);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        if (asprintf(&svc->state_dir, "%s/pinhole-sandbox", tmp && *tmp == '/' ? tmp : "/tmp") < 0)
+            svc->state_dir = NULL;
+    }
+    if (svc->state_dir == NULL) {
+        free(svc);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    if (mkdir_p(svc->state_dir, 0700) != PH_OK) {
+        int saved = errno;
+        ph_execution_service_close(&svc);
+        return ph_diag_set(diag, PH_E_IO, 0, "cannot create the service state directory: %s",
+                           strerror(saved));
+    }
+    *out = svc;
+    return PH_OK;
+}
+
+void ph_execution_service_close(ph_execution_service **svc)
+{
+    if (svc == NULL || *svc == NULL)
+        return;
+    free((*svc)->state_dir);
+    free(*svc);
+    *svc = NULL;
+}
+
+void ph_sandbox_limits_init(ph_sandbox_limits *limits)
+{
+    limits->memory_bytes = PH_SANDBOX_UNSET;
+    limits->pids = PH_SANDBOX_UNSET;
+    limits->cpu_millis = PH_SANDBOX_UNSET;
+    limits->wall_clock_ms = PH_SANDBOX_UNSET;
+    limits->output_bytes = PH_SANDBOX_UNSET;
+}
+
+/* ---- spec validation and copy ---- */
+
+static bool valid_ident(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n > 128)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static bool printable_token(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 2048)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return false;
+    return true;
+}
+
+static ph_status validate_spec(const ph_execution_service *svc, const ph_environment_spec *s,
+                               ph_diag *diag)
+{
+    if (!valid_ident(s->tenant))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.tenant must be 1-128 of [A-Za-z0-9._-]");
+    if (!valid_ident(s->lease))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.lease must be 1-128 of [A-Za-z0-9._-]");
+    if (s->mechanism != svc->ops->id)
+        return ph_diag_set(diag, PH_E_DENIED, 0,
+                           "spec.mechanism is %s but this service runs %s",
+                           ph_sandbox_mechanism_name(s->mechanism), svc->ops->name);
+    const ph_sandbox_limits *l = &s->limits;
+    if (l->wall_clock_ms != PH_SANDBOX_UNSET && l->wall_clock_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.wall_clock_ms must be > 0");
+    if (l->output_bytes != PH_SANDBOX_UNSET &&
+        (l->output_bytes <= 0 || l->output_bytes > MAX_OUTPUT_BYTES))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.output_bytes must be 1..%d",
+                           MAX_OUTPUT_BYTES);
+    if ((l->memory_bytes != PH_SANDBOX_UNSET && l->memory_bytes <= 0) ||
+        (l->pids != PH_SANDBOX_UNSET && l->pids <= 0) ||
+        (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis <= 0))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits: memory, pids and cpu must be > 0");
+    if (s->network.grant_token != NULL) {
+        if (!printable_token(s->network.grant_token))
+            return ph_diag_set(diag, PH_E_INVAL, 0,
+                               "spec.network.grant_token must be 1-2048 printable ASCII bytes");
+        if (s->network.proxy_socket_path == NULL || s->network.proxy_socket_path[0] != '/')
+            return ph_diag_set(diag, PH_E_INVAL, 0,
+                               "spec.network.proxy_socket_path must be an absolute path when a "
+                               "grant is given");
+    }
+    return PH_OK;
+}
+
+/* ---- removal of a workspace tree, never following a symlink ---- */
+
+/* A command can nest directories thousands deep; recursing that far would
+ * run out of descriptors. Below SPILL_DEPTH a subtree is moved up into the
+ * environment's state directory ("spill") and removed from there later, so
+ * the recursion, and the descriptors it holds, stay bounded. */
+#define SPILL_DEPTH 48
+
+typedef struct remover {
+    int spill_fd;     /* the environment's state directory */
+    unsigned spilled; /* spill entries made so far: .spill-0 ... */
+} remover;
+
+static void remove_tree_at(remover *rm, int parent_fd, const char *name, int depth)
+{
+    if (unlinkat(parent_fd, name, 0) == 0 || errno == ENOENT)
+        return;
+    if (depth >= SPILL_DEPTH && rm->spill_fd >= 0) {
+        char spill[32];
+        snprintf(spill, sizeof spill, ".spill-%u", rm->spilled);
+        if (renameat(parent_fd, name, rm->spill_fd, spill) == 0) {
+            rm->spilled++;
+            return;
+        }
+    }
+    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            remove_tree_at(rm, dirfd(d), de->d_name, depth + 1);
+    closedir(d);
+    (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
+}
+
+/* Removes name under state_fd, then every spilled subtree in turn (each
+ * spill is SPILL_DEPTH levels shallower, so this ends). */
+static void remove_workspace_tree(int state_fd, const char *name)
+{
+    remover rm = {.spill_fd = state_fd};
+    remove_tree_at(&rm, state_fd, name, 0);
+    for (unsigned i = 0; i < rm.spilled && i < 1000000; i++) {
+        char spill[32];
+        snprintf(spill, sizeof spill, ".spill-%u", i);
+        remove_tree_at(&rm, state_fd, spill, 0);
+    }
+}
+
+/* ---- create / execute / destroy ---- */
+
+static ph_status new_env_id(char out[ENV_ID_LEN + 1])
+{
+    uint8_t rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return PH_E_IO;
+    snprintf(out, ENV_ID_LEN + 1, "env-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
+             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    return PH_OK;
+}
+
+static bool valid_env_id(const char *id)
+{
+    if (id == NULL || strlen(id) != ENV_ID_LEN || strncmp(id, "env-", 4) != 0)
+        return false;
+    for (size_t i = 4; i < ENV_ID_LEN; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static void env_free(ph_environment *env)
+{
+    if (env->ws_fd >= 0)
+        close(env->ws_fd);
+    ph_env_block_clear(&env->env);
+    ph_spec_copy_clear(&env->spec);
+    free(env->state_path);
+    free(env->workspace_path);
+    free(env);
+}
+
+/* Tier-1 values come from the service's own environment, read here and
+ * nowhere else. */
+static const char *service_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+/* Shared by create and reattach: everything but making the directories. */
+static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *spec,
+                          const char *id, bool fresh, ph_environment **out, ph_diag *diag)
+{
+    ph_environment *env = calloc(1, sizeof *env);
+    if (env == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    env->svc = svc;
+    env->ws_fd = -1;
+    memcpy(env->id, id, ENV_ID_LEN + 1);
+    if (asprintf(&env->state_path, "%s/%s", svc->state_dir, id) < 0)
+        env->state_path = NULL;
+    if (env->state_path && asprintf(&env->workspace_path, "%s/workspace", env->state_path) < 0)
+        env->workspace_path = NULL;
+    if (env->workspace_path == NULL || ph_spec_copy_init(&env->spec, spec) != PH_OK) {
+        env_free(env);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    if (fresh && (mkdir(env->state_path, 0700) != 0 || mkdir(env->workspace_path, 0755) != 0)) {
+        int saved = errno;
+        (void)rmdir(env->state_path);
+        env_free(env);
+        return ph_diag_set(diag, PH_E_IO, 0, "cannot create the workspace: %s",
+                           strerror(saved));
+    }
+    env->ws_fd = open(env->workspace_path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (env->ws_fd < 0) {
+        int saved = errno;
+        env_free(env);
+        return ph_diag_set(diag, saved == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
+                           "cannot open the workspace of %s: %s", id, strerror(saved));
+    }
+    ph_env_inputs in = {
+        .lease = env->spec.spec.lease,
+        .network = &env->spec.spec.network,
+        .passthrough_file = env->spec.spec.passthrough_file,
+        .getenv_fn = service_getenv,
+        .log = svc->log,
+        .log_ctx = svc->log_ctx,
+    };
+    ph_status st = ph_env_build(&in, &env->env, diag);
+    ph_mech_create_args args = {.env_id = env->id,
+                                .env_state_dir = env->state_path,
+                                .workspace_dir = env->workspace_path,
+                                .spec = &env->spec.spec};
+    if (st == PH_OK)
+        st = svc->ops->create(&args, &env->mech, diag);
+    if (st != PH_OK) {
+        if (fresh) {
+            int state_fd = open(env->state_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (state_fd >= 0) {
+                remove_workspace_tree(state_fd, "workspace");
+                (void)unlinkat(state_fd, "root", AT_REMOVEDIR);
+                close(state_fd);
+            }
+            (void)rmdir(env->state_path);
+        }
+        env_free(env);
+        return st;
+    }
+    *out = env;
+    return PH_OK;
+}
+
+ph_status ph_environment_create(ph_execution_service *svc, const ph_environment_spec *spec,
+                                ph_environment **out, ph_diag *diag)
+{
+    if (svc == NULL || spec == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_create: NULL argument");
+    *out = NULL;
+    ph_status st = validate_spec(svc, spec, diag);
+    if (st != PH_OK)
+        return st;
+    char id[ENV_ID_LEN + 1];
+    if (new_env_id(id) != PH_OK)
+        return ph_diag_set(diag, PH_E_IO, 0, "no randomness for an environment id");
+    return env_open(svc, spec, id, true, out, diag);
+}
+
+const char *ph_environment_id(const ph_environment *env)
+{
+    return env->id;
+}
+
+void ph_environment_destroy(ph_environment **envp)
+{
+    if (envp == NULL || *envp == NULL)
+        return;
+    ph_environment *env = *envp;
+    env->svc->ops->destroy(&env->mech);
+    /* Remove by descriptor: the workspace's contents are the command's and
+     * may hold symlinks; unlinkat never follows them. */
+    int state_fd = open(env->state_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (state_fd >= 0) {
+        remove_workspace_tree(state_fd, "workspace");
+        (void)unlinkat(state_fd, "spec.json", 0);
+        (void)unlinkat(state_fd, "root", AT_REMOVEDIR);
+        close(state_fd);
+    }
+    (void)rmdir(env->state_path);
+    env_free(env);
+    *envp = NULL;
+}
+
+void ph_environment_detach(ph_environment **envp)
+{
+    if (envp == NULL || *envp == NULL)
+        return;
+    ph_environment *env = *envp;
+    if (env->svc->ops->detach)
+        env->svc->ops->detach(&env->mech);
+    env_free(env);
+    *envp = NULL;
+}
+
+ph_status ph_environment_workspace(ph_environment *env, ph_workspace **out, ph_diag *diag)
+{
+    int fd = fcntl(env->ws_fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "dup: %s", strerror(errno));
+    return ph_workspace_from_fd(fd, out, diag);
+}
+
+static ph_status check_argv(const char *const *argv, ph_diag *diag)
+{
+    if (argv == NULL || argv[0] == NULL || argv[0][0] == '\0')
+        return ph_diag_set(diag, PH_E_INVAL, 0, "argv must have a non-empty argv[0]");
+    size_t bytes = 0, n = 0;
+    for (; argv[n]; n++) {
+        bytes += strlen(argv[n]) + 1;
+        if (n >= ARGV_MAX_COUNT || bytes > ARGV_MAX_BYTES)
+            return ph_diag_set(diag, PH_E_LIMIT, 0, "argv is over %d arguments or %d bytes",
+                               ARGV_MAX_COUNT, ARGV_MAX_BYTES);
+    }
+    return PH_OK;
+}
+
+static void free_argv(char **argv)
+{
+    for (size_t i = 0; argv && argv[i]; i++)
+        free(argv[i]);
+    free(argv);
+}
+
+/* A private, mutable copy for execve (whose prototype is not const). */
+static char **copy_argv(const char *const *argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **c = calloc(n + 1, sizeof *c);
+    for (size_t i = 0; c && i < n; i++) {
+        c[i] = strdup(argv[i]);
+        if (c[i] == NULL) {
+            free_argv(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static int make_stdin(const ph_execution_command *cmd)
+{
+    int fd = memfd_create("pinhole-stdin", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (cmd->stdin_data && off < cmd->stdin_len) {
+        ssize_t n = write(fd, cmd->stdin_data + off, cmd->stdin_len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+ph_status ph_environment_execute(ph_environment *env, const ph_execution_command *cmd,
+                                 ph_execution_result **out, ph_diag *diag)
+{
+    if (env == NULL || cmd == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_execute: NULL argument");
+    *out = NULL;
+    ph_status st = check_argv(cmd->argv, diag);
+    if (st != PH_OK)
+        return st;
+    if (cmd->stdin_data == NULL && cmd->stdin_len > 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "stdin_len without stdin_data");
+    if (cmd->stdin_len > STDIN_MAX_BYTES)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "stdin is limited to %d bytes", STDIN_MAX_BYTES);
+    char cwd[PH_WS_PATH_MAX + 1];
+    st = ph_ws_normalize_or_refuse(cmd->cwd ? cmd->cwd : "", cwd, diag);
+    if (st != PH_OK)
+        return st;
+    ph_timeout_choice tc = ph_timeout_compose(env->svc->hard_cap_ms,
+                                              env->spec.spec.limits.wall_clock_ms,
+                                              cmd->run_budget_ms, cmd->timeout_seconds);
+    if (tc.ms <= 0)
+        return ph_diag_set(diag, PH_E_TIMEOUT, 0, "the run budget is spent; nothing was started");
+    int cwd_fd = ph_ws_open_beneath(env->ws_fd, cwd, O_PATH | O_DIRECTORY, 0);
+    if (cwd_fd < 0)
+        return ph_ws_errno_status(errno, cmd->cwd ? cmd->cwd : ".", diag);
+
+    ph_execution_result *r = calloc(1, sizeof *r);
+    ph_env_block envp = {0};
+    ph_snapshot *before = NULL, *after = NULL;
+    int stdin_fd = -1;
+    char **argv = copy_argv(cmd->argv);
+    if (r == NULL || argv == NULL) {
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        goto done;
+    }
+    /* The per-command part of tier 2: PWD names the working directory as the
+     * command sees it. */
+    for (size_t i = 0; st == PH_OK && i < env->env.count; i++) {
+        char *eq = strchr(env->env.vars[i], '=');
+        *eq = '\0';
+        st = ph_env_set(&envp, env->env.vars[i], eq + 1);
+        *eq = '=';
+    }
+    char pwd[PH_WS_PATH_MAX + 16];
+    snprintf(pwd, sizeof pwd, "%s%s%s", PH_SANDBOX_WORKSPACE_PATH, strcmp(cwd, ".") ? "/" : "",
+             strcmp(cwd, ".") ? cwd : "");
+    if (st == PH_OK)
+        st = ph_env_set(&envp, "PWD", pwd);
+    if (st != PH_OK) {
+        st = ph_diag_set(diag, st, 0, "building the environment: %s", ph_strerror(st));
+        goto done;
+    }
+    stdin_fd = make_stdin(cmd);
+    if (stdin_fd < 0) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "stdin: %s", strerror(errno));
+        goto done;
+    }
+    st = ph_snapshot_take(env->ws_fd, PH_SNAPSHOT_MAX_ENTRIES, &before, diag);
+    if (st != PH_OK)
+        goto done;
+
+    int64_t out_cap = env->spec.spec.limits.output_bytes;
+    ph_mech_exec_args args = {
+        .argv = argv,
+        .envp = envp.vars,
+        .cwd = cwd,
+        .cwd_fd = cwd_fd,
+        .stdin_fd = stdin_fd,
+        .timeout_ms = tc.ms,
+        .output_cap = out_cap == PH_SANDBOX_UNSET ? DEFAULT_OUTPUT_BYTES : (size_t)out_cap,
+    };
+    ph_mech_outcome o = {0};
+    st = env->svc->ops->execute(env->mech, &args, &o, diag);
+    r->out = o.out;
+    r->err = o.err;
+    if (st != PH_OK)
+        goto done;
+    r->exited = o.exited;
+    r->exit_code = o.exit_code;
+    r->term_signal = o.term_signal;
+    r->timed_out = o.timed_out;
+    r->timeout_ms = tc.ms;
+    r->timeout_bound = tc.bound;
+    r->duration_ms = o.duration_ms;
+    if (ph_output_finish(&r->out) != PH_OK || ph_output_finish(&r->err) != PH_OK) {
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        goto done;
+    }
+    st = ph_snapshot_take(env->ws_fd, PH_SNAPSHOT_MAX_ENTRIES, &after, diag);
+    if (st == PH_OK)
+        st = ph_snapshot_diff(before, after, r, diag);
+
+done:
+    if (stdin_fd >= 0)
+        close(stdin_fd);
+    close(cwd_fd);
+    free_argv(argv);
+    ph_env_block_clear(&envp);
+    ph_snapshot_free(&before);
+    ph_snapshot_free(&after);
+    if (st != PH_OK) {
+        ph_execution_result_free(&r);
+        return st;
+    }
+    *out = r;
+    return PH_OK;
+}
+
+void ph_execution_result_free(ph_execution_result **result)
+{
+    if (result == NULL || *result == NULL)
+        return;
+    ph_execution_result *r = *result;
+    free(r->out.data);
+    free(r->err.data);
+    for (size_t i = 0; i < r->files_changed_count; i++)
+        free(r->files_changed[i].path);
+    free(r->files_changed);
+    free(r);
+    *result = NULL;
+}
+
+const char *ph_change_kind_name(ph_change_kind k)
+{
+    switch (k) {
+    case PH_CHANGE_ADDED: return "added";
+    case PH_CHANGE_MODIFIED: return "modified";
+    case PH_CHANGE_DELETED: return "deleted";
+    }
+    return "unknown";
+}
+
+/* ---- CLI support: persisting a spec so another process can re-attach ---- */
+
+ph_status ph_environment_persist_spec(ph_environment *env, ph_diag *diag)
+{
+    const ph_environment_spec *s = &env->spec.spec;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "tenant", s->tenant,
+                          "lease", s->lease, "mechanism", ph_sandbox_mechanism_name(s->mechanism),
+                          "memory_bytes", (json_int_t)s->limits.memory_bytes, "pids",
+                          (json_int_t)s->limits.pids, "cpu_millis",
+                          (json_int_t)s->limits.cpu_millis, "wall_clock_ms",
+                          (json_int_t)s->limits.wall_clock_ms, "output_bytes",
+                          (json_int_t)s->limits.output_bytes);
+    if (o == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    if (s->passthrough_file)
+        json_object_set_new(o, "passthrough_file", json_string(s->passthrough_file));
+    if (s->network.grant_token) {
+        json_object_set_new(o, "grant_token", json_string(s->network.grant_token));
+        json_object_set_new(o, "proxy_socket_path", json_string(s->network.proxy_socket_path));
+        json_object_set_new(o, "proxy_port", json_integer(s->network.proxy_port));
+    }
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (text == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    int dir = open(env->state_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = dir < 0 ? -1
+                     : openat(dir, "spec.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
+                                                        O_NOFOLLOW, 0600);
+    size_t len = strlen(text);
+    bool ok = fd >= 0 && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    ok = ok && renameat(dir, "spec.json.tmp", dir, "spec.json") == 0;
+    if (dir >= 0)
+        close(dir);
+    free(text);
+    return ok ? PH_OK : ph_diag_set(diag, PH_E_IO, 0, "cannot save the environment's spec");
+}
+
+static const char *json_str(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static int64_t json_i64(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_integer(v) ? (int64_t)json_integer_value(v) : PH_SANDBOX_UNSET;
+}
+
+ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
+                                  ph_environment **out, ph_diag *diag)
+{
+    if (svc == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_reattach: NULL argument");
+    *out = NULL;
+    if (!valid_env_id(env_id))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not an environment id (env-<16 hex>)",
+                           env_id ? env_id : "");
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s/spec.json", svc->state_dir, env_id) < 0)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    json_error_t jerr;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    free(path);
+    if (o == NULL)
+        return ph_diag_set(diag, PH_E_NOT_FOUND, 0, "no environment %s in this state directory",
+                           env_id);
+    ph_environment_spec spec = {0};
+    spec.tenant = json_str(o, "tenant");
+    spec.lease = json_str(o, "lease");
+    ph_status st = ph_sandbox_mechanism_from_name(json_str(o, "mechanism"), &spec.mechanism, diag);
+    spec.limits.memory_bytes = json_i64(o, "memory_bytes");
+    spec.limits.pids = json_i64(o, "pids");
+    spec.limits.cpu_millis = json_i64(o, "cpu_millis");
+    spec.limits.wall_clock_ms = json_i64(o, "wall_clock_ms");
+    spec.limits.output_bytes = json_i64(o, "output_bytes");
+    spec.passthrough_file = json_str(o, "passthrough_file");
+    spec.network.grant_token = json_str(o, "grant_token");
+    spec.network.proxy_socket_path = json_str(o, "proxy_socket_path");
+    int64_t port = json_i64(o, "proxy_port");
+    spec.network.proxy_port = port > 0 && port <= 65535 ? (uint16_t)port : 0;
+    if (st == PH_OK)
+        st = validate_spec(svc, &spec, diag);
+    if (st == PH_OK)
+        st = env_open(svc, &spec, env_id, false, out, diag);
+    json_decref(o);
+    return st;
+}

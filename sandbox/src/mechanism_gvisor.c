@@ -1,0 +1,538 @@
+/* mechanism_gvisor.c - the production mechanism: Debian's runsc (gVisor,
+ * ptrace platform) running an OCI bundle this module writes.
+ *
+ * One long-lived sandbox per environment:
+ *   create   writes <env state>/bundle/config.json and runs
+ *            `runsc create --bundle` + `runsc start`; the init is
+ *            pinhole-forwarder --init (reaper, and relay to the proxy socket
+ *            when the network is granted);
+ *   execute  runs `runsc exec --process <json>` with the exact argv (behind
+ *            pinhole-forwarder --run, which kills what the command leaves
+ *            behind), user, cwd and environment; the wall clock is enforced
+ *            from here (gVisor does not enforce RLIMIT_CPU): at the deadline
+ *            the init sweeps every other process (SIGUSR1, confirmed with
+ *            `runsc ps`), or, failing that, `runsc kill --all` ends them all
+ *            and the sandbox is started again at the next execute;
+ *   detach   forgets the sandbox in this process; create with the same
+ *            arguments re-attaches to it while it runs (the CLI);
+ *   destroy  `runsc kill --all`, `runsc delete --force` (which removes the
+ *            sandbox processes and the cgroup), then the bundle and runsc's
+ *            state directory.
+ *
+ * Operator settings (environment of the service, read at create):
+ *   PINHOLE_GVISOR_ROOTFS  read-only root filesystem directory
+ *                          (default /var/lib/pinhole/rootfs)
+ *   PINHOLE_FORWARDER      static pinhole-forwarder binary (default: the
+ *                          installed one, then the build tree's)
+ *   PINHOLE_RUNSC          runsc binary (default: /usr/bin/runsc, ...)
+ *   PINHOLE_SANDBOX_UID / PINHOLE_SANDBOX_GID  non-root identity of every
+ *                          sandbox process (default 1000/1000)
+ */
+#include "mechanism_gvisor-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "oci_bundle-int.h"
+#include "runsc_cli-int.h"
+
+#ifndef PH_FORWARDER_INSTALLED
+#define PH_FORWARDER_INSTALLED "/usr/local/libexec/pinhole/pinhole-forwarder"
+#endif
+
+/* Generous bounds on runsc's own subcommands (they take 20-200 ms; delete
+ * can take seconds while the host reaps the sandbox). */
+#define LIFECYCLE_TIMEOUT_MS 30000
+#define KILL_TIMEOUT_MS 10000
+/* After the command's wrapper exits, its pipes close at once unless
+ * something it left behind still holds them (the wrapper kills those). */
+#define PIPE_GRACE_MS 2000
+/* How long the init's sweep may take before kill --all is used instead. */
+#define SWEEP_CONFIRM_MS 1000
+
+typedef struct gvisor_state {
+    pthread_mutex_t lock; /* one command at a time: --run sweeps the sandbox */
+    ph_runsc rt;
+    char id[128];          /* container id: the environment id */
+    char dir[PATH_MAX];    /* <env state>/gvisor: bundle/, runsc/ */
+    char bundle[PATH_MAX];
+    char process_json[PATH_MAX];
+    bool host_uds;         /* a proxy socket is mounted */
+    bool running;          /* created and started, not killed */
+    uid_t uid;
+    gid_t gid;
+} gvisor_state;
+
+/* ---- settings ---- */
+
+/* $PINHOLE_GVISOR_ROOTFS when set (and then nothing else: an operator's
+ * explicit choice never silently falls back), else the installed default,
+ * else (build trees) the busybox root filesystem the build made. */
+ph_status ph_gvisor_rootfs_path(char out[static PATH_MAX], ph_diag *diag)
+{
+    const char *env = getenv("PINHOLE_GVISOR_ROOTFS");
+    const char *candidates[] = {PH_GVISOR_DEFAULT_ROOTFS,
+#ifdef PH_GVISOR_BUILD_ROOTFS
+                                PH_GVISOR_BUILD_ROOTFS,
+#endif
+    };
+    size_t n = sizeof candidates / sizeof candidates[0];
+    if (env != NULL && env[0] != '\0') {
+        candidates[0] = env;
+        n = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct stat sb;
+        const char *c = candidates[i];
+        if (c[0] == '/' && stat(c, &sb) == 0 && S_ISDIR(sb.st_mode) && realpath(c, out) != NULL)
+            return PH_OK;
+    }
+    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                       "no root filesystem for sandboxes: build one (scripts/build-rootfs.sh) "
+                       "and set PINHOLE_GVISOR_ROOTFS");
+}
+
+ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
+{
+    const char *env = getenv("PINHOLE_FORWARDER");
+    const char *candidates[] = {env, PH_FORWARDER_INSTALLED,
+#ifdef PH_FORWARDER_BUILD_PATH
+                                PH_FORWARDER_BUILD_PATH,
+#endif
+    };
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        const char *c = candidates[i];
+        if (c == NULL || c[0] != '/' || access(c, X_OK) != 0)
+            continue;
+        if (realpath(c, out) != NULL)
+            return PH_OK;
+    }
+    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                       "pinhole-forwarder is not installed (set PINHOLE_FORWARDER)");
+}
+
+ph_status ph_gvisor_identity(uid_t *uid, gid_t *gid, ph_diag *diag)
+{
+    const char *names[2] = {"PINHOLE_SANDBOX_UID", "PINHOLE_SANDBOX_GID"};
+    unsigned long v[2] = {PH_GVISOR_DEFAULT_UID, PH_GVISOR_DEFAULT_GID};
+    for (int i = 0; i < 2; i++) {
+        const char *s = getenv(names[i]);
+        if (s == NULL || s[0] == '\0')
+            continue;
+        char *end;
+        errno = 0;
+        v[i] = strtoul(s, &end, 10);
+        if (errno != 0 || *end != '\0' || v[i] == 0 || v[i] > 0x7fffffffUL)
+            return ph_diag_set(diag, PH_E_INVAL, 0, "%s must be a non-zero numeric id",
+                               names[i]);
+    }
+    *uid = (uid_t)v[0];
+    *gid = (gid_t)v[1];
+    return PH_OK;
+}
+
+static ph_status gvisor_available(ph_diag *diag)
+{
+    ph_runsc rt;
+    char path[PATH_MAX];
+    ph_status st;
+    if ((st = ph_runsc_locate(&rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(path, diag)) != PH_OK ||
+        (st = ph_gvisor_forwarder_path(path, diag)) != PH_OK)
+        return st;
+    if (geteuid() != 0)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                           "the gvisor mechanism needs root (runsc creates namespaces and cgroups)");
+    return PH_OK;
+}
+
+/* ---- lifecycle ---- */
+
+static ph_status runsc(gvisor_state *gs, const char *const *tail, int64_t timeout_ms,
+                       ph_diag *diag)
+{
+    char err[PH_RUNSC_STDERR_MAX];
+    ph_status st = ph_runsc_run(&gs->rt, gs->host_uds, tail, timeout_ms, NULL, 0, err, sizeof err, diag);
+    if (st != PH_OK) {
+        /* runsc's text quotes host paths: keep it out of the diagnostic
+         * (results never carry one) but in the service's log on stderr. */
+        json_t *line = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "level", "warning",
+                                 "component", "sandbox", "mechanism", "gvisor", "event",
+                                 "runsc_failed", "subcommand", tail[0], "id", gs->id, "stderr",
+                                 err);
+        char *text = line ? json_dumps(line, JSON_COMPACT) : NULL;
+        if (text != NULL)
+            fprintf(stderr, "%s\n", text);
+        free(text);
+        json_decref(line);
+    }
+    return st;
+}
+
+/* Removes what a previous sandbox with this id left in runsc's state. */
+static void force_delete(gvisor_state *gs)
+{
+    const char *kill_all[] = {"kill", "--all", gs->id, "KILL", NULL};
+    const char *del[] = {"delete", "--force", gs->id, NULL};
+    (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
+    (void)ph_runsc_run(&gs->rt, gs->host_uds, del, LIFECYCLE_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
+    gs->running = false;
+}
+
+static ph_status start_sandbox(gvisor_state *gs, ph_diag *diag)
+{
+    const char *create[] = {"create", "--bundle", gs->bundle, gs->id, NULL};
+    const char *start[] = {"start", gs->id, NULL};
+    ph_status st = runsc(gs, create, LIFECYCLE_TIMEOUT_MS, diag);
+    if (st == PH_OK)
+        st = runsc(gs, start, LIFECYCLE_TIMEOUT_MS, diag);
+    if (st != PH_OK) {
+        force_delete(gs);
+        return st;
+    }
+    gs->running = true;
+    return PH_OK;
+}
+
+int ph_gvisor_remove_tree(int parent, const char *name)
+{
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return unlinkat(parent, name, 0);
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+            (void)ph_gvisor_remove_tree(dirfd(d), de->d_name);
+    }
+    closedir(d);
+    return unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+/* Whether runsc reports the sandbox as running. */
+static bool sandbox_alive(gvisor_state *gs)
+{
+    const char *state_cmd[] = {"state", gs->id, NULL};
+    char out[1024];
+    if (ph_runsc_run(&gs->rt, gs->host_uds, state_cmd, KILL_TIMEOUT_MS, out, sizeof out, NULL, 0,
+                     NULL) != PH_OK)
+        return false;
+    json_t *doc = json_loads(out, 0, NULL);
+    const char *status = json_string_value(json_object_get(doc, "status"));
+    bool alive = status != NULL && strcmp(status, "running") == 0;
+    json_decref(doc);
+    return alive;
+}
+
+static void free_state(gvisor_state *gs)
+{
+    pthread_mutex_destroy(&gs->lock);
+    free(gs);
+}
+
+static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph_diag *diag)
+{
+    *state = NULL;
+    gvisor_state *gs = calloc(1, sizeof *gs);
+    if (gs == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    pthread_mutex_init(&gs->lock, NULL);
+    const ph_environment_spec *spec = args->spec;
+    char rootfs[PATH_MAX], forwarder[PATH_MAX];
+    ph_status st;
+    if ((st = ph_runsc_locate(&gs->rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(rootfs, diag)) != PH_OK ||
+        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK ||
+        (st = ph_gvisor_identity(&gs->uid, &gs->gid, diag)) != PH_OK) {
+        free_state(gs);
+        return st;
+    }
+    if (snprintf(gs->id, sizeof gs->id, "%s", args->env_id) >= (int)sizeof gs->id ||
+        snprintf(gs->dir, sizeof gs->dir, "%s/gvisor", args->env_state_dir) >= (int)sizeof gs->dir ||
+        snprintf(gs->bundle, sizeof gs->bundle, "%s/bundle", gs->dir) >= (int)sizeof gs->bundle ||
+        snprintf(gs->process_json, sizeof gs->process_json, "%s/process.json", gs->bundle) >=
+            (int)sizeof gs->process_json ||
+        snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root) {
+        free_state(gs);
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "environment state path too long");
+    }
+    if ((mkdir(gs->dir, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(gs->bundle, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(gs->rt.root, 0700) != 0 && errno != EEXIST)) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "cannot create the sandbox state: %s", strerror(errno));
+        goto fail;
+    }
+    /* The sandbox user must own its workspace root to create files in it. */
+    if (chown(args->workspace_dir, gs->uid, gs->gid) != 0) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",
+                         strerror(errno));
+        goto fail;
+    }
+
+    char cgroup[160];
+    snprintf(cgroup, sizeof cgroup, "/pinhole-%s", gs->id);
+    bool granted = spec->network.grant_token != NULL;
+    gs->host_uds = granted;
+    ph_oci_sandbox sb = {
+        .rootfs = rootfs,
+        .workspace = args->workspace_dir,
+        .forwarder = forwarder,
+        .proxy_socket = granted ? spec->network.proxy_socket_path : NULL,
+        .forwarder_port = spec->network.proxy_port ? spec->network.proxy_port : 3128,
+        .uid = gs->uid,
+        .gid = gs->gid,
+        .cgroups_path = cgroup,
+        .memory_bytes = spec->limits.memory_bytes > 0 ? (uint64_t)spec->limits.memory_bytes
+                                                      : PH_GVISOR_DEFAULT_MEMORY,
+        .pids = spec->limits.pids > 0 ? (uint64_t)spec->limits.pids : PH_GVISOR_DEFAULT_PIDS,
+        .cpu_millis = spec->limits.cpu_millis > 0 ? (uint64_t)spec->limits.cpu_millis : 0,
+    };
+    json_t *config = NULL;
+    if ((st = ph_oci_config_new(&sb, &config, diag)) != PH_OK)
+        goto fail;
+    st = ph_oci_write_json(gs->bundle, "config.json", config, diag);
+    json_decref(config);
+    if (st != PH_OK)
+        goto fail;
+    /* Called again with the same arguments after detach (the CLI's create
+     * then exec from another process): a running sandbox is re-attached.
+     * Anything else under this id is stale and replaced. */
+    if (sandbox_alive(gs)) {
+        gs->running = true;
+        *state = gs;
+        return PH_OK;
+    }
+    force_delete(gs);
+    if ((st = start_sandbox(gs, diag)) != PH_OK)
+        goto fail;
+    *state = gs;
+    return PH_OK;
+fail:
+    (void)ph_gvisor_remove_tree(AT_FDCWD, gs->dir);
+    free_state(gs);
+    return st;
+}
+
+/* Leaves the sandbox running for a later create with the same arguments. */
+static void gvisor_detach(void **state)
+{
+    if (state == NULL || *state == NULL)
+        return;
+    free_state(*state);
+    *state = NULL;
+}
+
+static void gvisor_destroy(void **state)
+{
+    if (state == NULL || *state == NULL)
+        return;
+    gvisor_state *gs = *state;
+    pthread_mutex_lock(&gs->lock);
+    force_delete(gs);
+    (void)ph_gvisor_remove_tree(AT_FDCWD, gs->dir);
+    pthread_mutex_unlock(&gs->lock);
+    free_state(gs);
+    *state = NULL;
+}
+
+/* ---- execute ---- */
+
+static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_diag *diag)
+{
+    size_t argc = 0, envc = 0;
+    while (a->argv[argc] != NULL)
+        argc++;
+    while (a->envp[envc] != NULL)
+        envc++;
+    /* The wrapper in front of the command: PATH search, 127 for a missing
+     * program, and the sweep of what the command leaves behind. */
+    const char **argv = calloc(argc + 4, sizeof *argv);
+    if (argv == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    argv[0] = PH_OCI_FORWARDER;
+    argv[1] = "--run";
+    argv[2] = "--";
+    for (size_t i = 0; i < argc; i++)
+        argv[3 + i] = a->argv[i];
+    char cwd[PH_WS_PATH_MAX + 32];
+    if (strcmp(a->cwd, ".") == 0 || a->cwd[0] == '\0')
+        snprintf(cwd, sizeof cwd, "%s", PH_OCI_WORKSPACE);
+    else
+        snprintf(cwd, sizeof cwd, "%s/%s", PH_OCI_WORKSPACE, a->cwd);
+    json_t *doc = NULL;
+    ph_status st = ph_oci_process_new(argv, argc + 3, (const char *const *)a->envp, envc, cwd,
+                                      gs->uid, gs->gid, &doc, diag);
+    free(argv);
+    if (st != PH_OK)
+        return st;
+    st = ph_oci_write_json(gs->bundle, "process.json", doc, diag);
+    json_decref(doc);
+    return st;
+}
+
+/* Maps the wrapper's exit code onto the outcome: 128 + N is signal N (the
+ * shell convention; a command that exits 129..192 by itself is reported as
+ * a signal too, a documented ambiguity of runsc exec). */
+void ph_gvisor_map_status(int code, ph_mech_outcome *o)
+{
+    if (code > 128 && code <= 128 + 64) {
+        o->exited = false;
+        o->term_signal = code - 128;
+    } else {
+        o->exited = true;
+        o->exit_code = code;
+    }
+}
+
+/* True when `runsc ps` lists the init (PID 1) and nothing else. */
+static bool only_init_left(gvisor_state *gs)
+{
+    const char *ps[] = {"ps", "--format", "json", gs->id, NULL};
+    char out[256];
+    if (ph_runsc_run(&gs->rt, gs->host_uds, ps, KILL_TIMEOUT_MS, out, sizeof out, NULL, 0,
+                     NULL) != PH_OK)
+        return false;
+    json_t *pids = json_loads(out, 0, NULL);
+    bool alone = json_is_array(pids) && json_array_size(pids) == 1 &&
+                 json_integer_value(json_array_get(pids, 0)) == 1;
+    json_decref(pids);
+    return alone;
+}
+
+/* Ends every process of the sandbox but its init: SIGUSR1 asks the init
+ * (pinhole-forwarder --init) to kill(-1, SIGKILL) until nothing else is
+ * left, which keeps the sandbox (and a granted relay) up for the next
+ * command. If that cannot be confirmed quickly, `runsc kill --all` ends
+ * everything, init included, and the next execute starts a new sandbox. */
+static void kill_everything(gvisor_state *gs)
+{
+    const char *sweep[] = {"kill", gs->id, "USR1", NULL};
+    if (gs->running &&
+        ph_runsc_run(&gs->rt, gs->host_uds, sweep, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL) == PH_OK) {
+        int64_t give_up = ph_monotonic_ms() + SWEEP_CONFIRM_MS;
+        do {
+            if (only_init_left(gs))
+                return;
+        } while (ph_monotonic_ms() < give_up);
+    }
+    const char *kill_all[] = {"kill", "--all", gs->id, "KILL", NULL};
+    (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
+    gs->running = false;
+}
+
+static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph_mech_outcome *o,
+                                bool *retry, ph_diag *diag)
+{
+    ph_status st;
+    if (!gs->running) {
+        force_delete(gs);
+        if ((st = start_sandbox(gs, diag)) != PH_OK)
+            return st;
+    }
+    /* The clock starts once the sandbox is up: restarting it after an
+     * earlier kill is the mechanism's cost, not the command's. */
+    int64_t start = ph_monotonic_ms();
+    int64_t deadline = start + a->timeout_ms;
+    if ((st = write_process(gs, a, diag)) != PH_OK)
+        return st;
+    const char *tail[] = {"exec", "--process", gs->process_json, gs->id, NULL};
+    pid_t pid;
+    int pidfd;
+    ph_capture caps[2];
+    if ((st = ph_runsc_spawn_captured(&gs->rt, gs->host_uds, tail, a->stdin_fd, &o->out, &o->err,
+                                      a->output_cap, &pid, &pidfd, caps, diag)) != PH_OK)
+        return st;
+    int ws = 0;
+    if (ph_cli_collect(pid, pidfd, caps, 2, deadline, &ws) == PH_E_TIMEOUT) {
+        o->timed_out = true;
+        kill_everything(gs);
+        kill(pid, SIGKILL); /* the client; its processes are gone already */
+        (void)ph_runsc_wait(pid, pidfd, -1, &ws);
+    } else {
+        /* The pipes close at once unless something escaped the wrapper's
+         * sweep and still holds them: give it a moment, then end it. */
+        ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);
+        if (caps[0].fd >= 0 || caps[1].fd >= 0)
+            kill_everything(gs);
+    }
+    o->duration_ms = ph_monotonic_ms() - start;
+    close(pidfd);
+    ph_capture_drain(caps, 2, ph_monotonic_ms() + 100);
+    for (int i = 0; i < 2; i++)
+        if (caps[i].fd >= 0)
+            close(caps[i].fd);
+    if (o->timed_out) {
+        o->exited = false;
+        o->term_signal = SIGKILL;
+        return PH_OK;
+    }
+    if (!WIFEXITED(ws))
+        return ph_diag_set(diag, PH_E_IO, 0, "runsc exec was killed by signal %d",
+                           WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+    /* 128 is also what runsc exits with when it failed itself: the sandbox
+     * is gone (its memory limit kills the whole sandbox, gVisor's kernel
+     * included) or could not start the command. Ask runsc which. */
+    if (WEXITSTATUS(ws) == 128 && !sandbox_alive(gs)) {
+        gs->running = false;
+        static const char not_started[] = "executing processes for container";
+        if (o->err.data != NULL &&
+            memmem(o->err.data, o->err.len, not_started, sizeof not_started - 1) != NULL) {
+            *retry = true; /* nothing ran: start a new sandbox and run it there */
+            return ph_diag_set(diag, PH_E_IO, 0, "the sandbox had stopped; runsc exec failed");
+        }
+        o->exited = false;
+        o->term_signal = SIGKILL;
+        return PH_OK;
+    }
+    ph_gvisor_map_status(WEXITSTATUS(ws), o);
+    return PH_OK;
+}
+
+static void outcome_reset(ph_mech_outcome *o)
+{
+    free(o->out.data);
+    free(o->err.data);
+    memset(o, 0, sizeof *o);
+}
+
+static ph_status gvisor_execute(void *state, const ph_mech_exec_args *a, ph_mech_outcome *o,
+                                ph_diag *diag)
+{
+    gvisor_state *gs = state;
+    pthread_mutex_lock(&gs->lock);
+    bool retry = false;
+    ph_status st = execute_locked(gs, a, o, &retry, diag);
+    if (retry) {
+        outcome_reset(o);
+        (void)lseek(a->stdin_fd, 0, SEEK_SET);
+        retry = false;
+        st = execute_locked(gs, a, o, &retry, diag);
+    }
+    pthread_mutex_unlock(&gs->lock);
+    return st;
+}
+
+const ph_mechanism_ops ph_mechanism_gvisor = {
+    .id = PH_MECHANISM_GVISOR,
+    .name = "gvisor",
+    .available = gvisor_available,
+    .create = gvisor_create,
+    .execute = gvisor_execute,
+    .destroy = gvisor_destroy,
+    .detach = gvisor_detach,
+};

@@ -1,0 +1,217 @@
+/* sandbox-int.h - private to the sandbox module (its sources, its CLI, its
+ * tests, fuzzers and benchmarks). Not installed. */
+#ifndef PINHOLE_SANDBOX_INT_H
+#define PINHOLE_SANDBOX_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "diag-int.h"
+#include "pinhole/sandbox.h"
+#include "pinhole/workspace.h"
+
+/* ---- workspace paths (workspace_path.c) ---- */
+
+/* Test hook: use the O_NOFOLLOW component walk even where openat2 exists. */
+extern bool ph_ws_force_component_walk;
+
+/* Opens a normalized workspace-relative path beneath root_fd (O_CLOEXEC is
+ * added). Returns a descriptor or -1 with errno (EXDEV/ELOOP: escape). */
+int ph_ws_open_beneath(int root_fd, const char *normalized, int flags, mode_t mode);
+/* Maps an errno from a resolution to a status + diagnostic naming `path`
+ * (the caller's workspace-relative path, never a host path). */
+ph_status ph_ws_errno_status(int err, const char *path, ph_diag *diag);
+/* Normalizes a C string path or refuses it (PH_E_DENIED + stable code). */
+ph_status ph_ws_normalize_or_refuse(const char *path, char out[static PH_WS_PATH_MAX + 1],
+                                    ph_diag *diag);
+/* Cuts the last component off a normalized path in place and returns it;
+ * NULL when the path has one component (then the path is the leaf). */
+const char *ph_ws_split_leaf(char *normalized);
+
+/* ---- workspace objects (workspace_files.c) ---- */
+ph_status ph_workspace_from_fd(int root_fd, ph_workspace **out, ph_diag *diag);
+int ph_workspace_root_fd(const ph_workspace *ws);
+
+/* ---- timeouts (timeout.c) ---- */
+typedef struct ph_timeout_choice {
+    int64_t ms;
+    ph_timeout_bound bound;
+} ph_timeout_choice;
+
+/* min(cap, wall clock, budget, clamp(model, 1 s, cap)); unset inputs are
+ * PH_SANDBOX_UNSET (or any negative value for wall clock and model "absent").
+ * A budget <= 0 yields ms 0 with bound run_budget (the caller refuses). Ties
+ * go to the earlier bound in the order cap, wall clock, budget, model. */
+ph_timeout_choice ph_timeout_compose(int64_t hard_cap_ms, int64_t wall_clock_ms,
+                                     int64_t run_budget_ms, int64_t model_seconds);
+
+/* ---- environment tiers (env_tiers.c) ---- */
+
+/* True when name matches a tier-0 credential pattern (ASCII case-insensitive). */
+bool ph_env_name_is_credential(const char *name);
+/* True when name is set by tier 2 (operators cannot pass it through). */
+bool ph_env_name_is_synthesized(const char *name);
+/* The tier-0 pattern table as text, one per line ("prefix AWS_"), for docs
+ * and `pinhole-sandbox --list-credential-patterns`. Static. */
+const char *ph_env_credential_patterns_text(void);
+
+typedef struct ph_env_block {
+    char **vars;   /* "NAME=value", NULL-terminated; owned */
+    size_t count;
+} ph_env_block;
+
+typedef struct ph_env_inputs {
+    const char *lease;
+    const ph_sandbox_network *network;
+    const char *passthrough_file;      /* NULL: none */
+    /* Where tier-1 values come from: the service's environment. */
+    const char *(*getenv_fn)(const char *name);
+    ph_sandbox_log_fn *log;
+    void *log_ctx;
+} ph_env_inputs;
+
+/* Builds the environment from nothing (tiers 0-2). Never fails because of
+ * the passthrough list (warnings go to in->log); fails only for memory. */
+ph_status ph_env_build(const ph_env_inputs *in, ph_env_block *out, ph_diag *diag);
+/* Adds or replaces one variable ("PWD=/workspace/x"). */
+ph_status ph_env_set(ph_env_block *env, const char *name, const char *value);
+/* Value of name in env, or NULL. */
+const char *ph_env_get(const ph_env_block *env, const char *name);
+void ph_env_block_clear(ph_env_block *env);
+
+/* ---- snapshots and files_changed (snapshot.c) ---- */
+
+#define PH_SNAPSHOT_MAX_ENTRIES 100000
+#define PH_FILES_CHANGED_MAX 10000
+
+typedef struct ph_snapshot ph_snapshot;
+
+/* Walks the tree under root_fd without following any symlink, recording
+ * type, size, mtime, ctime, inode and mode of each entry, at most
+ * max_entries (then truncated). */
+ph_status ph_snapshot_take(int root_fd, size_t max_entries, ph_snapshot **out, ph_diag *diag);
+bool ph_snapshot_truncated(const ph_snapshot *s);
+size_t ph_snapshot_count(const ph_snapshot *s);
+void ph_snapshot_free(ph_snapshot **s);
+/* Fills result->files_changed* from before/after. */
+ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
+                           ph_execution_result *result, ph_diag *diag);
+
+/* ---- logging (environment.c) ---- */
+void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event,
+                            const char *detail_key, const char *detail);
+
+/* ---- mechanisms: the internal vtable each adapter fills ---- */
+
+/* What create hands a mechanism. Host paths live here and only here. */
+typedef struct ph_mech_create_args {
+    const char *env_id;          /* "env-<hex>", unique */
+    const char *env_state_dir;   /* host: the environment's private directory */
+    const char *workspace_dir;   /* host: the directory commands see at /workspace */
+    const ph_environment_spec *spec;
+} ph_mech_create_args;
+
+typedef struct ph_mech_exec_args {
+    char *const *argv;
+    char *const *envp;           /* the complete environment: nothing is inherited */
+    const char *cwd;             /* normalized workspace-relative, "." for the root */
+    int cwd_fd;                  /* O_PATH fd of cwd, resolved beneath the workspace */
+    int stdin_fd;                /* a readable descriptor at offset 0 (memfd) */
+    int64_t timeout_ms;          /* kill the whole tree after this */
+    size_t output_cap;           /* per stream */
+} ph_mech_exec_args;
+
+typedef struct ph_mech_outcome {
+    bool exited;
+    int exit_code;
+    int term_signal;
+    bool timed_out;
+    int64_t duration_ms;
+    ph_output out;
+    ph_output err;
+} ph_mech_outcome;
+
+typedef struct ph_mechanism_ops {
+    ph_sandbox_mechanism id;
+    const char *name;
+    /* PH_OK when the mechanism can run here, else PH_E_UNSUPPORTED + why. */
+    ph_status (*available)(ph_diag *diag);
+    /* Makes the sandbox; *state is the mechanism's own. */
+    ph_status (*create)(const ph_mech_create_args *args, void **state, ph_diag *diag);
+    /* Runs one command to completion or deadline, killing the whole tree at
+     * the deadline. Fills *outcome (its buffers are moved into the result). */
+    ph_status (*execute)(void *state, const ph_mech_exec_args *args, ph_mech_outcome *outcome,
+                         ph_diag *diag);
+    /* Kills what is left and releases *state (sets it NULL). The service
+     * removes the workspace afterwards. */
+    void (*destroy)(void **state);
+    /* Releases the in-process *state but leaves the sandbox running, for the
+     * CLI's create-then-exec across processes (then create is called again
+     * with the same args to re-attach). */
+    void (*detach)(void **state);
+} ph_mechanism_ops;
+
+/* The adapter for m, or NULL when this build has none (gvisor and docker
+ * arrive with the next issue). mechanism_registry.c. */
+const ph_mechanism_ops *ph_mechanism_ops_for(ph_sandbox_mechanism m);
+
+extern const ph_mechanism_ops ph_mechanism_fake;
+/* Test hook: run the fake mechanism without namespaces (the fallback). */
+extern bool ph_fake_force_plain;
+
+/* ---- process running shared by mechanisms (process_run.c) ---- */
+
+/* Output collection with a cap: keeps the first cap bytes, counts the rest. */
+typedef struct ph_capture {
+    int fd;
+    ph_output *dst;
+    size_t cap;   /* bytes kept at most */
+    size_t alloc; /* bytes allocated in dst->data (without the NUL) */
+} ph_capture;
+
+/* Reads what is available on every open capture fd (closing each at EOF)
+ * until all are closed or deadline_ms (CLOCK_MONOTONIC) passes. */
+void ph_capture_drain(ph_capture *caps, size_t n, int64_t deadline_ms);
+/* Reads once from c (non-blocking fd); returns false at EOF/error. */
+bool ph_capture_read(ph_capture *c);
+/* Makes sure dst has a NUL-terminated buffer (possibly empty). */
+ph_status ph_output_finish(ph_output *dst);
+
+int64_t ph_monotonic_ms(void);
+/* Searches PATH of envp for argv0 and execve()s it; returns only on failure
+ * (errno set: ENOENT when nowhere). For use in a child between fork and exec. */
+void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[]);
+/* Kills every process of session sid (a sweep of /proc), SIGKILL. */
+void ph_kill_session(pid_t sid);
+
+/* ---- an owned copy of a spec (spec_copy.c) ---- */
+typedef struct ph_spec_copy {
+    ph_environment_spec spec; /* its strings point at the copies below */
+    char *tenant, *lease, *grant, *socket, *passthrough;
+} ph_spec_copy;
+
+/* Copies s into c (every string duplicated). PH_OK or PH_E_NOMEM (then c
+ * is empty). */
+ph_status ph_spec_copy_init(ph_spec_copy *c, const ph_environment_spec *s);
+void ph_spec_copy_clear(ph_spec_copy *c);
+
+/* ---- environments (environment.c) for the lease and the CLI ---- */
+
+/* A new WorkspaceFiles capability on env's workspace. */
+ph_status ph_environment_workspace(ph_environment *env, ph_workspace **out, ph_diag *diag);
+/* The opaque id of env ("env-<hex>"); static for env's lifetime. */
+const char *ph_environment_id(const ph_environment *env);
+/* CLI support: re-opens an environment created by another process of the
+ * same service state dir (spec saved at create). */
+ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
+                                  ph_environment **out, ph_diag *diag);
+/* CLI support: releases the in-process handle but keeps the sandbox. */
+void ph_environment_detach(ph_environment **env);
+/* CLI support: saves env's spec (mode 0600, grant token included) in its
+ * state directory so ph_environment_reattach can find it from another
+ * process. The library never does this on its own. */
+ph_status ph_environment_persist_spec(ph_environment *env, ph_diag *diag);
+
+#endif

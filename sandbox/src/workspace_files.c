@@ -1,0 +1,477 @@
+/* workspace_files.c - the WorkspaceFiles port: read, write, list, stat by
+ * workspace-relative path, every resolution beneath the root descriptor. */
+#include "sandbox-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct ph_workspace {
+    int root_fd; /* O_PATH | O_DIRECTORY on the workspace root */
+};
+
+const char *ph_ws_file_type_name(ph_ws_file_type t)
+{
+    switch (t) {
+    case PH_WS_TYPE_FILE: return "file";
+    case PH_WS_TYPE_DIR: return "dir";
+    case PH_WS_TYPE_SYMLINK: return "symlink";
+    case PH_WS_TYPE_OTHER: return "other";
+    }
+    return "other";
+}
+
+static void fill_stat(const struct stat *st, ph_ws_stat *out)
+{
+    if (S_ISREG(st->st_mode))
+        out->type = PH_WS_TYPE_FILE;
+    else if (S_ISDIR(st->st_mode))
+        out->type = PH_WS_TYPE_DIR;
+    else if (S_ISLNK(st->st_mode))
+        out->type = PH_WS_TYPE_SYMLINK;
+    else
+        out->type = PH_WS_TYPE_OTHER;
+    out->size = (uint64_t)st->st_size;
+    out->mtime_sec = (int64_t)st->st_mtim.tv_sec;
+    out->mode = (uint32_t)(st->st_mode & 0777);
+}
+
+ph_status ph_workspace_open(const char *root_dir, ph_workspace **out, ph_diag *diag)
+{
+    if (root_dir == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_open: NULL argument");
+    *out = NULL;
+    int fd = open(root_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        /* The host path stays out of the message on purpose. */
+        return ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
+                           "cannot open the workspace root: %s", strerror(errno));
+    return ph_workspace_from_fd(fd, out, diag);
+}
+
+ph_status ph_workspace_from_fd(int root_fd, ph_workspace **out, ph_diag *diag)
+{
+    ph_workspace *ws = calloc(1, sizeof *ws);
+    if (ws == NULL) {
+        close(root_fd);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    ws->root_fd = root_fd;
+    *out = ws;
+    return PH_OK;
+}
+
+void ph_workspace_close(ph_workspace **ws)
+{
+    if (ws == NULL || *ws == NULL)
+        return;
+    close((*ws)->root_fd);
+    free(*ws);
+    *ws = NULL;
+}
+
+int ph_workspace_root_fd(const ph_workspace *ws)
+{
+    return ws->root_fd;
+}
+
+/* Opens the directory holding the leaf of `norm` (which is modified: the
+ * leaf is cut off and returned in *leaf). With create, missing directories
+ * are made, each one resolved again beneath the root. */
+/* Issue 6 (gvisor): the mechanism hands the workspace root to the sandbox's
+ * non-root user; entries the service (root) creates take the root's owner
+ * too, so commands can modify what the service wrote. Without privilege
+ * (the service is that user already) this is a no-op. */
+static void give_to_workspace_owner(int root_fd, int dir_fd, const char *name)
+{
+    struct stat root_sb;
+    if (geteuid() == 0 && fstat(root_fd, &root_sb) == 0)
+        if (fchownat(dir_fd, name, root_sb.st_uid, root_sb.st_gid,
+                     AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0)) != 0) {
+            /* best effort: the command then cannot modify this entry */
+        }
+}
+
+static ph_status open_parent(ph_workspace *ws, char *norm, bool create, int *dir_fd,
+                             const char **leaf, const char *shown, ph_diag *diag)
+{
+    *leaf = ph_ws_split_leaf(norm);
+    if (*leaf == NULL) {
+        *leaf = norm;
+        *dir_fd = dup(ws->root_fd);
+        if (*dir_fd < 0)
+            return ph_diag_set(diag, PH_E_IO, 0, "dup: %s", strerror(errno));
+        return PH_OK;
+    }
+    int fd = ph_ws_open_beneath(ws->root_fd, norm, O_PATH | O_DIRECTORY, 0);
+    if (fd < 0 && errno == ENOENT && create) {
+        /* Make each missing component, resolving every prefix from the root
+         * again so a symlink planted meanwhile is still refused. */
+        char *p = norm;
+        for (;;) {
+            char *slash = strchr(p, '/');
+            if (slash)
+                *slash = '\0';
+            int pfd = ph_ws_open_beneath(ws->root_fd, norm, O_PATH | O_DIRECTORY, 0);
+            if (pfd < 0 && errno == ENOENT) {
+                char *last = strrchr(norm, '/');
+                int base = last ? -1 : dup(ws->root_fd);
+                if (last) {
+                    *last = '\0';
+                    base = ph_ws_open_beneath(ws->root_fd, norm, O_PATH | O_DIRECTORY, 0);
+                    *last = '/';
+                }
+                if (base < 0) {
+                    if (slash)
+                        *slash = '/';
+                    return ph_ws_errno_status(errno, shown, diag);
+                }
+                int rc = mkdirat(base, last ? last + 1 : norm, 0755);
+                int saved = errno;
+                if (rc == 0)
+                    give_to_workspace_owner(ws->root_fd, base, last ? last + 1 : norm);
+                close(base);
+                if (rc != 0 && saved != EEXIST) {
+                    if (slash)
+                        *slash = '/';
+                    return ph_ws_errno_status(saved, shown, diag);
+                }
+            } else if (pfd < 0) {
+                if (slash)
+                    *slash = '/';
+                return ph_ws_errno_status(errno, shown, diag);
+            } else {
+                close(pfd);
+            }
+            if (!slash)
+                break;
+            *slash = '/';
+            p = slash + 1;
+        }
+        fd = ph_ws_open_beneath(ws->root_fd, norm, O_PATH | O_DIRECTORY, 0);
+    }
+    if (fd < 0)
+        return ph_ws_errno_status(errno, shown, diag);
+    *dir_fd = fd;
+    return PH_OK;
+}
+
+/* Normalizes path for an operation on a file (not the root itself). */
+static ph_status normalize_file_path(const char *path, char norm[static PH_WS_PATH_MAX + 1],
+                                     const char *what, ph_diag *diag)
+{
+    ph_status st = ph_ws_normalize_or_refuse(path, norm, diag);
+    if (st == PH_OK && strcmp(norm, ".") == 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "%s: %s",
+                           ph_ws_path_verdict_code(PH_WS_PATH_IS_ROOT), what);
+    return st;
+}
+
+ph_status ph_workspace_stat(ph_workspace *ws, const char *path, ph_ws_stat *out, ph_diag *diag)
+{
+    char norm[PH_WS_PATH_MAX + 1];
+    if (ws == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_stat: NULL argument");
+    ph_status st = ph_ws_normalize_or_refuse(path, norm, diag);
+    if (st != PH_OK)
+        return st;
+    struct stat sb;
+    if (strcmp(norm, ".") == 0) {
+        if (fstat(ws->root_fd, &sb) != 0)
+            return ph_ws_errno_status(errno, path, diag);
+        fill_stat(&sb, out);
+        return PH_OK;
+    }
+    int dir_fd;
+    const char *leaf;
+    st = open_parent(ws, norm, false, &dir_fd, &leaf, path, diag);
+    if (st != PH_OK)
+        return st;
+    int rc = fstatat(dir_fd, leaf, &sb, AT_SYMLINK_NOFOLLOW);
+    int saved = errno;
+    close(dir_fd);
+    if (rc != 0)
+        return ph_ws_errno_status(saved, path, diag);
+    fill_stat(&sb, out);
+    return PH_OK;
+}
+
+ph_status ph_workspace_open_read(ph_workspace *ws, const char *path, uint64_t max_bytes,
+                                 int *fd_out, ph_ws_stat *st_out, ph_diag *diag)
+{
+    char norm[PH_WS_PATH_MAX + 1];
+    if (ws == NULL || fd_out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_open_read: NULL argument");
+    *fd_out = -1;
+    ph_status st = normalize_file_path(path, norm, "the workspace root is a directory", diag);
+    if (st != PH_OK)
+        return st;
+    /* O_NONBLOCK: opening a fifo must not wait for a writer; O_NOCTTY: a
+     * device must not become our terminal. Non-regular files are refused
+     * right after, on the descriptor itself (no check-then-open). */
+    int fd = ph_ws_open_beneath(ws->root_fd, norm, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    if (fd < 0)
+        return ph_ws_errno_status(errno, path, diag);
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int saved = errno;
+        close(fd);
+        return ph_ws_errno_status(saved, path, diag);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "'%s' is %llu bytes, over the cap of %llu",
+                           path, (unsigned long long)sb.st_size, (unsigned long long)max_bytes);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    if (st_out)
+        fill_stat(&sb, st_out);
+    *fd_out = fd;
+    return PH_OK;
+}
+
+ph_status ph_workspace_read(ph_workspace *ws, const char *path, size_t max_bytes, uint8_t **data,
+                            size_t *len, ph_diag *diag)
+{
+    if (data == NULL || len == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_read: NULL argument");
+    *data = NULL;
+    *len = 0;
+    int fd;
+    ph_ws_stat st;
+    ph_status s = ph_workspace_open_read(ws, path, max_bytes, &fd, &st, diag);
+    if (s != PH_OK)
+        return s;
+    size_t want = (size_t)st.size;
+    uint8_t *buf = malloc(want + 1);
+    if (buf == NULL) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = read(fd, buf + got, want - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int saved = errno;
+            free(buf);
+            close(fd);
+            return ph_diag_set(diag, PH_E_IO, 0, "reading '%s': %s", path, strerror(saved));
+        }
+        if (n == 0)
+            break; /* truncated meanwhile: return what is there */
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *len = got;
+    return PH_OK;
+}
+
+/* Source of bytes for an atomic write: a buffer or a descriptor. */
+struct write_source {
+    const uint8_t *data;
+    size_t len;
+    int fd;
+    uint64_t max;
+};
+
+static ph_status copy_source(int out_fd, const struct write_source *src, const char *path,
+                             ph_diag *diag)
+{
+    if (src->fd < 0) {
+        size_t off = 0;
+        while (off < src->len) {
+            ssize_t n = write(out_fd, src->data + off, src->len - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return ph_diag_set(diag, PH_E_IO, 0, "writing '%s': %s", path, strerror(errno));
+            off += (size_t)n;
+        }
+        return PH_OK;
+    }
+    uint8_t buf[65536];
+    uint64_t total = 0;
+    for (;;) {
+        ssize_t n = read(src->fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return ph_diag_set(diag, PH_E_IO, 0, "reading the source of '%s': %s", path,
+                               strerror(errno));
+        if (n == 0)
+            return PH_OK;
+        total += (uint64_t)n;
+        if (total > src->max)
+            return ph_diag_set(diag, PH_E_LIMIT, 0, "'%s': source is over the cap of %llu bytes",
+                               path, (unsigned long long)src->max);
+        struct write_source chunk = {.data = buf, .len = (size_t)n, .fd = -1};
+        ph_status st = copy_source(out_fd, &chunk, path, diag);
+        if (st != PH_OK)
+            return st;
+    }
+}
+
+static ph_status atomic_write(ph_workspace *ws, const char *path, const struct write_source *src,
+                              uint32_t mode, ph_diag *diag)
+{
+    char norm[PH_WS_PATH_MAX + 1];
+    if (ws == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_write: NULL workspace");
+    ph_status st = normalize_file_path(path, norm, "cannot write over the workspace root", diag);
+    if (st != PH_OK)
+        return st;
+    int dir_fd;
+    const char *leaf;
+    st = open_parent(ws, norm, true, &dir_fd, &leaf, path, diag);
+    if (st != PH_OK)
+        return st;
+    /* An O_PATH descriptor cannot be used with openat's creating calls on
+     * every kernel, so reopen the directory itself (no path walk involved). */
+    int real_dir = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    close(dir_fd);
+    if (real_dir < 0)
+        return ph_ws_errno_status(errno, path, diag);
+
+    uint8_t rnd[8] = {0};
+    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+        /* O_EXCL below still refuses a clash; the name only has to be rare */
+        rnd[0] = (uint8_t)getpid();
+    }
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".ph-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    int fd = openat(real_dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    (mode_t)(mode & 0777));
+    if (fd < 0) {
+        int saved = errno;
+        close(real_dir);
+        return ph_ws_errno_status(saved, path, diag);
+    }
+    give_to_workspace_owner(ws->root_fd, fd, "");
+    st = copy_source(fd, src, path, diag);
+    if (st == PH_OK && fchmod(fd, (mode_t)(mode & 0777)) != 0)
+        st = ph_diag_set(diag, PH_E_IO, 0, "chmod '%s': %s", path, strerror(errno));
+    if (st == PH_OK && fsync(fd) != 0)
+        st = ph_diag_set(diag, PH_E_IO, 0, "fsync '%s': %s", path, strerror(errno));
+    close(fd);
+    if (st == PH_OK && renameat(real_dir, tmp, real_dir, leaf) != 0)
+        st = ph_ws_errno_status(errno == EISDIR || errno == ENOTEMPTY ? EISDIR : errno, path, diag);
+    if (st != PH_OK)
+        (void)unlinkat(real_dir, tmp, 0);
+    close(real_dir);
+    return st;
+}
+
+ph_status ph_workspace_write(ph_workspace *ws, const char *path, const void *data, size_t len,
+                             uint32_t mode, ph_diag *diag)
+{
+    if (data == NULL && len > 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_write: NULL data");
+    struct write_source src = {.data = data, .len = len, .fd = -1};
+    return atomic_write(ws, path, &src, mode, diag);
+}
+
+ph_status ph_workspace_write_fd(ph_workspace *ws, const char *path, int src_fd,
+                                uint64_t max_bytes, uint32_t mode, ph_diag *diag)
+{
+    if (src_fd < 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_write_fd: bad descriptor");
+    struct write_source src = {.fd = src_fd, .max = max_bytes};
+    return atomic_write(ws, path, &src, mode, diag);
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const ph_ws_entry *)a)->name, ((const ph_ws_entry *)b)->name);
+}
+
+ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entries,
+                            ph_ws_list **out, ph_diag *diag)
+{
+    char norm[PH_WS_PATH_MAX + 1];
+    if (ws == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_workspace_list: NULL argument");
+    *out = NULL;
+    ph_status st = ph_ws_normalize_or_refuse(path, norm, diag);
+    if (st != PH_OK)
+        return st;
+    int fd = ph_ws_open_beneath(ws->root_fd, norm, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return ph_ws_errno_status(errno, path, diag);
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_IO, 0, "listing '%s': %s", path, strerror(errno));
+    }
+    ph_ws_list *list = calloc(1, sizeof *list);
+    size_t cap = 0;
+    st = list ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    struct dirent *de;
+    while (st == PH_OK && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (list->count == max_entries) {
+            list->truncated = true;
+            break;
+        }
+        struct stat sb;
+        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* removed meanwhile */
+        if (list->count == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            if (ncap > max_entries)
+                ncap = max_entries;
+            ph_ws_entry *ne = realloc(list->entries, ncap * sizeof *ne);
+            if (ne == NULL) {
+                st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+                break;
+            }
+            list->entries = ne;
+            cap = ncap;
+        }
+        ph_ws_entry *e = &list->entries[list->count];
+        e->name = strdup(de->d_name);
+        if (e->name == NULL) {
+            st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+            break;
+        }
+        fill_stat(&sb, &e->st);
+        list->count++;
+    }
+    closedir(d);
+    if (st != PH_OK) {
+        ph_ws_list_free(&list);
+        return st;
+    }
+    if (list->count > 1)
+        qsort(list->entries, list->count, sizeof *list->entries, entry_cmp);
+    *out = list;
+    return PH_OK;
+}
+
+void ph_ws_list_free(ph_ws_list **list)
+{
+    if (list == NULL || *list == NULL)
+        return;
+    for (size_t i = 0; i < (*list)->count; i++)
+        free((*list)->entries[i].name);
+    free((*list)->entries);
+    free(*list);
+    *list = NULL;
+}

@@ -1,0 +1,117 @@
+/* sandbox_test_util.c - see sandbox_test_util.h. */
+#include "sandbox_test_util.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void collect_warning(void *ctx, const char *line)
+{
+    sbx_fixture *f = ctx;
+    size_t used = strlen(f->warnings);
+    snprintf(f->warnings + used, sizeof f->warnings - used, "%s\n", line);
+}
+
+bool sbx_open(sbx_fixture *f, ph_sandbox_mechanism m, int64_t cap_ms)
+{
+    memset(f, 0, sizeof *f);
+    f->mechanism = m;
+    ph_diag diag = {0};
+    if (ph_sandbox_mechanism_available(m, &diag) != PH_OK) {
+        printf("SKIP: mechanism %s is not available here: %s\n", ph_sandbox_mechanism_name(m),
+               diag.message);
+        return false;
+    }
+    f->state_dir = ph_test_mkdtemp();
+    assert_non_null(f->state_dir);
+    ph_service_config cfg = {
+        .mode = PH_SERVICE_MODE_DEVELOPMENT,
+        .mechanism = m,
+        .hard_cap_ms = cap_ms,
+        .state_dir = f->state_dir,
+        .log = collect_warning,
+        .log_ctx = f,
+    };
+    ph_status st = ph_execution_service_open(&cfg, &f->svc, &diag);
+    if (st != PH_OK)
+        fail_msg("service open: %s", diag.message);
+    return true;
+}
+
+void sbx_close(sbx_fixture *f)
+{
+    ph_execution_service_close(&f->svc);
+    if (f->state_dir) {
+        ph_test_rmtree(f->state_dir);
+        free(f->state_dir);
+        f->state_dir = NULL;
+    }
+}
+
+ph_environment_spec sbx_spec(const sbx_fixture *f)
+{
+    ph_environment_spec s;
+    memset(&s, 0, sizeof s);
+    s.tenant = "t1";
+    s.lease = "lease-1";
+    s.mechanism = f->mechanism;
+    ph_sandbox_limits_init(&s.limits);
+    return s;
+}
+
+ph_environment *sbx_create(sbx_fixture *f, const ph_environment_spec *spec)
+{
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    if (ph_environment_create(f->svc, spec, &env, &diag) != PH_OK)
+        fail_msg("create: %s", diag.message);
+    return env;
+}
+
+ph_execution_result *sbx_run(ph_environment *env, const char *const *argv)
+{
+    ph_execution_command cmd = {
+        .argv = argv,
+        .timeout_seconds = PH_SANDBOX_UNSET,
+        .run_budget_ms = PH_SANDBOX_UNSET,
+    };
+    ph_execution_result *r = NULL;
+    ph_diag diag = {0};
+    if (ph_environment_execute(env, &cmd, &r, &diag) != PH_OK)
+        fail_msg("execute %s: %s", argv[0], diag.message);
+    return r;
+}
+
+bool sbx_contains(const void *haystack, size_t len, const char *needle)
+{
+    return memmem(haystack, len, needle, strlen(needle)) != NULL;
+}
+
+const ph_file_change *sbx_change(const ph_execution_result *r, const char *path)
+{
+    for (size_t i = 0; i < r->files_changed_count; i++)
+        if (strcmp(r->files_changed[i].path, path) == 0)
+            return &r->files_changed[i];
+    return NULL;
+}
+
+bool sbx_process_with_arg_exists(const char *needle)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    bool found = false;
+    while (d && !found && (de = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        FILE *f = fopen(path, "rb");
+        if (f == NULL)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        found = sbx_contains(buf, n, needle);
+    }
+    if (d)
+        closedir(d);
+    return found;
+}

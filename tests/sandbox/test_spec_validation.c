@@ -1,0 +1,127 @@
+/* test_spec_validation.c - create refuses a malformed EnvironmentSpec and an
+ * execute refuses a malformed ExecutionCommand, naming the field, creating
+ * nothing. */
+#include "sandbox_test_util.h"
+
+#include <dirent.h>
+#include <string.h>
+
+static size_t entries_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void refused(sbx_fixture *f, const ph_environment_spec *spec, ph_status want,
+                    const char *field)
+{
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(f->svc, spec, &env, &diag), want);
+    assert_null(env);
+    if (strstr(diag.message, field) == NULL)
+        fail_msg("diagnostic '%s' does not name %s", diag.message, field);
+    assert_int_equal(entries_in(f->state_dir), 0);
+}
+
+static void test_bad_specs(void **state)
+{
+    (void)state;
+    sbx_fixture f;
+    assert_true(sbx_open(&f, PH_MECHANISM_FAKE, 5000));
+    ph_environment_spec s = sbx_spec(&f);
+    s.tenant = "";
+    refused(&f, &s, PH_E_INVAL, "tenant");
+    s.tenant = "a/b";
+    refused(&f, &s, PH_E_INVAL, "tenant");
+    s = sbx_spec(&f);
+    s.lease = "lease with space";
+    refused(&f, &s, PH_E_INVAL, "lease");
+    s = sbx_spec(&f);
+    s.mechanism = PH_MECHANISM_GVISOR;
+    refused(&f, &s, PH_E_DENIED, "mechanism");
+    s = sbx_spec(&f);
+    s.limits.output_bytes = 0;
+    refused(&f, &s, PH_E_INVAL, "output_bytes");
+    s = sbx_spec(&f);
+    s.limits.wall_clock_ms = 0;
+    refused(&f, &s, PH_E_INVAL, "wall_clock_ms");
+    s = sbx_spec(&f);
+    s.limits.pids = -7;
+    refused(&f, &s, PH_E_INVAL, "pids");
+    s = sbx_spec(&f);
+    s.network.grant_token = "tok";
+    refused(&f, &s, PH_E_INVAL, "proxy_socket_path");
+    s.network.proxy_socket_path = "/s";
+    s.network.grant_token = "has space";
+    refused(&f, &s, PH_E_INVAL, "grant_token");
+    sbx_close(&f);
+}
+
+static void test_bad_commands(void **state)
+{
+    (void)state;
+    sbx_fixture f;
+    assert_true(sbx_open(&f, PH_MECHANISM_FAKE, 5000));
+    ph_environment_spec s = sbx_spec(&f);
+    ph_environment *env = sbx_create(&f, &s);
+    ph_execution_result *r = NULL;
+    ph_diag diag = {0};
+    const char *empty0[] = {"", NULL};
+    const char *none[] = {NULL};
+    ph_execution_command cmd = {.argv = empty0, .timeout_seconds = PH_SANDBOX_UNSET,
+                                .run_budget_ms = PH_SANDBOX_UNSET};
+    assert_int_equal(ph_environment_execute(env, &cmd, &r, &diag), PH_E_INVAL);
+    cmd.argv = none;
+    assert_int_equal(ph_environment_execute(env, &cmd, &r, &diag), PH_E_INVAL);
+    cmd.argv = NULL;
+    assert_int_equal(ph_environment_execute(env, &cmd, &r, &diag), PH_E_INVAL);
+    const char *t[] = {"true", NULL};
+    cmd.argv = t;
+    cmd.stdin_len = 5; /* length without data */
+    assert_int_equal(ph_environment_execute(env, &cmd, &r, &diag), PH_E_INVAL);
+    static const uint8_t byte = 'x';
+    cmd.stdin_data = &byte;
+    cmd.stdin_len = (size_t)64 * 1024 * 1024 + 1; /* over the cap: refused before reading */
+    assert_int_equal(ph_environment_execute(env, &cmd, &r, &diag), PH_E_LIMIT);
+    assert_null(r);
+    ph_environment_destroy(&env);
+    assert_int_equal(entries_in(f.state_dir), 0); /* destroy leaves nothing */
+    sbx_close(&f);
+}
+
+static void test_destroy_removes_a_very_deep_tree(void **state)
+{
+    (void)state;
+    sbx_fixture f;
+    assert_true(sbx_open(&f, PH_MECHANISM_FAKE, 20000));
+    ph_environment_spec s = sbx_spec(&f);
+    ph_environment *env = sbx_create(&f, &s);
+    /* 400 levels: several spills (one per 48) are needed to remove it. */
+    const char *argv[] = {"sh", "-c",
+                          "i=0; while [ $i -lt 400 ]; do mkdir d && cd d || exit 1; "
+                          "i=$((i+1)); done; echo leaf > f; ln -s / up",
+                          NULL};
+    ph_execution_result *r = sbx_run(env, argv);
+    assert_int_equal(r->exit_code, 0);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&env);
+    assert_int_equal(entries_in(f.state_dir), 0);
+    sbx_close(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_bad_commands),
+        cmocka_unit_test(test_destroy_removes_a_very_deep_tree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
