@@ -50,7 +50,7 @@
 #include <unistd.h>
 
 #define FWD_VERSION "0.1.0"
-#define FWD_BUF_SIZE 16384
+#define FWD_BUF_SIZE 65536
 #define FWD_DEFAULT_MAX_CONNS 64
 #define FWD_MAX_CONNS_CAP 1024
 

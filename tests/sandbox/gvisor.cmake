@@ -26,3 +26,16 @@ foreach(name test_escape test_escape_limits)
             LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
     endif()
 endforeach()
+
+# Network only through the proxy, end to end: curl inside gVisor through
+# pinhole-forwarder and the test-loopback pinhole-proxy's unix socket, with
+# the proxy's own e2e set-up (dnsmasq, openssl s_server, policyc, grants).
+if(TARGET pinhole-proxy-testloopback AND TARGET proxy_e2e_peer AND TARGET pinhole-sandbox)
+    ph_add_script_test(NAME sandbox.e2e_gvisor_proxy
+        COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/e2e_gvisor_proxy.sh
+                $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+                $<TARGET_FILE:pinhole-grant> $<TARGET_FILE:proxy_e2e_peer>
+                $<TARGET_FILE:pinhole-sandbox> ${PROJECT_SOURCE_DIR}/scripts/build-rootfs.sh)
+    set_tests_properties(sandbox.e2e_gvisor_proxy PROPERTIES
+        LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()
