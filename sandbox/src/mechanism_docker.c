@@ -9,7 +9,8 @@
  *            capability, no new privileges, the sandbox user, a fresh /tmp,
  *            the workspace and the forwarder bind-mounted (and the proxy
  *            socket with a grant), the spec's limits, and the forwarder as
- *            init; `docker start`;
+ *            init under a path naming the environment
+ *            (/run/pinhole/pinhole-<env id>/forwarder); `docker start`;
  *   execute  `docker exec -i --user --workdir --env-file` behind
  *            `pinhole-forwarder --run --unset HOSTNAME` (docker adds
  *            HOSTNAME to every process); at the deadline `docker kill`
@@ -217,12 +218,22 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
         goto fail;
 
     char user[64], ws_mount[PATH_MAX + 64], fwd_mount[PATH_MAX + 64], sock_mount[PATH_MAX + 64];
+    char init_path[sizeof ds->name + 32], init_mount[PATH_MAX + sizeof init_path + 64];
     char memory[32], pids[32], cpus[32], listen[32];
     snprintf(user, sizeof user, "%u:%u", (unsigned)ds->uid, (unsigned)ds->gid);
     snprintf(ws_mount, sizeof ws_mount, "type=bind,source=%s,target=%s", args->workspace_dir,
              PH_OCI_WORKSPACE);
     snprintf(fwd_mount, sizeof fwd_mount, "type=bind,source=%s,target=%s,readonly", forwarder,
              PH_OCI_FORWARDER);
+    /* The init runs as /run/pinhole/pinhole-<env id>/forwarder (the
+     * forwarder bound a second time; `--run` wants PID 1 named forwarder):
+     * the host's process list then names the environment its container
+     * belongs to, as runsc's does, so an operator (and the escape test) can
+     * tell that destroy left no process behind. The id is not a credential;
+     * the sandbox learning it gains nothing. */
+    snprintf(init_path, sizeof init_path, "%s/%s/forwarder", PH_OCI_RUN_DIR, ds->name);
+    snprintf(init_mount, sizeof init_mount, "type=bind,source=%s,target=%s,readonly", forwarder,
+             init_path);
     snprintf(sock_mount, sizeof sock_mount, "type=bind,source=%s,target=%s",
              granted ? spec->network.proxy_socket_path : "", PH_OCI_PROXY_SOCKET);
     uint64_t mem = spec->limits.memory_bytes > 0 ? (uint64_t)spec->limits.memory_bytes
@@ -241,9 +252,9 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
                           "no-new-privileges", "--user", user, "--hostname", "pinhole",
                           "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m", "--tmpfs",
                           "/run/pinhole:rw,nosuid,nodev,size=64k", "--mount", ws_mount,
-                          "--mount", fwd_mount, "--memory", memory, "--memory-swap", memory,
-                          "--pids-limit", pids, "--ulimit", "nofile=1024:1024", "--ulimit",
-                          "core=0", "--entrypoint", PH_OCI_FORWARDER};
+                          "--mount", fwd_mount, "--mount", init_mount, "--memory", memory,
+                          "--memory-swap", memory, "--pids-limit", pids, "--ulimit",
+                          "nofile=1024:1024", "--ulimit", "core=0", "--entrypoint", init_path};
     for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
         argv[n++] = head[i];
     if (spec->limits.cpu_millis > 0) {

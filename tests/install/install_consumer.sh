@@ -1,0 +1,37 @@
+#!/bin/sh
+# Installs the build into a scratch prefix, moves the whole tree elsewhere
+# (pinhole.pc is relocatable), then builds and runs a consumer against the
+# installed headers, the shared and the static libpinhole via pkg-config.
+# Usage: install_consumer.sh BUILD_DIR
+set -eu
+BUILD=$1
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cmake --install "$BUILD" --prefix "$scratch/first" >/dev/null
+mv "$scratch/first" "$scratch/moved"
+P=$scratch/moved
+for f in bin/policyc bin/pinhole-guard include/pinhole/status.h include/pinhole/table.h \
+         lib/libpinhole.a lib/libpinhole.so lib/pkgconfig/pinhole.pc \
+         share/doc/pinhole/allowlist.md share/doc/pinhole/examples/allowlist.yaml; do
+    [ -e "$P/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
+done
+cat >"$scratch/consumer.c" <<'C'
+#include <pinhole/host.h>
+#include <pinhole/status.h>
+#include <stdio.h>
+int main(void)
+{
+    if (ph_host_check("example.com", 11, NULL) != PH_HOST_OK) return 1;
+    if (ph_host_check("127.1", 5, NULL) != PH_HOST_IP_LITERAL) return 1;
+    puts(ph_reason_code(PH_REASON_IP_LITERAL));
+    return 0;
+}
+C
+export PKG_CONFIG_PATH=$P/lib/pkgconfig
+cc "$scratch/consumer.c" $(pkg-config --cflags --libs pinhole) -Wl,-rpath,"$P/lib" -o "$scratch/shared"
+[ "$("$scratch/shared")" = ip_literal ] || { echo "FAIL: shared consumer"; exit 1; }
+cc "$scratch/consumer.c" $(pkg-config --cflags pinhole) "$P/lib/libpinhole.a" \
+    $(pkg-config --libs-only-l libcrypto libcares libidn2) -lpthread -o "$scratch/static"
+[ "$("$scratch/static")" = ip_literal ] || { echo "FAIL: static consumer"; exit 1; }
+"$P/bin/policyc" check "$P/share/doc/pinhole/examples/allowlist.yaml" >/dev/null
+echo "install: ok (relocated prefix, shared and static consumers, policyc runs)"
