@@ -4,7 +4,7 @@
 # pinhole-forwarder and pinhole-proxy (test-loopback build, its unix socket
 # bind-mounted into the sandbox), and is refused for a name not allowlisted,
 # an IP literal and a name resolving to a private address. Real parts: the
-# proxy's e2e set-up (dnsmasq, openssl s_server, policyc, pinhole-grant) and
+# proxy's e2e set-up (dnsmasq, openssl s_server, policyc, pinhole-guard) and
 # curl inside the sandbox (copied into a busybox root filesystem).
 # Usage: e2e_gvisor_proxy.sh PROXY POLICYC GRANT PEER SANDBOX_CLI BUILD_ROOTFS
 # Exit: 0 passed, 1 failed, 77 skipped (no gvisor here).

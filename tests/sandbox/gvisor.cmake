@@ -34,7 +34,7 @@ if(TARGET pinhole-proxy-testloopback AND TARGET proxy_e2e_peer AND TARGET pinhol
     ph_add_script_test(NAME sandbox.e2e_gvisor_proxy
         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/e2e_gvisor_proxy.sh
                 $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
-                $<TARGET_FILE:pinhole-grant> $<TARGET_FILE:proxy_e2e_peer>
+                $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:proxy_e2e_peer>
                 $<TARGET_FILE:pinhole-sandbox> ${PROJECT_SOURCE_DIR}/scripts/build-rootfs.sh)
     set_tests_properties(sandbox.e2e_gvisor_proxy PROPERTIES
         LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 120)

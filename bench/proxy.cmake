@@ -1,0 +1,11 @@
+# bench_proxy: pinhole-proxy vs a direct connection to the same local upstream
+# (transactions/s, added latency, bulk throughput, RSS of 10,000 idle tunnels).
+if(TARGET pinhole-proxy-testloopback)
+    add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c)
+    target_link_libraries(bench_proxy PRIVATE PkgConfig::LIBEVENT Threads::Threads pinhole_flags)
+    target_compile_definitions(bench_proxy PRIVATE
+        PX_PROXY="$<TARGET_FILE:pinhole-proxy-testloopback>"
+        PX_POLICYC="$<TARGET_FILE:policyc>" PX_GUARD_CLI="$<TARGET_FILE:pinhole-guard>"
+        PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    add_dependencies(bench_proxy pinhole-proxy-testloopback policyc pinhole-guard)
+endif()

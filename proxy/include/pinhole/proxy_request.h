@@ -1,0 +1,68 @@
+/*
+ * pinhole/proxy_request.h - the strict HTTP/1.1 request-head parser of
+ * pinhole-proxy.
+ *
+ * A pure function over bytes (no allocation, no I/O, no globals) so it can be
+ * fuzzed and unit-tested in isolation. It classifies a request head and says
+ * which HTTP status a refusal gets; it makes NO destination decision: the
+ * CONNECT target is handed, unparsed, to the guard's authority parser.
+ *
+ * Accepted: "CONNECT <target> HTTP/1.1" CRLF, then header fields
+ * "name: value" CRLF, then an empty line CRLF. Refused with a status:
+ *   400 malformed (bare LF, obs-fold, space before ':', control bytes, bad
+ *       version, duplicate Proxy-Authorization, a body on CONNECT, ...)
+ *   405 a method other than CONNECT
+ *   431 a head longer than PH_PREQ_HEAD_MAX bytes (or too many fields)
+ *   501 an absolute-form request ("GET http://host/"): forward proxying is
+ *       not implemented
+ */
+#ifndef PINHOLE_PROXY_REQUEST_H
+#define PINHOLE_PROXY_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PH_PREQ_HEAD_MAX 8192   /* whole head, request line to final CRLF */
+#define PH_PREQ_FIELDS_MAX 64   /* header fields */
+#define PH_PREQ_TARGET_MAX 512  /* CONNECT target bytes */
+
+typedef enum ph_preq_result {
+    PH_PREQ_INCOMPLETE = 0, /* no error so far; the head is not complete */
+    PH_PREQ_DONE = 1,       /* a complete, well-formed CONNECT head */
+    PH_PREQ_REFUSED = 2,    /* refuse with out->http_status and out->message */
+} ph_preq_result;
+
+/* Spans point into the caller's buffer; valid while it is. */
+typedef struct ph_preq_span {
+    size_t off;
+    size_t len;
+} ph_preq_span;
+
+typedef struct ph_proxy_request {
+    size_t head_len;              /* DONE: bytes of the head, incl. the final CRLF */
+    ph_preq_span target;          /* DONE: the CONNECT request-target, raw */
+    ph_preq_span authorization;   /* DONE: Proxy-Authorization value (OWS trimmed) */
+    int has_authorization;        /* DONE: 1 when the field was present */
+    int http_status;              /* REFUSED: 400, 405, 431 or 501 */
+    const char *message;          /* REFUSED: static one-line reason for the body */
+    size_t error_offset;          /* REFUSED: byte offset of the offending byte */
+} ph_proxy_request;
+
+/*
+ * Parses buf[0..len), the bytes received so far on a connection. Callers
+ * call it again with the longer buffer when it says INCOMPLETE; it refuses
+ * as soon as a complete line is wrong, and with 431 once len reaches
+ * PH_PREQ_HEAD_MAX without a complete head. Bytes after the head (a client
+ * that does not wait for the 200) are not looked at. *out is always
+ * overwritten; the function never reads past buf[len-1].
+ */
+ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_request *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PINHOLE_PROXY_REQUEST_H */

@@ -1,0 +1,68 @@
+/* config.h - pinhole-proxy settings: one table of keys shared by the long
+ * options (--dns-timeout-ms) and the YAML config file (dns_timeout_ms), so
+ * the two can never drift apart. */
+#ifndef PX_CONFIG_H
+#define PX_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinhole/status.h"
+
+#define PX_LISTEN_MAX 8
+#define PX_PATH_MAX 1024
+#define PX_ADDR_MAX 300
+
+typedef struct px_config {
+    char listen[PX_LISTEN_MAX][PX_ADDR_MAX]; /* "host:port", "[v6]:port" */
+    int listen_count;
+    char unix_socket[PX_PATH_MAX];   /* empty: none */
+    unsigned unix_socket_mode;       /* octal permission bits */
+    char admin_listen[PX_ADDR_MAX];  /* empty: no admin listener */
+    char table[PX_PATH_MAX];         /* compiled allowlist (.ptab) */
+    char grant_key[PX_PATH_MAX];     /* grant verification key file */
+    char dns_servers[PX_ADDR_MAX];   /* c-ares CSV; empty: /etc/resolv.conf */
+    char user[64];                   /* drop to this user after binding (root only) */
+    long workers;                    /* 0: one per core */
+    long dns_timeout_ms;
+    long dns_cache_entries;
+    long dns_cache_max_ttl_s;
+    long dns_negative_ttl_s;
+    long header_timeout_ms;
+    long connect_timeout_ms;
+    long idle_timeout_s;
+    long max_lifetime_s;
+    long max_connections;
+    long max_connections_per_lease;
+    long drain_timeout_s;
+    long buffer_bytes;               /* per-direction high watermark */
+} px_config;
+
+/* Fills *cfg with the documented defaults. */
+void px_config_defaults(px_config *cfg);
+
+/* Exit codes (documented in docs/pinhole-proxy.md). */
+enum {
+    PX_EXIT_OK = 0,
+    PX_EXIT_USAGE = 2,    /* bad option or config file */
+    PX_EXIT_STARTUP = 3,  /* could not bind, load the table or the key, drop privileges */
+    PX_EXIT_INTERNAL = 4,
+};
+
+/*
+ * Parses argv (and the --config file it names, whose settings the command
+ * line overrides). Returns PH_OK, or PH_E_INVAL with a positioned message
+ * ("file:line:col: ...") in diag. *action is set to 'h' for --help, 'v' for
+ * --version, 'c' for --check-config, 0 to run.
+ */
+ph_status px_config_from_args(int argc, char **argv, px_config *cfg, int *action, ph_diag *diag);
+
+/* Loads a YAML config file over *cfg. Strict: unknown or duplicate keys,
+ * anchors, aliases, tags, several documents and badly typed values are
+ * errors positioned as "path:line:col". */
+ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag);
+
+/* Writes --help to stdout. */
+void px_config_usage(const char *argv0);
+
+#endif

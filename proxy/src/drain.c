@@ -1,0 +1,60 @@
+/* drain.c - the main thread's loop: SIGHUP reloads, SIGTERM/SIGINT drain
+ * (stop accepting, let tunnels finish up to drain_timeout_s, close the rest)
+ * and return so main can exit 0. */
+#include <signal.h>
+#include <string.h>
+
+#include "proxy-int.h"
+
+typedef struct main_ctx {
+    struct event_base *base;
+    px_worker *workers;
+    int nworkers;
+    bool draining;
+} main_ctx;
+
+static void hup_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)sig;
+    (void)what;
+    (void)arg;
+    ph_diag diag = { 0 };
+    px_policy_reload(&diag); /* logs and counts a failure itself */
+}
+
+static void term_cb(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    main_ctx *m = arg;
+    if (m->draining)
+        return;
+    m->draining = true;
+    px_log_event("info", "drain", "signal %d: no new connections, draining open tunnels",
+                 (int)sig);
+    px_admin_set_draining();
+    for (int i = 0; i < m->nworkers; i++)
+        px_worker_request_drain(&m->workers[i]);
+    /* The main loop ends now; main joins the workers, which end when their
+     * tunnels are done or at the drain deadline. */
+    event_base_loopexit(m->base, NULL);
+}
+
+int px_run_main_loop(struct event_base *base, px_worker *workers, int nworkers,
+                     const px_config *cfg)
+{
+    (void)cfg;
+    main_ctx m = { base, workers, nworkers, false };
+    struct event *hup = evsignal_new(base, SIGHUP, hup_cb, &m);
+    struct event *term = evsignal_new(base, SIGTERM, term_cb, &m);
+    struct event *intr = evsignal_new(base, SIGINT, term_cb, &m);
+    if (hup == NULL || term == NULL || intr == NULL)
+        return -1;
+    evsignal_add(hup, NULL);
+    evsignal_add(term, NULL);
+    evsignal_add(intr, NULL);
+    event_base_dispatch(base);
+    event_free(hup);
+    event_free(term);
+    event_free(intr);
+    return 0;
+}

@@ -1,0 +1,227 @@
+/* proxy-int.h - the pieces of pinhole-proxy and how they talk to each other.
+ *
+ * Threads: the main thread runs a libevent loop for signals and the admin
+ * listener; each worker thread runs its own loop owning its listeners, its
+ * c-ares channel, its DNS cache and its connections. Nothing of a worker is
+ * touched by another thread except through event_base_once/event_active
+ * (libevent_pthreads makes those safe) and the atomics in metrics and limits.
+ */
+#ifndef PX_PROXY_INT_H
+#define PX_PROXY_INT_H
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include "config.h"
+#include "pinhole/grant.h"
+#include "pinhole/guard.h"
+#include "pinhole/resolve.h"
+#include "pinhole/status.h"
+#include "pinhole/table.h"
+
+struct evconnlistener;
+struct bufferevent;
+struct px_dns;
+struct px_dns_query;
+struct px_conn;
+struct px_worker;
+
+/* ---- listener.c ---------------------------------------------------------- */
+
+typedef struct px_sockaddr {
+    struct sockaddr_storage ss;
+    socklen_t len;
+} px_sockaddr;
+
+/* Parses "1.2.3.4:80" or "[::1]:80" (numeric only: listeners are not
+ * destinations and are never resolved). */
+ph_status px_sockaddr_parse(const char *text, px_sockaddr *out, ph_diag *diag);
+/* Formats an address as "1.2.3.4:80" / "[::1]:80". */
+void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap);
+/* Formats only the address part ("1.2.3.4", "::1"). */
+void px_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
+
+/* A bound, listening, non-blocking TCP socket with SO_REUSEPORT (every worker
+ * binds its own, the kernel spreads connections). Returns the fd or -1. */
+int px_listen_tcp(const px_sockaddr *addr, ph_diag *diag);
+/* A unix listening socket at path with mode; removes a stale socket first. */
+int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
+
+/* Wraps fd in an evconnlistener on base that hands connections to the
+ * worker; on EMFILE/ENFILE it pauses accepting for a moment and retries. */
+struct evconnlistener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free);
+
+/* ---- worker.c ------------------------------------------------------------ */
+
+typedef struct px_worker {
+    int id;
+    struct event_base *base;
+    pthread_t thread;
+    struct evconnlistener *listeners[PX_LISTEN_MAX + 1];
+    int nlisteners;
+    struct px_dns *dns;
+    struct px_conn *conns;        /* doubly linked list of live connections */
+    long nconns;
+    bool draining;
+    struct event *drain_deadline;
+    const px_config *cfg;
+    uint64_t next_conn_seq;
+} px_worker;
+
+/* Creates worker id (base, DNS channel, listeners bound per SO_REUSEPORT;
+ * the unix listener fd, if >= 0, is shared by every worker). */
+ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, int unix_fd, ph_diag *diag);
+ph_status px_worker_start(px_worker *w);
+/* From the main thread: stop accepting, let tunnels finish until the drain
+ * deadline, then close them; the worker's loop then ends. */
+void px_worker_request_drain(px_worker *w);
+void px_worker_join_and_free(px_worker *w);
+/* Called by a connection when it ends (the worker may finish its drain). */
+void px_worker_conn_gone(px_worker *w);
+
+/* ---- tunnel.c (one client connection, the decision sequence) ------------- */
+
+void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerlen);
+/* Closes every connection of the worker (drain deadline, shutdown). */
+void px_conn_close_all(px_worker *w);
+/* Closes connections that are not tunnels yet (drain: no new work). */
+void px_conn_close_idle_heads(px_worker *w);
+
+/* ---- dns_async.c --------------------------------------------------------- */
+
+#define PX_DNS_ADDRS_MAX PH_PINNED_MAX
+
+/* A checked answer: the guard's ph_resolve_check_answer has classified every
+ * address. Cached as such (the denylist is fixed, so the verdict on an
+ * answer cannot change while it is cached). */
+typedef struct px_dns_answer {
+    ph_reason reason;          /* ALLOWED, DNS_FAILURE, DNS_TIMEOUT, DENIED_ADDRESS */
+    int naddrs;
+    struct sockaddr_storage addrs[PX_DNS_ADDRS_MAX]; /* port 0 */
+    char detail[PH_DIAG_MESSAGE_MAX];
+    bool from_cache;
+} px_dns_answer;
+
+typedef void (*px_dns_cb)(const px_dns_answer *answer, void *arg);
+
+ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dns **out,
+                     ph_diag *diag);
+void px_dns_free(struct px_dns **dns);
+/* Resolves host (canonical, never an IP literal: the authority parser has
+ * refused those) A and AAAA. cb runs exactly once, possibly before this
+ * returns (cache hit). Returns a handle for px_dns_cancel, or NULL when cb
+ * already ran. */
+struct px_dns_query *px_dns_resolve(struct px_dns *dns, const char *host, px_dns_cb cb, void *arg);
+/* The callback will not run. */
+void px_dns_cancel(struct px_dns_query *q);
+
+/* ---- relay.c ------------------------------------------------------------- */
+
+typedef struct px_relay px_relay;
+typedef void (*px_relay_done_cb)(void *arg, const char *why);
+
+/* Relays between two connected bufferevents until both directions have
+ * ended (EOF propagated as shutdown(SHUT_WR)), an error, the idle timeout
+ * or the maximum lifetime. Takes ownership of both. *up / *down count the
+ * bytes client->upstream and upstream->client. done runs once. */
+px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
+                         struct bufferevent *upstream, const px_config *cfg, uint64_t *up,
+                         uint64_t *down, px_relay_done_cb done, void *arg);
+void px_relay_free(px_relay **r);
+
+/* ---- limits.c ------------------------------------------------------------ */
+
+/* Overall connection slots (atomic). */
+bool px_limits_conn_acquire(long max);
+void px_limits_conn_release(void);
+long px_limits_conn_active(void);
+/* Per-lease tunnel slots, keyed by tenant+lease. */
+bool px_limits_lease_acquire(const char *tenant, const char *lease, long max);
+void px_limits_lease_release(const char *tenant, const char *lease);
+
+/* ---- reload.c: the current table and keyring ----------------------------- */
+
+/* Loads table and key for the first time (startup failures are fatal). */
+ph_status px_policy_init(const px_config *cfg, ph_diag *diag);
+/* Reopens both; on any failure keeps the old ones (counted and logged). */
+ph_status px_policy_reload(ph_diag *diag);
+void px_policy_shutdown(void);
+
+/* ph_guard_check_authority against the current table (the guard pins one
+ * table version for the whole check; reloads never disturb it). */
+ph_status px_policy_check(const char *list, const char *authority, size_t len, ph_verdict *v,
+                          ph_diag *diag);
+/* ph_grant_verify_proxy_authorization with the current keyring. */
+ph_status px_policy_verify_grant(const char *value, size_t len, int64_t now, ph_grant *out,
+                                 ph_reason *reason, ph_diag *diag);
+/* The loaded policy id (hex), "" before the first load. */
+void px_policy_id(char out[PH_TABLE_ID_HEX_LEN + 1]);
+
+/* ---- metrics.c ----------------------------------------------------------- */
+
+void px_metrics_request(ph_reason reason);
+void px_metrics_tunnel_open(void);
+void px_metrics_tunnel_close(void);
+void px_metrics_bytes(uint64_t up, uint64_t down);
+void px_metrics_dns_latency(double seconds);
+void px_metrics_reload(bool ok);
+void px_metrics_accept_backoff(void);
+/* Writes the Prometheus text exposition into buf. Returns the length. */
+struct evbuffer;
+void px_metrics_render(struct evbuffer *out);
+
+/* ---- log_json.c ---------------------------------------------------------- */
+
+typedef struct px_log_record {
+    uint64_t conn_id;
+    const char *peer;
+    const char *tenant, *lease, *list;
+    const char *host;
+    unsigned port;
+    const char *dialed;       /* address:port connected to, or NULL */
+    int status;               /* HTTP status answered */
+    ph_reason reason;
+    const char *detail;       /* e.g. the denied block; may be NULL */
+    const char *rule_file;
+    unsigned rule_line;
+    const char *policy_id;
+    uint64_t bytes_up, bytes_down;
+    double duration_s;
+    const char *end;          /* why the tunnel ended, or NULL */
+} px_log_record;
+
+/* One JSON line on stdout per connection (single write(2)). */
+void px_log_connection(const px_log_record *rec);
+/* A JSON event line ("start", "reload", "warning", ...) on stderr. */
+void px_log_event(const char *level, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- admin.c ------------------------------------------------------------- */
+
+struct evhttp;
+/* Serves /metrics, /healthz, /readyz and POST /reload on the main loop. */
+struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr, ph_diag *diag);
+void px_admin_set_draining(void);
+
+/* ---- drain.c ------------------------------------------------------------- */
+
+/* Installs SIGTERM/SIGINT (drain, then exit), SIGHUP (reload) on the main
+ * loop; returns after the drain completed. */
+int px_run_main_loop(struct event_base *base, px_worker *workers, int nworkers,
+                     const px_config *cfg);
+
+/* ---- privdrop.c ---------------------------------------------------------- */
+
+/* When running as root and user is set: setgroups/setgid/setuid to it and
+ * verify root cannot be regained. Root with no user set is refused. */
+ph_status px_drop_privileges(const char *user, ph_diag *diag);
+
+#endif

@@ -1,0 +1,538 @@
+/* tunnel.c - one client connection: read the request head, run the decision
+ * of DESIGN section 4 with the guard's functions, dial, hand over to the
+ * relay, and write one log line at the end.
+ *
+ *   head -> authority (guard: ph_authority_parse; IP literals refused first)
+ *        -> grant (guard: ph_grant_verify_proxy_authorization)   407
+ *        -> allowlist (guard: ph_table_lookup on the grant's list) 403
+ *        -> per-lease limit                                      429
+ *        -> resolve (c-ares) -> every address (guard: ph_addr_classify) 403
+ *        -> dial the checked addresses in order, never re-resolving 502/504
+ *        -> 200, relay
+ *
+ * This file decides nothing itself: every verdict comes from libpinhole.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "pinhole/proxy_request.h"
+#include "pinhole/url.h"
+#include "proxy-int.h"
+
+typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY } conn_state;
+
+typedef struct px_conn {
+    px_worker *w;
+    struct px_conn *prev, *next;
+    uint64_t id;
+    conn_state state;
+    struct bufferevent *client, *upstream;
+    struct event *timer;        /* head timeout, then connect timeout */
+    struct px_dns_query *query;
+    px_relay *relay;
+    struct timespec started;
+    char peer[64];
+    /* the decision, as far as it got */
+    bool has_grant, lease_slot;
+    ph_grant grant;
+    ph_authority auth;
+    bool has_auth;
+    /* what the log needs of the guard's verdict (the verdict itself is big) */
+    bool has_rule;
+    uint32_t rule_line;
+    char rule_file[PH_VERDICT_FILE_MAX + 1];
+    char policy_id[PH_TABLE_ID_HEX_LEN + 1];
+    px_dns_answer *answer;      /* only while dialing */
+    int next_addr, attempts, timeouts;
+    char dialed[80];
+    int status;
+    ph_reason reason;
+    char detail[PH_DIAG_MESSAGE_MAX + 64];
+    const char *end;
+    uint64_t up, down;
+} px_conn;
+
+static void conn_free(px_conn *c);
+static void dial_next(px_conn *c);
+
+/* ---- replies ------------------------------------------------------------- */
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 200: return "Connection Established";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 405: return "Method Not Allowed";
+    case 407: return "Proxy Authentication Required";
+    case 408: return "Request Timeout";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Error";
+    }
+}
+
+/* Formats a refusal: status line, Pinhole-Reason, a one-line body. */
+static size_t format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
+{
+    int n = snprintf(buf, cap,
+                     "HTTP/1.1 %d %s\r\n"
+                     "Pinhole-Reason: %s\r\n"
+                     "%s"
+                     "Content-Type: text/plain\r\n"
+                     "Content-Length: %zu\r\n"
+                     "Connection: close\r\n\r\n%s\n",
+                     status, status_text(status), ph_reason_code(reason),
+                     status == 407 ? "Proxy-Authenticate: Basic realm=\"pinhole\"\r\n" : "",
+                     strlen(body) + 1, body);
+    return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
+}
+
+static void reply_written_cb(struct bufferevent *b, void *arg)
+{
+    (void)b;
+    conn_free(arg);
+}
+
+static void reply_event_cb(struct bufferevent *b, short what, void *arg)
+{
+    (void)b;
+    (void)what;
+    conn_free(arg);
+}
+
+/* Answers a refusal and closes once it is written (bounded by a timeout so
+ * a client that does not read cannot hold the connection). */
+static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
+{
+    char body[PH_DIAG_MESSAGE_MAX + 128], resp[PH_DIAG_MESSAGE_MAX + 512];
+    c->status = status;
+    c->reason = reason;
+    if (detail && detail != c->detail)
+        snprintf(c->detail, sizeof c->detail, "%s", detail);
+    snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
+             c->detail[0] ? ": " : "", c->detail);
+    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    px_metrics_request(reason);
+    c->state = ST_REPLY;
+    if (c->timer)
+        evtimer_del(c->timer);
+    if (c->query) {
+        px_dns_cancel(c->query);
+        c->query = NULL;
+    }
+    if (c->upstream) {
+        bufferevent_free(c->upstream);
+        c->upstream = NULL;
+    }
+    bufferevent_disable(c->client, EV_READ);
+    bufferevent_setcb(c->client, NULL, reply_written_cb, reply_event_cb, c);
+    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    struct timeval tv = { 5, 0 };
+    bufferevent_set_timeouts(c->client, NULL, &tv);
+    bufferevent_write(c->client, resp, n);
+    bufferevent_enable(c->client, EV_WRITE);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static double elapsed(const px_conn *c)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - c->started.tv_sec) +
+           (double)(now.tv_nsec - c->started.tv_nsec) / 1e9;
+}
+
+static void conn_log(const px_conn *c)
+{
+    px_log_record r = {
+        .conn_id = c->id,
+        .peer = c->peer,
+        .tenant = c->has_grant ? c->grant.tenant : NULL,
+        .lease = c->has_grant ? c->grant.lease : NULL,
+        .list = c->has_grant ? c->grant.list : NULL,
+        .host = c->has_auth ? c->auth.host : NULL,
+        .port = c->has_auth ? c->auth.port : 0,
+        .dialed = c->dialed[0] ? c->dialed : NULL,
+        .status = c->status,
+        .reason = c->reason,
+        .detail = c->detail[0] ? c->detail : NULL,
+        .rule_file = c->has_rule ? c->rule_file : NULL,
+        .rule_line = c->has_rule ? c->rule_line : 0,
+        .policy_id = c->policy_id[0] ? c->policy_id : NULL,
+        .bytes_up = c->up,
+        .bytes_down = c->down,
+        .duration_s = elapsed(c),
+        .end = c->end,
+    };
+    px_log_connection(&r);
+}
+
+static void conn_free(px_conn *c)
+{
+    px_worker *w = c->w;
+    if (c->status == 0 && c->end == NULL)
+        c->end = "client_closed"; /* closed before any answer */
+    conn_log(c);
+    if (c->query)
+        px_dns_cancel(c->query);
+    free(c->answer);
+    if (c->timer)
+        event_free(c->timer);
+    if (c->relay) {
+        px_relay_free(&c->relay); /* frees both bufferevents */
+        px_metrics_tunnel_close();
+        px_metrics_bytes(c->up, c->down);
+    } else {
+        if (c->upstream)
+            bufferevent_free(c->upstream);
+        if (c->client)
+            bufferevent_free(c->client);
+    }
+    if (c->lease_slot)
+        px_limits_lease_release(c->grant.tenant, c->grant.lease);
+    px_limits_conn_release();
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    w->nconns--;
+    free(c);
+    px_worker_conn_gone(w);
+}
+
+void px_conn_close_all(px_worker *w)
+{
+    while (w->conns) {
+        px_conn *c = w->conns;
+        if (c->end == NULL)
+            c->end = "shutdown";
+        conn_free(c);
+    }
+}
+
+void px_conn_close_idle_heads(px_worker *w)
+{
+    px_conn *c = w->conns, *next;
+    for (; c; c = next) {
+        next = c->next;
+        if (c->state == ST_HEAD) {
+            c->end = "shutdown";
+            conn_free(c);
+        }
+    }
+}
+
+/* ---- relay --------------------------------------------------------------- */
+
+static void relay_done(void *arg, const char *why)
+{
+    px_conn *c = arg;
+    c->end = why;
+    conn_free(c);
+}
+
+static void set_nodelay(struct bufferevent *b)
+{
+    /* Tunnels carry interactive protocols (TLS handshakes): no Nagle delay
+     * on top of the peer's own. */
+    int one = 1;
+    setsockopt(bufferevent_getfd(b), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void start_relay(px_conn *c)
+{
+    static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    evtimer_del(c->timer);
+    free(c->answer);
+    c->answer = NULL;
+    set_nodelay(c->upstream);
+    if (c->peer[0] != 'u') /* not a unix socket */
+        set_nodelay(c->client);
+    c->status = 200;
+    c->reason = PH_REASON_ALLOWED;
+    c->detail[0] = '\0';
+    px_metrics_request(PH_REASON_ALLOWED);
+    bufferevent_write(c->client, ok, sizeof ok - 1);
+    struct bufferevent *client = c->client, *up = c->upstream;
+    c->relay = px_relay_start(c->w->base, client, up, c->w->cfg, &c->up, &c->down, relay_done, c);
+    if (c->relay == NULL) {
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
+    c->state = ST_RELAY;
+    px_metrics_tunnel_open();
+}
+
+/* ---- dial ---------------------------------------------------------------- */
+
+static void connect_event_cb(struct bufferevent *b, short what, void *arg)
+{
+    px_conn *c = arg;
+    (void)b;
+    if (what & BEV_EVENT_CONNECTED) {
+        start_relay(c);
+        return;
+    }
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    dial_next(c);
+}
+
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    px_conn *c = arg;
+    c->timeouts++;
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    dial_next(c);
+}
+
+static void dial_next(px_conn *c)
+{
+    while (c->next_addr < c->answer->naddrs) {
+        struct sockaddr_storage ss = c->answer->addrs[c->next_addr++];
+        socklen_t len;
+        if (ss.ss_family == AF_INET) {
+            ((struct sockaddr_in *)&ss)->sin_port = htons(c->auth.port);
+            len = sizeof(struct sockaddr_in);
+        } else {
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->auth.port);
+            len = sizeof(struct sockaddr_in6);
+        }
+        px_sockaddr_format((struct sockaddr *)&ss, c->dialed, sizeof c->dialed);
+        c->attempts++;
+        c->upstream = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (c->upstream == NULL)
+            break;
+        bufferevent_setcb(c->upstream, NULL, NULL, connect_event_cb, c);
+        struct timeval tv = { c->w->cfg->connect_timeout_ms / 1000,
+                              (c->w->cfg->connect_timeout_ms % 1000) * 1000 };
+        evtimer_assign(c->timer, c->w->base, connect_timeout_cb, c);
+        evtimer_add(c->timer, &tv);
+        /* The address was checked; connect to exactly it, no name lookup. */
+        if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) == 0)
+            return;
+        evtimer_del(c->timer);
+        bufferevent_free(c->upstream);
+        c->upstream = NULL;
+    }
+    c->dialed[0] = '\0';
+    if (c->attempts > 0 && c->timeouts == c->attempts) {
+        snprintf(c->detail, sizeof c->detail, "%d address(es) did not answer within %ld ms",
+                 c->attempts, c->w->cfg->connect_timeout_ms);
+        refuse(c, 504, PH_REASON_UPSTREAM_TIMEOUT, c->detail);
+    } else {
+        snprintf(c->detail, sizeof c->detail, "%d address(es) refused or failed", c->attempts);
+        refuse(c, 502, PH_REASON_UPSTREAM_UNREACHABLE, c->detail);
+    }
+}
+
+/* ---- resolve and check --------------------------------------------------- */
+
+static void resolved(const px_dns_answer *a, void *arg)
+{
+    px_conn *c = arg;
+    c->query = NULL;
+    if (a->reason == PH_REASON_DNS_TIMEOUT) {
+        refuse(c, 504, a->reason, a->detail);
+        return;
+    }
+    if (a->reason == PH_REASON_DENIED_ADDRESS) {
+        /* The guard checked every address; any denied refused the answer
+         * (a mixed answer is the DNS-rebinding case). */
+        refuse(c, 403, a->reason, a->detail);
+        return;
+    }
+    if (a->reason != PH_REASON_ALLOWED) {
+        refuse(c, 502, a->reason, a->detail);
+        return;
+    }
+    c->answer = malloc(sizeof *c->answer);
+    if (c->answer == NULL) {
+        refuse(c, 502, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
+        return;
+    }
+    *c->answer = *a;
+    c->state = ST_CONNECT;
+    c->next_addr = 0;
+    dial_next(c);
+}
+
+/* ---- the head and the first two yeses ------------------------------------ */
+
+static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
+{
+    ph_diag diag = { 0 };
+    /* 1. The authority, with the guard's one parser (IP literals first). */
+    ph_status st = ph_authority_parse((const char *)head + req->target.off, req->target.len,
+                                      &c->auth, &diag);
+    if (st != PH_OK) {
+        if (c->auth.reason == PH_REASON_IP_LITERAL)
+            refuse(c, 403, PH_REASON_IP_LITERAL, "IP literal destinations are never allowed");
+        else
+            refuse(c, 400, PH_REASON_PARSE_ERROR, diag.message);
+        return;
+    }
+    c->has_auth = true;
+
+    /* 2. The grant: first yes. */
+    ph_reason reason = PH_REASON_NO_GRANT;
+    const char *value = req->has_authorization ? (const char *)head + req->authorization.off : "";
+    size_t vlen = req->has_authorization ? req->authorization.len : 0;
+    st = px_policy_verify_grant(value, vlen, (int64_t)time(NULL), &c->grant, &reason, &diag);
+    if (st != PH_OK) {
+        /* The client learns the code; the diagnostic goes to the log only. */
+        refuse(c, 407, reason, NULL);
+        snprintf(c->detail, sizeof c->detail, "%s", diag.message);
+        return;
+    }
+    c->has_grant = true;
+
+    /* 3. The grant's list: second yes (the guard parses and matches). */
+    ph_verdict v;
+    st = px_policy_check(c->grant.list, (const char *)head + req->target.off, req->target.len,
+                         &v, &diag);
+    snprintf(c->policy_id, sizeof c->policy_id, "%s", v.policy_id);
+    if (st != PH_OK || !v.allowed) {
+        ph_reason r = v.reason != PH_REASON_ALLOWED ? v.reason : PH_REASON_PARSE_ERROR;
+        refuse(c, r == PH_REASON_PARSE_ERROR ? 400 : 403, r, NULL);
+        snprintf(c->detail, sizeof c->detail, "%s", v.detail);
+        return;
+    }
+    c->has_rule = v.has_rule;
+    c->rule_line = v.rule_line;
+    snprintf(c->rule_file, sizeof c->rule_file, "%s", v.rule_file);
+
+    /* 4. Per-lease limit (from the grant). */
+    if (!px_limits_lease_acquire(c->grant.tenant, c->grant.lease,
+                                 c->w->cfg->max_connections_per_lease)) {
+        refuse(c, 429, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease");
+        return;
+    }
+    c->lease_slot = true;
+
+    /* 5. Resolve exactly this name. */
+    c->state = ST_RESOLVE;
+    c->query = px_dns_resolve(c->w->dns, c->auth.host, resolved, c);
+}
+
+static void head_read_cb(struct bufferevent *b, void *arg)
+{
+    px_conn *c = arg;
+    struct evbuffer *in = bufferevent_get_input(b);
+    size_t len = evbuffer_get_length(in);
+    size_t n = len < PH_PREQ_HEAD_MAX ? len : PH_PREQ_HEAD_MAX;
+    const uint8_t *head = evbuffer_pullup(in, (ev_ssize_t)n);
+    ph_proxy_request req;
+    switch (ph_proxy_request_parse(head, n, &req)) {
+    case PH_PREQ_INCOMPLETE:
+        return;
+    case PH_PREQ_REFUSED:
+        refuse(c, req.http_status, PH_REASON_PARSE_ERROR, req.message);
+        return;
+    case PH_PREQ_DONE:
+        break;
+    }
+    evtimer_del(c->timer);
+    bufferevent_disable(b, EV_READ);
+    decide(c, head, &req);
+    /* Only now drop the head: the spans pointed into it. Bytes after it stay
+     * queued for the upstream. */
+    if (c->state != ST_REPLY)
+        evbuffer_drain(in, req.head_len);
+}
+
+static void head_event_cb(struct bufferevent *b, short what, void *arg)
+{
+    (void)b;
+    px_conn *c = arg;
+    c->end = (what & BEV_EVENT_EOF) ? "client_closed" : "client_error";
+    conn_free(c);
+}
+
+static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    refuse(arg, 408, PH_REASON_PARSE_ERROR, "request head not complete in time");
+}
+
+/* Answers without allocating a connection (over the overall limit). */
+static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
+{
+    char resp[400];
+    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)wr;
+    px_metrics_request(reason);
+    close(fd);
+}
+
+void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerlen)
+{
+    (void)peerlen;
+    if (w->draining) {
+        close(fd);
+        return;
+    }
+    if (!px_limits_conn_acquire(w->cfg->max_connections)) {
+        refuse_raw(fd, 503, PH_REASON_LIMIT_EXCEEDED, "pinhole: limit_exceeded: too many connections");
+        px_log_record r = { .peer = "", .status = 503, .reason = PH_REASON_LIMIT_EXCEEDED,
+                            .detail = "max_connections reached" };
+        px_log_connection(&r);
+        return;
+    }
+    px_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        px_limits_conn_release();
+        close(fd);
+        return;
+    }
+    c->w = w;
+    c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
+    clock_gettime(CLOCK_MONOTONIC, &c->started);
+    px_sockaddr_format(peer, c->peer, sizeof c->peer);
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    w->nconns++;
+    evutil_make_socket_nonblocking(fd);
+    c->client = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    c->timer = evtimer_new(w->base, head_timeout_cb, c);
+    if (c->client == NULL || c->timer == NULL) {
+        if (c->client == NULL)
+            close(fd);
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
+    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
+    /* Never buffer more than a head: a longer one is 431 anyway. */
+    bufferevent_setwatermark(c->client, EV_READ, 0, PH_PREQ_HEAD_MAX);
+    bufferevent_enable(c->client, EV_READ);
+    struct timeval tv = { w->cfg->header_timeout_ms / 1000,
+                          (w->cfg->header_timeout_ms % 1000) * 1000 };
+    evtimer_add(c->timer, &tv);
+}

@@ -1,0 +1,131 @@
+/* worker.c - one libevent loop per thread, with its own listeners (one
+ * SO_REUSEPORT socket per TCP address), its own c-ares channel and DNS cache,
+ * and its own connections. Workers share nothing but atomics. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/listener.h>
+
+#include "diag-int.h"
+#include "proxy-int.h"
+
+ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, int unix_fd, ph_diag *diag)
+{
+    memset(w, 0, sizeof *w);
+    w->id = id;
+    w->cfg = cfg;
+    /* The epoll changelist folds the enable/disable pairs of a request's
+     * life into one epoll_ctl per descriptor and loop iteration. */
+    struct event_config *ec = event_config_new();
+    if (ec)
+        event_config_set_flag(ec, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    w->base = ec ? event_base_new_with_config(ec) : NULL;
+    if (ec)
+        event_config_free(ec);
+    if (w->base == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "event_base_new failed");
+    ph_status st = px_dns_new(w->base, cfg, &w->dns, diag);
+    if (st != PH_OK)
+        return st;
+    for (int i = 0; i < cfg->listen_count; i++) {
+        px_sockaddr sa;
+        if ((st = px_sockaddr_parse(cfg->listen[i], &sa, diag)) != PH_OK)
+            return st;
+        int fd = px_listen_tcp(&sa, diag);
+        if (fd < 0)
+            return PH_E_IO;
+        w->listeners[w->nlisteners] = px_listener_attach(w, fd, true);
+        if (w->listeners[w->nlisteners] == NULL) {
+            close(fd);
+            return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
+        }
+        w->nlisteners++;
+    }
+    /* The unix socket cannot be SO_REUSEPORT-bound per worker; every worker
+     * accepts from the one socket (non-blocking: a lost race is EAGAIN). */
+    if (unix_fd >= 0) {
+        w->listeners[w->nlisteners] = px_listener_attach(w, unix_fd, false);
+        if (w->listeners[w->nlisteners] == NULL)
+            return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
+        w->nlisteners++;
+    }
+    return PH_OK;
+}
+
+static void *worker_main(void *arg)
+{
+    px_worker *w = arg;
+    event_base_dispatch(w->base);
+    return NULL;
+}
+
+ph_status px_worker_start(px_worker *w)
+{
+    return pthread_create(&w->thread, NULL, worker_main, w) == 0 ? PH_OK : PH_E_IO;
+}
+
+static void stop_listeners(px_worker *w)
+{
+    for (int i = 0; i < w->nlisteners; i++)
+        evconnlistener_free(w->listeners[i]);
+    w->nlisteners = 0;
+}
+
+static void finish_if_idle(px_worker *w)
+{
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void drain_deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    px_worker *w = arg;
+    px_conn_close_all(w);
+    event_base_loopexit(w->base, NULL);
+}
+
+/* Runs on the worker's own thread. */
+static void drain_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    px_worker *w = arg;
+    if (w->draining)
+        return;
+    w->draining = true;
+    stop_listeners(w);
+    /* Requests still sending their head get no tunnel now; tunnels finish. */
+    px_conn_close_idle_heads(w);
+    struct timeval tv = { w->cfg->drain_timeout_s, 0 };
+    w->drain_deadline = evtimer_new(w->base, drain_deadline_cb, w);
+    if (w->drain_deadline)
+        evtimer_add(w->drain_deadline, &tv);
+    finish_if_idle(w);
+}
+
+void px_worker_request_drain(px_worker *w)
+{
+    event_base_once(w->base, -1, EV_TIMEOUT, drain_cb, w, NULL);
+}
+
+void px_worker_conn_gone(px_worker *w)
+{
+    finish_if_idle(w);
+}
+
+void px_worker_join_and_free(px_worker *w)
+{
+    if (w->thread)
+        pthread_join(w->thread, NULL);
+    px_conn_close_all(w);
+    stop_listeners(w);
+    if (w->drain_deadline)
+        event_free(w->drain_deadline);
+    px_dns_free(&w->dns);
+    if (w->base)
+        event_base_free(w->base);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,166 @@
+# e2e_lib.sh - shared set-up of the proxy's end-to-end tests (sourced).
+# Real parts: dnsmasq on a loopback port, openssl s_server, curl, the
+# byte-checking peer, and the PINHOLE_TEST_LOOPBACK_UPSTREAM proxy build.
+#
+# Callers set PROXY (binary), POLICYC, GRANT (pinhole-guard), PEER before sourcing, and call
+# e2e_start_dns, e2e_make_policy, e2e_start_proxy [extra options...].
+set -u
+
+E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-proxy-e2e.XXXXXX")
+E2E_PIDS=""
+E2E_FAILS=0
+E2E_DOMAIN=pinhole-e2e.test
+
+e2e_cleanup() {
+    for p in $E2E_PIDS; do kill "$p" 2>/dev/null; done
+    for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+    if [ "${E2E_KEEP:-0}" = 1 ] || [ "$E2E_FAILS" -ne 0 ]; then
+        echo "# kept $E2E_TMP"; tail -n 20 "$E2E_TMP"/proxy.err 2>/dev/null
+    else
+        rm -rf "$E2E_TMP"
+    fi
+}
+trap e2e_cleanup EXIT
+
+# A free loopback TCP port in [lo, hi) (bind-tested by the caller's server).
+e2e_port() {
+    lo=$1 hi=$2
+    while :; do
+        p=$(( lo + $(od -An -N2 -tu2 /dev/urandom) % (hi - lo) ))
+        if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "$p"; return; fi
+    done
+}
+
+ok()   { echo "ok - $*"; }
+fail() { echo "FAIL - $*"; E2E_FAILS=$((E2E_FAILS + 1)); }
+check() { # check NAME EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: expected '$2', got '$3'"; fi
+}
+
+# Waits until a TCP port accepts (up to ~5 s).
+e2e_wait_port() {
+    for _ in $(seq 1 100); do
+        (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0
+        sleep 0.05
+    done
+    echo "port $1 never opened" >&2
+    return 1
+}
+
+e2e_start_dns() {
+    # Ports below the ephemeral range (32768-60999) so no client socket holds them.
+    DNS_PORT=$(e2e_port 10000 14000)
+    SILENT_PORT=$(e2e_port 14000 17000)   # nothing listens: forwarded queries go unanswered
+    dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
+        --bind-interfaces --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= \
+        --user=root --group=root \
+        --local=/$E2E_DOMAIN/ \
+        --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=other.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=private.$E2E_DOMAIN,10.1.2.3 \
+        --host-record=mixed.$E2E_DOMAIN,127.0.0.1,fd00::1 \
+        --server=/slow.$E2E_DOMAIN/127.0.0.1#"$SILENT_PORT" \
+        2>"$E2E_TMP/dnsmasq.err" &
+    E2E_PIDS="$E2E_PIDS $!"
+    sleep 0.2
+}
+
+# A token for tenant t1: e2e_issue LEASE LIST [pinhole-guard grant issue options].
+e2e_issue() {
+    lease=$1 list=$2
+    shift 2
+    "$GRANT" grant issue --keys "$E2E_TMP/grant.key" --tenant t1 --lease "$lease" --list "$list" "$@"
+}
+
+# Compiles the test allowlist, makes a grant key and tokens:
+#   TOKEN (list e2e), TOKEN_OTHER (list other), TOKEN_EXPIRED, TOKEN_FORGED.
+e2e_make_policy() {
+    "$POLICYC" compile "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" \
+        -o "$E2E_TMP/table.ptab" >/dev/null || { fail "policyc compile"; exit 1; }
+    "$GRANT" keygen --kid e2e --output "$E2E_TMP/grant.key"
+    "$GRANT" keygen --kid e2e --output "$E2E_TMP/forger.key"
+    TOKEN=$(e2e_issue lease1 e2e)
+    TOKEN_OTHER=$(e2e_issue lease2 other)
+    now=$(date +%s)
+    TOKEN_EXPIRED=$(e2e_issue lease3 e2e --not-before $((now - 7200)) --ttl 3600)
+    TOKEN_FORGED=$("$GRANT" grant issue --keys "$E2E_TMP/forger.key" --tenant t1 --lease lease1 --list e2e)
+}
+
+# Starts the proxy in the background: PROXY_PORT, ADMIN_PORT, PROXY_PID.
+# Retries with other ports if one was taken meanwhile.
+e2e_start_proxy() {
+    # As root the proxy must drop privileges: run as nobody, owning its files
+    # (reloads reopen the table and the 0600 key after the drop).
+    E2E_USER_OPT=""
+    if [ "$(id -u)" = 0 ]; then
+        chown nobody "$E2E_TMP" "$E2E_TMP"/table.ptab "$E2E_TMP"/grant.key
+        E2E_USER_OPT="--user nobody"
+    fi
+    for _ in 1 2 3; do
+        PROXY_PORT=$(e2e_port 20000 26000)
+        ADMIN_PORT=$(e2e_port 26000 32000)
+        "$PROXY" --listen 127.0.0.1:"$PROXY_PORT" --admin-listen 127.0.0.1:"$ADMIN_PORT" \
+            --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
+            --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
+            >"$E2E_TMP/proxy.log" 2>"$E2E_TMP/proxy.err" &
+        PROXY_PID=$!
+        for _ in $(seq 1 100); do
+            kill -0 "$PROXY_PID" 2>/dev/null || break   # exited: give up on these ports
+            if (exec 3<>/dev/tcp/127.0.0.1/"$PROXY_PORT") 2>/dev/null; then
+                E2E_PIDS="$E2E_PIDS $PROXY_PID"
+                return 0
+            fi
+            sleep 0.05
+        done
+        kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null
+        # A start-up failure other than a taken port will not go away.
+        grep -q "Address already in use" "$E2E_TMP/proxy.err" || break
+    done
+    fail "proxy did not start"; cat "$E2E_TMP/proxy.err"; exit 1
+}
+
+# A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT.
+e2e_start_tls() {
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+        -subj "/CN=ok.$E2E_DOMAIN" -addext "subjectAltName=DNS:ok.$E2E_DOMAIN" \
+        -keyout "$E2E_TMP/tls.key" -out "$E2E_TMP/tls.crt" 2>/dev/null
+    TLS_PORT=$(e2e_port 18000 18500)
+    openssl s_server -quiet -accept 127.0.0.1:"$TLS_PORT" -cert "$E2E_TMP/tls.crt" \
+        -key "$E2E_TMP/tls.key" -www </dev/null >/dev/null 2>&1 &
+    E2E_PIDS="$E2E_PIDS $!"
+    e2e_wait_port "$TLS_PORT"
+}
+
+# curl through the proxy; prints "<proxy CONNECT status> <Pinhole-Reason>".
+# $1: userinfo ("lease:token" or "" for none), $2: host:port.
+e2e_curl() {
+    auth=$1 dest=$2
+    if [ -n "$auth" ]; then purl="http://$auth@127.0.0.1:$PROXY_PORT"; else purl="http://127.0.0.1:$PROXY_PORT"; fi
+    out=$(curl -sS -o /dev/null --max-time 20 --cacert "$E2E_TMP/tls.crt" \
+        --proxy "$purl" -D - "https://$dest/" 2>/dev/null | tr -d '\r')
+    code=$(printf '%s\n' "$out" | awk '/^HTTP\//{print $2; exit}')
+    reason=$(printf '%s\n' "$out" | awk -F': ' 'tolower($1)=="pinhole-reason"{print $2; exit}')
+    final=$(printf '%s\n' "$out" | awk '/^HTTP\//{c=$2} END{print c}')
+    echo "${code:-none} ${reason:--} ${final:-none}"
+}
+
+# Sends raw bytes to the proxy and prints the status line's code.
+e2e_raw() {
+    printf "$1" | timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PROXY_PORT; cat >&3; head -c 12 <&3" \
+        2>/dev/null | awk '{print $2}'
+}
+
+e2e_metric() { # value of the metric line starting with $1
+    curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($0, k" ")==1{print $2}'
+}
+
+e2e_finish() {
+    # Under ASan/UBSan the proxy reports at exit; any report fails the test.
+    if grep -qE "ERROR: [A-Za-z]*Sanitizer|runtime error:" "$E2E_TMP"/*.err 2>/dev/null; then
+        fail "sanitizer report: $(grep -hE "Sanitizer|runtime error" "$E2E_TMP"/*.err | head -3)"
+    fi
+    if [ "$E2E_FAILS" -ne 0 ]; then echo "$E2E_FAILS failure(s)"; exit 1; fi
+    echo "all passed"
+}

@@ -1,0 +1,75 @@
+#!/bin/bash
+# e2e_load.sh - 1,000 slow clients holding connections while ordinary
+# requests still succeed; the overall (503) and per-lease (429) limits;
+# recovery from descriptor exhaustion (EMFILE) without spinning or dying.
+# Usage: e2e_load.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
+PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
+. "$(dirname "$0")/e2e_lib.sh"
+
+e2e_start_dns
+e2e_make_policy
+e2e_start_tls
+D=$E2E_DOMAIN
+ulimit -n 8192
+
+# 1. 1,000 slow clients.
+e2e_start_proxy --header-timeout-ms 20000
+"$PEER" hold "127.0.0.1:$PROXY_PORT" 1000 6 >"$E2E_TMP/hold.out" &
+HOLD_PID=$!
+for _ in $(seq 1 100); do grep -q opened "$E2E_TMP/hold.out" && break; sleep 0.1; done
+sleep 0.3
+check "1,000 slow connections open at once" "1000" "$(e2e_metric pinhole_proxy_connections_active)"
+good=0
+for i in $(seq 1 20); do
+    r=$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)
+    [ "$r" = "200 - 200" ] && good=$((good + 1))
+done
+check "20 ordinary requests succeed beside 1,000 slow clients" "20" "$good"
+wait "$HOLD_PID"
+check "the slow clients were all held, none answered early" "held 1000" "$(tail -n 1 "$E2E_TMP/hold.out")"
+kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+
+# 2. Overall limit: 503 limit_exceeded.
+e2e_start_proxy --max-connections 5 --header-timeout-ms 20000
+"$PEER" hold "127.0.0.1:$PROXY_PORT" 5 2 >/dev/null &
+HOLD_PID=$!
+sleep 0.5
+check "over max_connections: 503" "503 limit_exceeded 503" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+wait "$HOLD_PID"
+sleep 0.2
+check "below the limit again: 200" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+
+# 3. Per-lease limit: 429 limit_exceeded; another lease is unaffected.
+e2e_start_proxy --max-connections-per-lease 1
+PEER_PORT=$(e2e_port 18500 18999)
+"$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
+e2e_wait_port "$PEER_PORT"
+"$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 2000000 0 0 1000000 >/dev/null &
+T_PID=$!
+sleep 0.5
+check "second tunnel of one lease: 429" "429 limit_exceeded 429" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+TOKEN_B=$(e2e_issue leaseB e2e)
+check "another lease still gets its tunnel" "200 - 200" "$(e2e_curl "leaseB:$TOKEN_B" ok.$D:$TLS_PORT)"
+wait "$T_PID"
+check "the lease's slot is free again" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+
+# 4. EMFILE: with 64 descriptors the proxy backs off, then recovers.
+(ulimit -n 64; exec "$PROXY" --listen 127.0.0.1:$((PROXY_PORT)) --admin-listen 127.0.0.1:$ADMIN_PORT \
+    --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" $E2E_USER_OPT \
+    --dns-servers 127.0.0.1:"$DNS_PORT" --workers 1 --header-timeout-ms 20000 \
+    >"$E2E_TMP/proxy-emfile.log" 2>&1) &
+PROXY_PID=$!; E2E_PIDS="$E2E_PIDS $PROXY_PID"
+e2e_wait_port "$PROXY_PORT"
+"$PEER" hold "127.0.0.1:$PROXY_PORT" 100 2 >/dev/null &
+HOLD_PID=$!
+sleep 1
+cpu=$(ps -o %cpu= -p "$PROXY_PID" | tr -d ' ')
+backoffs=$(e2e_metric pinhole_proxy_accept_backoffs_total)
+[ "${backoffs:-0}" -gt 0 ] && ok "EMFILE seen and backed off ($backoffs pauses, cpu ${cpu}%)" || fail "no accept backoff recorded"
+wait "$HOLD_PID"
+sleep 0.5
+kill -0 "$PROXY_PID" 2>/dev/null && ok "still running after EMFILE" || fail "proxy died on EMFILE"
+check "serves again once descriptors are free" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+e2e_finish

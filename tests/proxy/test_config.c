@@ -1,0 +1,150 @@
+/* test_config.c - pinhole-proxy settings: defaults, the strict YAML file
+ * (positioned errors, a bad file changes nothing) and the command line
+ * overriding the file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "test_support.h"
+
+static char *dir;
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = ph_test_mkdtemp();
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ph_test_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+static const char *write_yaml(const char *text)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/proxy.yaml", dir);
+    assert_int_equal(ph_test_write_file(path, text, strlen(text)), 0);
+    return path;
+}
+
+/* Loads text; returns the status and leaves the message in diag. */
+static ph_status load(const char *text, px_config *cfg, ph_diag *diag)
+{
+    px_config_defaults(cfg);
+    memset(diag, 0, sizeof *diag);
+    return px_config_load_yaml(write_yaml(text), cfg, diag);
+}
+
+static void assert_error_at(const char *text, const char *where, const char *what)
+{
+    px_config cfg;
+    ph_diag d;
+    assert_int_equal(load(text, &cfg, &d), PH_E_INVAL);
+    if (strstr(d.message, where) == NULL || strstr(d.message, what) == NULL)
+        fail_msg("got '%s', want '%s' and '%s'", d.message, where, what);
+    /* Nothing changed. */
+    px_config def;
+    px_config_defaults(&def);
+    assert_memory_equal(&cfg, &def, sizeof cfg);
+}
+
+static void test_a_good_file_sets_every_kind_of_value(void **state)
+{
+    (void)state;
+    px_config cfg;
+    ph_diag d;
+    assert_int_equal(load("listen:\n  - 127.0.0.1:1\n  - \"[::1]:2\"\nworkers: 3\n"
+                          "unix_socket: /tmp/x.sock\nunix_socket_mode: 0600\n",
+                          &cfg, &d),
+                     PH_OK);
+    assert_int_equal(cfg.listen_count, 2);
+    assert_string_equal(cfg.listen[1], "[::1]:2");
+    assert_int_equal(cfg.workers, 3);
+    assert_int_equal(cfg.unix_socket_mode, 0600);
+    assert_string_equal(cfg.unix_socket, "/tmp/x.sock");
+    assert_int_equal(cfg.dns_timeout_ms, 5000); /* untouched default */
+}
+
+static void test_errors_are_positioned_and_change_nothing(void **state)
+{
+    (void)state;
+    assert_error_at("workers: 1\nbogus: 2\n", ":2:1:", "unknown setting 'bogus'");
+    assert_error_at("workers: 1\nworkers: 2\n", ":2:1:", "duplicate setting 'workers'");
+    assert_error_at("workers: \"4\"\n", ":1:10:", "unquoted");
+    assert_error_at("workers: -1\n", ":1:10:", "non-negative integer");
+    assert_error_at("workers: 100000\n", ":1:10:", "out of range");
+    assert_error_at("workers: &a 1\nheader_timeout_ms: *a\n", ":1:10:", "anchors");
+    assert_error_at("workers: !!int 1\n", ":1:10:", "tags");
+    assert_error_at("workers: 1\n---\nworkers: 2\n", ":2:1:", "one YAML document");
+    assert_error_at("- a\n", ":1:1:", "mapping");
+    assert_error_at("workers: [1]\n", ":1:10:", "single value");
+    assert_error_at("listen: [127.0.0.1]\n", ":1:10:", "ADDR:PORT");
+    assert_error_at("workers: 1\n\tbad: 2\n", ":2:", "");
+}
+
+static void test_bad_utf8_is_positioned(void **state)
+{
+    (void)state;
+    assert_error_at("workers: 1\ntable: \"\xff\"\n", ":2:", "");
+}
+
+static void test_command_line_overrides_the_file(void **state)
+{
+    (void)state;
+    char path[1024];
+    snprintf(path, sizeof path, "%s",
+             write_yaml("workers: 3\nlisten: [127.0.0.1:1]\ntable: t\ngrant_key: k\n"));
+    char *argv[] = { "pinhole-proxy", "--workers=5", "--config", path,
+                     "--listen", "127.0.0.1:9", NULL };
+    px_config cfg;
+    ph_diag d = { 0 };
+    int action = -1;
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(6, argv, &cfg, &action, &d), PH_OK);
+    assert_int_equal(action, 0);
+    assert_int_equal(cfg.workers, 5);
+    assert_int_equal(cfg.listen_count, 1);
+    assert_string_equal(cfg.listen[0], "127.0.0.1:9");
+    assert_string_equal(cfg.table, "t");
+}
+
+static void test_command_line_errors(void **state)
+{
+    (void)state;
+    px_config cfg;
+    ph_diag d = { 0 };
+    int action;
+    char *missing[] = { "pinhole-proxy", "--workers=2", NULL };
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(2, missing, &cfg, &action, &d), PH_E_INVAL);
+    assert_non_null(strstr(d.message, "--table"));
+    char *bad[] = { "pinhole-proxy", "--table=t", "--grant-key=k", "--workers=x", NULL };
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(4, bad, &cfg, &action, &d), PH_E_INVAL);
+    assert_non_null(strstr(d.message, "--workers"));
+    char *unknown[] = { "pinhole-proxy", "--frobnicate", NULL };
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(2, unknown, &cfg, &action, &d), PH_E_INVAL);
+    char *help[] = { "pinhole-proxy", "--help", NULL };
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(2, help, &cfg, &action, &d), PH_OK);
+    assert_int_equal(action, 'h');
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_good_file_sets_every_kind_of_value),
+        cmocka_unit_test(test_errors_are_positioned_and_change_nothing),
+        cmocka_unit_test(test_bad_utf8_is_positioned),
+        cmocka_unit_test(test_command_line_overrides_the_file),
+        cmocka_unit_test(test_command_line_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

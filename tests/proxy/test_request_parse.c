@@ -1,0 +1,181 @@
+/* test_request_parse.c - the strict CONNECT request-head parser: what it
+ * accepts, each refusal's HTTP status, limits, and incremental input. */
+#include <stdio.h>
+#include <string.h>
+
+#include "pinhole/proxy_request.h"
+#include "test_support.h"
+
+static ph_preq_result parse(const char *s, ph_proxy_request *r)
+{
+    return ph_proxy_request_parse((const uint8_t *)s, strlen(s), r);
+}
+
+static void assert_refused(const char *s, int status)
+{
+    ph_proxy_request r;
+    ph_preq_result res = parse(s, &r);
+    if (res != PH_PREQ_REFUSED || r.http_status != status)
+        fprintf(stderr, "input: %s\n", s);
+    assert_int_equal(res, PH_PREQ_REFUSED);
+    assert_int_equal(r.http_status, status);
+    assert_non_null(r.message);
+}
+
+static void test_minimal_connect_is_accepted(void **state)
+{
+    (void)state;
+    const char *s = "CONNECT api.github.com:443 HTTP/1.1\r\n\r\n";
+    ph_proxy_request r;
+    assert_int_equal(parse(s, &r), PH_PREQ_DONE);
+    assert_int_equal(r.head_len, strlen(s));
+    assert_int_equal(r.target.len, strlen("api.github.com:443"));
+    assert_memory_equal(s + r.target.off, "api.github.com:443", r.target.len);
+    assert_int_equal(r.has_authorization, 0);
+}
+
+static void test_authorization_is_extracted_and_trimmed(void **state)
+{
+    (void)state;
+    const char *s = "CONNECT a.example.com:443 HTTP/1.1\r\nHost: a.example.com:443\r\n"
+                    "proxy-AUTHORIZATION: \t Basic Zm9vOmJhcg== \t\r\nUser-Agent: x\r\n\r\nTLS";
+    ph_proxy_request r;
+    assert_int_equal(parse(s, &r), PH_PREQ_DONE);
+    assert_int_equal(r.has_authorization, 1);
+    assert_int_equal(r.authorization.len, strlen("Basic Zm9vOmJhcg=="));
+    assert_memory_equal(s + r.authorization.off, "Basic Zm9vOmJhcg==", r.authorization.len);
+    /* Bytes after the head are left alone. */
+    assert_int_equal(r.head_len, strlen(s) - 3);
+}
+
+static void test_every_prefix_is_incomplete(void **state)
+{
+    (void)state;
+    const char *s = "CONNECT a.example.com:443 HTTP/1.1\r\nProxy-Authorization: Bearer t\r\n\r\n";
+    ph_proxy_request r;
+    for (size_t n = 0; n < strlen(s); n++)
+        assert_int_equal(ph_proxy_request_parse((const uint8_t *)s, n, &r), PH_PREQ_INCOMPLETE);
+    assert_int_equal(ph_proxy_request_parse((const uint8_t *)s, strlen(s), &r), PH_PREQ_DONE);
+}
+
+static void test_other_methods_are_405(void **state)
+{
+    (void)state;
+    assert_refused("GET / HTTP/1.1\r\n\r\n", 405);
+    assert_refused("POST /x HTTP/1.1\r\n\r\n", 405);
+    assert_refused("connect a.example.com:443 HTTP/1.1\r\n\r\n", 405); /* case-sensitive */
+    assert_refused("OPTIONS * HTTP/1.1\r\n\r\n", 405);
+}
+
+static void test_absolute_form_is_501(void **state)
+{
+    (void)state;
+    assert_refused("GET http://example.com/ HTTP/1.1\r\n\r\n", 501);
+    assert_refused("POST https://example.com/x HTTP/1.1\r\n\r\n", 501);
+    /* The refusal comes with the request line: no need to wait for the head. */
+    assert_refused("GET http://example.com/ HTTP/1.1\r\nHost: x", 501);
+}
+
+static void test_malformed_is_400(void **state)
+{
+    (void)state;
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\n\n", 400);           /* bare LF */
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\n\n", 400);
+    assert_refused("CONNECT  a.example.com:443 HTTP/1.1\r\n\r\n", 400);      /* double SP */
+    assert_refused("CONNECT a.example.com:443  HTTP/1.1\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.0\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/2.0\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nX : y\r\n\r\n", 400);  /* SP before ':' */
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nX: y\r\n z\r\n\r\n", 400); /* obs-fold */
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nNoColon\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nContent-Length: 5\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nProxy-Authorization: a\r\n"
+                   "Proxy-Authorization: b\r\n\r\n", 400);
+    assert_refused("\r\n\r\n", 400);
+    assert_refused("\x16\x03\x01\x02\x00\x01", 400); /* a TLS ClientHello, at once */
+}
+
+static void test_control_bytes_are_400(void **state)
+{
+    (void)state;
+    const char s[] = "CONNECT a.example.com:443 HTTP/1.1\r\nX: a\0b\r\n\r\n";
+    ph_proxy_request r;
+    assert_int_equal(ph_proxy_request_parse((const uint8_t *)s, sizeof s - 1, &r), PH_PREQ_REFUSED);
+    assert_int_equal(r.http_status, 400);
+    assert_int_equal(r.error_offset, strlen("CONNECT a.example.com:443 HTTP/1.1\r\nX: a"));
+    assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nX: a\x7f\r\n\r\n", 400);
+    assert_refused("CONNECT a.exam\x01ple.com:443 HTTP/1.1\r\n\r\n", 400);
+}
+
+static void test_head_over_8k_is_431(void **state)
+{
+    (void)state;
+    static char big[PH_PREQ_HEAD_MAX + 100];
+    int n = snprintf(big, sizeof big, "CONNECT a.example.com:443 HTTP/1.1\r\nX: ");
+    memset(big + n, 'a', sizeof big - (size_t)n - 1);
+    big[sizeof big - 1] = '\0';
+    ph_proxy_request r;
+    /* Still incomplete just below the limit, 431 at it. */
+    assert_int_equal(ph_proxy_request_parse((const uint8_t *)big, PH_PREQ_HEAD_MAX - 1, &r),
+                     PH_PREQ_INCOMPLETE);
+    assert_int_equal(ph_proxy_request_parse((const uint8_t *)big, PH_PREQ_HEAD_MAX, &r),
+                     PH_PREQ_REFUSED);
+    assert_int_equal(r.http_status, 431);
+}
+
+static void test_head_of_exactly_8k_is_accepted(void **state)
+{
+    (void)state;
+    static char buf[PH_PREQ_HEAD_MAX + 1];
+    int n = snprintf(buf, sizeof buf, "CONNECT a.example.com:443 HTTP/1.1\r\nX: ");
+    size_t fill = PH_PREQ_HEAD_MAX - (size_t)n - 4;
+    memset(buf + n, 'a', fill);
+    memcpy(buf + n + fill, "\r\n\r\n", 4);
+    ph_proxy_request r;
+    assert_int_equal(ph_proxy_request_parse((const uint8_t *)buf, PH_PREQ_HEAD_MAX, &r),
+                     PH_PREQ_DONE);
+    assert_int_equal(r.head_len, PH_PREQ_HEAD_MAX);
+}
+
+static void test_too_many_fields_is_431(void **state)
+{
+    (void)state;
+    static char buf[4096];
+    size_t n = (size_t)snprintf(buf, sizeof buf, "CONNECT a.example.com:443 HTTP/1.1\r\n");
+    for (int i = 0; i <= PH_PREQ_FIELDS_MAX; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "X%d: y\r\n", i);
+    snprintf(buf + n, sizeof buf - n, "\r\n");
+    assert_refused(buf, 431);
+}
+
+static void test_target_is_passed_raw(void **state)
+{
+    (void)state;
+    /* The parser does not judge destinations: the guard does. */
+    ph_proxy_request r;
+    assert_int_equal(parse("CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n", &r), PH_PREQ_DONE);
+    assert_int_equal(parse("CONNECT [::1]:443 HTTP/1.1\r\n\r\n", &r), PH_PREQ_DONE);
+    const char *x = "CONNECT x HTTP/1.1\r\n\r\n";
+    assert_int_equal(parse(x, &r), PH_PREQ_DONE);
+    assert_memory_equal("x", &x[r.target.off], 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_minimal_connect_is_accepted),
+        cmocka_unit_test(test_authorization_is_extracted_and_trimmed),
+        cmocka_unit_test(test_every_prefix_is_incomplete),
+        cmocka_unit_test(test_other_methods_are_405),
+        cmocka_unit_test(test_absolute_form_is_501),
+        cmocka_unit_test(test_malformed_is_400),
+        cmocka_unit_test(test_control_bytes_are_400),
+        cmocka_unit_test(test_head_over_8k_is_431),
+        cmocka_unit_test(test_head_of_exactly_8k_is_accepted),
+        cmocka_unit_test(test_too_many_fields_is_431),
+        cmocka_unit_test(test_target_is_passed_raw),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
