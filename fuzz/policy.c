@@ -63,6 +63,7 @@ static void check_rule(const pc_rule *r)
     if (r->wildcard) {
         CHECK(name[0] == '*' && name[1] == '.');
         name += 2;
+        CHECK(strlen(name) + 2 <= PH_HOST_MAX); /* it can match some name */
     }
     CHECK(ph_host_check(name, strlen(name), NULL) == PH_HOST_OK);
     CHECK(r->nports >= 1);

@@ -1,6 +1,7 @@
 #!/bin/sh
-# `make run`: the main job on examples/. For now: compile the example
-# allowlist, show what it allows, and explain a few destinations.
+# `make run`: the main job on examples/: check and compile the example
+# allowlist, show what it allows, explain a few destinations, then serve it
+# with pinhole-proxy.
 set -eu
 BUILD=${1:-build/dev}
 cd "$(dirname "$0")/.."
@@ -19,3 +20,9 @@ for dest in api.github.com:443 objects.githubusercontent.com:443 pipelines.actio
     echo "==> policyc explain $OUT/allowlist.ptab $dest"
     $P explain "$OUT/allowlist.ptab" "$dest" || true
 done
+
+# Then the proxy on the same allowlist, in the foreground until Ctrl-C.
+# (PINHOLE_RUN_NO_PROXY=1 stops here, for scripted runs.)
+if [ "${PINHOLE_RUN_NO_PROXY:-0}" != 1 ]; then
+    exec sh scripts/run-proxy-example.sh "$BUILD"
+fi

@@ -27,6 +27,7 @@ static const pc_code_info code_table[] = {
     {PC_E_MODE, PC_SEV_ERROR, "open-mode", "there is no open mode"},
     {PC_E_NESTING, PC_SEV_ERROR, "too-deep", "YAML nested too deeply"},
     {PC_E_STRING, PC_SEV_ERROR, "bad-string", "string empty, too long or with control characters"},
+    {PC_E_NOT_LITERAL, PC_SEV_ERROR, "not-literal", "a name written with escapes, a line break or a block scalar"},
     {PC_E_LIST_NAME, PC_SEV_ERROR, "bad-list-name", "invalid list name"},
     {PC_E_UNKNOWN_INCLUDE, PC_SEV_ERROR, "unknown-include", "include names an unknown list"},
     {PC_E_INCLUDE_CYCLE, PC_SEV_ERROR, "include-cycle", "include cycle"},

@@ -45,6 +45,7 @@ typedef enum pc_code {
     PC_E_MODE = 15,             /* PC015 `mode:` (there is no open mode) */
     PC_E_NESTING = 16,          /* PC016 YAML nested deeper than PC_MAX_NESTING */
     PC_E_STRING = 17,           /* PC017 reason/source empty, too long or with control characters */
+    PC_E_NOT_LITERAL = 18,      /* PC018 key, host, port or list name spelt with escapes or folding */
     /* Lists and includes */
     PC_E_LIST_NAME = 20,        /* PC020 invalid list name */
     PC_E_UNKNOWN_INCLUDE = 22,  /* PC022 include names a list that does not exist */

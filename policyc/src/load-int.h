@@ -53,6 +53,8 @@ typedef struct pc_scalar {
     const char *value;
     size_t len;
     bool plain; /* plain style: the only style a number may have */
+    bool literal; /* the value is exactly the text between the quotes (or the
+                   * plain text) on one line: no escape, folding or block */
     pc_pos pos;
 } pc_scalar;
 

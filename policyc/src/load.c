@@ -34,8 +34,12 @@ const char *pc_quote(char *buf, size_t size, const char *s, size_t len)
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
         size_t n = pc_utf8_char_len((const unsigned char *)s + i, len - i);
-        bool printable = n > 1 || (c >= 0x20 && c < 0x7F);
-        size_t need = printable ? n : 4;
+        /* A hidden character (C1, bidi control, zero-width...) is spelled
+         * out: raw, it would reorder or forge the message in a terminal. */
+        uint32_t cp = n > 1 ? pc_utf8_code_point((const unsigned char *)s + i, n) : c;
+        bool hidden = n > 1 && pc_code_point_hidden(cp);
+        bool printable = !hidden && (n > 1 || (c >= 0x20 && c < 0x7F));
+        size_t need = printable ? n : hidden ? 6 : 4;
         if (o + need > room) {
             memcpy(buf + o, "...", 3);
             o += 3;
@@ -43,6 +47,8 @@ const char *pc_quote(char *buf, size_t size, const char *s, size_t len)
         }
         if (printable) {
             memcpy(buf + o, s + i, n);
+        } else if (hidden) {
+            snprintf(buf + o, 7, "\\u%04X", (unsigned)cp);
         } else {
             snprintf(buf + o, 5, "\\x%02X", c);
         }
@@ -63,6 +69,59 @@ bool pc_list_name_valid(const char *s, size_t len)
         unsigned char c = (unsigned char)s[i];
         if (!ph_is_ldh(c) && c != '_')
             return false;
+    }
+    return true;
+}
+
+/* What libyaml's reader does not refuse but a reviewer must not be shown:
+ * UTF-16 and UTF-32 (positions are counted on UTF-8 bytes, and libyaml would
+ * only guess them from a byte order mark), and the deceptive characters of
+ * pc_code_point_deceptive, comments included. Reports one PC003 and returns
+ * false on the first. Stops at the first invalid UTF-8 sequence: libyaml
+ * reports that one. */
+static bool encoding_ok(pc_loader *L, const char *data, size_t len, bool had_bom)
+{
+    const char *help = "save the file as UTF-8 text";
+    const unsigned char *p = (const unsigned char *)data;
+    if (!had_bom && ((len >= 4 && memcmp(p, "\0\0\xFE\xFF", 4) == 0) ||
+                     (len >= 4 && memcmp(p, "\xFF\xFE\0\0", 4) == 0))) {
+        pc_report(L, PC_E_ENCODING, (pc_pos){1, 1}, help,
+                  "the file is UTF-32 (it starts with a UTF-32 byte order mark)");
+        return false;
+    }
+    if (!had_bom && len >= 2 && (memcmp(p, "\xFF\xFE", 2) == 0 || memcmp(p, "\xFE\xFF", 2) == 0)) {
+        pc_report(L, PC_E_ENCODING, (pc_pos){1, 1}, help,
+                  "the file is UTF-16 (it starts with a UTF-16 byte order mark)");
+        return false;
+    }
+    /* UTF-16 without a mark: ASCII text has a NUL in every other byte. */
+    if (len >= 2 && (p[0] == 0) != (p[1] == 0)) {
+        pc_report(L, PC_E_ENCODING, (pc_pos){1, 1}, help,
+                  "the file looks like UTF-16 or UTF-32 (NUL bytes between the characters)");
+        return false;
+    }
+    for (size_t i = 0; i < len;) {
+        size_t n = pc_utf8_char_len(p + i, len - i);
+        if (n == 1) {
+            if (p[i] >= 0x80)
+                return true;
+            i++;
+            continue;
+        }
+        uint32_t cp = pc_utf8_code_point(p + i, n);
+        if (pc_code_point_deceptive(cp)) {
+            bool line_break = cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+            pc_report(L, PC_E_ENCODING, pc_source_pos_of_offset(&L->src, i),
+                      line_break ? "end lines with a plain line feed"
+                                 : "remove it: it makes the text shown differ from the text read",
+                      "%s (U+%04X) is not allowed anywhere in an allowlist",
+                      line_break ? "a line separator editors do not show"
+                      : cp == 0xFEFF ? "a byte order mark past the start of the file"
+                                     : "a bidirectional control character",
+                      (unsigned)cp);
+            return false;
+        }
+        i += n;
     }
     return true;
 }
@@ -90,7 +149,8 @@ ph_status pc_policy_load_buffer_limits(const char *data, size_t len, const char 
     /* A UTF-8 byte order mark is not content. libyaml mishandles it when the
      * encoding is set (line 1 shifts one column right of the others), so it
      * is dropped here, for libyaml and for positions alike. */
-    if (len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0) {
+    bool had_bom = len >= 3 && memcmp(data, "\xEF\xBB\xBF", 3) == 0;
+    if (had_bom) {
         data += 3;
         len -= 3;
     }
@@ -107,7 +167,7 @@ ph_status pc_policy_load_buffer_limits(const char *data, size_t len, const char 
         st = PH_E_NOMEM;
         goto done;
     }
-    bool yaml_ok = pc_parse_yaml(&L);
+    bool yaml_ok = encoding_ok(&L, data, len, had_bom) && pc_parse_yaml(&L);
     /* After a YAML error the walk stopped early: lists after it were never
      * read, so include and duplicate checks would only add false errors. */
     if (yaml_ok && !L.nomem && pc_resolve_includes(&L) && !L.nomem)

@@ -31,14 +31,24 @@ static bool string_ok(pc_loader *L, const pc_scalar *s, const char *what)
         return false;
     }
     const unsigned char *p = (const unsigned char *)s->value;
-    for (size_t i = 0; i < s->len; i++) {
-        /* C0, DEL and C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F): they would
-         * forge lines in logs and terminals. */
-        if (p[i] < 0x20 || p[i] == 0x7F || (p[i] == 0xC2 && i + 1 < s->len && p[i + 1] < 0xA0)) {
+    for (size_t i = 0; i < s->len;) {
+        /* C0 and DEL would forge lines in logs and terminals; the hidden
+         * characters (C1, LS, PS, bidi controls, zero-width) would forge or
+         * reorder what explain and the logs show. */
+        size_t n = pc_utf8_char_len(p + i, s->len - i);
+        if (p[i] < 0x20 || p[i] == 0x7F) {
             pc_report(L, PC_E_STRING, s->pos, "write it on one line without escapes",
                       "%s contains a control character", what);
             return false;
         }
+        uint32_t cp = pc_utf8_code_point(p + i, n);
+        if (n > 1 && pc_code_point_hidden(cp)) {
+            pc_report(L, PC_E_STRING, s->pos, "write it on one line with visible characters only",
+                      "%s contains an invisible or bidirectional control character (U+%04X)",
+                      what, (unsigned)cp);
+            return false;
+        }
+        i += n;
     }
     return true;
 }
@@ -142,7 +152,7 @@ static bool parse_ports(pc_walker *w, rule_ctx *rc)
         }
         pc_scalar s = pc_scalar_of(w);
         pc_port_range pr;
-        if (!pc_parse_port(L, &s, &pr)) {
+        if (!pc_parse_port(L, &s, &pr) || !pc_scalar_require_literal(L, &s, "a port")) {
             rc->failed = true;
             continue;
         }
@@ -199,13 +209,26 @@ static bool on_rule_value(pc_walker *w, void *ctx, int key, pc_pos key_pos)
     pc_scalar s = pc_scalar_of(w);
     switch (key) {
     case RK_HOST:
-        if (!pc_check_host(L, &s, &rc->rule.host, &rc->rule.wildcard))
+        /* An invalid host gets its own, more precise, error first. */
+        if (!pc_check_host(L, &s, &rc->rule.host, &rc->rule.wildcard) ||
+            !pc_scalar_require_literal(L, &s, "a host"))
             rc->failed = true;
         break;
-    case RK_REASON:
-        if (!string_ok(L, &s, "reason") || !(rc->rule.reason = dup_n(L, s.value, s.len)))
+    case RK_REASON: {
+        /* `reason: 42` or `reason: yes` is a number or a boolean to every
+         * other YAML reader; the text must be quoted to be text. Null is
+         * left to string_ok ("reason is empty"). */
+        const char *type = pc_scalar_yaml_type(&s);
+        char q[PC_QUOTE_MAX], help[PC_QUOTE_MAX + 32];
+        if (type && strcmp(type, "null") != 0) {
+            snprintf(help, sizeof help, "quote it: reason: \"%s\"", pc_quote_scalar(q, &s));
+            pc_report(L, PC_E_TYPE, s.pos, help, "reason must be a string, not %s", type);
             rc->failed = true;
+        } else if (!string_ok(L, &s, "reason") || !(rc->rule.reason = dup_n(L, s.value, s.len))) {
+            rc->failed = true;
+        }
         break;
+    }
     case RK_SOURCE:
         if (!parse_source(L, &s, &rc->rule))
             rc->failed = true;
@@ -320,6 +343,21 @@ static bool parse_rules(pc_walker *w, pc_list *list)
     return true;
 }
 
+/* A plain list name that YAML types as something else (`null`, `on`, `1`)
+ * is another key, or no key, to every other YAML reader of the file. */
+static bool list_name_untyped(pc_loader *L, const pc_scalar *s)
+{
+    const char *type = pc_scalar_yaml_type(s);
+    if (!type)
+        return true;
+    char q[PC_QUOTE_MAX], help[PC_QUOTE_MAX + 48];
+    pc_quote_scalar(q, s);
+    snprintf(help, sizeof help, "quote it (\"%s\") or choose another name", q);
+    pc_report(L, PC_E_LIST_NAME, s->pos, help, "list name '%s' is %s in YAML, not a string", q,
+              type);
+    return false;
+}
+
 static bool parse_include(pc_walker *w, pc_list *list)
 {
     pc_loader *L = w->L;
@@ -353,6 +391,8 @@ static bool parse_include(pc_walker *w, pc_list *list)
                       "invalid list name '%s' in include", pc_quote(q, sizeof q, s.value, s.len));
             continue;
         }
+        if (!pc_scalar_require_literal(L, &s, "a list name") || !list_name_untyped(L, &s))
+            continue;
         if (L->total_includes >= L->limits.max_includes) {
             if (!L->includes_limit_reported)
                 pc_report(L, PC_E_TOO_MANY_INCLUDES, s.pos, "use fewer, larger lists",
@@ -433,6 +473,8 @@ static bool on_lists_entry(pc_walker *w, pc_scalar *name)
                   "list names are 1 to 64 of a-z 0-9 _ -, starting with a letter or digit",
                   "invalid list name '%s'", pc_quote(q, sizeof q, name->value, name->len));
         valid = false;
+    } else if (!pc_scalar_require_literal(L, name, "a list name") || !list_name_untyped(L, name)) {
+        /* Reported, but the list is kept: includes of it must not cascade. */
     } else if (L->policy->nlists >= L->limits.max_lists) {
         if (!L->lists_limit_reported)
             pc_report(L, PC_E_TOO_MANY_LISTS, name->pos, NULL, "more than %u lists", L->limits.max_lists);
@@ -533,7 +575,8 @@ static bool on_top_value(pc_walker *w, void *ctx, int key, pc_pos key_pos)
     return true;
 }
 
-static bool parse_root(pc_walker *w)
+/* Missing top-level keys are only returned: see parse_stream. */
+static bool parse_root(pc_walker *w, bool *missing_version, bool *missing_lists, pc_pos *root_pos)
 {
     pc_loader *L = w->L;
     if (w->ev.type == YAML_SCALAR_EVENT) {
@@ -555,12 +598,9 @@ static bool parse_root(pc_walker *w)
         pc_report(L, PC_E_EMPTY, pos, "start with version: 1 and lists:", "the document is empty");
         return true;
     }
-    if (pc_key_missing(&ks, TK_VERSION))
-        pc_report(L, PC_E_MISSING_KEY, pos, "add version: 1 as the first line",
-                  "missing key 'version'");
-    if (pc_key_missing(&ks, TK_LISTS))
-        pc_report(L, PC_E_MISSING_KEY, pos, "add lists: with at least one list",
-                  "missing key 'lists'");
+    *missing_version = pc_key_missing(&ks, TK_VERSION);
+    *missing_lists = pc_key_missing(&ks, TK_LISTS);
+    *root_pos = pos;
     return true;
 }
 
@@ -576,8 +616,21 @@ static bool parse_stream(pc_walker *w)
         return true;
     }
     /* DOCUMENT_START, then the root node, then DOCUMENT_END. */
-    if (!pc_walk_next(w) || !parse_root(w) || !pc_walk_next(w) || !pc_walk_next(w))
+    bool no_version = false, no_lists = false;
+    pc_pos root = {1, 1};
+    if (!pc_walk_next(w) || !parse_root(w, &no_version, &no_lists, &root) || !pc_walk_next(w) ||
+        !pc_walk_next(w))
         return false;
+    /* Reported only once the stream is known to go on cleanly: a YAML error
+     * just after the mapping (text less indented than it, a stray byte order
+     * mark) ends the mapping early, and "missing key" would be a false error
+     * in front of the real one. */
+    if (no_version)
+        pc_report(w->L, PC_E_MISSING_KEY, root, "add version: 1 as the first line",
+                  "missing key 'version'");
+    if (no_lists)
+        pc_report(w->L, PC_E_MISSING_KEY, root, "add lists: with at least one list",
+                  "missing key 'lists'");
     if (w->ev.type == YAML_DOCUMENT_START_EVENT) {
         pc_report(w->L, PC_E_MULTIPLE_DOCUMENTS, pc_ev_pos(w), "keep one document: remove the '---'",
                   "more than one YAML document");

@@ -18,6 +18,7 @@
 #include "host_alabel-int.h"
 #include "load-int.h"
 #include "pinhole/host.h"
+#include "yaml_walk.h"
 
 /* Worst case for an A-label candidate: every input byte becomes at most a
  * few ASCII bytes; anything longer than this is refused as too long before
@@ -189,7 +190,7 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
     const char *wc_help = "write one exact host (api.example.com) or one wildcard label "
                           "over a domain (*.example.com)";
 
-    if (s->len == 0 || (s->plain && s->len == 1 && s->value[0] == '~')) {
+    if (s->len == 0 || pc_scalar_is_null(s)) {
         pc_report(L, PC_E_HOST_EMPTY, s->pos, "write the destination's name, e.g. api.example.com",
                   "host is empty");
         return false;
@@ -247,6 +248,14 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
     if (e != PH_HOST_OK) {
         pc_report(L, code_for(e), s->pos, NULL, "invalid host '%s': %s", pc_quote_scalar(q, s),
                   ph_host_error_string(e));
+        return false;
+    }
+    /* Every name under *.B is at least "x." + B: past 251 bytes of base the
+     * rule could never match, and a rule that matches nothing is a mistake. */
+    if (*wildcard && c.len + 2 > PH_HOST_MAX) {
+        pc_report(L, PC_E_HOST_LENGTH, s->pos, "shorten the domain after '*.' to at most 251 bytes",
+                  "wildcard '%s' matches no name: the names under it are longer than %d bytes",
+                  pc_quote_scalar(q, s), PH_HOST_MAX);
         return false;
     }
     const char *prefix = *wildcard ? "*." : "";

@@ -47,6 +47,31 @@ size_t pc_utf8_char_len(const unsigned char *p, size_t avail)
     return n;
 }
 
+uint32_t pc_utf8_code_point(const unsigned char *p, size_t n)
+{
+    if (n <= 1)
+        return p[0];
+    uint32_t cp = p[0] & (0xFFu >> (n + 1));
+    for (size_t i = 1; i < n; i++)
+        cp = (cp << 6) | (p[i] & 0x3Fu);
+    return cp;
+}
+
+bool pc_code_point_deceptive(uint32_t cp)
+{
+    return cp == 0x85 || cp == 0x2028 || cp == 0x2029 || /* line breaks to libyaml only */
+           (cp >= 0x202A && cp <= 0x202E) ||             /* LRE RLE PDF LRO RLO */
+           (cp >= 0x2066 && cp <= 0x2069) ||             /* LRI RLI FSI PDI */
+           cp == 0xFEFF;
+}
+
+bool pc_code_point_hidden(uint32_t cp)
+{
+    return (cp >= 0x80 && cp <= 0x9F) || cp == 0xAD || cp == 0x061C || cp == 0x180E ||
+           (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) ||
+           (cp >= 0x2060 && cp <= 0x206F) || cp == 0xFEFF || (cp >= 0xFFF9 && cp <= 0xFFFB);
+}
+
 size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit)
 {
     const unsigned char *p = (const unsigned char *)data;
@@ -144,7 +169,7 @@ char *pc_source_line_text(pc_source *src, uint32_t line)
         size_t n = pc_utf8_char_len(p, src->len - i);
         /* Control characters (C0 but tab, DEL, C1) would garble a terminal. */
         bool control = (n == 1 && ((p[0] < 0x20 && p[0] != '\t') || p[0] == 0x7F)) ||
-                       (n == 2 && p[0] == 0xC2 && p[1] < 0xA0);
+                       (n > 1 && pc_code_point_hidden(pc_utf8_code_point(p, n)));
         if ((n == 1 && p[0] >= 0x80) || control) {
             out[o++] = '?';
         } else {

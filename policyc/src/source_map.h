@@ -10,6 +10,7 @@
 #ifndef POLICYC_SOURCE_MAP_H
 #define POLICYC_SOURCE_MAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,24 @@ void pc_source_free(pc_source *src);
  * counts as a character of length 1). avail > 0. */
 size_t pc_utf8_char_len(const unsigned char *p, size_t avail);
 
+/* The code point of the valid UTF-8 sequence of length n (from
+ * pc_utf8_char_len) at p; for n == 1 the byte itself. */
+uint32_t pc_utf8_code_point(const unsigned char *p, size_t n);
+
+/* A character a reader cannot see or that changes how the text around it is
+ * displayed: C1 controls, NEL, LS, PS, bidirectional embeddings, overrides,
+ * isolates and marks, zero-width characters, the soft hyphen, the byte order
+ * mark and interlinear annotations. Such characters are escaped in messages,
+ * shown as '?' in source lines and refused in reasons. */
+bool pc_code_point_hidden(uint32_t cp);
+
+/* The subset of pc_code_point_hidden refused anywhere in a file, comments
+ * included: the line breaks libyaml honours but editors do not (NEL, LS, PS),
+ * bidirectional embeddings, overrides and isolates (CVE-2021-42574, "Trojan
+ * Source"), and U+FEFF past the start. Each can make the text a reviewer sees
+ * differ from what libyaml parses. */
+bool pc_code_point_deceptive(uint32_t cp);
+
 /* The offset of the first invalid UTF-8 sequence in data[0..limit], or
  * limit when there is none before it. */
 size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit);
@@ -41,7 +60,8 @@ size_t pc_line_break_len(const char *data, size_t len, size_t i);
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset);
 
 /* The text of 1-based `line`, without its line break, made printable: every
- * invalid UTF-8 byte and every control character but tab becomes '?', so the
+ * invalid UTF-8 byte, every control character but tab and every hidden
+ * character (pc_code_point_hidden) becomes '?', so the
  * column count is unchanged. Truncated after PC_SOURCE_LINE_MAX characters.
  * Returns a malloc'd string, or NULL (no such line, or out of memory). */
 #define PC_SOURCE_LINE_MAX 512u

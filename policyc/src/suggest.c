@@ -53,5 +53,12 @@ const char *pc_suggest(const char *word, const char *const *candidates, size_t n
             best = candidates[i];
         }
     }
+    /* Too far to be a typo, but an elaboration of a candidate: host_name,
+     * hostname and port_list mean host and ports. */
+    for (size_t i = 0; !best && i < ncandidates; i++) {
+        size_t lc = strlen(candidates[i]);
+        if (lc >= 4 && lw > lc && strncmp(word, candidates[i], lc) == 0)
+            best = candidates[i];
+    }
     return best;
 }

@@ -1,8 +1,10 @@
 /* yaml_walk.c - strict walking of libyaml events; see yaml_walk.h. */
 #include "yaml_walk.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "pinhole/host.h"
 #include "suggest.h"
 
 pc_pos pc_mark_pos(yaml_mark_t m)
@@ -48,8 +50,10 @@ static void report_parser_error(pc_walker *w)
     }
     default:
         if (p->context)
-            pc_report(L, PC_E_YAML_SYNTAX, pc_mark_pos(p->problem_mark), NULL, "%s %s (line %zu)",
-                      problem, p->context, p->context_mark.line + 1);
+            /* `host: *.example.com` unquoted reads as an alias. */
+            pc_report(L, PC_E_YAML_SYNTAX, pc_mark_pos(p->problem_mark),
+                      strstr(p->context, "alias") ? "quote a wildcard host: \"*.example.com\"" : NULL,
+                      "%s %s (line %zu)", problem, p->context, p->context_mark.line + 1);
         else
             pc_report(L, PC_E_YAML_SYNTAX, pc_mark_pos(p->problem_mark), NULL, "%s", problem);
         break;
@@ -157,23 +161,122 @@ const char *pc_node_kind(const pc_walker *w)
     }
 }
 
+/* Whether the scalar's value is its source text as written. An escape
+ * ("\x2e", "\u002e", '') always takes more characters than the one it
+ * stands for, and folding or a block scalar spans lines, so one line and
+ * equal character counts (quotes aside) prove there is none. */
+static bool scalar_literal(const yaml_event_t *ev)
+{
+    yaml_scalar_style_t style = ev->data.scalar.style;
+    if (ev->start_mark.line != ev->end_mark.line)
+        return false;
+    if (style == YAML_PLAIN_SCALAR_STYLE)
+        return true;
+    if (style != YAML_SINGLE_QUOTED_SCALAR_STYLE && style != YAML_DOUBLE_QUOTED_SCALAR_STYLE)
+        return false;
+    size_t chars = 0;
+    const unsigned char *v = ev->data.scalar.value;
+    for (size_t i = 0; i < ev->data.scalar.length; chars++)
+        i += pc_utf8_char_len(v + i, ev->data.scalar.length - i);
+    return ev->end_mark.column >= ev->start_mark.column &&
+           ev->end_mark.column - ev->start_mark.column == chars + 2;
+}
+
 pc_scalar pc_scalar_of(const pc_walker *w)
 {
     pc_scalar s = {(const char *)w->ev.data.scalar.value, w->ev.data.scalar.length,
-                   w->ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, pc_ev_pos(w)};
+                   w->ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE, scalar_literal(&w->ev),
+                   pc_ev_pos(w)};
     return s;
+}
+
+bool pc_scalar_require_literal(pc_loader *L, const pc_scalar *s, const char *what)
+{
+    if (s->literal)
+        return true;
+    char q[PC_QUOTE_MAX], help[PC_QUOTE_MAX + 64];
+    snprintf(help, sizeof help, "write it out on one line as it is: \"%s\"", pc_quote_scalar(q, s));
+    pc_report(L, PC_E_NOT_LITERAL, s->pos, help,
+              "%s must be written literally: no escape sequences, line breaks or block scalars",
+              what);
+    return false;
+}
+
+static bool word_in(const pc_scalar *s, const char *const *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s->len == strlen(words[i]) && memcmp(s->value, words[i], s->len) == 0)
+            return true;
+    return false;
 }
 
 /* A plain empty value, `~` or `null`: YAML's ways of writing nothing. */
 bool pc_scalar_is_null(const pc_scalar *s)
 {
-    if (!s->plain)
-        return false;
     static const char *const nulls[] = {"", "~", "null", "Null", "NULL"};
-    for (size_t i = 0; i < sizeof nulls / sizeof *nulls; i++)
-        if (s->len == strlen(nulls[i]) && memcmp(s->value, nulls[i], s->len) == 0)
+    return s->plain && word_in(s, nulls, sizeof nulls / sizeof *nulls);
+}
+
+static bool all_of(const char *p, size_t n, const char *set)
+{
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!p[i] || !strchr(set, p[i]))
+            return false;
+    return true;
+}
+
+/* YAML 1.1 and 1.2 numbers: [-+] then 0x.., 0o.., 0b.., 0.. (octal),
+ * digits with '_' (1.1), sexagesimal d:ss, or a float with '.', exponent,
+ * .inf or .nan. */
+static bool yaml_number(const char *p, size_t n)
+{
+    static const char *const special[] = {".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN"};
+    if (n > 0 && (p[0] == '-' || p[0] == '+'))
+        p++, n--;
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        if (n == strlen(special[i]) && memcmp(p, special[i], n) == 0)
             return true;
-    return false;
+    if (n > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))
+        return all_of(p + 2, n - 2, "0123456789abcdefABCDEF_");
+    if (n > 2 && p[0] == '0' && (p[1] == 'o' || p[1] == 'O'))
+        return all_of(p + 2, n - 2, "01234567_");
+    if (n > 2 && p[0] == '0' && (p[1] == 'b' || p[1] == 'B'))
+        return all_of(p + 2, n - 2, "01_");
+    /* Mantissa: digits, '_', ':' (sexagesimal) and at most one '.', with at
+     * least one digit; then an optional exponent. */
+    size_t i = 0, digits = 0, dots = 0;
+    for (; i < n && (ph_is_digit((unsigned char)p[i]) || p[i] == '_' || p[i] == ':' || p[i] == '.'); i++) {
+        digits += ph_is_digit((unsigned char)p[i]);
+        dots += p[i] == '.';
+    }
+    if (digits == 0 || dots > 1 || p[0] == '_' || p[0] == ':')
+        return false;
+    if (i == n)
+        return true;
+    if (p[i] != 'e' && p[i] != 'E')
+        return false;
+    i++;
+    if (i < n && (p[i] == '-' || p[i] == '+'))
+        i++;
+    return all_of(p + i, n - i, "0123456789");
+}
+
+const char *pc_scalar_yaml_type(const pc_scalar *s)
+{
+    static const char *const booleans[] = {
+        "true", "True", "TRUE", "false", "False", "FALSE", "yes", "Yes", "YES", "no", "No", "NO",
+        "on", "On", "ON", "off", "Off", "OFF", "y", "Y", "n", "N"};
+    if (!s->plain)
+        return NULL;
+    if (pc_scalar_is_null(s))
+        return "null";
+    if (word_in(s, booleans, sizeof booleans / sizeof *booleans))
+        return "a boolean";
+    if (yaml_number(s->value, s->len))
+        return "a number";
+    return NULL;
 }
 
 /* Reports a node of the wrong kind (aliases were already reported) and skips it. */
@@ -213,6 +316,9 @@ int pc_read_key(pc_walker *w, pc_key_set *ks, pc_pos *key_pos)
             }
             ks->seen |= 1u << i;
             ks->first[i] = k.pos;
+            /* Reported, but the key still counts: its value is checked
+             * and no "missing key" follows. */
+            (void)pc_scalar_require_literal(w->L, &k, "a key");
             return (int)i;
         }
     }
@@ -220,6 +326,11 @@ int pc_read_key(pc_walker *w, pc_key_set *ks, pc_pos *key_pos)
         pc_report(w->L, PC_E_MODE, k.pos,
                   "remove it and list every destination as a rule with host and ports",
                   "'mode' is not a key: there is no open mode, only listed destinations");
+        return -1;
+    }
+    if (k.len == 2 && memcmp(k.value, "<<", 2) == 0) {
+        pc_report(w->L, PC_E_UNKNOWN_KEY, k.pos, "write the keys out in full in each mapping",
+                  "merge key '<<' %s: merges, anchors and aliases are not allowed", ks->where);
         return -1;
     }
     char help[160];

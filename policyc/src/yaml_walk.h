@@ -50,6 +50,18 @@ pc_scalar pc_scalar_of(const pc_walker *w);
 /* A plain empty value, `~` or `null`: YAML's ways of writing nothing. */
 bool pc_scalar_is_null(const pc_scalar *s);
 
+/* What YAML (1.2 core schema, and 1.1 where it types more) makes of a plain
+ * scalar that is not a string: "a number" (42, 0x2a, 0o52, 1_000, 4.2e1,
+ * .inf, .nan, 1:30), "a boolean" (true, yes, on, y...), "null"; NULL for a
+ * string or any quoted scalar. Another YAML reader of the same file would
+ * see that type, so a text field must not silently take it as text. */
+const char *pc_scalar_yaml_type(const pc_scalar *s);
+
+/* Keys, hosts, ports and list names are read by people in review: refuses
+ * (PC018) one whose value differs from its source text, e.g.
+ * "a\x2eexample.com" or a block scalar. Returns s->literal. */
+bool pc_scalar_require_literal(pc_loader *L, const pc_scalar *s, const char *what);
+
 /* Reports the current node as being of the wrong kind (PC009: "WHAT must be
  * EXPECTED, not ...", aliases being already reported) and skips it. */
 bool pc_walk_wrong_type(pc_walker *w, const char *what, const char *expected, const char *help);
