@@ -14,7 +14,7 @@ deps:
 
 build: deps
 	@cmake --preset dev >/dev/null
-	@cmake --build --preset dev -j $(JOBS)
+	@MAKEFLAGS= cmake --build --preset dev -j $(JOBS)
 
 run: build
 	@sh scripts/run-examples.sh build/dev
@@ -27,17 +27,17 @@ test-dev: build
 
 test-asan: deps
 	@cmake --preset asan >/dev/null
-	@cmake --build --preset asan -j $(JOBS)
+	@MAKEFLAGS= cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan
 
 fuzz-smoke: deps
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS)
+	@MAKEFLAGS= cmake --build --preset fuzz -j $(JOBS)
 	@sh scripts/fuzz-smoke.sh build/fuzz $(FUZZ_SECONDS)
 
 bench: deps
 	@cmake --preset release -DPINHOLE_BUILD_BENCH=ON >/dev/null
-	@cmake --build --preset release -j $(JOBS)
+	@MAKEFLAGS= cmake --build --preset release -j $(JOBS)
 	@sh scripts/bench.sh build/release
 
 install: build
