@@ -28,8 +28,8 @@ struct ph_table {
     uint32_t nentries;
     const uint8_t *ranges;
     uint32_t nranges;
-    const uint8_t *buckets;
-    uint32_t nbuckets;     /* a power of two > nentries */
+    const uint8_t *slots;
+    uint32_t nslots;       /* a power of two >= 2 * nentries */
     char id_hex[PH_TABLE_ID_HEX_LEN + 1];
 };
 
@@ -47,44 +47,56 @@ static inline const char *ph_tab_str(const ph_table *t, const uint8_t *ref)
  * The canonical-host test of pinhole/host.h (ph_host_check), in one pass and
  * without inet_pton: with only [a-z0-9-.] allowed, the only IP spellings left
  * are a numeric (decimal or 0x-hex) last label, which this refuses. Used on
- * every lookup and on every host of a table being verified.
+ * every lookup and on every host of a table being verified, so it goes by a
+ * byte-class table rather than a chain of range tests.
+ * Returns the number of labels (0: not canonical); *first_len receives the
+ * length of the first label (the parent name starts after it and its dot).
  */
-static inline bool ph_tab_host_canonical(const char *h, size_t len)
+enum { PH_TAB_C_BAD = 0, PH_TAB_C_LDH = 1, PH_TAB_C_DOT = 2 };
+extern const uint8_t ph_tab_host_class[256];
+
+static inline size_t ph_tab_host_scan(const char *h, size_t len, size_t *first_len)
 {
     if (len == 0 || len > 253)
-        return false;
-    size_t labels = 0, start = 0;
-    for (size_t i = 0; i <= len; i++) {
-        if (i == len || h[i] == '.') {
-            size_t n = i - start;
-            if (n == 0 || n > 63 || h[start] == '-' || h[i - 1] == '-')
-                return false;
-            labels++;
-            start = i + 1;
+        return 0;
+    size_t labels = 0, start = 0, first = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = ph_tab_host_class[(unsigned char)h[i]];
+        if (c == PH_TAB_C_LDH)
             continue;
-        }
-        unsigned char c = (unsigned char)h[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
-            return false;
+        if (c != PH_TAB_C_DOT)
+            return 0;
+        size_t n = i - start;
+        if (n == 0 || n > 63 || h[start] == '-' || h[i - 1] == '-')
+            return 0;
+        if (labels++ == 0)
+            first = n;
+        start = i + 1;
     }
-    if (labels < 2)
-        return false;
+    size_t n = len - start;
+    if (n == 0 || n > 63 || h[start] == '-' || h[len - 1] == '-' || ++labels < 2)
+        return 0;
     /* The last label must not be a number (127.1, 0x7f.1): IPv4 spellings. */
-    size_t last = len;
-    while (last > 0 && h[last - 1] != '.')
-        last--;
-    const char *l = h + last;
-    size_t n = len - last, i = 0;
+    const char *l = h + start;
+    size_t i = 0;
     if (n >= 2 && l[0] == '0' && l[1] == 'x') {
         for (i = 2; i < n; i++)
             if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
-                return true;
-        return false;
+                break;
+    } else {
+        while (i < n && l[i] >= '0' && l[i] <= '9')
+            i++;
     }
-    for (i = 0; i < n; i++)
-        if (!(l[i] >= '0' && l[i] <= '9'))
-            return true;
-    return false;
+    if (i == n)
+        return 0;
+    *first_len = first;
+    return labels;
+}
+
+static inline bool ph_tab_host_canonical(const char *h, size_t len)
+{
+    size_t first;
+    return ph_tab_host_scan(h, len, &first) != 0;
 }
 
 /* Fills *rule for rule i (< t->nrules). */

@@ -9,8 +9,9 @@
  *
  *   header (PH_TAB_HEADER_SIZE bytes)
  *   section directory (PH_TAB_SECTION_COUNT entries of PH_TAB_DIRENT_SIZE)
- *   sections, in id order, each starting at the next 8-byte boundary after the
- *   previous one; padding bytes are zero; the last section ends the file.
+ *   sections, in id order, each starting at the next 64-byte (cache-line)
+ *   boundary after the previous one; padding bytes are zero; the last
+ *   section ends the file.
  *
  * A string reference is (u32 offset, u32 length) into the STRINGS section;
  * the byte at offset+length is NUL and the referenced bytes contain no NUL,
@@ -26,7 +27,9 @@
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-#define PH_TAB_VERSION 1u
+/* Version 2: 24-byte hash slots carrying the entry's lookup fields inline
+ * (version 1 had 8-byte buckets pointing at entries). */
+#define PH_TAB_VERSION 2u
 
 /* Header field offsets. */
 #define PH_TAB_OFF_MAGIC 0
@@ -44,7 +47,7 @@
 /* Section directory entry: u32 id, u32 count (records), u64 offset, u64 size
  * (bytes = count * record size of the section). */
 #define PH_TAB_DIRENT_SIZE 24u
-#define PH_TAB_ALIGN 8u
+#define PH_TAB_ALIGN 64u
 
 enum ph_tab_section {
     PH_TAB_SEC_STRINGS = 1,    /* bytes; every string NUL-terminated */
@@ -53,7 +56,7 @@ enum ph_tab_section {
     PH_TAB_SEC_RULE_PORTS = 4, /* each rule's own ports, sorted and merged */
     PH_TAB_SEC_ENTRIES = 5,    /* (list, kind, host) lookup keys, grouped by list */
     PH_TAB_SEC_RANGES = 6,     /* each entry's port ranges with the winning rule */
-    PH_TAB_SEC_BUCKETS = 7,    /* open-addressing hash index over ENTRIES */
+    PH_TAB_SEC_SLOTS = 7,      /* open-addressing hash index over ENTRIES */
 };
 #define PH_TAB_SECTION_COUNT 7u
 
@@ -73,10 +76,35 @@ enum ph_tab_section {
 #define PH_TAB_KIND_WILDCARD 1u /* host is the parent of every name it matches */
 /* RANGES record: u16 lo | u16 hi | u32 rule (index into RULES) */
 #define PH_TAB_RANGE_SIZE 8u
-/* BUCKETS record: u32 entry+1 (0 = empty) | u32 tag (high half of the hash).
- * The bucket count is a power of two larger than the entry count (so every
- * probe sequence meets an empty bucket); linear probing from hash & (n-1). */
-#define PH_TAB_BUCKET_SIZE 8u
+/* SLOTS record (24 bytes): the hash index over ENTRIES, carrying a copy of
+ * what a lookup needs, so that a miss reads one cache line (rarely two) and
+ * a hit on the entry's first port range reads the slot, then its host
+ * string and its rule in parallel:
+ *   u32 entry+1 (0 = empty; an empty slot is all zero) | u32 tag (high half
+ *   of the hash) | u32 host offset | u16 host length | u8 kind | u8 zero
+ *   | u16 lo | u16 hi | u32 rule (the entry's first range)
+ * Every copied field equals the entry's (verified). The slot count is the
+ * smallest power of two above twice the entry count (load < 1/2, so every
+ * probe sequence meets an empty slot); linear probing from hash & (n-1). */
+#define PH_TAB_SLOT_SIZE 24u
+#define PH_TAB_SLOT_ENTRY 0
+#define PH_TAB_SLOT_TAG 4
+#define PH_TAB_SLOT_HOST_OFF 8
+#define PH_TAB_SLOT_HOST_LEN 12
+#define PH_TAB_SLOT_KIND 14
+#define PH_TAB_SLOT_ZERO 15
+#define PH_TAB_SLOT_LO 16
+#define PH_TAB_SLOT_HI 18
+#define PH_TAB_SLOT_RULE 20
+
+/* The one slot count for n entries: the smallest power of two above 2n. */
+static inline uint64_t ph_tab_slot_count(uint64_t nentries)
+{
+    uint64_t n = 2;
+    while (n < 2 * nentries + 1)
+        n *= 2;
+    return n;
+}
 
 /* Size limits the reader enforces (the compiler stays well inside them). */
 #define PH_TAB_MAX_FILE_SIZE ((uint64_t)2 << 30) /* 2 GiB */
@@ -97,20 +125,29 @@ static inline uint64_t ph_tab_hash_round(uint64_t h, uint64_t w)
     h = (h ^ w) * PH_TAB_HASH_K2;
     return h ^ (h >> 31);
 }
+/* Eight bytes at p as a little-endian word (compilers make this one load). */
+static inline uint64_t ph_tab_word(const unsigned char *p)
+{
+    uint64_t w = 0;
+    for (int i = 0; i < 8; i++)
+        w |= (uint64_t)p[i] << (8 * i);
+    return w;
+}
 static inline uint64_t ph_tab_hash(uint32_t list, uint32_t kind, const char *host, size_t len)
 {
     uint64_t h = PH_TAB_HASH_K1 ^ ((uint64_t)list << 8) ^ (uint64_t)(kind & 0xffu) ^
                  ((uint64_t)len << 40);
-    const unsigned char *p = (const unsigned char *)host;
-    for (; len >= 8; p += 8, len -= 8) {
+    const unsigned char *p = (const unsigned char *)host, *end = p + len;
+    for (; end - p >= 8; p += 8)
+        h = ph_tab_hash_round(h, ph_tab_word(p));
+    size_t rest = (size_t)(end - p);
+    if (rest > 0 && len >= 8) {
+        /* The last word zero-padded, read as the eight bytes ending the name
+         * shifted down: one load instead of a byte loop, same value. */
+        h = ph_tab_hash_round(h, ph_tab_word(end - 8) >> (8 * (8 - rest)));
+    } else if (rest > 0) {
         uint64_t w = 0;
-        for (int i = 0; i < 8; i++) /* compilers turn this into one load */
-            w |= (uint64_t)p[i] << (8 * i);
-        h = ph_tab_hash_round(h, w);
-    }
-    if (len > 0) {
-        uint64_t w = 0;
-        for (size_t i = 0; i < len; i++)
+        for (size_t i = 0; i < rest; i++)
             w |= (uint64_t)p[i] << (8 * i);
         h = ph_tab_hash_round(h, w);
     }
@@ -159,12 +196,13 @@ static inline uint32_t ph_tab_record_size(uint32_t id)
     case PH_TAB_SEC_RULE_PORTS: return PH_TAB_PORT_SIZE;
     case PH_TAB_SEC_ENTRIES: return PH_TAB_ENTRY_SIZE;
     case PH_TAB_SEC_RANGES: return PH_TAB_RANGE_SIZE;
-    case PH_TAB_SEC_BUCKETS: return PH_TAB_BUCKET_SIZE;
+    case PH_TAB_SEC_SLOTS: return PH_TAB_SLOT_SIZE;
     default: return 0;
     }
 }
 
-/* Where the first section starts: right after the directory. */
+/* Where the directory ends (the first section starts at the next
+ * PH_TAB_ALIGN boundary). */
 #define PH_TAB_FIRST_SECTION (PH_TAB_HEADER_SIZE + PH_TAB_SECTION_COUNT * PH_TAB_DIRENT_SIZE)
 
 #endif /* PINHOLE_TABLE_FORMAT_H */

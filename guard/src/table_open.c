@@ -20,11 +20,51 @@
 #include "diag-int.h"
 #include "table-int.h"
 
+static void *mmap_or_null(size_t len, int flags)
+{
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, flags, -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
 static void table_free(ph_table *t)
 {
     if (t->map != NULL)
         munmap(t->map, t->map_len);
     free(t);
+}
+
+/* Lookups spread over a large table miss the TLB as often as the cache (and
+ * a miss costs a two-dimensional page walk under virtualization), so a table
+ * of at least one huge page is mapped on a huge-page boundary and asked for
+ * transparent huge pages. Advice only: where the kernel declines, the table
+ * works the same with small pages. */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static uint8_t *map_image(size_t len)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+    if (len < HUGE_PAGE) /* MAP_POPULATE: one bulk fault instead of one per page */
+        return (uint8_t *)mmap_or_null(len, flags | MAP_POPULATE);
+    size_t span = len + HUGE_PAGE;
+    uint8_t *raw = mmap_or_null(span, flags);
+    if (raw == NULL)
+        return NULL;
+    uint8_t *m = (uint8_t *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    size_t head = (size_t)(m - raw), tail = span - head - len;
+    if (head > 0)
+        munmap(raw, head);
+    /* Unmap what follows the page holding the image's last byte. */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t keep = (len + page - 1) & ~(page - 1);
+    if (keep < len + tail)
+        munmap(m + keep, len + tail - keep);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(m, keep, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+    (void)madvise(m, keep, MADV_POPULATE_WRITE); /* as MAP_POPULATE, after the advice */
+#endif
+    return m;
 }
 
 /* Allocates t with a writable anonymous mapping of len bytes. */
@@ -39,10 +79,8 @@ static ph_status table_alloc(size_t len, ph_table **out, ph_diag *diag)
     ph_table *t = calloc(1, sizeof *t);
     if (t == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    /* MAP_POPULATE: one bulk fault instead of one per page of a large table. */
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (m == MAP_FAILED) {
+    uint8_t *m = map_image(len);
+    if (m == NULL) {
         free(t);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "cannot map %zu bytes: %s", len, strerror(errno));
     }

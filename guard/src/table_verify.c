@@ -27,7 +27,8 @@ static ph_status verify_header(const ph_table *t, ph_diag *diag)
     uint32_t version = ph_tab_get32(b + PH_TAB_OFF_VERSION);
     if (version != PH_TAB_VERSION)
         return ph_diag_set(diag, PH_E_FORMAT, PH_TAB_OFF_VERSION,
-                           "unsupported table format version %u (this reader knows %u)",
+                           "unsupported table format version %u (this reader knows %u: "
+                           "recompile the policy with this policyc)",
                            version, PH_TAB_VERSION);
     if (ph_tab_get32(b + PH_TAB_OFF_HEADER_SIZE) != PH_TAB_HEADER_SIZE)
         return BAD(PH_TAB_OFF_HEADER_SIZE, "header size is not %u", PH_TAB_HEADER_SIZE);
@@ -76,7 +77,7 @@ static ph_status verify_directory(ph_table *t, ph_diag *diag)
         case PH_TAB_SEC_RULE_PORTS: t->ports = base, t->nports = count; break;
         case PH_TAB_SEC_ENTRIES: t->entries = base, t->nentries = count; break;
         case PH_TAB_SEC_RANGES: t->ranges = base, t->nranges = count; break;
-        default: t->buckets = base, t->nbuckets = count; break;
+        default: t->slots = base, t->nslots = count; break;
         }
         end = off + size;
     }
@@ -297,25 +298,43 @@ static ph_status verify_lists(const ph_table *t, ph_diag *diag)
     return PH_OK;
 }
 
-/* The hash index: every entry in exactly one bucket, with the right tag, and
- * reachable by linear probing from its home bucket (no empty bucket between).
- * Two sequential passes, because random access into a large table is what
- * costs: pass 1 walks the buckets once from an empty one, counting `run`, the
- * occupied buckets ending at the current one, and records for each entry its
- * bucket, run and tag; pass 2 walks the entries in order (their strings are
- * laid out in the same order), hashes each one and checks tag and distance. */
+/* The hash index: the canonical slot count; every empty slot all zero; every
+ * entry in exactly one slot, with its tag, and reachable by linear probing
+ * from its home slot (no empty slot between); every field a slot copies from
+ * its entry equal to it. Two sequential passes, because random access into a
+ * large table is what costs: pass 1 walks the slots once from an empty one,
+ * counting `run`, the occupied slots ending at the current one, and records
+ * for each entry its slot and run; pass 2 walks the entries in order (their
+ * strings and ranges are laid out in the same order), hashes each one and
+ * checks its slot's tag, distance and copied fields, fetching slots ahead. */
 typedef struct slot_info {
-    uint32_t bucket, run, tag;
+    uint32_t slot, run;
 } slot_info;
 
-static ph_status verify_buckets(const ph_table *t, ph_diag *diag)
+static bool slot_copies_entry(const ph_table *t, const uint8_t *s, const uint8_t *e)
 {
-    uint32_t n = t->nbuckets;
-    if (n == 0 || (n & (n - 1)) != 0 || n <= t->nentries)
-        return BAD(0, "hash index has %u buckets for %u entries", n, t->nentries);
+    const uint8_t *rg = t->ranges + (size_t)ph_tab_get32(e + 16) * PH_TAB_RANGE_SIZE;
+    return ph_tab_get32(s + PH_TAB_SLOT_HOST_OFF) == ph_tab_get32(e) &&
+           ph_tab_get16(s + PH_TAB_SLOT_HOST_LEN) == ph_tab_get32(e + 4) &&
+           s[PH_TAB_SLOT_KIND] == ph_tab_get32(e + 12) && s[PH_TAB_SLOT_ZERO] == 0 &&
+           memcmp(s + PH_TAB_SLOT_LO, rg, PH_TAB_RANGE_SIZE) == 0;
+}
+
+static bool slot_is_zero(const uint8_t *s)
+{
+    static const uint8_t zero[PH_TAB_SLOT_SIZE];
+    return memcmp(s, zero, PH_TAB_SLOT_SIZE) == 0;
+}
+
+static ph_status verify_slots(const ph_table *t, ph_diag *diag)
+{
+    uint32_t n = t->nslots;
+    if (n != ph_tab_slot_count(t->nentries))
+        return BAD(0, "hash index has %u slots for %u entries (expected %llu)", n, t->nentries,
+                   (unsigned long long)ph_tab_slot_count(t->nentries));
     uint32_t mask = n - 1, start = UINT32_MAX;
     for (uint32_t b = 0; b < n && start == UINT32_MAX; b++)
-        if (ph_tab_get32(t->buckets + (size_t)b * PH_TAB_BUCKET_SIZE) == 0)
+        if (ph_tab_get32(t->slots + (size_t)b * PH_TAB_SLOT_SIZE) == 0)
             start = b;
     /* where[] is written at random (only written: stores do not stall);
      * the small seen[] bitmap, read at random, stays in cache. */
@@ -330,33 +349,41 @@ static ph_status verify_buckets(const ph_table *t, ph_diag *diag)
     uint32_t run = 0, found = 0;
     for (uint32_t i = 1; i <= n && st == PH_OK; i++) {
         uint32_t b = (start + i) & mask;
-        const uint8_t *rec = t->buckets + (size_t)b * PH_TAB_BUCKET_SIZE;
-        uint32_t v = ph_tab_get32(rec), tag = ph_tab_get32(rec + 4);
+        const uint8_t *rec = t->slots + (size_t)b * PH_TAB_SLOT_SIZE;
+        uint32_t v = ph_tab_get32(rec);
         if (v == 0) {
             run = 0;
-            if (tag != 0)
-                st = BAD((size_t)(rec - t->bytes), "empty bucket %u has a tag", b);
+            if (!slot_is_zero(rec))
+                st = BAD((size_t)(rec - t->bytes), "empty slot %u is not all zero", b);
             continue;
         }
         run++;
         uint32_t e = v - 1;
         if (e >= t->nentries || (seen[e / 8] >> (e % 8)) & 1) {
-            st = BAD((size_t)(rec - t->bytes), "bucket %u: bad or repeated entry", b);
+            st = BAD((size_t)(rec - t->bytes), "slot %u: bad or repeated entry", b);
             break;
         }
         seen[e / 8] |= (uint8_t)(1u << (e % 8));
-        where[e] = (slot_info){b, run, tag};
+        where[e] = (slot_info){b, run};
         found++;
     }
     if (st == PH_OK && found != t->nentries)
         st = BAD(0, "%u entries missing from the hash index", t->nentries - found);
     for (uint32_t e = 0; e < t->nentries && st == PH_OK; e++) {
+        /* The slots are visited in entry order, i.e. at random: fetch a few
+         * entries ahead so those reads overlap instead of queueing. */
+        if (e + 8 < t->nentries)
+            __builtin_prefetch(t->slots + (size_t)where[e + 8].slot * PH_TAB_SLOT_SIZE);
         const uint8_t *er = t->entries + (size_t)e * PH_TAB_ENTRY_SIZE;
         uint64_t h = ph_tab_hash(ph_tab_get32(er + 8), ph_tab_get32(er + 12), ph_tab_str(t, er),
                                  ph_tab_get32(er + 4));
         const slot_info *w = &where[e];
-        if ((uint32_t)(h >> 32) != w->tag || ((w->bucket - (uint32_t)h) & mask) >= w->run)
+        const uint8_t *s = t->slots + (size_t)w->slot * PH_TAB_SLOT_SIZE;
+        if ((uint32_t)(h >> 32) != ph_tab_get32(s + PH_TAB_SLOT_TAG) ||
+            ((w->slot - (uint32_t)h) & mask) >= w->run)
             st = BAD((size_t)(er - t->bytes), "entry %u is not where its hash leads", e);
+        else if (!slot_copies_entry(t, s, er))
+            st = BAD((size_t)(s - t->bytes), "slot %u does not match entry %u", w->slot, e);
     }
     free(where);
     free(seen);
@@ -378,6 +405,6 @@ ph_status ph_table_verify(ph_table *t, ph_diag *diag)
         return BAD((size_t)(t->strings - t->bytes), "string section must start and end with NUL");
     st = verify_lists(t, diag);
     if (st == PH_OK)
-        st = verify_buckets(t, diag);
+        st = verify_slots(t, diag);
     return st;
 }

@@ -61,9 +61,10 @@ typedef struct compiler {
     size_t nentries, entries_cap;
     range *ranges;
     size_t nranges, ranges_cap;
-    uint32_t *buckets; /* entry + 1 */
-    uint32_t *tags;
-    size_t nbuckets;
+    uint32_t *slots;      /* entry + 1, 0: empty */
+    uint32_t *entry_slot; /* each entry's slot */
+    uint32_t *entry_tag;  /* each entry's tag */
+    size_t nslots;
     strpool strings;
 } compiler;
 
@@ -507,27 +508,30 @@ static ph_status build_strings(compiler *c)
     return st;
 }
 
-static ph_status build_buckets(compiler *c)
+/* The hash index: the smallest power of two above twice the entry count
+ * (load < 1/2: short probe runs, and an empty slot ends every one), filled
+ * in entry order by linear probing, so the layout is deterministic. */
+static ph_status build_slots(compiler *c)
 {
-    size_t n = 2;
-    while (n < 2 * c->nentries + 1)
-        n *= 2;
+    size_t n = ph_tab_slot_count(c->nentries);
     if (n > MAX_RECORDS)
         return ph_diag_set(c->diag, PH_E_LIMIT, 0, "too many hosts for a table");
-    c->nbuckets = n;
-    c->buckets = calloc(n, sizeof *c->buckets);
-    c->tags = calloc(n, sizeof *c->tags);
-    if (c->buckets == NULL || c->tags == NULL)
+    c->nslots = n;
+    c->slots = calloc(n, sizeof *c->slots);
+    c->entry_slot = calloc(c->nentries + 1, sizeof *c->entry_slot);
+    c->entry_tag = calloc(c->nentries + 1, sizeof *c->entry_tag);
+    if (c->slots == NULL || c->entry_slot == NULL || c->entry_tag == NULL)
         return ph_diag_set(c->diag, PH_E_NOMEM, 0, "out of memory");
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint64_t h = ph_tab_hash(en->list, en->kind, (const char *)c->strings.buf + en->host_ref,
                                  en->host_len);
         size_t b = h & (n - 1);
-        while (c->buckets[b] != 0)
+        while (c->slots[b] != 0)
             b = (b + 1) & (n - 1);
-        c->buckets[b] = (uint32_t)e + 1;
-        c->tags[b] = (uint32_t)(h >> 32);
+        c->slots[b] = (uint32_t)e + 1;
+        c->entry_slot[e] = (uint32_t)b;
+        c->entry_tag[e] = (uint32_t)(h >> 32);
     }
     return PH_OK;
 }
@@ -627,7 +631,7 @@ static void put_ref(uint8_t *p, uint32_t off, uint32_t len)
 static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
 {
     uint64_t counts[PH_TAB_SECTION_COUNT + 1] = {
-        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->nbuckets};
+        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->nslots};
     uint64_t offs[PH_TAB_SECTION_COUNT + 1] = {0};
     uint64_t end = PH_TAB_FIRST_SECTION;
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
@@ -702,10 +706,20 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
         ph_tab_put16(p + 2, c->ranges[i].hi);
         ph_tab_put32(p + 4, c->ranges[i].rule);
     }
-    for (size_t i = 0; i < c->nbuckets; i++) {
-        uint8_t *p = b + offs[PH_TAB_SEC_BUCKETS] + i * PH_TAB_BUCKET_SIZE;
-        ph_tab_put32(p, c->buckets[i]);
-        ph_tab_put32(p + 4, c->tags[i]);
+    /* Slots are written in entry order (entries and ranges read in order,
+     * the slots written at random: stores do not wait); the rest stays zero. */
+    for (size_t e = 0; e < c->nentries; e++) {
+        uint8_t *p = b + offs[PH_TAB_SEC_SLOTS] + (size_t)c->entry_slot[e] * PH_TAB_SLOT_SIZE;
+        const entry *en = &c->entries[e];
+        const range *first = &c->ranges[en->range_first];
+        ph_tab_put32(p + PH_TAB_SLOT_ENTRY, (uint32_t)e + 1);
+        ph_tab_put32(p + PH_TAB_SLOT_TAG, c->entry_tag[e]);
+        ph_tab_put32(p + PH_TAB_SLOT_HOST_OFF, en->host_ref);
+        ph_tab_put16(p + PH_TAB_SLOT_HOST_LEN, (uint16_t)en->host_len);
+        p[PH_TAB_SLOT_KIND] = (uint8_t)en->kind;
+        ph_tab_put16(p + PH_TAB_SLOT_LO, first->lo);
+        ph_tab_put16(p + PH_TAB_SLOT_HI, first->hi);
+        ph_tab_put32(p + PH_TAB_SLOT_RULE, first->rule);
     }
     ph_status st = policy_id(c, b + PH_TAB_OFF_POLICY_ID);
     if (st == PH_OK) {
@@ -741,8 +755,9 @@ static void compiler_free(compiler *c)
     free(c->ports);
     free(c->entries);
     free(c->ranges);
-    free(c->buckets);
-    free(c->tags);
+    free(c->slots);
+    free(c->entry_slot);
+    free(c->entry_tag);
     free(c->strings.buf);
     free(c->strings.slots);
 }
@@ -762,7 +777,7 @@ ph_status pc_compile(const pc_policy *policy, uint8_t **out, size_t *len, ph_dia
     if (st == PH_OK)
         st = build_entries(&c);
     if (st == PH_OK)
-        st = build_buckets(&c);
+        st = build_slots(&c);
     if (st == PH_OK)
         st = serialize(&c, out, len);
     compiler_free(&c);

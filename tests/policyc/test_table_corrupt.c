@@ -147,9 +147,13 @@ static void every_header_field_is_checked(void **state)
         assert_int_equal(try_open(b, image_len), PH_E_FORMAT);
         free(b);
     }
+    /* Every version but this reader's, the previous ones included. */
+    for (uint32_t v = 0; v < PH_TAB_VERSION + 2; v++)
+        if (v != PH_TAB_VERSION)
+            expect_refused(PH_TAB_OFF_VERSION, 4, v, "version");
     static const uint64_t v32[] = {0, 2, 0x7fffffff, 0xffffffff};
     for (size_t i = 0; i < 4; i++) {
-        expect_refused(PH_TAB_OFF_VERSION, 4, v32[i], "version");
+        expect_refused(PH_TAB_OFF_VERSION, 4, v32[i] ^ 0x80000000u, "version");
         expect_refused(PH_TAB_OFF_SECTION_COUNT, 4, v32[i] + 6 * (i == 0), "section count");
         expect_refused(PH_TAB_OFF_FLAGS, 4, v32[i] | 1, "flags");
     }
@@ -167,6 +171,23 @@ static void every_header_field_is_checked(void **state)
     for (size_t i = 0; i < 32; i += 4)
         expect_refused(PH_TAB_OFF_CHECKSUM + i, 4,
                        ph_tab_get32(image + PH_TAB_OFF_CHECKSUM + i) ^ 1u, "checksum");
+}
+
+/* A table of the previous format (version 1: 8-byte buckets) is refused by
+ * name, so an operator knows to recompile it rather than suspect damage. */
+static void an_older_format_version_is_refused_clearly(void **state)
+{
+    (void)state;
+    uint8_t *b = malloc(image_len);
+    memcpy(b, image, image_len);
+    ph_tab_put32(b + PH_TAB_OFF_VERSION, 1);
+    refix_checksum(b, image_len);
+    ph_table *t = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_table_open_buffer(b, image_len, &t, &diag), PH_E_FORMAT);
+    assert_null(t);
+    assert_non_null(strstr(diag.message, "unsupported table format version 1"));
+    free(b);
 }
 
 static void every_section_bound_is_checked(void **state)
@@ -233,8 +254,8 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     size_t eo = (size_t)(section(PH_TAB_SEC_ENTRIES, &n) - image);
     uint32_t nentries = n;
     size_t go = (size_t)(section(PH_TAB_SEC_RANGES, &n) - image);
-    size_t bo = (size_t)(section(PH_TAB_SEC_BUCKETS, &n) - image);
-    uint32_t nbuckets = n;
+    size_t so7 = (size_t)(section(PH_TAB_SEC_SLOTS, &n) - image);
+    uint32_t nslots = n;
 
     expect_refused(lo, 4, nstrings, "list name offset");
     expect_refused(lo + 4, 4, nstrings, "list name length");
@@ -259,11 +280,19 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     expect_refused(go, 4, 0, "range lo = 0");
     expect_refused(go + 4, 4, nrules, "range rule");
     expect_refused(go + 4, 4, nrules - 1, "range rule of another list or host");
-    for (uint32_t b = 0; b < nbuckets; b++) {
-        size_t at = bo + (size_t)b * PH_TAB_BUCKET_SIZE;
+    /* Every word of every hash slot, each 16-bit half and the kind and zero
+     * bytes: an empty slot must
+     * stay all zero, an occupied one must match its entry field by field. */
+    for (uint32_t b = 0; b < nslots; b++) {
+        size_t at = so7 + (size_t)b * PH_TAB_SLOT_SIZE;
         uint32_t v = ph_tab_get32(image + at);
-        expect_refused(at, 4, v == 0 ? nentries + 1 : 0, "bucket entry");
-        expect_refused(at + 4, 4, ph_tab_get32(image + at + 4) ^ 1, "bucket tag");
+        expect_refused(at, 4, v == 0 ? nentries + 1 : 0, "slot entry");
+        for (size_t w = 0; w < PH_TAB_SLOT_SIZE; w += 4) {
+            uint32_t x = ph_tab_get32(image + at + w);
+            expect_refused(at + w, 4, x ^ 1u, "slot field");
+            expect_refused(at + w, 4, x ^ 0x10000u, "slot field");
+            expect_refused(at + w, 4, x ^ 0x1000000u, "slot field");
+        }
     }
     /* The string section must end with NUL; hosts must stay canonical. */
     expect_refused(so + nstrings - 4, 4, 0x41414141, "string bytes");
@@ -348,6 +377,7 @@ int main(void)
         cmocka_unit_test(truncation_at_every_length_is_refused),
         cmocka_unit_test(every_flipped_byte_is_refused),
         cmocka_unit_test(every_header_field_is_checked),
+        cmocka_unit_test(an_older_format_version_is_refused_clearly),
         cmocka_unit_test(every_section_bound_is_checked),
         cmocka_unit_test(semantic_damage_behind_a_valid_checksum_is_refused),
         cmocka_unit_test(every_word_and_byte_rewritten_never_crashes),

@@ -3,6 +3,7 @@
  * refusal of non-canonical input, and the nearest-rule explanations. */
 #include <string.h>
 
+#include "pinhole/host.h"
 #include "table_fixture.h"
 
 static const char *const POLICY =
@@ -173,6 +174,52 @@ static void non_canonical_hosts_are_refused_not_matched(void **state)
     assert_int_equal(ph_table_lookup(table, "default", "a.b", 3, 443, NULL), PH_E_INVAL);
 }
 
+/* The lookup probes before it checks a name in full (a name equal to a
+ * verified entry, or one checked label on a verified parent, is canonical
+ * already): the verdict must still be exactly "parse_error iff ph_host_check
+ * refuses", whatever the port and whether an entry exists. Random first
+ * labels under the wildcard's base and under an exact name, every port case. */
+static void probing_first_never_changes_which_hosts_are_refused(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "az09-_.*A\xc3";
+    static const char *const bases[] = {".example.com", ".github.com", ".pypi.org", ""};
+    static const uint16_t ports[] = {443, 8005, 22};
+    char name[400];
+    srand(11);
+    for (int n = 0; n < 20000; n++) {
+        size_t len = (size_t)(rand() % 6), at = 0;
+        if (rand() % 50 == 0)
+            len = 60 + (size_t)(rand() % 8); /* around the 63-byte label limit */
+        for (; at < len; at++)
+            name[at] = alphabet[rand() % (int)(sizeof alphabet - 1)];
+        const char *base = bases[rand() % 4];
+        memcpy(name + at, base, strlen(base) + 1);
+        size_t nl = strlen(name);
+        bool canonical = nl > 0 && ph_host_check(name, nl, NULL) == PH_HOST_OK;
+        for (size_t p = 0; p < sizeof ports / sizeof *ports; p++) {
+            ph_table_result r;
+            ph_status st = ph_table_lookup(table, "default", name, nl, ports[p], &r);
+            if ((st == PH_E_INVAL) == canonical ||
+                (r.reason == PH_REASON_PARSE_ERROR) == canonical)
+                fail_msg("'%s' port %u: status %d reason %d, ph_host_check says %s", name,
+                         ports[p], st, r.reason, canonical ? "canonical" : "not canonical");
+        }
+    }
+    /* Longer than 253 bytes with a parent that has a wildcard. */
+    memset(name, 'a', 300);
+    for (size_t i = 50; i < 250; i += 51)
+        name[i] = '.';
+    memcpy(name + 250, ".example.com", 13);
+    ph_table_result r;
+    assert_int_equal(ph_table_lookup(table, "default", name, strlen(name), 443, &r), PH_E_INVAL);
+    assert_int_equal(r.reason, PH_REASON_PARSE_ERROR);
+    /* An embedded NUL in the first label is not a label character. */
+    assert_int_equal(ph_table_lookup(table, "default", "a\0b.example.com", 15, 443, &r),
+                     PH_E_INVAL);
+    assert_int_equal(r.reason, PH_REASON_PARSE_ERROR);
+}
+
 static ph_table_explanation explain(const char *list, const char *host, uint16_t port)
 {
     ph_table_explanation ex;
@@ -316,6 +363,7 @@ int main(void)
         cmocka_unit_test(includes_are_flattened_with_provenance),
         cmocka_unit_test(unknown_list_is_its_own_reason),
         cmocka_unit_test(non_canonical_hosts_are_refused_not_matched),
+        cmocka_unit_test(probing_first_never_changes_which_hosts_are_refused),
         cmocka_unit_test(explain_names_the_nearest_rule),
         cmocka_unit_test(enumeration_lists_sorted_rules_flattened),
         cmocka_unit_test(overlapping_rules_merge_with_canonical_first_winning),
