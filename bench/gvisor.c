@@ -5,9 +5,11 @@
  *  2. warm execute: `true` through ph_environment_execute on a running gvisor
  *     environment, median and p90 of M runs (target <= 60 ms median), and
  *     the floor: a bare `runsc exec` of /bin/true in the same sandbox;
- *  3. egress: 100 MB read inside the sandbox through pinhole-forwarder from
- *     a unix socket served on the host (the proxy's place), against reading
- *     the same socket directly on the host.
+ *  3. egress: 100 MB read inside the sandbox (busybox nc, small reads)
+ *     through pinhole-forwarder from a unix socket served on the host (the
+ *     proxy's place), against reading the same socket directly on the host.
+ *     The download through the real pinhole-proxy, with a reader that reads
+ *     64 KiB at a time, is bench_gvisor_proxy (bench/gvisor_proxy.sh).
  * Prints figures and ratios measured in the same run; asserts nothing.
  *
  * Usage: bench_gvisor [--cycles N] [--runs M] [--megabytes K] [--help]
@@ -277,8 +279,8 @@ static void egress(const char *state_dir, size_t megabytes)
                r->out.data ? (const char *)r->out.data : "", r->err.data ? (const char *)r->err.data : "");
     } else {
         double mb = (double)megabytes;
-        printf("egress %zu MB: through forwarder inside gvisor %.0f MB/s (%.0f ms, includes the "
-               "command), host reading the socket directly %.0f MB/s; ratio %.2f\n",
+        printf("egress %zu MB: busybox nc through forwarder inside gvisor %.0f MB/s (%.0f ms, "
+               "includes the command), host reading the socket directly %.0f MB/s; ratio %.2f\n",
                megabytes, mb / (through / 1e3), through, mb / (direct / 1e3),
                (mb / (through / 1e3)) / (mb / (direct / 1e3)));
     }

@@ -46,6 +46,7 @@
 
 #include <jansson.h>
 
+#include "cgroup_probe-int.h"
 #include "oci_bundle-int.h"
 #include "runsc_cli-int.h"
 
@@ -155,7 +156,11 @@ static ph_status gvisor_available(ph_diag *diag)
     if (geteuid() != 0)
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
                            "the gvisor mechanism needs root (runsc creates namespaces and cgroups)");
-    return PH_OK;
+    /* Fail closed: limits that no cgroup controller would enforce. */
+    ph_cgroup_probe cg;
+    if ((st = ph_cgroup_probe_root(NULL, &cg, diag)) != PH_OK)
+        return st;
+    return ph_cgroup_require_limits(&cg, diag);
 }
 
 /* ---- lifecycle ---- */

@@ -14,6 +14,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cgroup_probe-int.h"
 #include "sandbox-int.h"
 
 void esc_canary(char *out, size_t cap, const char *tag)
@@ -143,22 +144,20 @@ void esc_host_workspace(const sbx_fixture *f, ph_environment *env, char *out, si
 bool esc_cgroup_read(const char *env_id, const char *controller, const char *file, char *out,
                      size_t cap)
 {
-    /* v1 and hybrid: one directory per controller; v2: one unified tree. */
-    for (int i = 0; i < 2; i++) {
-        char path[512];
-        if (i == 0)
-            snprintf(path, sizeof path, "/sys/fs/cgroup/%s/pinhole-%s/%s", controller, env_id, file);
-        else
-            snprintf(path, sizeof path, "/sys/fs/cgroup/pinhole-%s/%s", env_id, file);
-        size_t len = 0;
-        char *data = ph_test_read_file(path, &len);
-        if (data == NULL)
-            continue;
-        snprintf(out, cap, "%.*s", (int)strcspn(data, "\n"), data);
-        free(data);
-        return true;
-    }
-    return false;
+    /* The library's own detection (v1, v2 or hybrid) says where the file is. */
+    ph_cgroup_probe probe;
+    char group[128], path[512];
+    snprintf(group, sizeof group, "pinhole-%s", env_id);
+    if (ph_cgroup_probe_root(NULL, &probe, NULL) != PH_OK ||
+        ph_cgroup_file_path(&probe, NULL, controller, group, file, path, sizeof path) != 0)
+        return false;
+    size_t len = 0;
+    char *data = ph_test_read_file(path, &len);
+    if (data == NULL)
+        return false;
+    snprintf(out, cap, "%.*s", (int)strcspn(data, "\n"), data);
+    free(data);
+    return true;
 }
 
 int esc_pick_mechanism(int argc, char **argv, ph_sandbox_mechanism *m)

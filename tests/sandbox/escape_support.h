@@ -50,8 +50,8 @@ void esc_host_traces(const sbx_fixture *f, const char *env_id, esc_traces *out);
  * asserted to exist. Static buffer per call site: copy it. */
 void esc_host_workspace(const sbx_fixture *f, ph_environment *env, char *out, size_t cap);
 
-/* Reads a cgroup control file of env's sandbox (v1 controller directory,
- * else the unified v2 directory) into out. false when not found. */
+/* Reads a cgroup control file of env's sandbox into out, at the path the
+ * library's layout detection (v1, v2 or hybrid) gives. false when not found. */
 bool esc_cgroup_read(const char *env_id, const char *controller, const char *file, char *out,
                      size_t cap);
 

@@ -205,6 +205,44 @@ static void exhaust_with_cpu_spinner(void **state)
     assert_sandbox_recovers();
 }
 
+/* Prints "left: N", N the processes whose command line holds
+ * "deadline-tree" (their $0: dash execs a last simple command, so a comment
+ * in the script would not survive; the pattern "deadline-tre[e]" does not match the
+ * grep's own), after listing them. */
+#define COUNT_TREE                                                                     \
+    "list() { for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <\"$f\"; echo; done; }; " \
+    "list | grep 'deadline-tre[e]'; echo \"left: $(list | grep -c 'deadline-tre[e]')\""
+
+/* At the deadline the whole tree is gone, not just the command: children
+ * in their own session, one ignoring SIGTERM and a spinning grandchild are
+ * all ended from outside when the wall clock runs out. Checked at once by
+ * the next execute; the positive control shows the check sees a live one. */
+static void deadline_ends_the_whole_process_tree(void **state)
+{
+    (void)state;
+    ph_execution_result *r =
+        esc_sh(g_env, "t=deadline-tre; sh -c 'while :; do sleep 1; done' ${t}e-0 & sleep 0.3; "
+                      COUNT_TREE);
+    if (!sbx_contains(r->out.data, r->out.len, "left: 1"))
+        fail_msg("the check does not see a live process: %.*s %.*s", (int)r->out.len,
+                 (const char *)r->out.data, (int)r->err.len, (const char *)r->err.data);
+    ph_execution_result_free(&r);
+    r = run_attack(
+        "setsid sh -c 'while :; do :; done' deadline-tree-1 >/dev/null 2>&1 & "
+        "sh -c 'trap \"\" TERM HUP INT; while :; do sleep 1; done' deadline-tree-2 >/dev/null 2>&1 & "
+        "sh -c 'sh -c \"while :; do :; done\" deadline-tree-3 & wait' >/dev/null 2>&1 & "
+        "sleep 30",
+        2);
+    assert_true(r->timed_out);
+    assert_true(r->duration_ms < 2000 + 2000);
+    ph_execution_result_free(&r);
+    r = esc_sh(g_env, COUNT_TREE);
+    assert_true(r->exited);
+    if (!sbx_contains(r->out.data, r->out.len, "left: 0"))
+        fail_msg("processes survived the deadline: %.*s", (int)r->out.len, (const char *)r->out.data);
+    ph_execution_result_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     int rc = esc_pick_mechanism(argc, argv, &g_mechanism);
@@ -215,6 +253,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(exhaust_with_fork_bomb),
         cmocka_unit_test(exhaust_with_memory_hog),
         cmocka_unit_test(exhaust_with_cpu_spinner),
+        cmocka_unit_test(deadline_ends_the_whole_process_tree),
     };
     char name[64];
     snprintf(name, sizeof name, "escape test, exhaustion (%s)",

@@ -22,6 +22,14 @@
 
 #define FORWARDER PH_BINARY_DIR "/bin/pinhole-forwarder"
 #define PAYLOAD (1024 * 1024 + 7)
+/* Bytes the "proxy" sends back after its reply line: a download large
+ * enough to need many read+send rounds and to fill the socket buffers. */
+#define DOWNLOAD (8 * 1024 * 1024 + 13)
+
+static char download_byte(size_t i)
+{
+    return (char)(i * 13 + (i >> 11));
+}
 
 static int run_forwarder(const char *const *args)
 {
@@ -51,7 +59,7 @@ static uint16_t free_port(void)
 }
 
 /* The "proxy": reads until the client half-closes, then answers with the
- * byte count and a checksum, then closes. */
+ * byte count and a checksum on one line, then DOWNLOAD bytes, then closes. */
 typedef struct echo_server {
     int listener;
     pthread_t thread;
@@ -78,8 +86,17 @@ static void *echo_main(void *arg)
         total += (size_t)n;
     }
     char reply[64];
-    int len = snprintf(reply, sizeof reply, "got:%zu:%08x", total, sum);
+    int len = snprintf(reply, sizeof reply, "got:%zu:%08x\n", total, sum);
     (void)!write(c, reply, (size_t)len);
+    for (size_t off = 0; off < DOWNLOAD;) {
+        size_t k = 0;
+        for (; k < sizeof buf && off + k < DOWNLOAD; k++)
+            buf[k] = download_byte(off + k);
+        ssize_t w = write(c, buf, k);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
     close(c);
     return NULL;
 }
@@ -126,13 +143,21 @@ static void forwarder_relays_and_propagates_half_close(void **state)
     /* The server answers only after end of stream: the reply proves the
      * forwarder passed our half-close on and kept the other direction open. */
     assert_int_equal(shutdown(c, SHUT_WR), 0);
-    char reply[128] = {0}, want[64];
-    size_t got = 0;
+    size_t cap = 64 + DOWNLOAD, got = 0;
+    char *in = malloc(cap + 1), want[64];
     ssize_t n;
-    while ((n = read(c, reply + got, sizeof reply - 1 - got)) > 0)
+    while (got < cap && (n = read(c, in + got, cap - got)) > 0)
         got += (size_t)n;
-    snprintf(want, sizeof want, "got:%d:%08x", PAYLOAD, sum);
-    assert_string_equal(reply, want);
+    in[got] = '\0';
+    int line = snprintf(want, sizeof want, "got:%d:%08x\n", PAYLOAD, sum);
+    assert_true(got >= (size_t)line);
+    assert_memory_equal(in, want, (size_t)line);
+    /* The download arrived whole and in order, then end of stream. */
+    assert_int_equal(got - (size_t)line, DOWNLOAD);
+    for (size_t i = 0; i < DOWNLOAD; i++)
+        if (in[line + i] != download_byte(i))
+            fail_msg("download byte %zu differs", i);
+    free(in);
     close(c);
     free(payload);
     pthread_join(srv.thread, NULL);
