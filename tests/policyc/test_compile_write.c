@@ -98,8 +98,9 @@ static void failed_write_keeps_the_old_file_and_no_temp(void **state)
 static int run_compile(const char *in, const char *out)
 {
     char a0[] = "compile", a1[] = "-q", a3[] = "-o", inb[4096], outb[4096];
-    snprintf(inb, sizeof inb, "%s", in);
-    snprintf(outb, sizeof outb, "%s", out);
+    if (snprintf(inb, sizeof inb, "%s", in) >= (int)sizeof inb ||
+        snprintf(outb, sizeof outb, "%s", out) >= (int)sizeof outb)
+        return -1;
     char *argv[] = {a0, a1, inb, a3, outb, NULL};
     return pc_cmd_compile(5, argv);
 }
