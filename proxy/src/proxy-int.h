@@ -130,11 +130,21 @@ typedef void (*px_relay_done_cb)(void *arg, const char *why);
 
 /* Relays between two connected bufferevents until both directions have
  * ended (EOF propagated as shutdown(SHUT_WR)), an error, the idle timeout
- * or the maximum lifetime. Takes ownership of both. *up / *down count the
- * bytes client->upstream and upstream->client. done runs once. */
+ * or the maximum lifetime. On success takes ownership of both (their
+ * sockets move into the relay, the bufferevents are freed); on NULL (out of
+ * memory) the caller still owns both. greeting (copied) is sent to the
+ * client before any upstream byte and is not counted. *up / *down count the
+ * bytes client->upstream and upstream->client, including bytes the client
+ * bufferevent had already read. Nothing moves before px_relay_run. */
 px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
-                         struct bufferevent *upstream, const px_config *cfg, uint64_t *up,
-                         uint64_t *down, px_relay_done_cb done, void *arg);
+                         struct bufferevent *upstream, const char *greeting, size_t greeting_len,
+                         const px_config *cfg, uint64_t *up, uint64_t *down,
+                         px_relay_done_cb done, void *arg);
+/* Sends the greeting and the early bytes at once and starts relaying. done
+ * runs once, at the end (possibly already within this call: the caller must
+ * not touch what done frees afterwards). */
+void px_relay_run(px_relay *r);
+/* Closes both sockets; done does not run. */
 void px_relay_free(px_relay **r);
 
 /* ---- limits.c ------------------------------------------------------------ */

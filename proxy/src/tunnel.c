@@ -18,6 +18,7 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -195,7 +196,7 @@ static void conn_free(px_conn *c)
     if (c->timer)
         event_free(c->timer);
     if (c->relay) {
-        px_relay_free(&c->relay); /* frees both bufferevents */
+        px_relay_free(&c->relay); /* closes both sockets */
         px_metrics_tunnel_close();
         px_metrics_bytes(c->up, c->down);
     } else {
@@ -270,16 +271,17 @@ static void start_relay(px_conn *c)
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';
     px_metrics_request(PH_REASON_ALLOWED);
-    bufferevent_write(c->client, ok, sizeof ok - 1);
-    struct bufferevent *client = c->client, *up = c->upstream;
-    c->relay = px_relay_start(c->w->base, client, up, c->w->cfg, &c->up, &c->down, relay_done, c);
+    c->relay = px_relay_start(c->w->base, c->client, c->upstream, ok, sizeof ok - 1, c->w->cfg,
+                              &c->up, &c->down, relay_done, c);
     if (c->relay == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
+    c->client = c->upstream = NULL; /* the relay owns the sockets now */
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
+    px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
 }
 
 /* ---- dial ---------------------------------------------------------------- */
@@ -308,6 +310,26 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
     dial_next(c);
 }
 
+/* Runs from the active queue, in the same loop iteration as the dial. */
+static void connected_at_once_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    start_relay(arg);
+}
+
+/* True when a non-blocking connect already completed: on a near upstream
+ * (loopback, same host) the handshake finishes inside connect(2), and one
+ * poll(2) saves waiting a loop iteration for the connect event. */
+static bool connected_at_once(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLOUT };
+    int err = 0;
+    socklen_t len = sizeof err;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP)) == POLLOUT &&
+           getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+}
+
 static void dial_next(px_conn *c)
 {
     while (c->next_addr < c->answer->naddrs) {
@@ -331,8 +353,17 @@ static void dial_next(px_conn *c)
         evtimer_assign(c->timer, c->w->base, connect_timeout_cb, c);
         evtimer_add(c->timer, &tv);
         /* The address was checked; connect to exactly it, no name lookup. */
-        if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) == 0)
+        if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) == 0) {
+            if (connected_at_once(bufferevent_getfd(c->upstream))) {
+                /* Not start_relay() here: dial_next may run inside the
+                 * decision (a cached DNS answer), before the head is
+                 * consumed. The timer (freed with c) carries it instead. */
+                evtimer_del(c->timer);
+                evtimer_assign(c->timer, c->w->base, connected_at_once_cb, c);
+                event_active(c->timer, EV_TIMEOUT, 1);
+            }
             return;
+        }
         evtimer_del(c->timer);
         bufferevent_free(c->upstream);
         c->upstream = NULL;
