@@ -36,9 +36,9 @@ fuzz-smoke: deps
 	@sh scripts/fuzz-smoke.sh build/fuzz $(FUZZ_SECONDS)
 
 bench: deps
-	@cmake --preset release -DPINHOLE_BUILD_BENCH=ON >/dev/null
-	@MAKEFLAGS= cmake --build --preset release -j $(JOBS)
-	@sh scripts/bench.sh build/release
+	@cmake --preset release -B build/bench -DPINHOLE_BUILD_BENCH=ON -DPINHOLE_BUILD_TESTS=ON >/dev/null
+	@MAKEFLAGS= cmake --build build/bench -j $(JOBS)
+	@sh scripts/bench.sh build/bench
 
 install: build
 	@cmake --install build/dev
