@@ -12,6 +12,7 @@
 
 #include <openssl/crypto.h>
 
+#include "file_write_atomic-int.h"
 #include "pinhole/grant.h"
 #include "tools.h"
 
@@ -30,20 +31,6 @@ static void keygen_usage(FILE *out)
           "  -h, --help         this text\n"
           "Exit status: 0 done, 2 usage error or unusable file.\n",
           out);
-}
-
-static bool write_all(int fd, const char *buf, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, buf, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        buf += n;
-        len -= (size_t)n;
-    }
-    return true;
 }
 
 /* Reads the whole existing key file (already validated by the keyring). */
@@ -68,7 +55,7 @@ static char *read_small(const char *path, size_t *len)
     return buf;
 }
 
-/* New line first, then the old file, via a 0600 temp file + fsync + rename. */
+/* New line first, then the old file, published atomically (mode 0600). */
 static int rotate(const char *path, const char *line)
 {
     ph_keyring *kr = NULL;
@@ -84,27 +71,27 @@ static int rotate(const char *path, const char *line)
         pg_error("%s: cannot read it back", path);
         return EXIT_USAGE;
     }
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path);
-    int fd = mkostemp(tmp, O_CLOEXEC);
+    size_t linelen = strlen(line), cap = linelen + oldlen + 1, n = 0;
+    char *joined = malloc(cap);
     int rc = EXIT_USAGE;
-    if (fd < 0) {
-        pg_error("%s: %s", tmp, strerror(errno));
+    if (joined == NULL) {
+        pg_error("out of memory");
         goto out;
     }
-    bool ok = fchmod(fd, 0600) == 0 && write_all(fd, line, strlen(line)) &&
-              write_all(fd, old, oldlen) &&
-              (oldlen == 0 || old[oldlen - 1] == '\n' || write_all(fd, "\n", 1)) &&
-              fsync(fd) == 0;
-    if (close(fd) != 0)
-        ok = false;
-    if (!ok || rename(tmp, path) != 0) {
-        pg_error("%s: %s", path, strerror(errno));
-        unlink(tmp);
+    memcpy(joined, line, linelen);
+    memcpy(joined + linelen, old, oldlen);
+    n = linelen + oldlen;
+    if (oldlen > 0 && old[oldlen - 1] != '\n')
+        joined[n++] = '\n';
+    if (ph_file_write_atomic(path, joined, n, 0600, PH_WRITE_REPLACE, &d) != PH_OK) {
+        pg_error("%s", d.message);
         goto out;
     }
     rc = EXIT_ALLOWED;
 out:
+    if (joined != NULL)
+        OPENSSL_cleanse(joined, cap);
+    free(joined);
     OPENSSL_cleanse(old, oldlen);
     free(old);
     return rc;
@@ -167,13 +154,12 @@ int pg_cmd_keygen(int argc, char **argv)
     if (rotate_path != NULL) {
         rc = rotate(rotate_path, line);
     } else if (output != NULL) {
-        int fd = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 || !write_all(fd, line, strlen(line)) || fsync(fd) != 0) {
-            pg_error("%s: %s", output, strerror(errno));
+        /* Never overwrites an existing key file; never leaves a partial one. */
+        if (ph_file_write_atomic(output, line, strlen(line), 0600, PH_WRITE_NO_REPLACE, &d) !=
+            PH_OK) {
+            pg_error("%s", d.message);
             rc = EXIT_USAGE;
         }
-        if (fd >= 0 && close(fd) != 0)
-            rc = EXIT_USAGE;
     } else {
         fputs(line, stdout);
     }

@@ -14,6 +14,7 @@
 #include "compile.h"
 #include "load.h"
 #include "pinhole/table.h"
+#include "file_write_atomic-int.h"
 
 static void usage(FILE *out)
 {
@@ -81,7 +82,7 @@ int pc_cmd_compile(int argc, char **argv)
     if (st == PH_OK)
         st = ph_table_open_buffer(image, len, &table, &diag);
     if (st == PH_OK)
-        st = pc_write_file_atomic(output, image, len, &diag);
+        st = ph_file_write_atomic(output, image, len, 0644, PH_WRITE_REPLACE, &diag);
     free(image);
     if (st != PH_OK) {
         fprintf(stderr, "policyc compile: %s\npolicyc compile: no table written\n", diag.message);

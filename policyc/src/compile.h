@@ -27,13 +27,4 @@
  */
 ph_status pc_compile(const pc_policy *policy, uint8_t **out, size_t *len, ph_diag *diag);
 
-/*
- * Replaces the file at path with data[0..len) atomically: a temporary file
- * created with O_EXCL in the same directory, written, fsync'd, renamed over
- * path, then the directory fsync'd. Readers see the old table or the new one,
- * never a mix. On any failure the temporary file is removed, the old file is
- * untouched, and diag (PH_E_IO) names the failing step.
- */
-ph_status pc_write_file_atomic(const char *path, const uint8_t *data, size_t len, ph_diag *diag);
-
 #endif

@@ -7,6 +7,7 @@
 #include "compile.h"
 #include "guard_fixture.h"
 #include "load.h"
+#include "file_write_atomic-int.h"
 
 uint8_t *ph_fixture_compile(const char *yaml, const char *name, size_t *len)
 {
@@ -34,7 +35,7 @@ void ph_fixture_write_table(const char *path, const char *yaml, const char *name
     size_t len = 0;
     uint8_t *image = ph_fixture_compile(yaml, name, &len);
     ph_diag d;
-    if (pc_write_file_atomic(path, image, len, &d) != PH_OK)
+    if (ph_file_write_atomic(path, image, len, 0644, PH_WRITE_REPLACE, &d) != PH_OK)
         fail_msg("writing %s: %s", path, d.message);
     free(image);
 }

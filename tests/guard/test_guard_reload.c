@@ -15,6 +15,7 @@
 #include "compile.h"
 #include "guard_fixture.h"
 #include "pinhole/guard.h"
+#include "file_write_atomic-int.h"
 
 /* Version A allows a.example.com, version B b.example.com; each names its
  * own provenance file, so a torn verdict (A's answer, B's rule) shows. */
@@ -109,7 +110,7 @@ static void test_reload_hammered(void **state)
     uint8_t *img_a = ph_fixture_compile(POLICY_A, "a.yaml", &len_a);
     uint8_t *img_b = ph_fixture_compile(POLICY_B, "b.yaml", &len_b);
     ph_diag d;
-    assert_int_equal(pc_write_file_atomic(path, img_a, len_a, &d), PH_OK);
+    assert_int_equal(ph_file_write_atomic(path, img_a, len_a, 0644, PH_WRITE_REPLACE, &d), PH_OK);
 
     shared s;
     memset(&s, 0, sizeof s);
@@ -133,7 +134,7 @@ static void test_reload_hammered(void **state)
         bool corrupt = i % 10 == 9;
         const uint8_t *img = corrupt ? (const uint8_t *)garbage : (i % 2 ? img_b : img_a);
         size_t len = corrupt ? sizeof garbage : (i % 2 ? len_b : len_a);
-        assert_int_equal(pc_write_file_atomic(path, img, len, &d), PH_OK);
+        assert_int_equal(ph_file_write_atomic(path, img, len, 0644, PH_WRITE_REPLACE, &d), PH_OK);
         bool reloaded = false;
         ph_status st = ph_guard_reload(s.g, &reloaded, &d);
         if (corrupt) {
@@ -185,7 +186,7 @@ static void test_bad_new_file_keeps_old_table(void **state)
     size_t len = 0;
     uint8_t *img = ph_fixture_compile(POLICY_B, "b.yaml", &len);
     ph_diag d;
-    assert_int_equal(pc_write_file_atomic(path, img, len / 2, &d), PH_OK);
+    assert_int_equal(ph_file_write_atomic(path, img, len / 2, 0644, PH_WRITE_REPLACE, &d), PH_OK);
     memset(&d, 0, sizeof d);
     assert_int_not_equal(ph_guard_reload(g, &reloaded, &d), PH_OK);
     assert_false(reloaded);
@@ -204,7 +205,7 @@ static void test_bad_new_file_keeps_old_table(void **state)
                      PH_OK);
 
     /* A good file again: swapped, error cleared. */
-    assert_int_equal(pc_write_file_atomic(path, img, len, &d), PH_OK);
+    assert_int_equal(ph_file_write_atomic(path, img, len, 0644, PH_WRITE_REPLACE, &d), PH_OK);
     assert_int_equal(ph_guard_reload(g, &reloaded, NULL), PH_OK);
     assert_true(reloaded);
     assert_int_equal(ph_guard_last_reload_error(g, NULL), PH_OK);

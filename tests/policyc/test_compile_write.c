@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "table_fixture.h"
+#include "file_write_atomic-int.h"
 
 static const char *const POLICY = "version: 1\nlists:\n  default:\n    rules:\n"
                                   "      - host: api.github.com\n        ports: [443]\n";
@@ -36,7 +37,7 @@ static void write_replaces_the_file(void **state)
     uint8_t *image;
     size_t len;
     fx_compile(POLICY, &image, &len);
-    assert_int_equal(pc_write_file_atomic(path, image, len, NULL), PH_OK);
+    assert_int_equal(ph_file_write_atomic(path, image, len, 0644, PH_WRITE_REPLACE, NULL), PH_OK);
     size_t got_len;
     char *got = ph_test_read_file(path, &got_len);
     assert_int_equal(got_len, len);
@@ -65,7 +66,7 @@ static void failed_write_keeps_the_old_file_and_no_temp(void **state)
     void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
     assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
     ph_diag diag = {0};
-    ph_status st = pc_write_file_atomic(path, image, len, &diag);
+    ph_status st = ph_file_write_atomic(path, image, len, 0644, PH_WRITE_REPLACE, &diag);
     setrlimit(RLIMIT_FSIZE, &old);
     signal(SIGXFSZ, prev);
     assert_int_equal(st, PH_E_IO);
@@ -84,11 +85,11 @@ static void failed_write_keeps_the_old_file_and_no_temp(void **state)
     char inner[4300];
     snprintf(inner, sizeof inner, "%s/x", sub);
     assert_int_equal(ph_test_write_file(inner, "x", 1), 0);
-    assert_int_equal(pc_write_file_atomic(sub, image, len, &diag), PH_E_IO);
+    assert_int_equal(ph_file_write_atomic(sub, image, len, 0644, PH_WRITE_REPLACE, &diag), PH_E_IO);
     assert_int_equal(count_entries(dir), 2);
     /* A missing directory: nothing created anywhere. */
     snprintf(sub, sizeof sub, "%s/missing/t.ptab", dir);
-    assert_int_equal(pc_write_file_atomic(sub, image, len, &diag), PH_E_IO);
+    assert_int_equal(ph_file_write_atomic(sub, image, len, 0644, PH_WRITE_REPLACE, &diag), PH_E_IO);
     assert_int_equal(count_entries(dir), 2);
     free(image);
     ph_test_rmtree(dir);

@@ -1,18 +1,19 @@
 /*
- * write_atomic.c - replacing a file so readers see the old bytes or the new
- * bytes, never a mix or a prefix (see pc_write_file_atomic in compile.h).
+ * file_write_atomic.c - publishing a file so readers see the old bytes or the
+ * new bytes, never a mix or a prefix (see file_write_atomic-int.h).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "compile.h"
 #include "diag-int.h"
+#include "file_write_atomic-int.h"
 
 /* dir receives path's directory ("." when it has none). */
 static void split_dir(const char *path, char *dir, size_t dircap, const char **base)
@@ -44,7 +45,8 @@ static ph_status write_all(int fd, const uint8_t *data, size_t len)
     return PH_OK;
 }
 
-ph_status pc_write_file_atomic(const char *path, const uint8_t *data, size_t len, ph_diag *diag)
+ph_status ph_file_write_atomic(const char *path, const void *data, size_t len, mode_t mode,
+                               int flags, ph_diag *diag)
 {
     char dir[PATH_MAX], tmp[2 * PATH_MAX + 32];
     const char *base;
@@ -61,7 +63,7 @@ ph_status pc_write_file_atomic(const char *path, const uint8_t *data, size_t len
         if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
             r = ((uint64_t)getpid() << 32) ^ (uint64_t)attempt;
         snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%016llx", dir, base, (unsigned long long)r);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
         if (fd < 0 && errno != EEXIST)
             return ph_diag_set(diag, PH_E_IO, 0, "cannot create a temporary file in %s: %s", dir,
                                strerror(errno));
@@ -76,7 +78,8 @@ ph_status pc_write_file_atomic(const char *path, const uint8_t *data, size_t len
         step = "fsync", err = errno;
     if (close(fd) != 0 && step == NULL)
         step = "close", err = errno;
-    if (step == NULL && rename(tmp, path) != 0)
+    if (step == NULL && renameat2(AT_FDCWD, tmp, AT_FDCWD, path,
+                                  (flags & PH_WRITE_NO_REPLACE) ? RENAME_NOREPLACE : 0) != 0)
         step = "rename", err = errno;
     if (step != NULL) {
         unlink(tmp);
