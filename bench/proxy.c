@@ -4,23 +4,32 @@
  *   transactions/s   one small request/response per tunnel (connect,
  *                    CONNECT + grant for the proxy, 64 B each way, close),
  *                    4 client threads, best of 3 alternating 1 s rounds;
- *                    target >= 0.5x direct
+ *                    target >= 0.5x direct. With it, the CPU time per
+ *                    transaction of each party (client threads, upstream,
+ *                    proxy; /proc/PID/stat, ended threads included): with
+ *                    every core busy, the ratio can be no better than the
+ *                    direct transaction's CPU over the proxied one's.
  *   added latency    median per transaction, one client, direct and proxied
- *                    alternating one by one, proxied - direct; <= 100 us
+ *                    alternating one by one, proxied - direct; <= 100 us.
+ *                    With it the medians of the two phases: opening the
+ *                    tunnel (connect; CONNECT up to the 200) and the echo.
  *   bulk throughput  one tunnel, 256 MiB echoed (both directions at once),
  *                    best of 3 alternating runs; target >= 0.8x direct
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
  *                    target <= 64 MiB
  *
- * Options: --workers N (proxy worker threads; default 0, one per core: on a
- * 2-core machine shared with the client and the upstream, 1 may beat 2),
- * --idle-tunnels N (default 10000), --proxy PATH (A/B runs), --help. Exit codes: 0 figures printed,
+ * tinyproxy and squid, when installed, run the same workload after Pinhole
+ * (the first three figures), asked for "localhost:PORT" (their own name
+ * lookup, /etc/hosts) with CONNECT allowed to the upstream's port.
+ *
+ * Options: --workers N (proxy worker threads; default 0, one per core),
+ * --clients N (client threads, default 4), --idle-tunnels N (default
+ * 10000), --proxy PATH (A/B runs), --help. Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
  * The proxy is the PINHOLE_TEST_LOOPBACK_UPSTREAM build (the upstream is on
  * loopback), names come from dnsmasq on a loopback port, the upstream is a
- * libevent echo server in a child process. tinyproxy and squid are run on
- * the same workload when installed (they are not on the reference machine).
+ * libevent echo server in a child process.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,6 +39,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +59,18 @@
 #define TARGET_HOST "ok." DOMAIN
 
 static int upstream_port, proxy_port, dns_port, admin_port;
+static int clients = 4; /* client threads of the transactions/s rounds */
 static char token[512];
+
+/* Where a transaction goes: straight to the upstream, or through a proxy. */
+typedef struct target {
+    const char *name;
+    int port;         /* where the client connects */
+    const char *host; /* the CONNECT host; NULL: direct */
+    pid_t pid;        /* the proxy's process; 0 direct */
+} target;
+
+static pid_t upstream_pid;
 
 static double now_s(void)
 {
@@ -159,48 +180,70 @@ static int read_full(int fd, char *buf, size_t n)
     return 0;
 }
 
-/* Opens a tunnel: direct connect, or CONNECT through the proxy. */
-static int open_tunnel(int proxied)
+/* Reads a proxy's answer head (it arrives whole: the client sends nothing
+ * before it, the proxy nothing after it until then); true on a 200. */
+static bool read_head_200(int fd)
 {
-    if (!proxied)
-        return dial(upstream_port);
-    int fd = dial(proxy_port);
-    if (fd < 0)
-        return -1;
+    char head[1024];
+    size_t got = 0;
+    while (got < sizeof head - 1) {
+        ssize_t r = read(fd, head + got, sizeof head - 1 - got);
+        if (r <= 0)
+            return false;
+        got += (size_t)r;
+        head[got] = '\0';
+        if (strstr(head, "\r\n\r\n") != NULL)
+            return memcmp(head, "HTTP/1.", 7) == 0 && memcmp(head + 8, " 200", 4) == 0;
+    }
+    return false;
+}
+
+/* Opens a tunnel: direct connect, or CONNECT through the proxy. */
+static int open_tunnel(const target *t)
+{
+    int fd = dial(t->port);
+    if (fd < 0 || t->host == NULL)
+        return fd;
     char req[1024];
     int n = snprintf(req, sizeof req,
-                     "CONNECT " TARGET_HOST ":%d HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n",
-                     upstream_port, token);
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return -1;
-    }
-    /* "HTTP/1.1 200 Connection Established\r\n\r\n" is 39 bytes. */
-    char resp[39];
-    if (read_full(fd, resp, sizeof resp) != 0 || memcmp(resp, "HTTP/1.1 200", 12) != 0) {
+                     "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n"
+                     "Proxy-Authorization: Bearer %s\r\n\r\n",
+                     t->host, upstream_port, t->host, upstream_port, token);
+    if (write(fd, req, (size_t)n) != n || !read_head_200(fd)) {
         close(fd);
         return -1;
     }
     return fd;
 }
 
-static int transaction(int proxied)
+/* One transaction; when `took` is not NULL, the seconds spent opening the
+ * tunnel (connect, and CONNECT up to the 200) and exchanging the bytes. */
+static int transaction_timed(const target *t, double took[2])
 {
     char msg[64], back[64];
     memset(msg, 'x', sizeof msg);
-    int fd = open_tunnel(proxied);
+    double t0 = took ? now_s() : 0;
+    int fd = open_tunnel(t);
     if (fd < 0)
         return -1;
+    double t1 = took ? now_s() : 0;
     int rc = write(fd, msg, sizeof msg) == (ssize_t)sizeof msg &&
                      read_full(fd, back, sizeof back) == 0
                  ? 0
                  : -1;
+    if (took)
+        took[0] = t1 - t0, took[1] = now_s() - t1;
     close(fd);
     return rc;
 }
 
+static int transaction(const target *t)
+{
+    return transaction_timed(t, NULL);
+}
+
 typedef struct tx_arg {
-    int proxied;
+    const target *t;
     double until;
     long done, failed;
 } tx_arg;
@@ -209,7 +252,7 @@ static void *tx_thread(void *p)
 {
     tx_arg *a = p;
     while (now_s() < a->until) {
-        if (transaction(a->proxied) == 0)
+        if (transaction(a->t) == 0)
             a->done++;
         else
             a->failed++;
@@ -217,23 +260,63 @@ static void *tx_thread(void *p)
     return NULL;
 }
 
-static double tx_rate(int proxied, int threads, double seconds, long *failed)
+/* CPU time (user + system, ns) of a process so far, threads that ended
+ * included (a thread-per-connection proxy's are gone by the time we look). */
+static double cpu_ns(pid_t pid)
 {
-    pthread_t t[16];
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(line, 1, sizeof line - 1, f) : 0;
+    if (f)
+        fclose(f);
+    line[n] = '\0';
+    /* Fields after the command (which may hold spaces): state is field 3,
+     * utime 14, stime 15. */
+    const char *p = strrchr(line, ')');
+    unsigned long long utime = 0, stime = 0;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                            &stime) != 2)
+        return 0;
+    return (double)(utime + stime) * 1e9 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec) * 1e9 +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e3;
+}
+
+/* CPU time per transaction of each party, in microseconds. */
+typedef struct tx_cpu {
+    double client, upstream, proxy;
+} tx_cpu;
+
+static double tx_rate(const target *t, int threads, double seconds, long *failed, tx_cpu *cpu)
+{
+    pthread_t th[16];
     tx_arg a[16];
+    double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid), p0 = t->pid ? cpu_ns(t->pid) : 0;
     double start = now_s();
     for (int i = 0; i < threads; i++) {
-        a[i] = (tx_arg){ proxied, start + seconds, 0, 0 };
-        pthread_create(&t[i], NULL, tx_thread, &a[i]);
+        a[i] = (tx_arg){ t, start + seconds, 0, 0 };
+        pthread_create(&th[i], NULL, tx_thread, &a[i]);
     }
     long done = 0;
     *failed = 0;
     for (int i = 0; i < threads; i++) {
-        pthread_join(t[i], NULL);
+        pthread_join(th[i], NULL);
         done += a[i].done;
         *failed += a[i].failed;
     }
-    return (double)done / (now_s() - start);
+    double rate = (double)done / (now_s() - start);
+    if (done > 0)
+        *cpu = (tx_cpu){ (self_cpu_ns() - c0) / 1e3 / (double)done,
+                         (cpu_ns(upstream_pid) - u0) / 1e3 / (double)done,
+                         (t->pid ? cpu_ns(t->pid) - p0 : 0) / 1e3 / (double)done };
+    return rate;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -244,21 +327,30 @@ static int cmp_double(const void *x, const void *y)
 
 /* Medians of n transactions each, direct and proxied alternating one by
  * one (so a busy moment of the shared machine hits both alike). */
-static void median_latency(int n, double *direct, double *proxied)
+/* Median seconds of n transactions each, direct and proxied alternating one
+ * by one (so a busy moment of the shared machine hits both alike): [0] the
+ * whole transaction, [1] opening the tunnel, [2] the exchange. */
+static void median_latency(int n, const target *direct_t, const target *proxied_t,
+                           double direct[3], double proxied[3])
 {
-    double *v[2] = { calloc((size_t)n, sizeof(double)), calloc((size_t)n, sizeof(double)) };
+    double *v[2][3];
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k < 3; k++)
+            v[p][k] = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++)
         for (int p = 0; p < 2; p++) {
-            double t0 = now_s();
-            transaction(p);
-            v[p][i] = now_s() - t0;
+            double took[2] = { 0, 0 };
+            transaction_timed(p ? proxied_t : direct_t, took);
+            v[p][0][i] = took[0] + took[1];
+            v[p][1][i] = took[0];
+            v[p][2][i] = took[1];
         }
     for (int p = 0; p < 2; p++)
-        qsort(v[p], (size_t)n, sizeof(double), cmp_double);
-    *direct = v[0][n / 2];
-    *proxied = v[1][n / 2];
-    free(v[0]);
-    free(v[1]);
+        for (int k = 0; k < 3; k++) {
+            qsort(v[p][k], (size_t)n, sizeof(double), cmp_double);
+            (p ? proxied : direct)[k] = v[p][k][n / 2];
+            free(v[p][k]);
+        }
 }
 
 typedef struct bulk_arg {
@@ -281,15 +373,15 @@ static void *bulk_writer(void *p)
 }
 
 /* MiB/s of echoed bytes through one tunnel (both directions at once). */
-static double bulk(int proxied, size_t bytes)
+static double bulk(const target *t, size_t bytes)
 {
-    int fd = open_tunnel(proxied);
+    int fd = open_tunnel(t);
     if (fd < 0)
         return 0;
     bulk_arg a = { fd, bytes };
-    pthread_t t;
+    pthread_t th;
     double t0 = now_s();
-    pthread_create(&t, NULL, bulk_writer, &a);
+    pthread_create(&th, NULL, bulk_writer, &a);
     static char buf[1 << 16];
     size_t got = 0;
     while (got < bytes) {
@@ -298,7 +390,7 @@ static double bulk(int proxied, size_t bytes)
             break;
         got += (size_t)r;
     }
-    pthread_join(t, NULL);
+    pthread_join(th, NULL);
     double dt = now_s() - t0;
     close(fd);
     return got == bytes ? (double)bytes / (1 << 20) / dt : 0;
@@ -334,6 +426,7 @@ static int free_port(void)
 
 static pid_t spawn(char *const argv[], const char *out)
 {
+    fflush(NULL); /* or the child's freopen() writes our buffered lines again */
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(out, "w", stdout);
@@ -368,14 +461,117 @@ static int wait_port(int port)
     return -1;
 }
 
+/* Transactions/s (with CPU per transaction), median added latency and bulk
+ * throughput of one proxy against direct, printed; `targets` adds the
+ * issue's targets to the lines. */
+static void compare(const target *direct_t, const target *px, bool targets)
+{
+    /* Best of three alternating 1 s rounds each: the machine is shared, and
+     * alternating lets both see the same neighbours. */
+    long f1 = 0, f2 = 0, f;
+    double direct = 0, proxied = 0;
+    tx_cpu cd = { 0, 0, 0 }, cp = { 0, 0, 0 }, c;
+    for (int i = 0; i < 3; i++) {
+        double d = tx_rate(direct_t, clients, 1.0, &f, &c);
+        f1 += f;
+        if (d > direct)
+            direct = d, cd = c;
+        double p = tx_rate(px, clients, 1.0, &f, &c);
+        f2 += f;
+        if (p > proxied)
+            proxied = p, cp = c;
+    }
+    printf("transactions/s      direct %9.0f  proxied %9.0f  ratio %.2fx%s%s\n", direct, proxied,
+           proxied / direct, targets ? " (target >= 0.50x)" : "", f1 + f2 ? "  [failures]" : "");
+    printf("  CPU per transaction (us): direct  client %5.1f  upstream %5.1f               total %5.1f\n"
+           "                            proxied client %5.1f  upstream %5.1f  proxy %5.1f  total %5.1f\n",
+           cd.client, cd.upstream, cd.client + cd.upstream, cp.client, cp.upstream, cp.proxy,
+           cp.client + cp.upstream + cp.proxy);
+    fflush(stdout);
+
+    double ld[3], lp[3];
+    median_latency(2000, direct_t, px, ld, lp);
+    printf("median transaction  direct %7.1f us  proxied %7.1f us  added %.1f us%s\n", ld[0] * 1e6,
+           lp[0] * 1e6, (lp[0] - ld[0]) * 1e6, targets ? " (target <= 100 us)" : "");
+    printf("  of which (medians) open    direct %7.1f us  proxied %7.1f us (connect; CONNECT to 200)\n"
+           "                     echo    direct %7.1f us  proxied %7.1f us (64 bytes there and back)\n",
+           ld[1] * 1e6, lp[1] * 1e6, ld[2] * 1e6, lp[2] * 1e6);
+    fflush(stdout);
+
+    /* Best of three alternating runs each: the machine is shared. */
+    size_t bytes = (size_t)256 << 20;
+    double bd = 0, bp = 0;
+    for (int i = 0; i < 3; i++) {
+        double d = bulk(direct_t, bytes), p = bulk(px, bytes);
+        bd = d > bd ? d : bd;
+        bp = p > bp ? p : bp;
+    }
+    printf("bulk echo, 1 tunnel direct %7.0f MiB/s  proxied %7.0f MiB/s  ratio %.2fx%s\n", bd, bp,
+           bp / bd, targets ? " (target >= 0.80x)" : "");
+    fflush(stdout);
+}
+
+/* Writes a file or fails the benchmark's set-up. */
+static bool write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return false;
+    fputs(text, f);
+    return fclose(f) == 0;
+}
+
+/* Writes `conf` to DIR/NAME.conf and starts `bin fg_flag conf_flag that`
+ * (in the foreground); 0 when it is not installed or the file failed. */
+static pid_t start_peer(const char *dir, const char *name, const char *bin, const char *fg_flag,
+                        const char *conf_flag, const char *conf)
+{
+    char path[512], b[64], f1[8], f2[8], *argv[] = { b, f1, f2, path, NULL };
+    snprintf(path, sizeof path, "%s/%s.conf", dir, name);
+    snprintf(b, sizeof b, "%s", bin);
+    snprintf(f1, sizeof f1, "%s", fg_flag);
+    snprintf(f2, sizeof f2, "%s", conf_flag);
+    if (access(bin, X_OK) != 0 || !write_file(path, conf))
+        return 0;
+    return spawn(argv, "/dev/null");
+}
+
+/* tinyproxy on 127.0.0.1:port, CONNECT allowed to the upstream's port. */
+static pid_t start_tinyproxy(const char *dir, int port)
+{
+    char conf[4096];
+    snprintf(conf, sizeof conf,
+             "Port %d\nListen 127.0.0.1\nTimeout 60\nMaxClients 20000\nAllow 127.0.0.0/8\n"
+             "ConnectPort %d\nLogLevel Critical\nLogFile \"%s/tinyproxy.log\"\n"
+             "PidFile \"%s/tinyproxy.pid\"\n%s",
+             port, upstream_port, dir, dir, geteuid() == 0 ? "User nobody\nGroup nogroup\n" : "");
+    return start_peer(dir, "tinyproxy", "/usr/bin/tinyproxy", "-d", "-c", conf);
+}
+
+/* squid on 127.0.0.1:port, no cache, no access log, CONNECT allowed from
+ * loopback to any port. */
+static pid_t start_squid(const char *dir, int port)
+{
+    char conf[4096];
+    snprintf(conf, sizeof conf,
+             "http_port 127.0.0.1:%d\nacl lo src 127.0.0.0/8\nhttp_access allow lo\n"
+             "http_access deny all\ncache deny all\ncache_mem 8 MB\naccess_log none\n"
+             "cache_log %s/squid-cache.log\npid_filename %s/squid.pid\ncoredump_dir %s\n"
+             "max_filedescriptors 16384\nshutdown_lifetime 0 seconds\n%s",
+             port, dir, dir, dir, geteuid() == 0 ? "cache_effective_user nobody\n" : "");
+    return start_peer(dir, "squid", "/usr/sbin/squid", "-N", "-f", conf);
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: bench_proxy [--workers N] [--idle-tunnels N] [--proxy PATH]\n"
+    fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
-               "transactions/s, added latency, bulk throughput, RSS of idle tunnels.\n"
+               "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
+               "tinyproxy and squid on the same workload when installed.\n"
                "  --workers N        proxy worker threads (default 0: one per core)\n"
                "  --idle-tunnels N   idle tunnels held open for the RSS figure (default 10000)\n"
                "  --proxy PATH       another pinhole-proxy-testloopback binary (A/B runs)\n"
+               "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --help             this text\n"
                "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n");
 }
@@ -385,6 +581,7 @@ int main(int argc, char **argv)
     static const struct option opts[] = { { "workers", required_argument, NULL, 'w' },
                                            { "idle-tunnels", required_argument, NULL, 'i' },
                                            { "proxy", required_argument, NULL, 'p' },
+                                           { "clients", required_argument, NULL, 'c' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
@@ -397,6 +594,8 @@ int main(int argc, char **argv)
             want = atoi(optarg);
         else if (o == 'p')
             proxy_path = optarg;
+        else if (o == 'c' && atoi(optarg) >= 1 && atoi(optarg) <= 16)
+            clients = atoi(optarg);
         else if (o == 'h') {
             usage(stdout);
             return 0;
@@ -443,7 +642,7 @@ int main(int argc, char **argv)
                          "--group=root", "--local=/" DOMAIN "/", "--local-ttl=300", hrec,
                          NULL };
     pid_t dns = spawn(dns_argv, "/dev/null");
-    pid_t up = start_upstream(upstream_port);
+    pid_t up = upstream_pid = start_upstream(upstream_port);
 
     char listen[64], admin[64], dnss[64], table[512], key[512];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", proxy_port);
@@ -468,49 +667,20 @@ int main(int argc, char **argv)
         kill(px, SIGKILL), kill(up, SIGKILL), kill(dns, SIGKILL);
         return 1;
     }
-    transaction(1); /* warm the DNS cache */
+    target direct_t = { "direct", upstream_port, NULL, 0 };
+    target pinhole_t = { "pinhole-proxy", proxy_port, TARGET_HOST, px };
+    transaction(&pinhole_t); /* warm the DNS cache */
     printf("pinhole-proxy benchmark (PINHOLE_TEST_LOOPBACK_UPSTREAM build, %ld CPUs, "
            "%s proxy workers (0: one per core), descriptor limit %ld)\n",
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
-
-    /* Best of three alternating 1 s rounds each: the machine is shared, and
-     * alternating lets both see the same neighbours. */
-    long f1 = 0, f2 = 0, f;
-    double direct = 0, proxied = 0;
-    for (int i = 0; i < 3; i++) {
-        double d = tx_rate(0, 4, 1.0, &f);
-        f1 += f;
-        double p = tx_rate(1, 4, 1.0, &f);
-        f2 += f;
-        direct = d > direct ? d : direct;
-        proxied = p > proxied ? p : proxied;
-    }
-    printf("transactions/s      direct %9.0f  proxied %9.0f  ratio %.2fx (target >= 0.50x)%s\n",
-           direct, proxied, proxied / direct, f1 + f2 ? "  [failures]" : "");
-    fflush(stdout);
-
-    double ld, lp;
-    median_latency(2000, &ld, &lp);
-    printf("median transaction  direct %7.1f us  proxied %7.1f us  added %.1f us (target <= 100 us)\n",
-           ld * 1e6, lp * 1e6, (lp - ld) * 1e6);
-
-    /* Best of three alternating runs each: the machine is shared. */
-    size_t bytes = (size_t)256 << 20;
-    double bd = 0, bp = 0;
-    for (int i = 0; i < 3; i++) {
-        double d = bulk(0, bytes), p = bulk(1, bytes);
-        bd = d > bd ? d : bd;
-        bp = p > bp ? p : bp;
-    }
-    printf("bulk echo, 1 tunnel direct %7.0f MiB/s  proxied %7.0f MiB/s  ratio %.2fx (target >= 0.80x)\n",
-           bd, bp, bp / bd);
+    compare(&direct_t, &pinhole_t, true);
 
     long base = rss_kib(px);
     int opened = 0;
     int *fds = calloc((size_t)want, sizeof *fds);
     for (int i = 0; i < want; i++) {
-        fds[i] = open_tunnel(1);
+        fds[i] = open_tunnel(&pinhole_t);
         if (fds[i] >= 0)
             opened++;
     }
@@ -524,11 +694,27 @@ int main(int argc, char **argv)
         if (fds[i] >= 0)
             close(fds[i]);
     free(fds);
-    if (access("/usr/bin/tinyproxy", X_OK) != 0 && access("/usr/sbin/squid", X_OK) != 0)
-        printf("tinyproxy, squid    not installed: no comparison\n");
-
     kill(px, SIGTERM);
     waitpid(px, NULL, 0);
+
+    for (int i = 0; i < 2; i++) {
+        target other = { i == 0 ? "tinyproxy" : "squid", free_port(), "localhost", 0 };
+        other.pid = i == 0 ? start_tinyproxy(dir, other.port) : start_squid(dir, other.port);
+        if (other.pid <= 0) {
+            printf("%-19s not installed: no comparison (apt-get install %s)\n", other.name,
+                   other.name);
+            continue;
+        }
+        if (wait_port(other.port) != 0 || transaction(&other) != 0) {
+            printf("%-19s did not start or refused the workload: no comparison\n", other.name);
+        } else {
+            printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
+            fflush(stdout);
+            compare(&direct_t, &other, false);
+        }
+        kill(other.pid, SIGTERM);
+        waitpid(other.pid, NULL, 0);
+    }
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);
     kill(dns, SIGKILL);

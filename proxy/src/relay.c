@@ -168,13 +168,14 @@ static bool flush(px_relay *r, int from)
     if (event_pending(r->wr[to], EV_WRITE, NULL))
         event_del(r->wr[to]);
     if (r->eof[from]) {
-        if (!r->shut[to]) {
-            r->shut[to] = true;
-            shutdown(r->fd[to], SHUT_WR);
-        }
+        /* Both ways ended and drained: close(2) sends the last FIN. */
         if (r->eof[to] && held(r, to) == 0) {
             finish(r, "closed");
             return false;
+        }
+        if (!r->shut[to]) {
+            r->shut[to] = true;
+            shutdown(r->fd[to], SHUT_WR);
         }
     } else if (!event_pending(r->rd[from], EV_READ, NULL)) {
         event_add(r->rd[from], NULL);
