@@ -24,7 +24,7 @@
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
  * --clients N (client threads, default 4), --idle-tunnels N (default
- * 10000), --proxy PATH (A/B runs), --help. Exit codes: 0 figures printed,
+ * 10000), --proxy PATH (A/B runs), --no-peers (Pinhole alone), --help. Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
  * The proxy is the PINHOLE_TEST_LOOPBACK_UPSTREAM build (the upstream is on
@@ -564,7 +564,7 @@ static pid_t start_squid(const char *dir, int port)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]\n"
+    fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH] [--no-peers]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
@@ -572,6 +572,7 @@ static void usage(FILE *f)
                "  --idle-tunnels N   idle tunnels held open for the RSS figure (default 10000)\n"
                "  --proxy PATH       another pinhole-proxy-testloopback binary (A/B runs)\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
+               "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --help             this text\n"
                "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n");
 }
@@ -582,11 +583,13 @@ int main(int argc, char **argv)
                                            { "idle-tunnels", required_argument, NULL, 'i' },
                                            { "proxy", required_argument, NULL, 'p' },
                                            { "clients", required_argument, NULL, 'c' },
+                                           { "no-peers", no_argument, NULL, 'n' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
     char *proxy_path = PX_PROXY;
     int want = 10000, o;
+    bool peers = true;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o == 'w' && atoi(optarg) >= 0)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
@@ -596,6 +599,8 @@ int main(int argc, char **argv)
             proxy_path = optarg;
         else if (o == 'c' && atoi(optarg) >= 1 && atoi(optarg) <= 16)
             clients = atoi(optarg);
+        else if (o == 'n')
+            peers = false;
         else if (o == 'h') {
             usage(stdout);
             return 0;
@@ -697,7 +702,7 @@ int main(int argc, char **argv)
     kill(px, SIGTERM);
     waitpid(px, NULL, 0);
 
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; peers && i < 2; i++) {
         target other = { i == 0 ? "tinyproxy" : "squid", free_port(), "localhost", 0 };
         other.pid = i == 0 ? start_tinyproxy(dir, other.port) : start_squid(dir, other.port);
         if (other.pid <= 0) {
