@@ -21,12 +21,7 @@
 
 #include "pinhole/artifact_store.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#include "bench_util.h"
 
 static int write_source(const char *path, uint64_t size)
 {
@@ -52,7 +47,7 @@ static int write_source(const char *path, uint64_t size)
 
 static double run_cp(const char *from, const char *to)
 {
-    double t = now_s();
+    double t = bench_now_s();
     pid_t pid = fork();
     if (pid == 0) {
         execlp("cp", "cp", from, to, (char *)NULL);
@@ -62,17 +57,17 @@ static double run_cp(const char *from, const char *to)
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return -1;
-    return now_s() - t;
+    return bench_now_s() - t;
 }
 
 static double fsync_file(const char *path)
 {
-    double t = now_s();
+    double t = bench_now_s();
     int fd = open(path, O_RDONLY);
     if (fd < 0 || fsync(fd) != 0)
         return -1;
     close(fd);
-    return now_s() - t;
+    return bench_now_s() - t;
 }
 
 /* One put of src and one get of it into out, timed; the artifact is deleted. */
@@ -101,21 +96,21 @@ static ph_status put_and_get(ph_artifact_store *store, const char *src, const ch
     ph_artifact_spec spec = {.tenant_id = "bench", .tenant_id_len = 5, .filename = "source.bin",
                              .filename_len = 10};
     ph_artifact_metadata *m = NULL;
-    double t = now_s();
+    double t = bench_now_s();
     ph_status st = ph_artifact_put(store, &spec, &source, &m, d);
-    *t_put = now_s() - t;
+    *t_put = bench_now_s() - t;
     close(fd);
     if (st != PH_OK)
         return st;
     ph_artifact_ref ref = ph_artifact_metadata_ref(m);
-    t = now_s();
+    t = bench_now_s();
     st = get_into(store, &ref, -1, d); /* the store's own rate: read + verify */
-    *t_get = now_s() - t;
+    *t_get = bench_now_s() - t;
     int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    t = now_s();
+    t = bench_now_s();
     if (st == PH_OK)
         st = ofd < 0 ? PH_E_IO : get_into(store, &ref, ofd, d);
-    *t_get_file = now_s() - t;
+    *t_get_file = bench_now_s() - t;
     if (ofd >= 0)
         close(ofd);
     unlink(out);

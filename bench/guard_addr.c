@@ -21,14 +21,9 @@
 #include "pinhole/addr.h"
 #include "pinhole/url.h"
 
-#define ADDRS 4096 /* power of two: index with a mask */
+#include "bench_util.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
+#define ADDRS 4096 /* power of two: index with a mask */
 
 /* Keeps results alive so the compiler cannot drop the work. */
 static volatile uint64_t sink;
@@ -86,7 +81,7 @@ static const ph_addr_block *naive(const sample *s)
 
 static double bench_classify(const sample *s, uint64_t n)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     uint64_t denied = 0;
     ph_addr_verdict v;
     for (uint64_t i = 0; i < n; i++) {
@@ -96,17 +91,17 @@ static double bench_classify(const sample *s, uint64_t n)
         denied += st != PH_OK;
     }
     sink += denied;
-    return (double)n / (now_s() - t0);
+    return (double)n / (bench_now_s() - t0);
 }
 
 static double bench_naive(const sample *s, uint64_t n)
 {
-    double t0 = now_s();
+    double t0 = bench_now_s();
     uint64_t denied = 0;
     for (uint64_t i = 0; i < n; i++)
         denied += naive(&s[i & (ADDRS - 1)]) != NULL;
     sink += denied;
-    return (double)n / (now_s() - t0);
+    return (double)n / (bench_now_s() - t0);
 }
 
 static const char *const urls[] = {
@@ -126,13 +121,13 @@ static double bench_url(uint64_t n)
     size_t lens[NURLS];
     for (size_t i = 0; i < NURLS; i++)
         lens[i] = strlen(urls[i]);
-    double t0 = now_s();
+    double t0 = bench_now_s();
     uint64_t ok = 0;
     ph_url u;
     for (uint64_t i = 0; i < n; i++)
         ok += ph_url_parse(urls[i % NURLS], lens[i % NURLS], &u, NULL) == PH_OK;
     sink += ok;
-    return (double)n / (now_s() - t0);
+    return (double)n / (bench_now_s() - t0);
 }
 
 /* Baseline: find "://", then the host up to ':' or '/', and copy it. */
@@ -142,7 +137,7 @@ static double bench_bare_split(uint64_t n)
     for (size_t i = 0; i < NURLS; i++)
         lens[i] = strlen(urls[i]);
     char host[PH_HOST_MAX + 1];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
         const char *s = urls[i % NURLS], *end = s + lens[i % NURLS];
@@ -159,7 +154,7 @@ static double bench_bare_split(uint64_t n)
         total += k + (uint8_t)host[0];
     }
     sink += total;
-    return (double)n / (now_s() - t0);
+    return (double)n / (bench_now_s() - t0);
 }
 
 static void usage(FILE *f)

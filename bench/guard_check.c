@@ -22,16 +22,11 @@
 #include "pinhole/grant.h"
 #include "pinhole/guard.h"
 
+#include "bench_util.h"
+
 #define URLS 4096 /* power of two */
 
 static volatile uint64_t sink;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* rules/4 wildcards "*.wN.example.com", the rest exact "hN.example.net". */
 static char *generate(size_t rules, size_t *len)
@@ -164,11 +159,11 @@ static uint64_t run_grant(bench_ctx *c, uint64_t n)
 static double rate_once(uint64_t (*fn)(bench_ctx *, uint64_t), bench_ctx *c, double seconds)
 {
     uint64_t batch = 1024, done = 0;
-    double t0 = now_s(), t;
+    double t0 = bench_now_s(), t;
     do {
         sink += fn(c, batch);
         done += batch;
-        t = now_s() - t0;
+        t = bench_now_s() - t0;
         if (t < seconds / 10)
             batch *= 2;
     } while (t < seconds);

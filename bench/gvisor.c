@@ -33,26 +33,7 @@
 #include "pinhole/sandbox.h"
 #include "sandbox-int.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorts v and returns the q-quantile (0.5: median). */
-static double quantile(double *v, int n, double q)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    int i = (int)(q * (n - 1) + 0.5);
-    return v[i];
-}
+#include "bench_util.h"
 
 static void die(const char *what, const ph_diag *d)
 {
@@ -109,20 +90,20 @@ static void lifecycle(ph_sandbox_mechanism m, const char *state_dir, int cycles)
            *d = calloc((size_t)cycles, sizeof *d);
     const char *argv[] = {"true", NULL};
     for (int i = 0; i < cycles; i++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         ph_environment *env = create_env(svc, m, NULL);
-        double t1 = now_ms();
+        double t1 = bench_now_ms();
         ph_execution_result *r = run(env, argv);
-        double t2 = now_ms();
+        double t2 = bench_now_ms();
         ph_environment_destroy(&env);
-        double t3 = now_ms();
+        double t3 = bench_now_ms();
         ph_execution_result_free(&r);
         c[i] = t1 - t0, e[i] = t2 - t1, d[i] = t3 - t2, total[i] = t3 - t0;
     }
     printf("lifecycle %-6s create+execute(true)+destroy median %8.1f ms  "
            "(create %.1f, execute %.1f, destroy %.1f; %d cycles)\n",
-           ph_sandbox_mechanism_name(m), quantile(total, cycles, 0.5), quantile(c, cycles, 0.5),
-           quantile(e, cycles, 0.5), quantile(d, cycles, 0.5), cycles);
+           ph_sandbox_mechanism_name(m), bench_quantile(total, cycles, 0.5), bench_quantile(c, cycles, 0.5),
+           bench_quantile(e, cycles, 0.5), bench_quantile(d, cycles, 0.5), cycles);
     free(total), free(c), free(e), free(d);
     ph_execution_service_close(&svc);
 }
@@ -146,14 +127,14 @@ static double bare_runsc_exec_ms(const char *state_dir, const char *env_id, int 
              root, json, env_id);
     double *v = calloc((size_t)runs, sizeof *v);
     for (int i = 0; i < runs; i++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         if (system(cmd) != 0) {
             free(v);
             return -1;
         }
-        v[i] = now_ms() - t0;
+        v[i] = bench_now_ms() - t0;
     }
-    double med = quantile(v, runs, 0.5);
+    double med = bench_quantile(v, runs, 0.5);
     free(v);
     unlink(json);
     return med;
@@ -167,12 +148,12 @@ static void warm_execute(const char *state_dir, int runs)
     double *v = calloc((size_t)runs, sizeof *v);
     ph_execution_result_free(&(ph_execution_result *){run(env, argv)}); /* warm up */
     for (int i = 0; i < runs; i++) {
-        double t0 = now_ms();
+        double t0 = bench_now_ms();
         ph_execution_result *r = run(env, argv);
-        v[i] = now_ms() - t0;
+        v[i] = bench_now_ms() - t0;
         ph_execution_result_free(&r);
     }
-    double med = quantile(v, runs, 0.5), p90 = quantile(v, runs, 0.9);
+    double med = bench_quantile(v, runs, 0.5), p90 = bench_quantile(v, runs, 0.9);
     double floor_ms = bare_runsc_exec_ms(state_dir, ph_environment_id(env), runs);
     printf("warm execute gvisor true: median %.1f ms, p90 %.1f ms (target <= 60 ms median; "
            "%d runs)\n",
@@ -225,7 +206,7 @@ static double drain_direct_ms(const char *path, size_t bytes)
         return -1;
     memcpy(sun.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     if (connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
         close(fd);
         return -1;
@@ -236,7 +217,7 @@ static double drain_direct_ms(const char *path, size_t bytes)
     while ((n = read(fd, buf, sizeof buf)) > 0)
         got += (size_t)n;
     close(fd);
-    return got == bytes ? now_ms() - t0 : -1;
+    return got == bytes ? bench_now_ms() - t0 : -1;
 }
 
 static void egress(const char *state_dir, size_t megabytes)
@@ -267,9 +248,9 @@ static void egress(const char *state_dir, size_t megabytes)
      * counts what was delivered. */
     snprintf(script, sizeof script, "nc 127.0.0.1 3128 </dev/null >/dev/null");
     const char *argv[] = {"sh", "-c", script, NULL};
-    double t0 = now_ms();
+    double t0 = bench_now_ms();
     ph_execution_result *r = run(env, argv);
-    double through = now_ms() - t0;
+    double through = bench_now_ms() - t0;
     pthread_join(s.thread, NULL);
     size_t got = r->exited && r->exit_code == 0 ? s.sent_last : 0;
     close(s.listener);

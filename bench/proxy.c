@@ -55,6 +55,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "bench_util.h"
+
 #define DOMAIN "pinhole-e2e.test"
 #define TARGET_HOST "ok." DOMAIN
 
@@ -71,13 +73,6 @@ typedef struct target {
 } target;
 
 static pid_t upstream_pid;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* ---- upstream: libevent echo server (child process) --------------------- */
 
@@ -222,17 +217,17 @@ static int transaction_timed(const target *t, double took[2])
 {
     char msg[64], back[64];
     memset(msg, 'x', sizeof msg);
-    double t0 = took ? now_s() : 0;
+    double t0 = took ? bench_now_s() : 0;
     int fd = open_tunnel(t);
     if (fd < 0)
         return -1;
-    double t1 = took ? now_s() : 0;
+    double t1 = took ? bench_now_s() : 0;
     int rc = write(fd, msg, sizeof msg) == (ssize_t)sizeof msg &&
                      read_full(fd, back, sizeof back) == 0
                  ? 0
                  : -1;
     if (took)
-        took[0] = t1 - t0, took[1] = now_s() - t1;
+        took[0] = t1 - t0, took[1] = bench_now_s() - t1;
     close(fd);
     return rc;
 }
@@ -251,7 +246,7 @@ typedef struct tx_arg {
 static void *tx_thread(void *p)
 {
     tx_arg *a = p;
-    while (now_s() < a->until) {
+    while (bench_now_s() < a->until) {
         if (transaction(a->t) == 0)
             a->done++;
         else
@@ -299,7 +294,7 @@ static double tx_rate(const target *t, int threads, double seconds, long *failed
     pthread_t th[16];
     tx_arg a[16];
     double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid), p0 = t->pid ? cpu_ns(t->pid) : 0;
-    double start = now_s();
+    double start = bench_now_s();
     for (int i = 0; i < threads; i++) {
         a[i] = (tx_arg){ t, start + seconds, 0, 0 };
         pthread_create(&th[i], NULL, tx_thread, &a[i]);
@@ -311,18 +306,12 @@ static double tx_rate(const target *t, int threads, double seconds, long *failed
         done += a[i].done;
         *failed += a[i].failed;
     }
-    double rate = (double)done / (now_s() - start);
+    double rate = (double)done / (bench_now_s() - start);
     if (done > 0)
         *cpu = (tx_cpu){ (self_cpu_ns() - c0) / 1e3 / (double)done,
                          (cpu_ns(upstream_pid) - u0) / 1e3 / (double)done,
                          (t->pid ? cpu_ns(t->pid) - p0 : 0) / 1e3 / (double)done };
     return rate;
-}
-
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
 }
 
 /* Medians of n transactions each, direct and proxied alternating one by
@@ -347,7 +336,7 @@ static void median_latency(int n, const target *direct_t, const target *proxied_
         }
     for (int p = 0; p < 2; p++)
         for (int k = 0; k < 3; k++) {
-            qsort(v[p][k], (size_t)n, sizeof(double), cmp_double);
+            qsort(v[p][k], (size_t)n, sizeof(double), bench_cmp_double);
             (p ? proxied : direct)[k] = v[p][k][n / 2];
             free(v[p][k]);
         }
@@ -380,7 +369,7 @@ static double bulk(const target *t, size_t bytes)
         return 0;
     bulk_arg a = { fd, bytes };
     pthread_t th;
-    double t0 = now_s();
+    double t0 = bench_now_s();
     pthread_create(&th, NULL, bulk_writer, &a);
     static char buf[1 << 16];
     size_t got = 0;
@@ -391,7 +380,7 @@ static double bulk(const target *t, size_t bytes)
         got += (size_t)r;
     }
     pthread_join(th, NULL);
-    double dt = now_s() - t0;
+    double dt = bench_now_s() - t0;
     close(fd);
     return got == bytes ? (double)bytes / (1 << 20) / dt : 0;
 }

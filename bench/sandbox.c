@@ -23,26 +23,9 @@
 #include "pinhole/workspace.h"
 #include "sandbox-int.h"
 
+#include "bench_util.h"
+
 extern char **environ;
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* The floor: readdir + fstatat of every entry, nothing kept. */
 static size_t bare_walk(int dir_fd)
@@ -72,12 +55,12 @@ static double median_execute(ph_environment *env, const ph_execution_command *cm
 {
     for (int i = 0; i < runs; i++) {
         ph_execution_result *r = NULL;
-        double s = now_ms();
+        double s = bench_now_ms();
         ph_environment_execute(env, cmd, &r, NULL);
-        t[i] = now_ms() - s;
+        t[i] = bench_now_ms() - s;
         ph_execution_result_free(&r);
     }
-    return median(t, runs);
+    return bench_quantile(t, runs, 0.5);
 }
 
 static void quiet_log(void *ctx, const char *line)
@@ -115,13 +98,13 @@ int main(int argc, char **argv)
     /* 1. baseline: bare spawn */
     char *true_argv[] = {"true", NULL};
     for (int i = 0; i < runs; i++) {
-        double s = now_ms();
+        double s = bench_now_ms();
         pid_t pid;
         if (posix_spawn(&pid, "/bin/true", NULL, NULL, true_argv, environ) == 0)
             waitpid(pid, NULL, 0);
-        t[i] = now_ms() - s;
+        t[i] = bench_now_ms() - s;
     }
-    double base = median(t, runs);
+    double base = bench_quantile(t, runs, 0.5);
     const char *argv_true[] = {"true", NULL};
     ph_execution_command cmd = {.argv = argv_true, .timeout_seconds = PH_SANDBOX_UNSET,
                                 .run_budget_ms = PH_SANDBOX_UNSET};
@@ -153,7 +136,7 @@ int main(int argc, char **argv)
         ph_snapshot *a = NULL, *b = NULL;
         ph_execution_result res;
         memset(&res, 0, sizeof res);
-        double s = now_ms();
+        double s = bench_now_ms();
         ph_snapshot_take(root, PH_SNAPSHOT_MAX_ENTRIES, &a, NULL);
         /* the command's change, outside the timed region would be fairer
          * but it is one write: keep the loop simple */
@@ -164,7 +147,7 @@ int main(int argc, char **argv)
         }
         ph_snapshot_take(root, PH_SNAPSHOT_MAX_ENTRIES, &b, NULL);
         ph_snapshot_diff(a, b, &res, NULL);
-        t[i] = now_ms() - s;
+        t[i] = bench_now_ms() - s;
         found = res.files_changed_count;
         for (size_t k = 0; k < res.files_changed_count; k++)
             free(res.files_changed[k].path);
@@ -172,14 +155,14 @@ int main(int argc, char **argv)
         ph_snapshot_free(&a);
         ph_snapshot_free(&b);
     }
-    double fc = median(t, runs);
+    double fc = bench_quantile(t, runs, 0.5);
     for (int i = 0; i < runs; i++) {
-        double s = now_ms();
+        double s = bench_now_ms();
         bare_walk(openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         bare_walk(openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        t[i] = now_ms() - s;
+        t[i] = bench_now_ms() - s;
     }
-    double floor_ms = median(t, runs);
+    double floor_ms = bench_quantile(t, runs, 0.5);
     printf("files_changed over 10,100 entries (2 snapshots + diff): median %.2f ms "
            "(target <= 50 ms: %s), %zu change found\n",
            fc, fc <= 50.0 ? "met" : "NOT met", found);

@@ -26,6 +26,8 @@
 #include "load.h"
 #include "pinhole/table.h"
 
+#include "bench_util.h"
+
 /* CPU time of this thread: the machine is shared, so wall-clock figures
  * would measure the neighbours; CPU time measures this code. */
 static double now(void)
@@ -107,12 +109,6 @@ static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_comp
 
 #define ROUNDS 7
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -179,8 +175,8 @@ static int lookups(size_t nq)
         rate[round] = (double)n / (t1 - t0);
         brate[round] = (double)n / (t2 - t1);
     }
-    qsort(rate, ROUNDS, sizeof *rate, cmp_double);
-    qsort(brate, ROUNDS, sizeof *brate, cmp_double);
+    qsort(rate, ROUNDS, sizeof *rate, bench_cmp_double);
+    qsort(brate, ROUNDS, sizeof *brate, bench_cmp_double);
     double med = rate[ROUNDS / 2], bmed = brate[ROUNDS / 2];
     printf("lookups (100,000 rules; %zu distinct destinations%s: 1/3 exact hits, 1/3 wildcard "
            "hits, 1/3 misses): %.2f M/s median of %d rounds (%.0f ns each; rounds %.2f..%.2f; "

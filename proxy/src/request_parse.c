@@ -97,8 +97,11 @@ static ph_preq_result parse_request_line(const uint8_t *buf, size_t end, ph_prox
     i++;
     if (end - i != 8 || memcmp(buf + i, "HTTP/1.", 7) != 0 || !ph_is_digit(buf[i + 7]))
         return refuse(out, 400, "malformed request line: expected HTTP/1.1", i);
-    if (buf[i + 7] != '1')
-        return refuse(out, 400, "unsupported HTTP version: only HTTP/1.1 is accepted", i + 7);
+    /* HTTP/1.0 too: Python's http.client (pip, urllib3) sends its CONNECT
+     * as HTTP/1.0; a tunnel is the same either way. */
+    if (buf[i + 7] != '1' && buf[i + 7] != '0')
+        return refuse(out, 400, "unsupported HTTP version: HTTP/1.1 and HTTP/1.0 are accepted",
+                      i + 7);
     /* Methods are case-sensitive (RFC 9110 9.1): "connect" is not CONNECT. */
     *is_connect = mlen == 7 && memcmp(buf, "CONNECT", 7) == 0;
     if (!*is_connect) {

@@ -12,9 +12,7 @@
 
 #include "test_support.h"
 
-static char *dir;
-
-/* Runs the CLI with args in dir; returns its exit status, stdout in *out. */
+/* Runs the CLI with args in ph_test_dir; returns its exit status, stdout in *out. */
 static int run(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run(char **out, const char *fmt, ...)
 {
@@ -23,8 +21,8 @@ static int run(char **out, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --root '%s/store' %s 2>/dev/null", dir,
-             PH_ARTIFACTS_CLI, dir, args);
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' --root '%s/store' %s 2>/dev/null", ph_test_dir,
+             PH_ARTIFACTS_CLI, ph_test_dir, args);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t cap = 65536, n = 0, r;
@@ -54,7 +52,7 @@ static void test_put_get_stat_ls_rm(void **state)
 {
     (void)state;
     char path[4096], *out = NULL;
-    snprintf(path, sizeof path, "%s/in.txt", dir);
+    snprintf(path, sizeof path, "%s/in.txt", ph_test_dir);
     assert_int_equal(ph_test_write_file(path, "payload\n", 8), 0);
     assert_int_equal(run(&out, "put --tenant acme --filename '../x/CON.txt' in.txt"), 0);
     char *id = json_field(out, "artifact_id");
@@ -66,7 +64,7 @@ static void test_put_get_stat_ls_rm(void **state)
     assert_string_equal(out, "payload\n");
     free(out);
     assert_int_equal(run(NULL, "get --tenant acme -O %s", id), 0);
-    snprintf(path, sizeof path, "%s/_CON.txt", dir);
+    snprintf(path, sizeof path, "%s/_CON.txt", ph_test_dir);
     size_t len = 0;
     char *got = ph_test_read_file(path, &len);
     assert_non_null(got);
@@ -95,7 +93,7 @@ static void test_corrupt_get_leaves_no_file(void **state)
 {
     (void)state;
     char path[4096], *out = NULL;
-    snprintf(path, sizeof path, "%s/c.bin", dir);
+    snprintf(path, sizeof path, "%s/c.bin", ph_test_dir);
     assert_int_equal(ph_test_write_file(path, "0123456789", 10), 0);
     assert_int_equal(run(&out, "put -t acme --filename corrupt.bin c.bin"), 0);
     char *id = json_field(out, "artifact_id");
@@ -105,10 +103,10 @@ static void test_corrupt_get_leaves_no_file(void **state)
     snprintf(cmd, sizeof cmd,
              "f=$(grep -rlx --include=content 0123456789 '%s/store/objects') && "
              "[ -n \"$f\" ] && printf X | dd of=\"$f\" bs=1 seek=3 conv=notrunc status=none",
-             dir);
+             ph_test_dir);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(run(NULL, "get -t acme -O %s", id), 4);
-    snprintf(path, sizeof path, "%s/corrupt.bin", dir);
+    snprintf(path, sizeof path, "%s/corrupt.bin", ph_test_dir);
     struct stat sb;
     assert_int_not_equal(stat(path, &sb), 0);
     assert_int_equal(run(NULL, "get -t acme %s", id), 4);
@@ -133,21 +131,6 @@ static void test_usage_and_sweep(void **state)
     free(out);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    dir = ph_test_mkdtemp();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ph_test_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -155,5 +138,5 @@ int main(void)
         cmocka_unit_test(test_corrupt_get_leaves_no_file),
         cmocka_unit_test(test_usage_and_sweep),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ph_test_dir_setup, ph_test_dir_teardown);
 }

@@ -17,6 +17,19 @@ check "Bearer transport works too" "200" \
     "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 --cacert "$E2E_TMP/tls.crt" \
         --proxy "http://127.0.0.1:$PROXY_PORT" --proxy-header "Proxy-Authorization: Bearer $TOKEN" \
         "https://ok.$D:$TLS_PORT/")"
+# Python's urllib, the way pip reaches an index through HTTPS_PROXY: Basic
+# credentials from the proxy URL, and a CONNECT sent as HTTP/1.0.
+check "Python urllib through the proxy (pip's CONNECT, HTTP/1.0)" "200" \
+    "$(python3 - "http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT" "https://ok.$D:$TLS_PORT/" \
+        "$E2E_TMP/tls.crt" 2>&1 <<'PY'
+import ssl, sys, urllib.request
+proxy, url, ca = sys.argv[1:]
+opener = urllib.request.build_opener(
+    urllib.request.ProxyHandler({"https": proxy}),
+    urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+print(opener.open(url, timeout=10).status)
+PY
+)"
 check "not allowlisted" "403 not_allowlisted 403" "$(e2e_curl "lease1:$TOKEN" notlisted.$D:$TLS_PORT)"
 check "wrong port" "403 port_not_allowed 403" "$(e2e_curl "lease1:$TOKEN" ok.$D:443)"
 check "IP literal" "403 ip_literal 403" "$(e2e_curl "lease1:$TOKEN" 127.0.0.1:$TLS_PORT)"
@@ -63,7 +76,7 @@ grep -q '"reason":"denied_address"' "$E2E_TMP/proxy.log" && grep -q '"rule":"e2e
     ok "JSON log lines carry reason and rule file:line" || fail "log lines: $(head -3 "$E2E_TMP/proxy.log")"
 python_free_json=$(head -1 "$E2E_TMP/proxy.log" | grep -c '^{.*}$')
 check "log lines are single JSON objects" "1" "$python_free_json"
-check "metrics count allowed requests" "2" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="allowed",reason="allowed"}')"
+check "metrics count allowed requests (2 curl + 1 Python)" "3" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="allowed",reason="allowed"}')"
 check "metrics count denied_address (2 curl + 1 raw)" "3" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="refused",reason="denied_address"}' | head -1)"
 check "healthz" "ok" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/healthz")"
 check "readyz" "ready" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/readyz")"

@@ -8,27 +8,10 @@
 #include "config.h"
 #include "test_support.h"
 
-static char *dir;
-
-static int setup(void **state)
-{
-    (void)state;
-    dir = ph_test_mkdtemp();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    ph_test_rmtree(dir);
-    free(dir);
-    return 0;
-}
-
 static const char *write_yaml(const char *text)
 {
     static char path[1024];
-    snprintf(path, sizeof path, "%s/proxy.yaml", dir);
+    snprintf(path, sizeof path, "%s/proxy.yaml", ph_test_dir);
     assert_int_equal(ph_test_write_file(path, text, strlen(text)), 0);
     return path;
 }
@@ -146,5 +129,5 @@ int main(void)
         cmocka_unit_test(test_command_line_overrides_the_file),
         cmocka_unit_test(test_command_line_errors),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, ph_test_dir_setup, ph_test_dir_teardown);
 }

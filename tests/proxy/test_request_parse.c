@@ -34,6 +34,18 @@ static void test_minimal_connect_is_accepted(void **state)
     assert_int_equal(r.has_authorization, 0);
 }
 
+/* What Python's http.client (pip, urllib3, requests) sends. */
+static void test_http_1_0_connect_is_accepted(void **state)
+{
+    (void)state;
+    const char *s = "CONNECT pypi.org:443 HTTP/1.0\r\nProxy-Authorization: Basic Zm9vOmJhcg==\r\n\r\n";
+    ph_proxy_request r;
+    assert_int_equal(parse(s, &r), PH_PREQ_DONE);
+    assert_int_equal(r.head_len, strlen(s));
+    assert_memory_equal(s + r.target.off, "pypi.org:443", r.target.len);
+    assert_int_equal(r.has_authorization, 1);
+}
+
 static void test_authorization_is_extracted_and_trimmed(void **state)
 {
     (void)state;
@@ -83,7 +95,9 @@ static void test_malformed_is_400(void **state)
     assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\n\n", 400);
     assert_refused("CONNECT  a.example.com:443 HTTP/1.1\r\n\r\n", 400);      /* double SP */
     assert_refused("CONNECT a.example.com:443  HTTP/1.1\r\n\r\n", 400);
-    assert_refused("CONNECT a.example.com:443 HTTP/1.0\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/1.2\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 HTTP/0.9\r\n\r\n", 400);
+    assert_refused("CONNECT a.example.com:443 http/1.1\r\n\r\n", 400);
     assert_refused("CONNECT a.example.com:443 HTTP/2.0\r\n\r\n", 400);
     assert_refused("CONNECT a.example.com:443\r\n\r\n", 400);
     assert_refused("CONNECT a.example.com:443 HTTP/1.1\r\nX : y\r\n\r\n", 400);  /* SP before ':' */
@@ -166,6 +180,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_minimal_connect_is_accepted),
+        cmocka_unit_test(test_http_1_0_connect_is_accepted),
         cmocka_unit_test(test_authorization_is_extracted_and_trimmed),
         cmocka_unit_test(test_every_prefix_is_incomplete),
         cmocka_unit_test(test_other_methods_are_405),

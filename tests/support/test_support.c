@@ -27,6 +27,24 @@ char *ph_test_mkdtemp(void)
     return path;
 }
 
+char *ph_test_dir;
+
+int ph_test_dir_setup(void **state)
+{
+    (void)state;
+    ph_test_dir = ph_test_mkdtemp();
+    return ph_test_dir ? 0 : -1;
+}
+
+int ph_test_dir_teardown(void **state)
+{
+    (void)state;
+    ph_test_rmtree(ph_test_dir);
+    free(ph_test_dir);
+    ph_test_dir = NULL;
+    return 0;
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb; (void)flag; (void)ftw;

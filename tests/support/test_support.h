@@ -19,6 +19,12 @@ const char *ph_test_source_path(const char *relative);
 char *ph_test_mkdtemp(void);
 void ph_test_rmtree(const char *path);
 
+/* A cmocka group fixture: ph_test_dir is a fresh scratch directory while the
+ * group's tests run, removed with everything in it afterwards. */
+extern char *ph_test_dir;
+int ph_test_dir_setup(void **state);
+int ph_test_dir_teardown(void **state);
+
 /* Reads a whole file into a malloc'd NUL-terminated buffer; *len gets its size. */
 char *ph_test_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (truncating). Returns 0 or -1. */

@@ -7,7 +7,8 @@
  * which HTTP status a refusal gets; it makes NO destination decision: the
  * CONNECT target is handed, unparsed, to the guard's authority parser.
  *
- * Accepted: "CONNECT <target> HTTP/1.1" CRLF, then header fields
+ * Accepted: "CONNECT <target> HTTP/1.1" (or HTTP/1.0, what Python's
+ * http.client sends) CRLF, then header fields
  * "name: value" CRLF, then an empty line CRLF. Refused with a status:
  *   400 malformed (bare LF, obs-fold, space before ':', control bytes, bad
  *       version, duplicate Proxy-Authorization, a body on CONNECT, ...)
