@@ -61,7 +61,9 @@
 #define TARGET_HOST "ok." DOMAIN
 
 static int upstream_port, proxy_port, dns_port, admin_port;
-static int clients = 4; /* client threads of the transactions/s rounds */
+static int clients = 4; /* blocking client threads of the transactions/s rounds */
+#define ASYNC_THREADS 2     /* event-driven client threads */
+#define ASYNC_IN_FLIGHT 64  /* transactions in flight in each */
 static char token[512];
 
 /* Where a transaction goes: straight to the upstream, or through a proxy. */
@@ -237,15 +239,18 @@ static int transaction(const target *t)
     return transaction_timed(t, NULL);
 }
 
-typedef struct tx_arg {
+/* One client thread of a load: what it runs against, until when; what it
+ * counted. */
+typedef struct load_arg {
     const target *t;
     double until;
     long done, failed;
-} tx_arg;
+} load_arg;
 
-static void *tx_thread(void *p)
+/* A blocking client thread: one transaction after the other. */
+static void *blocking_thread(void *p)
 {
-    tx_arg *a = p;
+    load_arg *a = p;
     while (bench_now_s() < a->until) {
         if (transaction(a->t) == 0)
             a->done++;
@@ -289,23 +294,210 @@ typedef struct tx_cpu {
     double client, upstream, proxy;
 } tx_cpu;
 
-static double tx_rate(const target *t, int threads, double seconds, long *failed, tx_cpu *cpu)
+/* Runs n client threads of one kind against t for `seconds`; returns the
+ * transactions completed, *failed those that were not. */
+static long run_load(const target *t, void *(*thread)(void *), int n, double seconds, long *failed)
 {
     pthread_t th[16];
-    tx_arg a[16];
-    double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid), p0 = t->pid ? cpu_ns(t->pid) : 0;
-    double start = bench_now_s();
-    for (int i = 0; i < threads; i++) {
-        a[i] = (tx_arg){ t, start + seconds, 0, 0 };
-        pthread_create(&th[i], NULL, tx_thread, &a[i]);
+    load_arg a[16];
+    double until = bench_now_s() + seconds;
+    for (int i = 0; i < n; i++) {
+        a[i] = (load_arg){ t, until, 0, 0 };
+        pthread_create(&th[i], NULL, thread, &a[i]);
     }
     long done = 0;
     *failed = 0;
-    for (int i = 0; i < threads; i++) {
+    for (int i = 0; i < n; i++) {
         pthread_join(th[i], NULL);
         done += a[i].done;
         *failed += a[i].failed;
     }
+    return done;
+}
+
+/* ---- event-driven clients ------------------------------------------------
+ * The same transaction as a state machine, ASYNC_IN_FLIGHT of them in flight in
+ * each client thread's event loop (a load generator in the style of wrk):
+ * the parties batch their work per wake-up instead of each step being one. */
+
+typedef enum { AS_CONNECT, AS_HEAD, AS_ECHO } async_state;
+
+typedef struct async_client {
+    struct event_base *base;
+    const target *t;
+    long done, failed;
+} async_client;
+
+typedef struct async_tx {
+    async_client *cl;
+    struct event *ev;
+    int fd;
+    async_state state;
+    size_t got;
+    char buf[1024];
+} async_tx;
+
+static void async_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Starts the next transaction in x (a fresh non-blocking connect). */
+static void async_start(async_tx *x)
+{
+    int one = 1;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)x->cl->t->port) };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct sockaddr_in src = { .sin_family = AF_INET };
+    src.sin_addr.s_addr = htonl(0x7f000002u + atomic_fetch_add(&src_rotor, 1) % 250);
+    x->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    setsockopt(x->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (bind(x->fd, (struct sockaddr *)&src, sizeof src) != 0 ||
+        (connect(x->fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS)) {
+        close(x->fd);
+        x->cl->failed++;
+        x->fd = -1;
+        return;
+    }
+    x->state = AS_CONNECT;
+    x->got = 0;
+    event_assign(x->ev, x->cl->base, x->fd, EV_WRITE, async_cb, x);
+    event_add(x->ev, NULL);
+}
+
+/* Ends x's transaction (counted) and starts the next one. */
+static void async_next(async_tx *x, bool ok)
+{
+    close(x->fd);
+    if (ok)
+        x->cl->done++;
+    else
+        x->cl->failed++;
+    async_start(x);
+}
+
+static void async_wait_read(async_tx *x)
+{
+    event_assign(x->ev, x->cl->base, x->fd, EV_READ, async_cb, x);
+    event_add(x->ev, NULL);
+}
+
+static void async_send_msg(async_tx *x)
+{
+    char msg[64];
+    memset(msg, 'x', sizeof msg);
+    if (write(x->fd, msg, sizeof msg) != (ssize_t)sizeof msg) {
+        async_next(x, false);
+        return;
+    }
+    x->state = AS_ECHO;
+    x->got = 0;
+    async_wait_read(x);
+}
+
+static void async_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    async_tx *x = arg;
+    const target *t = x->cl->t;
+    if (x->state == AS_CONNECT) {
+        if (t->host == NULL) {
+            async_send_msg(x);
+            return;
+        }
+        int n = snprintf(x->buf, sizeof x->buf,
+                         "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n"
+                         "Proxy-Authorization: Bearer %s\r\n\r\n",
+                         t->host, upstream_port, t->host, upstream_port, token);
+        if (write(fd, x->buf, (size_t)n) != n) {
+            async_next(x, false);
+            return;
+        }
+        x->state = AS_HEAD;
+        x->got = 0;
+        async_wait_read(x);
+        return;
+    }
+    ssize_t r = read(fd, x->buf + x->got, sizeof x->buf - 1 - x->got);
+    if (r < 0 && errno == EAGAIN) {
+        async_wait_read(x);
+        return;
+    }
+    if (r <= 0) {
+        async_next(x, false);
+        return;
+    }
+    x->got += (size_t)r;
+    if (x->state == AS_HEAD) {
+        x->buf[x->got] = '\0';
+        if (strstr(x->buf, "\r\n\r\n") == NULL) {
+            async_wait_read(x);
+            return;
+        }
+        if (memcmp(x->buf, "HTTP/1.", 7) != 0 || memcmp(x->buf + 8, " 200", 4) != 0) {
+            async_next(x, false);
+            return;
+        }
+        async_send_msg(x);
+        return;
+    }
+    if (x->got < 64) {
+        async_wait_read(x);
+        return;
+    }
+    async_next(x, x->got == 64);
+}
+
+static void async_stop(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd, (void)what;
+    event_base_loopbreak(arg);
+}
+
+/* An event-driven client thread: ASYNC_IN_FLIGHT transactions at a time. */
+static void *async_thread(void *p)
+{
+    load_arg *a = p;
+    async_client cl = { event_base_new(), a->t, 0, 0 };
+    async_tx x[ASYNC_IN_FLIGHT];
+    for (int i = 0; i < ASYNC_IN_FLIGHT; i++) {
+        x[i] = (async_tx){ .cl = &cl, .fd = -1 };
+        x[i].ev = event_new(cl.base, -1, 0, async_cb, &x[i]);
+        async_start(&x[i]);
+    }
+    long left_us = (long)((a->until - bench_now_s()) * 1e6);
+    struct timeval tv = { left_us > 0 ? left_us / 1000000 : 0, left_us > 0 ? left_us % 1000000 : 0 };
+    event_base_once(cl.base, -1, EV_TIMEOUT, async_stop, cl.base, &tv);
+    event_base_dispatch(cl.base);
+    for (int i = 0; i < ASYNC_IN_FLIGHT; i++) {
+        if (x[i].fd >= 0)
+            close(x[i].fd);
+        event_free(x[i].ev);
+    }
+    event_base_free(cl.base);
+    a->done = cl.done;
+    a->failed = cl.failed;
+    return NULL;
+}
+
+static long blocking_load(const target *t, double seconds, long *failed)
+{
+    return run_load(t, blocking_thread, clients, seconds, failed);
+}
+
+static long async_load(const target *t, double seconds, long *failed)
+{
+    return run_load(t, async_thread, ASYNC_THREADS, seconds, failed);
+}
+
+/* A load: transactions against t for `seconds`; returns how many completed,
+ * *failed how many did not. */
+typedef long (*load_fn)(const target *t, double seconds, long *failed);
+
+/* Transactions/s of a load, and the CPU time per transaction of each party. */
+static double rate_with_cpu(const target *t, load_fn load, long *failed, tx_cpu *cpu)
+{
+    double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid), p0 = t->pid ? cpu_ns(t->pid) : 0;
+    double start = bench_now_s();
+    long done = load(t, 1.0, failed);
     double rate = (double)done / (bench_now_s() - start);
     if (done > 0)
         *cpu = (tx_cpu){ (self_cpu_ns() - c0) / 1e3 / (double)done,
@@ -314,8 +506,36 @@ static double tx_rate(const target *t, int threads, double seconds, long *failed
     return rate;
 }
 
-/* Medians of n transactions each, direct and proxied alternating one by
- * one (so a busy moment of the shared machine hits both alike). */
+/* Best of three alternating 1 s rounds each (the machine is shared, and
+ * alternating lets both see the same neighbours), printed with the CPU
+ * time per transaction of each party. */
+static void rate_lines(const char *label, load_fn load, const target *direct_t, const target *px,
+                       bool targets)
+{
+    long f1 = 0, f2 = 0, f;
+    double direct = 0, proxied = 0;
+    tx_cpu cd = { 0, 0, 0 }, cp = { 0, 0, 0 }, c = { 0, 0, 0 };
+    for (int i = 0; i < 3; i++) {
+        double d = rate_with_cpu(direct_t, load, &f, &c);
+        f1 += f;
+        if (d > direct)
+            direct = d, cd = c;
+        double p = rate_with_cpu(px, load, &f, &c);
+        f2 += f;
+        if (p > proxied)
+            proxied = p, cp = c;
+    }
+    printf("transactions/s, %s\n"
+           "                    direct %9.0f  proxied %9.0f  ratio %.2fx%s%s\n",
+           label, direct, proxied, proxied / direct, targets ? " (target >= 0.50x)" : "",
+           f1 + f2 ? "  [failures]" : "");
+    printf("  CPU per transaction (us): direct  client %5.1f  upstream %5.1f               total %5.1f\n"
+           "                            proxied client %5.1f  upstream %5.1f  proxy %5.1f  total %5.1f\n",
+           cd.client, cd.upstream, cd.client + cd.upstream, cp.client, cp.upstream, cp.proxy,
+           cp.client + cp.upstream + cp.proxy);
+    fflush(stdout);
+}
+
 /* Median seconds of n transactions each, direct and proxied alternating one
  * by one (so a busy moment of the shared machine hits both alike): [0] the
  * whole transaction, [1] opening the tunnel, [2] the exchange. */
@@ -455,28 +675,12 @@ static int wait_port(int port)
  * issue's targets to the lines. */
 static void compare(const target *direct_t, const target *px, bool targets)
 {
-    /* Best of three alternating 1 s rounds each: the machine is shared, and
-     * alternating lets both see the same neighbours. */
-    long f1 = 0, f2 = 0, f;
-    double direct = 0, proxied = 0;
-    tx_cpu cd = { 0, 0, 0 }, cp = { 0, 0, 0 }, c;
-    for (int i = 0; i < 3; i++) {
-        double d = tx_rate(direct_t, clients, 1.0, &f, &c);
-        f1 += f;
-        if (d > direct)
-            direct = d, cd = c;
-        double p = tx_rate(px, clients, 1.0, &f, &c);
-        f2 += f;
-        if (p > proxied)
-            proxied = p, cp = c;
-    }
-    printf("transactions/s      direct %9.0f  proxied %9.0f  ratio %.2fx%s%s\n", direct, proxied,
-           proxied / direct, targets ? " (target >= 0.50x)" : "", f1 + f2 ? "  [failures]" : "");
-    printf("  CPU per transaction (us): direct  client %5.1f  upstream %5.1f               total %5.1f\n"
-           "                            proxied client %5.1f  upstream %5.1f  proxy %5.1f  total %5.1f\n",
-           cd.client, cd.upstream, cd.client + cd.upstream, cp.client, cp.upstream, cp.proxy,
-           cp.client + cp.upstream + cp.proxy);
-    fflush(stdout);
+    char label[128];
+    snprintf(label, sizeof label, "%d blocking client threads", clients);
+    rate_lines(label, blocking_load, direct_t, px, targets);
+    snprintf(label, sizeof label, "%d event-driven client threads x %d transactions in flight",
+             ASYNC_THREADS, ASYNC_IN_FLIGHT);
+    rate_lines(label, async_load, direct_t, px, targets);
 
     double ld[3], lp[3];
     median_latency(2000, direct_t, px, ld, lp);
