@@ -30,6 +30,14 @@ opener = urllib.request.build_opener(
 print(opener.open(url, timeout=10).status)
 PY
 )"
+# openssl s_client's -proxy (OSSL_HTTP_proxy_connect) sends HTTP/1.0 too. It
+# goes on after a refused CONNECT, so the exit status and the server's
+# certificate are what show the tunnel.
+s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$TLS_PORT" -servername "ok.$D" \
+    -CAfile "$E2E_TMP/tls.crt" -verify_return_error -verify_hostname "ok.$D" 2>&1)
+check "openssl s_client -proxy -proxy_user: exit 0, the server's certificate verified" "0 1" \
+    "$? $(printf '%s\n' "$s_out" | grep -c "^subject=CN = ok.$D\$")"
 check "not allowlisted" "403 not_allowlisted 403" "$(e2e_curl "lease1:$TOKEN" notlisted.$D:$TLS_PORT)"
 check "wrong port" "403 port_not_allowed 403" "$(e2e_curl "lease1:$TOKEN" ok.$D:443)"
 check "IP literal" "403 ip_literal 403" "$(e2e_curl "lease1:$TOKEN" 127.0.0.1:$TLS_PORT)"
@@ -76,7 +84,7 @@ grep -q '"reason":"denied_address"' "$E2E_TMP/proxy.log" && grep -q '"rule":"e2e
     ok "JSON log lines carry reason and rule file:line" || fail "log lines: $(head -3 "$E2E_TMP/proxy.log")"
 python_free_json=$(head -1 "$E2E_TMP/proxy.log" | grep -c '^{.*}$')
 check "log lines are single JSON objects" "1" "$python_free_json"
-check "metrics count allowed requests (2 curl + 1 Python)" "3" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="allowed",reason="allowed"}')"
+check "metrics count allowed requests (2 curl, Python, openssl)" "4" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="allowed",reason="allowed"}')"
 check "metrics count denied_address (2 curl + 1 raw)" "3" "$(e2e_metric 'pinhole_proxy_requests_total{verdict="refused",reason="denied_address"}' | head -1)"
 check "healthz" "ok" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/healthz")"
 check "readyz" "ready" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/readyz")"
