@@ -318,9 +318,9 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     r->idle = evtimer_new(base, idle_cb, r);
     r->life = evtimer_new(base, life_cb, r);
     /* The client socket must stay with its bufferevent until everything is
-     * allocated: on failure the caller still owns (and frees) both. */
-    /* (evbuffer_add allocates a chain even for no bytes: 1 KiB per idle
-     * tunnel, measured.) */
+     * allocated: on failure the caller still owns (and frees) both. An
+     * empty greeting is not added: evbuffer_add allocates a chain even for
+     * no bytes (1 KiB per idle tunnel, measured). */
     ok = ok && r->idle && r->life &&
          (greeting_len == 0 || evbuffer_add(r->buf[1], greeting, greeting_len) == 0);
     int fd[2] = { bufferevent_getfd(client), bufferevent_getfd(upstream) };
@@ -347,8 +347,8 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
 
 void px_relay_run(px_relay *r)
 {
-    /* The 200 (queued first in the downstream buffer) goes out now, without
-     * waiting for the loop; then the early bytes. */
+    /* What is left of the greeting (queued first in the downstream buffer)
+     * goes out now, without waiting for the loop; then the early bytes. */
     if (flush(r, 1))
         (void)flush(r, 0);
 }
