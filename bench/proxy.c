@@ -177,8 +177,26 @@ static int read_full(int fd, char *buf, size_t n)
     return 0;
 }
 
-/* Reads a proxy's answer head (it arrives whole: the client sends nothing
- * before it, the proxy nothing after it until then); true on a 200. */
+/* The CONNECT request for t, in buf; returns its length. */
+static int format_connect(const target *t, char *buf, size_t cap)
+{
+    return snprintf(buf, cap,
+                    "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n"
+                    "Proxy-Authorization: Bearer %s\r\n\r\n",
+                    t->host, upstream_port, t->host, upstream_port, token);
+}
+
+/* What a proxy answered so far (NUL-terminated): 0 not the whole head yet,
+ * 1 a 200, -1 anything else. */
+static int head_verdict(const char *head)
+{
+    if (strstr(head, "\r\n\r\n") == NULL)
+        return 0;
+    return memcmp(head, "HTTP/1.", 7) == 0 && memcmp(head + 8, " 200", 4) == 0 ? 1 : -1;
+}
+
+/* Reads a proxy's answer head (the client sends nothing before it, the
+ * proxy nothing after it until then); true on a 200. */
 static bool read_head_200(int fd)
 {
     char head[1024];
@@ -189,8 +207,8 @@ static bool read_head_200(int fd)
             return false;
         got += (size_t)r;
         head[got] = '\0';
-        if (strstr(head, "\r\n\r\n") != NULL)
-            return memcmp(head, "HTTP/1.", 7) == 0 && memcmp(head + 8, " 200", 4) == 0;
+        if (head_verdict(head) != 0)
+            return head_verdict(head) == 1;
     }
     return false;
 }
@@ -202,10 +220,7 @@ static int open_tunnel(const target *t)
     if (fd < 0 || t->host == NULL)
         return fd;
     char req[1024];
-    int n = snprintf(req, sizeof req,
-                     "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n"
-                     "Proxy-Authorization: Bearer %s\r\n\r\n",
-                     t->host, upstream_port, t->host, upstream_port, token);
+    int n = format_connect(t, req, sizeof req);
     if (write(fd, req, (size_t)n) != n || !read_head_200(fd)) {
         close(fd);
         return -1;
@@ -403,10 +418,7 @@ static void async_cb(evutil_socket_t fd, short what, void *arg)
             async_send_msg(x);
             return;
         }
-        int n = snprintf(x->buf, sizeof x->buf,
-                         "CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n"
-                         "Proxy-Authorization: Bearer %s\r\n\r\n",
-                         t->host, upstream_port, t->host, upstream_port, token);
+        int n = format_connect(t, x->buf, sizeof x->buf);
         if (write(fd, x->buf, (size_t)n) != n) {
             async_next(x, false);
             return;
@@ -428,15 +440,13 @@ static void async_cb(evutil_socket_t fd, short what, void *arg)
     x->got += (size_t)r;
     if (x->state == AS_HEAD) {
         x->buf[x->got] = '\0';
-        if (strstr(x->buf, "\r\n\r\n") == NULL) {
+        int verdict = head_verdict(x->buf);
+        if (verdict == 0)
             async_wait_read(x);
-            return;
-        }
-        if (memcmp(x->buf, "HTTP/1.", 7) != 0 || memcmp(x->buf + 8, " 200", 4) != 0) {
+        else if (verdict < 0)
             async_next(x, false);
-            return;
-        }
-        async_send_msg(x);
+        else
+            async_send_msg(x);
         return;
     }
     if (x->got < 64) {
