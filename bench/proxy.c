@@ -144,24 +144,35 @@ static pid_t start_upstream(int port)
  * source address (TIME_WAIT) and measure that instead of the proxy. */
 static atomic_uint src_rotor;
 
-static int dial(int port)
+/* A TCP connection to 127.0.0.1:port from the next rotated source, no
+ * Nagle delay; `flags` SOCK_NONBLOCK leaves the connect in progress.
+ * Returns the socket or -1. */
+static int connect_rotated(int port, int flags)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | flags, 0), one = 1;
+    if (fd < 0)
+        return -1;
     struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     struct sockaddr_in src = { .sin_family = AF_INET };
     src.sin_addr.s_addr = htonl(0x7f000002u + atomic_fetch_add(&src_rotor, 1) % 250);
     setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof src) != 0 ||
-        connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (fd >= 0)
-            close(fd);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&src, sizeof src) != 0 ||
+        (connect(fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS)) {
+        close(fd);
         return -1;
     }
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int dial(int port)
+{
+    int fd = connect_rotated(port, 0);
     /* Never hang the benchmark on a peer out of descriptors. */
     struct timeval tv = { 5, 0 };
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
 }
 
@@ -357,19 +368,9 @@ static void async_cb(evutil_socket_t fd, short what, void *arg);
 /* Starts the next transaction in x (a fresh non-blocking connect). */
 static void async_start(async_tx *x)
 {
-    int one = 1;
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)x->cl->t->port) };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    struct sockaddr_in src = { .sin_family = AF_INET };
-    src.sin_addr.s_addr = htonl(0x7f000002u + atomic_fetch_add(&src_rotor, 1) % 250);
-    x->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    setsockopt(x->fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
-    setsockopt(x->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (bind(x->fd, (struct sockaddr *)&src, sizeof src) != 0 ||
-        (connect(x->fd, (struct sockaddr *)&a, sizeof a) != 0 && errno != EINPROGRESS)) {
-        close(x->fd);
+    x->fd = connect_rotated(x->cl->t->port, SOCK_NONBLOCK);
+    if (x->fd < 0) {
         x->cl->failed++;
-        x->fd = -1;
         return;
     }
     x->state = AS_CONNECT;
