@@ -88,11 +88,15 @@ void ph_env_block_clear(ph_env_block *env);
 
 typedef struct ph_snapshot ph_snapshot;
 
-/* Walks the tree under root_fd without following any symlink, recording
- * type, size, mtime, ctime, inode and mode of each entry, at most
- * max_entries (then truncated). */
+/* Walks the tree under root_fd without following any symlink (openat from
+ * each directory's descriptor, O_NOFOLLOW), recording type, size, mtime,
+ * ctime, inode and mode of each entry, at most max_entries (then
+ * truncated). Memory grows with the sum of name lengths, bounded by
+ * max_entries. */
 ph_status ph_snapshot_take(int root_fd, size_t max_entries, ph_snapshot **out, ph_diag *diag);
 bool ph_snapshot_truncated(const ph_snapshot *s);
+/* ph_fc_gap bits the walk found (0: it saw everything). */
+unsigned ph_snapshot_gaps(const ph_snapshot *s);
 size_t ph_snapshot_count(const ph_snapshot *s);
 void ph_snapshot_free(ph_snapshot **s);
 /* Fills result->files_changed* from before/after. */

@@ -1,13 +1,28 @@
 /* snapshot.c - decision 10: files_changed is computed by the service from a
  * snapshot taken before the command, never reported by the command.
  *
- * The walk never follows a symlink (O_NOFOLLOW directories, fstatat with
- * AT_SYMLINK_NOFOLLOW) and records type, size, mtime, ctime, inode and mode:
- * a command that restores a file's mtime (touch -d) still changes its ctime,
- * and a file replaced by rename has a new inode. The walk is bounded by an
- * entry count, so a huge workspace sets a truncated flag instead of
- * stalling. Directories are walked but not reported (their mtime moves with
- * every entry they hold; the entries themselves are reported). */
+ * The walk never follows a symlink: every directory is opened with openat
+ * from its parent's descriptor with O_NOFOLLOW, every entry is examined with
+ * fstatat(AT_SYMLINK_NOFOLLOW), and no path string is ever resolved again.
+ * It records type, size, mtime, ctime, inode and mode: a command that
+ * restores a file's mtime (touch -d) still changes its ctime, and a file
+ * replaced by rename has a new inode. Directories are walked but not
+ * reported (their mtime moves with every entry they hold; the entries
+ * themselves are reported).
+ *
+ * Memory. The workspace is sandbox-controlled, so a snapshot is a tree of
+ * names, not a list of paths: each entry holds its own name (at most
+ * NAME_MAX bytes) and the index just past its subtree; full paths exist only
+ * for the changes reported. Names read from a directory but not yet entered
+ * count against the entry limit too, so entries plus pending names never
+ * exceed max_entries + 1 and a snapshot costs at most about
+ * max_entries * (sizeof(snap_entry) + NAME_MAX + 1) bytes.
+ *
+ * Completeness. Nothing is left out silently: whatever the walk cannot see
+ * or the result cannot carry sets files_changed_truncated with a reason bit
+ * (ph_fc_gap): the entry limit, the change limit, a directory nested deeper
+ * than SNAPSHOT_MAX_DEPTH (each level holds one descriptor), a directory that
+ * cannot be read, and a changed path longer than PH_WS_PATH_MAX. */
 #include "sandbox-int.h"
 
 #include <dirent.h>
@@ -21,73 +36,63 @@
 #define SNAPSHOT_MAX_DEPTH 128
 
 typedef struct snap_entry {
-    size_t path_off; /* into the arena: normalized, workspace-relative, NUL-terminated */
+    uint32_t name_off; /* into the name arena, NUL-terminated */
+    uint32_t end;      /* index just past this entry's subtree (preorder) */
+    uint32_t path_len; /* length of the workspace-relative path */
     mode_t mode;
     uint64_t size;
     uint64_t ino;
     struct timespec mtime, ctime;
 } snap_entry;
 
-/* Entries are kept in walk order: depth first, the names of each directory
- * sorted. That order is "component by component" (path_cmp below), which
- * both snapshots share, so the diff is one merge and nothing is sorted
- * globally. Paths live in one arena: no allocation per entry. */
+/* Entries are kept in preorder, the children of each directory sorted by
+ * name (bytewise), each followed by its subtree. Both snapshots share the
+ * order, so the diff merges the children of matching directories, name by
+ * name, and nothing is sorted globally. */
 struct ph_snapshot {
     snap_entry *entries;
     size_t count, cap, max;
-    char *arena;
-    size_t arena_len, arena_cap;
-    bool truncated;
+    size_t pending; /* names read from directories and not yet entered */
+    char *names;    /* the name arena */
+    size_t names_len, names_cap;
+    unsigned gaps;  /* ph_fc_gap bits the walk found */
 };
 
-#define SNAP_PATH(s, e) ((s)->arena + (e)->path_off)
+#define SNAP_NAME(s, e) ((s)->names + (e)->name_off)
 
-/* The walk order: bytewise, but the end of a component ('/' or the end of
- * the string) sorts before any byte, so a directory's subtree follows it
- * directly ("a", "a/x", "a-b"). */
-static int path_cmp(const char *a, const char *b)
+const char *ph_fc_gap_name(unsigned gap)
 {
-    for (;; a++, b++) {
-        unsigned ca = (unsigned char)*a, cb = (unsigned char)*b;
-        if (ca == '/')
-            ca = 1;
-        if (cb == '/')
-            cb = 1;
-        if (ca != cb)
-            return ca < cb ? -1 : 1;
-        if (ca == 0)
-            return 0;
+    switch (gap) {
+    case PH_FC_GAP_ENTRY_LIMIT: return "entry_limit";
+    case PH_FC_GAP_CHANGE_LIMIT: return "change_limit";
+    case PH_FC_GAP_TOO_DEEP: return "too_deep";
+    case PH_FC_GAP_UNREADABLE: return "unreadable";
+    case PH_FC_GAP_PATH_TOO_LONG: return "path_too_long";
+    default: return "unknown";
     }
 }
 
-static ph_status add_entry(ph_snapshot *s, const char *path, size_t len, const struct stat *sb)
+static ph_status add_entry(ph_snapshot *s, uint32_t name_off, size_t path_len,
+                           const struct stat *sb)
 {
     if (s->count == s->max) {
-        s->truncated = true;
+        s->gaps |= PH_FC_GAP_ENTRY_LIMIT;
         return PH_E_LIMIT;
     }
     if (s->count == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 1024;
+        if (ncap > s->max)
+            ncap = s->max;
         snap_entry *ne = realloc(s->entries, ncap * sizeof *ne);
         if (ne == NULL)
             return PH_E_NOMEM;
         s->entries = ne;
         s->cap = ncap;
     }
-    if (s->arena_len + len + 1 > s->arena_cap) {
-        size_t ncap = s->arena_cap ? s->arena_cap * 2 : 65536;
-        while (ncap < s->arena_len + len + 1)
-            ncap *= 2;
-        char *na = realloc(s->arena, ncap);
-        if (na == NULL)
-            return PH_E_NOMEM;
-        s->arena = na;
-        s->arena_cap = ncap;
-    }
     snap_entry *e = &s->entries[s->count];
-    e->path_off = s->arena_len;
-    memcpy(s->arena + s->arena_len, path, len + 1);
-    s->arena_len += len + 1;
+    e->name_off = name_off;
+    e->end = (uint32_t)s->count + 1;
+    e->path_len = path_len > UINT32_MAX ? UINT32_MAX : (uint32_t)path_len;
     e->mode = sb->st_mode;
     e->size = (uint64_t)sb->st_size;
     e->ino = (uint64_t)sb->st_ino;
@@ -97,114 +102,146 @@ static ph_status add_entry(ph_snapshot *s, const char *path, size_t len, const s
     return PH_OK;
 }
 
-static int name_cmp(const void *a, const void *b)
+static int name_cmp(const void *a, const void *b, void *arena)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    const char *names = arena;
+    return strcmp(names + *(const uint32_t *)a, names + *(const uint32_t *)b);
 }
 
-/* The names of one directory, sorted; one buffer for all of them. */
+/* The names of one directory, as sorted offsets into the snapshot's arena. */
 typedef struct name_list {
-    char **names;
+    uint32_t *offs;
     size_t count, cap;
-    char *buf;
-    size_t len, buf_cap;
 } name_list;
 
-static void name_list_free(name_list *l)
-{
-    free(l->names);
-    free(l->buf);
-}
-
-static ph_status read_names(DIR *d, name_list *l, size_t budget)
+/* Reads every name of d into the arena. PH_E_LIMIT when the names would
+ * take the snapshot past its entry limit (the walk is truncated anyway);
+ * PH_E_IO when reading the directory failed. */
+static ph_status read_names(ph_snapshot *s, DIR *d, name_list *l)
 {
     struct dirent *de;
     ph_status st = PH_OK;
-    while ((de = readdir(d)) != NULL) {
+    for (;;) {
+        errno = 0;
+        if ((de = readdir(d)) == NULL) {
+            if (errno != 0)
+                st = PH_E_IO;
+            break;
+        }
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (l->count == budget) {
-            st = PH_E_LIMIT; /* more names than entries left: truncated anyway */
+        if (s->count + s->pending > s->max) {
+            st = PH_E_LIMIT;
             break;
         }
         size_t nl = strlen(de->d_name) + 1;
-        if (l->len + nl > l->buf_cap) {
-            size_t ncap = l->buf_cap ? l->buf_cap * 2 : 4096;
-            while (ncap < l->len + nl)
+        if (s->names_len + nl > s->names_cap) {
+            size_t ncap = s->names_cap ? s->names_cap * 2 : 65536;
+            while (ncap < s->names_len + nl)
                 ncap *= 2;
-            char *nb = realloc(l->buf, ncap);
+            if (ncap > UINT32_MAX)
+                return PH_E_NOMEM; /* unreachable within the entry limit */
+            char *nb = realloc(s->names, ncap);
             if (nb == NULL)
                 return PH_E_NOMEM;
-            l->buf = nb;
-            l->buf_cap = ncap;
+            s->names = nb;
+            s->names_cap = ncap;
         }
         if (l->count == l->cap) {
             size_t ncap = l->cap ? l->cap * 2 : 64;
-            char **nn = realloc(l->names, ncap * sizeof *nn);
-            if (nn == NULL)
+            uint32_t *no = realloc(l->offs, ncap * sizeof *no);
+            if (no == NULL)
                 return PH_E_NOMEM;
-            l->names = nn;
+            l->offs = no;
             l->cap = ncap;
         }
-        memcpy(l->buf + l->len, de->d_name, nl);
-        l->names[l->count++] = (char *)(uintptr_t)l->len; /* offset until the buffer settles */
-        l->len += nl;
+        memcpy(s->names + s->names_len, de->d_name, nl);
+        l->offs[l->count++] = (uint32_t)s->names_len;
+        s->names_len += nl;
+        s->pending++;
     }
-    for (size_t i = 0; i < l->count; i++)
-        l->names[i] = l->buf + (size_t)(uintptr_t)l->names[i];
     if (l->count > 1)
-        qsort(l->names, l->count, sizeof *l->names, name_cmp);
+        qsort_r(l->offs, l->count, sizeof *l->offs, name_cmp, s->names);
     return st;
 }
 
-/* Walks dir_fd (consumed). prefix is the directory's workspace-relative path
- * ("" for the root). */
-static ph_status walk(ph_snapshot *s, int dir_fd, char *prefix, size_t prefix_len, int depth)
+/* True when the directory name under dir_fd holds at least one entry (or
+ * cannot be read, which is reported the same way: not walked). */
+static bool holds_anything(int dir_fd, const char *name)
+{
+    int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno != ENOENT;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return true;
+    }
+    struct dirent *de;
+    bool any = false;
+    while (!any && (de = readdir(d)) != NULL)
+        any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return any;
+}
+
+/* Walks dir_fd (consumed), a directory whose workspace-relative path is
+ * path_len bytes long (0 for the root) at the given depth. */
+static ph_status walk(ph_snapshot *s, int dir_fd, size_t path_len, int depth)
 {
     DIR *d = fdopendir(dir_fd);
     if (d == NULL) {
         close(dir_fd);
-        return PH_E_IO;
+        s->gaps |= PH_FC_GAP_UNREADABLE;
+        return PH_OK;
     }
     name_list names = {0};
-    ph_status st = read_names(d, &names, s->max - s->count + 1);
+    ph_status st = read_names(s, d, &names);
     bool limited = st == PH_E_LIMIT;
-    if (limited)
+    if (st == PH_E_IO)
+        s->gaps |= PH_FC_GAP_UNREADABLE; /* what was read is still walked */
+    if (limited || st == PH_E_IO)
         st = PH_OK;
-    for (size_t i = 0; st == PH_OK && i < names.count; i++) {
-        const char *name = names.names[i];
-        size_t nl = strlen(name);
-        if (prefix_len + nl + 2 > PH_WS_PATH_MAX + 1)
-            continue; /* unreachable through the path rules; not reported */
-        size_t plen = prefix_len;
-        if (plen)
-            prefix[plen++] = '/';
-        memcpy(prefix + plen, name, nl + 1);
+    size_t i = 0;
+    for (; st == PH_OK && i < names.count; i++) {
+        uint32_t off = names.offs[i];
+        const char *name = s->names + off; /* valid until the arena grows */
+        size_t child_len = path_len + (path_len ? 1 : 0) + strlen(name);
+        s->pending--;
         struct stat sb;
-        if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) == 0) {
-            st = add_entry(s, prefix, plen + nl, &sb);
-            if (st == PH_OK && S_ISDIR(sb.st_mode) && depth < SNAPSHOT_MAX_DEPTH) {
-                int sub = openat(dirfd(d), name,
-                                 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (sub >= 0)
-                    st = walk(s, sub, prefix, plen + nl, depth + 1);
-                if (st == PH_E_IO)
-                    st = PH_OK; /* an unreadable directory is skipped, not fatal */
-            }
-        } /* else: vanished meanwhile */
-        prefix[prefix_len] = '\0';
+        if (fstatat(dirfd(d), name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* vanished meanwhile */
+        size_t idx = s->count;
+        st = add_entry(s, off, child_len, &sb);
+        if (st != PH_OK || !S_ISDIR(sb.st_mode))
+            continue;
+        if (depth >= SNAPSHOT_MAX_DEPTH) {
+            if (holds_anything(dirfd(d), s->names + off))
+                s->gaps |= PH_FC_GAP_TOO_DEEP;
+            continue;
+        }
+        int sub = openat(dirfd(d), s->names + off,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub >= 0)
+            st = walk(s, sub, child_len, depth + 1);
+        else if (errno != ENOENT)
+            s->gaps |= PH_FC_GAP_UNREADABLE; /* replaced or unreadable: not walked */
+        s->entries[idx].end = (uint32_t)s->count;
     }
+    s->pending -= names.count - i; /* names never entered: the walk stopped */
     if (st == PH_OK && limited) {
-        s->truncated = true;
+        s->gaps |= PH_FC_GAP_ENTRY_LIMIT;
         st = PH_E_LIMIT;
     }
-    name_list_free(&names);
+    free(names.offs);
     closedir(d);
     return st;
 }
 
 ph_status ph_snapshot_take(int root_fd, size_t max_entries, ph_snapshot **out, ph_diag *diag)
 {
+    if (max_entries >= UINT32_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "snapshot entry limit too large");
     ph_snapshot *s = calloc(1, sizeof *s);
     if (s == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
@@ -216,8 +253,7 @@ ph_status ph_snapshot_take(int root_fd, size_t max_entries, ph_snapshot **out, p
         return ph_diag_set(diag, saved == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
                            "cannot open the workspace for a snapshot: %s", strerror(saved));
     }
-    char prefix[PH_WS_PATH_MAX + 1] = "";
-    ph_status st = walk(s, fd, prefix, 0, 0);
+    ph_status st = walk(s, fd, 0, 0);
     if (st == PH_E_LIMIT)
         st = PH_OK; /* truncated is a result, not an error */
     if (st != PH_OK) {
@@ -231,7 +267,12 @@ ph_status ph_snapshot_take(int root_fd, size_t max_entries, ph_snapshot **out, p
 
 bool ph_snapshot_truncated(const ph_snapshot *s)
 {
-    return s->truncated;
+    return s->gaps != 0;
+}
+
+unsigned ph_snapshot_gaps(const ph_snapshot *s)
+{
+    return s->gaps;
 }
 
 size_t ph_snapshot_count(const ph_snapshot *s)
@@ -243,7 +284,7 @@ void ph_snapshot_free(ph_snapshot **s)
 {
     if (s == NULL || *s == NULL)
         return;
-    free((*s)->arena);
+    free((*s)->names);
     free((*s)->entries);
     free(*s);
     *s = NULL;
@@ -256,39 +297,120 @@ static bool same_time(struct timespec a, struct timespec b)
 
 static bool changed(const snap_entry *a, const snap_entry *b)
 {
-    if ((a->mode & S_IFMT) != (b->mode & S_IFMT))
-        return true;
-    if (S_ISDIR(a->mode))
-        return false; /* directories are not reported */
     return a->size != b->size || a->ino != b->ino || a->mode != b->mode ||
            !same_time(a->mtime, b->mtime) || !same_time(a->ctime, b->ctime);
 }
 
-static ph_status report(ph_execution_result *r, const ph_snapshot *s, const snap_entry *e,
-                        ph_change_kind kind, size_t *cap)
+/* The merge of two snapshots. path holds the workspace-relative path of the
+ * directory being merged (only while it fits: a longer path is never
+ * reported, it sets PH_FC_GAP_PATH_TOO_LONG). */
+typedef struct diff_ctx {
+    const ph_snapshot *a, *b;
+    ph_execution_result *r;
+    size_t cap;
+    bool partial; /* a walk stopped at the entry limit: report modifications only */
+    char path[PH_WS_PATH_MAX + 1];
+} diff_ctx;
+
+/* Appends e's name to d->path at dir_len; returns the new length. */
+static size_t path_push(diff_ctx *d, const ph_snapshot *s, const snap_entry *e, size_t dir_len)
 {
-    if (S_ISDIR(e->mode))
-        return PH_OK;
-    if (r->files_changed_count == PH_FILES_CHANGED_MAX) {
-        r->files_changed_truncated = true;
+    if (e->path_len > PH_WS_PATH_MAX)
+        return e->path_len;
+    size_t o = dir_len;
+    if (o)
+        d->path[o++] = '/';
+    size_t nl = e->path_len - o;
+    memcpy(d->path + o, SNAP_NAME(s, e), nl);
+    d->path[o + nl] = '\0';
+    return e->path_len;
+}
+
+static ph_status report(diff_ctx *d, const snap_entry *e, ph_change_kind kind)
+{
+    ph_execution_result *r = d->r;
+    if (e->path_len > PH_WS_PATH_MAX) {
+        r->files_changed_gaps |= PH_FC_GAP_PATH_TOO_LONG;
         return PH_OK;
     }
-    if (r->files_changed_count == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
+    if (r->files_changed_count == PH_FILES_CHANGED_MAX) {
+        r->files_changed_gaps |= PH_FC_GAP_CHANGE_LIMIT;
+        return PH_OK;
+    }
+    if (r->files_changed_count == d->cap) {
+        size_t ncap = d->cap ? d->cap * 2 : 16;
         ph_file_change *nc = realloc(r->files_changed, ncap * sizeof *nc);
         if (nc == NULL)
             return PH_E_NOMEM;
         r->files_changed = nc;
-        *cap = ncap;
+        d->cap = ncap;
     }
     ph_file_change *c = &r->files_changed[r->files_changed_count];
-    c->path = strdup(SNAP_PATH(s, e));
+    c->path = strdup(d->path);
     if (c->path == NULL)
         return PH_E_NOMEM;
     c->kind = kind;
     c->size = kind == PH_CHANGE_DELETED ? 0 : e->size;
     r->files_changed_count++;
     return PH_OK;
+}
+
+/* Reports entry i of s and, for a directory, every file beneath it, as kind
+ * (a subtree only one side has). dir_len: length of the parent's path. */
+static ph_status report_subtree(diff_ctx *d, const ph_snapshot *s, size_t i, size_t dir_len,
+                                ph_change_kind kind)
+{
+    const snap_entry *e = &s->entries[i];
+    size_t len = path_push(d, s, e, dir_len);
+    if (!S_ISDIR(e->mode))
+        return report(d, e, kind);
+    ph_status st = PH_OK;
+    for (size_t c = i + 1; st == PH_OK && c < e->end; c = s->entries[c].end) {
+        st = report_subtree(d, s, c, len, kind);
+    }
+    return st;
+}
+
+/* Merges the children of two matching directories: a's in [ia, ea), b's in
+ * [ib, eb); their common path is dir_len bytes of d->path. */
+static ph_status merge(diff_ctx *d, size_t ia, size_t ea, size_t ib, size_t eb, size_t dir_len)
+{
+    const ph_snapshot *A = d->a, *B = d->b;
+    ph_status st = PH_OK;
+    while (st == PH_OK && (ia < ea || ib < eb)) {
+        int c = ia == ea   ? 1
+                : ib == eb ? -1
+                           : strcmp(SNAP_NAME(A, &A->entries[ia]), SNAP_NAME(B, &B->entries[ib]));
+        if (c < 0) {
+            if (!d->partial)
+                st = report_subtree(d, A, ia, dir_len, PH_CHANGE_DELETED);
+            ia = A->entries[ia].end;
+            continue;
+        }
+        if (c > 0) {
+            if (!d->partial)
+                st = report_subtree(d, B, ib, dir_len, PH_CHANGE_ADDED);
+            ib = B->entries[ib].end;
+            continue;
+        }
+        const snap_entry *a = &A->entries[ia], *b = &B->entries[ib];
+        bool adir = S_ISDIR(a->mode), bdir = S_ISDIR(b->mode);
+        size_t len = path_push(d, B, b, dir_len);
+        if (adir && bdir) {
+            st = merge(d, ia + 1, a->end, ib + 1, b->end, len);
+        } else if (adir || bdir) {
+            /* A directory became something else or the reverse: what was
+             * there is gone, what is there is new. */
+            st = report_subtree(d, A, ia, dir_len, PH_CHANGE_DELETED);
+            if (st == PH_OK)
+                st = report_subtree(d, B, ib, dir_len, PH_CHANGE_ADDED);
+        } else if (changed(a, b)) {
+            st = report(d, b, PH_CHANGE_MODIFIED);
+        }
+        ia = a->end;
+        ib = b->end;
+    }
+    return st;
 }
 
 static int change_cmp(const void *a, const void *b)
@@ -299,37 +421,19 @@ static int change_cmp(const void *a, const void *b)
 ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
                            ph_execution_result *r, ph_diag *diag)
 {
+    diff_ctx *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     /* When either walk was cut short, a path missing from one side may just
      * be beyond the cut: report only modifications seen on both sides. */
-    bool partial = before->truncated || after->truncated;
-    r->files_changed_truncated = partial;
-    size_t cap = 0, i = 0, j = 0;
-    ph_status st = PH_OK;
-    while (st == PH_OK && (i < before->count || j < after->count)) {
-        int c = i == before->count  ? 1
-                : j == after->count ? -1
-                                    : path_cmp(SNAP_PATH(before, &before->entries[i]),
-                                               SNAP_PATH(after, &after->entries[j]));
-        if (c < 0) {
-            if (!partial)
-                st = report(r, before, &before->entries[i], PH_CHANGE_DELETED, &cap);
-            i++;
-        } else if (c > 0) {
-            if (!partial)
-                st = report(r, after, &after->entries[j], PH_CHANGE_ADDED, &cap);
-            j++;
-        } else {
-            const snap_entry *a = &before->entries[i], *b = &after->entries[j];
-            if ((a->mode & S_IFMT) != (b->mode & S_IFMT) && S_ISDIR(a->mode))
-                st = report(r, after, b, PH_CHANGE_ADDED, &cap); /* a dir became a file */
-            else if ((a->mode & S_IFMT) != (b->mode & S_IFMT) && S_ISDIR(b->mode))
-                st = report(r, before, a, PH_CHANGE_DELETED, &cap); /* a file became a dir */
-            else if (changed(a, b))
-                st = report(r, after, b, PH_CHANGE_MODIFIED, &cap);
-            i++;
-            j++;
-        }
-    }
+    d->a = before;
+    d->b = after;
+    d->r = r;
+    d->partial = ((before->gaps | after->gaps) & PH_FC_GAP_ENTRY_LIMIT) != 0;
+    r->files_changed_gaps = before->gaps | after->gaps;
+    ph_status st = merge(d, 0, before->count, 0, after->count, 0);
+    free(d);
+    r->files_changed_truncated = r->files_changed_gaps != 0;
     if (st != PH_OK)
         return ph_diag_set(diag, st, 0, "computing files_changed: %s", ph_strerror(st));
     /* Results are sorted bytewise for the caller (the merge order differs). */

@@ -199,6 +199,23 @@ typedef enum ph_change_kind {
 /* Static: "added", "modified", "deleted". */
 PH_API const char *ph_change_kind_name(ph_change_kind k);
 
+/* Why files_changed may be incomplete: bits of files_changed_gaps. Nothing is
+ * ever left out without one of them set (and files_changed_truncated). */
+typedef enum ph_fc_gap {
+    PH_FC_GAP_ENTRY_LIMIT = 1u << 0,   /* a walk stopped at its entry limit: only
+                                          modifications seen on both sides are reported */
+    PH_FC_GAP_CHANGE_LIMIT = 1u << 1,  /* more changes than the result carries */
+    PH_FC_GAP_TOO_DEEP = 1u << 2,      /* a non-empty directory nested deeper than the
+                                          walk goes was not walked */
+    PH_FC_GAP_UNREADABLE = 1u << 3,    /* a directory could not be opened or read */
+    PH_FC_GAP_PATH_TOO_LONG = 1u << 4, /* a change under a path longer than
+                                          PH_WS_PATH_MAX bytes (not reportable) */
+} ph_fc_gap;
+
+/* Static reason code of one bit: "entry_limit", "change_limit", "too_deep",
+ * "unreadable", "path_too_long" ("unknown" otherwise). */
+PH_API const char *ph_fc_gap_name(unsigned gap);
+
 typedef struct ph_file_change {
     char *path;          /* workspace-relative, normalized; owned by the result */
     ph_change_kind kind;
@@ -223,7 +240,8 @@ typedef struct ph_execution_result {
     ph_output err;       /* stderr */
     ph_file_change *files_changed; /* sorted by path */
     size_t files_changed_count;
-    bool files_changed_truncated;  /* the workspace exceeded the snapshot bound */
+    bool files_changed_truncated;  /* files_changed_gaps != 0 */
+    unsigned files_changed_gaps;   /* ph_fc_gap bits: why it may be incomplete */
 } ph_execution_result;
 
 /*
