@@ -103,6 +103,19 @@ void ph_snapshot_free(ph_snapshot **s);
 ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
                            ph_execution_result *result, ph_diag *diag);
 
+/* ---- byte strings in JSON and text (byte_strings.c) ---- */
+
+struct json_t;
+/* Sets obj[text_key] to the len bytes at data when they are valid UTF-8,
+ * else obj[b64_key] to their standard base64 (padded). Returns 0, or -1
+ * when out of memory (nothing set). */
+int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_key,
+                      const void *data, size_t len);
+/* The len bytes at s with control characters (and the bytes of invalid
+ * UTF-8) escaped as documented in byte_strings.c. Caller frees; NULL when
+ * out of memory. */
+char *ph_text_escape(const char *s, size_t len);
+
 /* ---- logging (environment.c) ---- */
 void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event,
                             const char *detail_key, const char *detail);

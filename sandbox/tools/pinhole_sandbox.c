@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +83,7 @@ static int fail(const char *what, ph_status st, const ph_diag *diag)
     json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "level", "error", "module", "sandbox", "event",
                           what, "status", ph_strerror(st));
     if (o) {
-        json_object_set_new(o, "message", json_string(diag->message));
+        ph_json_set_bytes(o, "message", "message_base64", diag->message, strlen(diag->message));
         char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         fprintf(stderr, "%s\n", line ? line : "");
         free(line);
@@ -219,21 +218,28 @@ static uint8_t *slurp_stdin(size_t *len)
 
 static json_t *output_json(const ph_output *o)
 {
-    /* Invalid UTF-8 cannot be a JSON string: then base64 (OpenSSL). */
-    json_t *s = json_stringn(o->len ? (const char *)o->data : "", o->len);
     json_t *obj = json_object();
-    if (s) {
-        json_object_set_new(obj, "text", s);
-    } else {
-        char *b64 = malloc(4 * ((o->len + 2) / 3) + 1);
-        if (b64) {
-            EVP_EncodeBlock((unsigned char *)b64, o->data, (int)o->len);
-            json_object_set_new(obj, "base64", json_string(b64));
-            free(b64);
-        }
-    }
+    ph_json_set_bytes(obj, "text", "base64", o->data, o->len);
     json_object_set_new(obj, "truncated", json_boolean(o->truncated));
     return obj;
+}
+
+/* Prints s to f with control characters escaped (byte_strings.c). */
+static void put_escaped(FILE *f, const char *s)
+{
+    char *e = ph_text_escape(s, strlen(s));
+    fputs(e ? e : "?", f);
+    free(e);
+}
+
+/* The reason codes of the ph_fc_gap bits in gaps. */
+static json_t *gaps_json(unsigned gaps)
+{
+    json_t *a = json_array();
+    for (unsigned bit = 1; bit && bit <= gaps; bit <<= 1)
+        if (gaps & bit)
+            json_array_append_new(a, json_string(ph_fc_gap_name(bit)));
+    return a;
 }
 
 static int print_result(const cli *c, const ph_execution_result *r)
@@ -253,14 +259,19 @@ static int print_result(const cli *c, const ph_execution_result *r)
         json_object_set_new(o, "stdout", output_json(&r->out));
         json_object_set_new(o, "stderr", output_json(&r->err));
         json_t *fc = json_array();
-        for (size_t i = 0; i < r->files_changed_count; i++)
-            json_array_append_new(fc, json_pack("{s:s, s:s, s:I}", "path",
-                                                 r->files_changed[i].path, "change",
-                                                 ph_change_kind_name(r->files_changed[i].kind),
-                                                 "size", (json_int_t)r->files_changed[i].size));
+        for (size_t i = 0; i < r->files_changed_count; i++) {
+            const ph_file_change *ch = &r->files_changed[i];
+            json_t *e = json_object();
+            ph_json_set_bytes(e, "path", "path_base64", ch->path, strlen(ch->path));
+            json_object_set_new(e, "change", json_string(ph_change_kind_name(ch->kind)));
+            json_object_set_new(e, "size", json_integer((json_int_t)ch->size));
+            json_array_append_new(fc, e);
+        }
         json_object_set_new(o, "files_changed", fc);
         json_object_set_new(o, "files_changed_truncated",
                             json_boolean(r->files_changed_truncated));
+        json_object_set_new(o, "files_changed_truncated_reasons",
+                            gaps_json(r->files_changed_gaps));
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(o);
@@ -270,11 +281,18 @@ static int print_result(const cli *c, const ph_execution_result *r)
         fflush(stdout);
         if (r->out.truncated || r->err.truncated)
             fprintf(stderr, "# output truncated at the cap\n");
-        for (size_t i = 0; i < r->files_changed_count; i++)
-            fprintf(stderr, "# %s %s (%llu bytes)\n", ph_change_kind_name(r->files_changed[i].kind),
-                    r->files_changed[i].path, (unsigned long long)r->files_changed[i].size);
-        if (r->files_changed_truncated)
-            fprintf(stderr, "# files_changed truncated\n");
+        for (size_t i = 0; i < r->files_changed_count; i++) {
+            fprintf(stderr, "# %s ", ph_change_kind_name(r->files_changed[i].kind));
+            put_escaped(stderr, r->files_changed[i].path);
+            fprintf(stderr, " (%llu bytes)\n", (unsigned long long)r->files_changed[i].size);
+        }
+        if (r->files_changed_truncated) {
+            fprintf(stderr, "# files_changed truncated:");
+            for (unsigned bit = 1; bit && bit <= r->files_changed_gaps; bit <<= 1)
+                if (r->files_changed_gaps & bit)
+                    fprintf(stderr, " %s", ph_fc_gap_name(bit));
+            fputc('\n', stderr);
+        }
         if (r->timed_out)
             fprintf(stderr, "# timed out after %lld ms (%s)\n", (long long)r->timeout_ms,
                     ph_timeout_bound_code(r->timeout_bound));
@@ -329,15 +347,20 @@ static int do_files(cli *c, ph_environment *env, const char *dir)
     json_t *arr = c->json ? json_array() : NULL;
     for (size_t i = 0; i < list->count; i++) {
         const ph_ws_entry *e = &list->entries[i];
-        if (arr)
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:i}", "name", e->name,
-                                                 "type", ph_ws_file_type_name(e->st.type), "size",
-                                                 (json_int_t)e->st.size, "mtime",
-                                                 (json_int_t)e->st.mtime_sec, "mode",
-                                                 (int)e->st.mode));
-        else
-            printf("%-7s %04o %10llu %s\n", ph_ws_file_type_name(e->st.type), e->st.mode,
-                   (unsigned long long)e->st.size, e->name);
+        if (arr) {
+            json_t *o = json_object();
+            ph_json_set_bytes(o, "name", "name_base64", e->name, strlen(e->name));
+            json_object_set_new(o, "type", json_string(ph_ws_file_type_name(e->st.type)));
+            json_object_set_new(o, "size", json_integer((json_int_t)e->st.size));
+            json_object_set_new(o, "mtime", json_integer((json_int_t)e->st.mtime_sec));
+            json_object_set_new(o, "mode", json_integer((json_int_t)e->st.mode));
+            json_array_append_new(arr, o);
+        } else {
+            printf("%-7s %04o %10llu ", ph_ws_file_type_name(e->st.type), e->st.mode,
+                   (unsigned long long)e->st.size);
+            put_escaped(stdout, e->name);
+            putchar('\n');
+        }
     }
     if (arr) {
         json_t *o = json_pack("{s:o, s:b}", "entries", arr, "truncated", list->truncated);
@@ -365,8 +388,10 @@ static int do_read(cli *c, ph_environment *env, const char *path)
         return fail("read_failed", st, &diag);
     if (c->json) {
         ph_output o = {.data = data, .len = len};
-        json_t *obj = json_pack("{s:s, s:I, s:o}", "path", path, "size", (json_int_t)len,
-                                "content", output_json(&o));
+        json_t *obj = json_object();
+        ph_json_set_bytes(obj, "path", "path_base64", path, strlen(path));
+        json_object_set_new(obj, "size", json_integer((json_int_t)len));
+        json_object_set_new(obj, "content", output_json(&o));
         json_dumpf(obj, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(obj);

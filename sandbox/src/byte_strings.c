@@ -1,0 +1,80 @@
+/* byte_strings.c - file names and outputs are byte strings (a workspace is
+ * sandbox-controlled: any byte but NUL and '/' can be in a name), yet JSON
+ * carries Unicode text and a terminal reads control characters. One
+ * encoding for each, used by every place that prints one (docs/sandbox.md):
+ *  - JSON: the bytes as a string under the text key when they are valid
+ *    UTF-8 (jansson's own check, so what is accepted here is exactly what
+ *    json_stringn accepts), else their standard base64 under the base64 key.
+ *    Never dropped: jansson returns NULL for invalid UTF-8 and
+ *    json_pack/json_object_set_new with that NULL fail quietly.
+ *  - text: printable bytes as they are; '\\' as "\\\\"; '\n', '\r', '\t' as
+ *    "\\n", "\\r", "\\t"; every other C0 control, DEL, a C1 control (U+0080
+ *    to U+009F) and, in a string that is not valid UTF-8, every byte >= 0x80
+ *    as "\\xHH". Reversible, and no name can start a new line. */
+#include "sandbox-int.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool utf8_valid(const char *s, size_t len)
+{
+    json_t *t = json_stringn(len ? s : "", len);
+    bool ok = t != NULL;
+    json_decref(t);
+    return ok;
+}
+
+int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_key,
+                      const void *data, size_t len)
+{
+    json_t *v = json_stringn(len ? (const char *)data : "", len);
+    const char *key = text_key;
+    if (v == NULL) {
+        if (len > (size_t)INT32_MAX / 4 * 3)
+            return -1;
+        char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+        if (b64 == NULL)
+            return -1;
+        EVP_EncodeBlock((unsigned char *)b64, data, (int)len);
+        v = json_string(b64);
+        free(b64);
+        key = b64_key;
+    }
+    return v == NULL ? -1 : json_object_set_new(obj, key, v);
+}
+
+char *ph_text_escape(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    bool utf8 = utf8_valid(s, len);
+    char *out = malloc(4 * len + 1);
+    if (out == NULL)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bool c1 = utf8 && c == 0xC2 && i + 1 < len && (unsigned char)s[i + 1] <= 0x9F;
+        if (c == '\\' || c == '\n' || c == '\r' || c == '\t') {
+            out[o++] = '\\';
+            out[o++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8) || c1) {
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+            if (c1) { /* the second byte of a C1 control too */
+                c = (unsigned char)s[++i];
+                out[o++] = '\\';
+                out[o++] = 'x';
+                out[o++] = hex[c >> 4];
+                out[o++] = hex[c & 15];
+            }
+        } else {
+            out[o++] = (char)c;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
