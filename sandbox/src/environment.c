@@ -58,8 +58,9 @@ void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event
                           event);
     if (o == NULL)
         return;
-    if (detail_key && detail)
-        json_object_set_new(o, detail_key, json_string(detail));
+    char b64_key[64];
+    if (detail_key && detail && snprintf(b64_key, sizeof b64_key, "%s_base64", detail_key) > 0)
+        ph_json_set_bytes(o, detail_key, b64_key, detail, strlen(detail));
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
     if (line == NULL)
