@@ -7,10 +7,11 @@
  *    json_stringn accepts), else their standard base64 under the base64 key.
  *    Never dropped: jansson returns NULL for invalid UTF-8 and
  *    json_pack/json_object_set_new with that NULL fail quietly.
- *  - text: printable bytes as they are; '\\' as "\\\\"; '\n', '\r', '\t' as
- *    "\\n", "\\r", "\\t"; every other C0 control, DEL, a C1 control (U+0080
- *    to U+009F) and, in a string that is not valid UTF-8, every byte >= 0x80
- *    as "\\xHH". Reversible, and no name can start a new line. */
+ *  - text: printable bytes as they are; a backslash doubled; newline,
+ *    carriage return and tab as backslash-n, -r, -t; every other C0 control,
+ *    DEL, a C1 control (U+0080 to U+009F) and, in a string that is not valid
+ *    UTF-8, every byte >= 0x80 as backslash-x and two hex digits. Reversible,
+ *    and no name can start a new line. */
 #include "sandbox-int.h"
 
 #include <jansson.h>
