@@ -31,14 +31,18 @@ enum pattern_kind { EXACT, PREFIX, SUFFIX, CONTAINS };
 /* Upper-case ASCII patterns; names are compared ASCII case-insensitively so
  * "github_token" is refused like "GITHUB_TOKEN". Filtering is not how the
  * environment is made (it is built), so this list is a second line: it stops
- * an operator from configuring a credential in, by mistake or by copy-paste. */
+ * an operator from configuring a credential in, by mistake or by copy-paste.
+ * It errs towards refusing: "PASS" also catches PASSPHRASE, DB_PASS and
+ * PGPASSFILE, "PWD" MYSQL_PWD (PWD itself is synthesized). Values are
+ * checked too (ph_env_value_is_credential). */
 static const struct {
     enum pattern_kind kind;
     const char *text;
 } credential_patterns[] = {
-    {CONTAINS, "PASSWORD"},   {CONTAINS, "PASSWD"},     {CONTAINS, "SECRET"},
+    {CONTAINS, "PASS"},       {CONTAINS, "PWD"},        {CONTAINS, "SECRET"},
     {CONTAINS, "TOKEN"},      {CONTAINS, "CREDENTIAL"}, {CONTAINS, "PRIVATE_KEY"},
     {CONTAINS, "API_KEY"},    {CONTAINS, "APIKEY"},     {CONTAINS, "ACCESS_KEY"},
+    {CONTAINS, "WEBHOOK"},    {CONTAINS, "JWT"},
     {SUFFIX, "_KEY"},         {SUFFIX, "_PAT"},         {SUFFIX, "_DSN"},
     {SUFFIX, "_AUTH"},        {SUFFIX, "_COOKIE"},      {SUFFIX, "_SESSION"},
     {PREFIX, "AWS_"},         {PREFIX, "AMAZON_"},      {PREFIX, "GOOGLE_"},
@@ -114,6 +118,57 @@ const char *ph_env_credential_patterns_text(void)
         }
     }
     return text;
+}
+
+/* A URL-ish name: its value is refused when it carries any userinfo. */
+static bool url_name(const char *name)
+{
+    static const char *const suffixes[] = {"_URL", "_URI", "_DSN"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
+        if (n >= 4 && prefix_at(name, n - 4, suffixes[i]))
+            return true;
+    return n == 3 && (prefix_at(name, 0, "URL") || prefix_at(name, 0, "URI") ||
+                      prefix_at(name, 0, "DSN"));
+}
+
+static bool scheme_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '+' || c == '-' || c == '.';
+}
+
+bool ph_env_value_is_credential(const char *name, const char *value)
+{
+    bool any_userinfo = url_name(name);
+    for (const char *p = strstr(value, "://"); p != NULL; p = strstr(p + 1, "://")) {
+        /* A scheme: a letter, then letters, digits, '+', '-', '.'. */
+        const char *s = p;
+        while (s > value && scheme_char(s[-1]))
+            s--;
+        while (s < p && !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
+            s++;
+        if (s == p)
+            continue;
+        /* The authority ends at '/', '?', '#', whitespace or the end; its
+         * userinfo is everything before its last '@'. */
+        const char *a = p + 3, *end = a;
+        while (*end && !strchr("/?#", *end) && *end != ' ' && *end != '\t' && *end != '\n' &&
+               *end != '\r')
+            end++;
+        const char *at = NULL;
+        for (const char *q = a; q < end; q++)
+            if (*q == '@')
+                at = q;
+        if (at == NULL)
+            continue;
+        if (any_userinfo)
+            return true;
+        const char *colon = memchr(a, ':', (size_t)(at - a));
+        if (colon != NULL && colon + 1 < at)
+            return true; /* scheme://user:secret@ */
+    }
+    return false;
 }
 
 static const char *const synthesized_names[] = {
@@ -343,17 +398,21 @@ ph_status ph_env_build(const ph_env_inputs *in, ph_env_block *out, ph_diag *diag
         char **names = calloc(PASSTHROUGH_MAX_NAMES, sizeof *names);
         int n = (buf && names) ? read_passthrough(in, buf, PASSTHROUGH_MAX_BYTES + 1, names) : -1;
         for (int i = 0; i < n; i++) {
-            if (ph_env_name_is_credential(names[i])) {
-                warn(in, "passthrough_credential_refused", "name", names[i]);
-                continue;
-            }
             if (ph_env_name_is_synthesized(names[i])) {
                 warn(in, "passthrough_synthesized_refused", "name", names[i]);
+                continue;
+            }
+            if (ph_env_name_is_credential(names[i])) {
+                warn(in, "passthrough_credential_refused", "name", names[i]);
                 continue;
             }
             const char *value = in->getenv_fn(names[i]);
             if (value == NULL)
                 continue; /* not set in the service: simply absent */
+            if (ph_env_value_is_credential(names[i], value)) {
+                warn(in, "passthrough_credential_value_refused", "name", names[i]);
+                continue;
+            }
             if (strlen(value) > ENV_VALUE_MAX) {
                 warn(in, "passthrough_value_too_long", "name", names[i]);
                 continue;

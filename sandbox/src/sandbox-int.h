@@ -51,6 +51,10 @@ ph_timeout_choice ph_timeout_compose(int64_t hard_cap_ms, int64_t wall_clock_ms,
 
 /* True when name matches a tier-0 credential pattern (ASCII case-insensitive). */
 bool ph_env_name_is_credential(const char *name);
+/* True when value carries a credential: any "scheme://user:secret@" (a
+ * non-empty secret in a URL's userinfo) whatever the name, and any userinfo
+ * at all ("scheme://user@") when name ends with _URL, _URI or _DSN. */
+bool ph_env_value_is_credential(const char *name, const char *value);
 /* True when name is set by tier 2 (operators cannot pass it through). */
 bool ph_env_name_is_synthesized(const char *name);
 /* The tier-0 pattern table as text, one per line ("prefix AWS_"), for docs

@@ -372,14 +372,14 @@ static void test_environment_is_built_in_tiers(void **state)
     char *dir = ph_test_mkdtemp();
     char list[512];
     snprintf(list, sizeof list, "%s/passthrough", dir);
-    const char *names = "# operator list\nPH_PASS_OK\nOPENAI_API_KEY\nPH_CANARY_SECRET\n"
-                        "github_token\nPATH\n\nPH_PASS_UNSET\n";
+    const char *names = "# operator list\nPH_THRU_OK\nOPENAI_API_KEY\nPH_CANARY_SECRET\n"
+                        "github_token\nPATH\n\nPH_THRU_UNSET\n";
     assert_int_equal(ph_test_write_file(list, names, strlen(names)), 0);
-    setenv("PH_PASS_OK", "visible value", 1);
+    setenv("PH_THRU_OK", "visible value", 1);
     setenv("OPENAI_API_KEY", "canary-9f1c-openai", 1);
     setenv("PH_CANARY_SECRET", "canary-9f1c-secret", 1);
     setenv("github_token", "canary-9f1c-gh", 1);
-    unsetenv("PH_PASS_UNSET");
+    unsetenv("PH_THRU_UNSET");
     g_fx.warnings[0] = '\0';
 
     ph_environment_spec spec = sbx_spec(&g_fx);
@@ -388,12 +388,12 @@ static void test_environment_is_built_in_tiers(void **state)
     const char *argv[] = {"env", NULL};
     ph_execution_result *r = sbx_run(env, argv);
     const char *out = (const char *)r->out.data;
-    assert_true(sbx_contains(out, r->out.len, "PH_PASS_OK=visible value\n"));
+    assert_true(sbx_contains(out, r->out.len, "PH_THRU_OK=visible value\n"));
     assert_true(sbx_contains(out, r->out.len, "HOME=/workspace\n"));
     assert_true(sbx_contains(out, r->out.len, "LANG=C.UTF-8\n"));
     assert_true(sbx_contains(out, r->out.len, "TMPDIR=/tmp\n"));
     assert_false(sbx_contains(out, r->out.len, "canary-9f1c"));
-    assert_false(sbx_contains(out, r->out.len, "PH_PASS_UNSET"));
+    assert_false(sbx_contains(out, r->out.len, "PH_THRU_UNSET"));
     assert_false(sbx_contains(out, r->out.len, "PROXY"));
     assert_true(strstr(g_fx.warnings, "passthrough_credential_refused") != NULL);
     assert_true(strstr(g_fx.warnings, "OPENAI_API_KEY") != NULL);
@@ -413,7 +413,7 @@ static void test_environment_is_built_in_tiers(void **state)
     for (size_t i = 0; i < r->out.len; i++)
         lines += r->out.data[i] == '\n';
     assert_int_equal(lines, 5); /* PATH HOME TMPDIR LANG PWD */
-    assert_false(sbx_contains(r->out.data, r->out.len, "PH_PASS_OK"));
+    assert_false(sbx_contains(r->out.data, r->out.len, "PH_THRU_OK"));
     assert_true(strstr(g_fx.warnings, "passthrough_unreadable") != NULL);
     ph_execution_result_free(&r);
     ph_environment_destroy(&env);

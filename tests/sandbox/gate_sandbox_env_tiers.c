@@ -62,7 +62,9 @@ static void test_credential_patterns(void **state)
                            "DATABASE_URL", "MY_PASSWORD", "db_passwd", "STRIPE_SECRET",
                            "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_ID", "NPM_TOKEN",
                            "SSH_AUTH_SOCK", "PINHOLE_GRANT_KEY", "SIGNING_KEY", "SENTRY_DSN",
-                           "HF_TOKEN", "VAULT_ADDR", "KUBECONFIG", "DOCKER_HOST", "x_api_key"};
+                           "HF_TOKEN", "VAULT_ADDR", "KUBECONFIG", "DOCKER_HOST", "x_api_key",
+                           "MYSQL_PWD", "DB_PASS", "KEYSTORE_PASSPHRASE", "SLACK_WEBHOOK_URL",
+                           "JWT", "session_jwt", "PGPASSFILE", "smtp_pass"};
     for (size_t i = 0; i < sizeof creds / sizeof creds[0]; i++)
         if (!ph_env_name_is_credential(creds[i]))
             fail_msg("%s should be a tier-0 credential name", creds[i]);
@@ -71,6 +73,65 @@ static void test_credential_patterns(void **state)
         if (ph_env_name_is_credential(plain[i]))
             fail_msg("%s should not be a credential name", plain[i]);
     assert_non_null(strstr(ph_env_credential_patterns_text(), "prefix AWS_"));
+}
+
+/* Values: the userinfo of a URL is a credential whatever the name holding it. */
+static const char *url_getenv(const char *name)
+{
+    static const struct {
+        const char *name, *value;
+    } values[] = {
+        {"POSTGRES_URL", "postgres://app:canary-7d3e@db.internal:5432/app"},
+        {"CACHE_URL", "redis://:canary-7d3e@cache:6379/0"},
+        {"SERVICE_URI", "https://canary-7d3e@git.example.com/repo.git"}, /* user only, *_URI */
+        {"UPSTREAMS", "a.example.com,https://u:canary-7d3e@b.example.com/x"}, /* any name */
+        {"MIRROR", "see HTTPS://who:canary-7d3e@mirror.example"},
+        {"ANALYTICS_URL", "https://db.internal:5432/app?q=a@b"}, /* a port, '@' in the query */
+        {"HOMEPAGE", "https://me@example.com/"}, /* user only, not a URL name: kept */
+        {"NOTE", "mail root@example.com, see http://example.com/a:b@c"},
+    };
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+        if (strcmp(name, values[i].name) == 0)
+            return values[i].value;
+    return NULL;
+}
+
+static void test_values_carrying_userinfo_are_refused(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    char path[512];
+    snprintf(path, sizeof path, "%s/list", dir);
+    const char *list = "POSTGRES_URL\nCACHE_URL\nSERVICE_URI\nUPSTREAMS\nMIRROR\n"
+                       "ANALYTICS_URL\nHOMEPAGE\nNOTE\n";
+    assert_int_equal(ph_test_write_file(path, list, strlen(list)), 0);
+    ph_env_inputs in = {.lease = "L1", .passthrough_file = path, .getenv_fn = url_getenv,
+                        .log = collect};
+    g_warnings[0] = '\0';
+    ph_env_block env = {0};
+    assert_int_equal(ph_env_build(&in, &env, NULL), PH_OK);
+    assert_false(has_canary(&env));
+    const char *refused[] = {"POSTGRES_URL", "CACHE_URL", "SERVICE_URI", "UPSTREAMS", "MIRROR"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        assert_null(ph_env_get(&env, refused[i]));
+        char want[128];
+        snprintf(want, sizeof want,
+                 "\"event\":\"passthrough_credential_value_refused\",\"name\":\"%s\"",
+                 refused[i]);
+        if (strstr(g_warnings, want) == NULL)
+            fail_msg("want %s in: %s", want, g_warnings);
+    }
+    assert_non_null(ph_env_get(&env, "ANALYTICS_URL"));
+    assert_non_null(ph_env_get(&env, "HOMEPAGE"));
+    assert_non_null(ph_env_get(&env, "NOTE"));
+    ph_env_block_clear(&env);
+    ph_test_rmtree(dir);
+    free(dir);
+    assert_true(ph_env_value_is_credential("X", "ftp://a:b@h"));
+    assert_false(ph_env_value_is_credential("X", "ftp://a:@h"));   /* no secret */
+    assert_true(ph_env_value_is_credential("X_DSN", "ftp://a:@h")); /* URL name: any userinfo */
+    assert_false(ph_env_value_is_credential("X", "://a:b@h"));     /* no scheme */
+    assert_false(ph_env_value_is_credential("X_URL", "plain"));
 }
 
 static void test_operator_cannot_configure_a_credential_in(void **state)
@@ -158,6 +219,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_credential_patterns),
         cmocka_unit_test(test_operator_cannot_configure_a_credential_in),
+        cmocka_unit_test(test_values_carrying_userinfo_are_refused),
         cmocka_unit_test(test_bad_lists_give_tier2_alone),
         cmocka_unit_test(test_no_list_no_network_is_tier2),
         cmocka_unit_test(test_proxy_variables_carry_the_grant),
