@@ -2,7 +2,11 @@
 #ifndef PINHOLE_ARTIFACTS_STORE_INT_H
 #define PINHOLE_ARTIFACTS_STORE_INT_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "pinhole/artifact_backend.h"
+#include "pinhole/artifact_metadata.h"
 #include "pinhole/artifact_store.h"
 
 struct ph_artifact_store {
@@ -17,6 +21,13 @@ struct ph_artifact_store {
 #define PH_ARTIFACT_CHUNK ((size_t)1024 * 1024)
 
 int64_t ph_artifact_store_now(const ph_artifact_store *s);
+
+/* The one expiry rule (ADR-0029 decision 18), for open, list and sweep: an
+ * artifact is expired, hence not found, from the second now >= expires_at. */
+static inline bool ph_artifact_expired_at(const ph_artifact_metadata *m, int64_t now)
+{
+    return now >= m->expires_at;
+}
 
 /* The one not-found answer: absent, other tenant and expired are
  * indistinguishable by status and message. */

@@ -272,7 +272,7 @@ ph_status ph_artifact_open(ph_artifact_store *store, const ph_artifact_ref *ref,
          memcmp(m->tenant_id, ref->tenant_id, ref->tenant_id_len) != 0 ||
          memcmp(m->artifact_id, ref->artifact_id, PH_ARTIFACT_ID_LEN) != 0))
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "artifact corrupt: metadata names another artifact");
-    else if (st == PH_OK && ph_artifact_store_now(store) >= m->expires_at)
+    else if (st == PH_OK && ph_artifact_expired_at(m, ph_artifact_store_now(store)))
         st = ph_artifact_not_found(diag); /* expired: honest 404, sweeper or not */
     else if (st == PH_OK && stream && content_size != m->size)
         st = ph_diag_set(diag, PH_E_FORMAT, 0,

@@ -24,7 +24,7 @@ static bool sweep_one(void *arg, const char *key, const char *meta, size_t meta_
         w->stats.unreadable++; /* never delete what we cannot read: report it */
         return true;
     }
-    if (w->now >= m->expires_at) {
+    if (ph_artifact_expired_at(m, w->now)) {
         ph_status st = w->store->backend->ops->remove(w->store->backend, key, w->diag);
         if (st == PH_OK)
             w->stats.expired++;
@@ -52,6 +52,7 @@ ph_status ph_artifact_sweep(ph_artifact_store *store, int64_t now, ph_artifact_s
 typedef struct list_walk {
     ph_artifact_visit_fn visit;
     void *arg;
+    int64_t now;
 } list_walk;
 
 static bool list_one(void *arg, const char *key, const char *meta, size_t meta_len)
@@ -61,7 +62,7 @@ static bool list_one(void *arg, const char *key, const char *meta, size_t meta_l
     (void)key;
     if (meta == NULL || ph_artifact_metadata_decode(meta, meta_len, &m, NULL) != PH_OK)
         return true;
-    bool more = w->visit(w->arg, m);
+    bool more = ph_artifact_expired_at(m, w->now) || w->visit(w->arg, m); /* expired: not found */
     ph_artifact_metadata_free(&m);
     return more;
 }
@@ -69,6 +70,6 @@ static bool list_one(void *arg, const char *key, const char *meta, size_t meta_l
 ph_status ph_artifact_list(ph_artifact_store *store, ph_artifact_visit_fn visit, void *arg,
                            ph_diag *diag)
 {
-    list_walk w = {.visit = visit, .arg = arg};
+    list_walk w = {.visit = visit, .arg = arg, .now = ph_artifact_store_now(store)};
     return store->backend->ops->list(store->backend, list_one, &w, diag);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -89,6 +90,38 @@ static void test_put_get_stat_ls_rm(void **state)
     free(safe);
 }
 
+/* Expired is not found, with one answer in ls, stat and get. */
+static void test_expired_is_not_found_everywhere(void **state)
+{
+    (void)state;
+    char path[4096], *out = NULL;
+    snprintf(path, sizeof path, "%s/short.txt", ph_test_dir);
+    assert_int_equal(ph_test_write_file(path, "brief\n", 6), 0);
+    assert_int_equal(run(&out, "put -t ttl --ttl 1 --filename short.txt short.txt"), 0);
+    char *id = json_field(out, "artifact_id");
+    json_t *o = json_loads(out, 0, NULL);
+    assert_non_null(o);
+    json_int_t expires_at = json_integer_value(json_object_get(o, "expires_at"));
+    json_decref(o);
+    free(out);
+    assert_true(expires_at > 0);
+    assert_int_equal(run(&out, "ls -t ttl"), 0);
+    assert_non_null(strstr(out, id)); /* alive: listed */
+    free(out);
+    while ((json_int_t)time(NULL) < expires_at)
+        usleep(100 * 1000);
+    assert_int_equal(run(NULL, "stat -t ttl %s", id), 1);
+    assert_int_equal(run(NULL, "get -t ttl %s", id), 1);
+    assert_int_equal(run(&out, "ls -t ttl"), 0);
+    if (strstr(out, id) != NULL)
+        fail_msg("ls lists an artifact stat calls not found:\n%s", out);
+    free(out);
+    assert_int_equal(run(&out, "ls"), 0); /* the administrative listing too */
+    assert_null(strstr(out, id));
+    free(out);
+    free(id);
+}
+
 static void test_corrupt_get_leaves_no_file(void **state)
 {
     (void)state;
@@ -136,6 +169,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_stat_ls_rm),
         cmocka_unit_test(test_corrupt_get_leaves_no_file),
+        cmocka_unit_test(test_expired_is_not_found_everywhere),
         cmocka_unit_test(test_usage_and_sweep),
     };
     return cmocka_run_group_tests(tests, ph_test_dir_setup, ph_test_dir_teardown);

@@ -208,9 +208,11 @@ typedef struct ph_artifact_sweep_stats {
 PH_API ph_status ph_artifact_sweep(ph_artifact_store *store, int64_t now,
                                    ph_artifact_sweep_stats *stats, ph_diag *diag);
 
-/* Visits the metadata of every readable artifact (all tenants; an
- * administrative listing). visit returns true to continue. The metadata is
- * borrowed for the duration of the callback. Corrupt entries are skipped. */
+/* Visits the metadata of every readable artifact that has not expired (all
+ * tenants; an administrative listing): an expired artifact is not found here
+ * as it is at open, whether or not the sweeper has run. visit returns true
+ * to continue. The metadata is borrowed for the duration of the callback.
+ * Corrupt entries are skipped. */
 typedef bool (*ph_artifact_visit_fn)(void *arg, const ph_artifact_metadata *meta);
 PH_API ph_status ph_artifact_list(ph_artifact_store *store, ph_artifact_visit_fn visit, void *arg,
                                   ph_diag *diag);
