@@ -29,7 +29,8 @@ static const char *fake_getenv(const char *name)
     return "canary-7d3e"; /* every other name "has" a credential value */
 }
 
-static ph_env_block build(const char *list_text, const ph_sandbox_network *net)
+static ph_env_block build_with(const char *list_text, const ph_sandbox_network *net,
+                              const char *(*getenv_fn)(const char *))
 {
     char *dir = ph_test_mkdtemp();
     char path[512];
@@ -37,13 +38,18 @@ static ph_env_block build(const char *list_text, const ph_sandbox_network *net)
     if (list_text)
         assert_int_equal(ph_test_write_file(path, list_text, strlen(list_text)), 0);
     ph_env_inputs in = {.lease = "L1", .network = net, .passthrough_file = path,
-                        .getenv_fn = fake_getenv, .log = collect};
+                        .getenv_fn = getenv_fn, .log = collect};
     g_warnings[0] = '\0';
     ph_env_block env = {0};
     assert_int_equal(ph_env_build(&in, &env, NULL), PH_OK);
     ph_test_rmtree(dir);
     free(dir);
     return env;
+}
+
+static ph_env_block build(const char *list_text, const ph_sandbox_network *net)
+{
+    return build_with(list_text, net, fake_getenv);
 }
 
 static bool has_canary(const ph_env_block *env)
@@ -99,17 +105,9 @@ static const char *url_getenv(const char *name)
 static void test_values_carrying_userinfo_are_refused(void **state)
 {
     (void)state;
-    char *dir = ph_test_mkdtemp();
-    char path[512];
-    snprintf(path, sizeof path, "%s/list", dir);
-    const char *list = "POSTGRES_URL\nCACHE_URL\nSERVICE_URI\nUPSTREAMS\nMIRROR\n"
-                       "ANALYTICS_URL\nHOMEPAGE\nNOTE\n";
-    assert_int_equal(ph_test_write_file(path, list, strlen(list)), 0);
-    ph_env_inputs in = {.lease = "L1", .passthrough_file = path, .getenv_fn = url_getenv,
-                        .log = collect};
-    g_warnings[0] = '\0';
-    ph_env_block env = {0};
-    assert_int_equal(ph_env_build(&in, &env, NULL), PH_OK);
+    ph_env_block env = build_with("POSTGRES_URL\nCACHE_URL\nSERVICE_URI\nUPSTREAMS\nMIRROR\n"
+                                  "ANALYTICS_URL\nHOMEPAGE\nNOTE\n",
+                                  NULL, url_getenv);
     assert_false(has_canary(&env));
     const char *refused[] = {"POSTGRES_URL", "CACHE_URL", "SERVICE_URI", "UPSTREAMS", "MIRROR"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -125,8 +123,6 @@ static void test_values_carrying_userinfo_are_refused(void **state)
     assert_non_null(ph_env_get(&env, "HOMEPAGE"));
     assert_non_null(ph_env_get(&env, "NOTE"));
     ph_env_block_clear(&env);
-    ph_test_rmtree(dir);
-    free(dir);
     assert_true(ph_env_value_is_credential("X", "ftp://a:b@h"));
     assert_false(ph_env_value_is_credential("X", "ftp://a:@h"));   /* no secret */
     assert_true(ph_env_value_is_credential("X_DSN", "ftp://a:@h")); /* URL name: any userinfo */
