@@ -49,14 +49,22 @@ static char *json_field(const char *text, const char *key)
     return copy;
 }
 
+/* Writes content to file in ph_test_dir and puts it with put_args; returns
+ * the new artifact id (caller frees), put's output in *out (caller frees). */
+static char *put_file(const char *file, const char *content, const char *put_args, char **out)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", ph_test_dir, file);
+    assert_int_equal(ph_test_write_file(path, content, strlen(content)), 0);
+    assert_int_equal(run(out, "put %s %s", put_args, file), 0);
+    return json_field(*out, "artifact_id");
+}
+
 static void test_put_get_stat_ls_rm(void **state)
 {
     (void)state;
     char path[4096], *out = NULL;
-    snprintf(path, sizeof path, "%s/in.txt", ph_test_dir);
-    assert_int_equal(ph_test_write_file(path, "payload\n", 8), 0);
-    assert_int_equal(run(&out, "put --tenant acme --filename '../x/CON.txt' in.txt"), 0);
-    char *id = json_field(out, "artifact_id");
+    char *id = put_file("in.txt", "payload\n", "--tenant acme --filename '../x/CON.txt'", &out);
     char *safe = json_field(out, "safe_filename");
     assert_string_equal(safe, "_CON.txt");
     free(out);
@@ -94,11 +102,8 @@ static void test_put_get_stat_ls_rm(void **state)
 static void test_expired_is_not_found_everywhere(void **state)
 {
     (void)state;
-    char path[4096], *out = NULL;
-    snprintf(path, sizeof path, "%s/short.txt", ph_test_dir);
-    assert_int_equal(ph_test_write_file(path, "brief\n", 6), 0);
-    assert_int_equal(run(&out, "put -t ttl --ttl 1 --filename short.txt short.txt"), 0);
-    char *id = json_field(out, "artifact_id");
+    char *out = NULL;
+    char *id = put_file("short.txt", "brief\n", "-t ttl --ttl 1", &out);
     json_t *o = json_loads(out, 0, NULL);
     assert_non_null(o);
     json_int_t expires_at = json_integer_value(json_object_get(o, "expires_at"));
@@ -126,10 +131,7 @@ static void test_corrupt_get_leaves_no_file(void **state)
 {
     (void)state;
     char path[4096], *out = NULL;
-    snprintf(path, sizeof path, "%s/c.bin", ph_test_dir);
-    assert_int_equal(ph_test_write_file(path, "0123456789", 10), 0);
-    assert_int_equal(run(&out, "put -t acme --filename corrupt.bin c.bin"), 0);
-    char *id = json_field(out, "artifact_id");
+    char *id = put_file("c.bin", "0123456789", "-t acme --filename corrupt.bin", &out);
     free(out);
     /* Flip the content through the store layout (docs/artifacts.md). */
     char cmd[9000];
