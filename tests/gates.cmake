@@ -39,7 +39,8 @@ ph_gate(two_yeses guard.test_grant proxy.e2e_decisions sandbox.e2e_gvisor_proxy
 ph_gate(guard_proxy_parity proxy.e2e_default_build)
 ph_gate(timeout_by_minimum sandbox.gate_sandbox_timeout_minimum sandbox.contract.fake)
 ph_gate(no_host_path sandbox.gate_sandbox_no_host_path sandbox.test_cli)
-ph_gate(files_changed_snapshot sandbox.gate_sandbox_files_changed_snapshot sandbox.contract.fake)
+ph_gate(files_changed_snapshot sandbox.gate_sandbox_files_changed_snapshot sandbox.contract.fake
+        sandbox.test_files_changed_complete)
 ph_gate(artifact_key_and_filename artifacts.gate_sandbox_artifact_key_and_filename
         artifacts.test_artifact_key artifacts.test_filename_sanitize)
 ph_gate(escape_test sandbox.test_escape sandbox.test_escape_limits sandbox.test_escape.docker
