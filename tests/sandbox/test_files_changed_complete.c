@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox-int.h"
+
 static ph_sandbox_mechanism g_mechanism = PH_MECHANISM_FAKE;
 static sbx_fixture g_fx;
 
@@ -250,6 +252,34 @@ static void test_non_utf8_and_newlines_through_json_and_text(void **state)
     ph_test_rmtree(g_state);
 }
 
+/* The two encodings themselves (byte_strings.c, docs/sandbox.md). */
+static void test_the_encodings(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } text[] = {
+        {"plain caf\xc3\xa9", "plain caf\xc3\xa9"},        /* UTF-8 kept */
+        {"a\nb\rc\td\\e", "a\\nb\\rc\\td\\\\e"},
+        {"\x1b[2J\x7f", "\\x1b[2J\\x7f"},                   /* ESC, DEL */
+        {"c1\xc2\x9b!", "c1\\xc2\\x9b!"},                    /* U+009B (CSI) */
+        {"caf\xc3\xa9\xff", "caf\\xc3\\xa9\\xff"},           /* not UTF-8: every high byte */
+    };
+    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {
+        char *e = ph_text_escape(text[i].in, strlen(text[i].in));
+        assert_string_equal(e, text[i].out);
+        free(e);
+    }
+    json_t *o = json_object();
+    assert_int_equal(ph_json_set_bytes(o, "path", "path_base64", "ok/\xc3\xa9", 5), 0);
+    assert_int_equal(ph_json_set_bytes(o, "name", "name_base64", "\xff" "bad", 4), 0);
+    assert_string_equal(json_string_value(json_object_get(o, "path")), "ok/\xc3\xa9");
+    assert_null(json_object_get(o, "path_base64"));
+    assert_null(json_object_get(o, "name"));
+    assert_string_equal(json_string_value(json_object_get(o, "name_base64")), "/2JhZA==");
+    json_decref(o);
+}
+
 int main(int argc, char **argv)
 {
     ph_diag diag = {0};
@@ -263,6 +293,7 @@ int main(int argc, char **argv)
         return 77;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_encodings),
         cmocka_unit_test(test_depth_140_is_reported_or_truncated_with_a_reason),
         cmocka_unit_test(test_a_4200_byte_path_is_truncated_with_a_reason),
         cmocka_unit_test(test_slash_and_0x01_are_different_bytes),
