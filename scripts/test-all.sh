@@ -33,6 +33,7 @@ FILTER=${PINHOLE_TEST_FILTER:-}
 STAGES=${PINHOLE_TEST_STAGES:-dev asan fuzz}
 LOGDIR=build/test-logs
 PY=/usr/bin/python3
+TAB=$(printf '\t')
 mkdir -p "$LOGDIR"
 LOGDIR=$(cd "$LOGDIR" && pwd)
 # One results file per stage: "<test>\t<passed|skipped|failed>\t<reason>".
@@ -116,7 +117,8 @@ build_stage() {
 stage_line() {
     f=$LOGDIR/$1.results
     touch "$f"
-    p=$(grep -c "	passed	" "$f"); s=$(grep -c "	skipped	" "$f"); x=$(grep -c "	failed	" "$f")
+    p=$(grep -c "${TAB}passed$TAB" "$f"); s=$(grep -c "${TAB}skipped$TAB" "$f")
+    x=$(grep -c "${TAB}failed$TAB" "$f")
     echo "==> $2: $p passed, $s skipped, $x failed"
 }
 
@@ -144,10 +146,10 @@ if want_stage fuzz; then
         rc=$?
         cat "$LOGDIR/fuzz.log"
         # "fuzz <name>: ok ..." / "fuzz <name>: FAILED ..." per declared fuzzer.
-        sed -nE 's/^fuzz ([A-Za-z0-9_]+): ok.*/fuzz.\1	passed	/p;
-                 s/^fuzz ([A-Za-z0-9_]+): FAILED ?(.*)/fuzz.\1	failed	\2/p' \
+        sed -nE "s/^fuzz ([A-Za-z0-9_]+): ok.*/fuzz.\\1${TAB}passed$TAB/p;
+                 s/^fuzz ([A-Za-z0-9_]+): FAILED ?(.*)/fuzz.\\1${TAB}failed$TAB\\2/p" \
             "$LOGDIR/fuzz.log" >>"$LOGDIR/fuzz.results"
-        if [ $rc -ne 0 ] && ! grep -q "	failed	" "$LOGDIR/fuzz.results"; then
+        if [ $rc -ne 0 ] && ! grep -q "${TAB}failed$TAB" "$LOGDIR/fuzz.results"; then
             stage_failed fuzz "fuzz smoke" "scripts/fuzz-smoke.sh failed (log: $LOGDIR/fuzz.log)"
         fi
     fi
@@ -157,7 +159,6 @@ fi
 # Distinct tests over every stage; the last line is the total.
 PINHOLE_REQUIRE_ALL=$REQUIRE_ALL "$PY" - "$LOGDIR" <<'EOF'
 import glob, os, sys
-rank = {"passed": 0, "skipped": 1, "failed": 2}
 require_all = os.environ.get("PINHOLE_REQUIRE_ALL") == "1"
 tests = {}  # name -> ran (not skipped) somewhere, skipped somewhere, failed somewhere, reasons
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.results"))):
