@@ -537,9 +537,9 @@ static void rate_lines(const char *label, load_fn load, const target *direct_t, 
             proxied = p, cp = c;
     }
     printf("transactions/s, %s\n"
-           "                    direct %9.0f  proxied %9.0f  ratio %.2fx%s%s\n",
-           label, direct, proxied, proxied / direct, targets ? " (target >= 0.50x)" : "",
-           f1 + f2 ? "  [failures]" : "");
+           "                    direct %9.0f  proxied %9.0f  ratio %.2fx%s; failed (not counted): "
+           "direct %ld, proxied %ld\n",
+           label, direct, proxied, proxied / direct, targets ? " (target >= 0.50x)" : "", f1, f2);
     printf("  CPU per transaction (us): direct  client %5.1f  upstream %5.1f               total %5.1f\n"
            "                            proxied client %5.1f  upstream %5.1f  proxy %5.1f  total %5.1f\n",
            cd.client, cd.upstream, cd.client + cd.upstream, cp.client, cp.upstream, cp.proxy,
@@ -549,28 +549,34 @@ static void rate_lines(const char *label, load_fn load, const target *direct_t, 
 
 /* Median seconds of n transactions each, direct and proxied alternating one
  * by one (so a busy moment of the shared machine hits both alike): [0] the
- * whole transaction, [1] opening the tunnel, [2] the exchange. */
+ * whole transaction, [1] opening the tunnel, [2] the exchange. A failed
+ * transaction is left out of the medians and counted in failures[] (a
+ * failure is not a fast transaction); a median over none is -1. */
 static void median_latency(int n, const target *direct_t, const target *proxied_t,
-                           double direct[3], double proxied[3])
+                           double direct[3], double proxied[3], int failures[2])
 {
     double *v[2][3];
+    int ok[2] = { 0, 0 };
     for (int p = 0; p < 2; p++)
         for (int k = 0; k < 3; k++)
             v[p][k] = calloc((size_t)n, sizeof(double));
     for (int i = 0; i < n; i++)
         for (int p = 0; p < 2; p++) {
             double took[2] = { 0, 0 };
-            transaction_timed(p ? proxied_t : direct_t, took);
-            v[p][0][i] = took[0] + took[1];
-            v[p][1][i] = took[0];
-            v[p][2][i] = took[1];
+            if (transaction_timed(p ? proxied_t : direct_t, took) != 0)
+                continue;
+            v[p][0][ok[p]] = took[0] + took[1];
+            v[p][1][ok[p]] = took[0];
+            v[p][2][ok[p]] = took[1];
+            ok[p]++;
         }
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 2; p++) {
+        failures[p] = n - ok[p];
         for (int k = 0; k < 3; k++) {
-            qsort(v[p][k], (size_t)n, sizeof(double), bench_cmp_double);
-            (p ? proxied : direct)[k] = v[p][k][n / 2];
+            (p ? proxied : direct)[k] = ok[p] > 0 ? bench_quantile(v[p][k], ok[p], 0.5) : -1;
             free(v[p][k]);
         }
+    }
 }
 
 typedef struct bulk_arg {
@@ -694,24 +700,43 @@ static void compare(const target *direct_t, const target *px, bool targets)
     rate_lines(label, async_load, direct_t, px, targets);
 
     double ld[3], lp[3];
-    median_latency(2000, direct_t, px, ld, lp);
-    printf("median transaction  direct %7.1f us  proxied %7.1f us  added %.1f us%s\n", ld[0] * 1e6,
-           lp[0] * 1e6, (lp[0] - ld[0]) * 1e6, targets ? " (target <= 100 us)" : "");
-    printf("  of which (medians) open    direct %7.1f us  proxied %7.1f us (connect; CONNECT to 200)\n"
-           "                     echo    direct %7.1f us  proxied %7.1f us (64 bytes there and back)\n",
-           ld[1] * 1e6, lp[1] * 1e6, ld[2] * 1e6, lp[2] * 1e6);
+    int lfail[2];
+    const int ln = 2000;
+    median_latency(ln, direct_t, px, ld, lp, lfail);
+    if (lfail[0] == ln || lfail[1] == ln) {
+        printf("median transaction  none: every transaction failed (direct %d, proxied %d of %d)\n",
+               lfail[0], lfail[1], ln);
+    } else {
+        printf("median transaction  direct %7.1f us  proxied %7.1f us  added %.1f us%s; "
+               "failed (left out): direct %d, proxied %d of %d\n",
+               ld[0] * 1e6, lp[0] * 1e6, (lp[0] - ld[0]) * 1e6,
+               targets ? " (target <= 100 us)" : "", lfail[0], lfail[1], ln);
+        printf("  of which (medians) open    direct %7.1f us  proxied %7.1f us (connect; CONNECT "
+               "to 200)\n"
+               "                     echo    direct %7.1f us  proxied %7.1f us (64 bytes there and "
+               "back)\n",
+               ld[1] * 1e6, lp[1] * 1e6, ld[2] * 1e6, lp[2] * 1e6);
+    }
     fflush(stdout);
 
     /* Best of three alternating runs each: the machine is shared. */
     size_t bytes = (size_t)256 << 20;
     double bd = 0, bp = 0;
+    int bfail[2] = { 0, 0 };
     for (int i = 0; i < 3; i++) {
-        double d = bulk(direct_t, bytes), p = bulk(px, bytes);
+        double d = bulk(direct_t, bytes), p = bulk(px, bytes); /* 0: the run failed */
+        bfail[0] += d <= 0;
+        bfail[1] += p <= 0;
         bd = d > bd ? d : bd;
         bp = p > bp ? p : bp;
     }
-    printf("bulk echo, 1 tunnel direct %7.0f MiB/s  proxied %7.0f MiB/s  ratio %.2fx%s\n", bd, bp,
-           bp / bd, targets ? " (target >= 0.80x)" : "");
+    if (bd > 0 && bp > 0)
+        printf("bulk echo, 1 tunnel direct %7.0f MiB/s  proxied %7.0f MiB/s  ratio %.2fx%s; "
+               "failed runs (left out): direct %d, proxied %d of 3\n",
+               bd, bp, bp / bd, targets ? " (target >= 0.80x)" : "", bfail[0], bfail[1]);
+    else
+        printf("bulk echo, 1 tunnel none: every run failed (direct %d, proxied %d of 3)\n",
+               bfail[0], bfail[1]);
     fflush(stdout);
 }
 

@@ -11,7 +11,10 @@
  *      proxy's steady state), spread over 65,536 destinations drawn from the
  *      whole table (issue 2's figure: mostly cache misses), and over 262,144
  *      (about nine in ten of the table's names, the working set at its largest).
- * Times are this thread's CPU time (CLOCK_THREAD_CPUTIME_ID).
+ * The targets are wall-clock targets, so every figure is wall-clock time
+ * (CLOCK_MONOTONIC); this thread's CPU time (CLOCK_THREAD_CPUTIME_ID) is
+ * printed next to the compile and open figures, to show how much of the
+ * wall time the shared machine's neighbours took.
  * Usage: bench_table [RULES] (default 1000000). BENCH_TABLE_HOT_ONLY=1 or
  * BENCH_TABLE_SPREAD_ONLY=1 in the environment runs one lookup case only.
  */
@@ -28,9 +31,14 @@
 
 #include "bench_util.h"
 
-/* CPU time of this thread: the machine is shared, so wall-clock figures
- * would measure the neighbours; CPU time measures this code. */
+/* Wall-clock seconds: what the targets are about. */
 static double now(void)
+{
+    return bench_now_s();
+}
+
+/* CPU seconds of this thread, printed next to the wall-clock figures. */
+static double cpu_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -74,7 +82,8 @@ static char *generate(size_t rules, size_t *len)
     return y;
 }
 
-static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_compile)
+static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_compile,
+                      double *cpu)
 {
     size_t ylen;
     char *yaml = generate(rules, &ylen);
@@ -83,6 +92,7 @@ static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_comp
     pc_diagnostics diags;
     pc_diagnostics_init(&diags);
     pc_policy *policy = NULL;
+    double c0 = cpu_now();
     double t0 = now();
     ph_status st = pc_policy_load_buffer(yaml, ylen, "bench.yaml", &policy, &diags);
     double t1 = now();
@@ -97,6 +107,7 @@ static uint8_t *build(size_t rules, size_t *len, double *t_parse, double *t_comp
     ph_diag diag = {0};
     st = pc_compile(policy, &image, len, &diag);
     double t2 = now();
+    *cpu = cpu_now() - c0;
     pc_policy_free(&policy);
     if (st != PH_OK) {
         fprintf(stderr, "compile: %s\n", diag.message);
@@ -121,8 +132,8 @@ static int lookups(size_t nq)
 {
     const size_t rules = 100000;
     size_t len;
-    double tp, tc;
-    uint8_t *image = build(rules, &len, &tp, &tc);
+    double tp, tc, cpu;
+    uint8_t *image = build(rules, &len, &tp, &tc, &cpu);
     ph_table *t = NULL;
     if (image == NULL || ph_table_open_buffer(image, len, &t, NULL) != PH_OK)
         return 1;
@@ -201,13 +212,14 @@ int main(int argc, char **argv)
 {
     size_t rules = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
     size_t len;
-    double tp, tc;
-    uint8_t *image = build(rules, &len, &tp, &tc);
+    double tp, tc, cpu;
+    uint8_t *image = build(rules, &len, &tp, &tc, &cpu);
     if (image == NULL)
         return 1;
-    printf("compile %zu rules: parse %.3f s + compile %.3f s = %.3f s (target <= 3 s); "
-           "table %zu bytes (%.1f MiB); peak RSS %.1f MiB (target <= 1024)\n",
-           rules, tp, tc, tp + tc, len, (double)len / 1048576.0, (double)peak_rss_kib() / 1024.0);
+    printf("compile %zu rules: parse %.3f s + compile %.3f s = %.3f s wall (target <= 3 s; "
+           "CPU %.3f s); table %zu bytes (%.1f MiB); peak RSS %.1f MiB (target <= 1024)\n",
+           rules, tp, tc, tp + tc, cpu, len, (double)len / 1048576.0,
+           (double)peak_rss_kib() / 1024.0);
     char path[] = "/tmp/bench_table_XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0 || write(fd, image, len) != (ssize_t)len) {
@@ -216,25 +228,29 @@ int main(int argc, char **argv)
     }
     close(fd);
     free(image);
-    double best = 1e9;
+    double best = 1e9, best_cpu = 0;
     for (int i = 0; i < 3; i++) {
         ph_table *t = NULL;
         ph_diag diag = {0};
+        double c0 = cpu_now();
         double t0 = now();
         ph_status st = ph_table_open(path, &t, &diag);
-        double dt = now() - t0;
+        double dt = now() - t0, dc = cpu_now() - c0;
         if (st != PH_OK) {
             fprintf(stderr, "open: %s\n", diag.message);
             unlink(path);
             return 1;
         }
         ph_table_close(&t);
-        if (dt < best)
+        if (dt < best) {
             best = dt;
+            best_cpu = dc;
+        }
     }
     unlink(path);
-    printf("open + verify the %zu-rule table: %.1f ms (best of 3; target <= 300 ms)\n", rules,
-           best * 1e3);
+    printf("open + verify the %zu-rule table: %.1f ms wall (best of 3; target <= 300 ms; "
+           "CPU %.1f ms)\n",
+           rules, best * 1e3, best_cpu * 1e3);
     if (getenv("BENCH_TABLE_HOT_ONLY"))
         return lookups(4096);
     if (getenv("BENCH_TABLE_SPREAD_ONLY"))

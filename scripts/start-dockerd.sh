@@ -22,14 +22,16 @@
 #
 # When no engine can be started (dockerd not installed, not root, the daemon
 # does not come up) it prints a visible SKIP message and exits 0: the docker
-# tests then skip with their own message.
+# tests then skip with their own message. Under PINHOLE_REQUIRE_ALL=1 (CI:
+# scripts/deps.sh installs docker.io, so a missing engine is a fault) it
+# prints FAIL instead and exits 3.
 #
 # --stop stops an engine this script started (pid in $PH_DOCKERD_EXEC) and
 # unmounts what it left under the data root; the data root itself (the
 # imported image) is kept for the next start.
 #
 # Exit codes: 0 engine running, or a SKIP message printed; 1 --stop failed;
-# 2 usage error.
+# 2 usage error; 3 no engine under PINHOLE_REQUIRE_ALL=1.
 set -u
 
 data=${PH_DOCKERD_DATA:-/var/lib/pinhole-dockerd}
@@ -44,6 +46,10 @@ usage() {
 }
 
 skip() {
+    if [ "${PINHOLE_REQUIRE_ALL:-0}" = 1 ]; then
+        echo "start-dockerd: FAIL: no Docker engine: $* (PINHOLE_REQUIRE_ALL=1)" >&2
+        exit 3
+    fi
     echo "start-dockerd: SKIP: no Docker engine: $*; the docker sandbox tests will be skipped" >&2
     exit 0
 }

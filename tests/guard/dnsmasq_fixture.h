@@ -23,9 +23,13 @@ typedef struct ph_dnsmasq {
     char server[64];  /* "127.0.0.1:<port>" */
 } ph_dnsmasq;
 
-/* Starts dnsmasq and waits until it listens. Returns false, after printing
- * a visible SKIP line, only when /usr/sbin/dnsmasq is not installed; any
- * other failure fails the test. */
+/* Whether dnsmasq is on PATH; prints a "SKIP: ..." line when not. A test
+ * binary calls it in main() before running its cmocka group and exits 77
+ * (ctest: Skipped) when it is false. */
+bool ph_dnsmasq_installed(void);
+
+/* Starts dnsmasq and waits until it answers. Returns true; any failure
+ * (dnsmasq missing included) fails the test. */
 bool ph_dnsmasq_start(ph_dnsmasq *d);
 void ph_dnsmasq_stop(ph_dnsmasq *d);
 

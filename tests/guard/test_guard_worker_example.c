@@ -167,8 +167,6 @@ static int run_worker(const char *worker, const char *path_or_url)
 static void test_followed_redirect_is_rechecked_and_fetched(void **state)
 {
     (void)state;
-    if (dns.pid <= 0)
-        skip();
     assert_int_equal(run_worker(PH_WORKER_LOOPBACK, "/start-ok"), 0);
     assert_string_equal(out, "page-body\n");
     assert_non_null(strstr(err, "hop 0 http://loop.test:"));
@@ -183,8 +181,6 @@ static void test_followed_redirect_is_rechecked_and_fetched(void **state)
 static void test_redirect_to_metadata_address_is_refused(void **state)
 {
     (void)state;
-    if (dns.pid <= 0)
-        skip();
     assert_int_equal(run_worker(PH_WORKER_LOOPBACK, "/start-metadata"), 1);
     assert_non_null(strstr(err, "refused http://metadata.test:"));
     assert_non_null(strstr(err, "denied_address"));
@@ -198,8 +194,6 @@ static void test_redirect_to_metadata_address_is_refused(void **state)
 static void test_redirect_to_unlisted_name_is_refused(void **state)
 {
     (void)state;
-    if (dns.pid <= 0)
-        skip();
     assert_int_equal(run_worker(PH_WORKER_LOOPBACK, "/start-unlisted"), 1);
     assert_non_null(strstr(err, "refused http://private.test:"));
     assert_non_null(strstr(err, "not_allowlisted"));
@@ -208,10 +202,6 @@ static void test_redirect_to_unlisted_name_is_refused(void **state)
 static void test_default_build_refuses_loopback_and_literals(void **state)
 {
     (void)state;
-    if (dns.pid <= 0)
-        skip();
-    if (ph_build_is_test_loopback())
-        skip(); /* this whole build exempts loopback: nothing to show */
     assert_int_equal(run_worker(PH_WORKER_DEFAULT, "/start-ok"), 1);
     assert_non_null(strstr(err, "denied_address"));
     assert_non_null(strstr(err, "127.0.0.1"));
@@ -226,11 +216,22 @@ static void test_default_build_refuses_loopback_and_literals(void **state)
 
 int main(void)
 {
+    if (!ph_dnsmasq_installed())
+        return 77;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_followed_redirect_is_rechecked_and_fetched),
         cmocka_unit_test(test_redirect_to_metadata_address_is_refused),
         cmocka_unit_test(test_redirect_to_unlisted_name_is_refused),
         cmocka_unit_test(test_default_build_refuses_loopback_and_literals),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    size_t n = sizeof tests / sizeof tests[0];
+    /* A build configured with PINHOLE_TEST_LOOPBACK_UPSTREAM has no default
+     * build to show: the last test does not exist there (a build property,
+     * not a missing prerequisite). */
+    if (ph_build_is_test_loopback()) {
+        printf("note: this whole build exempts loopback; "
+               "test_default_build_refuses_loopback_and_literals is not part of it\n");
+        n--;
+    }
+    return _cmocka_run_group_tests("test_guard_worker_example", tests, n, setup, teardown);
 }

@@ -18,6 +18,16 @@
     "if grep -v -e '^ *lo:' -e '|' /proc/net/dev | grep -q ':'; then "                       \
     "echo INTERFACES-PRESENT; cat /proc/net/dev; exit 99; fi; "
 
+/* An observation that fails only when an attack worked, with a message that
+ * starts "ESCAPED:" (what the negative control looks for). Positive controls
+ * and set-up use plain cmocka asserts, so their failing never counts as an
+ * escape. */
+#define ESC_HELD(cond, what)                                                                 \
+    do {                                                                                     \
+        if (!(cond))                                                                         \
+            fail_msg("ESCAPED: %s (%s)", what, #cond);                                       \
+    } while (0)
+
 /* Fills out (cap >= 48) with "canary-<tag>-<32 hex>" from getrandom. */
 void esc_canary(char *out, size_t cap, const char *tag);
 
@@ -25,7 +35,8 @@ void esc_canary(char *out, size_t cap, const char *tag);
  * succeeded. */
 ph_execution_result *esc_sh(ph_environment *env, const char *script);
 
-/* Fails the test when needle appears in the result's stdout or stderr. */
+/* Fails the test ("ESCAPED: ...") when needle appears in the result's
+ * stdout or stderr. */
 void esc_assert_not_leaked(const ph_execution_result *r, const char *needle);
 
 /* A listening TCP socket on 0.0.0.0 (every host address) and an ephemeral
@@ -51,14 +62,39 @@ void esc_host_traces(const sbx_fixture *f, const char *env_id, esc_traces *out);
 void esc_host_workspace(const sbx_fixture *f, ph_environment *env, char *out, size_t cap);
 
 /* Reads a cgroup control file of env's sandbox into out, at the path the
- * library's layout detection (v1, v2 or hybrid) gives. false when not found. */
-bool esc_cgroup_read(const char *env_id, const char *controller, const char *file, char *out,
-                     size_t cap);
+ * library's layout detection (v1, v2 or hybrid) gives: for gvisor the
+ * cgroup pinhole-<id> runsc creates, for docker the one the kernel reports
+ * for the container's init (/proc/<pid>/cgroup). false when not found. */
+bool esc_cgroup_read(ph_sandbox_mechanism m, const char *env_id, const char *controller,
+                     const char *file, char *out, size_t cap);
 
-/* Parses argv[1] (default "gvisor") into *m; prints SKIP and returns 77 when
- * the mechanism does not isolate (fake) or is not available here, 2 on a
- * bad name, 0 to go on. */
-int esc_pick_mechanism(int argc, char **argv, ph_sandbox_mechanism *m);
+/* Parses argv[1] (default "gvisor") into *m. Returns 0 to go on; 77, after a
+ * "SKIP: ..." line, when the mechanism is not available here; 2 on a bad
+ * name, or for fake (which does not isolate) unless fake_allowed. */
+int esc_pick_mechanism(int argc, char **argv, bool fake_allowed, ph_sandbox_mechanism *m);
+
+/* What the negative control expects of one test against fake (no
+ * isolation): its attack succeeds (the test fails with "ESCAPED: ..."); it is
+ * held anyway, for the reason `why` (the test passes); or its positive
+ * control cannot be shown there (the test fails, on a plain assert). Every
+ * test is listed; a list ends with {NULL, 0, NULL}. */
+typedef enum esc_fake_outcome {
+    ESC_FAKE_ESCAPES = 1,
+    ESC_FAKE_HELD,
+    ESC_FAKE_NO_CONTROL,
+} esc_fake_outcome;
+typedef struct esc_fake_expectation {
+    const char *test;
+    esc_fake_outcome outcome;
+    const char *why;
+} esc_fake_expectation;
+
+/* The negative control: runs each of tests[0..n) alone, with the group
+ * fixtures, in a child process against fake, and checks every outcome
+ * against `expected`. Prints one line per test and a count. Returns 0 when
+ * all is as expected, else 1. */
+int esc_negative_control(const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                         CMFixtureFunction teardown, const esc_fake_expectation *expected);
 
 /* Points TMPDIR at <build dir>/escape-tmp (created), so every host-side
  * file of the test is outside /tmp. */

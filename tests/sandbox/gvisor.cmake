@@ -26,6 +26,14 @@ foreach(name test_escape test_escape_limits)
             LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
     endif()
 endforeach()
+# The negative control: the same attacks against fake (no isolation), where
+# the ones docs/security.md lists must succeed (test_escape.c, FAKE_ESCAPES).
+if(TARGET sandbox.test_escape)
+    add_test(NAME sandbox.test_escape.fake COMMAND sandbox.test_escape fake
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(sandbox.test_escape.fake PROPERTIES
+        LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
+endif()
 
 # Network only through the proxy, end to end: curl inside gVisor through
 # pinhole-forwarder and the test-loopback pinhole-proxy's unix socket, with
