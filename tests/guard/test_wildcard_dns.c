@@ -21,12 +21,7 @@ static ph_guard *guard_with_smuggled_rules(void)
                                "      - {host: sslip.zz, ports: [443]}\n"
                                "      - {host: snip.zz, ports: [443]}\n"
                                "      - {host: api.github.com, ports: [443]}\n";
-    uint8_t *image = NULL;
-    size_t len = 0;
-    fx_compile_renamed(yaml, "old.yaml", ".zz", ".io", &image, &len);
-    ph_table *t = NULL;
-    assert_int_equal(ph_table_open_buffer(image, len, &t, NULL), PH_OK);
-    free(image);
+    ph_table *t = fx_open_renamed(yaml, ".zz", ".io");
     ph_guard *g = NULL;
     assert_int_equal(ph_guard_from_table(&t, NULL, &g, NULL), PH_OK);
     return g;

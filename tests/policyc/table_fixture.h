@@ -73,11 +73,12 @@ static inline void fx_compile(const char *yaml, uint8_t **image, size_t *len)
     fx_compile_named(yaml, "allow.yaml", image, len);
 }
 
-static inline ph_table *fx_open(const char *yaml)
+/* fx_compile_renamed (display name "allow.yaml"), opened. */
+static inline ph_table *fx_open_renamed(const char *yaml, const char *from, const char *to)
 {
     uint8_t *image = NULL;
     size_t len = 0;
-    fx_compile(yaml, &image, &len);
+    fx_compile_renamed(yaml, "allow.yaml", from, to, &image, &len);
     ph_table *t = NULL;
     ph_diag diag = {0};
     ph_status st = ph_table_open_buffer(image, len, &t, &diag);
@@ -86,6 +87,11 @@ static inline ph_table *fx_open(const char *yaml)
     assert_int_equal(st, PH_OK);
     free(image);
     return t;
+}
+
+static inline ph_table *fx_open(const char *yaml)
+{
+    return fx_open_renamed(yaml, NULL, NULL);
 }
 
 #endif
