@@ -69,7 +69,7 @@ static bool is_trim_char(uint32_t cp)
     return cp == '.' || cp == ' ';
 }
 
-/* Rules 1-9 and 11 of docs/filenames.md on one spelling of a name: the name
+/* Rules 1-12 of docs/filenames.md on one spelling of a name: the name
  * itself, or its NFKC form (nfkc), where the look-alikes of a separator are
  * left alone (NFKC writes U+00BD as "1" U+2044 "2"). */
 static rule check_rules(const char *name, size_t len, bool nfkc)
