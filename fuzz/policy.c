@@ -10,6 +10,7 @@
  *   - a loaded policy is canonical: every host passes ph_host_check (a
  *     wildcard's base too), every port range is 1 <= lo <= hi, no list is
  *     empty, provenance is a base name and a line >= 1;
+ *   - no loaded rule names a wildcard-DNS service or covers every port;
  *   - every rule is re-findable: each list's effective rules contain each of
  *     its own rules, by pointer and by (host, port).
  */
@@ -20,9 +21,11 @@
 
 #include "compile.h"
 #include "dump.h"
+#include "load-int.h"
 #include "load.h"
 #include "pinhole/host.h"
 #include "pinhole/table.h"
+#include "wildcard_dns-int.h"
 
 #define CHECK(cond)      \
     do {                 \
@@ -66,9 +69,20 @@ static void check_rule(const pc_rule *r)
         CHECK(strlen(name) + 2 <= PH_HOST_MAX); /* it can match some name */
     }
     CHECK(ph_host_check(name, strlen(name), NULL) == PH_HOST_OK);
+    CHECK(ph_wildcard_dns_find(name, strlen(name)) == NULL);
     CHECK(r->nports >= 1);
-    for (size_t k = 0; k < r->nports; k++)
+    uint32_t total = 0;
+    for (size_t k = 0; k < r->nports; k++) {
         CHECK(r->ports[k].lo >= 1 && r->ports[k].lo <= r->ports[k].hi);
+        total += (uint32_t)(r->ports[k].hi - r->ports[k].lo) + 1;
+    }
+    if (total >= 65535) {
+        size_t m = 0;
+        pc_port_range *merged = pc_ports_normalize(r->ports, r->nports, &m);
+        CHECK(merged != NULL);
+        CHECK(!(m == 1 && merged[0].lo == 1 && merged[0].hi == 65535));
+        free(merged);
+    }
     CHECK(r->source_file && r->source_file[0] && !strchr(r->source_file, '/'));
     CHECK(r->source_line >= 1);
 }

@@ -68,6 +68,28 @@ bool ph_fn_is_separator(uint32_t cp)
     return cp == '/' || cp == '\\';
 }
 
+bool ph_fn_is_separator_lookalike(uint32_t cp)
+{
+    /* Unicode confusables (UTS #39) of U+002F and U+005C among symbols;
+     * letters and ideographs that resemble a stroke are not listed. */
+    static const uint32_t lookalikes[] = {
+        0x2044, /* FRACTION SLASH */
+        0x2215, /* DIVISION SLASH */
+        0x2216, /* SET MINUS */
+        0x2571, /* BOX DRAWINGS LIGHT DIAGONAL UPPER RIGHT TO LOWER LEFT */
+        0x2572, /* BOX DRAWINGS LIGHT DIAGONAL UPPER LEFT TO LOWER RIGHT */
+        0x27CB, /* MATHEMATICAL RISING DIAGONAL */
+        0x27CD, /* MATHEMATICAL FALLING DIAGONAL */
+        0x29F5, /* REVERSE SOLIDUS OPERATOR */
+        0x29F8, /* BIG SOLIDUS */
+        0x29F9, /* BIG REVERSE SOLIDUS */
+    };
+    for (size_t i = 0; i < sizeof lookalikes / sizeof lookalikes[0]; i++)
+        if (cp == lookalikes[i])
+            return true;
+    return false;
+}
+
 bool ph_fn_is_forbidden_punct(uint32_t cp)
 {
     return cp != 0 && cp < 0x80 && strchr("\"'<>:|?*", (int)cp) != NULL;

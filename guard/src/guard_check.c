@@ -5,6 +5,7 @@
 
 #include "diag-int.h"
 #include "guard-int.h"
+#include "wildcard_dns-int.h"
 
 /* Resets what a reader may look at (the verdict is ~1.5 KiB: clearing only
  * the fields that matter keeps the hot path short). */
@@ -108,6 +109,14 @@ static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *d
         join_detail(&d, (const char *const[]){"list ", list, " allows ", v->host,
                                               " but not port ", port + pn, NULL});
         break;
+    case PH_REASON_WILDCARD_DNS: {
+        const ph_wildcard_dns_service *w = ph_wildcard_dns_find(v->host, strlen(v->host));
+        join_detail(&d, (const char *const[]){v->host, " is under ", w != NULL ? w->domain : "?",
+                                              ", a wildcard-DNS service (",
+                                              w != NULL ? ph_wildcard_dns_describe(w) : "?",
+                                              "): never allowed", NULL});
+        break;
+    }
     default:
         join_detail(&d, (const char *const[]){"list ", list, " does not allow ", v->host, NULL});
         break;

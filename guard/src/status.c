@@ -41,6 +41,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_LIMIT_EXCEEDED] = "limit_exceeded",
     [PH_REASON_UNKNOWN_LIST] = "unknown_list",
     [PH_REASON_UPSTREAM_TIMEOUT] = "upstream_timeout",
+    [PH_REASON_WILDCARD_DNS] = "wildcard_dns",
 };
 
 const char *ph_reason_code(ph_reason r)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "table-int.h"
+#include "wildcard_dns-int.h"
 
 #define NO_INDEX UINT32_MAX
 
@@ -184,8 +185,9 @@ static ph_status refuse_host(ph_table_result *r)
  */
 static ph_status decide(const ph_table *t, const char *list, const char *host, size_t len,
                         uint16_t port, ph_table_result *r, uint32_t *li_out,
-                        const uint8_t **exact, const uint8_t **wild)
+                        const uint8_t **exact, const uint8_t **wild, uint32_t *rule_out)
 {
+    *rule_out = NO_INDEX;
     *li_out = NO_INDEX;
     *exact = *wild = NULL;
     if (len == 0 || len > PH_TAB_MAX_NAME)
@@ -234,6 +236,15 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
         deny(r, named ? PH_REASON_PORT_NOT_ALLOWED : PH_REASON_NOT_ALLOWLISTED);
         return PH_OK;
     }
+    *rule_out = rule;
+    /* A rule naming a wildcard-DNS service allows every address a name can
+     * spell: refused here too, so a table compiled before policyc refused
+     * the name (or by anything else) cannot allow it. Only names a rule
+     * allows pay for the check. */
+    if (ph_wildcard_dns_find(host, len) != NULL) {
+        deny(r, PH_REASON_WILDCARD_DNS);
+        return PH_OK;
+    }
     r->allowed = true;
     r->reason = PH_REASON_ALLOWED;
     r->has_rule = true;
@@ -246,9 +257,9 @@ ph_status ph_table_lookup(const ph_table *table, const char *list, const char *h
 {
     if (table == NULL || list == NULL || host == NULL || result == NULL)
         return PH_E_INVAL;
-    uint32_t li;
+    uint32_t li, rule;
     const uint8_t *exact, *wild;
-    return decide(table, list, host, hostlen, port, result, &li, &exact, &wild);
+    return decide(table, list, host, hostlen, port, result, &li, &exact, &wild, &rule);
 }
 
 /* The rule of the range of the slot's entry closest to port ("wrong port"). */
@@ -280,11 +291,18 @@ ph_status ph_table_explain(const ph_table *table, const char *list, const char *
     if (table == NULL || list == NULL || host == NULL || out == NULL)
         return PH_E_INVAL;
     memset(out, 0, sizeof *out);
-    uint32_t li;
+    uint32_t li, rule;
     const uint8_t *exact, *wild;
-    ph_status st = decide(table, list, host, hostlen, port, &out->result, &li, &exact, &wild);
+    ph_status st =
+        decide(table, list, host, hostlen, port, &out->result, &li, &exact, &wild, &rule);
     if (st != PH_OK || out->result.allowed)
         return st;
+    if (out->result.reason == PH_REASON_WILDCARD_DNS) {
+        out->near = PH_TABLE_NEAR_WILDCARD_DNS;
+        out->has_near_rule = true;
+        ph_table_fill_rule(table, rule, &out->near_rule);
+        return PH_OK;
+    }
     if (li == NO_INDEX) {
         out->near = PH_TABLE_NEAR_UNKNOWN_LIST;
         return PH_OK;

@@ -81,19 +81,22 @@ static ph_status parse_port(const char *p, size_t n, size_t off, host_port *hp, 
 {
     if (n == 0)
         return refuse(hp, diag, off, "empty port after ':'");
-    uint32_t v = 0;
     for (size_t i = 0; i < n; i++) {
         if (p[i] == ':')
             return refuse(hp, diag, off + i, "more than one ':' in the authority");
         if (!ph_is_digit((unsigned char)p[i]))
             return refuse(hp, diag, off + i, "port is not a decimal number");
-        if (i >= 5)
-            return refuse(hp, diag, off + i, "port out of range (1..65535)");
-        v = v * 10 + (uint32_t)(p[i] - '0');
     }
+    /* A leading zero is named as such however long the number is: "018080"
+     * is a spelling problem, not a range problem. */
     if (p[0] == '0')
         return refuse(hp, diag, off,
                       n == 1 ? "port 0 is not allowed" : "port has a leading zero");
+    if (n > 5)
+        return refuse(hp, diag, off + 5, "port out of range (1..65535)");
+    uint32_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (uint32_t)(p[i] - '0');
     if (v > 65535)
         return refuse(hp, diag, off, "port out of range (1..65535)");
     hp->port = (uint16_t)v;

@@ -11,6 +11,7 @@
 #include "destination.h"
 #include "pinhole/host.h"
 #include "table_input.h"
+#include "wildcard_dns-int.h"
 
 static void usage(FILE *out)
 {
@@ -61,6 +62,10 @@ static void print_why(const ph_table *t, const ph_table_explanation *ex, const c
     case PH_TABLE_NEAR_TOO_DEEP:
         printf("  why: %s covers exactly one label; %s is deeper than that\n", n->host, host);
         print_rule("nearest rule", t, n);
+        return;
+    case PH_TABLE_NEAR_WILDCARD_DNS:
+        /* the service line below says why */
+        print_rule("refused rule", t, n);
         return;
     case PH_TABLE_NEAR_APEX:
         printf("  why: %s covers names below %s, never %s itself; add an exact rule for it\n",
@@ -124,6 +129,12 @@ int pc_cmd_explain(int argc, char **argv)
     } else {
         printf("denied: %s:%u by list '%s' (%s)\n", host, port, list,
                ph_reason_code(ex.result.reason));
+        /* Any host under a wildcard-DNS service, allowed by a rule or not:
+         * say which service, so no one adds the rule that would be refused. */
+        const ph_wildcard_dns_service *w = ph_wildcard_dns_find(host, strlen(host));
+        if (w != NULL)
+            printf("  service: %s is under %s, a wildcard-DNS service (%s; source: %s): "
+                   "never allowed\n", host, w->domain, ph_wildcard_dns_describe(w), w->source);
         print_why(t, &ex, host, port, list);
     }
     printf("  policy id: %s\n", ph_table_policy_id_hex(t));

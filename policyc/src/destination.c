@@ -21,20 +21,25 @@ bool pc_parse_destination(const char *s, char host[static PC_DEST_HOST_MAX], uin
     }
     const char *p = colon + 1;
     size_t pl = strlen(p);
-    if (pl == 0 || pl > 5 || p[0] == '0') {
-        *why = "port must be 1..65535 without leading zeros";
+    for (size_t i = 0; i < pl; i++) {
+        if (!ph_is_digit((unsigned char)p[i])) {
+            *why = "port must be a decimal number 1..65535";
+            return false;
+        }
+    }
+    if (pl == 0) {
+        *why = "port must be a decimal number 1..65535";
+        return false;
+    }
+    if (p[0] == '0') {
+        *why = pl == 1 ? "port 0 is not allowed" : "port has a leading zero";
         return false;
     }
     unsigned v = 0;
-    for (size_t i = 0; i < pl; i++) {
-        if (!ph_is_digit((unsigned char)p[i])) {
-            *why = "port must be 1..65535 without leading zeros";
-            return false;
-        }
+    for (size_t i = 0; i < pl && i < 6; i++)
         v = v * 10 + (unsigned)(p[i] - '0');
-    }
-    if (v > 65535) {
-        *why = "port must be 1..65535 without leading zeros";
+    if (pl > 5 || v > 65535) {
+        *why = "port out of range (1..65535)";
         return false;
     }
     memcpy(host, s, hl);

@@ -45,6 +45,7 @@ static const pc_code_info code_table[] = {
     {PC_E_HOST_PUNYCODE, PC_SEV_ERROR, "host-punycode", "invalid xn-- label"},
     {PC_E_WILDCARD_POSITION, PC_SEV_ERROR, "wildcard-position", "misplaced wildcard"},
     {PC_E_WILDCARD_PUBLIC, PC_SEV_ERROR, "wildcard-public-suffix", "wildcard over a public suffix"},
+    {PC_E_WILDCARD_DNS, PC_SEV_ERROR, "wildcard-dns-service", "host under a wildcard-DNS service"},
     {PC_E_PORTS_MISSING, PC_SEV_ERROR, "ports-missing", "rule without ports"},
     {PC_E_PORTS_EMPTY, PC_SEV_ERROR, "ports-empty", "empty ports"},
     {PC_E_PORT_ALLOW_ALL, PC_SEV_ERROR, "port-allow-all", "a port pattern that allows everything"},
@@ -62,6 +63,7 @@ static const pc_code_info code_table[] = {
     {PC_W_COVERED, PC_SEV_WARNING, "rule-covered", "exact rule covered by a wildcard"},
     {PC_W_DUPLICATE_RULE, PC_SEV_WARNING, "duplicate-rule", "duplicate rule"},
     {PC_W_PORT_OVERLAP, PC_SEV_WARNING, "port-overlap", "overlapping ports"},
+    {PC_W_WIDE_PORT_RANGE, PC_SEV_WARNING, "wide-port-range", "port range wider than 1024 ports"},
 };
 
 const pc_code_info *pc_code_all(size_t *count)

@@ -65,6 +65,7 @@ typedef enum pc_code {
     PC_E_HOST_PUNYCODE = 39,    /* PC039 invalid xn-- label */
     PC_E_WILDCARD_POSITION = 40,/* PC040 `*` anywhere but a whole leftmost label */
     PC_E_WILDCARD_PUBLIC = 41,  /* PC041 wildcard base is a public suffix */
+    PC_E_WILDCARD_DNS = 42,     /* PC042 host at or under a wildcard-DNS service (nip.io) */
     /* Ports */
     PC_E_PORTS_MISSING = 50,    /* PC050 rule without ports */
     PC_E_PORTS_EMPTY = 51,      /* PC051 ports: [] */
@@ -86,6 +87,7 @@ typedef enum pc_code {
     PC_W_COVERED = 100,         /* PC100 exact rule covered by a wildcard of the same list */
     PC_W_DUPLICATE_RULE = 101,  /* PC101 the same host and ports twice in a list */
     PC_W_PORT_OVERLAP = 102,    /* PC102 overlapping ports (in a rule or same-host rules) */
+    PC_W_WIDE_PORT_RANGE = 103, /* PC103 a range of more than PC_WIDE_PORT_RANGE ports */
 } pc_code;
 
 /* Static metadata of a code, for SARIF rules and docs. NULL when unknown. */

@@ -82,9 +82,16 @@ bool pc_parse_yaml(pc_loader *L);
  * canonical host and *wildcard says whether it is "*." + base. On failure
  * reports exactly one error and returns false. */
 bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard);
+/* Reports PC042 and returns true when name[0..len) (canonical) is at or
+ * under a wildcard-DNS service (guard/data/wildcard_dns_services.txt). */
+bool pc_report_wildcard_dns(pc_loader *L, const pc_scalar *s, const char *name, size_t len);
 
 /* rule_ports.c: parses one entry of `ports`. Reports and returns false on error. */
 bool pc_parse_port(pc_loader *L, const pc_scalar *s, pc_port_range *out);
+/* Refuses (PC052, returns false) a rule whose entries together cover every
+ * port, as "1-32767" plus "32768-65535" do. pos: where the sequence starts. */
+bool pc_check_rule_ports_cover_all(pc_loader *L, const pc_port_range *ports, size_t n,
+                                   pc_pos pos);
 /* Warns (PC102) about entries of one rule that overlap an earlier entry. */
 void pc_check_rule_port_overlap(pc_loader *L, const pc_port_range *ports, const pc_pos *pos,
                                 size_t n);

@@ -36,6 +36,7 @@
 #define PC_MAX_LIST_NAME 64u                        /* PC020 */
 #define PC_MAX_STRING 1024u                         /* PC017: reason, source */
 #define PC_MAX_NESTING 64u                          /* PC016: YAML collections in collections */
+#define PC_WIDE_PORT_RANGE 1024u                    /* PC103: a range of more ports warns */
 
 /*
  * Reads path and loads it as pc_policy_load_buffer does. display_name is the

@@ -191,6 +191,8 @@ static bool parse_ports(pc_walker *w, rule_ctx *rc)
                   "ports is empty: there is no default port");
         rc->failed = true;
     }
+    if (!pc_check_rule_ports_cover_all(L, rc->rule.ports, rc->rule.nports, seq_pos))
+        rc->failed = true;
     pc_check_rule_port_overlap(L, rc->rule.ports, L->port_pos, rc->rule.nports);
     return true;
 }

@@ -18,6 +18,7 @@
 #include "host_alabel-int.h"
 #include "load-int.h"
 #include "pinhole/host.h"
+#include "wildcard_dns-int.h"
 #include "yaml_walk.h"
 
 /* Worst case for an A-label candidate: every input byte becomes at most a
@@ -182,6 +183,19 @@ static bool looks_like_url_or_host_port(pc_loader *L, const pc_scalar *s, const 
     return true;
 }
 
+bool pc_report_wildcard_dns(pc_loader *L, const pc_scalar *s, const char *name, size_t len)
+{
+    const ph_wildcard_dns_service *w = ph_wildcard_dns_find(name, len);
+    if (w == NULL)
+        return false;
+    char q[PC_QUOTE_MAX];
+    pc_report(L, PC_E_WILDCARD_DNS, s->pos,
+              "name the destination by its own DNS name; no rule may name a wildcard-DNS service",
+              "host '%s' is under %s, a wildcard-DNS service (%s; source: %s)",
+              pc_quote_scalar(q, s), w->domain, ph_wildcard_dns_describe(w), w->source);
+    return true;
+}
+
 bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard)
 {
     char q[PC_QUOTE_MAX]; /* quoted only when reported: this runs once per rule */
@@ -250,6 +264,10 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
                   ph_host_error_string(e));
         return false;
     }
+    /* Judged on the canonical spelling, before the spelling errors: fixing
+     * the case or the trailing dot of "*.NIP.IO." would not make it valid. */
+    if (pc_report_wildcard_dns(L, s, c.text, c.len))
+        return false;
     /* Every name under *.B is at least "x." + B: past 251 bytes of base the
      * rule could never match, and a rule that matches nothing is a mistake. */
     if (*wildcard && c.len + 2 > PH_HOST_MAX) {

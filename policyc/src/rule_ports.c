@@ -101,6 +101,19 @@ bool pc_parse_port(pc_loader *L, const pc_scalar *s, pc_port_range *out)
                       "port range '%s' is reversed (%u > %u)", pc_quote_scalar(q, s), lo, hi);
             return false;
         }
+        /* Every port is the open-port form, whatever it is written as. */
+        if (lo == 1 && hi == 65535) {
+            pc_report(L, PC_E_PORT_ALLOW_ALL, s->pos,
+                      "list the ports you need, e.g. [443] or [\"8000-8010\"]",
+                      "port range '%s' covers every port: ports are explicit",
+                      pc_quote_scalar(q, s));
+            return false;
+        }
+        if ((unsigned)(hi - lo) + 1 > PC_WIDE_PORT_RANGE)
+            pc_report(L, PC_W_WIDE_PORT_RANGE, s->pos,
+                      "narrow it to the ports the destination serves",
+                      "port range '%s' spans %u ports (more than %u)", pc_quote_scalar(q, s),
+                      (unsigned)(hi - lo) + 1, PC_WIDE_PORT_RANGE);
         out->lo = lo;
         out->hi = hi;
         return true;
@@ -147,6 +160,29 @@ pc_port_range *pc_ports_normalize(const pc_port_range *ports, size_t n, size_t *
     }
     *nout = o;
     return r;
+}
+
+bool pc_check_rule_ports_cover_all(pc_loader *L, const pc_port_range *ports, size_t n,
+                                   pc_pos pos)
+{
+    uint32_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += (uint32_t)(ports[i].hi - ports[i].lo) + 1;
+    if (n < 2 || total < 65535)
+        return true; /* fewer ports than there are: cannot cover them all */
+    size_t m = 0;
+    pc_port_range *merged = pc_ports_normalize(ports, n, &m);
+    if (!merged) {
+        L->nomem = true;
+        return false;
+    }
+    bool all = m == 1 && merged[0].lo == 1 && merged[0].hi == 65535;
+    if (all)
+        pc_report(L, PC_E_PORT_ALLOW_ALL, pos,
+                  "list the ports you need, e.g. [443] or [\"8000-8010\"]",
+                  "these ports together cover every port: ports are explicit");
+    free(merged);
+    return !all;
 }
 
 static const char *format_range(char buf[static 16], pc_port_range r)

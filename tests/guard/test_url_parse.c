@@ -75,6 +75,9 @@ static void test_diagnostics_name_the_problem_and_its_offset(void **state)
         {"http://[example.com]", 8, "not a valid IPv6"},
         {"http://example.com:", 19, "empty port"},
         {"http://example.com:080", 19, "leading zero"},
+        {"http://example.com:018080", 19, "leading zero"}, /* before the range */
+        {"http://example.com:0000000000443", 19, "leading zero"},
+        {"http://example.com:180800", 24, "out of range"},
         {"http://example.com:0", 19, "port 0"},
         {"http://example.com:65536", 19, "out of range"},
         {"http://example.com:+80", 19, "not a decimal"},

@@ -30,10 +30,13 @@
     "      - host: pypi.org\n"                     \
     "        ports: [443]\n"
 
-/* Loads yaml (display name `name`) and compiles it; fails the test on any
- * error, printing the diagnostics. The caller frees *image. */
-static inline void fx_compile_named(const char *yaml, const char *name, uint8_t **image,
-                                    size_t *len)
+/* Loads yaml (display name `name`), renames in every rule's host the
+ * suffix `from` to `to` (same length; none when from is NULL), and compiles
+ * it; fails the test on any error, printing the diagnostics. The caller
+ * frees *image. The renaming writes a table the loader would refuse, as a
+ * policyc that did not know a rule yet would have written it. */
+static inline void fx_compile_renamed(const char *yaml, const char *name, const char *from,
+                                      const char *to, uint8_t **image, size_t *len)
 {
     pc_diagnostics diags;
     pc_diagnostics_init(&diags);
@@ -43,6 +46,14 @@ static inline void fx_compile_named(const char *yaml, const char *name, uint8_t 
         pc_diagnostics_print(stderr, &diags, PC_FORMAT_TEXT);
     pc_diagnostics_free(&diags);
     assert_int_equal(st, PH_OK);
+    for (size_t l = 0; from != NULL && l < policy->nlists; l++)
+        for (size_t r = 0; r < policy->lists[l].nrules; r++) {
+            char *host = policy->lists[l].rules[r].host;
+            size_t hl = strlen(host), fl = strlen(from);
+            assert_int_equal(strlen(to), fl);
+            if (hl >= fl && strcmp(host + hl - fl, from) == 0)
+                memcpy(host + hl - fl, to, fl);
+        }
     ph_diag diag = {0};
     st = pc_compile(policy, image, len, &diag);
     if (st != PH_OK)
@@ -51,16 +62,23 @@ static inline void fx_compile_named(const char *yaml, const char *name, uint8_t 
     pc_policy_free(&policy);
 }
 
+static inline void fx_compile_named(const char *yaml, const char *name, uint8_t **image,
+                                    size_t *len)
+{
+    fx_compile_renamed(yaml, name, NULL, NULL, image, len);
+}
+
 static inline void fx_compile(const char *yaml, uint8_t **image, size_t *len)
 {
     fx_compile_named(yaml, "allow.yaml", image, len);
 }
 
-static inline ph_table *fx_open(const char *yaml)
+/* fx_compile_renamed (display name "allow.yaml"), opened. */
+static inline ph_table *fx_open_renamed(const char *yaml, const char *from, const char *to)
 {
     uint8_t *image = NULL;
     size_t len = 0;
-    fx_compile(yaml, &image, &len);
+    fx_compile_renamed(yaml, "allow.yaml", from, to, &image, &len);
     ph_table *t = NULL;
     ph_diag diag = {0};
     ph_status st = ph_table_open_buffer(image, len, &t, &diag);
@@ -69,6 +87,11 @@ static inline ph_table *fx_open(const char *yaml)
     assert_int_equal(st, PH_OK);
     free(image);
     return t;
+}
+
+static inline ph_table *fx_open(const char *yaml)
+{
+    return fx_open_renamed(yaml, NULL, NULL);
 }
 
 #endif

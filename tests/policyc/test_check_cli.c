@@ -66,6 +66,21 @@ static void test_warnings_pass_unless_werror(void **s)
     free(out);
 }
 
+/* A range wider than 1024 ports is a warning an operator may keep; with
+ * --werror it fails the check. */
+static void test_wide_port_range_warns_unless_werror(void **s)
+{
+    (void)s;
+    char *out;
+    assert_int_equal(run("check bad/pc103-wide-port-range.yaml", &out), 0);
+    assert_non_null(strstr(out, "warning[PC103]: port range '2000-3024' spans 1025 ports"));
+    assert_non_null(strstr(out, ": ok with 3 warnings (1 list, 2 rules)\n"));
+    free(out);
+    assert_int_equal(run("check --werror bad/pc103-wide-port-range.yaml", &out), 1);
+    assert_non_null(strstr(out, "error[PC103]"));
+    free(out);
+}
+
 static void test_several_files_each_get_a_summary(void **s)
 {
     (void)s;
@@ -142,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_valid_file_exits_0_with_summary),
         cmocka_unit_test(test_invalid_file_exits_1_with_counts),
         cmocka_unit_test(test_warnings_pass_unless_werror),
+        cmocka_unit_test(test_wide_port_range_warns_unless_werror),
         cmocka_unit_test(test_several_files_each_get_a_summary),
         cmocka_unit_test(test_unreadable_file_exits_2_but_others_are_checked),
         cmocka_unit_test(test_dash_reads_standard_input),

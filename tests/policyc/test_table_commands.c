@@ -112,6 +112,33 @@ static void explain_exit_codes_and_output(void **state)
     assert_int_equal(run(pc_cmd_explain, NULL, 2, "explain", "--help"), 0);
 }
 
+/* explain names the wildcard-DNS service: for a table whose rule names one
+ * (written by a policyc that did not refuse it) and for any host under one. */
+static void explain_names_the_wildcard_dns_service(void **state)
+{
+    (void)state;
+    static const char yaml[] = "version: 1\nlists:\n  default:\n    rules:\n"
+                               "      - {host: \"*.nip.zz\", ports: [443]}\n";
+    uint8_t *image;
+    size_t len;
+    fx_compile_renamed(yaml, "old.yaml", ".zz", ".io", &image, &len);
+    char old_table[4200];
+    snprintf(old_table, sizeof old_table, "%s/old.ptab", dir);
+    assert_int_equal(ph_test_write_file(old_table, image, len), 0);
+    free(image);
+    char *out;
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", old_table, "8-8-8-8.nip.io:443"), 1);
+    assert_non_null(strstr(out, "denied: 8-8-8-8.nip.io:443 by list 'default' (wildcard_dns)"));
+    assert_non_null(strstr(out, "is under nip.io, a wildcard-DNS service"));
+    assert_non_null(strstr(out, "source: https://nip.io/"));
+    assert_non_null(strstr(out, "refused rule: *.nip.io ports [443] (old.yaml:5)"));
+    free(out);
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", yaml_path, "7f000001.c0a80001.rbndr.us:443"), 1);
+    assert_non_null(strstr(out, "(not_allowlisted)"));
+    assert_non_null(strstr(out, "is under rbndr.us, a wildcard-DNS service"));
+    free(out);
+}
+
 static int run_cases(const char *cases, char **out)
 {
     char path[4200];
@@ -229,6 +256,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(explain_exit_codes_and_output),
+        cmocka_unit_test(explain_names_the_wildcard_dns_service),
         cmocka_unit_test(test_reports_each_failure_and_a_summary),
         cmocka_unit_test(dump_of_a_table_compiles_back_to_it),
         cmocka_unit_test(diff_lists_added_and_removed_destinations),

@@ -23,11 +23,12 @@ extern "C" {
 /* A Content-Disposition value never exceeds this many bytes (plus a NUL). */
 #define PH_CONTENT_DISPOSITION_MAX 2048
 
-/* Turns any bytes into a safe local filename: one component, valid UTF-8,
- * no control, format (Cf) or other invisible characters, no quotes,
- * backslashes or Windows-reserved characters, no leading dots or spaces, no
- * trailing dots or spaces, no reserved device name, 1..255 bytes never
- * splitting a UTF-8 sequence. When nothing is left the result is
+/* Turns any bytes into a safe local filename: one component, valid UTF-8
+ * in NFC, no control, format (Cf) or other invisible characters, no quotes,
+ * backslashes, separator look-alikes or Windows-reserved characters, no
+ * leading dots, spaces or dashes, no trailing dots or spaces, no reserved
+ * device name, 1..255 bytes never splitting a UTF-8 sequence; and all of it
+ * holds again after NFKC normalization. When nothing is left the result is
  * "artifact-<first 8 chars of artifact_id>" or "artifact" when artifact_id
  * is NULL or malformed. Idempotent. Writes a NUL-terminated string to out
  * and returns its length (never 0). */

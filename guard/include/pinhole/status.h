@@ -56,6 +56,9 @@ typedef enum ph_reason {
     PH_REASON_LIMIT_EXCEEDED = 12,
     PH_REASON_UNKNOWN_LIST = 13,
     PH_REASON_UPSTREAM_TIMEOUT = 14,
+    PH_REASON_WILDCARD_DNS = 15, /* the host is at or under a wildcard-DNS or
+                                  * DNS-rebinding service (nip.io, rbndr.us, ...):
+                                  * refused even when a rule allows it */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

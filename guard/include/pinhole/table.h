@@ -74,7 +74,9 @@ typedef struct ph_table_rule {
 typedef struct ph_table_result {
     bool allowed;
     ph_reason reason;     /* PH_REASON_ALLOWED, _NOT_ALLOWLISTED, _PORT_NOT_ALLOWED,
-                           * _UNKNOWN_LIST, or _PARSE_ERROR (non-canonical host) */
+                           * _UNKNOWN_LIST, _PARSE_ERROR (non-canonical host), or
+                           * _WILDCARD_DNS (a rule allows the host, but it is at or
+                           * under a wildcard-DNS service: never allowed) */
     bool has_rule;        /* true exactly when allowed */
     ph_table_rule rule;   /* the rule that allowed the destination */
 } ph_table_result;
@@ -100,6 +102,8 @@ typedef enum ph_table_near {
     PH_TABLE_NEAR_TOO_DEEP = 2,     /* a wildcard covers an ancestor, but only one label */
     PH_TABLE_NEAR_APEX = 3,         /* "*.host" exists; a wildcard never covers its apex */
     PH_TABLE_NEAR_UNKNOWN_LIST = 4, /* the list does not exist */
+    PH_TABLE_NEAR_WILDCARD_DNS = 5, /* the rule allows the host, which is under a
+                                     * wildcard-DNS service: refused */
 } ph_table_near;
 
 typedef struct ph_table_explanation {
