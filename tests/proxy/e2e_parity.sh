@@ -9,6 +9,7 @@
 # Usage: e2e_parity.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4 DEFAULT_PROXY=$5
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/dnsmasq_local.sh"
 DATA=$PH_SOURCE_DIR/tests/proxy/data
 DNS_TIMEOUT_MS=1000
 
@@ -68,9 +69,7 @@ guard_says() {
 }
 
 # dnsmasq answering every allowlisted name with the upstream's address (the
-# extra rows' names as their notes say); nothing else exists. The port: one
-# the kernel gave for UDP that was free for TCP too (dnsmasq binds both);
-# picked again if dnsmasq lost it meanwhile.
+# extra rows' names as their notes say); nothing else exists.
 records=()
 for h in $(sed -n 's/^ *- host: //p' "$DATA/parity-allowlist.yaml"); do
     case "$h" in
@@ -81,24 +80,7 @@ for h in $(sed -n 's/^ *- host: //p' "$DATA/parity-allowlist.yaml"); do
         *) records+=("--host-record=$h,$UP_ADDR") ;;
     esac
 done
-for _ in 1 2 3 4 5; do
-    DNS_PORT=$(/usr/bin/python3 -c '
-import socket
-u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
-t = socket.socket(); t.bind(("127.0.0.1", u.getsockname()[1])); print(u.getsockname()[1])')
-    dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces \
-        --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= --user=root --group=root \
-        --local=/#/ "${records[@]}" 2>"$E2E_TMP/dnsmasq.err" &
-    DNS_PID=$!
-    for _ in $(seq 1 100); do
-        guard_says example.com | grep -qF "$UP_ADDR" && break
-        kill -0 "$DNS_PID" 2>/dev/null || break
-        sleep 0.05
-    done
-    kill -0 "$DNS_PID" 2>/dev/null && break
-    wait "$DNS_PID" 2>/dev/null
-done
-E2E_PIDS="$E2E_PIDS $DNS_PID"
+dnsmasq_local "${records[@]}"
 guard_says xn--bcher-kva.example | grep -qF "$UP_ADDR" &&
     ok "dnsmasq answers the corpus names with the upstream's address" ||
     fail "dnsmasq: $(guard_says xn--bcher-kva.example)"
