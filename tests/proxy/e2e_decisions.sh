@@ -4,6 +4,7 @@
 # Usage: e2e_decisions.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e-helpers.sh"
 
 e2e_start_dns
 e2e_make_policy
@@ -107,15 +108,6 @@ check "TTL 0 answers are not cached: two more queries" "3" "$(e2e_metric pinhole
 PEER_PORT=$(e2e_port 18500 18999)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
-wait_metric() { # NAME VALUE: polls up to ~5 s; prints the last value seen
-    local v=""
-    for _ in $(seq 1 100); do
-        v=$(e2e_metric "$1")
-        [ "$v" = "$2" ] && break
-        sleep 0.05
-    done
-    echo "$v"
-}
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 10000000 0 0 1000000 \
     >"$E2E_TMP/cut.out" 2>&1 &
 SLOW_PID=$!

@@ -5,6 +5,7 @@
 # Usage: e2e_load.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e-helpers.sh"
 
 e2e_start_dns
 e2e_make_policy
@@ -31,15 +32,6 @@ kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
 # 2. Overall limit: 503 limit_exceeded, once the proxy counts all 5 held
 # connections (its gauge, polled: no guess of how long accepting takes).
-wait_metric() { # NAME VALUE: polls up to ~5 s; prints the last value seen
-    local v=""
-    for _ in $(seq 1 100); do
-        v=$(e2e_metric "$1")
-        [ "$v" = "$2" ] && break
-        sleep 0.05
-    done
-    echo "$v"
-}
 e2e_start_proxy --max-connections 5 --header-timeout-ms 20000
 "$PEER" hold "127.0.0.1:$PROXY_PORT" 5 6 >/dev/null &
 HOLD_PID=$!

@@ -9,7 +9,7 @@
 # Usage: e2e_parity.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4 DEFAULT_PROXY=$5
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/dnsmasq_local.sh"
+. "$(dirname "$0")/e2e-helpers.sh"
 DATA=$PH_SOURCE_DIR/tests/proxy/data
 DNS_TIMEOUT_MS=1000
 

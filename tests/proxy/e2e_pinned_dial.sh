@@ -12,7 +12,7 @@
 # Usage: e2e_pinned_dial.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/dnsmasq_local.sh"
+. "$(dirname "$0")/e2e-helpers.sh"
 D=$E2E_DOMAIN
 REFUSING=127.0.0.2 LISTENING="127.0.0.3 127.0.0.4"
 
@@ -94,4 +94,14 @@ check "the upstream saw each tunnel on the address its log line names" \
     "$(dialed multi.$D | awk '{print $2}' | sort | paste -sd' ' -)" \
     "$(sed -n 's/^accepted //p' "$E2E_TMP/upstream.out" | sort | paste -sd' ' -)"
 check "the refused name was never dialed" "403 None" "$(dialed multi-private.$D)"
+# Passing over the refusing address must leave the proxy sound: it stops on
+# SIGTERM (nothing is open) within 5 s, with status 0.
+kill -TERM "$PROXY_PID"
+for _ in $(seq 1 100); do kill -0 "$PROXY_PID" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$PROXY_PID" 2>/dev/null; then
+    fail "proxy still running 5 s after SIGTERM ($(ps -o pcpu= -p "$PROXY_PID")% CPU)"
+    kill -KILL "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+else
+    wait "$PROXY_PID"; check "SIGTERM: the proxy exits 0 at once" "0" "$?"
+fi
 e2e_finish

@@ -1,8 +1,22 @@
-# dnsmasq_local.sh - sourced, after e2e_lib.sh, by the end-to-end scripts that
-# need DNS names of their own (e2e_lib.sh's e2e_start_dns has a fixed set).
-#
-# dnsmasq_local ARGS...: starts dnsmasq on 127.0.0.1 with ARGS (its records:
-# --host-record=..., --server=/name/...); every other name is NXDOMAIN. The
+# e2e-helpers.sh - sourced after e2e_lib.sh by the end-to-end scripts that
+# need these (not named e2e_*.sh: e2e.cmake registers those as tests).
+
+# wait_metric NAME VALUE: polls the admin /metrics until NAME equals VALUE
+# (up to ~5 s; waiting on the proxy's own count, not a guessed sleep).
+# Prints the last value seen, for the caller's check.
+wait_metric() {
+    local v=""
+    for _ in $(seq 1 100); do
+        v=$(e2e_metric "$1")
+        [ "$v" = "$2" ] && break
+        sleep 0.05
+    done
+    echo "$v"
+}
+
+# dnsmasq_local ARGS...: for scripts with DNS names of their own
+# (e2e_start_dns has a fixed set), starts dnsmasq on 127.0.0.1 with ARGS (its
+# records: --host-record=..., --server=/name/...); every other name is NXDOMAIN. The
 # port is one the kernel gave for UDP that was free for TCP too (dnsmasq
 # binds both), picked again if dnsmasq lost it meanwhile. Returns once
 # dnsmasq answers. Sets DNS_PORT (what e2e_start_proxy hands the proxy) and
