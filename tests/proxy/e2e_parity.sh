@@ -90,7 +90,7 @@ run_parity() { # name binary
         "$DNS_TIMEOUT_MS" parity "$T_PARITY" no-such-list "$T_ABSENT")
     rc=$?
     printf '%s\n' "$out" | grep -E '^(MISMATCH|WRONG|MISSING)' | head -20
-    printf '%s\n' "$out" | tail -n 2 | sed 's/^/# /'
+    printf '%s\n' "$out" | grep -E ' build: |^reasons:' | sed 's/^/# /'
     check "$1 ($(printf '%s\n' "$out" | grep ' build: ' | sed 's/^[^:]*: //'))" "0" "$rc"
 }
 
