@@ -33,10 +33,11 @@ ph_gate(grammar_refusals policyc.test_check_corpus policyc.test_check_compile_ag
         policyc.test_parse_load)
 ph_gate(private_range_every_address guard.test_addr_classify guard.test_addr_embedded
         guard.test_resolve_guard proxy.e2e_decisions proxy.e2e_default_build)
-ph_gate(pinned_dial guard.test_connect guard.test_guard_worker_example proxy.e2e_decisions)
+ph_gate(pinned_dial guard.test_connect guard.test_guard_worker_example proxy.e2e_decisions
+        proxy.e2e_pinned_dial)
 ph_gate(two_yeses guard.test_grant proxy.e2e_decisions sandbox.e2e_gvisor_proxy
         sandbox.test_escape)
-ph_gate(guard_proxy_parity proxy.e2e_default_build)
+ph_gate(guard_proxy_parity proxy.e2e_parity)
 ph_gate(timeout_by_minimum sandbox.gate_sandbox_timeout_minimum sandbox.contract.fake)
 ph_gate(no_host_path sandbox.gate_sandbox_no_host_path sandbox.test_cli)
 ph_gate(files_changed_snapshot sandbox.gate_sandbox_files_changed_snapshot sandbox.contract.fake

@@ -4,6 +4,7 @@
 # Usage: e2e_decisions.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/e2e-helpers.sh"
 
 e2e_start_dns
 e2e_make_policy
@@ -108,15 +109,28 @@ PEER_PORT=$(e2e_port 18500 18999)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 10000000 0 0 1000000 \
-    >/dev/null 2>&1 &
+    >"$E2E_TMP/cut.out" 2>&1 &
 SLOW_PID=$!
-sleep 0.5
+check "the slow transfer's tunnel is open before SIGTERM" "1" "$(wait_metric pinhole_proxy_tunnels_active 1)"
 t0=$(date +%s.%N)
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"; rc=$?
 took=$(echo "$(date +%s.%N) - $t0" | bc)
 check "past the drain deadline: exit 0" "0" "$rc"
 [ "$(echo "$took < 2.5" | bc)" = 1 ] && ok "tunnel closed at the 1 s deadline (${took}s)" || fail "drain took ${took}s"
 wait "$SLOW_PID"; src=$?
-[ "$src" != 0 ] && ok "the unfinished transfer was cut, not completed" || fail "slow transfer completed?"
-grep -q '"end":"shutdown"' "$E2E_TMP/proxy.log" && ok "its log line says end=shutdown" || fail "no end=shutdown log line"
+# Started, then cut: the client got its 200 and sent some of its 10 MB (its
+# "recv .. sent N .." line), and the proxy's log line for that tunnel says
+# end=shutdown with bytes relayed upstream.
+sent=$(awk '/^recv /{print $5}' "$E2E_TMP/cut.out")
+[ "$src" != 0 ] && [ "${sent:-0}" -gt 0 ] && [ "$sent" -lt 10000000 ] &&
+    ok "the unfinished transfer was cut, not completed ($sent of 10000000 bytes sent)" ||
+    fail "slow transfer: exit $src, sent '${sent}' of 10000000: $(head -c 200 "$E2E_TMP/cut.out")"
+up=$(/usr/bin/python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("event") == "connection" and r.get("status") == 200 and r.get("end") == "shutdown":
+        print(r["bytes_up"])' "$E2E_TMP/proxy.log")
+[ "${up:-0}" -gt 0 ] 2>/dev/null && ok "its log line says end=shutdown after $up bytes relayed upstream" ||
+    fail "no end=shutdown log line of a tunnel that relayed bytes (bytes_up '${up}')"
 e2e_finish

@@ -1,24 +1,58 @@
 /* proxy_parity.c - the guard/proxy parity check (DESIGN section 2: one
- * decision implementation). Every input of the guard's hostile destination
- * corpus (tests/data/urls/hostile.tsv, both columns "url" and "authority"
- * used as CONNECT targets) is decided twice: by the guard
- * (ph_guard_check_authority on the table) and by a running proxy (CONNECT
- * with a valid grant; its Pinhole-Reason). The reason codes must be equal.
+ * decision implementation). Run by tests/proxy/e2e_parity.sh against a
+ * running pinhole-proxy; both sides resolve through the same dnsmasq.
  *
- *   proxy_parity TABLE LIST PROXY_PORT AUTH
- * Prints each mismatch; exit 0 when none (and at least 50 inputs ran).
+ * Inputs: every row of the URL corpora, each row's input column
+ *   - tests/data/urls/differential.tsv: column 0 (a URL);
+ *   - tests/data/urls/hostile.tsv: column 2 (column 0 says "url" or
+ *     "authority");
+ * and tests/proxy/data/parity-extra.tsv (column 0, a CONNECT authority,
+ * for the reasons the corpora cannot reach; column 1 its expected reason,
+ * column 2 which grant's list decides it).
+ *
+ * Each input is decided as a CONNECT target by both enforcement points:
+ *   guard: ph_guard_check_authority on the table, then (when allowed)
+ *          ph_resolve_blocking of the canonical name with every address
+ *          checked: "allowed" or the reason code;
+ *   proxy: CONNECT <input> with a valid grant: "allowed" on 200, else its
+ *          Pinhole-Reason.
+ * A URL is also sent the way a client reaches it through a proxy: CONNECT
+ * with its authority, cut from the text (after "http[s]://", up to the first
+ * '/', '?' or '#', the scheme's default port added when none is written; no
+ * parser of ours decides what is sent). Both points decide those bytes too.
+ * And the worker's call on the URL itself (ph_guard_check_and_resolve) must
+ * say "allowed" exactly when its authority form is allowed.
+ *
+ * Fails when the two points give different reasons for any input, when a
+ * corpus row the corpus expects to parse ("ok") is not allowed, when an
+ * extra row's reason is not the expected one, or when any reason the guard
+ * can give for a destination (allowed, parse_error, ip_literal,
+ * unknown_list, not_allowlisted, port_not_allowed, dns_failure, dns_timeout,
+ * denied_address) never occurred. In a production build (not
+ * PINHOLE_TEST_LOOPBACK_UPSTREAM) the upstream's loopback address is denied,
+ * so every "allowed" is expected as denied_address instead.
+ *
+ *   proxy_parity TABLE PROXY_PORT DNS_SERVERS DNS_TIMEOUT_MS LIST TOKEN ABSENT_LIST ABSENT_TOKEN
+ * LIST/TOKEN: the allowlist's list and a grant for it; ABSENT_LIST/TOKEN: a
+ * list the table lacks and a grant naming it. DNS_TIMEOUT_MS must equal the
+ * proxy's --dns-timeout-ms.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "pinhole/addr.h"
 #include "pinhole/guard.h"
 #include "url_tsv.h"
+
+#define INPUT_MAX 20000
 
 /* Sends one CONNECT and returns the Pinhole-Reason ("allowed" on 200). */
 static void ask_proxy(int port, const char *auth, const char *target, size_t tlen, char *reason,
@@ -45,12 +79,15 @@ static void ask_proxy(int port, const char *auth, const char *target, size_t tle
     n += tlen;
     n += (size_t)snprintf(req + n, rcap - n, " HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n",
                           auth);
-    ssize_t w = write(fd, req, n);
-    free(req);
-    if (w != (ssize_t)n) {
-        close(fd);
-        return;
+    /* A refusal may come before the whole request is written (a head over
+     * 8 KiB): stop writing then and read the answer. */
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, req + off, n - off, MSG_NOSIGNAL);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
     }
+    free(req);
     char resp[4096];
     size_t got = 0;
     ssize_t r;
@@ -74,51 +111,201 @@ static void ask_proxy(int port, const char *auth, const char *target, size_t tle
     }
 }
 
+/* The destination reasons the guard can give (pinhole/guard.h). */
+static const ph_reason DEST_REASONS[] = {
+    PH_REASON_ALLOWED,          PH_REASON_PARSE_ERROR,      PH_REASON_IP_LITERAL,
+    PH_REASON_UNKNOWN_LIST,     PH_REASON_NOT_ALLOWLISTED,  PH_REASON_PORT_NOT_ALLOWED,
+    PH_REASON_DNS_FAILURE,      PH_REASON_DNS_TIMEOUT,      PH_REASON_DENIED_ADDRESS,
+};
+#define N_DEST (sizeof DEST_REASONS / sizeof DEST_REASONS[0])
+
 typedef struct parity {
     ph_guard *guard;
-    const char *list, *auth, *file;
+    ph_resolver_config dns;
+    const char *list, *token, *absent_list, *absent_token, *file;
     int port;
-    unsigned ran, mismatches;
+    bool test_build;
+    unsigned sent, urls, mismatches, wrong;
+    unsigned seen[N_DEST];
 } parity;
 
-static void row(char **cols, size_t ncol, unsigned line, void *ctx)
+/* The guard's whole decision on a CONNECT authority, as the proxy makes it. */
+static const char *guard_authority(parity *p, const char *list, const char *t, size_t len)
 {
-    parity *p = ctx;
-    static char target[20000];
-    if (ncol < 3)
-        return;
-    size_t tlen = url_tsv_unescape(cols[2], target, sizeof target, p->file, line);
     ph_verdict v;
-    ph_guard_check_authority(p->guard, p->list, target, tlen, &v, NULL);
-    const char *want = v.allowed ? "allowed" : ph_reason_code(v.reason);
+    ph_guard_check_authority(p->guard, list, t, len, &v, NULL);
+    if (!v.allowed)
+        return ph_reason_code(v.reason);
+    ph_pinned_addrs addrs;
+    ph_reason reason = PH_REASON_ALLOWED;
+    if (ph_resolve_blocking(&p->dns, v.host, v.port, &addrs, &reason, NULL) != PH_OK)
+        return ph_reason_code(reason);
+    return "allowed";
+}
+
+/* Decides t[0..len) at both points; returns the (guard's) reason. */
+static const char *both(parity *p, const char *list, const char *token, const char *t, size_t len,
+                        unsigned line, const char *what)
+{
+    const char *want = guard_authority(p, list, t, len);
     char got[64];
-    ask_proxy(p->port, p->auth, target, tlen, got, sizeof got);
-    p->ran++;
+    ask_proxy(p->port, token, t, len, got, sizeof got);
+    p->sent++;
+    for (size_t i = 0; i < N_DEST; i++)
+        if (strcmp(want, ph_reason_code(DEST_REASONS[i])) == 0)
+            p->seen[i]++;
     if (strcmp(want, got) != 0) {
         p->mismatches++;
-        printf("MISMATCH %s:%u (%s %s): guard %s, proxy %s\n", p->file, line, cols[0], cols[2],
-               want, got);
+        printf("MISMATCH %s:%u %s \"%.*s\": guard %s, proxy %s\n", p->file, line, what,
+               len > 120 ? 120 : (int)len, t, want, got);
     }
+    return want;
+}
+
+/* What a client sends in CONNECT for url (see the header); 0 when url is not
+ * "http://" or "https://" (any case) followed by something. */
+static size_t url_authority(const char *url, size_t len, char *out, size_t cap)
+{
+    size_t skip;
+    const char *port;
+    if (len > 7 && strncasecmp(url, "http://", 7) == 0) {
+        skip = 7;
+        port = ":80";
+    } else if (len > 8 && strncasecmp(url, "https://", 8) == 0) {
+        skip = 8;
+        port = ":443";
+    } else {
+        return 0;
+    }
+    size_t end = skip;
+    while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#')
+        end++;
+    size_t n = end - skip;
+    if (n + 7 > cap)
+        return 0;
+    memcpy(out, url + skip, n);
+    const char *bracket = memchr(out, ']', n);
+    const char *tail = bracket ? bracket : out;
+    if (memchr(tail, ':', n - (size_t)(tail - out)) == NULL) {
+        memcpy(out + n, port, strlen(port));
+        n += strlen(port);
+    }
+    out[n] = '\0';
+    return n;
+}
+
+/* "allowed" as a production build sees it: the upstream is on loopback. */
+static const char *as_built(const parity *p, const char *reason)
+{
+    if (!p->test_build && strcmp(reason, "allowed") == 0)
+        return "denied_address";
+    return reason;
+}
+
+static void expect(parity *p, unsigned line, const char *what, const char *want, const char *got)
+{
+    if (strcmp(as_built(p, want), got) != 0) {
+        p->wrong++;
+        printf("WRONG %s:%u %s: expected %s, got %s\n", p->file, line, what, as_built(p, want),
+               got);
+    }
+}
+
+static void corpus_input(parity *p, const char *in, bool is_url, bool expect_ok, unsigned line)
+{
+    static char t[INPUT_MAX], a[INPUT_MAX];
+    size_t len = url_tsv_unescape(in, t, sizeof t, p->file, line);
+    const char *verbatim = both(p, p->list, p->token, t, len, line, "input");
+    if (!is_url) {
+        if (expect_ok)
+            expect(p, line, "\"ok\" authority", "allowed", verbatim);
+        return;
+    }
+    p->urls++;
+    ph_verdict v;
+    ph_pinned_addrs addrs;
+    ph_guard_check_and_resolve(p->guard, p->list, t, len, &v, &addrs, NULL);
+    const char *worker = v.allowed ? "allowed" : ph_reason_code(v.reason);
+    size_t alen = url_authority(t, len, a, sizeof a);
+    const char *proxied = alen ? both(p, p->list, p->token, a, alen, line, "authority of") : "-";
+    if (expect_ok) {
+        expect(p, line, "\"ok\" URL (worker's check)", "allowed", worker);
+        expect(p, line, "\"ok\" URL (its authority through the proxy)", "allowed", proxied);
+    } else if (strcmp(worker, "allowed") == 0 && strcmp(proxied, "allowed") != 0) {
+        p->wrong++;
+        printf("WRONG %s:%u the worker may dial it, the proxy refuses its authority (%s)\n",
+               p->file, line, proxied);
+    }
+}
+
+static void hostile_row(char **cols, size_t ncol, unsigned line, void *ctx)
+{
+    if (ncol >= 3)
+        corpus_input(ctx, cols[2], strcmp(cols[0], "url") == 0, strcmp(cols[1], "ok") == 0, line);
+}
+
+static void differential_row(char **cols, size_t ncol, unsigned line, void *ctx)
+{
+    if (ncol >= 2)
+        corpus_input(ctx, cols[0], true, strcmp(cols[1], "ok") == 0, line);
+}
+
+static void extra_row(char **cols, size_t ncol, unsigned line, void *ctx)
+{
+    parity *p = ctx;
+    static char t[INPUT_MAX];
+    if (ncol < 3) {
+        p->wrong++;
+        printf("WRONG %s:%u: expected input, expect, list\n", p->file, line);
+        return;
+    }
+    bool absent = strcmp(cols[2], "absent") == 0;
+    size_t len = url_tsv_unescape(cols[0], t, sizeof t, p->file, line);
+    const char *got = both(p, absent ? p->absent_list : p->list,
+                           absent ? p->absent_token : p->token, t, len, line, "input");
+    expect(p, line, cols[3 < ncol ? 3 : 0], cols[1], got);
 }
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: proxy_parity TABLE LIST PROXY_PORT AUTH\n");
+    if (argc != 9) {
+        fprintf(stderr, "usage: proxy_parity TABLE PROXY_PORT DNS_SERVERS DNS_TIMEOUT_MS LIST "
+                        "TOKEN ABSENT_LIST ABSENT_TOKEN\n");
         return 2;
     }
-    parity p = { .list = argv[2], .port = atoi(argv[3]), .auth = argv[4] };
+    signal(SIGPIPE, SIG_IGN);
+    parity p = { .port = atoi(argv[2]),
+                 .dns = { .servers = argv[3], .timeout_ms = (unsigned)atoi(argv[4]) },
+                 .list = argv[5], .token = argv[6], .absent_list = argv[7],
+                 .absent_token = argv[8], .test_build = ph_build_is_test_loopback() };
+    ph_guard_options opts = { .dns_servers = p.dns.servers, .dns_timeout_ms = p.dns.timeout_ms };
     ph_diag d = { 0 };
-    if (ph_guard_open(argv[1], NULL, &p.guard, &d) != PH_OK) {
+    if (ph_guard_open(argv[1], &opts, &p.guard, &d) != PH_OK) {
         fprintf(stderr, "guard: %s\n", d.message);
         return 1;
     }
-    static const char *const corpora[] = { "hostile.tsv", "differential.tsv" };
-    for (size_t i = 0; i < sizeof corpora / sizeof corpora[0]; i++) {
-        p.file = corpora[i];
-        url_tsv_for_each_row(corpora[i], row, &p);
-    }
+    p.file = "hostile.tsv";
+    unsigned rows = url_tsv_for_each_row(p.file, hostile_row, &p);
+    p.file = "differential.tsv";
+    rows += url_tsv_for_each_row(p.file, differential_row, &p);
+    /* url_tsv reads below tests/data/urls/. */
+    p.file = "../../proxy/data/parity-extra.tsv";
+    rows += url_tsv_for_each_row(p.file, extra_row, &p);
     ph_guard_close(&p.guard);
-    printf("%u inputs, %u mismatches\n", p.ran, p.mismatches);
-    return (p.mismatches == 0 && p.ran >= 50) ? 0 : 1;
+
+    printf("%s build: %u rows, %u inputs decided by both (%u URLs also as their authority), "
+           "%u mismatches, %u wrong verdicts\nreasons:",
+           p.test_build ? "test-loopback" : "production", rows, p.sent, p.urls, p.mismatches,
+           p.wrong);
+    unsigned missing = 0;
+    for (size_t i = 0; i < N_DEST; i++)
+        printf(" %s=%u", ph_reason_code(DEST_REASONS[i]), p.seen[i]);
+    printf("\n");
+    for (size_t i = 0; i < N_DEST; i++) {
+        if (p.seen[i] == 0 && (p.test_build || DEST_REASONS[i] != PH_REASON_ALLOWED)) {
+            printf("MISSING reason %s: no input gave it\n", ph_reason_code(DEST_REASONS[i]));
+            missing++;
+        }
+    }
+    return (p.mismatches == 0 && p.wrong == 0 && missing == 0 && p.sent >= 1000) ? 0 : 1;
 }
