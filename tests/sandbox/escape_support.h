@@ -96,8 +96,9 @@ typedef struct esc_fake_expectation {
 int esc_negative_control(const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
                          CMFixtureFunction teardown, const esc_fake_expectation *expected);
 
-/* Points TMPDIR at <build dir>/escape-tmp (created), so every host-side
- * file of the test is outside /tmp. */
+/* Points TMPDIR at <build dir>/escape-tmp (created), or at
+ * /var/tmp/pinhole-escape-tmp when the build tree is under /tmp, so every
+ * host-side file of the test is outside /tmp. */
 void esc_use_build_tmpdir(void);
 
 #endif
