@@ -81,7 +81,7 @@ static ph_status fake_create(const ph_mech_create_args *args, void **state, ph_d
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
     fs->namespaces = !ph_fake_force_plain && namespaces_work();
-    if (fs->namespaces && mkdir(fs->root_dir, 0700) != 0 && errno != EEXIST)
+    if (fs->namespaces && mkdirat(args->env_fd, "root", 0700) != 0 && errno != EEXIST)
         fs->namespaces = false;
     *state = fs;
     return PH_OK;
