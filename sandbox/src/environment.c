@@ -332,15 +332,15 @@ static void remove_contents(int root_fd)
  * at once); when something still holds the volume (a workspace capability
  * outliving destroy) its files are deleted first, so that holder finds an
  * empty directory, and the unmount is lazy. */
-static void remove_workspace(int env_fd)
+static void remove_workspace(int env_fd, const char *env_path)
 {
-    if (ph_ws_volume_unmount(env_fd, false) < 0) {
+    if (ph_ws_volume_unmount(env_fd, env_path, false) < 0) {
         int root = openat(env_fd, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root >= 0) {
             remove_contents(root);
             close(root);
         }
-        (void)ph_ws_volume_unmount(env_fd, true);
+        (void)ph_ws_volume_unmount(env_fd, env_path, true);
     }
     remove_workspace_tree(env_fd, "workspace");
 }
@@ -466,7 +466,7 @@ static void remove_env_state(ph_environment *env)
         env->ws_fd = -1;
     }
     if (env->env_fd >= 0) {
-        remove_workspace(env->env_fd);
+        remove_workspace(env->env_fd, env->state_path);
         (void)unlinkat(env->env_fd, "spec.json", 0);
         (void)unlinkat(env->env_fd, "root", AT_REMOVEDIR);
     }
@@ -492,7 +492,7 @@ static ph_status make_env_state(ph_environment *env, ph_diag *diag)
         close(ws);
     if (st == PH_OK && svc->volumes)
         st = ph_ws_volume_create(
-            env->env_fd,
+            env->env_fd, env->state_path,
             (uint64_t)(l->workspace_bytes > 0 ? l->workspace_bytes : PH_WORKSPACE_DEFAULT_BYTES),
             (uint64_t)(l->workspace_inodes > 0 ? l->workspace_inodes
                                                : PH_WORKSPACE_DEFAULT_INODES),

@@ -185,17 +185,21 @@ ph_status ph_fault_point(const char *step, ph_diag *diag);
 #define PH_WORKSPACE_MAX_INODES (64ll * 1024 * 1024)
 
 /* Makes the volume for the workspace directory env_fd/"workspace" (which
- * must exist and be empty), its root owned by uid:gid. PH_OK, or an error
+ * must exist and be empty), its root owned by uid:gid. env_path is env_fd's
+ * path (for umount2, which cannot take a descriptor of a mount it is to
+ * remove: the descriptor keeps the mount busy). PH_OK, or an error
  * with nothing left behind. */
-ph_status ph_ws_volume_create(int env_fd, uint64_t bytes, uint64_t inodes, uid_t uid, gid_t gid,
-                              ph_diag *diag);
+ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
+                              uid_t uid, gid_t gid, ph_diag *diag);
 /* Unmounts the volume on env_fd/"workspace" when one is mounted there (its
  * loop device then goes away, autoclear). lazy: made read-only, then
  * MNT_DETACH (the volume lives on, read-only, while a descriptor holds it). 0 unmounted, 1 nothing mounted,
  * -1 still mounted (EBUSY: something holds a descriptor on it). */
-int ph_ws_volume_unmount(int env_fd, bool lazy);
-/* True when the filesystem under ws_fd has no free block or no free inode
- * left (a command hit the workspace's limit). */
+int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy);
+/* True when the filesystem under ws_fd is full: less than 2 MiB (or 1/128
+ * of it, if more) of blocks, or no inode, left: a command that got ENOSPC
+ * leaves it so (a write that does not fit fails whole, so up to the size of
+ * one write can stay free). */
 bool ph_ws_volume_full(int ws_fd);
 
 /* ---- mechanisms: the internal vtable each adapter fills ---- */

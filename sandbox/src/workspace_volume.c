@@ -19,7 +19,8 @@
  *   4. fsopen/fsmount (nosuid, nodev) and move_mount onto the workspace
  *      directory's descriptor, never onto a path string;
  *   5. lost+found is removed so the workspace starts empty.
- * Removal unmounts (the loop device then detaches by itself: autoclear).
+ * Removal unmounts (the loop device then detaches by itself: autoclear);
+ * umount2 is the one call given a path (see ph_ws_volume_unmount).
  */
 #include "sandbox-int.h"
 
@@ -138,7 +139,7 @@ static ph_status mount_on(const char *dev, int target_fd, ph_diag *diag)
     return st;
 }
 
-ph_status ph_ws_volume_create(int env_fd, uint64_t bytes, uint64_t inodes, uid_t uid, gid_t gid,
+ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes, uid_t uid, gid_t gid,
                               ph_diag *diag)
 {
     ph_status st;
@@ -185,33 +186,34 @@ ph_status ph_ws_volume_create(int env_fd, uint64_t bytes, uint64_t inodes, uid_t
         if (st == PH_OK)
             st = ph_fault_point("volume_ready", diag);
         if (st != PH_OK)
-            (void)ph_ws_volume_unmount(env_fd, true);
+            (void)ph_ws_volume_unmount(env_fd, env_path, true);
     }
     return st;
 }
 
-int ph_ws_volume_unmount(int env_fd, bool lazy)
+int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy)
 {
     struct stat env_sb, ws_sb;
     int ws = openat(env_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ws < 0)
         return 1;
-    int rc = 1;
-    if (fstat(env_fd, &env_sb) == 0 && fstat(ws, &ws_sb) == 0 && ws_sb.st_dev != env_sb.st_dev) {
-        /* The descriptor is the mount's root, opened without following
-         * anything: unmount the mount it names (through /proc/self/fd, never
-         * the path string). */
-        char self[64];
-        snprintf(self, sizeof self, "/proc/self/fd/%d", ws);
-        if (lazy) {
-            /* Whoever still holds it must not write into it any more. */
-            struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
-            (void)mount_setattr(ws, "", AT_EMPTY_PATH, &ro, sizeof ro);
-        }
-        rc = umount2(self, lazy ? MNT_DETACH : 0) == 0 ? 0 : -1;
+    bool mounted =
+        fstat(env_fd, &env_sb) == 0 && fstat(ws, &ws_sb) == 0 && ws_sb.st_dev != env_sb.st_dev;
+    if (mounted && lazy) {
+        /* Whoever still holds it must not write into it any more. */
+        struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+        (void)mount_setattr(ws, "", AT_EMPTY_PATH, &ro, sizeof ro);
     }
+    /* A descriptor on the mount keeps it busy, so umount2 needs the path:
+     * env_path is the verified state directory chain (only root can change
+     * a component of it) and UMOUNT_NOFOLLOW refuses a symlink at the end. */
     close(ws);
-    return rc;
+    if (!mounted)
+        return 1;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/workspace", env_path) >= (int)sizeof path)
+        return -1;
+    return umount2(path, UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0 ? 0 : -1;
 }
 
 bool ph_ws_volume_full(int ws_fd)
@@ -219,7 +221,8 @@ bool ph_ws_volume_full(int ws_fd)
     struct statvfs v;
     if (fstatvfs(ws_fd, &v) != 0)
         return false;
-    /* ext4 keeps a handful of blocks it cannot hand to a file of any size
-     * (metadata of the next extent): below 16 blocks the next write fails. */
-    return v.f_bavail < 16 || v.f_favail == 0;
+    uint64_t left = (uint64_t)v.f_bavail * v.f_frsize;
+    uint64_t total = (uint64_t)v.f_blocks * v.f_frsize;
+    uint64_t floor = total / 128 > (2u << 20) ? total / 128 : (2u << 20);
+    return left < floor || v.f_favail == 0;
 }

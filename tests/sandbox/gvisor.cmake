@@ -39,3 +39,27 @@ if(TARGET pinhole-proxy-testloopback AND TARGET proxy_e2e_peer AND TARGET pinhol
     set_tests_properties(sandbox.e2e_gvisor_proxy PROPERTIES
         LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 120)
 endif()
+
+# The host side of the sandbox: a hostile state directory, workspace
+# limits, cleanup after every failure, an unchanged root filesystem. Run as
+# root; the mechanism tests exit 77 when theirs is not available here.
+if(TARGET sandbox.test_state_dir_hostile)
+    set_tests_properties(sandbox.test_state_dir_hostile PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+foreach(name test_workspace_quota test_create_failure_cleanup test_rootfs_unchanged)
+    if(TARGET sandbox.${name})
+        target_sources(sandbox.${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR}/escape_support.c)
+        add_dependencies(sandbox.${name} pinhole-forwarder)
+        if(TARGET pinhole-sandbox-rootfs)
+            add_dependencies(sandbox.${name} pinhole-sandbox-rootfs)
+        endif()
+        set_tests_properties(sandbox.${name} PROPERTIES
+            LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 300)
+        if(NOT name STREQUAL "test_rootfs_unchanged")
+            add_test(NAME sandbox.${name}.docker COMMAND sandbox.${name} docker
+                     WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+            set_tests_properties(sandbox.${name}.docker PROPERTIES
+                LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 300)
+        endif()
+    endif()
+endforeach()
