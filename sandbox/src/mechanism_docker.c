@@ -337,9 +337,16 @@ static void docker_destroy(void **state)
     if (state == NULL || *state == NULL)
         return;
     docker_state *ds = *state;
+    /* rm can fail while the engine is busy with the container ("removal
+     * in progress"): try again, a container left behind would keep the
+     * workspace and its processes alive. */
     const char *rm[] = {ds->docker, "rm", "--force", ds->name, NULL};
-    if (ph_fault_point("docker_rm", NULL) == PH_OK)
-        (void)docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (ph_fault_point("docker_rm", NULL) == PH_OK &&
+            docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL) == PH_OK)
+            break;
+        usleep(200 * 1000);
+    }
     (void)ph_gvisor_remove_tree(ds->env_fd, "docker");
     free_state(ds);
     *state = NULL;
