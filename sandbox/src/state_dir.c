@@ -120,7 +120,10 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         }
         const char *rest = p;
         char peek[256];
-        bool last = !next_component(&rest, peek, sizeof peek, &too_long);
+        bool last;
+        do /* "." components after this one do not make it an ancestor */
+            last = !next_component(&rest, peek, sizeof peek, &too_long);
+        while (!last && strcmp(peek, ".") == 0);
         used += (size_t)snprintf(canon + used, STATE_PATH_MAX - used, "/%s", comp);
         /* Missing components are made: ancestors 0755, the directory 0700. */
         if (mkdirat(dir, comp, last ? 0700 : 0755) != 0 && errno != EEXIST) {

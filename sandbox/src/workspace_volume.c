@@ -139,8 +139,8 @@ static ph_status mount_on(const char *dev, int target_fd, ph_diag *diag)
     return st;
 }
 
-ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes, uid_t uid, gid_t gid,
-                              ph_diag *diag)
+ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
+                              uid_t uid, gid_t gid, ph_diag *diag)
 {
     ph_status st;
     if ((st = ph_fault_point("volume_image", diag)) != PH_OK)
