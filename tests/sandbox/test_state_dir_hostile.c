@@ -63,14 +63,41 @@ static ph_status open_on(const char *dir, ph_execution_service **svc, ph_diag *d
     return ph_execution_service_open(&cfg, svc, diag);
 }
 
+static void assert_code(const ph_diag *diag, const char *code)
+{
+    if (strstr(diag->message, code) != diag->message)
+        fail_msg("expected %s, got: %s", code, diag->message);
+}
+
 static void expect_refused(const char *dir, const char *code)
 {
     ph_execution_service *svc = NULL;
     ph_diag diag = {0};
     assert_int_equal(open_on(dir, &svc, &diag), PH_E_DENIED);
     assert_null(svc);
-    if (strstr(diag.message, code) != diag.message)
-        fail_msg("expected %s, got: %s", code, diag.message);
+    assert_code(&diag, code);
+}
+
+/* A service on the new directory g_top/name (its path in dir). */
+static ph_execution_service *open_named(const char *name, char dir[static 512])
+{
+    snprintf(dir, 512, "%s/%s", g_top, name);
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    if (open_on(dir, &svc, &diag) != PH_OK)
+        fail_msg("service open: %s", diag.message);
+    return svc;
+}
+
+static ph_environment_spec fake_spec(void)
+{
+    ph_environment_spec s;
+    memset(&s, 0, sizeof s);
+    s.tenant = "t1";
+    s.lease = "l1";
+    s.mechanism = PH_MECHANISM_FAKE;
+    ph_sandbox_limits_init(&s.limits);
+    return s;
 }
 
 static void test_precreated_by_another_user(void **state)
@@ -173,12 +200,7 @@ static void test_created_when_absent(void **state)
 /* A CLI-style environment: created, spec saved, handle detached. */
 static void make_detached(ph_execution_service *svc, char id[32])
 {
-    ph_environment_spec s;
-    memset(&s, 0, sizeof s);
-    s.tenant = "t1";
-    s.lease = "l1";
-    s.mechanism = PH_MECHANISM_FAKE;
-    ph_sandbox_limits_init(&s.limits);
+    ph_environment_spec s = fake_spec();
     ph_environment *env = NULL;
     ph_diag diag = {0};
     assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_OK);
@@ -194,18 +216,15 @@ static void expect_reattach_refused(ph_execution_service *svc, const char *id, c
     ph_status st = ph_environment_reattach(svc, id, &env, &diag);
     assert_int_not_equal(st, PH_OK);
     assert_null(env);
-    if (strstr(diag.message, code) != diag.message)
-        fail_msg("expected %s, got: %s", code, diag.message);
+    assert_code(&diag, code);
 }
 
 static void test_swapped_spec(void **state)
 {
     (void)state;
     char dir[512], spec[600], evil[600];
-    snprintf(dir, sizeof dir, "%s/svc", g_top);
-    ph_execution_service *svc = NULL;
+    ph_execution_service *svc = open_named("svc", dir);
     ph_diag diag = {0};
-    assert_int_equal(open_on(dir, &svc, &diag), PH_OK);
     char id[32];
     make_detached(svc, id);
     snprintf(spec, sizeof spec, "%s/%s/spec.json", dir, id);
@@ -310,16 +329,9 @@ static void test_proxy_socket_must_be_a_socket(void **state)
 {
     (void)state;
     char dir[512], sock[600], link[600];
-    snprintf(dir, sizeof dir, "%s/sock-svc", g_top);
-    ph_execution_service *svc = NULL;
+    ph_execution_service *svc = open_named("sock-svc", dir);
     ph_diag diag = {0};
-    assert_int_equal(open_on(dir, &svc, &diag), PH_OK);
-    ph_environment_spec s;
-    memset(&s, 0, sizeof s);
-    s.tenant = "t1";
-    s.lease = "l1";
-    s.mechanism = PH_MECHANISM_FAKE;
-    ph_sandbox_limits_init(&s.limits);
+    ph_environment_spec s = fake_spec();
     s.network.grant_token = "grant";
     ph_environment *env = NULL;
     const char *bad[] = {"/", "/etc/passwd", "/nonexistent/proxy.sock"};
