@@ -22,6 +22,7 @@
 #define DEFAULT_OUTPUT_BYTES (1024 * 1024)
 #define MAX_OUTPUT_BYTES (64 * 1024 * 1024)
 #define ENV_ID_LEN 20 /* "env-" + 16 hex */
+#define PROXY_PIN "proxy.sock" /* <env>/proxy.sock: the pinned proxy socket */
 
 struct ph_execution_service {
     ph_service_mode mode;
@@ -41,6 +42,7 @@ struct ph_environment {
     int env_fd;           /* the verified <state_dir>/<id> */
     char *state_path;     /* host: <state_dir>/<id> */
     char *workspace_path; /* host: <state_path>/workspace */
+    char *proxy_path;     /* host: the proxy socket the mechanism mounts, or NULL */
     int ws_fd;            /* O_PATH on the workspace root */
     uid_t uid;            /* this environment's own host identity */
     gid_t gid;
@@ -377,6 +379,7 @@ static void env_free(ph_environment *env)
     ph_spec_copy_clear(&env->spec);
     free(env->state_path);
     free(env->workspace_path);
+    free(env->proxy_path);
     free(env);
 }
 
@@ -467,6 +470,7 @@ static void remove_env_state(ph_environment *env)
     }
     if (env->env_fd >= 0) {
         remove_workspace(env->env_fd, env->state_path);
+        ph_state_unpin(env->env_fd, env->state_path, PROXY_PIN);
         (void)unlinkat(env->env_fd, "spec.json", 0);
         (void)unlinkat(env->env_fd, "root", AT_REMOVEDIR);
     }
@@ -490,6 +494,9 @@ static ph_status make_env_state(ph_environment *env, ph_diag *diag)
         st = ph_state_mkdir(env->env_fd, "workspace", 0755, true, &ws, diag);
     if (ws >= 0)
         close(ws);
+    if (st == PH_OK && svc->volumes && env->spec.spec.network.grant_token != NULL)
+        st = ph_state_pin_socket(env->env_fd, PROXY_PIN, env->spec.spec.network.proxy_socket_path,
+                                 diag);
     if (st == PH_OK && svc->volumes)
         st = ph_ws_volume_create(
             env->env_fd, env->state_path,
@@ -537,6 +544,16 @@ static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *
             st = ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
                              "cannot open the workspace of %s: %s", id, strerror(errno));
     }
+    if (st == PH_OK && env->spec.spec.network.grant_token != NULL) {
+        /* gvisor and docker mount the pinned socket; fake (no mounts, maybe
+         * unprivileged) the spec's path. */
+        if (svc->volumes && asprintf(&env->proxy_path, "%s/%s", env->state_path, PROXY_PIN) < 0)
+            env->proxy_path = NULL;
+        if (!svc->volumes)
+            env->proxy_path = strdup(env->spec.spec.network.proxy_socket_path);
+        if (env->proxy_path == NULL)
+            st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
     if (st == PH_OK) {
         ph_env_inputs in = {
             .lease = env->spec.spec.lease,
@@ -555,6 +572,7 @@ static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *
                                 .workspace_dir = env->workspace_path,
                                 .uid = env->uid,
                                 .gid = env->gid,
+                                .proxy_socket = env->proxy_path,
                                 .spec = &env->spec.spec};
     if (st == PH_OK && (st = ph_fault_point("mechanism_create", diag)) == PH_OK)
         st = svc->ops->create(&args, &env->mech, diag);

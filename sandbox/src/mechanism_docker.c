@@ -213,7 +213,7 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
         (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK)
         goto fail;
     if (!mount_safe(args->workspace_dir) || !mount_safe(forwarder) ||
-        (granted && !mount_safe(spec->network.proxy_socket_path))) {
+        (granted && !mount_safe(args->proxy_socket))) {
         st = ph_diag_set(diag, PH_E_INVAL, 0, "a path for a docker mount contains a comma");
         goto fail;
     }
@@ -254,7 +254,7 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     snprintf(init_mount, sizeof init_mount, "type=bind,source=%s,target=%s,readonly", forwarder,
              init_path);
     snprintf(sock_mount, sizeof sock_mount, "type=bind,source=%s,target=%s",
-             granted ? spec->network.proxy_socket_path : "", PH_OCI_PROXY_SOCKET);
+             granted ? args->proxy_socket : "", PH_OCI_PROXY_SOCKET);
     uint64_t mem = spec->limits.memory_bytes > 0 ? (uint64_t)spec->limits.memory_bytes
                                                  : PH_GVISOR_DEFAULT_MEMORY;
     snprintf(memory, sizeof memory, "%llu", (unsigned long long)mem);

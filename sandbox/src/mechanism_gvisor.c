@@ -340,7 +340,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         .rootfs = rootfs,
         .workspace = args->workspace_dir,
         .forwarder = forwarder,
-        .proxy_socket = granted ? spec->network.proxy_socket_path : NULL,
+        .proxy_socket = granted ? args->proxy_socket : NULL,
         .forwarder_port = spec->network.proxy_port ? spec->network.proxy_port : 3128,
         .uid = gs->uid,
         .gid = gs->gid,

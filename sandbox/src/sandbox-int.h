@@ -161,6 +161,17 @@ ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, p
  * S_ISSOCK); PH_E_INVAL (proxy_socket_*) otherwise. */
 ph_status ph_state_check_socket(const char *path, ph_diag *diag);
 
+/* Pins the proxy socket: checks socket_path as ph_state_check_socket does,
+ * then bind-mounts that very inode (open_tree of the checked descriptor,
+ * move_mount) onto a new file dir_fd/name. The runtimes are given the
+ * pinned path, below the state directory, so swapping the operator's path
+ * for a directory after the check changes nothing (root only: mounts). */
+ph_status ph_state_pin_socket(int dir_fd, const char *name, const char *socket_path,
+                              ph_diag *diag);
+/* Unmounts and removes dir_fd/name made by ph_state_pin_socket (dir_path is
+ * dir_fd's path, for umount2). No effect when absent. */
+void ph_state_unpin(int dir_fd, const char *dir_path, const char *name);
+
 /* ---- fault injection (tests) ----
  * Every step of create, execute and destroy that makes or removes something
  * calls ph_fault_point(step) first; when a test has set ph_sandbox_fault and
@@ -216,6 +227,10 @@ typedef struct ph_mech_create_args {
     const char *workspace_dir;   /* host: the directory commands see at /workspace */
     uid_t uid;                   /* host identity of every sandbox process */
     gid_t gid;
+    /* With a grant: the host path of the proxy socket to mount, pinned
+     * under the environment's directory (ph_state_pin_socket) where the
+     * service can mount, else the spec's; NULL without a grant. */
+    const char *proxy_socket;
     const ph_environment_spec *spec;
 } ph_mech_create_args;
 

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -353,4 +354,56 @@ ph_status ph_fault_point(const char *step, ph_diag *diag)
     if (st != PH_OK)
         return ph_diag_set(diag, st, 0, "fault_injected: %s", step);
     return PH_OK;
+}
+
+/* ---- the proxy socket, pinned ---- */
+
+ph_status ph_state_pin_socket(int dir_fd, const char *name, const char *socket_path, ph_diag *diag)
+{
+    ph_status st = ph_state_check_socket(socket_path, diag);
+    if (st != PH_OK)
+        return st;
+    int sock = open(socket_path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat sb;
+    if (sock < 0 || fstat(sock, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
+        if (sock >= 0)
+            close(sock);
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "proxy_socket_not_socket: spec.network.proxy_socket_path changed");
+    }
+    int stub = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (stub < 0) {
+        int e = errno;
+        close(sock);
+        return ph_diag_set(diag, PH_E_IO, 0, "proxy_socket_pin_failed: %s", strerror(e));
+    }
+    close(stub);
+    /* A detached bind mount of the very inode checked above, attached onto
+     * the stub: what runsc or docker later open is that socket, whatever
+     * happens to the operator's path meanwhile. */
+    int tree = open_tree(sock, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    st = ph_fault_point("proxy_pin", diag);
+    if (st == PH_OK && (tree < 0 || move_mount(tree, "", dir_fd, name, MOVE_MOUNT_F_EMPTY_PATH) != 0))
+        st = ph_diag_set(diag, PH_E_IO, 0, "proxy_socket_pin_failed: %s", strerror(errno));
+    if (tree >= 0)
+        close(tree);
+    close(sock);
+    if (st != PH_OK)
+        (void)unlinkat(dir_fd, name, 0);
+    return st;
+}
+
+void ph_state_unpin(int dir_fd, const char *dir_path, const char *name)
+{
+    struct stat sb;
+    if (fstatat(dir_fd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return;
+    /* The socket may live on the state directory's filesystem, so st_dev
+     * cannot tell a mount point: unmount whatever is there (EINVAL when
+     * nothing is), then remove the stub. */
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/%s", dir_path, name) < (int)sizeof path &&
+        umount2(path, UMOUNT_NOFOLLOW) != 0 && errno != EINVAL)
+        (void)umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH);
+    (void)unlinkat(dir_fd, name, 0);
 }

@@ -198,7 +198,8 @@ static void test_every_failure_cleans_up(void **state)
     printf("\n");
     /* The steps that must be among them (a renamed one would silently
      * shrink the test). */
-    static const char *const expected[] = {"env_dir", "id_claim", "workspace_dir", "volume_image",
+    static const char *const expected[] = {"env_dir", "id_claim", "workspace_dir", "proxy_pin",
+                                           "volume_image",
                                            "volume_loop", "volume_mkfs", "volume_mount",
                                            "volume_ready", "mechanism_create", "spec_write",
                                            "exec_snapshot", "exec_mechanism"};

@@ -360,6 +360,51 @@ static void test_proxy_socket_must_be_a_socket(void **state)
     ph_execution_service_close(&svc);
 }
 
+static void test_pinned_socket_survives_a_swap(void **state)
+{
+    (void)state;
+    /* The proxy socket checked at create is the one the runtime mounts,
+     * even if its path is swapped for a directory right after the check. */
+    char dir[512], sock[600], pinned[600];
+    snprintf(dir, sizeof dir, "%s/pin", g_top);
+    snprintf(sock, sizeof sock, "%s/pin-proxy.sock", g_top);
+    snprintf(pinned, sizeof pinned, "%s/proxy.sock", dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(listener, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(listener, 4), 0);
+    struct stat orig;
+    assert_int_equal(stat(sock, &orig), 0);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    ph_diag diag = {0};
+    assert_int_equal(ph_state_pin_socket(fd, "proxy.sock", sock, &diag), PH_OK);
+    assert_int_equal(unlink(sock), 0);
+    assert_int_equal(mkdir(sock, 0777), 0); /* the swap */
+    struct stat sb;
+    assert_int_equal(stat(pinned, &sb), 0);
+    assert_true(S_ISSOCK(sb.st_mode));
+    assert_int_equal(sb.st_ino, orig.st_ino);
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un pa = {.sun_family = AF_UNIX};
+    assert_true(strlen(pinned) < sizeof pa.sun_path);
+    memcpy(pa.sun_path, pinned, strlen(pinned) + 1);
+    assert_int_equal(connect(c, (struct sockaddr *)&pa, sizeof pa), 0);
+    int a = accept(listener, NULL, NULL);
+    assert_true(a >= 0);
+    close(a);
+    close(c);
+    /* A directory is refused as the socket to pin. */
+    assert_int_equal(ph_state_pin_socket(fd, "other.sock", sock, &diag), PH_E_INVAL);
+    ph_state_unpin(fd, dir, "proxy.sock");
+    assert_int_equal(entries_in(dir), 0);
+    close(fd);
+    close(listener);
+    assert_int_equal(rmdir(sock), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -376,6 +421,7 @@ int main(void)
         cmocka_unit_test(test_swapped_spec),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
+        cmocka_unit_test(test_pinned_socket_survives_a_swap),
     };
     return cmocka_run_group_tests(tests, top_setup, top_teardown);
 }
