@@ -92,7 +92,8 @@ static void fake_destroy(void **state)
     if (state == NULL || *state == NULL)
         return;
     fake_state *fs = *state;
-    (void)rmdir(fs->root_dir);
+    /* <env>/root goes with the environment's directory (environment.c
+     * removes it through the directory's descriptor). */
     free(fs->workspace_dir);
     free(fs->root_dir);
     free(fs);

@@ -207,8 +207,8 @@ ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, 
  * MNT_DETACH (the volume lives on, read-only, while a descriptor holds it). 0 unmounted, 1 nothing mounted,
  * -1 still mounted (EBUSY: something holds a descriptor on it). */
 int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy);
-/* True when the filesystem under ws_fd is full: less than 2 MiB (or 1/128
- * of it, if more) of blocks, or no inode, left: a command that got ENOSPC
+/* True when the filesystem under ws_fd is full: less than 1/128 of it
+ * (at least 2 MiB, at most 16 MiB) of blocks, or no inode, left: a command that got ENOSPC
  * leaves it so (a write that does not fit fails whole, so up to the size of
  * one write can stay free). */
 bool ph_ws_volume_full(int ws_fd);

@@ -223,6 +223,7 @@ bool ph_ws_volume_full(int ws_fd)
         return false;
     uint64_t left = (uint64_t)v.f_bavail * v.f_frsize;
     uint64_t total = (uint64_t)v.f_blocks * v.f_frsize;
-    uint64_t floor = total / 128 > (2u << 20) ? total / 128 : (2u << 20);
+    uint64_t floor = total / 128;
+    floor = floor < (2u << 20) ? (2u << 20) : floor > (16u << 20) ? (16u << 20) : floor;
     return left < floor || v.f_favail == 0;
 }
