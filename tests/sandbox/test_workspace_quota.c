@@ -132,6 +132,18 @@ static void test_defaults_and_sparse_files(void **state)
                     "ls -l /workspace/sparse");
     assert_true(sbx_contains(r->out.data, r->out.len, "3221225472"));
     ph_execution_result_free(&r);
+    /* What export does with it (the same limit, the artifact store's
+     * default): refused by size before a byte is read. */
+    ph_workspace *ws = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_workspace(env, &ws, &diag), PH_OK);
+    int fd = -1;
+    ph_ws_stat st;
+    assert_int_equal(ph_workspace_open_read(ws, "sparse", PH_WORKSPACE_DEFAULT_BYTES, &fd, &st,
+                                            &diag),
+                     PH_E_LIMIT);
+    assert_int_equal(fd, -1);
+    ph_workspace_close(&ws);
     ph_environment_destroy(&env);
 }
 
