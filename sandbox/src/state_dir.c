@@ -127,7 +127,8 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         while (!last && strcmp(peek, ".") == 0);
         used += (size_t)snprintf(canon + used, STATE_PATH_MAX - used, "/%s", comp);
         /* Missing components are made: ancestors 0755, the directory 0700. */
-        if (mkdirat(dir, comp, last ? 0700 : 0755) != 0 && errno != EEXIST) {
+        bool made = mkdirat(dir, comp, last ? 0700 : 0755) == 0;
+        if (!made && errno != EEXIST) {
             st = ph_diag_set(diag, PH_E_IO, 0, "state_dir_create_failed: %s: %s", canon,
                              strerror(errno));
             goto out;
@@ -145,6 +146,8 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         }
         close(dir);
         dir = next;
+        if (made && last)
+            (void)fchmod(dir, 0700); /* whatever the umask left */
         if (fstat(dir, &sb) != 0) {
             st = ph_diag_set(diag, PH_E_IO, 0, "state_dir_unreadable: %s", canon);
             goto out;
