@@ -59,8 +59,8 @@ static void test_bytes_limit(void **state)
     (void)state;
     ph_environment *env = limited_env();
     uint64_t before = host_free_bytes();
-    /* Four times the limit: the write must stop at the limit. */
-    ph_execution_result *r = esc_sh(env, "dd if=/dev/zero of=/workspace/fill bs=1M count=256 "
+    /* Sixteen times the limit: the write must stop at the limit. */
+    ph_execution_result *r = esc_sh(env, "dd if=/dev/zero of=/workspace/fill bs=1M count=1024 "
                                          "2>&1; echo rc=$?; ls -l /workspace/fill");
     uint64_t after = host_free_bytes();
     printf("# dd: %.*s\n", (int)r->out.len, (const char *)r->out.data);
@@ -71,12 +71,13 @@ static void test_bytes_limit(void **state)
     assert_non_null(c);
     assert_true(c->size <= (uint64_t)LIMIT_BYTES);
     assert_true(c->size >= (uint64_t)LIMIT_BYTES / 2);
-    /* The host lost at most the limit (other tests share the disk: allow
-     * a few MiB of their noise, never the 256 MiB the command asked for). */
+    /* The host lost about the limit, never the 1 GiB the command asked for
+     * (other processes share the disk: their writes meanwhile count too, so
+     * the bound is loose; a quiet host shows the fill alone). */
     int64_t used = (int64_t)before - (int64_t)after;
     printf("# host free space used by the fill: %lld KiB (limit %lld KiB)\n",
            (long long)used / 1024, LIMIT_BYTES / 1024);
-    assert_true(used < LIMIT_BYTES + 16 * MIB);
+    assert_true(used < 3 * LIMIT_BYTES);
     ph_execution_result_free(&r);
     /* Space comes back when the file goes; the flag follows. */
     r = esc_sh(env, "rm /workspace/fill && echo ok > /workspace/small && cat /workspace/small");
