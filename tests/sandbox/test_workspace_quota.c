@@ -24,6 +24,17 @@
 
 static ph_sandbox_mechanism g_mechanism;
 static sbx_fixture g_fx;
+/* The environments of the running test: its teardown destroys what a
+ * failed assertion left (a sandbox, its volume and cgroups otherwise stay). */
+static ph_environment *g_env[2];
+
+static int destroy_left(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        ph_environment_destroy(&g_env[i]);
+    return 0;
+}
 
 static int group_setup(void **state)
 {
@@ -44,7 +55,7 @@ static ph_environment *limited_env(void)
     ph_environment_spec s = sbx_spec(&g_fx);
     s.limits.workspace_bytes = LIMIT_BYTES;
     s.limits.workspace_inodes = LIMIT_INODES;
-    return sbx_create(&g_fx, &s);
+    return g_env[0] = sbx_create(&g_fx, &s);
 }
 
 static uint64_t host_free_bytes(void)
@@ -84,7 +95,7 @@ static void test_bytes_limit(void **state)
     assert_true(sbx_contains(r->out.data, r->out.len, "ok"));
     assert_false(r->workspace_full);
     ph_execution_result_free(&r);
-    ph_environment_destroy(&env);
+    ph_environment_destroy(&g_env[0]);
 }
 
 static void test_inode_limit(void **state)
@@ -105,14 +116,14 @@ static void test_inode_limit(void **state)
      * than a group's worth (8192 per 32 MiB group at most here). */
     assert_true(r->files_changed_count < 5000);
     ph_execution_result_free(&r);
-    ph_environment_destroy(&env);
+    ph_environment_destroy(&g_env[0]);
 }
 
 static void test_defaults_and_sparse_files(void **state)
 {
     (void)state;
     ph_environment_spec s = sbx_spec(&g_fx);
-    ph_environment *env = sbx_create(&g_fx, &s);
+    ph_environment *env = g_env[0] = sbx_create(&g_fx, &s);
     /* The default limits: 1 GiB and 100000 inodes (df inside). */
     ph_execution_result *r = esc_sh(env, "df -k /workspace | tail -1; df -i /workspace | tail -1");
     printf("# default workspace: %.*s", (int)r->out.len, (const char *)r->out.data);
@@ -145,15 +156,15 @@ static void test_defaults_and_sparse_files(void **state)
                      PH_E_LIMIT);
     assert_int_equal(fd, -1);
     ph_workspace_close(&ws);
-    ph_environment_destroy(&env);
+    ph_environment_destroy(&g_env[0]);
 }
 
 static void test_each_environment_has_its_own_host_id(void **state)
 {
     (void)state;
     ph_environment_spec s = sbx_spec(&g_fx);
-    ph_environment *a = sbx_create(&g_fx, &s);
-    ph_environment *b = sbx_create(&g_fx, &s);
+    ph_environment *a = g_env[0] = sbx_create(&g_fx, &s);
+    ph_environment *b = g_env[1] = sbx_create(&g_fx, &s);
     long ids[2];
     ph_environment *envs[2] = {a, b};
     for (int i = 0; i < 2; i++) {
@@ -179,8 +190,9 @@ static void test_each_environment_has_its_own_host_id(void **state)
     struct stat sb;
     assert_int_equal(stat(g_fx.state_dir, &sb), 0);
     assert_int_equal(sb.st_mode & 0077, 0);
-    ph_environment_destroy(&a);
-    ph_environment_destroy(&b);
+    (void)a;
+    (void)b;
+    destroy_left(NULL);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -226,10 +238,10 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bytes_limit),
-        cmocka_unit_test(test_inode_limit),
-        cmocka_unit_test(test_defaults_and_sparse_files),
-        cmocka_unit_test(test_each_environment_has_its_own_host_id),
+        cmocka_unit_test_teardown(test_bytes_limit, destroy_left),
+        cmocka_unit_test_teardown(test_inode_limit, destroy_left),
+        cmocka_unit_test_teardown(test_defaults_and_sparse_files, destroy_left),
+        cmocka_unit_test_teardown(test_each_environment_has_its_own_host_id, destroy_left),
         cmocka_unit_test(test_volume_creation_cost),
     };
     char name[64];
