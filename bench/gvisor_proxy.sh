@@ -85,8 +85,11 @@ host_once() {
 }
 host_s=$(median_of host_once)
 
-STATE="$E2E_TMP/sandboxes"
-mkdir -p "$STATE"
+# The service's state directory must be its own (root, 0700, no ancestor
+# another user controls): not inside $E2E_TMP, which the proxy's user owns.
+STATE_TOP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-sandbox-bench.XXXXXX")
+STATE="$STATE_TOP/state"
+trap 'e2e_cleanup; rm -rf "$STATE_TOP"' EXIT
 SB() { "$SANDBOX" --mechanism gvisor --mode production --state-dir "$STATE" "$@"; }
 ID=$(SB create --tenant t1 --lease lease1 --grant "$TOKEN" \
         --proxy-socket "$E2E_TMP/proxy.sock" --proxy-port 3128) || { fail "create"; exit 1; }

@@ -8,8 +8,15 @@
 # wget, ...), GNU touch and dash (as /bin/sh) copied from the host
 # with their libraries (PH_ROOTFS_HOST_TOOLS), an /etc/passwd and /etc/group naming the sandbox user (uid and
 # gid 1000, "sandbox"), and empty mount points (/workspace, /tmp, /proc, /dev,
-# /sys, /run/pinhole). It is what the tests use; for a fuller Debian root
-# filesystem see docs/sandbox-gvisor.md (debootstrap).
+# /sys, /run/pinhole, and the files /run/pinhole/forwarder and
+# /run/pinhole/proxy.sock). It is what the tests use; for a fuller Debian
+# root filesystem see docs/sandbox-gvisor.md (debootstrap).
+#
+# The tree is shared read-only by every sandbox, but runsc's gofer creates
+# in it, on the host, the mount point of any bind mount that lacks one; so
+# every bind mount target exists here, with the type its source has (both
+# are files), and the gvisor mechanism refuses a tree without them. A tree
+# built by an older version of this script (no stubs) is rebuilt.
 #
 # Exit codes: 0 built (or already present), 1 failure, 2 usage error.
 set -eu
@@ -39,7 +46,10 @@ if command -v file >/dev/null 2>&1 && ! file -L "$busybox" | grep -q 'statically
 fi
 
 if [ -e "$dir/.pinhole-rootfs" ] && [ "$force" -eq 0 ]; then
-    exit 0
+    if [ -f "$dir/run/pinhole/forwarder" ] && [ -f "$dir/run/pinhole/proxy.sock" ]; then
+        exit 0
+    fi
+    force=1 # ours, from before the mount-point stubs
 fi
 if [ -d "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ] && [ "$force" -eq 0 ]; then
     echo "build-rootfs: $dir is not empty (use --force)" >&2
@@ -93,6 +103,10 @@ GROUP
 : >"$tmp/etc/hosts"
 : >"$tmp/etc/resolv.conf"
 chmod 1777 "$tmp/tmp"
+# Mount points of the bind mounts (see the top): empty, read-only files.
+: >"$tmp/run/pinhole/forwarder"
+: >"$tmp/run/pinhole/proxy.sock"
+chmod 0444 "$tmp/run/pinhole/forwarder" "$tmp/run/pinhole/proxy.sock"
 touch "$tmp/.pinhole-rootfs"
 
 rm -rf "$dir"

@@ -15,6 +15,7 @@
 #ifndef PINHOLE_SANDBOX_CGROUP_PROBE_INT_H
 #define PINHOLE_SANDBOX_CGROUP_PROBE_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "pinhole/status.h"
@@ -58,5 +59,16 @@ const char *ph_cgroup_layout_name(ph_cgroup_layout layout);
  * layout is NONE or the path does not fit in cap. */
 int ph_cgroup_file_path(const ph_cgroup_probe *p, const char *root, const char *controller,
                         const char *group, const char *file, char *out, size_t cap);
+
+/* Removes the cgroup `group` (one name, no '/') from every hierarchy
+ * under root (NULL: /sys/fs/cgroup): the v2 tree and each v1 controller
+ * tree. Processes still in it are killed (SIGKILL), child groups removed
+ * first. For what a failed or interrupted runtime leaves behind (runsc
+ * delete does not remove the cgroup of a sandbox it never started).
+ * Returns 0 when no such group is left. */
+int ph_cgroup_remove_group(const char *root, const char *group);
+
+/* True when some hierarchy under root (NULL: /sys/fs/cgroup) has `group`. */
+bool ph_cgroup_group_exists(const char *root, const char *group);
 
 #endif

@@ -2,9 +2,14 @@
  * cgroup_probe-int.h for why the gvisor mechanism needs it). */
 #include "cgroup_probe-int.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "diag-int.h"
 
@@ -126,4 +131,92 @@ int ph_cgroup_file_path(const ph_cgroup_probe *p, const char *root, const char *
     else
         return -1;
     return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+/* Kills every process listed in dir_fd's cgroup.procs, then removes the
+ * group's child groups and the group itself. 0 when it is gone. */
+static int remove_group_at(int parent_fd, const char *name, int depth)
+{
+    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    if (depth < 8) {
+        DIR *d = fdopendir(dup(fd));
+        struct dirent *de;
+        while (d != NULL && (de = readdir(d)) != NULL)
+            if (de->d_type == DT_DIR && de->d_name[0] != '.')
+                (void)remove_group_at(fd, de->d_name, depth + 1);
+        if (d != NULL)
+            closedir(d);
+    }
+    int rc = -1;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int procs = openat(fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+        FILE *f = procs >= 0 ? fdopen(procs, "r") : NULL;
+        long pid;
+        while (f != NULL && fscanf(f, "%ld", &pid) == 1)
+            if (pid > 1)
+                (void)kill((pid_t)pid, SIGKILL);
+        if (f != NULL)
+            fclose(f);
+        else if (procs >= 0)
+            close(procs);
+        if (unlinkat(parent_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+            rc = 0;
+            break;
+        }
+        usleep(10 * 1000); /* killed tasks leave the group asynchronously */
+    }
+    close(fd);
+    return rc;
+}
+
+int ph_cgroup_remove_group(const char *root, const char *group)
+{
+    if (group == NULL || group[0] == '\0' || group[0] == '.' || strchr(group, '/') != NULL)
+        return -1;
+    int top = open(root ? root : PH_CGROUP_DEFAULT_ROOT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (top < 0)
+        return -1;
+    int rc = remove_group_at(top, group, 0); /* v2: groups sit at the top */
+    DIR *d = fdopendir(dup(top));
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_type != DT_DIR || de->d_name[0] == '.')
+            continue;
+        /* v1 and hybrid: one tree per controller (and systemd's, unified). */
+        int sub = openat(top, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+            continue;
+        struct stat sb;
+        if (fstatat(sub, "cgroup.procs", &sb, 0) == 0 && remove_group_at(sub, group, 0) != 0)
+            rc = -1;
+        close(sub);
+    }
+    if (d != NULL)
+        closedir(d);
+    close(top);
+    return rc;
+}
+
+bool ph_cgroup_group_exists(const char *root, const char *group)
+{
+    const char *r = root ? root : PH_CGROUP_DEFAULT_ROOT;
+    char path[1024];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", r, group);
+    if (stat(path, &sb) == 0)
+        return true;
+    DIR *d = opendir(r);
+    struct dirent *de;
+    bool found = false;
+    while (!found && d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/%s", r, de->d_name, group);
+        found = stat(path, &sb) == 0;
+    }
+    if (d != NULL)
+        closedir(d);
+    return found;
 }

@@ -22,12 +22,16 @@
 #define DEFAULT_OUTPUT_BYTES (1024 * 1024)
 #define MAX_OUTPUT_BYTES (64 * 1024 * 1024)
 #define ENV_ID_LEN 20 /* "env-" + 16 hex */
+#define PROXY_PIN "proxy.sock" /* <env>/proxy.sock: the pinned proxy socket */
 
 struct ph_execution_service {
     ph_service_mode mode;
     const ph_mechanism_ops *ops;
     int64_t hard_cap_ms;
-    char *state_dir; /* host; never shown */
+    int state_fd;    /* the verified state directory (state_dir.c) */
+    char *state_dir; /* host: its walked path; never shown */
+    uint32_t id_first, id_count; /* host uid/gid range of sandboxes */
+    bool volumes;    /* workspaces are their own filesystems (limits) */
     ph_sandbox_log_fn *log;
     void *log_ctx;
 };
@@ -35,9 +39,14 @@ struct ph_execution_service {
 struct ph_environment {
     ph_execution_service *svc;
     char id[ENV_ID_LEN + 1];
+    int env_fd;           /* the verified <state_dir>/<id> */
     char *state_path;     /* host: <state_dir>/<id> */
     char *workspace_path; /* host: <state_path>/workspace */
+    char *proxy_path;     /* host: the proxy socket the mechanism mounts, or NULL */
     int ws_fd;            /* O_PATH on the workspace root */
+    uid_t uid;            /* this environment's own host identity */
+    gid_t gid;
+    bool id_claimed;      /* ids/<uid> in the state directory is ours */
     ph_spec_copy spec;
     ph_env_block env;
     void *mech;
@@ -71,22 +80,35 @@ void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event
 
 /* ---- the service ---- */
 
-static ph_status mkdir_p(const char *path, mode_t mode)
+/* The id range from the configuration, else $PINHOLE_SANDBOX_ID_RANGE
+ * ("first:count"), else the default. Ids 0 and those past 2^31 are refused:
+ * they would be root or wrap in the runtimes' signed fields. */
+static ph_status id_range(const ph_service_config *c, uint32_t *first, uint32_t *count,
+                          ph_diag *diag)
 {
-    char buf[4096];
-    if (strlen(path) >= sizeof buf)
-        return PH_E_LIMIT;
-    strcpy(buf, path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, mode) != 0 && errno != EEXIST)
-            return PH_E_IO;
-        *p = '/';
+    unsigned long long f = c->id_first, n = c->id_count;
+    if (f == 0 && n == 0) {
+        f = PH_SANDBOX_ID_DEFAULT_FIRST;
+        n = PH_SANDBOX_ID_DEFAULT_COUNT;
+        const char *env = getenv("PINHOLE_SANDBOX_ID_RANGE");
+        if (env != NULL && env[0] != '\0') {
+            char *end;
+            errno = 0;
+            f = strtoull(env, &end, 10);
+            if (errno != 0 || *end != ':')
+                f = 0;
+            else
+                n = strtoull(end + 1, &end, 10);
+            if (errno != 0 || *end != '\0')
+                f = 0;
+        }
     }
-    if (mkdir(buf, mode) != 0 && errno != EEXIST)
-        return PH_E_IO;
+    if (f < 1000 || n == 0 || f + n > 0x7fffffffull)
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "id_range_invalid: the sandbox id range must be first:count with "
+                           "first >= 1000, count >= 1 and first + count <= 2147483647");
+    *first = (uint32_t)f;
+    *count = (uint32_t)n;
     return PH_OK;
 }
 
@@ -108,27 +130,31 @@ ph_status ph_execution_service_open(const ph_service_config *config, ph_executio
     ph_execution_service *svc = calloc(1, sizeof *svc);
     if (svc == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    svc->state_fd = -1;
     svc->mode = config->mode;
     svc->ops = ops;
     svc->hard_cap_ms = config->hard_cap_ms;
     svc->log = config->log;
     svc->log_ctx = config->log_ctx;
-    if (config->state_dir) {
-        svc->state_dir = strdup(config->state_dir);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        if (asprintf(&svc->state_dir, "%s/pinhole-sandbox", tmp && *tmp == '/' ? tmp : "/tmp") < 0)
-            svc->state_dir = NULL;
-    }
-    if (svc->state_dir == NULL) {
+    /* The fake mechanism does not isolate and may run unprivileged: its
+     * workspaces are plain directories. gvisor and docker run as root and
+     * get a filesystem per workspace. */
+    svc->volumes = config->mechanism != PH_MECHANISM_FAKE;
+    if ((st = id_range(config, &svc->id_first, &svc->id_count, diag)) != PH_OK) {
         free(svc);
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        return st;
     }
-    if (mkdir_p(svc->state_dir, 0700) != PH_OK) {
-        int saved = errno;
-        ph_execution_service_close(&svc);
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot create the service state directory: %s",
-                           strerror(saved));
+    char *def = NULL;
+    if (config->state_dir == NULL && (st = ph_state_dir_default(&def, diag)) != PH_OK) {
+        free(svc);
+        return st;
+    }
+    st = ph_state_dir_open(config->state_dir ? config->state_dir : def, &svc->state_fd,
+                           &svc->state_dir, diag);
+    free(def);
+    if (st != PH_OK) {
+        free(svc);
+        return st;
     }
     *out = svc;
     return PH_OK;
@@ -138,6 +164,8 @@ void ph_execution_service_close(ph_execution_service **svc)
 {
     if (svc == NULL || *svc == NULL)
         return;
+    if ((*svc)->state_fd >= 0)
+        close((*svc)->state_fd);
     free((*svc)->state_dir);
     free(*svc);
     *svc = NULL;
@@ -150,6 +178,8 @@ void ph_sandbox_limits_init(ph_sandbox_limits *limits)
     limits->cpu_millis = PH_SANDBOX_UNSET;
     limits->wall_clock_ms = PH_SANDBOX_UNSET;
     limits->output_bytes = PH_SANDBOX_UNSET;
+    limits->workspace_bytes = PH_SANDBOX_UNSET;
+    limits->workspace_inodes = PH_SANDBOX_UNSET;
 }
 
 /* ---- spec validation and copy ---- */
@@ -201,14 +231,25 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
         (l->pids != PH_SANDBOX_UNSET && l->pids <= 0) ||
         (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis <= 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits: memory, pids and cpu must be > 0");
+    if (l->workspace_bytes != PH_SANDBOX_UNSET &&
+        (l->workspace_bytes < PH_WORKSPACE_MIN_BYTES || l->workspace_bytes > PH_WORKSPACE_MAX_BYTES))
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "spec.limits.workspace_bytes must be %lld..%lld (16 MiB..1 TiB)",
+                           PH_WORKSPACE_MIN_BYTES, PH_WORKSPACE_MAX_BYTES);
+    if (l->workspace_inodes != PH_SANDBOX_UNSET &&
+        (l->workspace_inodes < PH_WORKSPACE_MIN_INODES ||
+         l->workspace_inodes > PH_WORKSPACE_MAX_INODES))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.workspace_inodes must be %lld..%lld",
+                           PH_WORKSPACE_MIN_INODES, PH_WORKSPACE_MAX_INODES);
     if (s->network.grant_token != NULL) {
         if (!printable_token(s->network.grant_token))
             return ph_diag_set(diag, PH_E_INVAL, 0,
                                "spec.network.grant_token must be 1-2048 printable ASCII bytes");
-        if (s->network.proxy_socket_path == NULL || s->network.proxy_socket_path[0] != '/')
-            return ph_diag_set(diag, PH_E_INVAL, 0,
-                               "spec.network.proxy_socket_path must be an absolute path when a "
-                               "grant is given");
+        /* A socket, not any path: a directory here would be bind-mounted
+         * read-write into the sandbox. */
+        ph_status st = ph_state_check_socket(s->network.proxy_socket_path, diag);
+        if (st != PH_OK)
+            return st;
     }
     return PH_OK;
 }
@@ -267,6 +308,46 @@ static void remove_workspace_tree(int state_fd, const char *name)
     }
 }
 
+/* Empties the directory root_fd (spilling deep subtrees into root_fd
+ * itself: it is the only place on the same filesystem). */
+static void remove_contents(int root_fd)
+{
+    remover rm = {.spill_fd = root_fd};
+    int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
+            strncmp(de->d_name, ".spill-", 7) != 0)
+            remove_tree_at(&rm, root_fd, de->d_name, 0);
+    if (d != NULL)
+        closedir(d);
+    else if (fd >= 0)
+        close(fd);
+    for (unsigned i = 0; i < rm.spilled && i < 1000000; i++) {
+        char spill[32];
+        snprintf(spill, sizeof spill, ".spill-%u", i);
+        remove_tree_at(&rm, root_fd, spill, 0);
+    }
+}
+
+/* Removes env_fd/workspace: its volume is unmounted (which frees all of it
+ * at once); when something still holds the volume (a workspace capability
+ * outliving destroy) its files are deleted first, so that holder finds an
+ * empty directory, and the unmount is lazy. */
+static void remove_workspace(int env_fd, const char *env_path)
+{
+    if (ph_ws_volume_unmount(env_fd, env_path, false) < 0) {
+        int root = openat(env_fd, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root >= 0) {
+            remove_contents(root);
+            close(root);
+        }
+        (void)ph_ws_volume_unmount(env_fd, env_path, true);
+    }
+    remove_workspace_tree(env_fd, "workspace");
+}
+
 /* ---- create / execute / destroy ---- */
 
 static ph_status new_env_id(char out[ENV_ID_LEN + 1])
@@ -293,10 +374,13 @@ static void env_free(ph_environment *env)
 {
     if (env->ws_fd >= 0)
         close(env->ws_fd);
+    if (env->env_fd >= 0)
+        close(env->env_fd);
     ph_env_block_clear(&env->env);
     ph_spec_copy_clear(&env->spec);
     free(env->state_path);
     free(env->workspace_path);
+    free(env->proxy_path);
     free(env);
 }
 
@@ -307,15 +391,135 @@ static const char *service_getenv(const char *name)
     return getenv(name);
 }
 
-/* Shared by create and reattach: everything but making the directories. */
+/* ---- per-environment host identities ----
+ * Each environment takes one uid (gid the same number) from the service's
+ * range by creating <state>/ids/<uid> with O_EXCL: the claim is atomic
+ * across processes sharing the state directory (the CLI), and destroy
+ * removes it. The first probe is derived from the environment id. */
+
+static ph_status claim_id(ph_environment *env, ph_diag *diag)
+{
+    ph_execution_service *svc = env->svc;
+    ph_status st = ph_fault_point("id_claim", diag);
+    int ids = -1;
+    if (st == PH_OK)
+        st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag);
+    if (st != PH_OK)
+        return st;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the id */
+    for (const char *p = env->id; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    int reopened = 0;
+    for (uint32_t i = 0; i < svc->id_count; i++) {
+        uint32_t uid = svc->id_first + (uint32_t)((h + i) % svc->id_count);
+        char name[16];
+        snprintf(name, sizeof name, "%u", (unsigned)uid);
+        int fd = openat(ids, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0 && errno == ENOENT && reopened++ < 3) {
+            /* The last release removed the (empty) directory meanwhile. */
+            close(ids);
+            if ((st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag)) != PH_OK)
+                return st;
+            i--;
+            continue;
+        }
+        if (fd < 0)
+            break;
+        (void)!write(fd, env->id, strlen(env->id));
+        close(fd);
+        close(ids);
+        env->uid = (uid_t)uid;
+        env->gid = (gid_t)uid;
+        env->id_claimed = true;
+        return PH_OK;
+    }
+    int e = errno;
+    close(ids);
+    return ph_diag_set(diag, e == EEXIST ? PH_E_LIMIT : PH_E_IO, 0,
+                       "id_range_exhausted: every host id of the sandbox range is in use (%u)",
+                       (unsigned)svc->id_count);
+}
+
+static void release_id(ph_environment *env)
+{
+    if (!env->id_claimed)
+        return;
+    int ids = openat(env->svc->state_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ids >= 0) {
+        char name[16];
+        snprintf(name, sizeof name, "%u", (unsigned)env->uid);
+        (void)unlinkat(ids, name, 0);
+        close(ids);
+        /* Empty once no environment is left: then the state directory is
+         * as the service found it. ENOTEMPTY otherwise, which is fine. */
+        (void)unlinkat(env->svc->state_fd, "ids", AT_REMOVEDIR);
+    }
+    env->id_claimed = false;
+}
+
+/* Removes everything of env under the state directory, by descriptor: the
+ * workspace's volume, its contents (the command's; they may hold symlinks,
+ * which unlinkat never follows), the saved spec, the id claim and the
+ * directory itself. Each step runs whatever the others did. */
+static void remove_env_state(ph_environment *env)
+{
+    if (env->ws_fd >= 0) {
+        close(env->ws_fd);
+        env->ws_fd = -1;
+    }
+    if (env->env_fd >= 0) {
+        remove_workspace(env->env_fd, env->state_path);
+        ph_state_unpin(env->env_fd, env->state_path, PROXY_PIN);
+        (void)unlinkat(env->env_fd, "spec.json", 0);
+        (void)unlinkat(env->env_fd, "root", AT_REMOVEDIR);
+    }
+    release_id(env);
+    (void)unlinkat(env->svc->state_fd, env->id, AT_REMOVEDIR);
+}
+
+/* Makes <state>/<id> (exclusively, 0700), its workspace (a volume when the
+ * service limits workspaces) and the id claim. */
+static ph_status make_env_state(ph_environment *env, ph_diag *diag)
+{
+    ph_execution_service *svc = env->svc;
+    const ph_sandbox_limits *l = &env->spec.spec.limits;
+    ph_status st = ph_fault_point("env_dir", diag);
+    if (st == PH_OK)
+        st = ph_state_mkdir(svc->state_fd, env->id, 0700, true, &env->env_fd, diag);
+    if (st != PH_OK)
+        return st;
+    int ws = -1;
+    if ((st = claim_id(env, diag)) == PH_OK && (st = ph_fault_point("workspace_dir", diag)) == PH_OK)
+        st = ph_state_mkdir(env->env_fd, "workspace", 0755, true, &ws, diag);
+    if (ws >= 0)
+        close(ws);
+    if (st == PH_OK && svc->volumes && env->spec.spec.network.grant_token != NULL)
+        st = ph_state_pin_socket(env->env_fd, PROXY_PIN, env->spec.spec.network.proxy_socket_path,
+                                 diag);
+    if (st == PH_OK && svc->volumes)
+        st = ph_ws_volume_create(
+            env->env_fd, env->state_path,
+            (uint64_t)(l->workspace_bytes > 0 ? l->workspace_bytes : PH_WORKSPACE_DEFAULT_BYTES),
+            (uint64_t)(l->workspace_inodes > 0 ? l->workspace_inodes
+                                               : PH_WORKSPACE_DEFAULT_INODES),
+            env->uid, env->gid, diag);
+    return st;
+}
+
+/* Shared by create and reattach. fresh: make the state (create); else
+ * open and verify what a create in another process made. */
 static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *spec,
-                          const char *id, bool fresh, ph_environment **out, ph_diag *diag)
+                          const char *id, bool fresh, uid_t uid, ph_environment **out,
+                          ph_diag *diag)
 {
     ph_environment *env = calloc(1, sizeof *env);
     if (env == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     env->svc = svc;
     env->ws_fd = -1;
+    env->env_fd = -1;
     memcpy(env->id, id, ENV_ID_LEN + 1);
     if (asprintf(&env->state_path, "%s/%s", svc->state_dir, id) < 0)
         env->state_path = NULL;
@@ -325,45 +529,57 @@ static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *
         env_free(env);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    if (fresh && (mkdir(env->state_path, 0700) != 0 || mkdir(env->workspace_path, 0755) != 0)) {
-        int saved = errno;
-        (void)rmdir(env->state_path);
-        env_free(env);
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot create the workspace: %s",
-                           strerror(saved));
+    ph_status st;
+    if (fresh) {
+        st = make_env_state(env, diag);
+    } else {
+        env->uid = uid;
+        env->gid = (gid_t)uid;
+        st = ph_state_opendir(svc->state_fd, id, &env->env_fd, diag);
+        if (st == PH_OK)
+            st = ph_state_verify_dir(env->env_fd, true, id, diag);
     }
-    env->ws_fd = open(env->workspace_path, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (env->ws_fd < 0) {
-        int saved = errno;
-        env_free(env);
-        return ph_diag_set(diag, saved == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
-                           "cannot open the workspace of %s: %s", id, strerror(saved));
+    if (st == PH_OK) {
+        env->ws_fd = openat(env->env_fd, "workspace", O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (env->ws_fd < 0)
+            st = ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0,
+                             "cannot open the workspace of %s: %s", id, strerror(errno));
     }
-    ph_env_inputs in = {
-        .lease = env->spec.spec.lease,
-        .network = &env->spec.spec.network,
-        .passthrough_file = env->spec.spec.passthrough_file,
-        .getenv_fn = service_getenv,
-        .log = svc->log,
-        .log_ctx = svc->log_ctx,
-    };
-    ph_status st = ph_env_build(&in, &env->env, diag);
+    if (st == PH_OK && env->spec.spec.network.grant_token != NULL) {
+        /* gvisor and docker mount the pinned socket; fake (no mounts, maybe
+         * unprivileged) the spec's path. */
+        if (svc->volumes && asprintf(&env->proxy_path, "%s/%s", env->state_path, PROXY_PIN) < 0)
+            env->proxy_path = NULL;
+        if (!svc->volumes)
+            env->proxy_path = strdup(env->spec.spec.network.proxy_socket_path);
+        if (env->proxy_path == NULL)
+            st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    if (st == PH_OK) {
+        ph_env_inputs in = {
+            .lease = env->spec.spec.lease,
+            .network = &env->spec.spec.network,
+            .passthrough_file = env->spec.spec.passthrough_file,
+            .getenv_fn = service_getenv,
+            .log = svc->log,
+            .log_ctx = svc->log_ctx,
+        };
+        st = ph_env_build(&in, &env->env, diag);
+    }
     ph_mech_create_args args = {.env_id = env->id,
+                                .env_fd = env->env_fd,
                                 .env_state_dir = env->state_path,
+                                .workspace_fd = env->ws_fd,
                                 .workspace_dir = env->workspace_path,
+                                .uid = env->uid,
+                                .gid = env->gid,
+                                .proxy_socket = env->proxy_path,
                                 .spec = &env->spec.spec};
-    if (st == PH_OK)
+    if (st == PH_OK && (st = ph_fault_point("mechanism_create", diag)) == PH_OK)
         st = svc->ops->create(&args, &env->mech, diag);
     if (st != PH_OK) {
-        if (fresh) {
-            int state_fd = open(env->state_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (state_fd >= 0) {
-                remove_workspace_tree(state_fd, "workspace");
-                (void)unlinkat(state_fd, "root", AT_REMOVEDIR);
-                close(state_fd);
-            }
-            (void)rmdir(env->state_path);
-        }
+        if (fresh)
+            remove_env_state(env);
         env_free(env);
         return st;
     }
@@ -383,7 +599,7 @@ ph_status ph_environment_create(ph_execution_service *svc, const ph_environment_
     char id[ENV_ID_LEN + 1];
     if (new_env_id(id) != PH_OK)
         return ph_diag_set(diag, PH_E_IO, 0, "no randomness for an environment id");
-    return env_open(svc, spec, id, true, out, diag);
+    return env_open(svc, spec, id, true, 0, out, diag);
 }
 
 const char *ph_environment_id(const ph_environment *env)
@@ -397,16 +613,10 @@ void ph_environment_destroy(ph_environment **envp)
         return;
     ph_environment *env = *envp;
     env->svc->ops->destroy(&env->mech);
-    /* Remove by descriptor: the workspace's contents are the command's and
-     * may hold symlinks; unlinkat never follows them. */
-    int state_fd = open(env->state_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (state_fd >= 0) {
-        remove_workspace_tree(state_fd, "workspace");
-        (void)unlinkat(state_fd, "spec.json", 0);
-        (void)unlinkat(state_fd, "root", AT_REMOVEDIR);
-        close(state_fd);
-    }
-    (void)rmdir(env->state_path);
+    /* A reattached handle did not claim the id itself; the claim is the
+     * environment's, and goes with it. */
+    env->id_claimed = true;
+    remove_env_state(env);
     env_free(env);
     *envp = NULL;
 }
@@ -548,6 +758,8 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
         st = ph_diag_set(diag, PH_E_IO, 0, "stdin: %s", strerror(errno));
         goto done;
     }
+    if ((st = ph_fault_point("exec_snapshot", diag)) != PH_OK)
+        goto done;
     st = ph_snapshot_take(env->ws_fd, PH_SNAPSHOT_MAX_ENTRIES, &before, diag);
     if (st != PH_OK)
         goto done;
@@ -563,7 +775,9 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
         .output_cap = out_cap == PH_SANDBOX_UNSET ? DEFAULT_OUTPUT_BYTES : (size_t)out_cap,
     };
     ph_mech_outcome o = {0};
-    st = env->svc->ops->execute(env->mech, &args, &o, diag);
+    st = ph_fault_point("exec_mechanism", diag);
+    if (st == PH_OK)
+        st = env->svc->ops->execute(env->mech, &args, &o, diag);
     r->out = o.out;
     r->err = o.err;
     if (st != PH_OK)
@@ -575,6 +789,7 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
     r->timeout_ms = tc.ms;
     r->timeout_bound = tc.bound;
     r->duration_ms = o.duration_ms;
+    r->workspace_full = env->svc->volumes && ph_ws_volume_full(env->ws_fd);
     if (ph_output_finish(&r->out) != PH_OK || ph_output_finish(&r->err) != PH_OK) {
         st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
         goto done;
@@ -628,13 +843,16 @@ const char *ph_change_kind_name(ph_change_kind k)
 ph_status ph_environment_persist_spec(ph_environment *env, ph_diag *diag)
 {
     const ph_environment_spec *s = &env->spec.spec;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "tenant", s->tenant,
-                          "lease", s->lease, "mechanism", ph_sandbox_mechanism_name(s->mechanism),
-                          "memory_bytes", (json_int_t)s->limits.memory_bytes, "pids",
-                          (json_int_t)s->limits.pids, "cpu_millis",
-                          (json_int_t)s->limits.cpu_millis, "wall_clock_ms",
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "tenant",
+                          s->tenant, "lease", s->lease, "mechanism",
+                          ph_sandbox_mechanism_name(s->mechanism), "memory_bytes",
+                          (json_int_t)s->limits.memory_bytes, "pids", (json_int_t)s->limits.pids,
+                          "cpu_millis", (json_int_t)s->limits.cpu_millis, "wall_clock_ms",
                           (json_int_t)s->limits.wall_clock_ms, "output_bytes",
-                          (json_int_t)s->limits.output_bytes);
+                          (json_int_t)s->limits.output_bytes, "workspace_bytes",
+                          (json_int_t)s->limits.workspace_bytes, "workspace_inodes",
+                          (json_int_t)s->limits.workspace_inodes, "host_id",
+                          (json_int_t)env->uid);
     if (o == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     if (s->passthrough_file)
@@ -648,19 +866,11 @@ ph_status ph_environment_persist_spec(ph_environment *env, ph_diag *diag)
     json_decref(o);
     if (text == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    int dir = open(env->state_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int fd = dir < 0 ? -1
-                     : openat(dir, "spec.json.tmp", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-                                                        O_NOFOLLOW, 0600);
-    size_t len = strlen(text);
-    bool ok = fd >= 0 && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
-    if (fd >= 0)
-        close(fd);
-    ok = ok && renameat(dir, "spec.json.tmp", dir, "spec.json") == 0;
-    if (dir >= 0)
-        close(dir);
+    ph_status st = ph_fault_point("spec_write", diag);
+    if (st == PH_OK)
+        st = ph_state_write(env->env_fd, "spec.json", text, strlen(text), 0600, diag);
     free(text);
-    return ok ? PH_OK : ph_diag_set(diag, PH_E_IO, 0, "cannot save the environment's spec");
+    return st;
 }
 
 static const char *json_str(json_t *o, const char *key)
@@ -684,33 +894,53 @@ ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
     if (!valid_env_id(env_id))
         return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not an environment id (env-<16 hex>)",
                            env_id ? env_id : "");
-    char *path = NULL;
-    if (asprintf(&path, "%s/%s/spec.json", svc->state_dir, env_id) < 0)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    json_error_t jerr;
-    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    free(path);
-    if (o == NULL)
+    /* The spec is read back only from a directory and a file this service
+     * made: owner euid, 0700 / 0600, no symlink (state_dir.c). */
+    int dir = -1;
+    char *text = NULL;
+    ph_status st = ph_state_opendir(svc->state_fd, env_id, &dir, diag);
+    if (st == PH_OK)
+        st = ph_state_verify_dir(dir, true, env_id, diag);
+    if (st == PH_OK)
+        st = ph_state_read(dir, "spec.json", &text, NULL, diag);
+    if (dir >= 0)
+        close(dir);
+    if (st == PH_E_NOT_FOUND)
         return ph_diag_set(diag, PH_E_NOT_FOUND, 0, "no environment %s in this state directory",
                            env_id);
+    if (st != PH_OK)
+        return st;
+    json_error_t jerr;
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (o == NULL)
+        return ph_diag_set(diag, PH_E_FORMAT, 0, "state_file_malformed: the spec of %s", env_id);
     ph_environment_spec spec = {0};
     spec.tenant = json_str(o, "tenant");
     spec.lease = json_str(o, "lease");
-    ph_status st = ph_sandbox_mechanism_from_name(json_str(o, "mechanism"), &spec.mechanism, diag);
+    st = ph_sandbox_mechanism_from_name(json_str(o, "mechanism"), &spec.mechanism, diag);
     spec.limits.memory_bytes = json_i64(o, "memory_bytes");
     spec.limits.pids = json_i64(o, "pids");
     spec.limits.cpu_millis = json_i64(o, "cpu_millis");
     spec.limits.wall_clock_ms = json_i64(o, "wall_clock_ms");
     spec.limits.output_bytes = json_i64(o, "output_bytes");
+    spec.limits.workspace_bytes = json_i64(o, "workspace_bytes");
+    spec.limits.workspace_inodes = json_i64(o, "workspace_inodes");
     spec.passthrough_file = json_str(o, "passthrough_file");
     spec.network.grant_token = json_str(o, "grant_token");
     spec.network.proxy_socket_path = json_str(o, "proxy_socket_path");
     int64_t port = json_i64(o, "proxy_port");
     spec.network.proxy_port = port > 0 && port <= 65535 ? (uint16_t)port : 0;
+    int64_t host_id = json_i64(o, "host_id");
+    if (st == PH_OK && (host_id < (int64_t)svc->id_first ||
+                        host_id >= (int64_t)svc->id_first + (int64_t)svc->id_count))
+        st = ph_diag_set(diag, PH_E_FORMAT, 0,
+                         "state_file_malformed: the host id of %s is outside the sandbox range",
+                         env_id);
     if (st == PH_OK)
         st = validate_spec(svc, &spec, diag);
     if (st == PH_OK)
-        st = env_open(svc, &spec, env_id, false, out, diag);
+        st = env_open(svc, &spec, env_id, false, (uid_t)host_id, out, diag);
     json_decref(o);
     return st;
 }

@@ -47,6 +47,8 @@ typedef struct docker_state {
     char name[160];       /* container name: pinhole-<env id> */
     char env_file[PATH_MAX];
     char dir[PATH_MAX];   /* <env state>/docker */
+    int dir_fd;           /* <env state>/docker, verified (state_dir.c) */
+    int env_fd;           /* the environment's directory (a dup) */
     bool running;
     uid_t uid;
     gid_t gid;
@@ -177,6 +179,16 @@ static bool mount_safe(const char *path)
     return path != NULL && path[0] == '/' && strchr(path, ',') == NULL;
 }
 
+static void free_state(docker_state *ds)
+{
+    if (ds->dir_fd >= 0)
+        close(ds->dir_fd);
+    if (ds->env_fd >= 0)
+        close(ds->env_fd);
+    pthread_mutex_destroy(&ds->lock);
+    free(ds);
+}
+
 static ph_status docker_create(const ph_mech_create_args *args, void **state, ph_diag *diag)
 {
     *state = NULL;
@@ -184,17 +196,24 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     if (ds == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     pthread_mutex_init(&ds->lock, NULL);
+    ds->dir_fd = -1;
+    ds->env_fd = fcntl(args->env_fd, F_DUPFD_CLOEXEC, 3);
+    ds->uid = args->uid;
+    ds->gid = args->gid;
     char rootfs[PATH_MAX], forwarder[PATH_MAX], tag[64];
     const ph_environment_spec *spec = args->spec;
     bool granted = spec->network.grant_token != NULL;
     ph_status st;
+    if (ds->env_fd < 0) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "dup: %s", strerror(errno));
+        goto fail;
+    }
     if ((st = locate_docker(ds->docker, diag)) != PH_OK ||
         (st = ph_gvisor_rootfs_path(rootfs, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK ||
-        (st = ph_gvisor_identity(&ds->uid, &ds->gid, diag)) != PH_OK)
+        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK)
         goto fail;
     if (!mount_safe(args->workspace_dir) || !mount_safe(forwarder) ||
-        (granted && !mount_safe(spec->network.proxy_socket_path))) {
+        (granted && !mount_safe(args->proxy_socket))) {
         st = ph_diag_set(diag, PH_E_INVAL, 0, "a path for a docker mount contains a comma");
         goto fail;
     }
@@ -204,17 +223,17 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
         st = ph_diag_set(diag, PH_E_LIMIT, 0, "environment state path too long");
         goto fail;
     }
-    if (mkdir(ds->dir, 0700) != 0 && errno != EEXIST) {
-        st = ph_diag_set(diag, PH_E_IO, 0, "cannot create the sandbox state: %s", strerror(errno));
+    if ((st = ph_fault_point("docker_state", diag)) != PH_OK ||
+        (st = ph_state_mkdir(ds->env_fd, "docker", 0700, false, &ds->dir_fd, diag)) != PH_OK)
         goto fail;
-    }
-    if (chown(args->workspace_dir, ds->uid, ds->gid) != 0) {
+    if (fchownat(args->workspace_fd, "", ds->uid, ds->gid, AT_EMPTY_PATH) != 0) {
         st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",
                          strerror(errno));
         goto fail;
     }
     image_tag(rootfs, tag);
-    if ((st = ensure_image(ds, rootfs, tag, diag)) != PH_OK)
+    if ((st = ph_fault_point("docker_image", diag)) != PH_OK ||
+        (st = ensure_image(ds, rootfs, tag, diag)) != PH_OK)
         goto fail;
 
     char user[64], ws_mount[PATH_MAX + 64], fwd_mount[PATH_MAX + 64], sock_mount[PATH_MAX + 64];
@@ -235,7 +254,7 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     snprintf(init_mount, sizeof init_mount, "type=bind,source=%s,target=%s,readonly", forwarder,
              init_path);
     snprintf(sock_mount, sizeof sock_mount, "type=bind,source=%s,target=%s",
-             granted ? spec->network.proxy_socket_path : "", PH_OCI_PROXY_SOCKET);
+             granted ? args->proxy_socket : "", PH_OCI_PROXY_SOCKET);
     uint64_t mem = spec->limits.memory_bytes > 0 ? (uint64_t)spec->limits.memory_bytes
                                                  : PH_GVISOR_DEFAULT_MEMORY;
     snprintf(memory, sizeof memory, "%llu", (unsigned long long)mem);
@@ -287,7 +306,9 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     const char *rm[] = {ds->docker, "rm", "--force", ds->name, NULL};
     (void)docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL); /* a stale one of a crashed service */
     const char *start[] = {ds->docker, "start", ds->name, NULL};
-    if ((st = docker_run(argv, DOCKER_TIMEOUT_MS, NULL, 0, diag)) != PH_OK ||
+    if ((st = ph_fault_point("docker_create", diag)) != PH_OK ||
+        (st = docker_run(argv, DOCKER_TIMEOUT_MS, NULL, 0, diag)) != PH_OK ||
+        (st = ph_fault_point("docker_start", diag)) != PH_OK ||
         (st = docker_run(start, DOCKER_TIMEOUT_MS, NULL, 0, diag)) != PH_OK) {
         (void)docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
         goto fail;
@@ -296,10 +317,9 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     *state = ds;
     return PH_OK;
 fail:
-    if (ds->dir[0] != '\0')
-        (void)ph_gvisor_remove_tree(AT_FDCWD, ds->dir);
-    pthread_mutex_destroy(&ds->lock);
-    free(ds);
+    if (ds->env_fd >= 0)
+        (void)ph_gvisor_remove_tree(ds->env_fd, "docker");
+    free_state(ds);
     return st;
 }
 
@@ -308,9 +328,7 @@ static void docker_detach(void **state)
 {
     if (state == NULL || *state == NULL)
         return;
-    docker_state *ds = *state;
-    pthread_mutex_destroy(&ds->lock);
-    free(ds);
+    free_state(*state);
     *state = NULL;
 }
 
@@ -319,11 +337,18 @@ static void docker_destroy(void **state)
     if (state == NULL || *state == NULL)
         return;
     docker_state *ds = *state;
+    /* rm can fail while the engine is busy with the container ("removal
+     * in progress"): try again, a container left behind would keep the
+     * workspace and its processes alive. */
     const char *rm[] = {ds->docker, "rm", "--force", ds->name, NULL};
-    (void)docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
-    (void)ph_gvisor_remove_tree(AT_FDCWD, ds->dir);
-    pthread_mutex_destroy(&ds->lock);
-    free(ds);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        if (ph_fault_point("docker_rm", NULL) == PH_OK &&
+            docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL) == PH_OK)
+            break;
+        usleep(200 * 1000);
+    }
+    (void)ph_gvisor_remove_tree(ds->env_fd, "docker");
+    free_state(ds);
     *state = NULL;
 }
 
@@ -331,19 +356,27 @@ static void docker_destroy(void **state)
  * be expressed, so it is refused rather than split. */
 static ph_status write_env_file(const docker_state *ds, char *const *envp, ph_diag *diag)
 {
-    int fd = open(ds->env_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot write the environment file: %s",
-                           strerror(errno));
-    ph_status st = PH_OK;
-    for (size_t i = 0; envp[i] != NULL && st == PH_OK; i++) {
+    size_t len = 0;
+    for (size_t i = 0; envp[i] != NULL; i++) {
         if (strchr(envp[i], '\n') != NULL)
-            st = ph_diag_set(diag, PH_E_INVAL, 0,
-                             "environment entry %zu holds a newline (docker cannot pass it)", i);
-        else if (dprintf(fd, "%s\n", envp[i]) < 0)
-            st = ph_diag_set(diag, PH_E_IO, 0, "cannot write the environment file");
+            return ph_diag_set(diag, PH_E_INVAL, 0,
+                               "environment entry %zu holds a newline (docker cannot pass it)", i);
+        len += strlen(envp[i]) + 1;
     }
-    close(fd);
+    char *text = malloc(len + 1);
+    if (text == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    size_t off = 0;
+    for (size_t i = 0; envp[i] != NULL; i++) {
+        size_t n = strlen(envp[i]);
+        memcpy(text + off, envp[i], n);
+        text[off + n] = '\n';
+        off += n + 1;
+    }
+    ph_status st = ph_fault_point("env_file", diag);
+    if (st == PH_OK)
+        st = ph_state_write(ds->dir_fd, "env", text, off, 0600, diag);
+    free(text);
     return st;
 }
 

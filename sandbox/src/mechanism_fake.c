@@ -81,7 +81,7 @@ static ph_status fake_create(const ph_mech_create_args *args, void **state, ph_d
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
     fs->namespaces = !ph_fake_force_plain && namespaces_work();
-    if (fs->namespaces && mkdir(fs->root_dir, 0700) != 0 && errno != EEXIST)
+    if (fs->namespaces && mkdirat(args->env_fd, "root", 0700) != 0 && errno != EEXIST)
         fs->namespaces = false;
     *state = fs;
     return PH_OK;
@@ -92,7 +92,8 @@ static void fake_destroy(void **state)
     if (state == NULL || *state == NULL)
         return;
     fake_state *fs = *state;
-    (void)rmdir(fs->root_dir);
+    /* <env>/root goes with the environment's directory (environment.c
+     * removes it through the directory's descriptor). */
     free(fs->workspace_dir);
     free(fs->root_dir);
     free(fs);

@@ -11,8 +11,6 @@
 #ifndef PH_GVISOR_DEFAULT_ROOTFS
 #define PH_GVISOR_DEFAULT_ROOTFS "/var/lib/pinhole/rootfs"
 #endif
-#define PH_GVISOR_DEFAULT_UID 1000u
-#define PH_GVISOR_DEFAULT_GID 1000u
 /* Limits when the spec leaves them unset. They bound the whole sandbox,
  * gVisor's own kernel included. */
 #define PH_GVISOR_DEFAULT_MEMORY (1024ull * 1024 * 1024)
@@ -26,9 +24,10 @@ ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag);
 /* The read-only root filesystem directory (see mechanism_gvisor.c). */
 ph_status ph_gvisor_rootfs_path(char out[static PATH_MAX], ph_diag *diag);
 
-/* The sandbox user from PINHOLE_SANDBOX_UID/GID (default 1000/1000); 0 and
- * non-numbers are PH_E_INVAL. */
-ph_status ph_gvisor_identity(uid_t *uid, gid_t *gid, ph_diag *diag);
+/* PH_OK when the root filesystem holds the mount-point stubs runsc would
+ * otherwise create in it (see mechanism_gvisor.c); PH_E_UNSUPPORTED
+ * (rootfs_stubs_missing) otherwise. */
+ph_status ph_gvisor_check_rootfs(const char *rootfs, ph_diag *diag);
 
 /* Maps the exit code of `pinhole-forwarder --run` (as relayed by runsc or
  * docker exec) onto the outcome: 128 + N (N <= 64) is signal N. */

@@ -16,8 +16,11 @@
  *   detach   forgets the sandbox in this process; create with the same
  *            arguments re-attaches to it while it runs (the CLI);
  *   destroy  `runsc kill --all`, `runsc delete --force` (which removes the
- *            sandbox processes and the cgroup), then the bundle and runsc's
- *            state directory.
+ *            sandbox processes and the cgroup), then whatever cgroup a
+ *            failed runsc left, the bundle and runsc's state directory.
+ * Every file here is made through the environment's verified descriptor
+ * (state_dir.c); runsc is given paths below it (--bundle, --root), which
+ * only root can change.
  *
  * Operator settings (environment of the service, read at create):
  *   PINHOLE_GVISOR_ROOTFS  read-only root filesystem directory
@@ -25,8 +28,14 @@
  *   PINHOLE_FORWARDER      static pinhole-forwarder binary (default: the
  *                          installed one, then the build tree's)
  *   PINHOLE_RUNSC          runsc binary (default: /usr/bin/runsc, ...)
- *   PINHOLE_SANDBOX_UID / PINHOLE_SANDBOX_GID  non-root identity of every
- *                          sandbox process (default 1000/1000)
+ * The sandbox processes run as the environment's own host uid/gid (from
+ * the service's id range, ph_service_config.id_first).
+ *
+ * The root filesystem is shared by every sandbox and must never change:
+ * runsc's gofer creates, in the host directory, a mount point for each bind
+ * mount that lacks one (run/pinhole/forwarder, run/pinhole/proxy.sock).
+ * scripts/build-rootfs.sh makes them; create refuses a root filesystem
+ * without them (rootfs_stubs_missing) rather than let runsc write to it.
  */
 #include "mechanism_gvisor-int.h"
 
@@ -73,6 +82,9 @@ typedef struct gvisor_state {
     char process_json[PATH_MAX];
     bool host_uds;         /* a proxy socket is mounted */
     bool running;          /* created and started, not killed */
+    int dir_fd;            /* <env state>/gvisor, verified */
+    int bundle_fd;         /* <env state>/gvisor/bundle, verified */
+    int env_fd;            /* the environment's directory (a dup) */
     uid_t uid;
     gid_t gid;
 } gvisor_state;
@@ -125,24 +137,26 @@ ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
                        "pinhole-forwarder is not installed (set PINHOLE_FORWARDER)");
 }
 
-ph_status ph_gvisor_identity(uid_t *uid, gid_t *gid, ph_diag *diag)
+/* The mount points runsc would otherwise create in the shared root
+ * filesystem: each must already exist as a regular file. */
+ph_status ph_gvisor_check_rootfs(const char *rootfs, ph_diag *diag)
 {
-    const char *names[2] = {"PINHOLE_SANDBOX_UID", "PINHOLE_SANDBOX_GID"};
-    unsigned long v[2] = {PH_GVISOR_DEFAULT_UID, PH_GVISOR_DEFAULT_GID};
-    for (int i = 0; i < 2; i++) {
-        const char *s = getenv(names[i]);
-        if (s == NULL || s[0] == '\0')
-            continue;
-        char *end;
-        errno = 0;
-        v[i] = strtoul(s, &end, 10);
-        if (errno != 0 || *end != '\0' || v[i] == 0 || v[i] > 0x7fffffffUL)
-            return ph_diag_set(diag, PH_E_INVAL, 0, "%s must be a non-zero numeric id",
-                               names[i]);
+    static const char *const stubs[] = {"run/pinhole/forwarder", "run/pinhole/proxy.sock"};
+    int root = open(rootfs, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "the root filesystem cannot be opened");
+    ph_status st = PH_OK;
+    for (size_t i = 0; st == PH_OK && i < sizeof stubs / sizeof stubs[0]; i++) {
+        struct stat sb;
+        if (fstatat(root, stubs[i], &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+            st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                             "rootfs_stubs_missing: the root filesystem has no regular file "
+                             "/%s (a mount point runsc would create in it): rebuild it with "
+                             "scripts/build-rootfs.sh --force",
+                             stubs[i]);
     }
-    *uid = (uid_t)v[0];
-    *gid = (gid_t)v[1];
-    return PH_OK;
+    close(root);
+    return st;
 }
 
 static ph_status gvisor_available(ph_diag *diag)
@@ -186,13 +200,22 @@ static ph_status runsc(gvisor_state *gs, const char *const *tail, int64_t timeou
     return st;
 }
 
-/* Removes what a previous sandbox with this id left in runsc's state. */
+/* Removes what a previous sandbox with this id left in runsc's state,
+ * and the cgroup runsc made for it (delete leaves it when the sandbox
+ * never started, or when runsc itself failed). */
 static void force_delete(gvisor_state *gs)
 {
     const char *kill_all[] = {"kill", "--all", gs->id, "KILL", NULL};
     const char *del[] = {"delete", "--force", gs->id, NULL};
-    (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
-    (void)ph_runsc_run(&gs->rt, gs->host_uds, del, LIFECYCLE_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
+    if (ph_fault_point("runsc_kill", NULL) == PH_OK)
+        (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0,
+                           NULL);
+    if (ph_fault_point("runsc_delete", NULL) == PH_OK)
+        (void)ph_runsc_run(&gs->rt, gs->host_uds, del, LIFECYCLE_TIMEOUT_MS, NULL, 0, NULL, 0,
+                           NULL);
+    char group[160];
+    snprintf(group, sizeof group, "pinhole-%s", gs->id);
+    (void)ph_cgroup_remove_group(NULL, group);
     gs->running = false;
 }
 
@@ -200,7 +223,11 @@ static ph_status start_sandbox(gvisor_state *gs, ph_diag *diag)
 {
     const char *create[] = {"create", "--bundle", gs->bundle, gs->id, NULL};
     const char *start[] = {"start", gs->id, NULL};
-    ph_status st = runsc(gs, create, LIFECYCLE_TIMEOUT_MS, diag);
+    ph_status st = ph_fault_point("runsc_create", diag);
+    if (st == PH_OK)
+        st = runsc(gs, create, LIFECYCLE_TIMEOUT_MS, diag);
+    if (st == PH_OK)
+        st = ph_fault_point("runsc_start", diag);
     if (st == PH_OK)
         st = runsc(gs, start, LIFECYCLE_TIMEOUT_MS, diag);
     if (st != PH_OK) {
@@ -247,6 +274,12 @@ static bool sandbox_alive(gvisor_state *gs)
 
 static void free_state(gvisor_state *gs)
 {
+    if (gs->bundle_fd >= 0)
+        close(gs->bundle_fd);
+    if (gs->dir_fd >= 0)
+        close(gs->dir_fd);
+    if (gs->env_fd >= 0)
+        close(gs->env_fd);
     pthread_mutex_destroy(&gs->lock);
     free(gs);
 }
@@ -258,12 +291,20 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     if (gs == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     pthread_mutex_init(&gs->lock, NULL);
+    gs->dir_fd = gs->bundle_fd = -1;
+    gs->env_fd = fcntl(args->env_fd, F_DUPFD_CLOEXEC, 3);
+    gs->uid = args->uid;
+    gs->gid = args->gid;
     const ph_environment_spec *spec = args->spec;
     char rootfs[PATH_MAX], forwarder[PATH_MAX];
     ph_status st;
+    if (gs->env_fd < 0) {
+        free_state(gs);
+        return ph_diag_set(diag, PH_E_IO, 0, "dup: %s", strerror(errno));
+    }
     if ((st = ph_runsc_locate(&gs->rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(rootfs, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK ||
-        (st = ph_gvisor_identity(&gs->uid, &gs->gid, diag)) != PH_OK) {
+        (st = ph_gvisor_check_rootfs(rootfs, diag)) != PH_OK ||
+        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK) {
         free_state(gs);
         return st;
     }
@@ -276,14 +317,16 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         free_state(gs);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "environment state path too long");
     }
-    if ((mkdir(gs->dir, 0700) != 0 && errno != EEXIST) ||
-        (mkdir(gs->bundle, 0700) != 0 && errno != EEXIST) ||
-        (mkdir(gs->rt.root, 0700) != 0 && errno != EEXIST)) {
-        st = ph_diag_set(diag, PH_E_IO, 0, "cannot create the sandbox state: %s", strerror(errno));
+    /* Existing directories are reused (re-attach) only when verified ours. */
+    int runsc_fd = -1;
+    if ((st = ph_fault_point("gvisor_state", diag)) != PH_OK ||
+        (st = ph_state_mkdir(gs->env_fd, "gvisor", 0700, false, &gs->dir_fd, diag)) != PH_OK ||
+        (st = ph_state_mkdir(gs->dir_fd, "bundle", 0700, false, &gs->bundle_fd, diag)) != PH_OK ||
+        (st = ph_state_mkdir(gs->dir_fd, "runsc", 0700, false, &runsc_fd, diag)) != PH_OK)
         goto fail;
-    }
+    close(runsc_fd);
     /* The sandbox user must own its workspace root to create files in it. */
-    if (chown(args->workspace_dir, gs->uid, gs->gid) != 0) {
+    if (fchownat(args->workspace_fd, "", gs->uid, gs->gid, AT_EMPTY_PATH) != 0) {
         st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",
                          strerror(errno));
         goto fail;
@@ -297,7 +340,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         .rootfs = rootfs,
         .workspace = args->workspace_dir,
         .forwarder = forwarder,
-        .proxy_socket = granted ? spec->network.proxy_socket_path : NULL,
+        .proxy_socket = granted ? args->proxy_socket : NULL,
         .forwarder_port = spec->network.proxy_port ? spec->network.proxy_port : 3128,
         .uid = gs->uid,
         .gid = gs->gid,
@@ -310,7 +353,8 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     json_t *config = NULL;
     if ((st = ph_oci_config_new(&sb, &config, diag)) != PH_OK)
         goto fail;
-    st = ph_oci_write_json(gs->bundle, "config.json", config, diag);
+    if ((st = ph_fault_point("bundle_write", diag)) == PH_OK)
+        st = ph_oci_write_json(gs->bundle_fd, "config.json", config, diag);
     json_decref(config);
     if (st != PH_OK)
         goto fail;
@@ -328,7 +372,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     *state = gs;
     return PH_OK;
 fail:
-    (void)ph_gvisor_remove_tree(AT_FDCWD, gs->dir);
+    (void)ph_gvisor_remove_tree(gs->env_fd, "gvisor");
     free_state(gs);
     return st;
 }
@@ -349,7 +393,7 @@ static void gvisor_destroy(void **state)
     gvisor_state *gs = *state;
     pthread_mutex_lock(&gs->lock);
     force_delete(gs);
-    (void)ph_gvisor_remove_tree(AT_FDCWD, gs->dir);
+    (void)ph_gvisor_remove_tree(gs->env_fd, "gvisor");
     pthread_mutex_unlock(&gs->lock);
     free_state(gs);
     *state = NULL;
@@ -385,7 +429,8 @@ static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_
     free(argv);
     if (st != PH_OK)
         return st;
-    st = ph_oci_write_json(gs->bundle, "process.json", doc, diag);
+    if ((st = ph_fault_point("process_write", diag)) == PH_OK)
+        st = ph_oci_write_json(gs->bundle_fd, "process.json", doc, diag);
     json_decref(doc);
     return st;
 }

@@ -69,10 +69,11 @@ ph_status ph_oci_process_new(const char *const *argv, size_t argc, const char *c
                              size_t envc, const char *cwd, uid_t uid, gid_t gid, json_t **out,
                              ph_diag *diag);
 
-/* Writes doc to dir/name with mode 0600 through a temporary file and
- * rename(), so a reader never sees a partial document (not fsync'd: the
- * documents are consumed at once and mean nothing after a reboot). */
-ph_status ph_oci_write_json(const char *dir, const char *name, const json_t *doc,
-                            ph_diag *diag);
+/* Writes doc to dir_fd/name (a verified state directory descriptor) with
+ * mode 0600 through ph_state_write: a temporary file made O_EXCL|O_NOFOLLOW
+ * and renameat, so a reader never sees a partial document and nothing
+ * planted there is written through (not fsync'd: the documents are consumed
+ * at once and mean nothing after a reboot). */
+ph_status ph_oci_write_json(int dir_fd, const char *name, const json_t *doc, ph_diag *diag);
 
 #endif

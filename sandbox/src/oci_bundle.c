@@ -10,10 +10,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "diag-int.h"
+#include "sandbox-int.h"
 
 #define DEFAULT_TMP_BYTES (64ull * 1024 * 1024)
 
@@ -266,29 +268,14 @@ ph_status ph_oci_process_new(const char *const *argv, size_t argc, const char *c
     return PH_OK;
 }
 
-ph_status ph_oci_write_json(const char *dir, const char *name, const json_t *doc,
-                            ph_diag *diag)
+ph_status ph_oci_write_json(int dir_fd, const char *name, const json_t *doc, ph_diag *diag)
 {
-    char path[4096], tmp[4096];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
-        snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name) >= (int)sizeof tmp)
-        return ph_diag_set(diag, PH_E_LIMIT, 0, "bundle path too long");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot create %s: %s", tmp, strerror(errno));
     /* No fsync: the document is read at once by the runtime and never
      * survives a reboot that matters (the sandbox would not either). */
-    int rc = json_dumpfd(doc, fd, JSON_COMPACT);
-    int saved = errno;
-    if (close(fd) != 0 && rc == 0) {
-        rc = -1;
-        saved = errno;
-    }
-    if (rc != 0 || rename(tmp, path) != 0) {
-        if (rc == 0)
-            saved = errno;
-        unlink(tmp);
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot write %s: %s", path, strerror(saved));
-    }
-    return PH_OK;
+    char *text = json_dumps(doc, JSON_COMPACT);
+    if (text == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory writing %s", name);
+    ph_status st = ph_state_write(dir_fd, name, text, strlen(text), 0600, diag);
+    free(text);
+    return st;
 }

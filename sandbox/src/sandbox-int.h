@@ -124,13 +124,134 @@ char *ph_text_escape(const char *s, size_t len);
 void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event,
                             const char *detail_key, const char *detail);
 
+/* ---- the service's state directory (state_dir.c) ----
+ *
+ * Every host-side file operation on service state goes through these, from
+ * descriptors verified once (see state_dir.c for the threat): nothing below
+ * the state directory is ever reached by re-resolving a path string, except
+ * where runsc or docker must be given a path (the bundle, runsc's --root,
+ * the workspace mount source); those paths are the state directory's walked
+ * path plus directories made here (owner euid, mode 0700), so no non-root
+ * user can swap a component of them. Diagnostics start with a stable code
+ * ("state_dir_wrong_owner: ..."). */
+
+/* Where the state lives when the configuration names none: as root
+ * /var/lib/pinhole/sandbox, else $XDG_STATE_HOME/pinhole/sandbox or
+ * $HOME/.local/state/pinhole/sandbox. */
+#define PH_STATE_DIR_ROOT_DEFAULT "/var/lib/pinhole/sandbox"
+/* *out: a new string (free) naming the default state directory. */
+ph_status ph_state_dir_default(char **out, ph_diag *diag);
+
+/* Opens the state directory at the absolute path `path`, creating it (0700)
+ * and missing ancestors (0755) when absent. Walks from "/" with O_NOFOLLOW:
+ * no component may be a symlink or "..", every ancestor is owned by root or
+ * euid and writable by nobody else unless sticky. The directory itself must
+ * be owned by euid with mode exactly 0700 (checked with fstat on the
+ * descriptor). On PH_OK *fd is an O_RDONLY directory descriptor and *canon a
+ * new string (free) with the walked path; PH_E_DENIED (state_dir_symlink,
+ * state_dir_wrong_owner, state_dir_wrong_mode, state_dir_untrusted_ancestor)
+ * or PH_E_IO otherwise, with nothing created beyond missing components. */
+ph_status ph_state_dir_open(const char *path, int *fd, char **canon, ph_diag *diag);
+
+/* Checks the open directory fd: owner euid and mode exactly 0700
+ * (exact_0700) or at least not writable by group and other. `what` names it
+ * in the diagnostic. */
+ph_status ph_state_verify_dir(int fd, bool exact_0700, const char *what, ph_diag *diag);
+
+/* mkdirat(dir_fd, name, mode) then ph_state_opendir. exclusive: an existing
+ * name is refused (PH_E_DENIED) rather than reused. *fd is the caller's. */
+ph_status ph_state_mkdir(int dir_fd, const char *name, mode_t mode, bool exclusive, int *fd,
+                         ph_diag *diag);
+/* Opens dir_fd/name (O_RDONLY|O_DIRECTORY|O_NOFOLLOW) and verifies it is
+ * owned by euid and not writable by others. PH_E_NOT_FOUND when absent. */
+ph_status ph_state_opendir(int dir_fd, const char *name, int *fd, ph_diag *diag);
+
+/* Writes len bytes to dir_fd/name with mode through a temporary file made
+ * with O_EXCL|O_NOFOLLOW and renameat, so a reader sees the whole file or
+ * the previous one, and a planted symlink is never written through. */
+ph_status ph_state_write(int dir_fd, const char *name, const void *data, size_t len,
+                         mode_t mode, ph_diag *diag);
+
+/* Reads dir_fd/name written by ph_state_write: it must be a regular file
+ * (O_NOFOLLOW), owned by euid, with no group or other mode bits and one
+ * link, at most 1 MiB. *out is a new NUL-terminated buffer (free); *len its
+ * length (len may be NULL). PH_E_DENIED (state_file_*) for anything else. */
+ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, ph_diag *diag);
+
+/* PH_OK when path names a unix socket (O_PATH|O_NOFOLLOW + fstat
+ * S_ISSOCK); PH_E_INVAL (proxy_socket_*) otherwise. */
+ph_status ph_state_check_socket(const char *path, ph_diag *diag);
+
+/* Pins the proxy socket: checks socket_path as ph_state_check_socket does,
+ * then bind-mounts that very inode (open_tree of the checked descriptor,
+ * move_mount) onto a new file dir_fd/name. The runtimes are given the
+ * pinned path, below the state directory, so swapping the operator's path
+ * for a directory after the check changes nothing (root only: mounts). */
+ph_status ph_state_pin_socket(int dir_fd, const char *name, const char *socket_path,
+                              ph_diag *diag);
+/* Unmounts and removes dir_fd/name made by ph_state_pin_socket (dir_path is
+ * dir_fd's path, for umount2). No effect when absent. */
+void ph_state_unpin(int dir_fd, const char *dir_path, const char *name);
+
+/* ---- fault injection (tests) ----
+ * Every step of create, execute and destroy that makes or removes something
+ * calls ph_fault_point(step) first; when a test has set ph_sandbox_fault and
+ * it returns an error for that step, the step fails as if its system call
+ * had, so the test can check each failure path cleans up. NULL (always, in
+ * production): no effect. Not thread-safe; tests set it before use. */
+typedef ph_status ph_sandbox_fault_fn(const char *step);
+extern ph_sandbox_fault_fn *ph_sandbox_fault;
+ph_status ph_fault_point(const char *step, ph_diag *diag);
+
+/* ---- workspace volumes (workspace_volume.c) ----
+ * The kernel's byte and inode limit on a workspace: a sparse image file,
+ * attached to a loop device and formatted ext4 (no journal, -N inodes, no
+ * reserved blocks), mounted nosuid,nodev on the workspace directory. The
+ * image is unlinked once the loop device holds it, so the mount is the only
+ * thing to undo. */
+#define PH_WORKSPACE_DEFAULT_BYTES (1024ll * 1024 * 1024)
+#define PH_WORKSPACE_DEFAULT_INODES 100000ll
+#define PH_WORKSPACE_MIN_BYTES (16ll * 1024 * 1024)
+#define PH_WORKSPACE_MAX_BYTES (1024ll * 1024 * 1024 * 1024)
+#define PH_WORKSPACE_MIN_INODES 64ll
+#define PH_WORKSPACE_MAX_INODES (64ll * 1024 * 1024)
+
+/* Makes the volume for the workspace directory env_fd/"workspace" (which
+ * must exist and be empty), its root owned by uid:gid. env_path is env_fd's
+ * path (for umount2, which cannot take a descriptor of a mount it is to
+ * remove: the descriptor keeps the mount busy). PH_OK, or an error
+ * with nothing left behind. */
+ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
+                              uid_t uid, gid_t gid, ph_diag *diag);
+/* Unmounts the volume on env_fd/"workspace" when one is mounted there (its
+ * loop device then goes away, autoclear). lazy: made read-only, then
+ * MNT_DETACH (the volume lives on, read-only, while a descriptor holds it). 0 unmounted, 1 nothing mounted,
+ * -1 still mounted (EBUSY: something holds a descriptor on it). */
+int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy);
+/* True when the filesystem under ws_fd is full: less than 1/128 of it
+ * (at least 2 MiB, at most 16 MiB) of blocks, or no inode, left: a command that got ENOSPC
+ * leaves it so (a write that does not fit fails whole, so up to the size of
+ * one write can stay free). */
+bool ph_ws_volume_full(int ws_fd);
+
 /* ---- mechanisms: the internal vtable each adapter fills ---- */
 
 /* What create hands a mechanism. Host paths live here and only here. */
 typedef struct ph_mech_create_args {
     const char *env_id;          /* "env-<hex>", unique */
-    const char *env_state_dir;   /* host: the environment's private directory */
+    /* The environment's private directory: a verified descriptor (every
+     * file the mechanism makes goes through it, with the state_dir.c
+     * calls) and its path for runsc and docker (see ph_state_dir_open). */
+    int env_fd;
+    const char *env_state_dir;
+    int workspace_fd;            /* O_PATH on the workspace root */
     const char *workspace_dir;   /* host: the directory commands see at /workspace */
+    uid_t uid;                   /* host identity of every sandbox process */
+    gid_t gid;
+    /* With a grant: the host path of the proxy socket to mount, pinned
+     * under the environment's directory (ph_state_pin_socket) where the
+     * service can mount, else the spec's; NULL without a grant. */
+    const char *proxy_socket;
     const ph_environment_spec *spec;
 } ph_mech_create_args;
 

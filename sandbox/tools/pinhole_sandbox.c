@@ -43,15 +43,17 @@ static const char usage_text[] =
     "  --mechanism NAME     gvisor, docker or fake (default: $PINHOLE_SANDBOX_MECHANISM or gvisor)\n"
     "  --mode MODE          production or development (default: $PINHOLE_SANDBOX_MODE or\n"
     "                       production; production refuses docker and fake)\n"
-    "  --state-dir DIR      where environments live (default: $PINHOLE_SANDBOX_STATE_DIR or\n"
-    "                       $TMPDIR/pinhole-sandbox)\n"
+    "  --state-dir DIR      where environments live (default: $PINHOLE_SANDBOX_STATE_DIR, else\n"
+    "                       /var/lib/pinhole/sandbox as root, $XDG_STATE_HOME/pinhole/sandbox);\n"
+    "                       created 0700, or refused unless it is this user's, 0700, no symlink\n"
     "  --hard-cap SECONDS   the service hard cap on any command (default 600)\n"
     "  --json               print results as JSON\n"
     "  --help, --version\n"
     "\n"
     "Spec options (create, run):\n"
     "  --tenant T --lease L --wall-clock-ms N --output-bytes N --memory-bytes N --pids N\n"
-    "  --cpu-millis N --passthrough FILE --grant TOKEN --proxy-socket PATH --proxy-port N\n"
+    "  --cpu-millis N --workspace-bytes N --workspace-inodes N (default 1 GiB, 100000)\n"
+    "  --passthrough FILE --grant TOKEN --proxy-socket PATH --proxy-port N\n"
     "Exec options (exec, run):\n"
     "  --cwd DIR --timeout SECONDS --budget-ms N --stdin (pass this program's stdin)\n"
     "\n"
@@ -107,6 +109,7 @@ enum {
     OPT_MECHANISM = 256, OPT_MODE, OPT_STATE_DIR, OPT_HARD_CAP, OPT_JSON, OPT_HELP, OPT_VERSION,
     OPT_TENANT, OPT_LEASE, OPT_WALL, OPT_OUTPUT, OPT_MEMORY, OPT_PIDS, OPT_CPU, OPT_PASSTHROUGH,
     OPT_GRANT, OPT_SOCKET, OPT_PORT, OPT_CWD, OPT_TIMEOUT, OPT_BUDGET, OPT_STDIN,
+    OPT_WS_BYTES, OPT_WS_INODES,
 };
 
 static const struct option global_opts[] = {
@@ -128,6 +131,8 @@ static const struct option command_opts[] = {
     {"memory-bytes", required_argument, NULL, OPT_MEMORY},
     {"pids", required_argument, NULL, OPT_PIDS},
     {"cpu-millis", required_argument, NULL, OPT_CPU},
+    {"workspace-bytes", required_argument, NULL, OPT_WS_BYTES},
+    {"workspace-inodes", required_argument, NULL, OPT_WS_INODES},
     {"passthrough", required_argument, NULL, OPT_PASSTHROUGH},
     {"grant", required_argument, NULL, OPT_GRANT},
     {"proxy-socket", required_argument, NULL, OPT_SOCKET},
@@ -169,7 +174,7 @@ static int parse_command_opts(cli *c, int argc, char **argv, bool spec_ok, bool 
         case OPT_JSON: c->json = true; break;
         case OPT_HELP: fputs(usage_text, stdout); return EXIT_OK;
         case OPT_WALL: case OPT_OUTPUT: case OPT_MEMORY: case OPT_PIDS: case OPT_CPU:
-        case OPT_PORT: case OPT_TIMEOUT: case OPT_BUDGET:
+        case OPT_PORT: case OPT_TIMEOUT: case OPT_BUDGET: case OPT_WS_BYTES: case OPT_WS_INODES:
             if (!parse_i64(optarg, opt == OPT_TIMEOUT ? INT32_MIN : 0,
                            opt == OPT_PORT ? 65535 : INT64_MAX / 1000, &v))
                 return usage_error("a numeric option has a bad value");
@@ -178,6 +183,8 @@ static int parse_command_opts(cli *c, int argc, char **argv, bool spec_ok, bool 
             if (opt == OPT_MEMORY) c->spec.limits.memory_bytes = v;
             if (opt == OPT_PIDS) c->spec.limits.pids = v;
             if (opt == OPT_CPU) c->spec.limits.cpu_millis = v;
+            if (opt == OPT_WS_BYTES) c->spec.limits.workspace_bytes = v;
+            if (opt == OPT_WS_INODES) c->spec.limits.workspace_inodes = v;
             if (opt == OPT_PORT) c->spec.network.proxy_port = (uint16_t)v;
             if (opt == OPT_TIMEOUT) c->cmd.timeout_seconds = v;
             if (opt == OPT_BUDGET) c->cmd.run_budget_ms = v;
@@ -272,6 +279,7 @@ static int print_result(const cli *c, const ph_execution_result *r)
                             json_boolean(r->files_changed_truncated));
         json_object_set_new(o, "files_changed_truncated_reasons",
                             gaps_json(r->files_changed_gaps));
+        json_object_set_new(o, "workspace_full", json_boolean(r->workspace_full));
         json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);
         json_decref(o);
@@ -293,6 +301,8 @@ static int print_result(const cli *c, const ph_execution_result *r)
                     fprintf(stderr, " %s", ph_fc_gap_name(bit));
             fputc('\n', stderr);
         }
+        if (r->workspace_full)
+            fprintf(stderr, "# workspace full: the command hit the workspace's byte or inode limit\n");
         if (r->timed_out)
             fprintf(stderr, "# timed out after %lld ms (%s)\n", (long long)r->timeout_ms,
                     ph_timeout_bound_code(r->timeout_bound));

@@ -26,8 +26,12 @@ e2e_make_policy
 e2e_start_tls
 e2e_start_proxy --unix-socket "$E2E_TMP/proxy.sock" --unix-socket-mode 0666
 D=$E2E_DOMAIN
-STATE="$E2E_TMP/sandboxes"
-mkdir -p "$STATE"
+# The service's state directory must be its own (owner root, mode 0700,
+# under ancestors nobody else controls): not inside $E2E_TMP, which the
+# proxy's user owns. The service creates it.
+STATE_TOP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-sandbox-e2e.XXXXXX")
+STATE="$STATE_TOP/state"
+trap 'e2e_cleanup; rm -rf "$STATE_TOP"' EXIT
 SB() { "$SANDBOX" --mechanism gvisor --mode production --state-dir "$STATE" "$@"; }
 
 ID=$(SB create --tenant t1 --lease lease1 --grant "$TOKEN" \

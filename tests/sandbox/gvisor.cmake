@@ -1,11 +1,16 @@
 # Issue 6: the isolation tests (gvisor, docker) - included from
 # tests/sandbox/CMakeLists.txt after its glob registered every test_*.c.
-#  - test_escape* and test_gvisor* link the host-side escape helpers;
+#  - test_escape*, test_gvisor* and the host-side tests (workspace limits,
+#    failure cleanup, unchanged rootfs) link the host-side escape helpers;
 #  - they exit 77 ("SKIP: ...") when their mechanism is not available here,
 #    which ctest shows as Skipped, never as a silent pass;
-#  - the escape test also runs for docker (sandbox.test_escape.docker).
+#  - the escape, workspace-limit and failure-cleanup tests also run for
+#    docker (sandbox.<name>.docker).
 file(GLOB PH_ISOLATION_TESTS CONFIGURE_DEPENDS
-     ${CMAKE_CURRENT_LIST_DIR}/test_escape*.c ${CMAKE_CURRENT_LIST_DIR}/test_gvisor*.c)
+     ${CMAKE_CURRENT_LIST_DIR}/test_escape*.c ${CMAKE_CURRENT_LIST_DIR}/test_gvisor*.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_workspace_quota.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_create_failure_cleanup.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c)
 foreach(src ${PH_ISOLATION_TESTS})
     get_filename_component(name ${src} NAME_WE)
     if(TARGET sandbox.${name})
@@ -18,7 +23,7 @@ foreach(src ${PH_ISOLATION_TESTS})
             LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
     endif()
 endforeach()
-foreach(name test_escape test_escape_limits)
+foreach(name test_escape test_escape_limits test_workspace_quota test_create_failure_cleanup)
     if(TARGET sandbox.${name})
         add_test(NAME sandbox.${name}.docker COMMAND sandbox.${name} docker
                  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
@@ -46,4 +51,12 @@ if(TARGET pinhole-proxy-testloopback AND TARGET proxy_e2e_peer AND TARGET pinhol
                 $<TARGET_FILE:pinhole-sandbox> ${PROJECT_SOURCE_DIR}/scripts/build-rootfs.sh)
     set_tests_properties(sandbox.e2e_gvisor_proxy PROPERTIES
         LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()
+
+# The host side of the sandbox: a hostile state directory (unit, root only),
+# and, like the isolation tests above, workspace limits, cleanup after every
+# failure and an unchanged root filesystem (run as root; they exit 77 when
+# their mechanism is not available here).
+if(TARGET sandbox.test_state_dir_hostile)
+    set_tests_properties(sandbox.test_state_dir_hostile PROPERTIES SKIP_RETURN_CODE 77)
 endif()

@@ -44,7 +44,10 @@ extern "C" {
 #define PH_ARTIFACT_KEY_LEN 64            /* lowercase hex of a SHA-256 */
 #define PH_ARTIFACT_SHA256_LEN 32
 #define PH_ARTIFACT_DEFAULT_TTL_SECONDS ((int64_t)30 * 24 * 3600) /* ADR open question */
-#define PH_ARTIFACT_DEFAULT_MAX_SIZE ((uint64_t)16 << 30)         /* 16 GiB */
+/* 1 GiB: the sandbox's default workspace limit (a workspace cannot hold a
+ * larger file's blocks, and export refuses a file whose size, sparse or
+ * not, is over the limit before reading a byte). */
+#define PH_ARTIFACT_DEFAULT_MAX_SIZE ((uint64_t)1 << 30)
 #define PH_ARTIFACT_TENANT_MAX 16384      /* bytes; any byte values */
 #define PH_ARTIFACT_FILENAME_MAX 4096     /* bytes stored as given */
 #define PH_ARTIFACT_FIELD_MAX 1024        /* content type, run id */

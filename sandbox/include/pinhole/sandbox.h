@@ -88,14 +88,32 @@ typedef struct ph_service_config {
      * whether or not anything else bounds the command (decision 7). */
     int64_t hard_cap_ms;
     /* Directory under which the service keeps per-environment state
-     * (workspaces). Host-side only; it never appears in results. NULL:
-     * $TMPDIR/pinhole-sandbox or /tmp/pinhole-sandbox. */
+     * (specs, bundles, workspaces). Host-side only; it never appears in
+     * results. The service creates it (mode 0700) or refuses it unless it is
+     * a directory owned by the service's euid with mode 0700, not a symlink,
+     * under ancestors only root or the service can change (PH_E_DENIED with
+     * a stable code: state_dir_wrong_owner, state_dir_wrong_mode,
+     * state_dir_symlink, state_dir_untrusted_ancestor). NULL:
+     * /var/lib/pinhole/sandbox as root, else $XDG_STATE_HOME/pinhole/sandbox
+     * or ~/.local/state/pinhole/sandbox. */
     const char *state_dir;
+    /* Host uids for sandbox processes: each environment gets its own uid
+     * (and the gid of the same number) from [id_first, id_first + id_count),
+     * like a subuid range. 0/0: $PINHOLE_SANDBOX_ID_RANGE ("first:count"),
+     * else PH_SANDBOX_ID_DEFAULT_FIRST:PH_SANDBOX_ID_DEFAULT_COUNT. The
+     * range must not hold a real user or system account. */
+    uint32_t id_first;
+    uint32_t id_count;
     /* Warnings (passthrough list problems, refused names). NULL: one JSON
      * line per warning on stderr. */
     ph_sandbox_log_fn *log;
     void *log_ctx;
 } ph_service_config;
+
+/* The default host id range of sandbox processes: 65536 ids from
+ * 2000000000, inside the block systemd leaves unused (1879048192 and up). */
+#define PH_SANDBOX_ID_DEFAULT_FIRST 2000000000u
+#define PH_SANDBOX_ID_DEFAULT_COUNT 65536u
 
 typedef struct ph_execution_service ph_execution_service;
 
@@ -126,6 +144,12 @@ typedef struct ph_sandbox_limits {
     int64_t cpu_millis;      /* CPU quota in thousandths of a CPU; UNSET: default */
     int64_t wall_clock_ms;   /* environment wall clock per command; UNSET: none */
     int64_t output_bytes;    /* cap on stdout and on stderr, each; UNSET: 1 MiB */
+    /* The workspace's size and file count, enforced by the kernel (gvisor
+     * and docker: the workspace is its own ext4 filesystem; a write past
+     * either fails with ENOSPC inside). UNSET: 1 GiB and 100000 inodes.
+     * Bytes 16 MiB..1 TiB, inodes 64..64 Mi. The fake mechanism has none. */
+    int64_t workspace_bytes;
+    int64_t workspace_inodes;
 } ph_sandbox_limits;
 
 /* Network: none (grant_token == NULL), or the grant the worker issued and
@@ -242,6 +266,10 @@ typedef struct ph_execution_result {
     size_t files_changed_count;
     bool files_changed_truncated;  /* files_changed_gaps != 0 */
     unsigned files_changed_gaps;   /* ph_fc_gap bits: why it may be incomplete */
+    /* After the command the workspace had no free block or no free inode:
+     * the command hit spec.limits.workspace_bytes or workspace_inodes (its
+     * writes failed with ENOSPC). */
+    bool workspace_full;
 } ph_execution_result;
 
 /*

@@ -1,0 +1,229 @@
+/* workspace_volume.c - a workspace's byte and inode limit, enforced by the
+ * kernel: each workspace is its own small ext4 filesystem.
+ *
+ * Why an image and not project quotas: quotas need the host filesystem to
+ * be XFS or ext4 mounted with prjquota, which the service cannot assume or
+ * change; a loop-mounted image needs only the loop driver and e2fsprogs,
+ * holds both limits (size of the image, inode count of mkfs -N), and the
+ * host loses at most the image's size however the sandbox writes. The image
+ * is sparse, so an empty workspace costs a few hundred KiB of disk.
+ *
+ * Steps (creation costs about 10-30 ms, see docs/sandbox.md):
+ *   1. env/.workspace.img: O_CREAT|O_EXCL|O_NOFOLLOW from the verified
+ *      environment descriptor, ftruncate to the limit (sparse);
+ *   2. a free loop device (LOOP_CTL_GET_FREE) configured on that descriptor
+ *      (LOOP_CONFIGURE, autoclear), then the image is unlinked: the loop
+ *      device holds the only reference, so nothing is left by name;
+ *   3. mkfs.ext4 on /dev/loopN (no journal: the workspace is a cache; no
+ *      reserved blocks; -N inodes; the root owned by the sandbox user);
+ *   4. fsopen/fsmount (nosuid, nodev) and move_mount onto the workspace
+ *      directory's descriptor, never onto a path string;
+ *   5. lost+found is removed so the workspace starts empty.
+ * Removal unmounts (the loop device then detaches by itself: autoclear);
+ * umount2 is the one call given a path (see ph_ws_volume_unmount).
+ */
+#include "sandbox-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/loop.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runsc_cli-int.h"
+
+#define IMAGE_NAME ".workspace.img"
+#define MKFS_TIMEOUT_MS 60000
+#define LOOP_ATTEMPTS 16
+
+static const char *mkfs_path(void)
+{
+    static const char *const candidates[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++)
+        if (access(candidates[i], X_OK) == 0)
+            return candidates[i];
+    return NULL;
+}
+
+/* Attaches image_fd to a free loop device; *loop_fd and name on success. */
+static ph_status attach_loop(int image_fd, int *loop_fd, char name[static 32], ph_diag *diag)
+{
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                           "workspace_volume_no_loop: /dev/loop-control: %s (workspace limits "
+                           "need the loop driver and root)",
+                           strerror(errno));
+    ph_status st = PH_E_IO;
+    int err = 0;
+    for (int attempt = 0; attempt < LOOP_ATTEMPTS; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0) {
+            err = errno;
+            break;
+        }
+        snprintf(name, 32, "/dev/loop%d", n);
+        int fd = open(name, O_RDWR | O_CLOEXEC);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISBLK(sb.st_mode) || major(sb.st_rdev) != 7) {
+            err = fd < 0 ? errno : ENODEV;
+            if (fd >= 0)
+                close(fd);
+            continue;
+        }
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.fd = (unsigned)image_fd;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        if (ioctl(fd, LOOP_CONFIGURE, &cfg) == 0) {
+            *loop_fd = fd;
+            st = PH_OK;
+            break;
+        }
+        err = errno;
+        close(fd);
+        if (err != EBUSY) /* EBUSY: another process took it first */
+            break;
+    }
+    close(ctl);
+    if (st != PH_OK)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_loop_failed: %s", strerror(err));
+    return PH_OK;
+}
+
+static ph_status run_mkfs(const char *dev, uint64_t inodes, uid_t uid, gid_t gid, ph_diag *diag)
+{
+    const char *mkfs = mkfs_path();
+    if (mkfs == NULL)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                           "workspace_volume_no_mkfs: mkfs.ext4 is not installed (e2fsprogs)");
+    char n[32], ext[96];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)inodes);
+    snprintf(ext, sizeof ext, "lazy_itable_init=1,nodiscard,root_owner=%u:%u", (unsigned)uid,
+             (unsigned)gid);
+    const char *argv[] = {mkfs, "-q", "-F", "-b", "4096", "-N", n, "-m", "0", "-O",
+                          "^has_journal,^resize_inode", "-E", ext, dev, NULL};
+    static char *const env[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    char err[256] = "";
+    ph_status st = ph_cli_run(argv, env, MKFS_TIMEOUT_MS, NULL, 0, err, sizeof err, diag);
+    if (st != PH_OK)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_mkfs_failed: %s", err);
+    return PH_OK;
+}
+
+static ph_status mount_on(const char *dev, int target_fd, ph_diag *diag)
+{
+    int fs = fsopen("ext4", FSOPEN_CLOEXEC);
+    if (fs < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_mount_failed: fsopen: %s",
+                           strerror(errno));
+    int mnt = -1;
+    ph_status st = PH_OK;
+    if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) != 0 ||
+        fsconfig(fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) != 0 ||
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0 ||
+        (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0 ||
+        move_mount(mnt, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        st = ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_mount_failed: %s", strerror(errno));
+    if (mnt >= 0)
+        close(mnt);
+    close(fs);
+    return st;
+}
+
+ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
+                              uid_t uid, gid_t gid, ph_diag *diag)
+{
+    ph_status st;
+    if ((st = ph_fault_point("volume_image", diag)) != PH_OK)
+        return st;
+    int image = openat(env_fd, IMAGE_NAME, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       0600);
+    if (image < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_image_failed: %s",
+                           strerror(errno));
+    int loop = -1;
+    char dev[32];
+    if (ftruncate(image, (off_t)bytes) != 0)
+        st = ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_image_failed: %s", strerror(errno));
+    if (st == PH_OK && (st = ph_fault_point("volume_loop", diag)) == PH_OK)
+        st = attach_loop(image, &loop, dev, diag);
+    /* From here the loop device holds the image: no name is left to clean. */
+    (void)unlinkat(env_fd, IMAGE_NAME, 0);
+    close(image);
+    if (st == PH_OK && (st = ph_fault_point("volume_mkfs", diag)) == PH_OK)
+        st = run_mkfs(dev, inodes, uid, gid, diag);
+    int target = -1;
+    if (st == PH_OK && (st = ph_fault_point("volume_mount", diag)) == PH_OK) {
+        target = openat(env_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (target < 0)
+            st = ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_mount_failed: %s",
+                             strerror(errno));
+        else
+            st = mount_on(dev, target, diag);
+    }
+    if (target >= 0)
+        close(target);
+    /* The mount (if made) now holds the device; closing ours lets autoclear
+     * detach it when the mount goes. */
+    if (loop >= 0)
+        close(loop);
+    if (st == PH_OK) {
+        int root = openat(env_fd, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0 || unlinkat(root, "lost+found", AT_REMOVEDIR) != 0)
+            st = ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_prepare_failed: %s",
+                             strerror(errno));
+        if (root >= 0)
+            close(root);
+        if (st == PH_OK)
+            st = ph_fault_point("volume_ready", diag);
+        if (st != PH_OK)
+            (void)ph_ws_volume_unmount(env_fd, env_path, true);
+    }
+    return st;
+}
+
+int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy)
+{
+    struct stat env_sb, ws_sb;
+    int ws = openat(env_fd, "workspace", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ws < 0)
+        return 1;
+    bool mounted =
+        fstat(env_fd, &env_sb) == 0 && fstat(ws, &ws_sb) == 0 && ws_sb.st_dev != env_sb.st_dev;
+    if (mounted && lazy) {
+        /* Whoever still holds it must not write into it any more. */
+        struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+        (void)mount_setattr(ws, "", AT_EMPTY_PATH, &ro, sizeof ro);
+    }
+    /* A descriptor on the mount keeps it busy, so umount2 needs the path:
+     * env_path is the verified state directory chain (only root can change
+     * a component of it) and UMOUNT_NOFOLLOW refuses a symlink at the end. */
+    close(ws);
+    if (!mounted)
+        return 1;
+    char path[4200];
+    if (snprintf(path, sizeof path, "%s/workspace", env_path) >= (int)sizeof path)
+        return -1;
+    return umount2(path, UMOUNT_NOFOLLOW | (lazy ? MNT_DETACH : 0)) == 0 ? 0 : -1;
+}
+
+bool ph_ws_volume_full(int ws_fd)
+{
+    struct statvfs v;
+    if (fstatvfs(ws_fd, &v) != 0)
+        return false;
+    uint64_t left = (uint64_t)v.f_bavail * v.f_frsize;
+    uint64_t total = (uint64_t)v.f_blocks * v.f_frsize;
+    uint64_t floor = total / 128;
+    floor = floor < (2u << 20) ? (2u << 20) : floor > (16u << 20) ? (16u << 20) : floor;
+    return left < floor || v.f_favail == 0;
+}

@@ -1,0 +1,427 @@
+/* test_state_dir_hostile.c - a state directory another local user prepared
+ * is refused, and nothing is done through it: a pre-created directory owned
+ * by someone else, a symlink, a wrong mode, an untrusted ancestor, a spec or
+ * environment directory swapped between two CLI calls, a symlink planted
+ * where a bundle file is written, and a proxy "socket" that is a directory.
+ * The other user is simulated with chown (the test runs as root; without
+ * root it exits 77). */
+#include "sandbox_test_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sandbox-int.h"
+
+#define OTHER_UID 54321
+
+static char *g_top; /* a private directory for each test's paths */
+
+static int top_setup(void **state)
+{
+    (void)state;
+    g_top = ph_test_mkdtemp();
+    return g_top ? 0 : -1;
+}
+
+static int top_teardown(void **state)
+{
+    (void)state;
+    ph_test_rmtree(g_top);
+    free(g_top);
+    g_top = NULL;
+    return 0;
+}
+
+static int entries_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* Opens a fake service on dir; returns the status and leaves the message. */
+static ph_status open_on(const char *dir, ph_execution_service **svc, ph_diag *diag)
+{
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir};
+    return ph_execution_service_open(&cfg, svc, diag);
+}
+
+static void assert_code(const ph_diag *diag, const char *code)
+{
+    if (strstr(diag->message, code) != diag->message)
+        fail_msg("expected %s, got: %s", code, diag->message);
+}
+
+static void expect_refused(const char *dir, const char *code)
+{
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(open_on(dir, &svc, &diag), PH_E_DENIED);
+    assert_null(svc);
+    assert_code(&diag, code);
+}
+
+/* A service on the new directory g_top/name (its path in dir). */
+static ph_execution_service *open_named(const char *name, char dir[static 512])
+{
+    snprintf(dir, 512, "%s/%s", g_top, name);
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    if (open_on(dir, &svc, &diag) != PH_OK)
+        fail_msg("service open: %s", diag.message);
+    return svc;
+}
+
+static ph_environment_spec fake_spec(void)
+{
+    ph_environment_spec s;
+    memset(&s, 0, sizeof s);
+    s.tenant = "t1";
+    s.lease = "l1";
+    s.mechanism = PH_MECHANISM_FAKE;
+    ph_sandbox_limits_init(&s.limits);
+    return s;
+}
+
+static void test_precreated_by_another_user(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/owned", g_top);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(chown(dir, OTHER_UID, OTHER_UID), 0);
+    expect_refused(dir, "state_dir_wrong_owner:");
+    assert_int_equal(entries_in(dir), 0); /* nothing made in it */
+}
+
+static void test_symlinked_state_dir(void **state)
+{
+    (void)state;
+    char real[512], link[512];
+    snprintf(real, sizeof real, "%s/real", g_top);
+    snprintf(link, sizeof link, "%s/link", g_top);
+    assert_int_equal(mkdir(real, 0700), 0);
+    assert_int_equal(symlink(real, link), 0);
+    expect_refused(link, "state_dir_symlink:");
+    assert_int_equal(entries_in(real), 0);
+    /* A symlink among the ancestors is refused the same way. */
+    char below[600];
+    snprintf(below, sizeof below, "%s/sub", link);
+    expect_refused(below, "state_dir_symlink:");
+    assert_int_equal(entries_in(real), 0);
+}
+
+static void test_wrong_mode(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/open", g_top);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
+    expect_refused(dir, "state_dir_wrong_mode:");
+    assert_int_equal(chmod(dir, 0770), 0);
+    expect_refused(dir, "state_dir_wrong_mode:");
+    assert_int_equal(entries_in(dir), 0);
+}
+
+static void test_untrusted_ancestor(void **state)
+{
+    (void)state;
+    /* A directory another user owns (and so can rename things in), then one
+     * anyone can write without the sticky bit: either could swap the state
+     * directory under the service. */
+    char theirs[512], dir[600];
+    snprintf(theirs, sizeof theirs, "%s/theirs", g_top);
+    snprintf(dir, sizeof dir, "%s/state", theirs);
+    assert_int_equal(mkdir(theirs, 0755), 0);
+    assert_int_equal(chown(theirs, OTHER_UID, OTHER_UID), 0);
+    expect_refused(dir, "state_dir_untrusted_ancestor:");
+    assert_int_equal(entries_in(theirs), 0);
+    assert_int_equal(chown(theirs, 0, 0), 0);
+    assert_int_equal(chmod(theirs, 0777), 0);
+    expect_refused(dir, "state_dir_untrusted_ancestor:");
+    assert_int_equal(entries_in(theirs), 0);
+    /* Sticky and world-writable, like /tmp: fine, because the entry in it
+     * is ours and the sticky bit stops others from renaming it. */
+    assert_int_equal(chmod(theirs, 01777), 0);
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(open_on(dir, &svc, &diag), PH_OK);
+    ph_execution_service_close(&svc);
+    struct stat sb;
+    assert_int_equal(stat(dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0700);
+    /* "..": refused rather than resolved. */
+    char dotdot[700];
+    snprintf(dotdot, sizeof dotdot, "%s/../theirs/state", theirs);
+    assert_int_equal(open_on(dotdot, &svc, &diag), PH_E_INVAL);
+}
+
+static void test_created_when_absent(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/a/b/state", g_top);
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(open_on(dir, &svc, &diag), PH_OK);
+    ph_execution_service_close(&svc);
+    struct stat sb;
+    assert_int_equal(lstat(dir, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    assert_int_equal(sb.st_mode & 07777, 0700);
+    assert_int_equal(sb.st_uid, geteuid());
+    /* The default leaves /tmp. */
+    char *def = NULL;
+    assert_int_equal(ph_state_dir_default(&def, &diag), PH_OK);
+    if (geteuid() == 0)
+        assert_string_equal(def, "/var/lib/pinhole/sandbox");
+    assert_null(strstr(def, "/tmp"));
+    free(def);
+}
+
+/* A CLI-style environment: created, spec saved, handle detached. */
+static void make_detached(ph_execution_service *svc, char id[32])
+{
+    ph_environment_spec s = fake_spec();
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_OK);
+    assert_int_equal(ph_environment_persist_spec(env, &diag), PH_OK);
+    snprintf(id, 32, "%s", ph_environment_id(env));
+    ph_environment_detach(&env);
+}
+
+static void expect_reattach_refused(ph_execution_service *svc, const char *id, const char *code)
+{
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_environment_reattach(svc, id, &env, &diag);
+    assert_int_not_equal(st, PH_OK);
+    assert_null(env);
+    assert_code(&diag, code);
+}
+
+static void test_swapped_spec(void **state)
+{
+    (void)state;
+    char dir[512], spec[600], evil[600];
+    ph_execution_service *svc = open_named("svc", dir);
+    ph_diag diag = {0};
+    char id[32];
+    make_detached(svc, id);
+    snprintf(spec, sizeof spec, "%s/%s/spec.json", dir, id);
+    snprintf(evil, sizeof evil, "%s/evil.json", g_top);
+
+    /* What the attacker wants the service to read: the proxy socket "/"
+     * (which would be bind-mounted read-write). */
+    char *orig = ph_test_read_file(spec, NULL);
+    assert_non_null(orig);
+    FILE *f = fopen(evil, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"tenant\":\"t1\",\"lease\":\"l1\",\"mechanism\":\"fake\",\"grant_token\":\"x\","
+               "\"proxy_socket_path\":\"/\",\"host_id\":%u}",
+            PH_SANDBOX_ID_DEFAULT_FIRST);
+    fclose(f);
+
+    /* 1. the spec replaced by a file of another owner */
+    assert_int_equal(chown(spec, OTHER_UID, OTHER_UID), 0);
+    expect_reattach_refused(svc, id, "state_file_wrong_owner:");
+    assert_int_equal(chown(spec, 0, 0), 0);
+    /* 2. a symlink to the attacker's file */
+    assert_int_equal(unlink(spec), 0);
+    assert_int_equal(symlink(evil, spec), 0);
+    expect_reattach_refused(svc, id, "state_file_symlink:");
+    assert_int_equal(unlink(spec), 0);
+    /* 3. readable by others (not what the service writes) */
+    f = fopen(spec, "w");
+    assert_non_null(f);
+    fputs(orig, f);
+    fclose(f);
+    assert_int_equal(chmod(spec, 0644), 0);
+    expect_reattach_refused(svc, id, "state_file_wrong_mode:");
+    /* 4. a hard link to someone else's content is not the service's file */
+    assert_int_equal(chmod(spec, 0600), 0);
+    char hard[600];
+    snprintf(hard, sizeof hard, "%s/hard.json", g_top);
+    assert_int_equal(link(spec, hard), 0);
+    expect_reattach_refused(svc, id, "state_file_wrong_mode:");
+    assert_int_equal(unlink(hard), 0);
+    /* the genuine file still works */
+    ph_environment *env = NULL;
+    assert_int_equal(ph_environment_reattach(svc, id, &env, &diag), PH_OK);
+    ph_environment_detach(&env);
+
+    /* 5. the environment directory itself swapped for a symlink */
+    char envdir[600], moved[600];
+    snprintf(envdir, sizeof envdir, "%s/%s", dir, id);
+    snprintf(moved, sizeof moved, "%s/moved", g_top);
+    assert_int_equal(rename(envdir, moved), 0);
+    assert_int_equal(symlink(moved, envdir), 0);
+    expect_reattach_refused(svc, id, "state_open_failed:");
+    assert_int_equal(unlink(envdir), 0);
+    assert_int_equal(rename(moved, envdir), 0);
+    /* 6. ... or owned by another user */
+    assert_int_equal(chown(envdir, OTHER_UID, OTHER_UID), 0);
+    expect_reattach_refused(svc, id, "state_dir_wrong_owner:");
+    assert_int_equal(chown(envdir, 0, 0), 0);
+
+    assert_int_equal(ph_environment_reattach(svc, id, &env, &diag), PH_OK);
+    ph_environment_destroy(&env);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+    free(orig);
+}
+
+static void test_state_write_never_follows(void **state)
+{
+    (void)state;
+    /* A symlink planted where a bundle file is written (config.json, or its
+     * temporary name) is replaced, never written through. */
+    char dir[512], target[600], planted[600], tmp[600];
+    snprintf(dir, sizeof dir, "%s/bundle", g_top);
+    snprintf(target, sizeof target, "%s/victim", g_top);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    FILE *f = fopen(target, "w");
+    assert_non_null(f);
+    fputs("untouched", f);
+    fclose(f);
+    snprintf(planted, sizeof planted, "%s/config.json", dir);
+    snprintf(tmp, sizeof tmp, "%s/.config.json.tmp", dir);
+    assert_int_equal(symlink(target, planted), 0);
+    assert_int_equal(symlink(target, tmp), 0);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    assert_true(fd >= 0);
+    ph_diag diag = {0};
+    assert_int_equal(ph_state_write(fd, "config.json", "{}", 2, 0600, &diag), PH_OK);
+    char *text = ph_test_read_file(target, NULL);
+    assert_string_equal(text, "untouched");
+    free(text);
+    struct stat sb;
+    assert_int_equal(lstat(planted, &sb), 0);
+    assert_true(S_ISREG(sb.st_mode));
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    char *back = NULL;
+    assert_int_equal(ph_state_read(fd, "config.json", &back, NULL, &diag), PH_OK);
+    assert_string_equal(back, "{}");
+    free(back);
+    close(fd);
+}
+
+static void test_proxy_socket_must_be_a_socket(void **state)
+{
+    (void)state;
+    char dir[512], sock[600], link[600];
+    ph_execution_service *svc = open_named("sock-svc", dir);
+    ph_diag diag = {0};
+    ph_environment_spec s = fake_spec();
+    s.network.grant_token = "grant";
+    ph_environment *env = NULL;
+    const char *bad[] = {"/", "/etc/passwd", "/nonexistent/proxy.sock"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s.network.proxy_socket_path = bad[i];
+        assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_INVAL);
+        assert_non_null(strstr(diag.message, "proxy_socket_"));
+        assert_null(env);
+    }
+    snprintf(sock, sizeof sock, "%s/proxy.sock", g_top);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    /* A symlink to a socket is not followed: the target could change. */
+    snprintf(link, sizeof link, "%s/proxy.link", g_top);
+    assert_int_equal(symlink(sock, link), 0);
+    s.network.proxy_socket_path = link;
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_INVAL);
+    s.network.proxy_socket_path = sock;
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_OK);
+    ph_environment_destroy(&env);
+    close(fd);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
+static void test_pinned_socket_survives_a_swap(void **state)
+{
+    (void)state;
+    /* The proxy socket checked at create is the one the runtime mounts,
+     * even if its path is swapped for a directory right after the check. */
+    char dir[512], sock[600], pinned[600];
+    snprintf(dir, sizeof dir, "%s/pin", g_top);
+    snprintf(sock, sizeof sock, "%s/pin-proxy.sock", g_top);
+    snprintf(pinned, sizeof pinned, "%s/proxy.sock", dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(listener, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(listener, 4), 0);
+    struct stat orig;
+    assert_int_equal(stat(sock, &orig), 0);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    ph_diag diag = {0};
+    assert_int_equal(ph_state_pin_socket(fd, "proxy.sock", sock, &diag), PH_OK);
+    assert_int_equal(unlink(sock), 0);
+    assert_int_equal(mkdir(sock, 0777), 0); /* the swap */
+    struct stat sb;
+    assert_int_equal(stat(pinned, &sb), 0);
+    assert_true(S_ISSOCK(sb.st_mode));
+    assert_int_equal(sb.st_ino, orig.st_ino);
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un pa = {.sun_family = AF_UNIX};
+    assert_true(strlen(pinned) < sizeof pa.sun_path);
+    memcpy(pa.sun_path, pinned, strlen(pinned) + 1);
+    assert_int_equal(connect(c, (struct sockaddr *)&pa, sizeof pa), 0);
+    int a = accept(listener, NULL, NULL);
+    assert_true(a >= 0);
+    close(a);
+    close(c);
+    /* A directory is refused as the socket to pin. */
+    assert_int_equal(ph_state_pin_socket(fd, "other.sock", sock, &diag), PH_E_INVAL);
+    ph_state_unpin(fd, dir, "proxy.sock");
+    assert_int_equal(entries_in(dir), 0);
+    close(fd);
+    close(listener);
+    assert_int_equal(rmdir(sock), 0);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        printf("SKIP: the hostile-state-directory test needs root (it plays the other user "
+               "with chown)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precreated_by_another_user),
+        cmocka_unit_test(test_symlinked_state_dir),
+        cmocka_unit_test(test_wrong_mode),
+        cmocka_unit_test(test_untrusted_ancestor),
+        cmocka_unit_test(test_created_when_absent),
+        cmocka_unit_test(test_swapped_spec),
+        cmocka_unit_test(test_state_write_never_follows),
+        cmocka_unit_test(test_proxy_socket_must_be_a_socket),
+        cmocka_unit_test(test_pinned_socket_survives_a_swap),
+    };
+    return cmocka_run_group_tests(tests, top_setup, top_teardown);
+}

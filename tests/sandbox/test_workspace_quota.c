@@ -1,0 +1,251 @@
+/* test_workspace_quota.c - a workspace's byte and inode limits hold in the
+ * kernel (gvisor, or docker with argv[1] = "docker"): a command writing past
+ * either gets ENOSPC inside, the result says the workspace is full, and the
+ * host's filesystem loses no more than the limit. Also: every environment
+ * runs as its own host uid from the service's range, and the figure of what
+ * a workspace volume costs to create (printed, documented in
+ * docs/sandbox.md). Exits 77 when the mechanism is not available. */
+#include "escape_support.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox-int.h"
+
+#define MIB (1024ll * 1024)
+#define LIMIT_BYTES (64 * MIB)
+#define LIMIT_INODES 2000
+
+static ph_sandbox_mechanism g_mechanism;
+static sbx_fixture g_fx;
+/* The environments of the running test: its teardown destroys what a
+ * failed assertion left (a sandbox, its volume and cgroups otherwise stay). */
+static ph_environment *g_env[2];
+
+static int destroy_left(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 2; i++)
+        ph_environment_destroy(&g_env[i]);
+    return 0;
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    esc_use_build_tmpdir();
+    return sbx_open(&g_fx, g_mechanism, 120000) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    sbx_close(&g_fx);
+    return 0;
+}
+
+static ph_environment *limited_env(void)
+{
+    ph_environment_spec s = sbx_spec(&g_fx);
+    s.limits.workspace_bytes = LIMIT_BYTES;
+    s.limits.workspace_inodes = LIMIT_INODES;
+    return g_env[0] = sbx_create(&g_fx, &s);
+}
+
+static uint64_t host_free_bytes(void)
+{
+    struct statvfs v;
+    assert_int_equal(statvfs(g_fx.state_dir, &v), 0);
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+static void test_bytes_limit(void **state)
+{
+    (void)state;
+    ph_environment *env = limited_env();
+    uint64_t before = host_free_bytes();
+    /* Sixteen times the limit: the write must stop at the limit. */
+    ph_execution_result *r = esc_sh(env, "dd if=/dev/zero of=/workspace/fill bs=1M count=1024 "
+                                         "2>&1; echo rc=$?; ls -l /workspace/fill");
+    uint64_t after = host_free_bytes();
+    printf("# dd: %.*s\n", (int)r->out.len, (const char *)r->out.data);
+    assert_true(sbx_contains(r->out.data, r->out.len, "No space left on device"));
+    assert_false(sbx_contains(r->out.data, r->out.len, "rc=0"));
+    assert_true(r->workspace_full);
+    const ph_file_change *c = sbx_change(r, "fill");
+    assert_non_null(c);
+    assert_true(c->size <= (uint64_t)LIMIT_BYTES);
+    assert_true(c->size >= (uint64_t)LIMIT_BYTES / 2);
+    /* The host lost about the limit, never the 1 GiB the command asked for
+     * (other processes share the disk: their writes meanwhile count too, so
+     * the bound is loose; a quiet host shows the fill alone). */
+    int64_t used = (int64_t)before - (int64_t)after;
+    printf("# host free space used by the fill: %lld KiB (limit %lld KiB)\n",
+           (long long)used / 1024, LIMIT_BYTES / 1024);
+    assert_true(used < 3 * LIMIT_BYTES);
+    ph_execution_result_free(&r);
+    /* Space comes back when the file goes; the flag follows. */
+    r = esc_sh(env, "rm /workspace/fill && echo ok > /workspace/small && cat /workspace/small");
+    assert_true(sbx_contains(r->out.data, r->out.len, "ok"));
+    assert_false(r->workspace_full);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&g_env[0]);
+}
+
+static void test_inode_limit(void **state)
+{
+    (void)state;
+    ph_environment *env = limited_env();
+    ph_execution_result *r =
+        esc_sh(env, "mkdir /workspace/many && cd /workspace/many && i=0; "
+                    "while [ $i -lt 5000 ]; do true > f$i || { echo stopped=$i; exit 3; }; "
+                    "i=$((i+1)); done; echo all-created");
+    printf("# inodes: %.*s %.*s\n", (int)r->out.len, (const char *)r->out.data, (int)r->err.len,
+           (const char *)r->err.data);
+    assert_true(r->exited);
+    assert_int_equal(r->exit_code, 3);
+    assert_true(sbx_contains(r->err.data, r->err.len, "No space left on device"));
+    assert_true(r->workspace_full);
+    /* mkfs rounds the inode count up to whole block groups, never by more
+     * than a group's worth (8192 per 32 MiB group at most here). */
+    assert_true(r->files_changed_count < 5000);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&g_env[0]);
+}
+
+static void test_defaults_and_sparse_files(void **state)
+{
+    (void)state;
+    ph_environment_spec s = sbx_spec(&g_fx);
+    ph_environment *env = g_env[0] = sbx_create(&g_fx, &s);
+    /* The default limits: 1 GiB and 100000 inodes (df inside). */
+    ph_execution_result *r = esc_sh(env, "df -k /workspace | tail -1; df -i /workspace | tail -1");
+    printf("# default workspace: %.*s", (int)r->out.len, (const char *)r->out.data);
+    long long kib = 0, used = 0, avail = 0, inodes = 0;
+    char fs[64];
+    const char *text = (const char *)r->out.data;
+    assert_int_equal(sscanf(text, "%63s %lld %lld %lld", fs, &kib, &used, &avail), 4);
+    const char *second = strchr(text, '\n');
+    assert_non_null(second);
+    assert_int_equal(sscanf(second + 1, "%63s %lld", fs, &inodes), 2);
+    assert_true(kib > 900 * 1024 && kib <= 1024 * 1024);
+    assert_true(inodes >= PH_WORKSPACE_DEFAULT_INODES && inodes < 2 * PH_WORKSPACE_DEFAULT_INODES);
+    ph_execution_result_free(&r);
+    /* A sparse file may claim more than the limit in size, but not in
+     * blocks; export refuses it by size (its default limit is the
+     * workspace's). */
+    r = esc_sh(env, "dd if=/dev/zero of=/workspace/sparse bs=1 count=1 seek=3221225471 2>&1; "
+                    "ls -l /workspace/sparse");
+    assert_true(sbx_contains(r->out.data, r->out.len, "3221225472"));
+    ph_execution_result_free(&r);
+    /* What export does with it (the same limit, the artifact store's
+     * default): refused by size before a byte is read. */
+    ph_workspace *ws = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_workspace(env, &ws, &diag), PH_OK);
+    int fd = -1;
+    ph_ws_stat st;
+    assert_int_equal(ph_workspace_open_read(ws, "sparse", PH_WORKSPACE_DEFAULT_BYTES, &fd, &st,
+                                            &diag),
+                     PH_E_LIMIT);
+    assert_int_equal(fd, -1);
+    ph_workspace_close(&ws);
+    ph_environment_destroy(&g_env[0]);
+}
+
+static void test_each_environment_has_its_own_host_id(void **state)
+{
+    (void)state;
+    ph_environment_spec s = sbx_spec(&g_fx);
+    ph_environment *a = g_env[0] = sbx_create(&g_fx, &s);
+    ph_environment *b = g_env[1] = sbx_create(&g_fx, &s);
+    long ids[2];
+    ph_environment *envs[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        ph_execution_result *r = esc_sh(envs[i], "id -u; id -g; : > /workspace/mine");
+        assert_int_equal(r->exit_code, 0);
+        long uid = -1, gid = -1;
+        assert_int_equal(sscanf((const char *)r->out.data, "%ld %ld", &uid, &gid), 2);
+        assert_int_equal(uid, gid);
+        assert_true(uid >= (long)PH_SANDBOX_ID_DEFAULT_FIRST &&
+                    uid < (long)PH_SANDBOX_ID_DEFAULT_FIRST + (long)PH_SANDBOX_ID_DEFAULT_COUNT);
+        ids[i] = uid;
+        /* On the host, the workspace's files belong to that uid. */
+        char ws[1024], file[1100];
+        esc_host_workspace(&g_fx, envs[i], ws, sizeof ws);
+        snprintf(file, sizeof file, "%s/mine", ws);
+        struct stat sb;
+        assert_int_equal(stat(file, &sb), 0);
+        assert_int_equal((long)sb.st_uid, uid);
+        ph_execution_result_free(&r);
+    }
+    assert_true(ids[0] != ids[1]);
+    /* The state directory is not traversable by others. */
+    struct stat sb;
+    assert_int_equal(stat(g_fx.state_dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0077, 0);
+    (void)a;
+    (void)b;
+    destroy_left(NULL);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_volume_creation_cost(void **state)
+{
+    (void)state;
+    /* The volume alone (image, loop device, mkfs, mount), 1 GiB and 100000
+     * inodes, as create makes it; median of 9. */
+    enum { RUNS = 9 };
+    int64_t ms[RUNS];
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    for (int i = 0; i < RUNS; i++) {
+        int fd = open(dir, O_RDONLY | O_DIRECTORY);
+        assert_true(fd >= 0);
+        assert_int_equal(mkdirat(fd, "workspace", 0755), 0);
+        ph_diag diag = {0};
+        int64_t t0 = ph_monotonic_ms();
+        ph_status st = ph_ws_volume_create(fd, dir, PH_WORKSPACE_DEFAULT_BYTES,
+                                           PH_WORKSPACE_DEFAULT_INODES, 4242, 4242, &diag);
+        ms[i] = ph_monotonic_ms() - t0;
+        if (st != PH_OK)
+            fail_msg("volume: %s", diag.message);
+        assert_int_equal(ph_ws_volume_unmount(fd, dir, false), 0);
+        assert_int_equal(unlinkat(fd, "workspace", AT_REMOVEDIR), 0);
+        close(fd);
+    }
+    qsort(ms, RUNS, sizeof ms[0], cmp_i64);
+    printf("# workspace volume creation (1 GiB, 100000 inodes): median %lld ms, max %lld ms\n",
+           (long long)ms[RUNS / 2], (long long)ms[RUNS - 1]);
+    ph_test_rmtree(dir);
+    free(dir);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = esc_pick_mechanism(argc, argv, false, &g_mechanism);
+    if (rc != 0)
+        return rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_bytes_limit, destroy_left),
+        cmocka_unit_test_teardown(test_inode_limit, destroy_left),
+        cmocka_unit_test_teardown(test_defaults_and_sparse_files, destroy_left),
+        cmocka_unit_test_teardown(test_each_environment_has_its_own_host_id, destroy_left),
+        cmocka_unit_test(test_volume_creation_cost),
+    };
+    char name[64];
+    snprintf(name, sizeof name, "workspace quota (%s)", ph_sandbox_mechanism_name(g_mechanism));
+    return _cmocka_run_group_tests(name, tests, sizeof tests / sizeof tests[0], group_setup,
+                                   group_teardown);
+}
