@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool utf8_valid(const char *s, size_t len)
+bool ph_bytes_are_utf8(const char *s, size_t len)
 {
     json_t *t = json_stringn(len ? s : "", len);
     bool ok = t != NULL;
@@ -49,7 +49,7 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
 char *ph_text_escape(const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    bool utf8 = utf8_valid(s, len);
+    bool utf8 = ph_bytes_are_utf8(s, len);
     char *out = malloc(4 * len + 1);
     if (out == NULL)
         return NULL;

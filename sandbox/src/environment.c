@@ -251,6 +251,13 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
         if (st != PH_OK)
             return st;
     }
+    /* Both paths are saved in spec.json for reattach: a path JSON cannot
+     * carry as text would come back as none. */
+    if (s->passthrough_file && !ph_bytes_are_utf8(s->passthrough_file, strlen(s->passthrough_file)))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.passthrough_file must be valid UTF-8");
+    if (s->network.proxy_socket_path &&
+        !ph_bytes_are_utf8(s->network.proxy_socket_path, strlen(s->network.proxy_socket_path)))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.network.proxy_socket_path must be valid UTF-8");
     return PH_OK;
 }
 

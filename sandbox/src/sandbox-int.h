@@ -110,6 +110,8 @@ ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
 /* ---- byte strings in JSON and text (byte_strings.c) ---- */
 
 struct json_t;
+/* Whether the len bytes at s are valid UTF-8 (as jansson takes them). */
+bool ph_bytes_are_utf8(const char *s, size_t len);
 /* Sets obj[text_key] to the len bytes at data when they are valid UTF-8,
  * else obj[b64_key] to their standard base64 (padded). Returns 0, or -1
  * when out of memory (nothing set). */

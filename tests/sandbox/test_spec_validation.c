@@ -61,6 +61,9 @@ static void test_bad_specs(void **state)
     s.network.proxy_socket_path = "/s";
     s.network.grant_token = "has space";
     refused(&f, &s, PH_E_INVAL, "grant_token");
+    s = sbx_spec(&f);
+    s.passthrough_file = "/etc/pass\377through"; /* not UTF-8: spec.json could not keep it */
+    refused(&f, &s, PH_E_INVAL, "passthrough_file");
     sbx_close(&f);
 }
 
