@@ -1,8 +1,10 @@
-/* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, and
- * recovery from descriptor exhaustion. */
+/* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, the
+ * refusal to share an address with another live process, and recovery from
+ * descriptor exhaustion. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,8 +81,74 @@ void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap)
         snprintf(buf, cap, "unix");
 }
 
-int px_listen_tcp(const px_sockaddr *addr, ph_diag *diag)
+/* Whether something accepts connections at sa right now: a non-blocking
+ * connect, then up to PROBE_MS for the handshake. Refused: nobody (1 is
+ * returned only for a live listener or one whose accept queue is full, as a
+ * SYN left unanswered on a local address means). */
+#define PROBE_MS 1000
+static bool someone_listens(const struct sockaddr *sa, socklen_t len, int *fd_out)
 {
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool live = false;
+    if (connect(fd, sa, len) == 0) {
+        live = true;
+    } else if (errno == EINPROGRESS || errno == EAGAIN) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (poll(&p, 1, PROBE_MS) == 0)
+            live = true; /* a full accept queue: somebody holds it */
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+            live = true;
+    }
+    if (live && fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
+    return live;
+}
+
+/* The address a probe for a listener on addr connects to: the address
+ * itself, or loopback for a wildcard address. */
+static void probe_target(const px_sockaddr *addr, px_sockaddr *out)
+{
+    *out = *addr;
+    if (out->ss.ss_family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&out->ss;
+        if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+            s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->ss;
+        if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+            s6->sin6_addr = in6addr_loopback;
+    }
+}
+
+static uint16_t sockaddr_port(const px_sockaddr *a)
+{
+    return ntohs(a->ss.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&a->ss)->sin6_port
+                                             : ((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
+{
+    char a[PX_ADDR_MAX];
+    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    /* SO_REUSEPORT would let a second process join this address and take
+     * half the connections (STYLE.md): the first socket of an address
+     * looks for a live holder before binding. */
+    px_sockaddr target;
+    probe_target(addr, &target);
+    if (first && sockaddr_port(addr) != 0 &&
+        someone_listens((const struct sockaddr *)&target.ss, target.len, NULL)) {
+        ph_diag_set(diag, PH_E_IO, 0,
+                    "listen on %s: the address is held by a live listener (another "
+                    "pinhole-proxy?); refusing to share it",
+                    a);
+        return -1;
+    }
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         ph_diag_set(diag, PH_E_IO, 0, "socket: %s", strerror(errno));
@@ -88,16 +156,17 @@ int px_listen_tcp(const px_sockaddr *addr, ph_diag *diag)
     }
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t len = sizeof addr->ss;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         (addr->ss.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 || listen(fd, 4096) != 0) {
-        char a[PX_ADDR_MAX];
-        px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 || listen(fd, 4096) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
         ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
         close(fd);
         return -1;
     }
+    addr->len = len;
     return fd;
 }
 
@@ -109,11 +178,28 @@ int px_listen_unix(const char *path, unsigned mode, ph_diag *diag)
         return -1;
     }
     memcpy(sun.sun_path, path, strlen(path) + 1);
-    /* Remove only a stale socket, never a regular file someone put there. */
+    /* Replace only a stale socket (nothing accepts on it), never a live one
+     * (another instance serves there) nor a file someone put there. */
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             ph_diag_set(diag, PH_E_IO, 0, "%s exists and is not a socket", path);
+            return -1;
+        }
+        int probe = -1;
+        if (someone_listens((struct sockaddr *)&sun, sizeof sun, &probe)) {
+            struct ucred cred = { 0 };
+            socklen_t cl = sizeof cred;
+            if (getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+                ph_diag_set(diag, PH_E_IO, 0,
+                            "unix socket %s is held by a live listener (pid %d, uid %u); "
+                            "refusing to replace it",
+                            path, (int)cred.pid, (unsigned)cred.uid);
+            else
+                ph_diag_set(diag, PH_E_IO, 0,
+                            "unix socket %s is held by a live listener; refusing to replace it",
+                            path);
+            close(probe);
             return -1;
         }
         unlink(path);

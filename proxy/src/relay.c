@@ -23,7 +23,13 @@
  *
  * Half-close: EOF from one side becomes shutdown(SHUT_WR) towards the other
  * once everything read before it has been written; the tunnel ends when both
- * directions ended, on an error, on the idle timeout or the maximum lifetime.
+ * directions ended, on an error, on the idle timeout or at the end of its
+ * life (the caller's: the earliest of max_lifetime_s and the grant's expiry),
+ * or when the caller stops it (its grant or destination was revoked).
+ *
+ * Callbacks: every event's argument is the relay (or one of its sides);
+ * done runs at most once, and once it ran the relay may be freed, so every
+ * path that can call finish() returns without touching r afterwards.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +70,7 @@ struct px_relay {
     bool shut[2];               /* we shut the write side towards i */
     uint64_t *count[2];         /* bytes read from side i */
     struct event *idle, *life;
+    const char *life_end;       /* the end reason when life fires */
     time_t last_activity;
     long idle_s;
     size_t high, step;
@@ -258,7 +265,8 @@ static void life_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    finish(arg, "max_lifetime");
+    px_relay *r = arg;
+    finish(r, r->life_end);
 }
 
 /* Takes the socket out of a bufferevent and frees it (the socket stays
@@ -293,8 +301,8 @@ static void relay_release(px_relay *r)
 
 px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
                          struct bufferevent *upstream, const char *greeting, size_t greeting_len,
-                         const px_config *cfg, uint64_t *up, uint64_t *down,
-                         px_relay_done_cb done, void *arg)
+                         const px_config *cfg, long life_s, const char *life_end,
+                         uint64_t *up, uint64_t *down, px_relay_done_cb done, void *arg)
 {
     px_relay *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -306,6 +314,7 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     if (r->step > r->high)
         r->step = r->high;
     r->idle_s = cfg->idle_timeout_s;
+    r->life_end = life_end;
     r->done = done;
     r->arg = arg;
     r->last_activity = now_s();
@@ -339,7 +348,7 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     take_socket(client, r->buf[0]);
     take_socket(upstream, r->buf[1]);
     *r->count[0] += early;
-    struct timeval idle = { cfg->idle_timeout_s, 0 }, life = { cfg->max_lifetime_s, 0 };
+    struct timeval idle = { cfg->idle_timeout_s, 0 }, life = { life_s > 0 ? life_s : 0, 0 };
     evtimer_add(r->idle, &idle);
     evtimer_add(r->life, &life);
     return r;
@@ -351,6 +360,11 @@ void px_relay_run(px_relay *r)
      * goes out now, without waiting for the loop; then the early bytes. */
     if (flush(r, 1))
         (void)flush(r, 0);
+}
+
+void px_relay_stop(px_relay *r, const char *why)
+{
+    finish(r, why);
 }
 
 void px_relay_free(px_relay **rp)
