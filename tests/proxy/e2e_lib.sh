@@ -139,7 +139,9 @@ e2e_wait_ready() {
 
 # Starts the proxy in the background on ports the kernel chooses:
 # PROXY_PORT, ADMIN_PORT, PROXY_PID. E2E_PROXY_PREFIX (e.g. "prlimit
-# --nofile=64:64") runs it under a wrapper.
+# --nofile=64:64") runs it under a wrapper; E2E_PROXY_NAME (default proxy)
+# names its files: $E2E_TMP/NAME.log (connections), NAME.err (events),
+# NAME.ready.
 e2e_start_proxy() {
     # As root the proxy must drop privileges: run as nobody, owning its files
     # (reloads reopen the table and the 0600 key after the drop).
@@ -148,21 +150,22 @@ e2e_start_proxy() {
         chown nobody "$E2E_TMP" "$E2E_TMP"/table.ptab "$E2E_TMP"/grant.key
         E2E_USER_OPT="--user nobody"
     fi
-    rm -f "$E2E_TMP/proxy.ready"
+    n=${E2E_PROXY_NAME:-proxy}
+    rm -f "$E2E_TMP/$n.ready"
     ${E2E_PROXY_PREFIX:-} "$PROXY" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
-        --ready-file "$E2E_TMP/proxy.ready" \
+        --ready-file "$E2E_TMP/$n.ready" \
         --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
         --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
-        >"$E2E_TMP/proxy.log" 2>"$E2E_TMP/proxy.err" &
+        >"$E2E_TMP/$n.log" 2>"$E2E_TMP/$n.err" &
     PROXY_PID=$!
-    if e2e_wait_ready "$E2E_TMP/proxy.ready" "$PROXY_PID"; then
+    if e2e_wait_ready "$E2E_TMP/$n.ready" "$PROXY_PID"; then
         E2E_PIDS="$E2E_PIDS $PROXY_PID"
-        PROXY_PORT=$(awk '$1=="listen"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/proxy.ready")
-        ADMIN_PORT=$(awk '$1=="admin"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/proxy.ready")
+        PROXY_PORT=$(awk '$1=="listen"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/$n.ready")
+        ADMIN_PORT=$(awk '$1=="admin"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/$n.ready")
         return 0
     fi
     kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null
-    fail "proxy did not start"; cat "$E2E_TMP/proxy.err"; exit 1
+    fail "proxy did not start"; cat "$E2E_TMP/$n.err"; exit 1
 }
 
 # A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT (the
