@@ -136,7 +136,6 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
-    long nofile = raise_nofile();
     if (ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS || evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-proxy: cannot initialise c-ares or libevent threads\n");
         return PX_EXIT_INTERNAL;
@@ -148,6 +147,7 @@ int main(int argc, char **argv)
         px_policy_shutdown();
         return PX_EXIT_OK;
     }
+    long nofile = raise_nofile();
     if (ph_build_is_test_loopback())
         px_log_event("warning", "test_build",
                      "PINHOLE_TEST_LOOPBACK_UPSTREAM build: loopback upstreams are allowed; "
