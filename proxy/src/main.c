@@ -158,28 +158,39 @@ int main(int argc, char **argv)
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         nworkers = n > 0 ? (int)n : 1;
     }
+    /* Every failure below goes through the cleanup at the end: a start-up
+     * that fails (a held address, say) exits with nothing left allocated. */
+    int code = PX_EXIT_OK, started = 0;
+    struct evhttp *admin = NULL;
+    px_sockaddr admin_addr, addrs[PX_LISTEN_MAX];
+    int unix_fd = -1;
     struct event_base *main_base = event_base_new();
     px_worker *workers = calloc((size_t)nworkers, sizeof *workers);
     if (main_base == NULL || workers == NULL) {
         fprintf(stderr, "pinhole-proxy: out of memory\n");
-        return PX_EXIT_INTERNAL;
+        code = PX_EXIT_INTERNAL;
+        goto out;
     }
-    px_sockaddr addrs[PX_LISTEN_MAX];
     for (int i = 0; i < cfg.listen_count; i++)
-        if (px_sockaddr_parse(cfg.listen[i], &addrs[i], &diag) != PH_OK)
-            return fail(PX_EXIT_USAGE, "configuration", &diag);
-    int unix_fd = -1;
+        if (px_sockaddr_parse(cfg.listen[i], &addrs[i], &diag) != PH_OK) {
+            code = fail(PX_EXIT_USAGE, "configuration", &diag);
+            goto out;
+        }
     if (cfg.unix_socket[0] &&
-        (unix_fd = px_listen_unix(cfg.unix_socket, cfg.unix_socket_mode, &diag)) < 0)
-        return fail(PX_EXIT_STARTUP, "unix listener", &diag);
-    struct evhttp *admin = NULL;
-    px_sockaddr admin_addr;
+        (unix_fd = px_listen_unix(cfg.unix_socket, cfg.unix_socket_mode, &diag)) < 0) {
+        code = fail(PX_EXIT_STARTUP, "unix listener", &diag);
+        goto out;
+    }
     if (cfg.admin_listen[0] &&
-        (admin = px_admin_start(main_base, cfg.admin_listen, &admin_addr, &diag)) == NULL)
-        return fail(PX_EXIT_STARTUP, "admin listener", &diag);
+        (admin = px_admin_start(main_base, cfg.admin_listen, &admin_addr, &diag)) == NULL) {
+        code = fail(PX_EXIT_STARTUP, "admin listener", &diag);
+        goto out;
+    }
     for (int i = 0; i < nworkers; i++)
-        if (px_worker_init(&workers[i], i, &cfg, addrs, unix_fd, &diag) != PH_OK)
-            return fail(PX_EXIT_STARTUP, "starting workers", &diag);
+        if (px_worker_init(&workers[i], i, &cfg, addrs, unix_fd, &diag) != PH_OK) {
+            code = fail(PX_EXIT_STARTUP, "starting workers", &diag);
+            goto out;
+        }
 
     /* Every connection needs two descriptors (client, upstream); what the
      * limit leaves beside the reserve caps connections, so the resolver and
@@ -192,18 +203,27 @@ int main(int argc, char **argv)
                  nofile, reserve, fd_cap, cfg.max_connections);
     if (cfg.ready_file[0] &&
         write_ready_file(cfg.ready_file, addrs, cfg.listen_count, cfg.unix_socket,
-                         admin ? &admin_addr : NULL, &diag) != PH_OK)
-        return fail(PX_EXIT_STARTUP, "ready file", &diag);
-    if (px_drop_privileges(cfg.user, &diag) != PH_OK)
-        return fail(PX_EXIT_STARTUP, "dropping privileges", &diag);
-    for (int i = 0; i < nworkers; i++)
-        if (px_worker_start(&workers[i]) != PH_OK)
-            return fail(PX_EXIT_INTERNAL, "starting worker threads", &diag);
+                         admin ? &admin_addr : NULL, &diag) != PH_OK) {
+        code = fail(PX_EXIT_STARTUP, "ready file", &diag);
+        goto out;
+    }
+    if (px_drop_privileges(cfg.user, &diag) != PH_OK) {
+        code = fail(PX_EXIT_STARTUP, "dropping privileges", &diag);
+        goto out;
+    }
+    for (; started < nworkers; started++)
+        if (px_worker_start(&workers[started]) != PH_OK) {
+            code = fail(PX_EXIT_INTERNAL, "starting worker threads", &diag);
+            for (int i = 0; i < started; i++)
+                px_worker_request_drain(&workers[i]);
+            goto out;
+        }
 
     worker_set set = { workers, nworkers };
     px_policy_on_change(recheck_workers, &set);
 
-    char id[PH_TABLE_ID_HEX_LEN + 1], listening[PX_LISTEN_MAX * PX_ADDR_MAX] = "", admin_text[PX_ADDR_MAX];
+    char id[PH_TABLE_ID_HEX_LEN + 1], listening[PX_LISTEN_MAX * PX_ADDR_MAX] = "";
+    char admin_text[PX_ADDR_MAX];
     size_t used = 0;
     for (int i = 0; i < cfg.listen_count; i++) {
         char a[PX_ADDR_MAX];
@@ -219,20 +239,24 @@ int main(int argc, char **argv)
                  listening, cfg.unix_socket[0] ? " and " : "", cfg.unix_socket, nworkers,
                  admin_text, id);
 
-    int rc = px_run_main_loop(main_base, workers, nworkers, &cfg);
+    if (px_run_main_loop(main_base, workers, nworkers, &cfg) != 0)
+        code = PX_EXIT_INTERNAL;
     px_policy_on_change(NULL, NULL);
-    for (int i = 0; i < nworkers; i++)
+out:
+    for (int i = 0; workers && i < nworkers; i++)
         px_worker_join_and_free(&workers[i]);
-    px_log_event("info", "stopped", "drained");
+    if (started == nworkers && code != PX_EXIT_STARTUP)
+        px_log_event("info", "stopped", "drained");
     free(workers);
     if (admin)
         evhttp_free(admin);
-    event_base_free(main_base);
+    if (main_base)
+        event_base_free(main_base);
     if (unix_fd >= 0) {
         close(unix_fd);
         unlink(cfg.unix_socket);
     }
     px_policy_shutdown();
     ares_library_cleanup();
-    return rc == 0 ? PX_EXIT_OK : PX_EXIT_INTERNAL;
+    return code;
 }
