@@ -80,6 +80,7 @@ typedef struct px_worker {
     struct event *drain_deadline;
     const px_config *cfg;
     uint64_t next_conn_seq;
+    atomic_bool recheck_pending;  /* a recheck pass is scheduled, not yet run */
 } px_worker;
 
 /* Creates worker id (base, DNS channel, one SO_REUSEPORT listener per

@@ -13,6 +13,7 @@
  */
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "diag-int.h"
 #include "proxy-int.h"
@@ -24,6 +25,15 @@ static char g_table_path[PX_PATH_MAX];
 static char g_key_path[PX_PATH_MAX];
 static void (*g_hook)(void *arg);
 static void *g_hook_arg;
+static struct stat g_key_identity; /* of the key file in force */
+
+/* Whether two stats name the same unchanged file (replaced files, as
+ * pinhole-guard keygen --rotate writes them, get a new inode). */
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+           a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
 
 /* Opens both files; on failure nothing is returned. */
 static ph_status load_both(const char *table, const char *key, ph_guard **g, ph_keyring **kr,
@@ -49,6 +59,7 @@ ph_status px_policy_init(const px_config *cfg, ph_diag *diag)
         return st;
     snprintf(g_table_path, sizeof g_table_path, "%s", cfg->table);
     snprintf(g_key_path, sizeof g_key_path, "%s", cfg->grant_key);
+    (void)stat(g_key_path, &g_key_identity);
     return PH_OK;
 }
 
@@ -66,6 +77,10 @@ ph_status px_policy_reload(ph_diag *diag)
     ph_guard *g = NULL;
     ph_keyring *kr = NULL;
     const char *which;
+    /* The key file's identity, taken before it is read: a file replaced
+     * after this is seen as changed by the next reload. */
+    struct stat key_identity = { 0 };
+    (void)stat(g_key_path, &key_identity);
     ph_status st = load_both(g_table_path, g_key_path, &g, &kr, diag, &which);
     if (st != PH_OK) {
         px_metrics_reload(false);
@@ -86,11 +101,15 @@ ph_status px_policy_reload(ph_diag *diag)
     ph_guard_policy_id(old_guard, old_id);
     ph_guard_close(&old_guard);
     ph_keyring_free(&old_keyring);
+    bool table_changed = strcmp(old_id, new_id) != 0;
+    bool keys_changed = !same_file(&key_identity, &g_key_identity);
+    g_key_identity = key_identity;
     px_metrics_reload(true);
-    px_log_event("info", "reload", "table %s, policy %s, %zu grant key(s)",
-                 strcmp(old_id, new_id) == 0 ? "unchanged" : "replaced", new_id,
-                 ph_keyring_count(kr));
-    if (g_hook)
+    px_log_event("info", "reload", "table %s, policy %s; grant keys %s, %zu key(s)",
+                 table_changed ? "replaced" : "unchanged", new_id,
+                 keys_changed ? "replaced" : "unchanged", ph_keyring_count(kr));
+    /* Open connections are decided again only when something changed. */
+    if (g_hook && (table_changed || keys_changed))
         g_hook(g_hook_arg);
     return PH_OK;
 }

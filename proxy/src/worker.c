@@ -116,12 +116,17 @@ static void recheck_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    px_conn_recheck_all(arg);
+    px_worker *w = arg;
+    atomic_store(&w->recheck_pending, false); /* a reload from now on asks again */
+    px_conn_recheck_all(w);
 }
 
 void px_worker_request_recheck(px_worker *w)
 {
-    event_base_once(w->base, -1, EV_TIMEOUT, recheck_cb, w, NULL);
+    /* Reloads in a burst cost one pass: the pass checks against the policy
+     * in force when it runs, which is the latest. */
+    if (!atomic_exchange(&w->recheck_pending, true))
+        event_base_once(w->base, -1, EV_TIMEOUT, recheck_cb, w, NULL);
 }
 
 void px_worker_conn_gone(px_worker *w)
