@@ -225,20 +225,20 @@ check "their log lines say end=shutdown" "20" "$(log_count termdns '"end":"shutd
 # ---- 9. a second instance -----------------------------------------------------
 E2E_PROXY_NAME=first e2e_start_proxy --unix-socket "$E2E_TMP/px.sock"
 FIRST_PID=$PROXY_PID FIRST_PORT=$PROXY_PORT FIRST_ADMIN=$ADMIN_PORT
-"$PROXY" --listen 127.0.0.1:"$FIRST_PORT" --admin-listen "" --table "$E2E_TMP/table.ptab" \
-    --grant-key "$E2E_TMP/grant.key" --dns-servers 127.0.0.1:"$DNS_PORT" $E2E_USER_OPT \
-    >"$E2E_TMP/second.log" 2>"$E2E_TMP/second.err" &
-SECOND=$!
-wait_exit "$SECOND"; rc=$?
-check "second instance on the same TCP address: exit 3" "3" "$rc"
+# second_instance OPTIONS...: starts another proxy; prints its exit status
+# (124: it was still running after 10 s), its stderr in second.err.
+second_instance() {
+    "$PROXY" --admin-listen "" --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
+        --dns-servers 127.0.0.1:"$DNS_PORT" $E2E_USER_OPT "$@" \
+        >"$E2E_TMP/second.log" 2>"$E2E_TMP/second.err" &
+    wait_exit $!
+    echo $?
+}
+check "second instance on the same TCP address: exit 3" "3" "$(second_instance --listen 127.0.0.1:"$FIRST_PORT")"
 grep -q "127.0.0.1:$FIRST_PORT.*held by a live listener" "$E2E_TMP/second.err" &&
     ok "its error names the held address: $(grep -m1 held "$E2E_TMP/second.err")" || fail "second.err: $(cat "$E2E_TMP/second.err")"
-"$PROXY" --listen 127.0.0.1:0 --admin-listen "" --unix-socket "$E2E_TMP/px.sock" --table "$E2E_TMP/table.ptab" \
-    --grant-key "$E2E_TMP/grant.key" --dns-servers 127.0.0.1:"$DNS_PORT" $E2E_USER_OPT \
-    >"$E2E_TMP/second.log" 2>"$E2E_TMP/second.err" &
-SECOND=$!
-wait_exit "$SECOND"; rc=$?
-check "second instance on the same unix socket: exit 3" "3" "$rc"
+check "second instance on the same unix socket: exit 3" "3" \
+    "$(second_instance --listen 127.0.0.1:0 --unix-socket "$E2E_TMP/px.sock")"
 grep -q "px.sock is held by a live listener (pid $FIRST_PID" "$E2E_TMP/second.err" &&
     ok "its error names the holder: $(grep -m1 held "$E2E_TMP/second.err")" || fail "second.err: $(cat "$E2E_TMP/second.err")"
 ADMIN_PORT=$FIRST_ADMIN

@@ -33,6 +33,7 @@ e2e_stop_all() {
 
 e2e_cleanup() {
     e2e_stop_all
+    [ -n "${E2E_SANITIZER_CHECKED:-}" ] || e2e_check_sanitizer  # a script that exited early
     if [ "${E2E_KEEP:-0}" = 1 ] || [ "$E2E_FAILS" -ne 0 ]; then
         echo "# kept $E2E_TMP"; tail -n 20 "$E2E_TMP"/proxy.err 2>/dev/null
     else
@@ -225,6 +226,7 @@ e2e_check_sanitizer() {
 e2e_finish() {
     e2e_stop_all
     e2e_check_sanitizer
+    E2E_SANITIZER_CHECKED=1
     if [ "$E2E_FAILS" -ne 0 ]; then echo "$E2E_FAILS failure(s)"; exit 1; fi
     echo "all passed"
 }
