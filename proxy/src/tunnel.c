@@ -647,11 +647,11 @@ static void leave_head(px_conn *c)
 
 /* Who connected, for the log and for the per-peer limit. TCP: the source
  * address (without the port). Unix socket: the connecting process
- * (SO_PEERCRED): each gVisor sandbox reaches the socket through its own
- * host process (runsc's sandbox process, with --host-uds=open) and each
- * docker sandbox through its own forwarder process, while every sandbox may
- * run as the same uid; so the pid tells one sandbox from another and the
- * uid does not. */
+ * (SO_PEERCRED): every process of a gVisor sandbox reaches the socket
+ * through the sandbox's one host process (runsc's sandbox process, with
+ * --host-uds=open), while every sandbox may run as the same uid; so the pid
+ * tells one sandbox from another and the uid does not. (Under docker, the
+ * development fallback, each process of a container is a peer of its own.) */
 static void peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
                           char key[64])
 {
