@@ -136,9 +136,27 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
 {
     char a[PX_ADDR_MAX];
     px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
-    /* SO_REUSEPORT would let a second process join this address and take
-     * half the connections (STYLE.md): the first socket of an address
-     * looks for a live holder before binding. */
+    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ph_diag_set(diag, PH_E_IO, 0, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+        (addr->ss.ss_family == AF_INET6 &&
+         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
+        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
+        ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    /* SO_REUSEPORT lets a second process of the same user bind beside a
+     * live one and take half its connections (STYLE.md). So the first
+     * socket of an address, bound but not yet listening (connections cannot
+     * reach it), probes the address: if anything accepts there, another
+     * process holds it. Bound first, so an address that is not ours fails
+     * as such rather than as an unanswered probe. */
     px_sockaddr target;
     probe_target(addr, &target);
     if (first && sockaddr_port(addr) != 0 &&
@@ -147,21 +165,11 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
                     "listen on %s: the address is held by a live listener (another "
                     "pinhole-proxy?); refusing to share it",
                     a);
+        close(fd);
         return -1;
     }
-    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        ph_diag_set(diag, PH_E_IO, 0, "socket: %s", strerror(errno));
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     socklen_t len = sizeof addr->ss;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
-        (addr->ss.ss_family == AF_INET6 &&
-         setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 || listen(fd, 4096) != 0 ||
-        getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
+    if (listen(fd, 4096) != 0 || getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
         ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
         close(fd);
         return -1;

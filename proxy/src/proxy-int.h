@@ -51,9 +51,9 @@ void px_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
 
 /* A bound, listening, non-blocking TCP socket with SO_REUSEPORT (every worker
  * binds its own, the kernel spreads connections). first: the first socket
- * of this address in this process; it fails when something already accepts
- * there (a probe connect succeeds), so a second instance cannot join the
- * port group. *addr is updated to the bound address (port 0: the kernel's
+ * of this address in this process; once bound, before listening, it fails
+ * when something already accepts there (a probe connect succeeds), so a
+ * second instance cannot join the port group. *addr is updated to the bound address (port 0: the kernel's
  * choice, which the other workers then bind). Returns the fd or -1. */
 int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
 /* A unix listening socket at path with mode. A stale socket (nothing
