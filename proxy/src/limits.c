@@ -1,5 +1,6 @@
 /* limits.c - connection slots: overall (one atomic, capped by what the
- * descriptor limit allows), connections still sending their request head
+ * descriptor limit allows, shared with the relay's splice pipes),
+ * connections still sending their request head
  * (one atomic), and per key: per lease (tenant+lease, from the grant) and
  * per peer (who connected). Keyed slots live in small locked tables,
  * bounded: a key not in its table when its probe window is full is refused,
@@ -14,16 +15,11 @@
 
 #define KEY_SLOTS 8192 /* distinct leases (or peers) with connections at once */
 
-static atomic_long g_active, g_heads, g_fd_cap = LONG_MAX;
+static atomic_long g_active, g_heads, g_pipes, g_fd_cap = LONG_MAX;
 
 void px_limits_set_fd_cap(long cap)
 {
     atomic_store(&g_fd_cap, cap);
-}
-
-long px_limits_fd_cap(void)
-{
-    return atomic_load(&g_fd_cap);
 }
 
 /* One more of *counter unless it would pass max. */
@@ -37,10 +33,33 @@ static bool counter_acquire(atomic_long *counter, long max)
     return true;
 }
 
-bool px_limits_conn_acquire(long max)
+/* Connections and splice pipes share the descriptor room: each counts two
+ * descriptors. A slot is taken first and the sum checked after, so two
+ * threads taking the last slot at once cannot both keep it. */
+static bool fd_room_acquire(atomic_long *counter, atomic_long *other, long max)
 {
     long cap = atomic_load(&g_fd_cap);
-    return counter_acquire(&g_active, max < cap ? max : cap);
+    long n = atomic_fetch_add(counter, 1);
+    if (n >= max || n + atomic_load(other) >= cap) {
+        atomic_fetch_sub(counter, 1);
+        return false;
+    }
+    return true;
+}
+
+bool px_limits_conn_acquire(long max)
+{
+    return fd_room_acquire(&g_active, &g_pipes, max);
+}
+
+bool px_limits_pipe_acquire(void)
+{
+    return fd_room_acquire(&g_pipes, &g_active, LONG_MAX);
+}
+
+void px_limits_pipe_release(void)
+{
+    atomic_fetch_sub(&g_pipes, 1);
 }
 
 void px_limits_conn_release(void)

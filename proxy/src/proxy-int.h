@@ -185,7 +185,10 @@ long px_limits_conn_active(void);
 /* The most connections the descriptor limit allows (two descriptors each,
  * client and upstream, beside the reserve); LONG_MAX until set. */
 void px_limits_set_fd_cap(long cap);
-long px_limits_fd_cap(void);
+/* A splice pipe (two descriptors) for the relay, only from the room the
+ * connections leave: connections + pipes stay within the descriptor cap. */
+bool px_limits_pipe_acquire(void);
+void px_limits_pipe_release(void);
 /* Connections still sending their request head (atomic). */
 bool px_limits_head_acquire(long max);
 void px_limits_head_release(void);

@@ -17,8 +17,9 @@
  * Bulk: once a direction has moved SPLICE_AFTER_BYTES, it switches to a pipe
  * and splice(2) (socket -> pipe -> socket, the bytes never enter the
  * process); bytes already buffered go out first, the pipe counts against the
- * same cap, and a direction that cannot get a pipe (no descriptors) stays on
- * the buffer path. Small transactions never create pipes, so idle tunnels
+ * same cap, and a direction that cannot get a pipe (no descriptors, or none
+ * to spare beside the connections' reserve: px_limits_pipe_acquire) stays
+ * on the buffer path. Small transactions never create pipes, so idle tunnels
  * and the descriptor budget are unaffected.
  *
  * Half-close: EOF from one side becomes shutdown(SHUT_WR) towards the other
@@ -124,8 +125,13 @@ static bool use_splice(px_relay *r, int from)
 #ifdef __linux__
     if (r->pipe[from][0] >= 0)
         return true;
-    if (*r->count[from] < SPLICE_AFTER_BYTES || pipe2(r->pipe[from], O_NONBLOCK | O_CLOEXEC) != 0)
+    if (*r->count[from] < SPLICE_AFTER_BYTES || !px_limits_pipe_acquire())
         return false;
+    if (pipe2(r->pipe[from], O_NONBLOCK | O_CLOEXEC) != 0) {
+        r->pipe[from][0] = r->pipe[from][1] = -1;
+        px_limits_pipe_release();
+        return false;
+    }
     /* The pipe is part of the per-direction cap, never beyond it. */
     (void)fcntl(r->pipe[from][1], F_SETPIPE_SZ, (int)r->high);
     int cap = fcntl(r->pipe[from][1], F_GETPIPE_SZ);
@@ -282,6 +288,8 @@ static void take_socket(struct bufferevent *b, struct evbuffer *in)
 static void relay_release(px_relay *r)
 {
     for (int i = 0; i < 2; i++) {
+        if (r->pipe[i][0] >= 0)
+            px_limits_pipe_release();
         for (int k = 0; k < 2; k++)
             if (r->pipe[i][k] >= 0)
                 close(r->pipe[i][k]);
