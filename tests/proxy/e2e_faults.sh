@@ -89,6 +89,9 @@ wait_reloads() { # n: until n reloads (ok + failed) were counted
 E2E_PROXY_NAME=dnsfault e2e_start_proxy --dns-servers 127.0.0.1:"$FAKE_DNS_PORT" --dns-timeout-ms 800
 check "SERVFAIL: 502 dns_failure" "502 dns_failure" "$(NET connect "$PROXY_PORT" servfail.fake.test:443 "$AUTH")"
 still_serving "after SERVFAIL" ok.fake.test
+grep -q "\"host\":\"ok.fake.test\",\"port\":$PEER_PORT,\"dialed\":\"127.0.0.1:$PEER_PORT\",\"checked\":\[\"127.0.0.1\"\]" \
+    "$E2E_TMP/dnsfault.log" && ok "a tunnel's log line has the dialed address and the checked list" ||
+    fail "dialed/checked missing: $(grep -m1 ok.fake.test "$E2E_TMP/dnsfault.log")"
 check "truncated answer (TC over UDP, cut over TCP): 502 dns_failure" "502 dns_failure" \
     "$(NET connect "$PROXY_PORT" tc.fake.test:443 "$AUTH")"
 still_serving "after a truncated answer" ok.fake.test
