@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +112,49 @@ static bool someone_listens(const struct sockaddr *sa, socklen_t len, int *fd_ou
     return live;
 }
 
+/* One live pinhole-proxy per address: an abstract unix socket named after
+ * it ("\0pinhole-proxy <what>"), bound and listening for the life of the
+ * process (the kernel releases it when the process ends, however it ends).
+ * Binding it is atomic, so of two instances started at the same moment one
+ * gets the address and the other a clear error with the holder's pid (the
+ * credentials of the lock's listener, read by connecting to it). Abstract
+ * names belong to the network namespace, like TCP addresses; the probe
+ * connect covers holders that are not pinhole-proxy. Returns false with
+ * diag set when another process holds the lock. */
+static bool instance_lock(const char *what, ph_diag *diag)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    char name[sizeof sun.sun_path - 1];
+    int n = snprintf(name, sizeof name, "pinhole-proxy %s", what);
+    if (n < 0 || (size_t)n >= sizeof name) {
+        /* A long path: its FNV-1a hash names it. */
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *c = what; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        n = snprintf(name, sizeof name, "pinhole-proxy hash %016llx", (unsigned long long)h);
+    }
+    memcpy(sun.sun_path + 1, name, (size_t)n);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true; /* no lock without a socket; the probe still runs */
+    if (bind(fd, (struct sockaddr *)&sun, len) == 0 && listen(fd, 1) == 0)
+        return true; /* held until exit: the descriptor is never closed */
+    close(fd);
+    int probe = -1;
+    struct ucred cred = { 0 };
+    socklen_t cl = sizeof cred;
+    if (someone_listens((struct sockaddr *)&sun, len, &probe) &&
+        getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+        ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy (pid %d)", what,
+                    (int)cred.pid);
+    else
+        ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy", what);
+    if (probe >= 0)
+        close(probe);
+    return false;
+}
+
 /* The address a probe for a listener on addr connects to: the address
  * itself, or loopback for a wildcard address. */
 static void probe_target(const px_sockaddr *addr, px_sockaddr *out)
@@ -136,30 +181,44 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
 {
     char a[PX_ADDR_MAX];
     px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    bool kernel_port = sockaddr_port(addr) == 0;
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         ph_diag_set(diag, PH_E_IO, 0, "socket: %s", strerror(errno));
         return -1;
     }
     int one = 1;
+    socklen_t len = sizeof addr->ss;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         (addr->ss.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
+        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
         ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
         close(fd);
         return -1;
     }
+    addr->len = len; /* port 0: now the kernel's choice */
+    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
     /* SO_REUSEPORT lets a second process of the same user bind beside a
      * live one and take half its connections (STYLE.md). So the first
-     * socket of an address, bound but not yet listening (connections cannot
-     * reach it), probes the address: if anything accepts there, another
-     * process holds it. Bound first, so an address that is not ours fails
-     * as such rather than as an unanswered probe. */
+     * socket of an address takes the instance lock (another pinhole-proxy),
+     * then, bound but not yet listening (connections cannot reach it),
+     * probes the address: if anything accepts there, another process holds
+     * it. Bound first, so an address that is not ours fails as such rather
+     * than as an unanswered probe. */
+    if (first) {
+        char what[PX_ADDR_MAX + 16];
+        snprintf(what, sizeof what, "listen on %s", a);
+        if (!instance_lock(what, diag)) {
+            close(fd);
+            return -1;
+        }
+    }
     px_sockaddr target;
     probe_target(addr, &target);
-    if (first && sockaddr_port(addr) != 0 &&
+    if (first && !kernel_port &&
         someone_listens((const struct sockaddr *)&target.ss, target.len, NULL)) {
         ph_diag_set(diag, PH_E_IO, 0,
                     "listen on %s: the address is held by a live listener (another "
@@ -168,13 +227,11 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
         close(fd);
         return -1;
     }
-    socklen_t len = sizeof addr->ss;
-    if (listen(fd, 4096) != 0 || getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
+    if (listen(fd, 4096) != 0) {
         ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
         close(fd);
         return -1;
     }
-    addr->len = len;
     return fd;
 }
 
@@ -187,7 +244,12 @@ int px_listen_unix(const char *path, unsigned mode, ph_diag *diag)
     }
     memcpy(sun.sun_path, path, strlen(path) + 1);
     /* Replace only a stale socket (nothing accepts on it), never a live one
-     * (another instance serves there) nor a file someone put there. */
+     * (another instance serves there) nor a file someone put there; the
+     * instance lock keeps two starting at once from both replacing it. */
+    char what[PX_PATH_MAX + 16];
+    snprintf(what, sizeof what, "unix socket %s", path);
+    if (!instance_lock(what, diag))
+        return -1;
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {

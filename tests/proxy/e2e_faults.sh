@@ -238,12 +238,24 @@ second_instance() {
     echo $?
 }
 check "second instance on the same TCP address: exit 3" "3" "$(second_instance --listen 127.0.0.1:"$FIRST_PORT")"
-grep -q "127.0.0.1:$FIRST_PORT.*held by a live listener" "$E2E_TMP/second.err" &&
+grep -q "127.0.0.1:$FIRST_PORT is held by another pinhole-proxy (pid $FIRST_PID)" "$E2E_TMP/second.err" &&
     ok "its error names the held address: $(grep -m1 held "$E2E_TMP/second.err")" || fail "second.err: $(cat "$E2E_TMP/second.err")"
 check "second instance on the same unix socket: exit 3" "3" \
     "$(second_instance --listen 127.0.0.1:0 --unix-socket "$E2E_TMP/px.sock")"
-grep -q "px.sock is held by a live listener (pid $FIRST_PID" "$E2E_TMP/second.err" &&
+grep -q "px.sock is held by another pinhole-proxy (pid $FIRST_PID)" "$E2E_TMP/second.err" &&
     ok "its error names the holder: $(grep -m1 held "$E2E_TMP/second.err")" || fail "second.err: $(cat "$E2E_TMP/second.err")"
+# A holder that is not pinhole-proxy (SO_REUSEPORT, the same user) is found by the probe.
+/usr/bin/python3 -c '
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("127.0.0.1", 0)); s.listen(8); print(s.getsockname()[1], flush=True); time.sleep(60)' \
+    >"$E2E_TMP/holder.out" & HOLDER=$!; E2E_PIDS="$E2E_PIDS $HOLDER"
+for _ in $(seq 1 100); do HOLDER_PORT=$(cat "$E2E_TMP/holder.out"); [ -n "$HOLDER_PORT" ] && break; sleep 0.05; done
+check "an address another (SO_REUSEPORT) server holds: exit 3" "3" "$(second_instance --listen 127.0.0.1:"$HOLDER_PORT")"
+grep -q "127.0.0.1:$HOLDER_PORT: the address is held by a live listener" "$E2E_TMP/second.err" &&
+    ok "its error names the held address: $(grep -m1 held "$E2E_TMP/second.err")" ||
+    fail "second.err: $(cat "$E2E_TMP/second.err")"
+kill "$HOLDER"
 ADMIN_PORT=$FIRST_ADMIN
 still_serving "the first instance, over TCP" ok.$D
 "$PEER" client "$E2E_TMP/px.sock" "ok.$D:$PEER_PORT" "$AUTH" 1000 1000 >/dev/null 2>&1 &&
