@@ -4,6 +4,7 @@
  * from the workers, so a flood of tunnels cannot starve the probes. */
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
@@ -86,7 +87,8 @@ static void reload_cb(struct evhttp_request *req, void *arg)
     reply_text(req, 200, "OK", id);
 }
 
-struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr, ph_diag *diag)
+struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
+                              px_sockaddr *bound, ph_diag *diag)
 {
     px_sockaddr sa;
     ph_status st = px_sockaddr_parse(listen_addr, &sa, diag);
@@ -105,12 +107,15 @@ struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr, 
     evhttp_set_cb(h, "/healthz", healthz_cb, NULL);
     evhttp_set_cb(h, "/readyz", readyz_cb, NULL);
     evhttp_set_cb(h, "/reload", reload_cb, NULL);
-    int fd = px_listen_tcp(&sa, diag);
+    int fd = px_listen_tcp(&sa, true, diag);
     if (fd < 0 || evhttp_accept_socket(h, fd) != 0) {
-        if (fd >= 0)
+        if (fd >= 0) {
             ph_diag_set(diag, PH_E_IO, 0, "admin listener on %s failed", listen_addr);
+            close(fd);
+        }
         evhttp_free(h);
         return NULL;
     }
+    *bound = sa;
     return h;
 }

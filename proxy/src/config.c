@@ -38,6 +38,7 @@ static const setting SETTINGS[] = {
     S_STR(grant_key, grant_key, "FILE  grant verification key (required)"),
     S_STR(dns_servers, dns_servers, "LIST  DNS servers, c-ares CSV (\"127.0.0.1:53,[::1]:53\"); default resolv.conf"),
     S_STR(user, user, "NAME  drop privileges to this user after binding (when root)"),
+    S_STR(ready_file, ready_file, "FILE  once listening, write the bound addresses here (port 0: the kernel's)"),
     S_LONG(workers, workers, 0, 256, "N  worker threads, one event loop each (default 0: one per core)"),
     S_LONG(dns_timeout_ms, dns_timeout_ms, 100, 60000, "MS  resolution deadline (default 5000)"),
     S_LONG(dns_cache_entries, dns_cache_entries, 0, 1000000, "N  DNS cache entries per worker (default 4096)"),
@@ -49,6 +50,10 @@ static const setting SETTINGS[] = {
     S_LONG(max_lifetime_s, max_lifetime_s, 1, 604800, "S  maximum tunnel lifetime (default 3600)"),
     S_LONG(max_connections, max_connections, 1, 10000000, "N  connections overall (default 20000)"),
     S_LONG(max_connections_per_lease, max_connections_per_lease, 1, 10000000, "N  connections per lease (default 256)"),
+    S_LONG(max_connections_per_peer, max_connections_per_peer, 1, 10000000, "N  connections per peer: TCP source address, unix peer process (default 1024)"),
+    S_LONG(max_head_connections, max_head_connections, 1, 10000000, "N  connections still sending their request head (default 4096)"),
+    { "keep_tunnels_on_reload", K_BOOL, offsetof(px_config, keep_tunnels_on_reload), 0, 0, 0,
+      "BOOL  true: a reload does not end tunnels its table no longer allows (default false)" },
     S_LONG(drain_timeout_s, drain_timeout_s, 0, 3600, "S  SIGTERM drain deadline (default 30)"),
     S_LONG(buffer_bytes, buffer_bytes, 4096, 64L << 20, "N  per-direction buffer high watermark (default 262144)"),
 };
@@ -69,6 +74,8 @@ void px_config_defaults(px_config *cfg)
     cfg->max_lifetime_s = 3600;
     cfg->max_connections = 20000;
     cfg->max_connections_per_lease = 256;
+    cfg->max_connections_per_peer = 1024;
+    cfg->max_head_connections = 4096;
     cfg->drain_timeout_s = 30;
     cfg->buffer_bytes = 256 * 1024;
 }

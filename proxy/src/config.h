@@ -23,6 +23,7 @@ typedef struct px_config {
     char grant_key[PX_PATH_MAX];     /* grant verification key file */
     char dns_servers[PX_ADDR_MAX];   /* c-ares CSV; empty: /etc/resolv.conf */
     char user[64];                   /* drop to this user after binding (root only) */
+    char ready_file[PX_PATH_MAX];    /* written with the bound addresses; empty: none */
     long workers;                    /* 0: one per core */
     long dns_timeout_ms;
     long dns_cache_entries;
@@ -34,6 +35,9 @@ typedef struct px_config {
     long max_lifetime_s;
     long max_connections;
     long max_connections_per_lease;
+    long max_connections_per_peer;   /* per TCP source address / unix peer process */
+    long max_head_connections;       /* still sending their request head, overall */
+    int keep_tunnels_on_reload;      /* 1: a reload never ends a tunnel for its destination */
     long drain_timeout_s;
     long buffer_bytes;               /* per-direction high watermark */
 } px_config;

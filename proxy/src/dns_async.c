@@ -12,6 +12,8 @@
  *
  * Every query carries its own deadline (dns_timeout_ms) so a silent server
  * costs the client exactly that long, whatever c-ares' retry schedule.
+ * Answers are always delivered from the loop, never synchronously: see the
+ * ownership rule at struct px_dns_query.
  * Checked answers are cached by name with their TTL capped; failures
  * (NXDOMAIN, no data, a denied answer) are cached briefly; timeouts are not.
  */
@@ -55,18 +57,45 @@ struct px_dns {
     cache_entry *cache;
     size_t ncache;
     const px_config *cfg;
-    struct px_dns_query *inflight; /* queries c-ares still owns */
+    struct px_dns_query *live; /* queries whose callback has not run */
 };
+
+/*
+ * Ownership (the one rule every completion path follows):
+ *
+ * - A px_dns_query belongs to this file from px_dns_resolve until it is
+ *   freed, which happens in exactly two places: just before its callback
+ *   runs (the callback gets a copy of the answer) and in px_dns_cancel.
+ *   The caller's handle is valid until either; nothing else frees a query.
+ * - The callback runs only from the query's own event (q->ev), dispatched by
+ *   the worker's loop: never inside px_dns_resolve (cache hit, synchronous
+ *   c-ares completion, out of memory), never inside c-ares (ares_process_fd,
+ *   ares_getaddrinfo, ares_destroy), never inside px_dns_cancel. So no path
+ *   can free a query, or the caller's object, while someone up the stack
+ *   still holds it.
+ * - c-ares owns a px_dns_lookup, not the query: it is the argument of
+ *   ares_getaddrinfo and is freed in addrinfo_cb, which c-ares calls exactly
+ *   once per lookup (answer, error, ARES_EDESTRUCTION), possibly before
+ *   ares_getaddrinfo returns. addrinfo_cb only caches the answer, copies it
+ *   into the query if one is still attached (lookup->q, cleared when the
+ *   query goes first: cancel, deadline) and activates the query's event.
+ */
+typedef struct px_dns_lookup {
+    struct px_dns *dns;
+    struct px_dns_query *q; /* NULL once the query no longer waits for it */
+    char host[PH_HOST_MAX + 1];
+} px_dns_lookup;
 
 struct px_dns_query {
     struct px_dns *dns;
     px_dns_cb cb;
     void *arg;
-    bool cancelled; /* no callback; freed when c-ares finishes with it */
-    bool done;
+    struct event *ev;        /* the deadline, and the delivery of the answer */
+    px_dns_lookup *lookup;   /* while c-ares works on it, else NULL */
+    bool answered;           /* answer is set; ev is active, not a timer */
+    bool miss;               /* went to DNS: counts in the latency metric */
     double started;
-    char host[PH_HOST_MAX + 1];
-    struct event *deadline;
+    px_dns_answer answer;
     struct px_dns_query *prev, *next;
 };
 
@@ -113,7 +142,10 @@ static void sock_state_cb(void *data, ares_socket_t fd, int readable, int writab
         ;
     int flags = (readable ? EV_READ : 0) | (writable ? EV_WRITE : 0);
     if (i < d->nsocks) {
-        event_free(d->socks[i].ev);
+        /* Freeing the event whose callback (sock_cb) is running is safe:
+         * libevent touches it no more once the callback was entered. */
+        if (d->socks[i].ev)
+            event_free(d->socks[i].ev);
         if (flags == 0) {
             d->socks[i] = d->socks[--d->nsocks];
             return;
@@ -227,38 +259,58 @@ static void unlink_query(struct px_dns_query *q)
     if (q->prev)
         q->prev->next = q->next;
     else
-        q->dns->inflight = q->next;
+        q->dns->live = q->next;
     if (q->next)
         q->next->prev = q->prev;
     q->prev = q->next = NULL;
 }
 
-static void deliver(struct px_dns_query *q, const px_dns_answer *a)
+/* Frees the query; a lookup still running forgets it. */
+static void query_free(struct px_dns_query *q)
 {
-    if (q->done || q->cancelled)
-        return;
-    q->done = true;
-    if (q->deadline)
-        evtimer_del(q->deadline);
-    q->cb(a, q->arg);
+    if (q->lookup)
+        q->lookup->q = NULL;
+    unlink_query(q);
+    event_free(q->ev);
+    free(q);
 }
 
-static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+/* Sets the answer and schedules its delivery (never delivers here). */
+static void query_answer(struct px_dns_query *q, const px_dns_answer *a)
+{
+    q->answer = *a;
+    q->answered = true;
+    evtimer_del(q->ev);
+    event_active(q->ev, EV_TIMEOUT, 1);
+}
+
+/* The query's event: its answer is ready, or its deadline passed. The only
+ * place a callback runs. */
+static void query_event_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct px_dns_query *q = arg;
-    px_dns_answer a = { .reason = PH_REASON_DNS_TIMEOUT };
-    snprintf(a.detail, sizeof a.detail, "no answer within %ld ms", q->dns->cfg->dns_timeout_ms);
-    px_metrics_dns_latency(now_mono() - q->started);
-    deliver(q, &a);
+    if (!q->answered) {
+        memset(&q->answer, 0, sizeof q->answer);
+        q->answer.reason = PH_REASON_DNS_TIMEOUT;
+        snprintf(q->answer.detail, sizeof q->answer.detail, "no answer within %ld ms",
+                 q->dns->cfg->dns_timeout_ms);
+    }
+    if (q->miss)
+        px_metrics_dns_latency(now_mono() - q->started);
+    px_dns_answer a = q->answer;
+    px_dns_cb cb = q->cb;
+    void *cb_arg = q->arg;
+    query_free(q);
+    cb(&a, cb_arg);
 }
 
 static void addrinfo_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res)
 {
     (void)timeouts;
-    struct px_dns_query *q = arg;
-    struct px_dns *d = q->dns;
+    px_dns_lookup *l = arg;
+    struct px_dns *d = l->dns;
     px_dns_answer a;
     memset(&a, 0, sizeof a);
     double ttl = (double)d->cfg->dns_cache_max_ttl_s;
@@ -294,61 +346,71 @@ static void addrinfo_cb(void *arg, int status, int timeouts, struct ares_addrinf
     if (res)
         ares_freeaddrinfo(res);
     if (status != ARES_EDESTRUCTION && status != ARES_ECANCELLED) {
-        cache_store(d, &a, q->host, ttl);
-        if (!q->done && !q->cancelled)
-            px_metrics_dns_latency(now_mono() - q->started);
-        deliver(q, &a);
+        cache_store(d, &a, l->host, ttl);
+        if (l->q) {
+            l->q->lookup = NULL;
+            query_answer(l->q, &a);
+        }
+    } else if (l->q) {
+        l->q->lookup = NULL; /* the channel is going away: the deadline answers */
     }
-    unlink_query(q);
-    if (q->deadline)
-        event_free(q->deadline);
-    free(q);
+    free(l);
 }
 
 struct px_dns_query *px_dns_resolve(struct px_dns *d, const char *host, px_dns_cb cb, void *arg)
 {
     double now = now_mono();
-    cache_entry *e = cache_find(d, host, now);
-    if (e) {
-        px_dns_answer a;
-        cache_load(e, &a);
-        cb(&a, arg);
-        return NULL;
-    }
     struct px_dns_query *q = calloc(1, sizeof *q);
-    if (q == NULL || (q->deadline = evtimer_new(d->base, deadline_cb, q)) == NULL) {
+    if (q == NULL)
+        return NULL;
+    if ((q->ev = evtimer_new(d->base, query_event_cb, q)) == NULL) {
         free(q);
-        px_dns_answer a = { .reason = PH_REASON_DNS_FAILURE };
-        snprintf(a.detail, sizeof a.detail, "out of memory");
-        cb(&a, arg);
         return NULL;
     }
     q->dns = d;
     q->cb = cb;
     q->arg = arg;
     q->started = now;
-    snprintf(q->host, sizeof q->host, "%s", host);
-    q->next = d->inflight;
-    if (d->inflight)
-        d->inflight->prev = q;
-    d->inflight = q;
+    q->next = d->live;
+    if (d->live)
+        d->live->prev = q;
+    d->live = q;
+
+    cache_entry *e = cache_find(d, host, now);
+    if (e) {
+        px_dns_answer a;
+        cache_load(e, &a);
+        query_answer(q, &a);
+        return q;
+    }
+    q->miss = true;
     struct timeval tv = { d->cfg->dns_timeout_ms / 1000, (d->cfg->dns_timeout_ms % 1000) * 1000 };
-    evtimer_add(q->deadline, &tv);
+    evtimer_add(q->ev, &tv);
+    px_dns_lookup *l = calloc(1, sizeof *l);
+    if (l == NULL) {
+        px_dns_answer a = { .reason = PH_REASON_DNS_FAILURE };
+        snprintf(a.detail, sizeof a.detail, "out of memory");
+        query_answer(q, &a);
+        return q;
+    }
+    l->dns = d;
+    l->q = q;
+    snprintf(l->host, sizeof l->host, "%s", host);
+    q->lookup = l;
     /* Exactly this name, A and AAAA, no sorting (the RFC 6724 sort of 1.18
-     * opens a UDP socket per address), no search domains (channel options). */
+     * opens a UDP socket per address), no search domains (channel options).
+     * addrinfo_cb may run (and free l) before this returns: l is not
+     * touched after the call. */
     struct ares_addrinfo_hints hints = { .ai_family = AF_UNSPEC, .ai_flags = ARES_AI_NOSORT };
-    ares_getaddrinfo(d->channel, host, NULL, &hints, addrinfo_cb, q);
+    ares_getaddrinfo(d->channel, host, NULL, &hints, addrinfo_cb, l);
     rearm_timer(d);
     return q;
 }
 
 void px_dns_cancel(struct px_dns_query *q)
 {
-    if (q == NULL)
-        return;
-    q->cancelled = true;
-    if (q->deadline)
-        evtimer_del(q->deadline);
+    if (q != NULL)
+        query_free(q);
 }
 
 ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dns **out,
@@ -399,10 +461,15 @@ void px_dns_free(struct px_dns **dp)
     struct px_dns *d = *dp;
     if (d == NULL)
         return;
-    /* Runs every pending callback with ARES_EDESTRUCTION: frees the queries. */
+    /* Queries nobody cancelled (their owners are gone with the worker) go
+     * first, so the ARES_EDESTRUCTION callbacks below find no query. */
+    while (d->live)
+        query_free(d->live);
+    /* Calls addrinfo_cb for every lookup still running: frees them. */
     ares_destroy(d->channel);
     for (size_t i = 0; i < d->nsocks; i++)
-        event_free(d->socks[i].ev);
+        if (d->socks[i].ev)
+            event_free(d->socks[i].ev);
     free(d->socks);
     event_free(d->timer);
     free(d->cache);

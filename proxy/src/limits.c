@@ -1,6 +1,11 @@
-/* limits.c - connection slots: overall (one atomic) and per lease (a small
- * locked table, bounded: a lease not in it when it is full is refused, which
- * fails closed rather than growing without limit). */
+/* limits.c - connection slots: overall (one atomic, capped by what the
+ * descriptor limit allows, shared with the relay's splice pipes),
+ * connections still sending their request head
+ * (one atomic), and per key: per lease (tenant+lease, from the grant) and
+ * per peer (who connected). Keyed slots live in small locked tables,
+ * bounded: a key not in its table when its probe window is full is refused,
+ * which fails closed rather than growing without limit. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -8,18 +13,53 @@
 
 #include "proxy-int.h"
 
-#define LEASE_SLOTS 8192 /* distinct leases with open tunnels at once */
+#define KEY_SLOTS 8192 /* distinct leases (or peers) with connections at once */
 
-static atomic_long g_active;
+static atomic_long g_active, g_heads, g_pipes, g_fd_cap = LONG_MAX;
 
-bool px_limits_conn_acquire(long max)
+void px_limits_set_fd_cap(long cap)
 {
-    long n = atomic_fetch_add(&g_active, 1);
+    atomic_store(&g_fd_cap, cap);
+}
+
+/* One more of *counter unless it would pass max. */
+static bool counter_acquire(atomic_long *counter, long max)
+{
+    long n = atomic_fetch_add(counter, 1);
     if (n >= max) {
-        atomic_fetch_sub(&g_active, 1);
+        atomic_fetch_sub(counter, 1);
         return false;
     }
     return true;
+}
+
+/* Connections and splice pipes share the descriptor room: each counts two
+ * descriptors. A slot is taken first and the sum checked after, so two
+ * threads taking the last slot at once cannot both keep it. */
+static bool fd_room_acquire(atomic_long *counter, atomic_long *other, long max)
+{
+    long cap = atomic_load(&g_fd_cap);
+    long n = atomic_fetch_add(counter, 1);
+    if (n >= max || n + atomic_load(other) >= cap) {
+        atomic_fetch_sub(counter, 1);
+        return false;
+    }
+    return true;
+}
+
+bool px_limits_conn_acquire(long max)
+{
+    return fd_room_acquire(&g_active, &g_pipes, max);
+}
+
+bool px_limits_pipe_acquire(void)
+{
+    return fd_room_acquire(&g_pipes, &g_active, LONG_MAX);
+}
+
+void px_limits_pipe_release(void)
+{
+    atomic_fetch_sub(&g_pipes, 1);
 }
 
 void px_limits_conn_release(void)
@@ -32,20 +72,30 @@ long px_limits_conn_active(void)
     return atomic_load(&g_active);
 }
 
-typedef struct lease_slot {
-    char key[2 * PH_GRANT_FIELD_MAX + 2]; /* tenant '\n' lease; "" = free */
-    long count;
-} lease_slot;
-
-static lease_slot g_leases[LEASE_SLOTS];
-static pthread_mutex_t g_lease_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void lease_key(char *key, size_t cap, const char *tenant, const char *lease)
+bool px_limits_head_acquire(long max)
 {
-    snprintf(key, cap, "%s\n%s", tenant, lease);
+    return counter_acquire(&g_heads, max);
 }
 
-static size_t lease_hash(const char *s)
+void px_limits_head_release(void)
+{
+    atomic_fetch_sub(&g_heads, 1);
+}
+
+typedef struct key_slot {
+    char key[PX_LIMIT_KEY_MAX]; /* "" = free */
+    long count;
+} key_slot;
+
+typedef struct key_table {
+    key_slot slots[KEY_SLOTS];
+    pthread_mutex_t lock;
+} key_table;
+
+static key_table g_leases = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static key_table g_peers = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static size_t key_hash(const char *s)
 {
     size_t h = 5381;
     for (; *s; s++)
@@ -55,14 +105,14 @@ static size_t lease_hash(const char *s)
 
 /* Open addressing within a fixed probe window: a slot is freed when its count
  * drops to zero, so a lookup scans the whole window (no tombstones needed).
- * A lease whose window is full is refused: fail closed, never grow. */
+ * A key whose window is full is refused: fail closed, never grow. */
 #define PROBE_WINDOW 64
-static lease_slot *find(const char *key, bool insert)
+static key_slot *find(key_table *t, const char *key, bool insert)
 {
-    size_t h = lease_hash(key);
-    lease_slot *free_slot = NULL;
+    size_t h = key_hash(key);
+    key_slot *free_slot = NULL;
     for (size_t k = 0; k < PROBE_WINDOW; k++) {
-        lease_slot *s = &g_leases[(h + k) % LEASE_SLOTS];
+        key_slot *s = &t->slots[(h + k) % KEY_SLOTS];
         if (s->key[0] == '\0') {
             if (free_slot == NULL)
                 free_slot = s;
@@ -79,28 +129,53 @@ static lease_slot *find(const char *key, bool insert)
     return NULL;
 }
 
-bool px_limits_lease_acquire(const char *tenant, const char *lease, long max)
+static bool key_acquire(key_table *t, const char *key, long max)
 {
-    char key[sizeof g_leases[0].key];
-    lease_key(key, sizeof key, tenant, lease);
-    pthread_mutex_lock(&g_lease_lock);
-    lease_slot *s = find(key, true);
+    pthread_mutex_lock(&t->lock);
+    key_slot *s = find(t, key, true);
     bool ok = s != NULL && s->count < max;
     if (ok)
         s->count++;
     else if (s && s->count == 0)
         s->key[0] = '\0';
-    pthread_mutex_unlock(&g_lease_lock);
+    pthread_mutex_unlock(&t->lock);
     return ok;
+}
+
+static void key_release(key_table *t, const char *key)
+{
+    pthread_mutex_lock(&t->lock);
+    key_slot *s = find(t, key, false);
+    if (s && --s->count == 0)
+        s->key[0] = '\0';
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void lease_key(char key[PX_LIMIT_KEY_MAX], const char *tenant, const char *lease)
+{
+    snprintf(key, PX_LIMIT_KEY_MAX, "%s\n%s", tenant, lease);
+}
+
+bool px_limits_lease_acquire(const char *tenant, const char *lease, long max)
+{
+    char key[PX_LIMIT_KEY_MAX];
+    lease_key(key, tenant, lease);
+    return key_acquire(&g_leases, key, max);
 }
 
 void px_limits_lease_release(const char *tenant, const char *lease)
 {
-    char key[sizeof g_leases[0].key];
-    lease_key(key, sizeof key, tenant, lease);
-    pthread_mutex_lock(&g_lease_lock);
-    lease_slot *s = find(key, false);
-    if (s && --s->count == 0)
-        s->key[0] = '\0';
-    pthread_mutex_unlock(&g_lease_lock);
+    char key[PX_LIMIT_KEY_MAX];
+    lease_key(key, tenant, lease);
+    key_release(&g_leases, key);
+}
+
+bool px_limits_peer_acquire(const char *peer_key, long max)
+{
+    return key_acquire(&g_peers, peer_key, max);
+}
+
+void px_limits_peer_release(const char *peer_key)
+{
+    key_release(&g_peers, peer_key);
 }

@@ -1,8 +1,12 @@
-/* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, and
- * recovery from descriptor exhaustion. */
+/* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, the
+ * refusal to share an address with another live process, and recovery from
+ * descriptor exhaustion. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,21 +83,151 @@ void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap)
         snprintf(buf, cap, "unix");
 }
 
-int px_listen_tcp(const px_sockaddr *addr, ph_diag *diag)
+/* Whether something accepts connections at sa right now: a non-blocking
+ * connect, then up to PROBE_MS for the handshake. Refused: nobody (1 is
+ * returned only for a live listener or one whose accept queue is full, as a
+ * SYN left unanswered on a local address means). */
+#define PROBE_MS 1000
+static bool someone_listens(const struct sockaddr *sa, socklen_t len, int *fd_out)
 {
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    bool live = false;
+    if (connect(fd, sa, len) == 0) {
+        live = true;
+    } else if (errno == EINPROGRESS || errno == EAGAIN) {
+        struct pollfd p = { .fd = fd, .events = POLLOUT };
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (poll(&p, 1, PROBE_MS) == 0)
+            live = true; /* a full accept queue: somebody holds it */
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err == 0)
+            live = true;
+    }
+    if (live && fd_out)
+        *fd_out = fd;
+    else
+        close(fd);
+    return live;
+}
+
+/* One live pinhole-proxy per address: an abstract unix socket named after
+ * it ("\0pinhole-proxy <what>"), bound and listening for the life of the
+ * process (the kernel releases it when the process ends, however it ends).
+ * Binding it is atomic, so of two instances started at the same moment one
+ * gets the address and the other a clear error with the holder's pid (the
+ * credentials of the lock's listener, read by connecting to it). Abstract
+ * names belong to the network namespace, like TCP addresses; the probe
+ * connect covers holders that are not pinhole-proxy. Returns false with
+ * diag set when another process holds the lock. */
+static bool instance_lock(const char *what, ph_diag *diag)
+{
+    struct sockaddr_un sun = { .sun_family = AF_UNIX };
+    char name[sizeof sun.sun_path - 1];
+    int n = snprintf(name, sizeof name, "pinhole-proxy %s", what);
+    if (n < 0 || (size_t)n >= sizeof name) {
+        /* A long path: its FNV-1a hash names it. */
+        uint64_t h = 1469598103934665603ULL;
+        for (const char *c = what; *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ULL;
+        n = snprintf(name, sizeof name, "pinhole-proxy hash %016llx", (unsigned long long)h);
+    }
+    memcpy(sun.sun_path + 1, name, (size_t)n);
+    socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return true; /* no lock without a socket; the probe still runs */
+    if (bind(fd, (struct sockaddr *)&sun, len) == 0 && listen(fd, 1) == 0)
+        return true; /* held until exit: the descriptor is never closed */
+    close(fd);
+    int probe = -1;
+    struct ucred cred = { 0 };
+    socklen_t cl = sizeof cred;
+    if (someone_listens((struct sockaddr *)&sun, len, &probe) &&
+        getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+        ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy (pid %d)", what,
+                    (int)cred.pid);
+    else
+        ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy", what);
+    if (probe >= 0)
+        close(probe);
+    return false;
+}
+
+/* The address a probe for a listener on addr connects to: the address
+ * itself, or loopback for a wildcard address. */
+static void probe_target(const px_sockaddr *addr, px_sockaddr *out)
+{
+    *out = *addr;
+    if (out->ss.ss_family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&out->ss;
+        if (s4->sin_addr.s_addr == htonl(INADDR_ANY))
+            s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    } else {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->ss;
+        if (IN6_IS_ADDR_UNSPECIFIED(&s6->sin6_addr))
+            s6->sin6_addr = in6addr_loopback;
+    }
+}
+
+static uint16_t sockaddr_port(const px_sockaddr *a)
+{
+    return ntohs(a->ss.ss_family == AF_INET6 ? ((const struct sockaddr_in6 *)&a->ss)->sin6_port
+                                             : ((const struct sockaddr_in *)&a->ss)->sin_port);
+}
+
+int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
+{
+    char a[PX_ADDR_MAX];
+    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    bool kernel_port = sockaddr_port(addr) == 0;
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         ph_diag_set(diag, PH_E_IO, 0, "socket: %s", strerror(errno));
         return -1;
     }
     int one = 1;
+    socklen_t len = sizeof addr->ss;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         (addr->ss.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 || listen(fd, 4096) != 0) {
-        char a[PX_ADDR_MAX];
-        px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+        bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0 ||
+        getsockname(fd, (struct sockaddr *)&addr->ss, &len) != 0) {
+        ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    addr->len = len; /* port 0: now the kernel's choice */
+    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    /* SO_REUSEPORT lets a second process of the same user bind beside a
+     * live one and take half its connections (STYLE.md). So the first
+     * socket of an address takes the instance lock (another pinhole-proxy),
+     * then, bound but not yet listening (connections cannot reach it),
+     * probes the address: if anything accepts there, another process holds
+     * it. Bound first, so an address that is not ours fails as such rather
+     * than as an unanswered probe. */
+    if (first) {
+        char what[PX_ADDR_MAX + 16];
+        snprintf(what, sizeof what, "listen on %s", a);
+        if (!instance_lock(what, diag)) {
+            close(fd);
+            return -1;
+        }
+    }
+    px_sockaddr target;
+    probe_target(addr, &target);
+    if (first && !kernel_port &&
+        someone_listens((const struct sockaddr *)&target.ss, target.len, NULL)) {
+        ph_diag_set(diag, PH_E_IO, 0,
+                    "listen on %s: the address is held by a live listener (another "
+                    "pinhole-proxy?); refusing to share it",
+                    a);
+        close(fd);
+        return -1;
+    }
+    if (listen(fd, 4096) != 0) {
         ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", a, strerror(errno));
         close(fd);
         return -1;
@@ -109,11 +243,33 @@ int px_listen_unix(const char *path, unsigned mode, ph_diag *diag)
         return -1;
     }
     memcpy(sun.sun_path, path, strlen(path) + 1);
-    /* Remove only a stale socket, never a regular file someone put there. */
+    /* Replace only a stale socket (nothing accepts on it), never a live one
+     * (another instance serves there) nor a file someone put there; the
+     * instance lock keeps two starting at once from both replacing it. */
+    char what[PX_PATH_MAX + 16];
+    snprintf(what, sizeof what, "unix socket %s", path);
+    if (!instance_lock(what, diag))
+        return -1;
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             ph_diag_set(diag, PH_E_IO, 0, "%s exists and is not a socket", path);
+            return -1;
+        }
+        int probe = -1;
+        if (someone_listens((struct sockaddr *)&sun, sizeof sun, &probe)) {
+            struct ucred cred = { 0 };
+            socklen_t cl = sizeof cred;
+            if (getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+                ph_diag_set(diag, PH_E_IO, 0,
+                            "unix socket %s is held by a live listener (pid %d, uid %u); "
+                            "refusing to replace it",
+                            path, (int)cred.pid, (unsigned)cred.uid);
+            else
+                ph_diag_set(diag, PH_E_IO, 0,
+                            "unix socket %s is held by a live listener; refusing to replace it",
+                            path);
+            close(probe);
             return -1;
         }
         unlink(path);

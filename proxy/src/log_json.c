@@ -30,6 +30,19 @@ static void put_str(json_t *o, const char *key, const char *v)
     json_object_set_new(o, key, v ? json_string(v) : json_null());
 }
 
+/* "a b c" as ["a","b","c"]; NULL as null. */
+static void put_list(json_t *o, const char *key, const char *v)
+{
+    json_t *a = v ? json_array() : NULL;
+    for (const char *p = v; a && *p;) {
+        size_t n = strcspn(p, " ");
+        json_array_append_new(a, json_stringn(p, n));
+        p += n;
+        p += *p == ' ';
+    }
+    json_object_set_new(o, key, a ? a : json_null());
+}
+
 static void emit(int fd, json_t *o)
 {
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -58,6 +71,7 @@ void px_log_connection(const px_log_record *r)
     put_str(o, "host", r->host);
     json_object_set_new(o, "port", r->port ? json_integer(r->port) : json_null());
     put_str(o, "dialed", r->dialed);
+    put_list(o, "checked", r->checked);
     json_object_set_new(o, "status", json_integer(r->status));
     put_str(o, "verdict", r->status == 200 ? "allowed" : "refused");
     put_str(o, "reason", r->status == 0 ? NULL : ph_reason_code(r->reason));

@@ -50,9 +50,15 @@ void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap);
 void px_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
 
 /* A bound, listening, non-blocking TCP socket with SO_REUSEPORT (every worker
- * binds its own, the kernel spreads connections). Returns the fd or -1. */
-int px_listen_tcp(const px_sockaddr *addr, ph_diag *diag);
-/* A unix listening socket at path with mode; removes a stale socket first. */
+ * binds its own, the kernel spreads connections). first: the first socket
+ * of this address in this process; once bound, before listening, it fails
+ * when something already accepts there (a probe connect succeeds), so a
+ * second instance cannot join the port group. *addr is updated to the bound address (port 0: the kernel's
+ * choice, which the other workers then bind). Returns the fd or -1. */
+int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
+/* A unix listening socket at path with mode. A stale socket (nothing
+ * accepts on it) is replaced; a live one is an error naming its holder
+ * (SO_PEERCRED pid); any other file is an error. */
 int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
 
 /* Wraps fd in an evconnlistener on base that hands connections to the
@@ -74,16 +80,23 @@ typedef struct px_worker {
     struct event *drain_deadline;
     const px_config *cfg;
     uint64_t next_conn_seq;
+    atomic_bool recheck_pending;  /* a recheck pass is scheduled, not yet run */
 } px_worker;
 
-/* Creates worker id (base, DNS channel, listeners bound per SO_REUSEPORT;
- * the unix listener fd, if >= 0, is shared by every worker). */
-ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, int unix_fd, ph_diag *diag);
+/* Creates worker id (base, DNS channel, one SO_REUSEPORT listener per
+ * address of addrs[cfg->listen_count]: worker 0 checks nobody else holds
+ * them and writes the bound ports back; the unix listener fd, if >= 0, is
+ * shared by every worker). */
+ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr *addrs,
+                         int unix_fd, ph_diag *diag);
 ph_status px_worker_start(px_worker *w);
 /* From the main thread: stop accepting, let tunnels finish until the drain
  * deadline, then close them; the worker's loop then ends. */
 void px_worker_request_drain(px_worker *w);
 void px_worker_join_and_free(px_worker *w);
+/* From any thread: the policy changed; the worker rechecks its open
+ * connections on its own thread (px_conn_recheck_all). */
+void px_worker_request_recheck(px_worker *w);
 /* Called by a connection when it ends (the worker may finish its drain). */
 void px_worker_conn_gone(px_worker *w);
 
@@ -94,6 +107,13 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
 void px_conn_close_all(px_worker *w);
 /* Closes connections that are not tunnels yet (drain: no new work). */
 void px_conn_close_idle_heads(px_worker *w);
+/* After a reload: every connection past its decision is decided again
+ * against the policy now in force (its grant re-verified, its destination
+ * checked again); one that fails is ended: end=key_revoked when its grant
+ * no longer verifies, end=grant_expired when it expired, end=policy_revoked
+ * when the destination is no longer allowed (unless
+ * keep_tunnels_on_reload). */
+void px_conn_recheck_all(px_worker *w);
 
 /* ---- dns_async.c --------------------------------------------------------- */
 
@@ -116,11 +136,16 @@ ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dn
                      ph_diag *diag);
 void px_dns_free(struct px_dns **dns);
 /* Resolves host (canonical, never an IP literal: the authority parser has
- * refused those) A and AAAA. cb runs exactly once, possibly before this
- * returns (cache hit). Returns a handle for px_dns_cancel, or NULL when cb
- * already ran. */
+ * refused those) A and AAAA. cb runs exactly once, always later, from the
+ * worker's loop (never within this call, within c-ares or within
+ * px_dns_cancel), unless the query is cancelled first. The query is owned
+ * by dns_async.c (its ownership rule is written at struct px_dns_query):
+ * the returned handle is valid until cb starts or px_dns_cancel, whichever
+ * comes first; the caller forgets it in cb. NULL (cb will not run): out of
+ * memory. */
 struct px_dns_query *px_dns_resolve(struct px_dns *dns, const char *host, px_dns_cb cb, void *arg);
-/* The callback will not run. */
+/* Frees the query; its callback will not run. q must be a live handle (or
+ * NULL). */
 void px_dns_cancel(struct px_dns_query *q);
 
 /* ---- relay.c ------------------------------------------------------------- */
@@ -129,8 +154,9 @@ typedef struct px_relay px_relay;
 typedef void (*px_relay_done_cb)(void *arg, const char *why);
 
 /* Relays between two connected bufferevents until both directions have
- * ended (EOF propagated as shutdown(SHUT_WR)), an error, the idle timeout
- * or the maximum lifetime. On success takes ownership of both (their
+ * ended (EOF propagated as shutdown(SHUT_WR)), an error, the idle timeout,
+ * life_s seconds from now (then done gets life_end) or px_relay_stop. On
+ * success takes ownership of both (their
  * sockets move into the relay, the bufferevents are freed); on NULL (out of
  * memory) the caller still owns both. greeting (copied) is sent to the
  * client before any upstream byte and is not counted. *up / *down count the
@@ -138,40 +164,65 @@ typedef void (*px_relay_done_cb)(void *arg, const char *why);
  * bufferevent had already read. Nothing moves before px_relay_run. */
 px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
                          struct bufferevent *upstream, const char *greeting, size_t greeting_len,
-                         const px_config *cfg, uint64_t *up, uint64_t *down,
-                         px_relay_done_cb done, void *arg);
+                         const px_config *cfg, long life_s, const char *life_end,
+                         uint64_t *up, uint64_t *down, px_relay_done_cb done, void *arg);
 /* Sends the greeting and the early bytes at once and starts relaying. done
  * runs once, at the end (possibly already within this call: the caller must
  * not touch what done frees afterwards). */
 void px_relay_run(px_relay *r);
+/* Ends the relay now: done runs with why, within this call (and may free
+ * the relay: the caller must not touch it afterwards). */
+void px_relay_stop(px_relay *r, const char *why);
 /* Closes both sockets; done does not run. */
 void px_relay_free(px_relay **r);
 
 /* ---- limits.c ------------------------------------------------------------ */
 
-/* Overall connection slots (atomic). */
+/* Overall connection slots (atomic): at most min(max, the descriptor cap). */
 bool px_limits_conn_acquire(long max);
 void px_limits_conn_release(void);
 long px_limits_conn_active(void);
-/* Per-lease tunnel slots, keyed by tenant+lease. */
+/* The most connections the descriptor limit allows (two descriptors each,
+ * client and upstream, beside the reserve); LONG_MAX until set. */
+void px_limits_set_fd_cap(long cap);
+/* A splice pipe (two descriptors) for the relay, only from the room the
+ * connections leave: connections + pipes stay within the descriptor cap. */
+bool px_limits_pipe_acquire(void);
+void px_limits_pipe_release(void);
+/* Connections still sending their request head (atomic). */
+bool px_limits_head_acquire(long max);
+void px_limits_head_release(void);
+/* Keyed slots: per tenant+lease (from the grant), and per peer (the key
+ * px_conn_accept derives from who connected: the TCP source address, or the
+ * unix peer's process id). Bounded tables; a full window refuses. */
+#define PX_LIMIT_KEY_MAX (2 * PH_GRANT_FIELD_MAX + 2)
 bool px_limits_lease_acquire(const char *tenant, const char *lease, long max);
 void px_limits_lease_release(const char *tenant, const char *lease);
+bool px_limits_peer_acquire(const char *peer_key, long max);
+void px_limits_peer_release(const char *peer_key);
 
-/* ---- reload.c: the current table and keyring ----------------------------- */
+/* ---- reload.c: the policy in force (table and keyring) -------------------- */
 
 /* Loads table and key for the first time (startup failures are fatal). */
 ph_status px_policy_init(const px_config *cfg, ph_diag *diag);
-/* Reopens both; on any failure keeps the old ones (counted and logged). */
+/* Opens and validates a new table and a new keyring, then puts both in
+ * force at once; if either fails, neither changes (counted and logged, the
+ * old policy keeps serving). On success runs the change hook (below). */
 ph_status px_policy_reload(ph_diag *diag);
+/* hook(arg) runs on the reloading thread after every successful reload
+ * (main registers one that asks each worker to recheck its tunnels). */
+void px_policy_on_change(void (*hook)(void *arg), void *arg);
 void px_policy_shutdown(void);
 
-/* ph_guard_check_authority against the current table (the guard pins one
- * table version for the whole check; reloads never disturb it). */
-ph_status px_policy_check(const char *list, const char *authority, size_t len, ph_verdict *v,
-                          ph_diag *diag);
-/* ph_grant_verify_proxy_authorization with the current keyring. */
-ph_status px_policy_verify_grant(const char *value, size_t len, int64_t now, ph_grant *out,
-                                 ph_reason *reason, ph_diag *diag);
+/* The grant (ph_grant_verify_proxy_authorization), then, only when it
+ * verified (*grant_ok), the authority on the grant's list
+ * (ph_guard_check_authority; its status in *check_status, the verdict in
+ * *v), both against the one policy in force: no reload lands between the
+ * two. */
+void px_policy_decide(const char *auth_value, size_t auth_len, int64_t now,
+                      const char *authority, size_t authority_len, ph_grant *grant,
+                      bool *grant_ok, ph_reason *grant_reason, ph_diag *grant_diag,
+                      ph_verdict *v, ph_status *check_status);
 /* The loaded policy id (hex), "" before the first load. */
 void px_policy_id(char out[PH_TABLE_ID_HEX_LEN + 1]);
 
@@ -197,6 +248,7 @@ typedef struct px_log_record {
     const char *host;
     unsigned port;
     const char *dialed;       /* address:port connected to, or NULL */
+    const char *checked;      /* the checked addresses, space-separated, or NULL */
     int status;               /* HTTP status answered */
     ph_reason reason;
     const char *detail;       /* e.g. the denied block; may be NULL */
@@ -217,8 +269,10 @@ void px_log_event(const char *level, const char *event, const char *fmt, ...)
 /* ---- admin.c ------------------------------------------------------------- */
 
 struct evhttp;
-/* Serves /metrics, /healthz, /readyz and POST /reload on the main loop. */
-struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr, ph_diag *diag);
+/* Serves /metrics, /healthz, /readyz and POST /reload on the main loop;
+ * *bound gets the address listened on (port 0: the kernel's choice). */
+struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
+                              px_sockaddr *bound, ph_diag *diag);
 void px_admin_set_draining(void);
 
 /* ---- drain.c ------------------------------------------------------------- */

@@ -17,13 +17,20 @@
  * Bulk: once a direction has moved SPLICE_AFTER_BYTES, it switches to a pipe
  * and splice(2) (socket -> pipe -> socket, the bytes never enter the
  * process); bytes already buffered go out first, the pipe counts against the
- * same cap, and a direction that cannot get a pipe (no descriptors) stays on
- * the buffer path. Small transactions never create pipes, so idle tunnels
+ * same cap, and a direction that cannot get a pipe (no descriptors, or none
+ * to spare beside the connections' reserve: px_limits_pipe_acquire) stays
+ * on the buffer path. Small transactions never create pipes, so idle tunnels
  * and the descriptor budget are unaffected.
  *
  * Half-close: EOF from one side becomes shutdown(SHUT_WR) towards the other
  * once everything read before it has been written; the tunnel ends when both
- * directions ended, on an error, on the idle timeout or the maximum lifetime.
+ * directions ended, on an error, on the idle timeout or at the end of its
+ * life (the caller's: the earliest of max_lifetime_s and the grant's expiry),
+ * or when the caller stops it (its grant or destination was revoked).
+ *
+ * Callbacks: every event's argument is the relay (or one of its sides);
+ * done runs at most once, and once it ran the relay may be freed, so every
+ * path that can call finish() returns without touching r afterwards.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +71,7 @@ struct px_relay {
     bool shut[2];               /* we shut the write side towards i */
     uint64_t *count[2];         /* bytes read from side i */
     struct event *idle, *life;
+    const char *life_end;       /* the end reason when life fires */
     time_t last_activity;
     long idle_s;
     size_t high, step;
@@ -117,8 +125,13 @@ static bool use_splice(px_relay *r, int from)
 #ifdef __linux__
     if (r->pipe[from][0] >= 0)
         return true;
-    if (*r->count[from] < SPLICE_AFTER_BYTES || pipe2(r->pipe[from], O_NONBLOCK | O_CLOEXEC) != 0)
+    if (*r->count[from] < SPLICE_AFTER_BYTES || !px_limits_pipe_acquire())
         return false;
+    if (pipe2(r->pipe[from], O_NONBLOCK | O_CLOEXEC) != 0) {
+        r->pipe[from][0] = r->pipe[from][1] = -1;
+        px_limits_pipe_release();
+        return false;
+    }
     /* The pipe is part of the per-direction cap, never beyond it. */
     (void)fcntl(r->pipe[from][1], F_SETPIPE_SZ, (int)r->high);
     int cap = fcntl(r->pipe[from][1], F_GETPIPE_SZ);
@@ -258,7 +271,8 @@ static void life_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    finish(arg, "max_lifetime");
+    px_relay *r = arg;
+    finish(r, r->life_end);
 }
 
 /* Takes the socket out of a bufferevent and frees it (the socket stays
@@ -274,6 +288,8 @@ static void take_socket(struct bufferevent *b, struct evbuffer *in)
 static void relay_release(px_relay *r)
 {
     for (int i = 0; i < 2; i++) {
+        if (r->pipe[i][0] >= 0)
+            px_limits_pipe_release();
         for (int k = 0; k < 2; k++)
             if (r->pipe[i][k] >= 0)
                 close(r->pipe[i][k]);
@@ -293,8 +309,8 @@ static void relay_release(px_relay *r)
 
 px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
                          struct bufferevent *upstream, const char *greeting, size_t greeting_len,
-                         const px_config *cfg, uint64_t *up, uint64_t *down,
-                         px_relay_done_cb done, void *arg)
+                         const px_config *cfg, long life_s, const char *life_end,
+                         uint64_t *up, uint64_t *down, px_relay_done_cb done, void *arg)
 {
     px_relay *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -306,6 +322,7 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     if (r->step > r->high)
         r->step = r->high;
     r->idle_s = cfg->idle_timeout_s;
+    r->life_end = life_end;
     r->done = done;
     r->arg = arg;
     r->last_activity = now_s();
@@ -339,7 +356,7 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     take_socket(client, r->buf[0]);
     take_socket(upstream, r->buf[1]);
     *r->count[0] += early;
-    struct timeval idle = { cfg->idle_timeout_s, 0 }, life = { cfg->max_lifetime_s, 0 };
+    struct timeval idle = { cfg->idle_timeout_s, 0 }, life = { life_s > 0 ? life_s : 0, 0 };
     evtimer_add(r->idle, &idle);
     evtimer_add(r->life, &life);
     return r;
@@ -351,6 +368,11 @@ void px_relay_run(px_relay *r)
      * goes out now, without waiting for the loop; then the early bytes. */
     if (flush(r, 1))
         (void)flush(r, 0);
+}
+
+void px_relay_stop(px_relay *r, const char *why)
+{
+    finish(r, why);
 }
 
 void px_relay_free(px_relay **rp)

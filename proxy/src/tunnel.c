@@ -8,9 +8,23 @@
  *        -> per-lease limit                                      429
  *        -> resolve (c-ares) -> every address (guard: ph_addr_classify) 403
  *        -> dial the checked addresses in order, never re-resolving 502/504
- *        -> 200, relay
+ *        -> 200, relay (until the earliest of max_lifetime_s and the
+ *           grant's expiry; a reload decides open connections again)
+ *
+ * Before any of it, at accept: the overall, descriptor, per-peer and
+ * request-head caps (503 limit_exceeded, answered without reading).
  *
  * This file decides nothing itself: every verdict comes from libpinhole.
+ *
+ * Ownership: a px_conn is freed only by conn_free, and every callback that
+ * can reach conn_free (bufferevent callbacks, the timer, the DNS answer, the
+ * relay's done) returns without touching c afterwards. Callbacks that are
+ * not the connection's own never run synchronously inside a call of this
+ * file: the DNS answer comes from the loop (dns_async.c), bufferevent
+ * callbacks are not run inside bufferevent_write/enable/connect (libevent
+ * defers a connect that fails at once). The relay's done may run inside
+ * px_relay_run / px_relay_stop, which are therefore the last thing their
+ * callers do with c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -39,10 +53,15 @@ typedef struct px_conn {
     conn_state state;
     struct bufferevent *client, *upstream;
     struct event *timer;        /* head timeout, then connect timeout */
-    struct px_dns_query *query;
+    struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
     struct timespec started;
     char peer[64];
+    char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
+    bool in_head;               /* holds a request-head slot */
+    char *token;                /* the Proxy-Authorization value, for rechecks */
+    size_t token_len;
+    char *checked;              /* the checked addresses, for the log */
     /* the decision, as far as it got */
     bool has_grant, lease_slot;
     ph_grant grant;
@@ -65,6 +84,7 @@ typedef struct px_conn {
 
 static void conn_free(px_conn *c);
 static void dial_next(px_conn *c);
+static void leave_head(px_conn *c);
 
 /* ---- replies ------------------------------------------------------------- */
 
@@ -129,6 +149,7 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
              c->detail[0] ? ": " : "", c->detail);
     size_t n = format_refusal(resp, sizeof resp, status, reason, body);
     px_metrics_request(reason);
+    leave_head(c);
     c->state = ST_REPLY;
     if (c->timer)
         evtimer_del(c->timer);
@@ -170,6 +191,7 @@ static void conn_log(const px_conn *c)
         .host = c->has_auth ? c->auth.host : NULL,
         .port = c->has_auth ? c->auth.port : 0,
         .dialed = c->dialed[0] ? c->dialed : NULL,
+        .checked = c->checked,
         .status = c->status,
         .reason = c->reason,
         .detail = c->detail[0] ? c->detail : NULL,
@@ -192,7 +214,12 @@ static void conn_free(px_conn *c)
     conn_log(c);
     if (c->query)
         px_dns_cancel(c->query);
+    leave_head(c);
+    if (c->peer_key[0])
+        px_limits_peer_release(c->peer_key);
     free(c->answer);
+    free(c->token);
+    free(c->checked);
     if (c->timer)
         event_free(c->timer);
     if (c->relay) {
@@ -241,6 +268,51 @@ void px_conn_close_idle_heads(px_worker *w)
     }
 }
 
+/* Decides an open connection again against the policy now in force. */
+static void recheck(px_conn *c)
+{
+    char authority[PH_HOST_MAX + 8];
+    int n = snprintf(authority, sizeof authority, "%s:%u", c->auth.host, c->auth.port);
+    ph_grant g;
+    bool grant_ok = false;
+    ph_reason reason = PH_REASON_GRANT_INVALID;
+    ph_diag diag = { 0 };
+    ph_verdict v;
+    ph_status st = PH_OK;
+    px_policy_decide(c->token, c->token_len, (int64_t)time(NULL), authority, (size_t)n, &g,
+                     &grant_ok, &reason, &diag, &v, &st);
+    const char *end;
+    int status;
+    if (!grant_ok) {
+        end = reason == PH_REASON_GRANT_EXPIRED ? "grant_expired" : "key_revoked";
+        status = 407;
+        snprintf(c->detail, sizeof c->detail, "after reload: %s", diag.message);
+    } else if ((st != PH_OK || !v.allowed) && !c->w->cfg->keep_tunnels_on_reload) {
+        end = "policy_revoked";
+        status = 403;
+        reason = v.reason != PH_REASON_ALLOWED ? v.reason : PH_REASON_NOT_ALLOWLISTED;
+        snprintf(c->detail, sizeof c->detail, "after reload: %s", v.detail);
+    } else {
+        return;
+    }
+    if (c->state == ST_RELAY) {
+        px_relay_stop(c->relay, end); /* frees c */
+        return;
+    }
+    c->end = end;
+    refuse(c, status, reason, c->detail);
+}
+
+void px_conn_recheck_all(px_worker *w)
+{
+    px_conn *c = w->conns, *next;
+    for (; c; c = next) {
+        next = c->next; /* recheck frees at most c */
+        if (c->token != NULL && c->state != ST_HEAD && c->state != ST_REPLY)
+            recheck(c);
+    }
+}
+
 /* ---- relay --------------------------------------------------------------- */
 
 static void relay_done(void *arg, const char *why)
@@ -279,8 +351,18 @@ static void start_relay(px_conn *c)
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';
     px_metrics_request(PH_REASON_ALLOWED);
+    /* The tunnel lives until the earliest of max_lifetime_s and the grant's
+     * expiry (by this clock; the verifier's skew tolerance admits a request,
+     * it does not lengthen a tunnel). */
+    long life = c->w->cfg->max_lifetime_s;
+    const char *life_end = "max_lifetime";
+    int64_t left = c->grant.expires - (int64_t)time(NULL);
+    if (left < life) {
+        life = left > 0 ? (long)left : 0;
+        life_end = "grant_expired";
+    }
     c->relay = px_relay_start(c->w->base, c->client, c->upstream, ok + sent,
-                              sizeof ok - 1 - (size_t)sent, c->w->cfg,
+                              sizeof ok - 1 - (size_t)sent, c->w->cfg, life, life_end,
                               &c->up, &c->down, relay_done, c);
     if (c->relay == NULL) {
         c->end = "out_of_memory";
@@ -319,14 +401,6 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
     dial_next(c);
 }
 
-/* Runs from the active queue, in the same loop iteration as the dial. */
-static void connected_at_once_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    start_relay(arg);
-}
-
 /* True when a non-blocking connect already completed: on a near upstream
  * (loopback, same host) the handshake finishes inside connect(2), and one
  * poll(2) saves waiting a loop iteration for the connect event. A pending
@@ -361,14 +435,11 @@ static void dial_next(px_conn *c)
         evtimer_add(c->timer, &tv);
         /* The address was checked; connect to exactly it, no name lookup. */
         if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) == 0) {
-            if (connected_at_once(bufferevent_getfd(c->upstream))) {
-                /* Not start_relay() here: dial_next may run inside the
-                 * decision (a cached DNS answer), before the head is
-                 * consumed. The timer (freed with c) carries it instead. */
-                evtimer_del(c->timer);
-                evtimer_assign(c->timer, c->w->base, connected_at_once_cb, c);
-                event_active(c->timer, EV_TIMEOUT, 1);
-            }
+            /* dial_next runs only from callbacks (the DNS answer, the
+             * upstream's events, the connect timer), after the head was
+             * consumed, and returns at once: the relay may start here. */
+            if (connected_at_once(bufferevent_getfd(c->upstream)))
+                start_relay(c); /* may free c */
             return;
         }
         evtimer_del(c->timer);
@@ -387,6 +458,23 @@ static void dial_next(px_conn *c)
 }
 
 /* ---- resolve and check --------------------------------------------------- */
+
+/* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
+ * dial_next may dial, for the log. NULL when out of memory. */
+static char *format_checked(const px_dns_answer *a)
+{
+    size_t cap = (size_t)a->naddrs * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
+    char *s = malloc(cap);
+    if (s == NULL)
+        return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < a->naddrs; i++) {
+        char one[INET6_ADDRSTRLEN];
+        px_addr_format((const struct sockaddr *)&a->addrs[i], one, sizeof one);
+        n += (size_t)snprintf(s + n, cap - n, "%s%s", i ? " " : "", one);
+    }
+    return s;
+}
 
 static void resolved(const px_dns_answer *a, void *arg)
 {
@@ -412,6 +500,7 @@ static void resolved(const px_dns_answer *a, void *arg)
         return;
     }
     *c->answer = *a;
+    c->checked = format_checked(a);
     c->state = ST_CONNECT;
     c->next_addr = 0;
     dial_next(c);
@@ -434,23 +523,22 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     }
     c->has_auth = true;
 
-    /* 2. The grant: first yes. */
+    /* 2. The grant (first yes), then 3. the grant's list (second yes),
+     * against one policy (the guard parses and matches). */
     ph_reason reason = PH_REASON_NO_GRANT;
     const char *value = req->has_authorization ? (const char *)head + req->authorization.off : "";
     size_t vlen = req->has_authorization ? req->authorization.len : 0;
-    st = px_policy_verify_grant(value, vlen, (int64_t)time(NULL), &c->grant, &reason, &diag);
-    if (st != PH_OK) {
+    bool grant_ok = false;
+    ph_verdict v;
+    px_policy_decide(value, vlen, (int64_t)time(NULL), (const char *)head + req->target.off,
+                     req->target.len, &c->grant, &grant_ok, &reason, &diag, &v, &st);
+    if (!grant_ok) {
         /* The client learns the code; the diagnostic goes to the log only. */
         refuse(c, 407, reason, NULL);
         snprintf(c->detail, sizeof c->detail, "%s", diag.message);
         return;
     }
     c->has_grant = true;
-
-    /* 3. The grant's list: second yes (the guard parses and matches). */
-    ph_verdict v;
-    st = px_policy_check(c->grant.list, (const char *)head + req->target.off, req->target.len,
-                         &v, &diag);
     snprintf(c->policy_id, sizeof c->policy_id, "%s", v.policy_id);
     if (st != PH_OK || !v.allowed) {
         ph_reason r = v.reason != PH_REASON_ALLOWED ? v.reason : PH_REASON_PARSE_ERROR;
@@ -470,9 +558,20 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     }
     c->lease_slot = true;
 
-    /* 5. Resolve exactly this name. */
+    /* Kept for rechecks after a reload (px_conn_recheck_all). */
+    if ((c->token = malloc(vlen + 1)) == NULL) {
+        refuse(c, 503, PH_REASON_LIMIT_EXCEEDED, "out of memory");
+        return;
+    }
+    memcpy(c->token, value, vlen);
+    c->token[vlen] = '\0';
+    c->token_len = vlen;
+
+    /* 5. Resolve exactly this name (the answer comes from the loop). */
     c->state = ST_RESOLVE;
     c->query = px_dns_resolve(c->w->dns, c->auth.host, resolved, c);
+    if (c->query == NULL)
+        refuse(c, 502, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
 static void head_read_cb(struct bufferevent *b, void *arg)
@@ -494,6 +593,7 @@ static void head_read_cb(struct bufferevent *b, void *arg)
     }
     evtimer_del(c->timer);
     bufferevent_disable(b, EV_READ);
+    leave_head(c);
     decide(c, head, &req);
     /* Only now drop the head: the spans pointed into it. Bytes after it stay
      * queued for the upstream. */
@@ -516,7 +616,7 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
     refuse(arg, 408, PH_REASON_PARSE_ERROR, "request head not complete in time");
 }
 
-/* Answers without allocating a connection (over the overall limit). */
+/* Answers without allocating a connection (a limit at accept). */
 static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
 {
     char resp[400];
@@ -527,6 +627,52 @@ static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
     close(fd);
 }
 
+static void refuse_at_accept(int fd, const char *peer, const char *why)
+{
+    char body[200];
+    snprintf(body, sizeof body, "pinhole: limit_exceeded: %s", why);
+    refuse_raw(fd, 503, PH_REASON_LIMIT_EXCEEDED, body);
+    px_log_record r = { .peer = peer, .status = 503, .reason = PH_REASON_LIMIT_EXCEEDED,
+                        .detail = why };
+    px_log_connection(&r);
+}
+
+static void leave_head(px_conn *c)
+{
+    if (c->in_head) {
+        c->in_head = false;
+        px_limits_head_release();
+    }
+}
+
+/* Who connected, for the log and for the per-peer limit. TCP: the source
+ * address (without the port). Unix socket: the connecting process
+ * (SO_PEERCRED): every process of a gVisor sandbox reaches the socket
+ * through the sandbox's one host process (runsc's sandbox process, with
+ * --host-uds=open), while every sandbox may run as the same uid; so the pid
+ * tells one sandbox from another and the uid does not. (Under docker, the
+ * development fallback, each process of a container is a peer of its own.) */
+static void peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
+                          char key[64])
+{
+    if (peer->sa_family == AF_INET || peer->sa_family == AF_INET6) {
+        char a[INET6_ADDRSTRLEN];
+        px_sockaddr_format(peer, log, log_cap);
+        px_addr_format(peer, a, sizeof a);
+        snprintf(key, 64, "ip %s", a);
+        return;
+    }
+    struct ucred cred = { 0 };
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
+        snprintf(log, log_cap, "unix pid=%d uid=%u", (int)cred.pid, (unsigned)cred.uid);
+        snprintf(key, 64, "pid %d", (int)cred.pid);
+    } else {
+        snprintf(log, log_cap, "unix");
+        snprintf(key, 64, "unix");
+    }
+}
+
 void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerlen)
 {
     (void)peerlen;
@@ -534,15 +680,30 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         close(fd);
         return;
     }
+    char peer_log[64], peer_key[64];
+    peer_identity(fd, peer, peer_log, sizeof peer_log, peer_key);
     if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        refuse_raw(fd, 503, PH_REASON_LIMIT_EXCEEDED, "pinhole: limit_exceeded: too many connections");
-        px_log_record r = { .peer = "", .status = 503, .reason = PH_REASON_LIMIT_EXCEEDED,
-                            .detail = "max_connections reached" };
-        px_log_connection(&r);
+        refuse_at_accept(fd, peer_log,
+                         px_limits_conn_active() >= w->cfg->max_connections
+                             ? "max_connections reached"
+                             : "descriptor reserve reached (the descriptor limit caps connections)");
+        return;
+    }
+    if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
+        px_limits_conn_release();
+        refuse_at_accept(fd, peer_log, "max_connections_per_peer reached for this peer");
+        return;
+    }
+    if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
+        px_limits_peer_release(peer_key);
+        px_limits_conn_release();
+        refuse_at_accept(fd, peer_log, "max_head_connections reached");
         return;
     }
     px_conn *c = calloc(1, sizeof *c);
     if (c == NULL) {
+        px_limits_head_release();
+        px_limits_peer_release(peer_key);
         px_limits_conn_release();
         close(fd);
         return;
@@ -550,7 +711,9 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     c->w = w;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
     clock_gettime(CLOCK_MONOTONIC, &c->started);
-    px_sockaddr_format(peer, c->peer, sizeof c->peer);
+    snprintf(c->peer, sizeof c->peer, "%s", peer_log);
+    snprintf(c->peer_key, sizeof c->peer_key, "%s", peer_key);
+    c->in_head = true;
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;

@@ -10,7 +10,8 @@
 #include "diag-int.h"
 #include "proxy-int.h"
 
-ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, int unix_fd, ph_diag *diag)
+ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr *addrs,
+                         int unix_fd, ph_diag *diag)
 {
     memset(w, 0, sizeof *w);
     w->id = id;
@@ -29,10 +30,9 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, int unix_fd
     if (st != PH_OK)
         return st;
     for (int i = 0; i < cfg->listen_count; i++) {
-        px_sockaddr sa;
-        if ((st = px_sockaddr_parse(cfg->listen[i], &sa, diag)) != PH_OK)
-            return st;
-        int fd = px_listen_tcp(&sa, diag);
+        /* Worker 0 binds first (and learns the port the kernel chose for
+         * port 0); the others join that port's SO_REUSEPORT group. */
+        int fd = px_listen_tcp(&addrs[i], id == 0, diag);
         if (fd < 0)
             return PH_E_IO;
         w->listeners[w->nlisteners] = px_listener_attach(w, fd, true);
@@ -109,6 +109,24 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
 void px_worker_request_drain(px_worker *w)
 {
     event_base_once(w->base, -1, EV_TIMEOUT, drain_cb, w, NULL);
+}
+
+/* Runs on the worker's own thread. */
+static void recheck_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    px_worker *w = arg;
+    atomic_store(&w->recheck_pending, false); /* a reload from now on asks again */
+    px_conn_recheck_all(w);
+}
+
+void px_worker_request_recheck(px_worker *w)
+{
+    /* Reloads in a burst cost one pass: the pass checks against the policy
+     * in force when it runs, which is the latest. */
+    if (!atomic_exchange(&w->recheck_pending, true))
+        event_base_once(w->base, -1, EV_TIMEOUT, recheck_cb, w, NULL);
 }
 
 void px_worker_conn_gone(px_worker *w)

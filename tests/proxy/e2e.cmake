@@ -1,16 +1,29 @@
 # End-to-end tests of pinhole-proxy: real dnsmasq, openssl s_server, curl and
 # the byte-checking peer against the PINHOLE_TEST_LOOPBACK_UPSTREAM build.
+# In a sanitizer build (PINHOLE_SANITIZE: pinhole-proxy and its test-loopback
+# twin with ASan+UBSan) the proxy's suites also carry the label "sanitize";
+# e2e_lib.sh fails a test on any sanitizer report.
 if(TARGET pinhole-proxy-testloopback)
     add_executable(proxy_e2e_peer ${CMAKE_CURRENT_SOURCE_DIR}/proxy_e2e_peer.c)
     target_link_libraries(proxy_e2e_peer PRIVATE OpenSSL::Crypto pinhole_flags)
     set(PX_E2E_BINS $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
         $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:proxy_e2e_peer> $<TARGET_FILE:pinhole-proxy>)
+    set(PX_E2E_SANITIZED e2e_decisions e2e_transfer e2e_load e2e_faults)
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})
         get_filename_component(name ${script} NAME_WE)
-        ph_add_script_test(NAME proxy.${name} COMMAND bash ${script} ${PX_E2E_BINS})
-        set_tests_properties(proxy.${name} PROPERTIES TIMEOUT 60)
+        set(labels e2e)
+        set(timeout 60)
+        if(name STREQUAL "e2e_faults")
+            set(timeout 120)
+        endif()
+        if(PINHOLE_SANITIZE AND name IN_LIST PX_E2E_SANITIZED)
+            list(APPEND labels sanitize)
+            set(timeout 300)
+        endif()
+        ph_add_script_test(NAME proxy.${name} COMMAND bash ${script} ${PX_E2E_BINS} LABELS ${labels})
+        set_tests_properties(proxy.${name} PROPERTIES TIMEOUT ${timeout})
     endforeach()
 endif()
 

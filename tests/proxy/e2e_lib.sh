@@ -4,16 +4,36 @@
 #
 # Callers set PROXY (binary), POLICYC, GRANT (pinhole-guard), PEER before sourcing, and call
 # e2e_start_dns, e2e_make_policy, e2e_start_proxy [extra options...].
+#
+# Ports come from the kernel: the proxy listens on port 0 and reports what it
+# bound in its --ready-file; the TLS server on port 0 prints its port;
+# dnsmasq, which cannot take port 0, gets a port the kernel just handed out
+# and is started again with another if that one was taken meanwhile.
+#
+# Sanitizer builds report into $E2E_TMP/sanitizer.<pid> (ASAN_OPTIONS /
+# UBSAN_OPTIONS below: stop at the first error, leaks count); e2e_finish
+# stops every daemon first (leak reports are written at exit), then fails
+# the test on any report.
 set -u
 
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-proxy-e2e.XXXXXX")
 E2E_PIDS=""
 E2E_FAILS=0
 E2E_DOMAIN=pinhole-e2e.test
+export ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1:log_path=$E2E_TMP/sanitizer"
+export UBSAN_OPTIONS="halt_on_error=1:abort_on_error=1:print_stacktrace=1:log_path=$E2E_TMP/sanitizer"
 
-e2e_cleanup() {
+# Stops every daemon started so far (SIGTERM, then waits: a sanitizer
+# writes its leak report at exit).
+e2e_stop_all() {
     for p in $E2E_PIDS; do kill "$p" 2>/dev/null; done
     for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+    E2E_PIDS=""
+}
+
+e2e_cleanup() {
+    e2e_stop_all
+    [ -n "${E2E_SANITIZER_CHECKED:-}" ] || e2e_check_sanitizer  # a script that exited early
     if [ "${E2E_KEEP:-0}" = 1 ] || [ "$E2E_FAILS" -ne 0 ]; then
         echo "# kept $E2E_TMP"; tail -n 20 "$E2E_TMP"/proxy.err 2>/dev/null
     else
@@ -22,13 +42,22 @@ e2e_cleanup() {
 }
 trap e2e_cleanup EXIT
 
-# A free loopback TCP port in [lo, hi) (bind-tested by the caller's server).
+# A loopback port the kernel hands out (bound to port 0, read back, released:
+# free for TCP and UDP a moment ago), for servers that cannot listen on port 0
+# themselves. Arguments are ignored.
 e2e_port() {
-    lo=$1 hi=$2
-    while :; do
-        p=$(( lo + $(od -An -N2 -tu2 /dev/urandom) % (hi - lo) ))
-        if ! (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null; then echo "$p"; return; fi
-    done
+    /usr/bin/python3 -c '
+import socket
+while True:
+    t = socket.socket(); t.bind(("127.0.0.1", 0)); port = t.getsockname()[1]
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.bind(("127.0.0.1", port)); break
+    except OSError:
+        pass
+    finally:
+        u.close(); t.close()
+print(port)'
 }
 
 ok()   { echo "ok - $*"; }
@@ -48,23 +77,34 @@ e2e_wait_port() {
 }
 
 e2e_start_dns() {
-    # Ports below the ephemeral range (32768-60999) so no client socket holds them.
-    DNS_PORT=$(e2e_port 10000 14000)
-    SILENT_PORT=$(e2e_port 14000 17000)   # nothing listens: forwarded queries go unanswered
-    dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
-        --bind-interfaces --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= \
-        --user=root --group=root \
-        --local=/$E2E_DOMAIN/ \
-        --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
-        --host-record=other.$E2E_DOMAIN,127.0.0.1 \
-        --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
-        --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
-        --host-record=private.$E2E_DOMAIN,10.1.2.3 \
-        --host-record=mixed.$E2E_DOMAIN,127.0.0.1,fd00::1 \
-        --server=/slow.$E2E_DOMAIN/127.0.0.1#"$SILENT_PORT" \
-        2>"$E2E_TMP/dnsmasq.err" &
-    E2E_PIDS="$E2E_PIDS $!"
-    sleep 0.2
+    SILENT_PORT=$(e2e_port)   # nothing listens: forwarded queries go unanswered
+    for _ in 1 2 3 4 5; do
+        DNS_PORT=$(e2e_port)
+        dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
+            --bind-interfaces --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= \
+            --user=root --group=root \
+            --local=/$E2E_DOMAIN/ \
+            --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
+            --host-record=other.$E2E_DOMAIN,127.0.0.1 \
+            --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
+            --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
+            --host-record=private.$E2E_DOMAIN,10.1.2.3 \
+            --host-record=mixed.$E2E_DOMAIN,127.0.0.1,fd00::1 \
+            --server=/slow.$E2E_DOMAIN/127.0.0.1#"$SILENT_PORT" \
+            2>"$E2E_TMP/dnsmasq.err" &
+        dns_pid=$!
+        # Up when it answers over TCP; gone when its port was taken meanwhile.
+        for _ in $(seq 1 50); do
+            kill -0 "$dns_pid" 2>/dev/null || break
+            if (exec 3<>/dev/tcp/127.0.0.1/"$DNS_PORT") 2>/dev/null; then
+                E2E_PIDS="$E2E_PIDS $dns_pid"
+                return 0
+            fi
+            sleep 0.05
+        done
+        kill "$dns_pid" 2>/dev/null; wait "$dns_pid" 2>/dev/null
+    done
+    fail "dnsmasq did not start: $(cat "$E2E_TMP/dnsmasq.err")"; exit 1
 }
 
 # A token for tenant t1: e2e_issue LEASE LIST [pinhole-guard grant issue options].
@@ -88,8 +128,21 @@ e2e_make_policy() {
     TOKEN_FORGED=$("$GRANT" grant issue --keys "$E2E_TMP/forger.key" --tenant t1 --lease lease1 --list e2e)
 }
 
-# Starts the proxy in the background: PROXY_PORT, ADMIN_PORT, PROXY_PID.
-# Retries with other ports if one was taken meanwhile.
+# Waits for a proxy's ready file ($1) while its process ($2) lives.
+e2e_wait_ready() {
+    for _ in $(seq 1 200); do
+        [ -s "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || return 1
+        sleep 0.025
+    done
+    return 1
+}
+
+# Starts the proxy in the background on ports the kernel chooses:
+# PROXY_PORT, ADMIN_PORT, PROXY_PID. E2E_PROXY_PREFIX (e.g. "prlimit
+# --nofile=64:64") runs it under a wrapper; E2E_PROXY_NAME (default proxy)
+# names its files: $E2E_TMP/NAME.log (connections), NAME.err (events),
+# NAME.ready.
 e2e_start_proxy() {
     # As root the proxy must drop privileges: run as nobody, owning its files
     # (reloads reopen the table and the 0600 key after the drop).
@@ -98,38 +151,40 @@ e2e_start_proxy() {
         chown nobody "$E2E_TMP" "$E2E_TMP"/table.ptab "$E2E_TMP"/grant.key
         E2E_USER_OPT="--user nobody"
     fi
-    for _ in 1 2 3; do
-        PROXY_PORT=$(e2e_port 20000 26000)
-        ADMIN_PORT=$(e2e_port 26000 32000)
-        "$PROXY" --listen 127.0.0.1:"$PROXY_PORT" --admin-listen 127.0.0.1:"$ADMIN_PORT" \
-            --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
-            --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
-            >"$E2E_TMP/proxy.log" 2>"$E2E_TMP/proxy.err" &
-        PROXY_PID=$!
-        for _ in $(seq 1 100); do
-            kill -0 "$PROXY_PID" 2>/dev/null || break   # exited: give up on these ports
-            if (exec 3<>/dev/tcp/127.0.0.1/"$PROXY_PORT") 2>/dev/null; then
-                E2E_PIDS="$E2E_PIDS $PROXY_PID"
-                return 0
-            fi
-            sleep 0.05
-        done
-        kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null
-        # A start-up failure other than a taken port will not go away.
-        grep -q "Address already in use" "$E2E_TMP/proxy.err" || break
-    done
-    fail "proxy did not start"; cat "$E2E_TMP/proxy.err"; exit 1
+    n=${E2E_PROXY_NAME:-proxy}
+    rm -f "$E2E_TMP/$n.ready"
+    ${E2E_PROXY_PREFIX:-} "$PROXY" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+        --ready-file "$E2E_TMP/$n.ready" \
+        --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
+        --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
+        >"$E2E_TMP/$n.log" 2>"$E2E_TMP/$n.err" &
+    PROXY_PID=$!
+    if e2e_wait_ready "$E2E_TMP/$n.ready" "$PROXY_PID"; then
+        E2E_PIDS="$E2E_PIDS $PROXY_PID"
+        PROXY_PORT=$(awk '$1=="listen"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/$n.ready")
+        ADMIN_PORT=$(awk '$1=="admin"{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/$n.ready")
+        return 0
+    fi
+    kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null
+    fail "proxy did not start"; cat "$E2E_TMP/$n.err"; exit 1
 }
 
-# A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT.
+# A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT (the
+# kernel's choice: it prints "ACCEPT 127.0.0.1:PORT").
 e2e_start_tls() {
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
         -subj "/CN=ok.$E2E_DOMAIN" -addext "subjectAltName=DNS:ok.$E2E_DOMAIN" \
         -keyout "$E2E_TMP/tls.key" -out "$E2E_TMP/tls.crt" 2>/dev/null
-    TLS_PORT=$(e2e_port 18000 18500)
-    openssl s_server -quiet -accept 127.0.0.1:"$TLS_PORT" -cert "$E2E_TMP/tls.crt" \
-        -key "$E2E_TMP/tls.key" -www </dev/null >/dev/null 2>&1 &
+    openssl s_server -accept 127.0.0.1:0 -cert "$E2E_TMP/tls.crt" \
+        -key "$E2E_TMP/tls.key" -www </dev/null >"$E2E_TMP/tls.out" 2>/dev/null &
     E2E_PIDS="$E2E_PIDS $!"
+    TLS_PORT=""
+    for _ in $(seq 1 200); do
+        TLS_PORT=$(awk '/^ACCEPT /{n=split($2,a,":"); print a[n]; exit}' "$E2E_TMP/tls.out")
+        [ -n "$TLS_PORT" ] && break
+        sleep 0.025
+    done
+    [ -n "$TLS_PORT" ] || { fail "openssl s_server did not start"; exit 1; }
     e2e_wait_port "$TLS_PORT"
 }
 
@@ -156,11 +211,22 @@ e2e_metric() { # value of the metric line starting with $1
     curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($0, k" ")==1{print $2}'
 }
 
-e2e_finish() {
-    # Under ASan/UBSan the proxy reports at exit; any report fails the test.
-    if grep -qE "ERROR: [A-Za-z]*Sanitizer|runtime error:" "$E2E_TMP"/*.err 2>/dev/null; then
-        fail "sanitizer report: $(grep -hE "Sanitizer|runtime error" "$E2E_TMP"/*.err | head -3)"
+# Fails on any sanitizer report (a file $E2E_TMP/sanitizer.<pid>, or a
+# report that went to a daemon's stderr). Call after the daemons exited.
+e2e_check_sanitizer() {
+    for f in "$E2E_TMP"/sanitizer.*; do
+        [ -s "$f" ] || continue
+        fail "sanitizer report in $(basename "$f"): $(grep -m3 -E "ERROR|runtime error|SUMMARY" "$f" | tr '\n' ' ')"
+    done
+    if grep -qsE "ERROR: [A-Za-z]*Sanitizer|runtime error:" "$E2E_TMP"/*.err "$E2E_TMP"/*.log; then
+        fail "sanitizer report: $(grep -hsE "Sanitizer|runtime error" "$E2E_TMP"/*.err "$E2E_TMP"/*.log | head -3)"
     fi
+}
+
+e2e_finish() {
+    e2e_stop_all
+    e2e_check_sanitizer
+    E2E_SANITIZER_CHECKED=1
     if [ "$E2E_FAILS" -ne 0 ]; then echo "$E2E_FAILS failure(s)"; exit 1; fi
     echo "all passed"
 }

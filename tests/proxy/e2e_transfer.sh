@@ -8,7 +8,7 @@ PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 
 e2e_start_dns
 e2e_make_policy
-e2e_start_proxy --unix-socket "$E2E_TMP/proxy.sock" --drain-timeout-s 10
+e2e_start_proxy --unix-socket "$E2E_TMP/proxy.sock" --drain-timeout-s 10 --keep-tunnels-on-reload true
 D=$E2E_DOMAIN
 PEER_PORT=$(e2e_port 18000 18999)
 "$PEER" serve "$PEER_PORT" >"$E2E_TMP/server.out" & E2E_PIDS="$E2E_PIDS $!"
@@ -49,8 +49,9 @@ echo "# 2 GiB relayed in $(echo "$(date +%s.%N) - $start" | bc) s"
 run_client "half-close: upstream answers only after the client's EOF" "127.0.0.1:$PROXY_PORT" 1048576 1048576 1
 run_client "unix socket listener" "$E2E_TMP/proxy.sock" 65536 65536
 
-# Reload during a transfer: the open tunnel is unaffected, new requests see
-# the new table; a bad table is refused and counted, the good one stays.
+# Reload during a transfer: with keep_tunnels_on_reload the open tunnel is
+# unaffected (e2e_faults.sh: without it, it ends), new requests see the new
+# table; a bad table is refused and counted, the good one stays.
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "$AUTH" 30000000 30000000 0 20000000 \
     >"$E2E_TMP/reload_client.out" 2>&1 &
 RC_PID=$!

@@ -54,6 +54,27 @@ static void test_a_good_file_sets_every_kind_of_value(void **state)
     assert_int_equal(cfg.dns_timeout_ms, 5000); /* untouched default */
 }
 
+static void test_booleans_are_plain_true_or_false(void **state)
+{
+    (void)state;
+    px_config cfg;
+    ph_diag d;
+    assert_int_equal(load("keep_tunnels_on_reload: true\nready_file: /tmp/r\n"
+                          "max_connections_per_peer: 7\nmax_head_connections: 9\n",
+                          &cfg, &d),
+                     PH_OK);
+    assert_int_equal(cfg.keep_tunnels_on_reload, 1);
+    assert_string_equal(cfg.ready_file, "/tmp/r");
+    assert_int_equal(cfg.max_connections_per_peer, 7);
+    assert_int_equal(cfg.max_head_connections, 9);
+    px_config_defaults(&cfg);
+    assert_int_equal(cfg.keep_tunnels_on_reload, 0);
+    assert_int_equal(cfg.max_connections_per_peer, 1024);
+    assert_int_equal(cfg.max_head_connections, 4096);
+    assert_error_at("keep_tunnels_on_reload: yes\n", ":1:25:", "expected true or false");
+    assert_error_at("keep_tunnels_on_reload: \"true\"\n", ":1:25:", "must be an unquoted value");
+}
+
 static void test_errors_are_positioned_and_change_nothing(void **state)
 {
     (void)state;
@@ -124,6 +145,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_good_file_sets_every_kind_of_value),
+        cmocka_unit_test(test_booleans_are_plain_true_or_false),
         cmocka_unit_test(test_errors_are_positioned_and_change_nothing),
         cmocka_unit_test(test_bad_utf8_is_positioned),
         cmocka_unit_test(test_command_line_overrides_the_file),
