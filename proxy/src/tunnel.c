@@ -431,6 +431,10 @@ static void dial_next(px_conn *c)
         bufferevent_setcb(c->upstream, NULL, NULL, connect_event_cb, c);
         struct timeval tv = { c->w->cfg->connect_timeout_ms / 1000,
                               (c->w->cfg->connect_timeout_ms % 1000) * 1000 };
+        /* The previous address's connect timer may still be pending (its
+         * connect failed before the timer fired): assigning a pending event
+         * corrupts the loop's timer heap, so it is deleted first. */
+        evtimer_del(c->timer);
         evtimer_assign(c->timer, c->w->base, connect_timeout_cb, c);
         evtimer_add(c->timer, &tv);
         /* The address was checked; connect to exactly it, no name lookup. */
