@@ -24,7 +24,9 @@
  * say "allowed" exactly when its authority form is allowed.
  *
  * Fails when the two points give different reasons for any input, when a
- * corpus row the corpus expects to parse ("ok") is not allowed, when an
+ * corpus row the corpus expects to parse ("ok") is not allowed (or, for a
+ * name under a wildcard-DNS service of guard/data/wildcard_dns_services.txt,
+ * which no rule may name, is not refused as not_allowlisted), when an
  * extra row's reason is not the expected one, or when any reason the guard
  * can give for a destination (allowed, parse_error, ip_literal,
  * unknown_list, not_allowlisted, port_not_allowed, dns_failure, dns_timeout,
@@ -129,6 +131,42 @@ typedef struct parity {
     unsigned seen[N_DEST];
 } parity;
 
+/* The wildcard-DNS services (first column of the guard's data file). */
+static char g_services[128][256];
+static size_t g_nservices;
+
+static void load_services(void)
+{
+    FILE *f = fopen(PH_SOURCE_DIR "/guard/data/wildcard_dns_services.txt", "r");
+    char line[1024];
+    while (f && fgets(line, sizeof line, f) && g_nservices < 128)
+        if (line[0] != '#' && sscanf(line, "%255s", g_services[g_nservices]) == 1)
+            g_nservices++;
+    if (f)
+        fclose(f);
+}
+
+/* Whether the canonical host is a listed service or a name under one. */
+static bool under_service(const char *host)
+{
+    size_t hl = strlen(host);
+    for (size_t i = 0; i < g_nservices; i++) {
+        size_t sl = strlen(g_services[i]);
+        if (hl == sl ? strcmp(host, g_services[i]) == 0
+                     : hl > sl && host[hl - sl - 1] == '.' && strcmp(host + hl - sl, g_services[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* What an "ok" row must get: allowed, unless no rule can name its host. */
+static const char *ok_verdict(parity *p, const char *t, size_t len)
+{
+    ph_verdict v;
+    ph_guard_check_authority(p->guard, p->list, t, len, &v, NULL);
+    return under_service(v.host) ? "not_allowlisted" : "allowed";
+}
+
 /* The guard's whole decision on a CONNECT authority, as the proxy makes it. */
 static const char *guard_authority(parity *p, const char *list, const char *t, size_t len)
 {
@@ -218,7 +256,7 @@ static void corpus_input(parity *p, const char *in, bool is_url, bool expect_ok,
     const char *verbatim = both(p, p->list, p->token, t, len, line, "input");
     if (!is_url) {
         if (expect_ok)
-            expect(p, line, "\"ok\" authority", "allowed", verbatim);
+            expect(p, line, "\"ok\" authority", ok_verdict(p, t, len), verbatim);
         return;
     }
     p->urls++;
@@ -229,8 +267,9 @@ static void corpus_input(parity *p, const char *in, bool is_url, bool expect_ok,
     size_t alen = url_authority(t, len, a, sizeof a);
     const char *proxied = alen ? both(p, p->list, p->token, a, alen, line, "authority of") : "-";
     if (expect_ok) {
-        expect(p, line, "\"ok\" URL (worker's check)", "allowed", worker);
-        expect(p, line, "\"ok\" URL (its authority through the proxy)", "allowed", proxied);
+        const char *want = ok_verdict(p, a, alen);
+        expect(p, line, "\"ok\" URL (worker's check)", want, worker);
+        expect(p, line, "\"ok\" URL (its authority through the proxy)", want, proxied);
     } else if (strcmp(worker, "allowed") == 0 && strcmp(proxied, "allowed") != 0) {
         p->wrong++;
         printf("WRONG %s:%u the worker may dial it, the proxy refuses its authority (%s)\n",
@@ -279,6 +318,11 @@ int main(int argc, char **argv)
                  .list = argv[5], .token = argv[6], .absent_list = argv[7],
                  .absent_token = argv[8], .test_build = ph_build_is_test_loopback() };
     ph_guard_options opts = { .dns_servers = p.dns.servers, .dns_timeout_ms = p.dns.timeout_ms };
+    load_services();
+    if (g_nservices == 0) {
+        fprintf(stderr, "no wildcard-DNS services read from the guard's data file\n");
+        return 1;
+    }
     ph_diag d = { 0 };
     if (ph_guard_open(argv[1], &opts, &p.guard, &d) != PH_OK) {
         fprintf(stderr, "guard: %s\n", d.message);
