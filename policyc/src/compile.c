@@ -61,10 +61,11 @@ typedef struct compiler {
     size_t nentries, entries_cap;
     range *ranges;
     size_t nranges, ranges_cap;
-    uint32_t *slots;      /* entry + 1, 0: empty */
-    uint32_t *entry_slot; /* each entry's slot */
-    uint32_t *entry_tag;  /* each entry's tag */
-    size_t nslots;
+    uint8_t *group_fill;   /* occupied slots of each group */
+    uint32_t *entry_group; /* each entry's group */
+    uint8_t *entry_slot;   /* each entry's slot in its group */
+    uint16_t *entry_tag;   /* each entry's tag */
+    size_t ngroups;
     strpool strings;
 } compiler;
 
@@ -508,30 +509,33 @@ static ph_status build_strings(compiler *c)
     return st;
 }
 
-/* The hash index: the smallest power of two above twice the entry count
- * (load < 1/2: short probe runs, and an empty slot ends every one), filled
- * in entry order by linear probing, so the layout is deterministic. */
-static ph_status build_slots(compiler *c)
+/* The hash index: ph_tab_group_count groups of PH_TAB_GROUP_SLOTS slots,
+ * filled in entry order, each entry in the first group from its home group
+ * on with a free slot, in that group's first free slot: the layout is
+ * deterministic. */
+static ph_status build_groups(compiler *c)
 {
-    size_t n = ph_tab_slot_count(c->nentries);
+    uint64_t n = ph_tab_group_count(c->nentries);
     if (n > MAX_RECORDS)
         return ph_diag_set(c->diag, PH_E_LIMIT, 0, "too many hosts for a table");
-    c->nslots = n;
-    c->slots = calloc(n, sizeof *c->slots);
+    c->ngroups = (size_t)n;
+    c->group_fill = calloc(n, sizeof *c->group_fill);
+    c->entry_group = calloc(c->nentries + 1, sizeof *c->entry_group);
     c->entry_slot = calloc(c->nentries + 1, sizeof *c->entry_slot);
     c->entry_tag = calloc(c->nentries + 1, sizeof *c->entry_tag);
-    if (c->slots == NULL || c->entry_slot == NULL || c->entry_tag == NULL)
+    if (c->group_fill == NULL || c->entry_group == NULL || c->entry_slot == NULL ||
+        c->entry_tag == NULL)
         return ph_diag_set(c->diag, PH_E_NOMEM, 0, "out of memory");
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint64_t h = ph_tab_hash(en->list, en->kind, (const char *)c->strings.buf + en->host_ref,
                                  en->host_len);
-        size_t b = h & (n - 1);
-        while (c->slots[b] != 0)
-            b = (b + 1) & (n - 1);
-        c->slots[b] = (uint32_t)e + 1;
-        c->entry_slot[e] = (uint32_t)b;
-        c->entry_tag[e] = (uint32_t)(h >> 32);
+        size_t g = h & (n - 1);
+        while (c->group_fill[g] == PH_TAB_GROUP_SLOTS)
+            g = (g + 1) & (n - 1);
+        c->entry_group[e] = (uint32_t)g;
+        c->entry_slot[e] = c->group_fill[g]++;
+        c->entry_tag[e] = ph_tab_tag(h);
     }
     return PH_OK;
 }
@@ -631,7 +635,7 @@ static void put_ref(uint8_t *p, uint32_t off, uint32_t len)
 static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
 {
     uint64_t counts[PH_TAB_SECTION_COUNT + 1] = {
-        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->nslots};
+        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->ngroups};
     uint64_t offs[PH_TAB_SECTION_COUNT + 1] = {0};
     uint64_t end = PH_TAB_FIRST_SECTION;
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
@@ -653,29 +657,31 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     ph_tab_put32(b + PH_TAB_OFF_SECTION_COUNT, PH_TAB_SECTION_COUNT);
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
         uint8_t *d = b + PH_TAB_HEADER_SIZE + (id - 1) * PH_TAB_DIRENT_SIZE;
-        ph_tab_put32(d, id);
-        ph_tab_put32(d + 4, (uint32_t)counts[id]);
-        ph_tab_put64(d + 8, offs[id]);
-        ph_tab_put64(d + 16, counts[id] * ph_tab_record_size(id));
+        ph_tab_put32(d + PH_TAB_DIRENT_ID, id);
+        ph_tab_put32(d + PH_TAB_DIRENT_COUNT, (uint32_t)counts[id]);
+        ph_tab_put64(d + PH_TAB_DIRENT_OFFSET, offs[id]);
+        ph_tab_put64(d + PH_TAB_DIRENT_BYTES, counts[id] * ph_tab_record_size(id));
     }
     memcpy(b + offs[PH_TAB_SEC_STRINGS], c->strings.buf, c->strings.len);
     for (uint32_t k = 0; k < c->nlists; k++) {
         uint8_t *p = b + offs[PH_TAB_SEC_LISTS] + (size_t)k * PH_TAB_LIST_SIZE;
-        put_ref(p, c->list_name_ref[k], (uint32_t)strlen(c->policy->lists[c->order[k]].name));
-        ph_tab_put32(p + 8, c->list_rule_first[k]);
-        ph_tab_put32(p + 12, c->list_rule_count[k]);
-        ph_tab_put32(p + 16, c->list_entry_first[k]);
-        ph_tab_put32(p + 20, c->list_entry_count[k]);
+        put_ref(p + PH_TAB_LIST_NAME, c->list_name_ref[k],
+                (uint32_t)strlen(c->policy->lists[c->order[k]].name));
+        ph_tab_put32(p + PH_TAB_LIST_RULE_FIRST, c->list_rule_first[k]);
+        ph_tab_put32(p + PH_TAB_LIST_RULE_COUNT, c->list_rule_count[k]);
+        ph_tab_put32(p + PH_TAB_LIST_ENTRY_FIRST, c->list_entry_first[k]);
+        ph_tab_put32(p + PH_TAB_LIST_ENTRY_COUNT, c->list_entry_count[k]);
         for (size_t r = c->list_rule_first[k]; r < c->list_rule_first[k] + c->list_rule_count[k];
              r++) {
             const frule *f = &c->rules[r];
             uint8_t *q = b + offs[PH_TAB_SEC_RULES] + r * PH_TAB_RULE_SIZE;
-            put_ref(q, f->host_ref, f->host_len);
-            put_ref(q + 8, f->file_ref, f->file_len);
-            put_ref(q + 16, f->reason ? f->reason_ref : 0, f->reason ? f->reason_len : 0);
-            ph_tab_put32(q + 24, f->line);
-            ph_tab_put32(q + 28, k);
-            ph_tab_put32(q + 36, f->nports); /* port_first: below */
+            put_ref(q + PH_TAB_RULE_HOST, f->host_ref, f->host_len);
+            put_ref(q + PH_TAB_RULE_FILE, f->file_ref, f->file_len);
+            put_ref(q + PH_TAB_RULE_REASON, f->reason ? f->reason_ref : 0,
+                    f->reason ? f->reason_len : 0);
+            ph_tab_put32(q + PH_TAB_RULE_LINE, f->line);
+            ph_tab_put32(q + PH_TAB_RULE_LIST, k);
+            ph_tab_put32(q + PH_TAB_RULE_PORT_COUNT, f->nports); /* port_first: below */
         }
     }
     /* Rules were compacted after dedup, so their ports are re-laid in rule
@@ -684,56 +690,46 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     for (size_t r = 0; r < c->nrules; r++) {
         const frule *f = &c->rules[r];
         uint8_t *q = b + offs[PH_TAB_SEC_RULES] + r * PH_TAB_RULE_SIZE;
-        ph_tab_put32(q + 32, next);
+        ph_tab_put32(q + PH_TAB_RULE_PORT_FIRST, next);
         for (uint32_t i = 0; i < f->nports; i++, next++) {
             uint8_t *p = b + offs[PH_TAB_SEC_RULE_PORTS] + (size_t)next * PH_TAB_PORT_SIZE;
-            ph_tab_put16(p, c->ports[f->port_first + i].lo);
-            ph_tab_put16(p + 2, c->ports[f->port_first + i].hi);
+            ph_tab_put16(p + PH_TAB_PORT_LO, c->ports[f->port_first + i].lo);
+            ph_tab_put16(p + PH_TAB_PORT_HI, c->ports[f->port_first + i].hi);
         }
     }
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint8_t *p = b + offs[PH_TAB_SEC_ENTRIES] + e * PH_TAB_ENTRY_SIZE;
-        put_ref(p, en->host_ref, en->host_len);
-        ph_tab_put32(p + 8, en->list);
-        ph_tab_put32(p + 12, en->kind);
-        ph_tab_put32(p + 16, en->range_first);
-        ph_tab_put32(p + 20, en->range_count);
+        const range *first = &c->ranges[en->range_first];
+        put_ref(p + PH_TAB_ENTRY_HOST, en->host_ref, en->host_len);
+        ph_tab_put32(p + PH_TAB_ENTRY_LIST, en->list);
+        ph_tab_put32(p + PH_TAB_ENTRY_KIND, en->kind);
+        ph_tab_put32(p + PH_TAB_ENTRY_RANGE_FIRST, en->range_first);
+        ph_tab_put32(p + PH_TAB_ENTRY_RANGE_COUNT, en->range_count);
+        ph_tab_put16(p + PH_TAB_ENTRY_FIRST_LO, first->lo);
+        ph_tab_put16(p + PH_TAB_ENTRY_FIRST_HI, first->hi);
+        ph_tab_put32(p + PH_TAB_ENTRY_FIRST_RULE, first->rule);
+        memcpy(p + PH_TAB_ENTRY_PREFIX, c->strings.buf + en->host_ref,
+               en->host_len < PH_TAB_ENTRY_PREFIX_LEN ? en->host_len : PH_TAB_ENTRY_PREFIX_LEN);
     }
     for (size_t i = 0; i < c->nranges; i++) {
         uint8_t *p = b + offs[PH_TAB_SEC_RANGES] + i * PH_TAB_RANGE_SIZE;
-        ph_tab_put16(p, c->ranges[i].lo);
-        ph_tab_put16(p + 2, c->ranges[i].hi);
-        ph_tab_put32(p + 4, c->ranges[i].rule);
+        ph_tab_put16(p + PH_TAB_RANGE_LO, c->ranges[i].lo);
+        ph_tab_put16(p + PH_TAB_RANGE_HI, c->ranges[i].hi);
+        ph_tab_put32(p + PH_TAB_RANGE_RULE, c->ranges[i].rule);
     }
-    /* Slots are written in entry order (entries and ranges read in order,
-     * the slots written at random: stores do not wait); the rest stays zero. */
+    /* Slots are written in entry order (entries read in order, the groups
+     * written at random: stores do not wait); the rest stays zero. */
     for (size_t e = 0; e < c->nentries; e++) {
-        uint8_t *p = b + offs[PH_TAB_SEC_SLOTS] + (size_t)c->entry_slot[e] * PH_TAB_SLOT_SIZE;
-        const entry *en = &c->entries[e];
-        const range *first = &c->ranges[en->range_first];
-        ph_tab_put32(p + PH_TAB_SLOT_ENTRY, (uint32_t)e + 1);
-        ph_tab_put32(p + PH_TAB_SLOT_TAG, c->entry_tag[e]);
-        ph_tab_put32(p + PH_TAB_SLOT_HOST_OFF, en->host_ref);
-        ph_tab_put16(p + PH_TAB_SLOT_HOST_LEN, (uint16_t)en->host_len);
-        p[PH_TAB_SLOT_KIND] = (uint8_t)en->kind;
-        ph_tab_put16(p + PH_TAB_SLOT_LO, first->lo);
-        ph_tab_put16(p + PH_TAB_SLOT_HI, first->hi);
-        ph_tab_put32(p + PH_TAB_SLOT_RULE, first->rule);
+        uint8_t *g = b + offs[PH_TAB_SEC_GROUPS] + (size_t)c->entry_group[e] * PH_TAB_GROUP_SIZE;
+        size_t k = c->entry_slot[e];
+        ph_tab_put16(g + PH_TAB_GROUP_TAG + 2 * k, c->entry_tag[e]);
+        ph_tab_put32(g + PH_TAB_GROUP_ENTRY + 4 * k, (uint32_t)e);
+        ph_tab_put32(g + PH_TAB_GROUP_RULE + 4 * k, c->ranges[c->entries[e].range_first].rule);
     }
     ph_status st = policy_id(c, b + PH_TAB_OFF_POLICY_ID);
-    if (st == PH_OK) {
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        unsigned mdlen = 0;
-        bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-                  EVP_DigestUpdate(ctx, b, PH_TAB_OFF_CHECKSUM) == 1 &&
-                  EVP_DigestUpdate(ctx, b + PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN,
-                                   (size_t)end - PH_TAB_OFF_CHECKSUM - PH_TAB_CHECKSUM_LEN) == 1 &&
-                  EVP_DigestFinal_ex(ctx, b + PH_TAB_OFF_CHECKSUM, &mdlen) == 1 && mdlen == 32;
-        EVP_MD_CTX_free(ctx);
-        if (!ok)
-            st = ph_diag_set(c->diag, PH_E_INTERNAL, 0, "SHA-256 failed");
-    }
+    if (st == PH_OK)
+        ph_tab_put32(b + PH_TAB_OFF_CHECKSUM, ph_tab_checksum(b, (size_t)end));
     if (st != PH_OK) {
         free(b);
         return st;
@@ -755,7 +751,8 @@ static void compiler_free(compiler *c)
     free(c->ports);
     free(c->entries);
     free(c->ranges);
-    free(c->slots);
+    free(c->group_fill);
+    free(c->entry_group);
     free(c->entry_slot);
     free(c->entry_tag);
     free(c->strings.buf);
@@ -777,7 +774,7 @@ ph_status pc_compile(const pc_policy *policy, uint8_t **out, size_t *len, ph_dia
     if (st == PH_OK)
         st = build_entries(&c);
     if (st == PH_OK)
-        st = build_slots(&c);
+        st = build_groups(&c);
     if (st == PH_OK)
         st = serialize(&c, out, len);
     compiler_free(&c);
