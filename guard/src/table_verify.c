@@ -249,6 +249,13 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
     return PH_OK;
 }
 
+/* Where pass 1 over the hash index found each entry: its group, the number
+ * of full groups just before that group (probe order), its slot. */
+typedef struct slot_info {
+    uint32_t group;
+    uint32_t full_slot; /* full << 3 | slot */
+} slot_info;
+
 /* An entry's host is its rules' host string itself (a wildcard's: after its
  * "*."), so checking every range's rule points at the same bytes proves the
  * entry's host in bounds, NUL-terminated and canonical: the rule's was
@@ -279,12 +286,32 @@ static bool entry_prefix_ok(const ph_table *t, const uint8_t *e)
     return true;
 }
 
-static ph_status verify_entries(const ph_table *t, uint32_t li, uint32_t rfirst, uint32_t rcount,
-                                uint32_t first, uint32_t count, uint32_t *next_range,
-                                ph_diag *diag)
+/* Entry e (host verified) is in the slot its hash leads to: the tag, the
+ * distance from its home group within the run of full groups before its
+ * group, and the slot's copy of the first range's rule. */
+static bool entry_slot_ok(const ph_table *t, const uint8_t *e, const slot_info *w)
+{
+    uint64_t h = ph_tab_hash(ph_tab_get32(e + PH_TAB_ENTRY_LIST), ph_tab_get32(e + PH_TAB_ENTRY_KIND),
+                             ph_tab_str(t, e + PH_TAB_ENTRY_HOST),
+                             ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN));
+    const uint8_t *g = ph_tab_group(t, w->group);
+    uint32_t slot = w->full_slot & 7u, full = w->full_slot >> 3;
+    return ph_tab_tag(h) == ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * slot) &&
+           ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full &&
+           ph_tab_get32(g + PH_TAB_GROUP_RULE + 4 * slot) ==
+               ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
+}
+
+static ph_status verify_entries(const ph_table *t, const slot_info *where, uint32_t li,
+                                uint32_t rfirst, uint32_t rcount, uint32_t first, uint32_t count,
+                                uint32_t *next_range, ph_diag *diag)
 {
     const uint8_t *prev = NULL;
     for (uint32_t e = first; e < first + count; e++) {
+        /* The groups are visited in entry order, i.e. at random: fetch a few
+         * entries ahead so those reads overlap instead of queueing. */
+        if (e + 8 < t->nentries)
+            __builtin_prefetch(ph_tab_group(t, where[e + 8].group));
         const uint8_t *rec = ph_tab_entry(t, e);
         size_t at = (size_t)(rec - t->bytes);
         uint32_t kind = ph_tab_get32(rec + PH_TAB_ENTRY_KIND);
@@ -321,12 +348,14 @@ static ph_status verify_entries(const ph_table *t, uint32_t li, uint32_t rfirst,
             memcmp(rec + PH_TAB_ENTRY_FIRST_HI, r0 + PH_TAB_RANGE_HI, 2) != 0 ||
             memcmp(rec + PH_TAB_ENTRY_FIRST_RULE, r0 + PH_TAB_RANGE_RULE, 4) != 0)
             return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: first range copy differs", e);
+        if (!entry_slot_ok(t, rec, &where[e]))
+            return BAD(at, "entry %u is not where its hash leads, or its slot differs", e);
         *next_range = rf + rc;
     }
     return PH_OK;
 }
 
-static ph_status verify_lists(const ph_table *t, ph_diag *diag)
+static ph_status verify_lists(const ph_table *t, const slot_info *where, ph_diag *diag)
 {
     uint32_t next_rule = 0, next_entry = 0, next_port = 0, next_range = 0;
     const char *prev = NULL;
@@ -351,7 +380,7 @@ static ph_status verify_lists(const ph_table *t, ph_diag *diag)
             return BAD(at + PH_TAB_LIST_ENTRY_FIRST, "list %u: bad entry range", li);
         ph_status st = verify_rules(t, li, rf, rc, &next_port, diag);
         if (st == PH_OK)
-            st = verify_entries(t, li, rf, rc, ef, ec, &next_range, diag);
+            st = verify_entries(t, where, li, rf, rc, ef, ec, &next_range, diag);
         if (st != PH_OK)
             return st;
         next_rule = rf + rc;
@@ -363,25 +392,20 @@ static ph_status verify_lists(const ph_table *t, ph_diag *diag)
     return PH_OK;
 }
 
-/* The hash index: the canonical group count; every group's occupied slots
- * a prefix, in ascending entry order, its empty slots and zero bytes all
- * zero; every entry in exactly one slot, with its tag, its first range's
- * rule, and reachable from its home group (every group between full). Two
- * sequential passes, because random access into a large table is what
- * costs: pass 1 walks the groups once from one with an empty slot, counting
- * `full`, the full groups just before the current one, and records for each
- * entry its group and that count; pass 2 walks the entries in order, hashes
- * each one and checks its slot, fetching slots ahead. */
-typedef struct slot_info {
-    uint32_t group, full, slot, pad;
-} slot_info;
-
+/* The hash index, pass 1: the canonical group count; every group's occupied
+ * slots a prefix, in ascending entry order, its empty slots and zero bytes
+ * all zero; every entry in exactly one slot. One sequential walk from a
+ * group with an empty slot, counting `full`, the full groups just before
+ * the current one, records each entry's group, slot and that count in
+ * where[] (written at random: stores do not stall; the small seen[] bitmap,
+ * read at random, stays in cache). Pass 2 is in verify_entries: each entry,
+ * hashed while its host is at hand, must be in its slot (entry_slot_ok). */
 static bool group_has_empty(const uint8_t *g)
 {
     return ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * (PH_TAB_GROUP_SLOTS - 1)) == 0;
 }
 
-static ph_status verify_groups(const ph_table *t, ph_diag *diag)
+static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *diag)
 {
     uint32_t n = t->ngroups;
     if (n != ph_tab_group_count(t->nentries))
@@ -393,15 +417,9 @@ static ph_status verify_groups(const ph_table *t, ph_diag *diag)
             start = g;
     if (start == UINT32_MAX)
         return BAD(0, "hash index has no empty slot");
-    /* where[] is written at random (only written: stores do not stall);
-     * the small seen[] bitmap, read at random, stays in cache. */
-    slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
     uint8_t *seen = calloc((size_t)t->nentries / 8 + 1, 1);
-    if (where == NULL || seen == NULL) {
-        free(where);
-        free(seen);
+    if (seen == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    }
     ph_status st = PH_OK;
     uint32_t full = 0, found = 0;
     for (uint32_t i = 1; i <= n && st == PH_OK; i++) {
@@ -436,34 +454,13 @@ static ph_status verify_groups(const ph_table *t, ph_diag *diag)
             }
             prev = e;
             seen[e / 8] |= (uint8_t)(1u << (e % 8));
-            where[e] = (slot_info){g, full, k, 0};
+            where[e] = (slot_info){g, full << 3 | k};
             found++;
         }
         full = empty_seen ? 0 : full + 1;
     }
     if (st == PH_OK && found != t->nentries)
         st = BAD(0, "%u entries missing from the hash index", t->nentries - found);
-    for (uint32_t e = 0; e < t->nentries && st == PH_OK; e++) {
-        /* The groups are visited in entry order, i.e. at random: fetch a few
-         * entries ahead so those reads overlap instead of queueing. */
-        if (e + 8 < t->nentries)
-            __builtin_prefetch(ph_tab_group(t, where[e + 8].group));
-        const uint8_t *er = ph_tab_entry(t, e);
-        uint64_t h = ph_tab_hash(ph_tab_get32(er + PH_TAB_ENTRY_LIST),
-                                 ph_tab_get32(er + PH_TAB_ENTRY_KIND),
-                                 ph_tab_str(t, er + PH_TAB_ENTRY_HOST),
-                                 ph_tab_get32(er + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN));
-        const slot_info *w = &where[e];
-        const uint8_t *g = ph_tab_group(t, w->group);
-        if (ph_tab_tag(h) != ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * w->slot) ||
-            ((w->group - (uint32_t)h) & mask) > w->full)
-            st = BAD((size_t)(er - t->bytes), "entry %u is not where its hash leads", e);
-        else if (ph_tab_get32(g + PH_TAB_GROUP_RULE + 4 * w->slot) !=
-                 ph_tab_get32(er + PH_TAB_ENTRY_FIRST_RULE))
-            st = BAD((size_t)(g - t->bytes) + PH_TAB_GROUP_RULE + 4 * w->slot,
-                     "group %u does not match entry %u", w->group, e);
-    }
-    free(where);
     free(seen);
     return st;
 }
@@ -481,8 +478,12 @@ ph_status ph_table_verify(ph_table *t, ph_diag *diag)
         return st;
     if (t->strings_len == 0 || t->strings[0] != 0 || t->strings[t->strings_len - 1] != 0)
         return BAD((size_t)(t->strings - t->bytes), "string section must start and end with NUL");
-    st = verify_lists(t, diag);
+    slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
+    if (where == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    st = verify_groups(t, where, diag);
     if (st == PH_OK)
-        st = verify_groups(t, diag);
+        st = verify_lists(t, where, diag);
+    free(where);
     return st;
 }
