@@ -105,7 +105,7 @@ static size_t coalesce(const ph_table *t, const uint8_t *e, uint16_t *lo, uint16
                        size_t cap)
 {
     const uint8_t *rg = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
-    uint32_t n = ph_tab_get32(e + PH_TAB_ENTRY_RANGE_COUNT);
+    uint32_t n = ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT);
     size_t k = 0;
     for (uint32_t i = 0; i < n;) {
         const uint8_t *r = rg + (size_t)i * PH_TAB_RANGE_SIZE;
@@ -128,9 +128,9 @@ ph_status ph_table_destination_at(const ph_table *table, size_t list, size_t d,
     const uint8_t *e = destination(table, list, d);
     if (e == NULL)
         return PH_E_NOT_FOUND;
-    const char *h = ph_tab_str(table, e + PH_TAB_ENTRY_HOST);
-    size_t len = ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN);
-    bool wild = ph_tab_get32(e + PH_TAB_ENTRY_KIND) == PH_TAB_KIND_WILDCARD;
+    const char *h = (const char *)table->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF);
+    size_t len = e[PH_TAB_ENTRY_HOST_LEN];
+    bool wild = e[PH_TAB_ENTRY_KIND] == PH_TAB_KIND_WILDCARD;
     size_t at = 0;
     if (wild) {
         memcpy(host_buf, "*.", 2);

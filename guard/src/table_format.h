@@ -28,9 +28,9 @@
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-/* Version 3: 64-byte entries carrying their first port range and the start
- * of their host, a hash index of 64-byte groups of six tagged slots, and a
- * CRC-32C file checksum. Older versions are refused (recompile the policy). */
+/* Version 3: 64-byte entries carrying their first port range, its rule's
+ * provenance and the start of their host, a hash index of 64-byte groups of
+ * twelve tagged slots, and a CRC-32C file checksum. Older versions are refused (recompile the policy). */
 #define PH_TAB_VERSION 3u
 
 /* Header field offsets. */
@@ -97,22 +97,28 @@ enum ph_tab_section {
 #define PH_TAB_PORT_HI 2 /* u16 */
 
 /* ENTRIES record (64 bytes, so with 64-byte sections one cache line): what a
- * lookup hit on the entry's first port range reads, in one line. Its host is
- * the string of its rules (the same bytes; a wildcard's base is its rules'
- * host after "*."), and its first PH_TAB_ENTRY_PREFIX_LEN bytes are copied
- * inline (zero-padded), so a name of up to that length is compared without
- * reading STRINGS. The first range is a copy of RANGES[range_first]. */
+ * lookup hit on the entry's first port range reads, all in one line: the
+ * first range, the provenance of its rule (copies of that rule's fields, so
+ * the hit reads no RULES record) and the first PH_TAB_ENTRY_PREFIX_LEN bytes
+ * of the host (zero-padded), so a name of up to that length is compared
+ * without reading STRINGS. The host is the string of the entry's rules (the
+ * same bytes; a wildcard's base is its rules' host after "*."). */
 #define PH_TAB_ENTRY_SIZE 64u
-#define PH_TAB_ENTRY_HOST 0         /* str (the base name of a wildcard) */
-#define PH_TAB_ENTRY_LIST 8         /* u32 */
-#define PH_TAB_ENTRY_KIND 12        /* u32: PH_TAB_KIND_* */
-#define PH_TAB_ENTRY_RANGE_FIRST 16 /* u32, into RANGES */
-#define PH_TAB_ENTRY_RANGE_COUNT 20 /* u32, >= 1 */
-#define PH_TAB_ENTRY_FIRST_LO 24    /* u16, copy of the first range */
-#define PH_TAB_ENTRY_FIRST_HI 26    /* u16 */
-#define PH_TAB_ENTRY_FIRST_RULE 28  /* u32 */
-#define PH_TAB_ENTRY_PREFIX 32      /* the host's first bytes, zero-padded */
-#define PH_TAB_ENTRY_PREFIX_LEN 32u
+#define PH_TAB_ENTRY_HOST_OFF 0     /* u32, into STRINGS */
+#define PH_TAB_ENTRY_HOST_LEN 4     /* u8 (a host is at most 253 bytes) */
+#define PH_TAB_ENTRY_KIND 5         /* u8: PH_TAB_KIND_* */
+#define PH_TAB_ENTRY_LIST 6         /* u16 */
+#define PH_TAB_ENTRY_RANGE_FIRST 8  /* u32, into RANGES */
+#define PH_TAB_ENTRY_RANGE_COUNT 12 /* u16, >= 1 (disjoint ranges of 16-bit ports) */
+#define PH_TAB_ENTRY_RULE_NPORTS 14 /* u16, copy of the first range's rule's port count */
+#define PH_TAB_ENTRY_FIRST_LO 16    /* u16, copy of the first range */
+#define PH_TAB_ENTRY_FIRST_HI 18    /* u16 */
+#define PH_TAB_ENTRY_FIRST_RULE 20  /* u32 */
+#define PH_TAB_ENTRY_RULE_FILE 24   /* u32, copy of that rule's file string offset */
+#define PH_TAB_ENTRY_RULE_REASON 28 /* u32, copy of its reason offset (0: none) */
+#define PH_TAB_ENTRY_RULE_LINE 32   /* u32, copy of its line */
+#define PH_TAB_ENTRY_PREFIX 36      /* the host's first bytes, zero-padded */
+#define PH_TAB_ENTRY_PREFIX_LEN 28u
 #define PH_TAB_KIND_EXACT 0u
 #define PH_TAB_KIND_WILDCARD 1u /* host is the parent of every name it matches */
 
@@ -122,22 +128,21 @@ enum ph_tab_section {
 #define PH_TAB_RANGE_HI 2   /* u16 */
 #define PH_TAB_RANGE_RULE 4 /* u32, into RULES */
 
-/* GROUPS record (64 bytes, one cache line): six slots of the hash index,
- * SwissTable style: their tags side by side, so one 16-byte compare tells
- * which slots may hold the name and whether the group has an empty slot.
- *   u16 tag[6] (0: empty) | 4 zero bytes | u32 entry[6] | u32 rule[6]
- * A slot's rule is its entry's first range's rule (a copy), so a hit fetches
- * the entry and the rule record in parallel. Slots are filled in order (the
- * occupied ones are a prefix of the group); an empty slot is all zero. An
- * entry lives in the first group, from hash & (groups - 1) on, that had a
- * free slot when it was inserted (entries are inserted in order), so a
- * lookup stops at the first group with an empty slot. */
+/* GROUPS record (64 bytes, one cache line): twelve slots of the hash index,
+ * SwissTable style: their one-byte tags side by side, so one 16-byte
+ * compare tells which slots may hold the name and whether the group has an
+ * empty slot, and the index stays small enough to stay in cache.
+ *   u8 tag[12] (0: empty) | 4 zero bytes | u32 entry[12]
+ * Slots are filled in order (the occupied ones are a prefix of the group);
+ * an empty slot is all zero. An entry lives in the first group, from
+ * hash & (groups - 1) on, that had a free slot when it was inserted
+ * (entries are inserted in order), so a lookup stops at the first group
+ * with an empty slot. */
 #define PH_TAB_GROUP_SIZE 64u
-#define PH_TAB_GROUP_SLOTS 6u
-#define PH_TAB_GROUP_TAG 0    /* u16 [6] */
+#define PH_TAB_GROUP_SLOTS 12u
+#define PH_TAB_GROUP_TAG 0    /* u8 [12] */
 #define PH_TAB_GROUP_ZERO 12  /* 4 zero bytes */
-#define PH_TAB_GROUP_ENTRY 16 /* u32 [6] */
-#define PH_TAB_GROUP_RULE 40  /* u32 [6] */
+#define PH_TAB_GROUP_ENTRY 16 /* u32 [12] */
 
 /* The one group count for n entries: the smallest power of two whose slots
  * are at most three quarters full (so some group always has an empty slot,
@@ -150,11 +155,12 @@ static inline uint64_t ph_tab_group_count(uint64_t nentries)
     return g;
 }
 
-/* A slot's tag: 16 high bits of the hash, never 0 (0 marks an empty slot);
- * the group comes from the low bits. */
-static inline uint16_t ph_tab_tag(uint64_t h)
+/* A slot's tag: the top 8 bits of the hash, never 0 (0 marks an empty
+ * slot); the group comes from the low bits. */
+static inline uint8_t ph_tab_tag(uint64_t h)
 {
-    return (uint16_t)((h >> 48) | 1u);
+    uint8_t t = (uint8_t)(h >> 56);
+    return t != 0 ? t : 1;
 }
 
 /* Size limits the reader enforces (the compiler stays well inside them). */

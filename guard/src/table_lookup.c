@@ -44,21 +44,21 @@ static uint32_t find_list(const ph_table *t, const char *name)
 }
 
 /* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
+#define SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
 #if defined(__SSE2__)
 #include <emmintrin.h>
-static inline unsigned group_match(const uint8_t *g, uint16_t tag)
+static inline unsigned group_match(const uint8_t *g, uint8_t tag)
 {
     __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
-    __m128i eq = _mm_cmpeq_epi16(tags, _mm_set1_epi16((short)tag));
-    /* One byte per 16-bit lane, one mask bit per byte; six slots. */
-    return (unsigned)_mm_movemask_epi8(_mm_packs_epi16(eq, eq)) & 0x3fu;
+    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
+    return (unsigned)_mm_movemask_epi8(eq) & SLOT_MASK;
 }
 #else
-static inline unsigned group_match(const uint8_t *g, uint16_t tag)
+static inline unsigned group_match(const uint8_t *g, uint8_t tag)
 {
     unsigned m = 0;
     for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
-        m |= (unsigned)(ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * k) == tag) << k;
+        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
     return m;
 }
 #endif
@@ -70,23 +70,21 @@ static inline bool entry_host_is(const ph_table *t, const uint8_t *e, const char
     if (len <= PH_TAB_ENTRY_PREFIX_LEN)
         return memcmp(e + PH_TAB_ENTRY_PREFIX, host, len) == 0;
     return memcmp(e + PH_TAB_ENTRY_PREFIX, host, PH_TAB_ENTRY_PREFIX_LEN) == 0 &&
-           memcmp(ph_tab_str(t, e + PH_TAB_ENTRY_HOST) + PH_TAB_ENTRY_PREFIX_LEN,
+           memcmp(t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF) + PH_TAB_ENTRY_PREFIX_LEN,
                   host + PH_TAB_ENTRY_PREFIX_LEN, len - PH_TAB_ENTRY_PREFIX_LEN) == 0;
 }
 
 /* The entry of (list, kind, host), or NULL. A slot whose tag matches points
  * at an entry, confirmed by its length, kind, list (the entry inside the
  * list's entry range) and full name: the hash is public, so a colliding name
- * must never pass for an allowed one. The rule record of the entry's first
- * range is fetched while the entry is, so a single-range hit waits for
- * memory once. Stops at the first group with an empty slot (verification
- * guaranteed there is one). */
+ * must never pass for an allowed one. Stops at the first group with an
+ * empty slot (verification guaranteed there is one). */
 static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
                                           const uint8_t *list_rec, uint32_t kind,
                                           const char *host, size_t len)
 {
     uint32_t mask = t->ngroups - 1;
-    uint16_t tag = ph_tab_tag(h);
+    uint8_t tag = ph_tab_tag(h);
     uint32_t efirst = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_FIRST);
     uint32_t ecount = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_COUNT);
     for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
@@ -95,13 +93,8 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
             unsigned k = (unsigned)__builtin_ctz(m);
             uint32_t ei = ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * k);
             const uint8_t *e = ph_tab_entry(t, ei);
-            /* A 40-byte rule record may straddle two cache lines: fetch both. */
-            const uint8_t *rule = ph_tab_rule(t, ph_tab_get32(g + PH_TAB_GROUP_RULE + 4 * k));
-            __builtin_prefetch(rule);
-            __builtin_prefetch(rule + PH_TAB_RULE_SIZE - 1);
-            if (ei - efirst < ecount &&
-                ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN) == len &&
-                ph_tab_get32(e + PH_TAB_ENTRY_KIND) == kind && entry_host_is(t, e, host, len))
+            if (ei - efirst < ecount && e[PH_TAB_ENTRY_HOST_LEN] == len &&
+                e[PH_TAB_ENTRY_KIND] == kind && entry_host_is(t, e, host, len))
                 return e;
         }
         if (group_match(g, 0) != 0)
@@ -130,7 +123,7 @@ static const uint8_t *entry_range(const ph_table *t, const uint8_t *e, long k)
 /* Index (within entry e) of the last range whose lo <= port, or -1. */
 static long range_floor(const ph_table *t, const uint8_t *e, uint16_t port)
 {
-    uint32_t lo = 0, hi = ph_tab_get32(e + PH_TAB_ENTRY_RANGE_COUNT);
+    uint32_t lo = 0, hi = ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT);
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (ph_tab_get16(entry_range(t, e, mid) + PH_TAB_RANGE_LO) <= port)
@@ -149,11 +142,29 @@ static uint32_t match_port(const ph_table *t, const uint8_t *e, uint16_t port)
         return NO_INDEX;
     if (port <= ph_tab_get16(e + PH_TAB_ENTRY_FIRST_HI))
         return ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
-    if (ph_tab_get32(e + PH_TAB_ENTRY_RANGE_COUNT) == 1)
+    if (ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT) == 1)
         return NO_INDEX;
     const uint8_t *rg = entry_range(t, e, range_floor(t, e, port));
     return port <= ph_tab_get16(rg + PH_TAB_RANGE_HI) ? ph_tab_get32(rg + PH_TAB_RANGE_RULE)
                                                      : NO_INDEX;
+}
+
+/* The result's rule for a hit on entry e's first range, from the copies in
+ * the entry itself (verified equal to the rule's own fields), so the hit
+ * reads no RULES record: its host is the entry's host string ("*." and the
+ * base for a wildcard), the list the entry's. */
+static void fill_rule_from_entry(const ph_table *t, const uint8_t *e, ph_table_rule *rule)
+{
+    size_t skip = e[PH_TAB_ENTRY_KIND] == PH_TAB_KIND_WILDCARD ? 2 : 0;
+    uint32_t reason = ph_tab_get32(e + PH_TAB_ENTRY_RULE_REASON);
+    rule->index = ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
+    rule->list = ph_tab_str(t, ph_tab_list(t, ph_tab_get16(e + PH_TAB_ENTRY_LIST)) + PH_TAB_LIST_NAME);
+    rule->host = (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF) - skip;
+    rule->host_len = e[PH_TAB_ENTRY_HOST_LEN] + skip;
+    rule->file = (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_RULE_FILE);
+    rule->reason = reason == 0 ? NULL : (const char *)t->strings + reason;
+    rule->line = ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE);
+    rule->nports = ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS);
 }
 
 /* The parent of a name with at least three labels (a wildcard base needs two). */
@@ -237,9 +248,10 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
         prefetch_group(t, hw);
     }
     uint32_t rule = NO_INDEX;
+    const uint8_t *hit = NULL;
     *exact = probe_hashed(t, he, lrec, PH_TAB_KIND_EXACT, host, len);
     if (*exact != NULL)
-        rule = match_port(t, *exact, port);
+        rule = match_port(t, *exact, port), hit = *exact;
     if (rule == NO_INDEX && has_parent) {
         *wild = probe_hashed(t, hw, lrec, PH_TAB_KIND_WILDCARD, parent, plen);
         if (*wild != NULL && *exact == NULL && !label_ok(host, first_len)) {
@@ -247,7 +259,7 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
             return refuse_host(r);
         }
         if (*wild != NULL)
-            rule = match_port(t, *wild, port);
+            rule = match_port(t, *wild, port), hit = *wild;
     }
     if (rule == NO_INDEX) {
         bool named = *exact != NULL || *wild != NULL;
@@ -259,7 +271,10 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
     r->allowed = true;
     r->reason = PH_REASON_ALLOWED;
     r->has_rule = true;
-    ph_table_fill_rule(t, rule, &r->rule);
+    if (rule == ph_tab_get32(hit + PH_TAB_ENTRY_FIRST_RULE))
+        fill_rule_from_entry(t, hit, &r->rule);
+    else
+        ph_table_fill_rule(t, rule, &r->rule);
     return PH_OK;
 }
 
@@ -276,7 +291,7 @@ ph_status ph_table_lookup(const ph_table *table, const char *list, const char *h
 /* The rule of the range of entry e closest to port ("wrong port"). */
 static uint32_t nearest_rule(const ph_table *t, const uint8_t *e, uint16_t port)
 {
-    long n = (long)ph_tab_get32(e + PH_TAB_ENTRY_RANGE_COUNT), k = range_floor(t, e, port);
+    long n = (long)ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT), k = range_floor(t, e, port);
     if (k < 0)
         k = 0;
     else if (k + 1 < n) {

@@ -249,22 +249,13 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
     return PH_OK;
 }
 
-/* Where pass 1 over the hash index found each entry: its group, the number
- * of full groups just before that group (probe order), its slot. */
-typedef struct slot_info {
-    uint32_t group;
-    uint32_t full_slot; /* full << 3 | slot */
-} slot_info;
-
 /* An entry's host is its rules' host string itself (a wildcard's: after its
  * "*."), so checking every range's rule points at the same bytes proves the
  * entry's host in bounds, NUL-terminated and canonical: the rule's was
- * verified. Its inline prefix must equal the host's first bytes, the rest
- * of the prefix zero. */
+ * verified. */
 static bool entry_host_ok(const ph_table *t, const uint8_t *e, const uint8_t *rule, uint32_t kind)
 {
-    uint32_t eo = ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_OFF);
-    uint32_t el = ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN);
+    uint32_t eo = ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF), el = e[PH_TAB_ENTRY_HOST_LEN];
     uint32_t ro = ph_tab_get32(rule + PH_TAB_RULE_HOST + PH_TAB_STR_OFF);
     uint32_t rl = ph_tab_get32(rule + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
     uint32_t skip = kind == PH_TAB_KIND_WILDCARD ? 2 : 0;
@@ -272,10 +263,12 @@ static bool entry_host_ok(const ph_table *t, const uint8_t *e, const uint8_t *ru
     return eo == ro + skip && el + skip == rl && el > 0 && wild_rule == (skip != 0);
 }
 
-static bool entry_prefix_ok(const ph_table *t, const uint8_t *e)
+/* The inline host prefix equals the host's first bytes, the rest zero; the
+ * first range and its rule's provenance equal the originals. */
+static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
 {
-    const uint8_t *h = (const uint8_t *)ph_tab_str(t, e + PH_TAB_ENTRY_HOST);
-    uint32_t l = ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN);
+    const uint8_t *h = t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF);
+    uint32_t l = e[PH_TAB_ENTRY_HOST_LEN];
     uint32_t n = l < PH_TAB_ENTRY_PREFIX_LEN ? l : PH_TAB_ENTRY_PREFIX_LEN;
     const uint8_t *p = e + PH_TAB_ENTRY_PREFIX;
     if (memcmp(p, h, n) != 0)
@@ -283,23 +276,48 @@ static bool entry_prefix_ok(const ph_table *t, const uint8_t *e)
     for (uint32_t i = n; i < PH_TAB_ENTRY_PREFIX_LEN; i++)
         if (p[i] != 0)
             return false;
-    return true;
+    const uint8_t *r0 = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
+    uint32_t rule = ph_tab_get32(r0 + PH_TAB_RANGE_RULE);
+    const uint8_t *rr = ph_tab_rule(t, rule); /* verified: inside the list */
+    return ph_tab_get16(e + PH_TAB_ENTRY_FIRST_LO) == ph_tab_get16(r0 + PH_TAB_RANGE_LO) &&
+           ph_tab_get16(e + PH_TAB_ENTRY_FIRST_HI) == ph_tab_get16(r0 + PH_TAB_RANGE_HI) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE) == rule &&
+           ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS) ==
+               ph_tab_get32(rr + PH_TAB_RULE_PORT_COUNT) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_FILE) ==
+               ph_tab_get32(rr + PH_TAB_RULE_FILE + PH_TAB_STR_OFF) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_REASON) ==
+               ph_tab_get32(rr + PH_TAB_RULE_REASON + PH_TAB_STR_OFF) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE) == ph_tab_get32(rr + PH_TAB_RULE_LINE);
 }
 
-/* Entry e (host verified) is in the slot its hash leads to: the tag, the
- * distance from its home group within the run of full groups before its
- * group, and the slot's copy of the first range's rule. */
+/* Where pass 1 over the hash index found each entry: its group, the number
+ * of full groups just before that group (probe order), its slot. */
+typedef struct slot_info {
+    uint32_t group;
+    uint32_t full_slot; /* full << 4 | slot */
+} slot_info;
+
+/* Entry e (host verified) is in the slot its hash leads to: the tag, and
+ * the distance from its home group within the run of full groups before
+ * its group. */
 static bool entry_slot_ok(const ph_table *t, const uint8_t *e, const slot_info *w)
 {
-    uint64_t h = ph_tab_hash(ph_tab_get32(e + PH_TAB_ENTRY_LIST), ph_tab_get32(e + PH_TAB_ENTRY_KIND),
-                             ph_tab_str(t, e + PH_TAB_ENTRY_HOST),
-                             ph_tab_get32(e + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN));
+    uint64_t h = ph_tab_hash(ph_tab_get16(e + PH_TAB_ENTRY_LIST), e[PH_TAB_ENTRY_KIND],
+                             (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF),
+                             e[PH_TAB_ENTRY_HOST_LEN]);
     const uint8_t *g = ph_tab_group(t, w->group);
-    uint32_t slot = w->full_slot & 7u, full = w->full_slot >> 3;
-    return ph_tab_tag(h) == ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * slot) &&
-           ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full &&
-           ph_tab_get32(g + PH_TAB_GROUP_RULE + 4 * slot) ==
-               ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
+    uint32_t slot = w->full_slot & 15u, full = w->full_slot >> 4;
+    return ph_tab_tag(h) == g[PH_TAB_GROUP_TAG + slot] &&
+           ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full;
+}
+
+static int cmp_entry_host(const ph_table *t, const uint8_t *a, const uint8_t *b)
+{
+    return cmp_str((const char *)t->strings + ph_tab_get32(a + PH_TAB_ENTRY_HOST_OFF),
+                   a[PH_TAB_ENTRY_HOST_LEN],
+                   (const char *)t->strings + ph_tab_get32(b + PH_TAB_ENTRY_HOST_OFF),
+                   b[PH_TAB_ENTRY_HOST_LEN]);
 }
 
 static ph_status verify_entries(const ph_table *t, const slot_info *where, uint32_t li,
@@ -314,13 +332,13 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
             __builtin_prefetch(ph_tab_group(t, where[e + 8].group));
         const uint8_t *rec = ph_tab_entry(t, e);
         size_t at = (size_t)(rec - t->bytes);
-        uint32_t kind = ph_tab_get32(rec + PH_TAB_ENTRY_KIND);
-        if (ph_tab_get32(rec + PH_TAB_ENTRY_LIST) != li)
+        uint32_t kind = rec[PH_TAB_ENTRY_KIND];
+        if (ph_tab_get16(rec + PH_TAB_ENTRY_LIST) != li)
             return BAD(at + PH_TAB_ENTRY_LIST, "entry %u: bad list", e);
         if (kind > PH_TAB_KIND_WILDCARD)
             return BAD(at + PH_TAB_ENTRY_KIND, "entry %u: bad kind", e);
         uint32_t rf = ph_tab_get32(rec + PH_TAB_ENTRY_RANGE_FIRST);
-        uint32_t rc = ph_tab_get32(rec + PH_TAB_ENTRY_RANGE_COUNT);
+        uint32_t rc = ph_tab_get16(rec + PH_TAB_ENTRY_RANGE_COUNT);
         if (rf != *next_range || rc == 0 || rc > t->nranges - rf)
             return BAD(at + PH_TAB_ENTRY_RANGE_FIRST, "entry %u: bad port range reference", e);
         const uint8_t *rg = ph_tab_range(t, rf);
@@ -334,22 +352,17 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
                 return BAD((size_t)(rg - t->bytes), "entry %u: rule %u is for another host", e,
                            rule);
         }
-        /* Hosts are known good now: order, inline copies. */
+        /* Hosts are known good now: order, copies, slot. */
         if (prev != NULL) {
-            int c = cmp_ref(t, prev + PH_TAB_ENTRY_HOST, rec + PH_TAB_ENTRY_HOST);
-            if (c > 0 || (c == 0 && ph_tab_get32(prev + PH_TAB_ENTRY_KIND) >= kind))
+            int c = cmp_entry_host(t, prev, rec);
+            if (c > 0 || (c == 0 && prev[PH_TAB_ENTRY_KIND] >= kind))
                 return BAD(at, "entry %u: entries out of order or duplicated", e);
         }
         prev = rec;
-        if (!entry_prefix_ok(t, rec))
-            return BAD(at + PH_TAB_ENTRY_PREFIX, "entry %u: inline host prefix differs", e);
-        const uint8_t *r0 = ph_tab_range(t, rf);
-        if (memcmp(rec + PH_TAB_ENTRY_FIRST_LO, r0 + PH_TAB_RANGE_LO, 2) != 0 ||
-            memcmp(rec + PH_TAB_ENTRY_FIRST_HI, r0 + PH_TAB_RANGE_HI, 2) != 0 ||
-            memcmp(rec + PH_TAB_ENTRY_FIRST_RULE, r0 + PH_TAB_RANGE_RULE, 4) != 0)
-            return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: first range copy differs", e);
+        if (!entry_copies_ok(t, rec))
+            return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: a copied field differs", e);
         if (!entry_slot_ok(t, rec, &where[e]))
-            return BAD(at, "entry %u is not where its hash leads, or its slot differs", e);
+            return BAD(at, "entry %u is not where its hash leads", e);
         *next_range = rf + rc;
     }
     return PH_OK;
@@ -402,7 +415,7 @@ static ph_status verify_lists(const ph_table *t, const slot_info *where, ph_diag
  * hashed while its host is at hand, must be in its slot (entry_slot_ok). */
 static bool group_has_empty(const uint8_t *g)
 {
-    return ph_tab_get16(g + PH_TAB_GROUP_TAG + 2 * (PH_TAB_GROUP_SLOTS - 1)) == 0;
+    return g[PH_TAB_GROUP_TAG + PH_TAB_GROUP_SLOTS - 1] == 0;
 }
 
 static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *diag)
@@ -433,19 +446,18 @@ static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *dia
         bool empty_seen = false;
         uint32_t prev = 0;
         for (uint32_t k = 0; k < PH_TAB_GROUP_SLOTS; k++) {
-            uint16_t tag = ph_tab_get16(rec + PH_TAB_GROUP_TAG + 2 * k);
+            uint8_t tag = rec[PH_TAB_GROUP_TAG + k];
             uint32_t e = ph_tab_get32(rec + PH_TAB_GROUP_ENTRY + 4 * k);
-            uint32_t rule = ph_tab_get32(rec + PH_TAB_GROUP_RULE + 4 * k);
             if (tag == 0) {
                 empty_seen = true;
-                if (e != 0 || rule != 0) {
+                if (e != 0) {
                     st = BAD(at + PH_TAB_GROUP_ENTRY + 4 * k, "group %u: empty slot not zero", g);
                     break;
                 }
                 continue;
             }
             if (empty_seen || (k > 0 && e <= prev)) {
-                st = BAD(at + PH_TAB_GROUP_TAG + 2 * k, "group %u: slots out of order", g);
+                st = BAD(at + PH_TAB_GROUP_TAG + k, "group %u: slots out of order", g);
                 break;
             }
             if (e >= t->nentries || (seen[e / 8] >> (e % 8)) & 1) {
@@ -454,7 +466,7 @@ static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *dia
             }
             prev = e;
             seen[e / 8] |= (uint8_t)(1u << (e % 8));
-            where[e] = (slot_info){g, full << 3 | k};
+            where[e] = (slot_info){g, full << 4 | k};
             found++;
         }
         full = empty_seen ? 0 : full + 1;

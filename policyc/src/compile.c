@@ -64,7 +64,7 @@ typedef struct compiler {
     uint8_t *group_fill;   /* occupied slots of each group */
     uint32_t *entry_group; /* each entry's group */
     uint8_t *entry_slot;   /* each entry's slot in its group */
-    uint16_t *entry_tag;   /* each entry's tag */
+    uint8_t *entry_tag;    /* each entry's tag */
     size_t ngroups;
     strpool strings;
 } compiler;
@@ -701,14 +701,20 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
         const entry *en = &c->entries[e];
         uint8_t *p = b + offs[PH_TAB_SEC_ENTRIES] + e * PH_TAB_ENTRY_SIZE;
         const range *first = &c->ranges[en->range_first];
-        put_ref(p + PH_TAB_ENTRY_HOST, en->host_ref, en->host_len);
-        ph_tab_put32(p + PH_TAB_ENTRY_LIST, en->list);
-        ph_tab_put32(p + PH_TAB_ENTRY_KIND, en->kind);
+        const frule *fr = &c->rules[first->rule];
+        ph_tab_put32(p + PH_TAB_ENTRY_HOST_OFF, en->host_ref);
+        p[PH_TAB_ENTRY_HOST_LEN] = (uint8_t)en->host_len;
+        p[PH_TAB_ENTRY_KIND] = (uint8_t)en->kind;
+        ph_tab_put16(p + PH_TAB_ENTRY_LIST, (uint16_t)en->list);
         ph_tab_put32(p + PH_TAB_ENTRY_RANGE_FIRST, en->range_first);
-        ph_tab_put32(p + PH_TAB_ENTRY_RANGE_COUNT, en->range_count);
+        ph_tab_put16(p + PH_TAB_ENTRY_RANGE_COUNT, (uint16_t)en->range_count);
+        ph_tab_put16(p + PH_TAB_ENTRY_RULE_NPORTS, (uint16_t)fr->nports);
         ph_tab_put16(p + PH_TAB_ENTRY_FIRST_LO, first->lo);
         ph_tab_put16(p + PH_TAB_ENTRY_FIRST_HI, first->hi);
         ph_tab_put32(p + PH_TAB_ENTRY_FIRST_RULE, first->rule);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_FILE, fr->file_ref);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_REASON, fr->reason ? fr->reason_ref : 0);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_LINE, fr->line);
         memcpy(p + PH_TAB_ENTRY_PREFIX, c->strings.buf + en->host_ref,
                en->host_len < PH_TAB_ENTRY_PREFIX_LEN ? en->host_len : PH_TAB_ENTRY_PREFIX_LEN);
     }
@@ -723,9 +729,8 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     for (size_t e = 0; e < c->nentries; e++) {
         uint8_t *g = b + offs[PH_TAB_SEC_GROUPS] + (size_t)c->entry_group[e] * PH_TAB_GROUP_SIZE;
         size_t k = c->entry_slot[e];
-        ph_tab_put16(g + PH_TAB_GROUP_TAG + 2 * k, c->entry_tag[e]);
+        g[PH_TAB_GROUP_TAG + k] = c->entry_tag[e];
         ph_tab_put32(g + PH_TAB_GROUP_ENTRY + 4 * k, (uint32_t)e);
-        ph_tab_put32(g + PH_TAB_GROUP_RULE + 4 * k, c->ranges[c->entries[e].range_first].rule);
     }
     ph_status st = policy_id(c, b + PH_TAB_OFF_POLICY_ID);
     if (st == PH_OK)

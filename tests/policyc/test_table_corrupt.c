@@ -117,12 +117,16 @@ static void every_flipped_byte_is_refused(void **state)
     free(b);
 }
 
-/* Sets a field (width 4 or 8) to v, recomputes the checksum, expects refusal. */
+/* Sets a field (width 1, 2, 4 or 8) to v, recomputes the checksum, expects refusal. */
 static void expect_refused(size_t off, unsigned width, uint64_t v, const char *what)
 {
     uint8_t *b = malloc(image_len);
     memcpy(b, image, image_len);
-    if (width == 4)
+    if (width == 1)
+        b[off] = (uint8_t)v;
+    else if (width == 2)
+        ph_tab_put16(b + off, (uint16_t)v);
+    else if (width == 4)
         ph_tab_put32(b + off, (uint32_t)v);
     else
         ph_tab_put64(b + off, v);
@@ -264,42 +268,38 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     size_t go7 = (size_t)(section(PH_TAB_SEC_GROUPS, &n) - image);
     uint32_t ngroups = n;
 
-    expect_refused(lo, 4, nstrings, "list name offset");
-    expect_refused(lo + 4, 4, nstrings, "list name length");
-    expect_refused(lo + 4, 4, 0, "list name length");
-    expect_refused(lo + 8, 4, 1, "list rule_first");
-    expect_refused(lo + 12, 4, nrules + 1, "list rule_count");
-    expect_refused(lo + 12, 4, 0, "list rule_count");
-    expect_refused(lo + 20, 4, nentries + 1, "list entry_count");
-    expect_refused(ro, 4, nstrings - 1, "rule host offset");
-    expect_refused(ro + 4, 4, 1, "rule host length");
-    expect_refused(ro + 12, 4, 0, "rule file length");
-    expect_refused(ro + 20, 4, 5000, "rule reason length");
-    expect_refused(ro + 24, 4, 0, "rule line");
-    expect_refused(ro + 28, 4, 1, "rule list");
-    expect_refused(ro + 32, 4, 1, "rule port_first");
-    expect_refused(ro + 36, 4, 0, "rule port_count");
-    expect_refused(ro + 36, 4, 0xffffffff, "rule port_count");
-    expect_refused(eo + 8, 4, 1, "entry list");
-    expect_refused(eo + 12, 4, 2, "entry kind");
-    expect_refused(eo + 20, 4, 0, "entry range_count");
-    expect_refused(eo + 20, 4, 0xffffffff, "entry range_count");
-    expect_refused(go, 4, 0, "range lo = 0");
-    expect_refused(go + 4, 4, nrules, "range rule");
-    expect_refused(go + 4, 4, nrules - 1, "range rule of another list or host");
-    /* Every field an entry copies (first range, inline host prefix), each
-     * byte of it. */
+    const size_t nm = PH_TAB_LIST_NAME, rh = PH_TAB_RULE_HOST;
+    expect_refused(lo + nm + PH_TAB_STR_OFF, 4, nstrings, "list name offset");
+    expect_refused(lo + nm + PH_TAB_STR_LEN, 4, nstrings, "list name length");
+    expect_refused(lo + nm + PH_TAB_STR_LEN, 4, 0, "list name length");
+    expect_refused(lo + PH_TAB_LIST_RULE_FIRST, 4, 1, "list rule_first");
+    expect_refused(lo + PH_TAB_LIST_RULE_COUNT, 4, nrules + 1, "list rule_count");
+    expect_refused(lo + PH_TAB_LIST_RULE_COUNT, 4, 0, "list rule_count");
+    expect_refused(lo + PH_TAB_LIST_ENTRY_COUNT, 4, nentries + 1, "list entry_count");
+    expect_refused(ro + rh + PH_TAB_STR_OFF, 4, nstrings - 1, "rule host offset");
+    expect_refused(ro + rh + PH_TAB_STR_LEN, 4, 1, "rule host length");
+    expect_refused(ro + PH_TAB_RULE_FILE + PH_TAB_STR_LEN, 4, 0, "rule file length");
+    expect_refused(ro + PH_TAB_RULE_REASON + PH_TAB_STR_LEN, 4, 5000, "rule reason length");
+    expect_refused(ro + PH_TAB_RULE_LINE, 4, 0, "rule line");
+    expect_refused(ro + PH_TAB_RULE_LIST, 4, 1, "rule list");
+    expect_refused(ro + PH_TAB_RULE_PORT_FIRST, 4, 1, "rule port_first");
+    expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0, "rule port_count");
+    expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0xffffffff, "rule port_count");
+    expect_refused(eo + PH_TAB_ENTRY_LIST, 2, 1, "entry list");
+    expect_refused(eo + PH_TAB_ENTRY_KIND, 1, 2, "entry kind");
+    expect_refused(eo + PH_TAB_ENTRY_RANGE_COUNT, 2, 0, "entry range_count");
+    expect_refused(eo + PH_TAB_ENTRY_RANGE_COUNT, 2, 0xffff, "entry range_count");
+    expect_refused(go + PH_TAB_RANGE_LO, 2, 0, "range lo = 0");
+    expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules, "range rule");
+    expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules - 1, "range rule of another list or host");
+    /* Every bit of every entry: each field is either checked or a copy
+     * checked against its original (first range, its rule's provenance,
+     * the inline host prefix and its zero padding). */
     for (uint32_t e = 0; e < nentries; e++) {
         size_t at = eo + (size_t)e * PH_TAB_ENTRY_SIZE;
-        for (size_t f = PH_TAB_ENTRY_FIRST_LO; f < PH_TAB_ENTRY_SIZE; f += 4) {
-            uint32_t x = ph_tab_get32(image + at + f);
-            for (uint32_t bit = 0; bit < 32; bit += 8)
-                expect_refused(at + f, 4, x ^ (1u << bit), "entry copy field");
-        }
-        expect_refused(at + PH_TAB_ENTRY_HOST + PH_TAB_STR_OFF, 4,
-                       ph_tab_get32(image + at) + 1, "entry host offset");
-        expect_refused(at + PH_TAB_ENTRY_HOST + PH_TAB_STR_LEN, 4,
-                       ph_tab_get32(image + at + 4) - 1, "entry host length");
+        for (size_t f = 0; f < PH_TAB_ENTRY_SIZE; f++)
+            for (uint32_t bit = 0; bit < 8; bit++)
+                expect_refused(at + f, 1, image[at + f] ^ (1u << bit), "entry byte");
     }
     /* Every word of every hash group, each byte of it: an empty slot must
      * stay all zero, an occupied one must match its entry. */
