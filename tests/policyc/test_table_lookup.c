@@ -76,8 +76,8 @@ static void denied(const char *list, const char *host, uint16_t port, ph_reason 
     assert_false(r.has_rule);
 }
 
-/* Entries carry the first 32 bytes of their host inline; a longer name is
- * compared in full, so a name differing only past byte 32 must not match. */
+/* Entries carry the first 28 bytes of their host inline; a longer name is
+ * compared in full, so a name differing only past byte 28 must not match. */
 static void long_names_are_compared_past_the_inline_prefix(void **state)
 {
     (void)state;
