@@ -20,6 +20,7 @@
 typedef struct frule {
     const char *host; /* as written */
     const char *base; /* host without "*." */
+    uint64_t base_key; /* base's first 8 bytes, big-endian, zero-padded: sorts as base does */
     uint32_t host_len, base_len;
     bool wild;
     const char *reason; /* NULL: none */
@@ -182,7 +183,8 @@ static ph_status add_ports(compiler *c, const pc_rule *r, frule *f)
     for (size_t i = 0; i < r->nports; i++)
         if (p[i].lo == 0 || p[i].lo > p[i].hi)
             return ph_diag_set(c->diag, PH_E_INVAL, 0, "rule %s has a bad port range", r->host);
-    qsort(p, r->nports, sizeof *p, cmp_port_range);
+    if (r->nports > 1)
+        qsort(p, r->nports, sizeof *p, cmp_port_range);
     size_t n = 1;
     for (size_t i = 1; i < r->nports; i++) {
         if ((uint32_t)p[i].lo <= (uint32_t)p[n - 1].hi + 1) {
@@ -223,6 +225,8 @@ static ph_status add_rule(compiler *c, const pc_rule *r)
     f->host_len = (uint32_t)hl;
     f->base = base;
     f->base_len = (uint32_t)(hl - (wild ? 2 : 0));
+    for (uint32_t i = 0; i < 8; i++)
+        f->base_key = f->base_key << 8 | (i < f->base_len ? (unsigned char)base[i] : 0u);
     f->wild = wild;
     if (r->reason != NULL && r->reason[0] != '\0') {
         size_t n = strlen(r->reason);
@@ -253,6 +257,10 @@ static int cmp_frule(const void *pa, const void *pb, void *ctx)
 {
     const frule *a = pa, *b = pb;
     const compiler *cc = ctx;
+    /* Names hold no NUL, so the zero-padded prefixes order as the names do;
+     * only equal prefixes need the bytes. */
+    if (a->base_key != b->base_key)
+        return a->base_key < b->base_key ? -1 : 1;
     int x = cmp_bytes(a->base, a->base_len, b->base, b->base_len);
     if (x != 0)
         return x;
@@ -501,7 +509,11 @@ static ph_status build_strings(compiler *c)
             f->host_ref = prev->host_ref;
         else
             st = append_string(c, f->host, f->host_len, &f->host_ref);
-        if (st == PH_OK)
+        /* Most rules come from the file of the rule before them. */
+        if (st == PH_OK && prev != NULL && prev->file_len == f->file_len &&
+            memcmp(prev->file, f->file, f->file_len) == 0)
+            f->file_ref = prev->file_ref;
+        else if (st == PH_OK)
             st = intern(c, f->file, f->file_len, &f->file_ref);
         if (st == PH_OK && f->reason != NULL)
             st = intern(c, f->reason, f->reason_len, &f->reason_ref);
