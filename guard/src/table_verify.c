@@ -100,18 +100,24 @@ static ph_status verify_checksum(const ph_table *t, ph_diag *diag)
 
 /* A string reference: in bounds, NUL right after it, no NUL inside, length
  * in [min, max]. *s and *len receive it. */
-static bool str_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
-                   const char **s, uint32_t *len)
+static bool str_bounds_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
+                          const char **s, uint32_t *len)
 {
     uint32_t off = ph_tab_get32(ref + PH_TAB_STR_OFF), l = ph_tab_get32(ref + PH_TAB_STR_LEN);
     if (l < min || l > max || off >= t->strings_len || l >= t->strings_len - off)
         return false;
     const uint8_t *p = t->strings + off;
-    if (p[l] != 0 || memchr(p, 0, l) != NULL)
+    if (p[l] != 0)
         return false;
     *s = (const char *)p;
     *len = l;
     return true;
+}
+
+static bool str_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
+                   const char **s, uint32_t *len)
+{
+    return str_bounds_ok(t, ref, min, max, s, len) && memchr(*s, 0, *len) == NULL;
 }
 
 /* A text reference (file, reason) equal to the one verified just before is
@@ -223,7 +229,8 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
         bool same_host = r > first && ph_tab_get64(rec + PH_TAB_RULE_HOST) ==
                                           ph_tab_get64(rec - PH_TAB_RULE_SIZE + PH_TAB_RULE_HOST);
         if (!same_host &&
-            (!str_ok(t, rec + PH_TAB_RULE_HOST, 3, PH_TAB_MAX_NAME + 2, &s, &l) || !host_ok(s, l)))
+            (!str_bounds_ok(t, rec + PH_TAB_RULE_HOST, 3, PH_TAB_MAX_NAME + 2, &s, &l) ||
+             !host_ok(s, l))) /* a canonical host has no NUL: no memchr */
             return BAD(at + PH_TAB_RULE_HOST, "rule %u: bad host", r);
         if (!text_ok(t, rec + PH_TAB_RULE_FILE, &file))
             return BAD(at + PH_TAB_RULE_FILE, "rule %u: bad source file", r);
