@@ -28,19 +28,47 @@ struct ph_table {
     uint32_t nentries;
     const uint8_t *ranges;
     uint32_t nranges;
-    const uint8_t *slots;
-    uint32_t nslots;       /* a power of two >= 2 * nentries */
+    const uint8_t *groups;
+    uint32_t ngroups;      /* ph_tab_group_count(nentries), a power of two */
+    uint32_t checksum;     /* ph_tab_checksum of the image, computed as it was copied */
     char id_hex[PH_TABLE_ID_HEX_LEN + 1];
 };
 
 /* Verifies image[0..len) completely and, on success, fills the section
- * pointers of t (t->bytes/len must already be set). PH_E_FORMAT otherwise. */
+ * pointers of t (t->bytes/len and t->checksum, the checksum of the bytes as
+ * copied in, must already be set). PH_E_FORMAT otherwise. */
 ph_status ph_table_verify(ph_table *t, ph_diag *diag);
 
 /* A string reference (already verified): a NUL-terminated C string. */
 static inline const char *ph_tab_str(const ph_table *t, const uint8_t *ref)
 {
-    return (const char *)t->strings + ph_tab_get32(ref);
+    return (const char *)t->strings + ph_tab_get32(ref + PH_TAB_STR_OFF);
+}
+
+/* The record i of each section. */
+static inline const uint8_t *ph_tab_list(const ph_table *t, size_t i)
+{
+    return t->lists + i * PH_TAB_LIST_SIZE;
+}
+static inline const uint8_t *ph_tab_rule(const ph_table *t, size_t i)
+{
+    return t->rules + i * PH_TAB_RULE_SIZE;
+}
+static inline const uint8_t *ph_tab_port(const ph_table *t, size_t i)
+{
+    return t->ports + i * PH_TAB_PORT_SIZE;
+}
+static inline const uint8_t *ph_tab_entry(const ph_table *t, size_t i)
+{
+    return t->entries + i * PH_TAB_ENTRY_SIZE;
+}
+static inline const uint8_t *ph_tab_range(const ph_table *t, size_t i)
+{
+    return t->ranges + i * PH_TAB_RANGE_SIZE;
+}
+static inline const uint8_t *ph_tab_group(const ph_table *t, size_t i)
+{
+    return t->groups + i * PH_TAB_GROUP_SIZE;
 }
 
 /*

@@ -8,16 +8,18 @@
 
 void ph_table_fill_rule(const ph_table *t, uint32_t i, ph_table_rule *rule)
 {
-    const uint8_t *r = t->rules + (size_t)i * PH_TAB_RULE_SIZE;
-    const uint8_t *l = t->lists + (size_t)ph_tab_get32(r + 28) * PH_TAB_LIST_SIZE;
+    const uint8_t *r = ph_tab_rule(t, i);
+    const uint8_t *l = ph_tab_list(t, ph_tab_get32(r + PH_TAB_RULE_LIST));
     rule->index = i;
-    rule->list = ph_tab_str(t, l);
-    rule->host = ph_tab_str(t, r);
-    rule->host_len = ph_tab_get32(r + 4);
-    rule->file = ph_tab_str(t, r + 8);
-    rule->reason = ph_tab_get32(r + 20) == 0 ? NULL : ph_tab_str(t, r + 16);
-    rule->line = ph_tab_get32(r + 24);
-    rule->nports = ph_tab_get32(r + 36);
+    rule->list = ph_tab_str(t, l + PH_TAB_LIST_NAME);
+    rule->host = ph_tab_str(t, r + PH_TAB_RULE_HOST);
+    rule->host_len = ph_tab_get32(r + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
+    rule->file = ph_tab_str(t, r + PH_TAB_RULE_FILE);
+    rule->reason = ph_tab_get32(r + PH_TAB_RULE_REASON + PH_TAB_STR_LEN) == 0
+                       ? NULL
+                       : ph_tab_str(t, r + PH_TAB_RULE_REASON);
+    rule->line = ph_tab_get32(r + PH_TAB_RULE_LINE);
+    rule->nports = ph_tab_get32(r + PH_TAB_RULE_PORT_COUNT);
 }
 
 size_t ph_table_list_count(const ph_table *table)
@@ -30,20 +32,20 @@ ph_status ph_table_list_at(const ph_table *table, size_t i, const char **name,
 {
     if (i >= table->nlists)
         return PH_E_NOT_FOUND;
-    const uint8_t *l = table->lists + i * PH_TAB_LIST_SIZE;
+    const uint8_t *l = ph_tab_list(table, i);
     if (name)
-        *name = ph_tab_str(table, l);
+        *name = ph_tab_str(table, l + PH_TAB_LIST_NAME);
     if (first_rule)
-        *first_rule = ph_tab_get32(l + 8);
+        *first_rule = ph_tab_get32(l + PH_TAB_LIST_RULE_FIRST);
     if (rule_count)
-        *rule_count = ph_tab_get32(l + 12);
+        *rule_count = ph_tab_get32(l + PH_TAB_LIST_RULE_COUNT);
     return PH_OK;
 }
 
 ph_status ph_table_list_find(const ph_table *table, const char *name, size_t *index)
 {
     for (size_t i = 0; i < table->nlists; i++) {
-        if (strcmp(ph_tab_str(table, table->lists + i * PH_TAB_LIST_SIZE), name) == 0) {
+        if (strcmp(ph_tab_str(table, ph_tab_list(table, i) + PH_TAB_LIST_NAME), name) == 0) {
             if (index)
                 *index = i;
             return PH_OK;
@@ -70,12 +72,12 @@ ph_status ph_table_rule_port(const ph_table *table, size_t i, size_t k, uint16_t
 {
     if (i >= table->nrules)
         return PH_E_NOT_FOUND;
-    const uint8_t *r = table->rules + i * PH_TAB_RULE_SIZE;
-    if (k >= ph_tab_get32(r + 36))
+    const uint8_t *r = ph_tab_rule(table, i);
+    if (k >= ph_tab_get32(r + PH_TAB_RULE_PORT_COUNT))
         return PH_E_NOT_FOUND;
-    const uint8_t *p = table->ports + ((size_t)ph_tab_get32(r + 32) + k) * PH_TAB_PORT_SIZE;
-    *lo = ph_tab_get16(p);
-    *hi = ph_tab_get16(p + 2);
+    const uint8_t *p = ph_tab_port(table, (size_t)ph_tab_get32(r + PH_TAB_RULE_PORT_FIRST) + k);
+    *lo = ph_tab_get16(p + PH_TAB_PORT_LO);
+    *hi = ph_tab_get16(p + PH_TAB_PORT_HI);
     return PH_OK;
 }
 
@@ -84,17 +86,17 @@ static const uint8_t *destination(const ph_table *t, size_t list, size_t d)
 {
     if (list >= t->nlists)
         return NULL;
-    const uint8_t *l = t->lists + list * PH_TAB_LIST_SIZE;
-    if (d >= ph_tab_get32(l + 20))
+    const uint8_t *l = ph_tab_list(t, list);
+    if (d >= ph_tab_get32(l + PH_TAB_LIST_ENTRY_COUNT))
         return NULL;
-    return t->entries + ((size_t)ph_tab_get32(l + 16) + d) * PH_TAB_ENTRY_SIZE;
+    return ph_tab_entry(t, (size_t)ph_tab_get32(l + PH_TAB_LIST_ENTRY_FIRST) + d);
 }
 
 size_t ph_table_list_destination_count(const ph_table *table, size_t list)
 {
     if (list >= table->nlists)
         return 0;
-    return ph_tab_get32(table->lists + list * PH_TAB_LIST_SIZE + 20);
+    return ph_tab_get32(ph_tab_list(table, list) + PH_TAB_LIST_ENTRY_COUNT);
 }
 
 /* Coalesces the ranges of entry e (adjacent pieces of different rules join)
@@ -102,14 +104,15 @@ size_t ph_table_list_destination_count(const ph_table *table, size_t list)
 static size_t coalesce(const ph_table *t, const uint8_t *e, uint16_t *lo, uint16_t *hi,
                        size_t cap)
 {
-    const uint8_t *rg = t->ranges + (size_t)ph_tab_get32(e + 16) * PH_TAB_RANGE_SIZE;
-    uint32_t n = ph_tab_get32(e + 20);
+    const uint8_t *rg = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
+    uint32_t n = ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT);
     size_t k = 0;
     for (uint32_t i = 0; i < n;) {
-        uint16_t a = ph_tab_get16(rg + (size_t)i * PH_TAB_RANGE_SIZE);
-        uint16_t b = ph_tab_get16(rg + (size_t)i * PH_TAB_RANGE_SIZE + 2);
-        for (i++; i < n && ph_tab_get16(rg + (size_t)i * PH_TAB_RANGE_SIZE) == b + 1; i++)
-            b = ph_tab_get16(rg + (size_t)i * PH_TAB_RANGE_SIZE + 2);
+        const uint8_t *r = rg + (size_t)i * PH_TAB_RANGE_SIZE;
+        uint16_t a = ph_tab_get16(r + PH_TAB_RANGE_LO), b = ph_tab_get16(r + PH_TAB_RANGE_HI);
+        for (i++, r += PH_TAB_RANGE_SIZE;
+             i < n && ph_tab_get16(r + PH_TAB_RANGE_LO) == b + 1; i++, r += PH_TAB_RANGE_SIZE)
+            b = ph_tab_get16(r + PH_TAB_RANGE_HI);
         if (lo != NULL && k < cap) {
             lo[k] = a;
             hi[k] = b;
@@ -125,9 +128,9 @@ ph_status ph_table_destination_at(const ph_table *table, size_t list, size_t d,
     const uint8_t *e = destination(table, list, d);
     if (e == NULL)
         return PH_E_NOT_FOUND;
-    const char *h = ph_tab_str(table, e);
-    size_t len = ph_tab_get32(e + 4);
-    bool wild = ph_tab_get32(e + 12) == PH_TAB_KIND_WILDCARD;
+    const char *h = (const char *)table->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF);
+    size_t len = e[PH_TAB_ENTRY_HOST_LEN];
+    bool wild = e[PH_TAB_ENTRY_KIND] == PH_TAB_KIND_WILDCARD;
     size_t at = 0;
     if (wild) {
         memcpy(host_buf, "*.", 2);

@@ -21,15 +21,17 @@
 #define PINHOLE_TABLE_FORMAT_H
 
 #include <stdint.h>
+#include <stddef.h>
 #include <string.h>
 
 /* 0x89 is not valid UTF-8, so no YAML file (and no text file) starts with the
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-/* Version 2: 24-byte hash slots carrying the entry's lookup fields inline
- * (version 1 had 8-byte buckets pointing at entries). */
-#define PH_TAB_VERSION 2u
+/* Version 3: 64-byte entries carrying their first port range, its rule's
+ * provenance and the start of their host, a hash index of 64-byte groups of
+ * twelve tagged slots, and a CRC-32C file checksum. Older versions are refused (recompile the policy). */
+#define PH_TAB_VERSION 3u
 
 /* Header field offsets. */
 #define PH_TAB_OFF_MAGIC 0
@@ -37,16 +39,22 @@
 #define PH_TAB_OFF_HEADER_SIZE 12   /* u32 = PH_TAB_HEADER_SIZE */
 #define PH_TAB_OFF_FILE_SIZE 16     /* u64 = the whole file */
 #define PH_TAB_OFF_SECTION_COUNT 24 /* u32 = PH_TAB_SECTION_COUNT */
-#define PH_TAB_OFF_FLAGS 28         /* u32 = 0 (no flags defined in v1) */
+#define PH_TAB_OFF_FLAGS 28         /* u32 = 0 (no flags defined) */
 #define PH_TAB_OFF_POLICY_ID 32     /* 32 bytes: SHA-256 of the canonical policy */
-#define PH_TAB_OFF_CHECKSUM 64      /* 32 bytes: SHA-256 of the file minus this field */
+#define PH_TAB_OFF_CHECKSUM 64      /* u32: ph_tab_checksum() of the file */
+#define PH_TAB_OFF_RESERVED 68      /* 28 bytes, zero */
 #define PH_TAB_HEADER_SIZE 96u
 #define PH_TAB_ID_LEN 32u
-#define PH_TAB_CHECKSUM_LEN 32u
+#define PH_TAB_CHECKSUM_LEN 4u
+#define PH_TAB_RESERVED_LEN 28u
 
 /* Section directory entry: u32 id, u32 count (records), u64 offset, u64 size
  * (bytes = count * record size of the section). */
 #define PH_TAB_DIRENT_SIZE 24u
+#define PH_TAB_DIRENT_ID 0     /* u32 */
+#define PH_TAB_DIRENT_COUNT 4  /* u32 */
+#define PH_TAB_DIRENT_OFFSET 8 /* u64 */
+#define PH_TAB_DIRENT_BYTES 16 /* u64 */
 #define PH_TAB_ALIGN 64u
 
 enum ph_tab_section {
@@ -56,54 +64,103 @@ enum ph_tab_section {
     PH_TAB_SEC_RULE_PORTS = 4, /* each rule's own ports, sorted and merged */
     PH_TAB_SEC_ENTRIES = 5,    /* (list, kind, host) lookup keys, grouped by list */
     PH_TAB_SEC_RANGES = 6,     /* each entry's port ranges with the winning rule */
-    PH_TAB_SEC_SLOTS = 7,      /* open-addressing hash index over ENTRIES */
+    PH_TAB_SEC_GROUPS = 7,     /* the hash index over ENTRIES */
 };
 #define PH_TAB_SECTION_COUNT 7u
 
-/* LISTS record: name str(8) | u32 rule_first | u32 rule_count
- *             | u32 entry_first | u32 entry_count */
+/* A string reference (8 bytes): u32 offset into STRINGS, u32 length. */
+#define PH_TAB_STR_OFF 0
+#define PH_TAB_STR_LEN 4
+#define PH_TAB_STR_SIZE 8u
+
+/* LISTS record (24 bytes). */
 #define PH_TAB_LIST_SIZE 24u
-/* RULES record: host str (as written, "*.x.y" for wildcards) | file str
- *             | reason str (length 0 and offset 0: no reason) | u32 line
- *             | u32 list | u32 port_first | u32 port_count */
+#define PH_TAB_LIST_NAME 0         /* str */
+#define PH_TAB_LIST_RULE_FIRST 8   /* u32 */
+#define PH_TAB_LIST_RULE_COUNT 12  /* u32 */
+#define PH_TAB_LIST_ENTRY_FIRST 16 /* u32 */
+#define PH_TAB_LIST_ENTRY_COUNT 20 /* u32 */
+
+/* RULES record (40 bytes). */
 #define PH_TAB_RULE_SIZE 40u
-/* RULE_PORTS record: u16 lo | u16 hi */
+#define PH_TAB_RULE_HOST 0        /* str, as written ("*.x.y" for wildcards) */
+#define PH_TAB_RULE_FILE 8        /* str, source base name */
+#define PH_TAB_RULE_REASON 16     /* str; offset 0 and length 0: no reason */
+#define PH_TAB_RULE_LINE 24       /* u32, >= 1 */
+#define PH_TAB_RULE_LIST 28       /* u32, the list it is filed under */
+#define PH_TAB_RULE_PORT_FIRST 32 /* u32, into RULE_PORTS */
+#define PH_TAB_RULE_PORT_COUNT 36 /* u32, >= 1 */
+
+/* RULE_PORTS record (4 bytes). */
 #define PH_TAB_PORT_SIZE 4u
-/* ENTRIES record: host str (the base name of a wildcard) | u32 list | u32 kind
- *               | u32 range_first | u32 range_count */
-#define PH_TAB_ENTRY_SIZE 24u
+#define PH_TAB_PORT_LO 0 /* u16 */
+#define PH_TAB_PORT_HI 2 /* u16 */
+
+/* ENTRIES record (64 bytes, so with 64-byte sections one cache line): what a
+ * lookup hit on the entry's first port range reads, all in one line: the
+ * first range, the provenance of its rule (copies of that rule's fields, so
+ * the hit reads no RULES record) and the first PH_TAB_ENTRY_PREFIX_LEN bytes
+ * of the host (zero-padded), so a name of up to that length is compared
+ * without reading STRINGS. The host is the string of the entry's rules (the
+ * same bytes; a wildcard's base is its rules' host after "*."). */
+#define PH_TAB_ENTRY_SIZE 64u
+#define PH_TAB_ENTRY_HOST_OFF 0     /* u32, into STRINGS */
+#define PH_TAB_ENTRY_HOST_LEN 4     /* u8 (a host is at most 253 bytes) */
+#define PH_TAB_ENTRY_KIND 5         /* u8: PH_TAB_KIND_* */
+#define PH_TAB_ENTRY_LIST 6         /* u16 */
+#define PH_TAB_ENTRY_RANGE_FIRST 8  /* u32, into RANGES */
+#define PH_TAB_ENTRY_RANGE_COUNT 12 /* u16, >= 1 (disjoint ranges of 16-bit ports) */
+#define PH_TAB_ENTRY_RULE_NPORTS 14 /* u16, copy of the first range's rule's port count */
+#define PH_TAB_ENTRY_FIRST_LO 16    /* u16, copy of the first range */
+#define PH_TAB_ENTRY_FIRST_HI 18    /* u16 */
+#define PH_TAB_ENTRY_FIRST_RULE 20  /* u32 */
+#define PH_TAB_ENTRY_RULE_FILE 24   /* u32, copy of that rule's file string offset */
+#define PH_TAB_ENTRY_RULE_REASON 28 /* u32, copy of its reason offset (0: none) */
+#define PH_TAB_ENTRY_RULE_LINE 32   /* u32, copy of its line */
+#define PH_TAB_ENTRY_PREFIX 36      /* the host's first bytes, zero-padded */
+#define PH_TAB_ENTRY_PREFIX_LEN 28u
 #define PH_TAB_KIND_EXACT 0u
 #define PH_TAB_KIND_WILDCARD 1u /* host is the parent of every name it matches */
-/* RANGES record: u16 lo | u16 hi | u32 rule (index into RULES) */
-#define PH_TAB_RANGE_SIZE 8u
-/* SLOTS record (24 bytes): the hash index over ENTRIES, carrying a copy of
- * what a lookup needs, so that a miss reads one cache line (rarely two) and
- * a hit on the entry's first port range reads the slot, then its host
- * string and its rule in parallel:
- *   u32 entry+1 (0 = empty; an empty slot is all zero) | u32 tag (high half
- *   of the hash) | u32 host offset | u16 host length | u8 kind | u8 zero
- *   | u16 lo | u16 hi | u32 rule (the entry's first range)
- * Every copied field equals the entry's (verified). The slot count is the
- * smallest power of two above twice the entry count (load < 1/2, so every
- * probe sequence meets an empty slot); linear probing from hash & (n-1). */
-#define PH_TAB_SLOT_SIZE 24u
-#define PH_TAB_SLOT_ENTRY 0
-#define PH_TAB_SLOT_TAG 4
-#define PH_TAB_SLOT_HOST_OFF 8
-#define PH_TAB_SLOT_HOST_LEN 12
-#define PH_TAB_SLOT_KIND 14
-#define PH_TAB_SLOT_ZERO 15
-#define PH_TAB_SLOT_LO 16
-#define PH_TAB_SLOT_HI 18
-#define PH_TAB_SLOT_RULE 20
 
-/* The one slot count for n entries: the smallest power of two above 2n. */
-static inline uint64_t ph_tab_slot_count(uint64_t nentries)
+/* RANGES record (8 bytes). */
+#define PH_TAB_RANGE_SIZE 8u
+#define PH_TAB_RANGE_LO 0   /* u16 */
+#define PH_TAB_RANGE_HI 2   /* u16 */
+#define PH_TAB_RANGE_RULE 4 /* u32, into RULES */
+
+/* GROUPS record (64 bytes, one cache line): twelve slots of the hash index,
+ * SwissTable style: their one-byte tags side by side, so one 16-byte
+ * compare tells which slots may hold the name and whether the group has an
+ * empty slot, and the index stays small enough to stay in cache.
+ *   u8 tag[12] (0: empty) | 4 zero bytes | u32 entry[12]
+ * Slots are filled in order (the occupied ones are a prefix of the group);
+ * an empty slot is all zero. An entry lives in the first group, from
+ * hash & (groups - 1) on, that had a free slot when it was inserted
+ * (entries are inserted in order), so a lookup stops at the first group
+ * with an empty slot. */
+#define PH_TAB_GROUP_SIZE 64u
+#define PH_TAB_GROUP_SLOTS 12u
+#define PH_TAB_GROUP_TAG 0    /* u8 [12] */
+#define PH_TAB_GROUP_ZERO 12  /* 4 zero bytes */
+#define PH_TAB_GROUP_ENTRY 16 /* u32 [12] */
+
+/* The one group count for n entries: the smallest power of two whose slots
+ * are at most three quarters full (so some group always has an empty slot,
+ * and every probe sequence ends). */
+static inline uint64_t ph_tab_group_count(uint64_t nentries)
 {
-    uint64_t n = 2;
-    while (n < 2 * nentries + 1)
-        n *= 2;
-    return n;
+    uint64_t g = 1;
+    while (g * PH_TAB_GROUP_SLOTS * 3 < nentries * 4)
+        g *= 2;
+    return g;
+}
+
+/* A slot's tag: the top 8 bits of the hash, never 0 (0 marks an empty
+ * slot); the group comes from the low bits. */
+static inline uint8_t ph_tab_tag(uint64_t h)
+{
+    uint8_t t = (uint8_t)(h >> 56);
+    return t != 0 ? t : 1;
 }
 
 /* Size limits the reader enforces (the compiler stays well inside them). */
@@ -186,6 +243,31 @@ static inline void ph_tab_put64(uint8_t *p, uint64_t v)
     ph_tab_put32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* The file checksum, for integrity against accidental damage (what a
+ * malicious file could do is bounded by the structural verification, not by
+ * the checksum): CRC-32C (Castagnoli) of each PH_TAB_CRC_BLOCK-byte block of
+ * the file (the last one shorter) with the checksum field read as zero, then
+ * CRC-32C of those block values as u32 little-endian, in order. Blocks are
+ * independent, so four are computed at once (with SSE 4.2 where the CPU has
+ * it, a table otherwise: the same value). The writer and the reader both
+ * call these (table_checksum.c). ph_tab_crc_feed absorbs the whole blocks of
+ * image[c->done, avail) (image is the start of the table, avail how many of
+ * its bytes are present), and with last the final short block too, so a
+ * reader can checksum each chunk it reads while the chunk is in cache. */
+#define PH_TAB_CRC_BLOCK 16384u
+typedef struct ph_tab_crc {
+    uint32_t acc;  /* running CRC-32C state over the block values */
+    size_t done;   /* bytes of the image absorbed */
+} ph_tab_crc;
+void ph_tab_crc_init(ph_tab_crc *c);
+void ph_tab_crc_feed(ph_tab_crc *c, const uint8_t *image, size_t avail, int last);
+uint32_t ph_tab_crc_final(const ph_tab_crc *c);
+uint32_t ph_tab_checksum(const uint8_t *image, size_t len);
+/* Standard CRC-32C of p[0..n) continuing crc (0 to start), by the fastest
+ * path and by the portable table (tests compare the two). */
+uint32_t ph_tab_crc32c(uint32_t crc, const void *p, size_t n);
+uint32_t ph_tab_crc32c_portable(uint32_t crc, const void *p, size_t n);
+
 /* Record size of each section, indexed by section id (0 unused). */
 static inline uint32_t ph_tab_record_size(uint32_t id)
 {
@@ -196,7 +278,7 @@ static inline uint32_t ph_tab_record_size(uint32_t id)
     case PH_TAB_SEC_RULE_PORTS: return PH_TAB_PORT_SIZE;
     case PH_TAB_SEC_ENTRIES: return PH_TAB_ENTRY_SIZE;
     case PH_TAB_SEC_RANGES: return PH_TAB_RANGE_SIZE;
-    case PH_TAB_SEC_SLOTS: return PH_TAB_SLOT_SIZE;
+    case PH_TAB_SEC_GROUPS: return PH_TAB_GROUP_SIZE;
     default: return 0;
     }
 }

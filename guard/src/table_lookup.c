@@ -1,8 +1,9 @@
 /*
  * table_lookup.c - the decision against a verified table: list by binary
  * search over the (few) sorted list names, host by hash probe (exact name,
- * then the parent name in the wildcard namespace) into slots that carry the
- * entry's first port range, the other ranges by binary search.
+ * then the parent name in the wildcard namespace) into groups of tagged
+ * slots pointing at entries that carry their first port range, the other
+ * ranges by binary search.
  * Allocation-free; reads only verified bytes.
  */
 #include <string.h>
@@ -32,7 +33,7 @@ static uint32_t find_list(const ph_table *t, const char *name)
     uint32_t lo = 0, hi = t->nlists;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(ph_tab_str(t, t->lists + (size_t)mid * PH_TAB_LIST_SIZE), name);
+        int c = strcmp(ph_tab_str(t, ph_tab_list(t, mid) + PH_TAB_LIST_NAME), name);
         if (c == 0)
             return mid;
         if (c < 0)
@@ -43,71 +44,90 @@ static uint32_t find_list(const ph_table *t, const char *name)
     return NO_INDEX;
 }
 
-/* The slot of (list, kind, host), or NULL. A slot whose tag, length, kind
- * and list (its entry inside the list's entry range) all match is confirmed
- * by comparing the full name: the hash is public, so a colliding name must
- * never pass for an allowed one. Before that compare waits for the string,
- * the rule of the entry's first range is fetched too: a single-range hit then
- * costs the slot, and the string and the rule in parallel. Terminates:
- * verification guaranteed an empty slot. */
+/* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
+#define SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline unsigned group_match(const uint8_t *g, uint8_t tag)
+{
+    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
+    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
+    return (unsigned)_mm_movemask_epi8(eq) & SLOT_MASK;
+}
+#else
+static inline unsigned group_match(const uint8_t *g, uint8_t tag)
+{
+    unsigned m = 0;
+    for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
+        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
+    return m;
+}
+#endif
+
+/* Whether the entry's host is host[0..len): the inline prefix, then (for a
+ * long name only) the rest from STRINGS. */
+static inline bool entry_host_is(const ph_table *t, const uint8_t *e, const char *host, size_t len)
+{
+    if (len <= PH_TAB_ENTRY_PREFIX_LEN)
+        return memcmp(e + PH_TAB_ENTRY_PREFIX, host, len) == 0;
+    return memcmp(e + PH_TAB_ENTRY_PREFIX, host, PH_TAB_ENTRY_PREFIX_LEN) == 0 &&
+           memcmp(t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF) + PH_TAB_ENTRY_PREFIX_LEN,
+                  host + PH_TAB_ENTRY_PREFIX_LEN, len - PH_TAB_ENTRY_PREFIX_LEN) == 0;
+}
+
+/* The entry of (list, kind, host), or NULL. A slot whose tag matches points
+ * at an entry, confirmed by its length, kind, list (the entry inside the
+ * list's entry range) and full name: the hash is public, so a colliding name
+ * must never pass for an allowed one. Stops at the first group with an
+ * empty slot (verification guaranteed there is one). */
 static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
                                           const uint8_t *list_rec, uint32_t kind,
                                           const char *host, size_t len)
 {
-    uint32_t mask = t->nslots - 1, tag = (uint32_t)(h >> 32);
-    uint32_t efirst = ph_tab_get32(list_rec + 16), ecount = ph_tab_get32(list_rec + 20);
-    for (uint32_t b = (uint32_t)h & mask;; b = (b + 1) & mask) {
-        const uint8_t *s = t->slots + (size_t)b * PH_TAB_SLOT_SIZE;
-        uint32_t v = ph_tab_get32(s + PH_TAB_SLOT_ENTRY);
-        if (v == 0)
+    uint32_t mask = t->ngroups - 1;
+    uint8_t tag = ph_tab_tag(h);
+    uint32_t efirst = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_FIRST);
+    uint32_t ecount = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_COUNT);
+    for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
+        const uint8_t *g = ph_tab_group(t, gi);
+        for (unsigned m = group_match(g, tag); m != 0; m &= m - 1) {
+            unsigned k = (unsigned)__builtin_ctz(m);
+            uint32_t ei = ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * k);
+            const uint8_t *e = ph_tab_entry(t, ei);
+            if (ei - efirst < ecount && e[PH_TAB_ENTRY_HOST_LEN] == len &&
+                e[PH_TAB_ENTRY_KIND] == kind && entry_host_is(t, e, host, len))
+                return e;
+        }
+        if (group_match(g, 0) != 0)
             return NULL;
-        if (ph_tab_get32(s + PH_TAB_SLOT_TAG) != tag ||
-            ph_tab_get16(s + PH_TAB_SLOT_HOST_LEN) != len ||
-            s[PH_TAB_SLOT_KIND] != kind || v - 1 - efirst >= ecount)
-            continue;
-        /* A 40-byte rule record may straddle two cache lines: fetch both. */
-        const uint8_t *rule =
-            t->rules + (size_t)ph_tab_get32(s + PH_TAB_SLOT_RULE) * PH_TAB_RULE_SIZE;
-        __builtin_prefetch(rule);
-        __builtin_prefetch(rule + PH_TAB_RULE_SIZE - 1);
-        if (memcmp(t->strings + ph_tab_get32(s + PH_TAB_SLOT_HOST_OFF), host, len) == 0)
-            return s;
     }
-}
-
-static const uint8_t *list_record(const ph_table *t, uint32_t li)
-{
-    return t->lists + (size_t)li * PH_TAB_LIST_SIZE;
 }
 
 static const uint8_t *probe(const ph_table *t, uint32_t list, uint32_t kind, const char *host,
                             size_t len)
 {
-    return probe_hashed(t, ph_tab_hash(list, kind, host, len), list_record(t, list), kind, host,
+    return probe_hashed(t, ph_tab_hash(list, kind, host, len), ph_tab_list(t, list), kind, host,
                         len);
 }
 
-static void prefetch_slot(const ph_table *t, uint64_t h)
+static void prefetch_group(const ph_table *t, uint64_t h)
 {
-    size_t b = (uint32_t)h & (t->nslots - 1);
-    __builtin_prefetch(t->slots + b * PH_TAB_SLOT_SIZE);
+    __builtin_prefetch(ph_tab_group(t, (uint32_t)h & (t->ngroups - 1)));
 }
 
-/* The ENTRIES record behind a slot. */
-static const uint8_t *slot_entry(const ph_table *t, const uint8_t *slot)
+/* The i-th range of entry e. */
+static const uint8_t *entry_range(const ph_table *t, const uint8_t *e, long k)
 {
-    return t->entries +
-           (size_t)(ph_tab_get32(slot + PH_TAB_SLOT_ENTRY) - 1) * PH_TAB_ENTRY_SIZE;
+    return ph_tab_range(t, (size_t)ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST) + (size_t)k);
 }
 
 /* Index (within entry e) of the last range whose lo <= port, or -1. */
 static long range_floor(const ph_table *t, const uint8_t *e, uint16_t port)
 {
-    const uint8_t *rg = t->ranges + (size_t)ph_tab_get32(e + 16) * PH_TAB_RANGE_SIZE;
-    uint32_t lo = 0, hi = ph_tab_get32(e + 20);
+    uint32_t lo = 0, hi = ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT);
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (ph_tab_get16(rg + (size_t)mid * PH_TAB_RANGE_SIZE) <= port)
+        if (ph_tab_get16(entry_range(t, e, mid) + PH_TAB_RANGE_LO) <= port)
             lo = mid + 1;
         else
             hi = mid;
@@ -115,24 +135,37 @@ static long range_floor(const ph_table *t, const uint8_t *e, uint16_t port)
     return (long)lo - 1;
 }
 
-static const uint8_t *entry_range(const ph_table *t, const uint8_t *e, long k)
+/* The rule allowing port on entry e, or NO_INDEX. The first range is in the
+ * entry record; only a port past it reads the other ranges. */
+static uint32_t match_port(const ph_table *t, const uint8_t *e, uint16_t port)
 {
-    return t->ranges + ((size_t)ph_tab_get32(e + 16) + (size_t)k) * PH_TAB_RANGE_SIZE;
-}
-
-/* The rule allowing port on the slot's entry, or NO_INDEX. The first range
- * is in the slot; only a port past it reads the entry and its other ranges. */
-static uint32_t match_port(const ph_table *t, const uint8_t *slot, uint16_t port)
-{
-    if (port < ph_tab_get16(slot + PH_TAB_SLOT_LO))
+    if (port < ph_tab_get16(e + PH_TAB_ENTRY_FIRST_LO))
         return NO_INDEX;
-    if (port <= ph_tab_get16(slot + PH_TAB_SLOT_HI))
-        return ph_tab_get32(slot + PH_TAB_SLOT_RULE);
-    const uint8_t *e = slot_entry(t, slot);
-    if (ph_tab_get32(e + 20) == 1)
+    if (port <= ph_tab_get16(e + PH_TAB_ENTRY_FIRST_HI))
+        return ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
+    if (ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT) == 1)
         return NO_INDEX;
     const uint8_t *rg = entry_range(t, e, range_floor(t, e, port));
-    return port <= ph_tab_get16(rg + 2) ? ph_tab_get32(rg + 4) : NO_INDEX;
+    return port <= ph_tab_get16(rg + PH_TAB_RANGE_HI) ? ph_tab_get32(rg + PH_TAB_RANGE_RULE)
+                                                     : NO_INDEX;
+}
+
+/* The result's rule for a hit on entry e's first range, from the copies in
+ * the entry itself (verified equal to the rule's own fields), so the hit
+ * reads no RULES record: its host is the entry's host string ("*." and the
+ * base for a wildcard), the list the entry's. */
+static void fill_rule_from_entry(const ph_table *t, const uint8_t *e, ph_table_rule *rule)
+{
+    size_t skip = e[PH_TAB_ENTRY_KIND] == PH_TAB_KIND_WILDCARD ? 2 : 0;
+    uint32_t reason = ph_tab_get32(e + PH_TAB_ENTRY_RULE_REASON);
+    rule->index = ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE);
+    rule->list = ph_tab_str(t, ph_tab_list(t, ph_tab_get16(e + PH_TAB_ENTRY_LIST)) + PH_TAB_LIST_NAME);
+    rule->host = (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF) - skip;
+    rule->host_len = e[PH_TAB_ENTRY_HOST_LEN] + skip;
+    rule->file = (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_RULE_FILE);
+    rule->reason = reason == 0 ? NULL : (const char *)t->strings + reason;
+    rule->line = ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE);
+    rule->nports = ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS);
 }
 
 /* The parent of a name with at least three labels (a wildcard base needs two). */
@@ -175,7 +208,7 @@ static ph_status refuse_host(ph_table_result *r)
 }
 
 /*
- * The lookup proper; exact and wild receive the slots found (or NULL).
+ * The lookup proper; exact and wild receive the entries found (or NULL).
  *
  * A non-canonical host must be refused, never matched, but the full check
  * need not come first: a name equal to a verified entry is canonical, and so
@@ -200,13 +233,13 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
         return PH_OK;
     }
     *li_out = li;
-    /* Both home slots are fetched at once: a lookup that needs the parent
+    /* Both home groups are fetched at once: a lookup that needs the parent
      * probe (wildcard hits, misses) then waits for memory once, not twice.
      * The parent is the name after its first label, when it has a dot of
      * its own (a wildcard base has two or more labels). */
-    const uint8_t *lrec = list_record(t, li);
+    const uint8_t *lrec = ph_tab_list(t, li);
     uint64_t he = ph_tab_hash(li, PH_TAB_KIND_EXACT, host, len), hw = 0;
-    prefetch_slot(t, he);
+    prefetch_group(t, he);
     const char *dot = memchr(host, '.', len);
     size_t first_len = dot != NULL ? (size_t)(dot - host) : len;
     const char *parent = dot != NULL ? dot + 1 : host;
@@ -214,12 +247,13 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
     bool has_parent = plen > 0 && memchr(parent, '.', plen) != NULL;
     if (has_parent) {
         hw = ph_tab_hash(li, PH_TAB_KIND_WILDCARD, parent, plen);
-        prefetch_slot(t, hw);
+        prefetch_group(t, hw);
     }
     uint32_t rule = NO_INDEX;
+    const uint8_t *hit = NULL;
     *exact = probe_hashed(t, he, lrec, PH_TAB_KIND_EXACT, host, len);
     if (*exact != NULL)
-        rule = match_port(t, *exact, port);
+        rule = match_port(t, *exact, port), hit = *exact;
     if (rule == NO_INDEX && has_parent) {
         *wild = probe_hashed(t, hw, lrec, PH_TAB_KIND_WILDCARD, parent, plen);
         if (*wild != NULL && *exact == NULL && !label_ok(host, first_len)) {
@@ -227,7 +261,7 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
             return refuse_host(r);
         }
         if (*wild != NULL)
-            rule = match_port(t, *wild, port);
+            rule = match_port(t, *wild, port), hit = *wild;
     }
     if (rule == NO_INDEX) {
         bool named = *exact != NULL || *wild != NULL;
@@ -248,7 +282,10 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
     r->allowed = true;
     r->reason = PH_REASON_ALLOWED;
     r->has_rule = true;
-    ph_table_fill_rule(t, rule, &r->rule);
+    if (rule == ph_tab_get32(hit + PH_TAB_ENTRY_FIRST_RULE))
+        fill_rule_from_entry(t, hit, &r->rule);
+    else
+        ph_table_fill_rule(t, rule, &r->rule);
     return PH_OK;
 }
 
@@ -262,27 +299,26 @@ ph_status ph_table_lookup(const ph_table *table, const char *list, const char *h
     return decide(table, list, host, hostlen, port, result, &li, &exact, &wild, &rule);
 }
 
-/* The rule of the range of the slot's entry closest to port ("wrong port"). */
-static uint32_t nearest_rule(const ph_table *t, const uint8_t *slot, uint16_t port)
+/* The rule of the range of entry e closest to port ("wrong port"). */
+static uint32_t nearest_rule(const ph_table *t, const uint8_t *e, uint16_t port)
 {
-    const uint8_t *e = slot_entry(t, slot);
-    long n = (long)ph_tab_get32(e + 20), k = range_floor(t, e, port);
+    long n = (long)ph_tab_get16(e + PH_TAB_ENTRY_RANGE_COUNT), k = range_floor(t, e, port);
     if (k < 0)
         k = 0;
     else if (k + 1 < n) {
         const uint8_t *below = entry_range(t, e, k), *above = entry_range(t, e, k + 1);
-        if (ph_tab_get16(above) - port < port - ph_tab_get16(below + 2))
+        if (ph_tab_get16(above + PH_TAB_RANGE_LO) - port < port - ph_tab_get16(below + PH_TAB_RANGE_HI))
             k++;
     }
-    return ph_tab_get32(entry_range(t, e, k) + 4);
+    return ph_tab_get32(entry_range(t, e, k) + PH_TAB_RANGE_RULE);
 }
 
 static void set_near(const ph_table *t, ph_table_explanation *out, ph_table_near near,
-                     const uint8_t *slot, uint16_t port)
+                     const uint8_t *entry, uint16_t port)
 {
     out->near = near;
     out->has_near_rule = true;
-    ph_table_fill_rule(t, nearest_rule(t, slot, port), &out->near_rule);
+    ph_table_fill_rule(t, nearest_rule(t, entry, port), &out->near_rule);
 }
 
 ph_status ph_table_explain(const ph_table *table, const char *list, const char *host,

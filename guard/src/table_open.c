@@ -1,7 +1,9 @@
 /*
  * table_open.c - bringing a table into memory: open + fstat + size limits,
- * read into a private anonymous mapping, verify every byte (table_verify.c),
- * then mprotect the mapping read-only.
+ * read into a private anonymous mapping in chunks, each checksummed as soon
+ * as it lands (while it is still in cache: copy and checksum are one pass
+ * over memory), verify every byte (table_verify.c), then mprotect the
+ * mapping read-only.
  *
  * Why read rather than mmap the file: a MAP_SHARED/MAP_PRIVATE mapping still
  * shows later in-place writes to the file (for pages not yet copied), so
@@ -67,6 +69,10 @@ static uint8_t *map_image(size_t len)
     return m;
 }
 
+/* Copy and checksum granularity: a multiple of four checksum blocks, small
+ * enough to stay in the L2 cache between the copy and the checksum. */
+#define CHUNK ((size_t)512 << 10)
+
 /* Allocates t with a writable anonymous mapping of len bytes. */
 static ph_status table_alloc(size_t len, ph_table **out, ph_diag *diag)
 {
@@ -123,7 +129,15 @@ ph_status ph_table_open_buffer(const void *data, size_t len, ph_table **table, p
     ph_status st = table_alloc(len, &t, diag);
     if (st != PH_OK)
         return st;
-    memcpy(t->map, data, len);
+    ph_tab_crc crc;
+    ph_tab_crc_init(&crc);
+    for (size_t at = 0; at < len;) {
+        size_t n = len - at < CHUNK ? len - at : CHUNK;
+        memcpy(t->map + at, (const uint8_t *)data + at, n);
+        at += n;
+        ph_tab_crc_feed(&crc, t->map, at, at == len);
+    }
+    t->checksum = ph_tab_crc_final(&crc);
     return table_finish(t, table, diag);
 }
 
@@ -159,8 +173,11 @@ ph_status ph_table_open(const char *path, ph_table **table, ph_diag *diag)
     /* Read exactly st_size bytes; a file that shrank is refused, and one that
      * grew is still verified against the size recorded in its header. */
     size_t got = 0;
+    ph_tab_crc crc;
+    ph_tab_crc_init(&crc);
     while (got < t->len) {
-        ssize_t n = read(fd, t->map + got, t->len - got);
+        size_t want = t->len - got < CHUNK ? t->len - got : CHUNK;
+        ssize_t n = read(fd, t->map + got, want);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
@@ -172,8 +189,10 @@ ph_status ph_table_open(const char *path, ph_table **table, ph_diag *diag)
             return ph_diag_set(diag, PH_E_FORMAT, got, "%s shrank while being read", path);
         }
         got += (size_t)n;
+        ph_tab_crc_feed(&crc, t->map, got, got == t->len);
     }
     close(fd);
+    t->checksum = ph_tab_crc_final(&crc);
     return table_finish(t, table, diag);
 }
 

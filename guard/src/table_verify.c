@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-
 #include "diag-int.h"
 #include "table-int.h"
 
@@ -40,10 +37,13 @@ static ph_status verify_header(const ph_table *t, ph_diag *diag)
         return BAD(PH_TAB_OFF_SECTION_COUNT, "section count is not %u", PH_TAB_SECTION_COUNT);
     if (ph_tab_get32(b + PH_TAB_OFF_FLAGS) != 0)
         return BAD(PH_TAB_OFF_FLAGS, "unknown header flags");
+    for (size_t i = 0; i < PH_TAB_RESERVED_LEN; i++)
+        if (b[PH_TAB_OFF_RESERVED + i] != 0)
+            return BAD(PH_TAB_OFF_RESERVED + i, "reserved header bytes are not zero");
     return PH_OK;
 }
 
-/* The section directory: fixed order, each section at the next 8-byte
+/* The section directory: fixed order, each section at the next 64-byte
  * boundary, zero padding, record-size multiples, the last one ending the file. */
 static ph_status verify_directory(ph_table *t, ph_diag *diag)
 {
@@ -51,24 +51,26 @@ static ph_status verify_directory(ph_table *t, ph_diag *diag)
     for (uint32_t i = 0; i < PH_TAB_SECTION_COUNT; i++) {
         size_t at = PH_TAB_HEADER_SIZE + (size_t)i * PH_TAB_DIRENT_SIZE;
         const uint8_t *d = t->bytes + at;
-        uint32_t id = ph_tab_get32(d), count = ph_tab_get32(d + 4);
-        uint64_t off = ph_tab_get64(d + 8), size = ph_tab_get64(d + 16);
+        uint32_t id = ph_tab_get32(d + PH_TAB_DIRENT_ID);
+        uint32_t count = ph_tab_get32(d + PH_TAB_DIRENT_COUNT);
+        uint64_t off = ph_tab_get64(d + PH_TAB_DIRENT_OFFSET);
+        uint64_t size = ph_tab_get64(d + PH_TAB_DIRENT_BYTES);
         if (id != i + 1)
             return BAD(at, "section %u has id %u", i, id);
         uint64_t want = (end + PH_TAB_ALIGN - 1) & ~(uint64_t)(PH_TAB_ALIGN - 1);
         if (off != want)
-            return BAD(at + 8, "section %u starts at %llu, expected %llu", id,
+            return BAD(at + PH_TAB_DIRENT_OFFSET, "section %u starts at %llu, expected %llu", id,
                        (unsigned long long)off, (unsigned long long)want);
         if (off > t->len)
-            return BAD(at + 8, "section %u starts past the end of the file", id);
+            return BAD(at + PH_TAB_DIRENT_OFFSET, "section %u starts past the end of the file", id);
         for (uint64_t p = end; p < off; p++)
             if (t->bytes[p] != 0)
                 return BAD(p, "non-zero padding before section %u", id);
         if (size != (uint64_t)count * ph_tab_record_size(id))
-            return BAD(at + 16, "section %u size %llu does not hold %u records", id,
+            return BAD(at + PH_TAB_DIRENT_BYTES, "section %u size %llu does not hold %u records", id,
                        (unsigned long long)size, count);
         if (size > t->len - off)
-            return BAD(at + 16, "section %u runs past the end of the file", id);
+            return BAD(at + PH_TAB_DIRENT_BYTES, "section %u runs past the end of the file", id);
         const uint8_t *base = t->bytes + off;
         switch (id) {
         case PH_TAB_SEC_STRINGS: t->strings = base, t->strings_len = count; break;
@@ -77,7 +79,7 @@ static ph_status verify_directory(ph_table *t, ph_diag *diag)
         case PH_TAB_SEC_RULE_PORTS: t->ports = base, t->nports = count; break;
         case PH_TAB_SEC_ENTRIES: t->entries = base, t->nentries = count; break;
         case PH_TAB_SEC_RANGES: t->ranges = base, t->nranges = count; break;
-        default: t->slots = base, t->nslots = count; break;
+        default: t->groups = base, t->ngroups = count; break;
         }
         end = off + size;
     }
@@ -87,44 +89,63 @@ static ph_status verify_directory(ph_table *t, ph_diag *diag)
     return PH_OK;
 }
 
+/* The checksum was computed while the image was copied in (table_open.c). */
 static ph_status verify_checksum(const ph_table *t, ph_diag *diag)
 {
-    uint8_t md[32];
-    unsigned mdlen = 0;
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-              EVP_DigestUpdate(ctx, t->bytes, PH_TAB_OFF_CHECKSUM) == 1 &&
-              EVP_DigestUpdate(ctx, t->bytes + PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN,
-                               t->len - PH_TAB_OFF_CHECKSUM - PH_TAB_CHECKSUM_LEN) == 1 &&
-              EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == sizeof md;
-    EVP_MD_CTX_free(ctx);
-    if (!ok)
-        return ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 failed");
-    if (CRYPTO_memcmp(md, t->bytes + PH_TAB_OFF_CHECKSUM, sizeof md) != 0)
+    uint32_t want = ph_tab_get32(t->bytes + PH_TAB_OFF_CHECKSUM);
+    if (t->checksum != want)
         return BAD(PH_TAB_OFF_CHECKSUM, "checksum mismatch (the file is damaged)");
     return PH_OK;
 }
 
 /* A string reference: in bounds, NUL right after it, no NUL inside, length
  * in [min, max]. *s and *len receive it. */
-static bool str_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
-                   const char **s, uint32_t *len)
+static bool str_bounds_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
+                          const char **s, uint32_t *len)
 {
-    uint32_t off = ph_tab_get32(ref), l = ph_tab_get32(ref + 4);
+    uint32_t off = ph_tab_get32(ref + PH_TAB_STR_OFF), l = ph_tab_get32(ref + PH_TAB_STR_LEN);
     if (l < min || l > max || off >= t->strings_len || l >= t->strings_len - off)
         return false;
     const uint8_t *p = t->strings + off;
-    if (p[l] != 0 || memchr(p, 0, l) != NULL)
+    if (p[l] != 0)
         return false;
     *s = (const char *)p;
     *len = l;
     return true;
 }
 
-/* A rule's or entry's host: canonical, and for a rule "*." + canonical base. */
-static bool host_ok(const char *h, uint32_t len, bool allow_wildcard)
+static bool str_ok(const ph_table *t, const uint8_t *ref, uint32_t min, uint32_t max,
+                   const char **s, uint32_t *len)
 {
-    if (allow_wildcard && len > 2 && h[0] == '*' && h[1] == '.')
+    return str_bounds_ok(t, ref, min, max, s, len) && memchr(*s, 0, *len) == NULL;
+}
+
+/* A text reference (file, reason) equal to the one verified just before is
+ * not verified again: files and reasons are interned, so most rules share
+ * them with the previous rule. */
+typedef struct text_seen {
+    uint64_t ref; /* offset | length << 32 */
+    bool valid;
+} text_seen;
+
+static bool text_ok(const ph_table *t, const uint8_t *ref, text_seen *seen)
+{
+    uint64_t v = ph_tab_get64(ref);
+    if (seen->valid && seen->ref == v)
+        return true;
+    const char *s;
+    uint32_t l;
+    if (!str_ok(t, ref, 1, PH_TAB_MAX_TEXT, &s, &l))
+        return false;
+    seen->ref = v;
+    seen->valid = true;
+    return true;
+}
+
+/* A rule's host: canonical, or "*." + a canonical base. */
+static bool host_ok(const char *h, uint32_t len)
+{
+    if (len > 2 && h[0] == '*' && h[1] == '.')
         return ph_tab_host_canonical(h + 2, len - 2);
     return ph_tab_host_canonical(h, len);
 }
@@ -134,7 +155,8 @@ static bool ports_ok(const uint8_t *p, uint32_t n, uint32_t recsize, bool merged
 {
     uint32_t prev_hi = 0;
     for (uint32_t i = 0; i < n; i++, p += recsize) {
-        uint32_t lo = ph_tab_get16(p), hi = ph_tab_get16(p + 2);
+        /* RULE_PORTS and RANGES records both start with u16 lo, u16 hi. */
+        uint32_t lo = ph_tab_get16(p + PH_TAB_RANGE_LO), hi = ph_tab_get16(p + PH_TAB_RANGE_HI);
         if (lo == 0 || lo > hi)
             return false;
         if (i > 0 && (merged ? lo <= prev_hi + 1 : lo <= prev_hi))
@@ -150,22 +172,29 @@ static int cmp_str(const char *a, uint32_t al, const char *b, uint32_t bl)
     return c != 0 ? c : (al > bl) - (al < bl);
 }
 
+static int cmp_ref(const ph_table *t, const uint8_t *a, const uint8_t *b)
+{
+    return cmp_str(ph_tab_str(t, a), ph_tab_get32(a + PH_TAB_STR_LEN), ph_tab_str(t, b),
+                   ph_tab_get32(b + PH_TAB_STR_LEN));
+}
+
 /* The canonical rule order (the compiler sorts with the same key): base host,
  * kind (exact first), ports, reason (none first), file, line. */
 static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b)
 {
-    const char *ha = ph_tab_str(t, a), *hb = ph_tab_str(t, b);
-    uint32_t la = ph_tab_get32(a + 4), lb = ph_tab_get32(b + 4);
+    const char *ha = ph_tab_str(t, a + PH_TAB_RULE_HOST), *hb = ph_tab_str(t, b + PH_TAB_RULE_HOST);
+    uint32_t la = ph_tab_get32(a + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
+    uint32_t lb = ph_tab_get32(b + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
     bool wa = ha[0] == '*', wb = hb[0] == '*';
     int c = cmp_str(ha + (wa ? 2 : 0), la - (wa ? 2 : 0), hb + (wb ? 2 : 0), lb - (wb ? 2 : 0));
     if (c != 0 || wa != wb)
         return c != 0 ? c : (wa ? 1 : -1);
-    uint32_t na = ph_tab_get32(a + 36), nb = ph_tab_get32(b + 36);
-    const uint8_t *pa = t->ports + (size_t)ph_tab_get32(a + 32) * PH_TAB_PORT_SIZE;
-    const uint8_t *pb = t->ports + (size_t)ph_tab_get32(b + 32) * PH_TAB_PORT_SIZE;
-    for (uint32_t i = 0; i < na && i < nb; i++) {
-        uint32_t x = ph_tab_get32(pa + 4 * i), y = ph_tab_get32(pb + 4 * i);
-        uint32_t xlo = x & 0xffff, ylo = y & 0xffff, xhi = x >> 16, yhi = y >> 16;
+    uint32_t na = ph_tab_get32(a + PH_TAB_RULE_PORT_COUNT), nb = ph_tab_get32(b + PH_TAB_RULE_PORT_COUNT);
+    const uint8_t *pa = ph_tab_port(t, ph_tab_get32(a + PH_TAB_RULE_PORT_FIRST));
+    const uint8_t *pb = ph_tab_port(t, ph_tab_get32(b + PH_TAB_RULE_PORT_FIRST));
+    for (uint32_t i = 0; i < na && i < nb; i++, pa += PH_TAB_PORT_SIZE, pb += PH_TAB_PORT_SIZE) {
+        uint32_t xlo = ph_tab_get16(pa + PH_TAB_PORT_LO), ylo = ph_tab_get16(pb + PH_TAB_PORT_LO);
+        uint32_t xhi = ph_tab_get16(pa + PH_TAB_PORT_HI), yhi = ph_tab_get16(pb + PH_TAB_PORT_HI);
         if (xlo != ylo)
             return xlo < ylo ? -1 : 1;
         if (xhi != yhi)
@@ -173,45 +202,53 @@ static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b)
     }
     if (na != nb)
         return na < nb ? -1 : 1;
-    uint32_t ra = ph_tab_get32(a + 20), rb = ph_tab_get32(b + 20);
+    uint32_t ra = ph_tab_get32(a + PH_TAB_RULE_REASON + PH_TAB_STR_LEN);
+    uint32_t rb = ph_tab_get32(b + PH_TAB_RULE_REASON + PH_TAB_STR_LEN);
     if ((ra == 0) != (rb == 0))
         return ra == 0 ? -1 : 1;
-    c = cmp_str(ph_tab_str(t, a + 16), ra, ph_tab_str(t, b + 16), rb);
+    c = cmp_ref(t, a + PH_TAB_RULE_REASON, b + PH_TAB_RULE_REASON);
     if (c != 0)
         return c;
-    c = cmp_str(ph_tab_str(t, a + 8), ph_tab_get32(a + 12), ph_tab_str(t, b + 8),
-                ph_tab_get32(b + 12));
+    c = cmp_ref(t, a + PH_TAB_RULE_FILE, b + PH_TAB_RULE_FILE);
     if (c != 0)
         return c;
-    uint32_t xa = ph_tab_get32(a + 24), xb = ph_tab_get32(b + 24);
+    uint32_t xa = ph_tab_get32(a + PH_TAB_RULE_LINE), xb = ph_tab_get32(b + PH_TAB_RULE_LINE);
     return (xa > xb) - (xa < xb);
 }
 
 static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, uint32_t count,
                               uint32_t *next_port, ph_diag *diag)
 {
+    text_seen file = {0}, reason = {0};
     for (uint32_t r = first; r < first + count; r++) {
-        const uint8_t *rec = t->rules + (size_t)r * PH_TAB_RULE_SIZE;
+        const uint8_t *rec = ph_tab_rule(t, r);
         size_t at = (size_t)(rec - t->bytes);
         const char *s;
         uint32_t l;
-        if (!str_ok(t, rec, 3, PH_TAB_MAX_NAME + 2, &s, &l) || !host_ok(s, l, true))
-            return BAD(at, "rule %u: bad host", r);
-        if (!str_ok(t, rec + 8, 1, PH_TAB_MAX_TEXT, &s, &l))
-            return BAD(at + 8, "rule %u: bad source file", r);
-        if (ph_tab_get32(rec + 20) == 0 ? ph_tab_get32(rec + 16) != 0
-                                        : !str_ok(t, rec + 16, 1, PH_TAB_MAX_TEXT, &s, &l))
-            return BAD(at + 16, "rule %u: bad reason", r);
-        if (ph_tab_get32(rec + 24) == 0)
-            return BAD(at + 24, "rule %u: line 0", r);
-        if (ph_tab_get32(rec + 28) != li)
-            return BAD(at + 28, "rule %u: belongs to list %u, filed under %u", r,
-                       ph_tab_get32(rec + 28), li);
-        uint32_t pf = ph_tab_get32(rec + 32), pc = ph_tab_get32(rec + 36);
+        /* A host equal to the previous rule's (same reference) is verified. */
+        bool same_host = r > first && ph_tab_get64(rec + PH_TAB_RULE_HOST) ==
+                                          ph_tab_get64(rec - PH_TAB_RULE_SIZE + PH_TAB_RULE_HOST);
+        if (!same_host &&
+            (!str_bounds_ok(t, rec + PH_TAB_RULE_HOST, 3, PH_TAB_MAX_NAME + 2, &s, &l) ||
+             !host_ok(s, l))) /* a canonical host has no NUL: no memchr */
+            return BAD(at + PH_TAB_RULE_HOST, "rule %u: bad host", r);
+        if (!text_ok(t, rec + PH_TAB_RULE_FILE, &file))
+            return BAD(at + PH_TAB_RULE_FILE, "rule %u: bad source file", r);
+        if (ph_tab_get32(rec + PH_TAB_RULE_REASON + PH_TAB_STR_LEN) == 0
+                ? ph_tab_get32(rec + PH_TAB_RULE_REASON + PH_TAB_STR_OFF) != 0
+                : !text_ok(t, rec + PH_TAB_RULE_REASON, &reason))
+            return BAD(at + PH_TAB_RULE_REASON, "rule %u: bad reason", r);
+        if (ph_tab_get32(rec + PH_TAB_RULE_LINE) == 0)
+            return BAD(at + PH_TAB_RULE_LINE, "rule %u: line 0", r);
+        if (ph_tab_get32(rec + PH_TAB_RULE_LIST) != li)
+            return BAD(at + PH_TAB_RULE_LIST, "rule %u: belongs to list %u, filed under %u", r,
+                       ph_tab_get32(rec + PH_TAB_RULE_LIST), li);
+        uint32_t pf = ph_tab_get32(rec + PH_TAB_RULE_PORT_FIRST);
+        uint32_t pc = ph_tab_get32(rec + PH_TAB_RULE_PORT_COUNT);
         if (pf != *next_port || pc == 0 || pc > t->nports - pf)
-            return BAD(at + 32, "rule %u: bad port range reference", r);
-        if (!ports_ok(t->ports + (size_t)pf * PH_TAB_PORT_SIZE, pc, PH_TAB_PORT_SIZE, true))
-            return BAD(at + 32, "rule %u: ports not sorted and merged", r);
+            return BAD(at + PH_TAB_RULE_PORT_FIRST, "rule %u: bad port range reference", r);
+        if (!ports_ok(ph_tab_port(t, pf), pc, PH_TAB_PORT_SIZE, true))
+            return BAD(at + PH_TAB_RULE_PORT_FIRST, "rule %u: ports not sorted and merged", r);
         *next_port = pf + pc;
         if (r > first && cmp_rules(t, rec - PH_TAB_RULE_SIZE, rec) >= 0)
             return BAD(at, "rule %u: rules out of canonical order or duplicated", r);
@@ -219,74 +256,151 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
     return PH_OK;
 }
 
-static ph_status verify_entries(const ph_table *t, uint32_t li, uint32_t rfirst, uint32_t rcount,
-                                uint32_t first, uint32_t count, uint32_t *next_range,
-                                ph_diag *diag)
+/* An entry's host is its rules' host string itself (a wildcard's: after its
+ * "*."), so checking every range's rule points at the same bytes proves the
+ * entry's host in bounds, NUL-terminated and canonical: the rule's was
+ * verified. */
+static bool entry_host_ok(const ph_table *t, const uint8_t *e, const uint8_t *rule, uint32_t kind)
 {
-    const char *prev = NULL;
-    uint32_t prev_len = 0, prev_kind = 0;
+    uint32_t eo = ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF), el = e[PH_TAB_ENTRY_HOST_LEN];
+    uint32_t ro = ph_tab_get32(rule + PH_TAB_RULE_HOST + PH_TAB_STR_OFF);
+    uint32_t rl = ph_tab_get32(rule + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
+    uint32_t skip = kind == PH_TAB_KIND_WILDCARD ? 2 : 0;
+    bool wild_rule = t->strings[ro] == '*';
+    return eo == ro + skip && el + skip == rl && el > 0 && wild_rule == (skip != 0);
+}
+
+/* The inline host prefix equals the host's first bytes, the rest zero; the
+ * first range and its rule's provenance equal the originals. */
+static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
+{
+    const uint8_t *h = t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF);
+    uint32_t l = e[PH_TAB_ENTRY_HOST_LEN];
+    uint32_t n = l < PH_TAB_ENTRY_PREFIX_LEN ? l : PH_TAB_ENTRY_PREFIX_LEN;
+    const uint8_t *p = e + PH_TAB_ENTRY_PREFIX;
+    if (memcmp(p, h, n) != 0)
+        return false;
+    for (uint32_t i = n; i < PH_TAB_ENTRY_PREFIX_LEN; i++)
+        if (p[i] != 0)
+            return false;
+    const uint8_t *r0 = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
+    uint32_t rule = ph_tab_get32(r0 + PH_TAB_RANGE_RULE);
+    const uint8_t *rr = ph_tab_rule(t, rule); /* verified: inside the list */
+    return ph_tab_get16(e + PH_TAB_ENTRY_FIRST_LO) == ph_tab_get16(r0 + PH_TAB_RANGE_LO) &&
+           ph_tab_get16(e + PH_TAB_ENTRY_FIRST_HI) == ph_tab_get16(r0 + PH_TAB_RANGE_HI) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_FIRST_RULE) == rule &&
+           ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS) ==
+               ph_tab_get32(rr + PH_TAB_RULE_PORT_COUNT) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_FILE) ==
+               ph_tab_get32(rr + PH_TAB_RULE_FILE + PH_TAB_STR_OFF) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_REASON) ==
+               ph_tab_get32(rr + PH_TAB_RULE_REASON + PH_TAB_STR_OFF) &&
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE) == ph_tab_get32(rr + PH_TAB_RULE_LINE);
+}
+
+/* Where pass 1 over the hash index found each entry: its group, the number
+ * of full groups just before that group (probe order), its slot. */
+typedef struct slot_info {
+    uint32_t group;
+    uint32_t full_slot; /* full << 4 | slot */
+} slot_info;
+
+/* Entry e (host verified) is in the slot its hash leads to: the tag, and
+ * the distance from its home group within the run of full groups before
+ * its group. */
+static bool entry_slot_ok(const ph_table *t, const uint8_t *e, const slot_info *w)
+{
+    uint64_t h = ph_tab_hash(ph_tab_get16(e + PH_TAB_ENTRY_LIST), e[PH_TAB_ENTRY_KIND],
+                             (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF),
+                             e[PH_TAB_ENTRY_HOST_LEN]);
+    const uint8_t *g = ph_tab_group(t, w->group);
+    uint32_t slot = w->full_slot & 15u, full = w->full_slot >> 4;
+    return ph_tab_tag(h) == g[PH_TAB_GROUP_TAG + slot] &&
+           ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full;
+}
+
+static int cmp_entry_host(const ph_table *t, const uint8_t *a, const uint8_t *b)
+{
+    return cmp_str((const char *)t->strings + ph_tab_get32(a + PH_TAB_ENTRY_HOST_OFF),
+                   a[PH_TAB_ENTRY_HOST_LEN],
+                   (const char *)t->strings + ph_tab_get32(b + PH_TAB_ENTRY_HOST_OFF),
+                   b[PH_TAB_ENTRY_HOST_LEN]);
+}
+
+static ph_status verify_entries(const ph_table *t, const slot_info *where, uint32_t li,
+                                uint32_t rfirst, uint32_t rcount, uint32_t first, uint32_t count,
+                                uint32_t *next_range, ph_diag *diag)
+{
+    const uint8_t *prev = NULL;
     for (uint32_t e = first; e < first + count; e++) {
-        const uint8_t *rec = t->entries + (size_t)e * PH_TAB_ENTRY_SIZE;
+        /* The groups are visited in entry order, i.e. at random: fetch a few
+         * entries ahead so those reads overlap instead of queueing. */
+        if (e + 8 < t->nentries)
+            __builtin_prefetch(ph_tab_group(t, where[e + 8].group));
+        const uint8_t *rec = ph_tab_entry(t, e);
         size_t at = (size_t)(rec - t->bytes);
-        const char *h;
-        uint32_t hl;
-        if (!str_ok(t, rec, 1, PH_TAB_MAX_NAME, &h, &hl) || !host_ok(h, hl, false))
-            return BAD(at, "entry %u: bad host", e);
-        uint32_t kind = ph_tab_get32(rec + 12);
-        if (ph_tab_get32(rec + 8) != li || kind > PH_TAB_KIND_WILDCARD)
-            return BAD(at + 8, "entry %u: bad list or kind", e);
-        if (prev != NULL) {
-            int c = cmp_str(prev, prev_len, h, hl);
-            if (c > 0 || (c == 0 && prev_kind >= kind))
-                return BAD(at, "entry %u: entries out of order or duplicated", e);
-        }
-        prev = h, prev_len = hl, prev_kind = kind;
-        uint32_t rf = ph_tab_get32(rec + 16), rc = ph_tab_get32(rec + 20);
+        uint32_t kind = rec[PH_TAB_ENTRY_KIND];
+        if (ph_tab_get16(rec + PH_TAB_ENTRY_LIST) != li)
+            return BAD(at + PH_TAB_ENTRY_LIST, "entry %u: bad list", e);
+        if (kind > PH_TAB_KIND_WILDCARD)
+            return BAD(at + PH_TAB_ENTRY_KIND, "entry %u: bad kind", e);
+        uint32_t rf = ph_tab_get32(rec + PH_TAB_ENTRY_RANGE_FIRST);
+        uint32_t rc = ph_tab_get16(rec + PH_TAB_ENTRY_RANGE_COUNT);
         if (rf != *next_range || rc == 0 || rc > t->nranges - rf)
-            return BAD(at + 16, "entry %u: bad port range reference", e);
-        const uint8_t *rg = t->ranges + (size_t)rf * PH_TAB_RANGE_SIZE;
+            return BAD(at + PH_TAB_ENTRY_RANGE_FIRST, "entry %u: bad port range reference", e);
+        const uint8_t *rg = ph_tab_range(t, rf);
         if (!ports_ok(rg, rc, PH_TAB_RANGE_SIZE, false))
-            return BAD(at + 16, "entry %u: port ranges not sorted", e);
+            return BAD(at + PH_TAB_ENTRY_RANGE_FIRST, "entry %u: port ranges not sorted", e);
         for (uint32_t k = 0; k < rc; k++, rg += PH_TAB_RANGE_SIZE) {
-            uint32_t rule = ph_tab_get32(rg + 4);
+            uint32_t rule = ph_tab_get32(rg + PH_TAB_RANGE_RULE);
             if (rule < rfirst || rule - rfirst >= rcount)
                 return BAD((size_t)(rg - t->bytes), "entry %u: rule id outside its list", e);
-            const uint8_t *rr = t->rules + (size_t)rule * PH_TAB_RULE_SIZE;
-            const char *rh = ph_tab_str(t, rr);
-            uint32_t rl = ph_tab_get32(rr + 4), skip = kind == PH_TAB_KIND_WILDCARD ? 2 : 0;
-            if (rl != hl + skip || (skip && rh[0] != '*') || memcmp(rh + skip, h, hl) != 0)
+            if (!entry_host_ok(t, rec, ph_tab_rule(t, rule), kind))
                 return BAD((size_t)(rg - t->bytes), "entry %u: rule %u is for another host", e,
                            rule);
         }
+        /* Hosts are known good now: order, copies, slot. */
+        if (prev != NULL) {
+            int c = cmp_entry_host(t, prev, rec);
+            if (c > 0 || (c == 0 && prev[PH_TAB_ENTRY_KIND] >= kind))
+                return BAD(at, "entry %u: entries out of order or duplicated", e);
+        }
+        prev = rec;
+        if (!entry_copies_ok(t, rec))
+            return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: a copied field differs", e);
+        if (!entry_slot_ok(t, rec, &where[e]))
+            return BAD(at, "entry %u is not where its hash leads", e);
         *next_range = rf + rc;
     }
     return PH_OK;
 }
 
-static ph_status verify_lists(const ph_table *t, ph_diag *diag)
+static ph_status verify_lists(const ph_table *t, const slot_info *where, ph_diag *diag)
 {
     uint32_t next_rule = 0, next_entry = 0, next_port = 0, next_range = 0;
     const char *prev = NULL;
     uint32_t prev_len = 0;
     for (uint32_t li = 0; li < t->nlists; li++) {
-        const uint8_t *rec = t->lists + (size_t)li * PH_TAB_LIST_SIZE;
+        const uint8_t *rec = ph_tab_list(t, li);
         size_t at = (size_t)(rec - t->bytes);
         const char *name;
         uint32_t nl;
-        if (!str_ok(t, rec, 1, PH_TAB_MAX_NAME, &name, &nl))
-            return BAD(at, "list %u: bad name", li);
+        if (!str_ok(t, rec + PH_TAB_LIST_NAME, 1, PH_TAB_MAX_NAME, &name, &nl))
+            return BAD(at + PH_TAB_LIST_NAME, "list %u: bad name", li);
         if (prev != NULL && cmp_str(prev, prev_len, name, nl) >= 0)
             return BAD(at, "list %u: lists out of order or duplicated", li);
         prev = name, prev_len = nl;
-        uint32_t rf = ph_tab_get32(rec + 8), rc = ph_tab_get32(rec + 12);
-        uint32_t ef = ph_tab_get32(rec + 16), ec = ph_tab_get32(rec + 20);
+        uint32_t rf = ph_tab_get32(rec + PH_TAB_LIST_RULE_FIRST);
+        uint32_t rc = ph_tab_get32(rec + PH_TAB_LIST_RULE_COUNT);
+        uint32_t ef = ph_tab_get32(rec + PH_TAB_LIST_ENTRY_FIRST);
+        uint32_t ec = ph_tab_get32(rec + PH_TAB_LIST_ENTRY_COUNT);
         if (rf != next_rule || rc == 0 || rc > t->nrules - rf)
-            return BAD(at + 8, "list %u: bad rule range", li);
+            return BAD(at + PH_TAB_LIST_RULE_FIRST, "list %u: bad rule range", li);
         if (ef != next_entry || ec == 0 || ec > t->nentries - ef)
-            return BAD(at + 16, "list %u: bad entry range", li);
+            return BAD(at + PH_TAB_LIST_ENTRY_FIRST, "list %u: bad entry range", li);
         ph_status st = verify_rules(t, li, rf, rc, &next_port, diag);
         if (st == PH_OK)
-            st = verify_entries(t, li, rf, rc, ef, ec, &next_range, diag);
+            st = verify_entries(t, where, li, rf, rc, ef, ec, &next_range, diag);
         if (st != PH_OK)
             return st;
         next_rule = rf + rc;
@@ -298,94 +412,74 @@ static ph_status verify_lists(const ph_table *t, ph_diag *diag)
     return PH_OK;
 }
 
-/* The hash index: the canonical slot count; every empty slot all zero; every
- * entry in exactly one slot, with its tag, and reachable by linear probing
- * from its home slot (no empty slot between); every field a slot copies from
- * its entry equal to it. Two sequential passes, because random access into a
- * large table is what costs: pass 1 walks the slots once from an empty one,
- * counting `run`, the occupied slots ending at the current one, and records
- * for each entry its slot and run; pass 2 walks the entries in order (their
- * strings and ranges are laid out in the same order), hashes each one and
- * checks its slot's tag, distance and copied fields, fetching slots ahead. */
-typedef struct slot_info {
-    uint32_t slot, run;
-} slot_info;
-
-static bool slot_copies_entry(const ph_table *t, const uint8_t *s, const uint8_t *e)
+/* The hash index, pass 1: the canonical group count; every group's occupied
+ * slots a prefix, in ascending entry order, its empty slots and zero bytes
+ * all zero; every entry in exactly one slot. One sequential walk from a
+ * group with an empty slot, counting `full`, the full groups just before
+ * the current one, records each entry's group, slot and that count in
+ * where[] (written at random: stores do not stall; the small seen[] bitmap,
+ * read at random, stays in cache). Pass 2 is in verify_entries: each entry,
+ * hashed while its host is at hand, must be in its slot (entry_slot_ok). */
+static bool group_has_empty(const uint8_t *g)
 {
-    const uint8_t *rg = t->ranges + (size_t)ph_tab_get32(e + 16) * PH_TAB_RANGE_SIZE;
-    return ph_tab_get32(s + PH_TAB_SLOT_HOST_OFF) == ph_tab_get32(e) &&
-           ph_tab_get16(s + PH_TAB_SLOT_HOST_LEN) == ph_tab_get32(e + 4) &&
-           s[PH_TAB_SLOT_KIND] == ph_tab_get32(e + 12) && s[PH_TAB_SLOT_ZERO] == 0 &&
-           memcmp(s + PH_TAB_SLOT_LO, rg, PH_TAB_RANGE_SIZE) == 0;
+    return g[PH_TAB_GROUP_TAG + PH_TAB_GROUP_SLOTS - 1] == 0;
 }
 
-static bool slot_is_zero(const uint8_t *s)
+static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *diag)
 {
-    static const uint8_t zero[PH_TAB_SLOT_SIZE];
-    return memcmp(s, zero, PH_TAB_SLOT_SIZE) == 0;
-}
-
-static ph_status verify_slots(const ph_table *t, ph_diag *diag)
-{
-    uint32_t n = t->nslots;
-    if (n != ph_tab_slot_count(t->nentries))
-        return BAD(0, "hash index has %u slots for %u entries (expected %llu)", n, t->nentries,
-                   (unsigned long long)ph_tab_slot_count(t->nentries));
+    uint32_t n = t->ngroups;
+    if (n != ph_tab_group_count(t->nentries))
+        return BAD(0, "hash index has %u groups for %u entries (expected %llu)", n, t->nentries,
+                   (unsigned long long)ph_tab_group_count(t->nentries));
     uint32_t mask = n - 1, start = UINT32_MAX;
-    for (uint32_t b = 0; b < n && start == UINT32_MAX; b++)
-        if (ph_tab_get32(t->slots + (size_t)b * PH_TAB_SLOT_SIZE) == 0)
-            start = b;
-    /* where[] is written at random (only written: stores do not stall);
-     * the small seen[] bitmap, read at random, stays in cache. */
-    slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
+    for (uint32_t g = 0; g < n && start == UINT32_MAX; g++)
+        if (group_has_empty(ph_tab_group(t, g)))
+            start = g;
+    if (start == UINT32_MAX)
+        return BAD(0, "hash index has no empty slot");
     uint8_t *seen = calloc((size_t)t->nentries / 8 + 1, 1);
-    if (where == NULL || seen == NULL) {
-        free(where);
-        free(seen);
+    if (seen == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    }
     ph_status st = PH_OK;
-    uint32_t run = 0, found = 0;
+    uint32_t full = 0, found = 0;
     for (uint32_t i = 1; i <= n && st == PH_OK; i++) {
-        uint32_t b = (start + i) & mask;
-        const uint8_t *rec = t->slots + (size_t)b * PH_TAB_SLOT_SIZE;
-        uint32_t v = ph_tab_get32(rec);
-        if (v == 0) {
-            run = 0;
-            if (!slot_is_zero(rec))
-                st = BAD((size_t)(rec - t->bytes), "empty slot %u is not all zero", b);
-            continue;
-        }
-        run++;
-        uint32_t e = v - 1;
-        if (e >= t->nentries || (seen[e / 8] >> (e % 8)) & 1) {
-            st = BAD((size_t)(rec - t->bytes), "slot %u: bad or repeated entry", b);
+        uint32_t g = (start + i) & mask;
+        const uint8_t *rec = ph_tab_group(t, g);
+        size_t at = (size_t)(rec - t->bytes);
+        if (ph_tab_get32(rec + PH_TAB_GROUP_ZERO) != 0) {
+            st = BAD(at + PH_TAB_GROUP_ZERO, "group %u: non-zero padding", g);
             break;
         }
-        seen[e / 8] |= (uint8_t)(1u << (e % 8));
-        where[e] = (slot_info){b, run};
-        found++;
+        bool empty_seen = false;
+        uint32_t prev = 0;
+        for (uint32_t k = 0; k < PH_TAB_GROUP_SLOTS; k++) {
+            uint8_t tag = rec[PH_TAB_GROUP_TAG + k];
+            uint32_t e = ph_tab_get32(rec + PH_TAB_GROUP_ENTRY + 4 * k);
+            if (tag == 0) {
+                empty_seen = true;
+                if (e != 0) {
+                    st = BAD(at + PH_TAB_GROUP_ENTRY + 4 * k, "group %u: empty slot not zero", g);
+                    break;
+                }
+                continue;
+            }
+            if (empty_seen || (k > 0 && e <= prev)) {
+                st = BAD(at + PH_TAB_GROUP_TAG + k, "group %u: slots out of order", g);
+                break;
+            }
+            if (e >= t->nentries || (seen[e / 8] >> (e % 8)) & 1) {
+                st = BAD(at + PH_TAB_GROUP_ENTRY + 4 * k, "group %u: bad or repeated entry", g);
+                break;
+            }
+            prev = e;
+            seen[e / 8] |= (uint8_t)(1u << (e % 8));
+            where[e] = (slot_info){g, full << 4 | k};
+            found++;
+        }
+        full = empty_seen ? 0 : full + 1;
     }
     if (st == PH_OK && found != t->nentries)
         st = BAD(0, "%u entries missing from the hash index", t->nentries - found);
-    for (uint32_t e = 0; e < t->nentries && st == PH_OK; e++) {
-        /* The slots are visited in entry order, i.e. at random: fetch a few
-         * entries ahead so those reads overlap instead of queueing. */
-        if (e + 8 < t->nentries)
-            __builtin_prefetch(t->slots + (size_t)where[e + 8].slot * PH_TAB_SLOT_SIZE);
-        const uint8_t *er = t->entries + (size_t)e * PH_TAB_ENTRY_SIZE;
-        uint64_t h = ph_tab_hash(ph_tab_get32(er + 8), ph_tab_get32(er + 12), ph_tab_str(t, er),
-                                 ph_tab_get32(er + 4));
-        const slot_info *w = &where[e];
-        const uint8_t *s = t->slots + (size_t)w->slot * PH_TAB_SLOT_SIZE;
-        if ((uint32_t)(h >> 32) != ph_tab_get32(s + PH_TAB_SLOT_TAG) ||
-            ((w->slot - (uint32_t)h) & mask) >= w->run)
-            st = BAD((size_t)(er - t->bytes), "entry %u is not where its hash leads", e);
-        else if (!slot_copies_entry(t, s, er))
-            st = BAD((size_t)(s - t->bytes), "slot %u does not match entry %u", w->slot, e);
-    }
-    free(where);
     free(seen);
     return st;
 }
@@ -403,8 +497,12 @@ ph_status ph_table_verify(ph_table *t, ph_diag *diag)
         return st;
     if (t->strings_len == 0 || t->strings[0] != 0 || t->strings[t->strings_len - 1] != 0)
         return BAD((size_t)(t->strings - t->bytes), "string section must start and end with NUL");
-    st = verify_lists(t, diag);
+    slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
+    if (where == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    st = verify_groups(t, where, diag);
     if (st == PH_OK)
-        st = verify_slots(t, diag);
+        st = verify_lists(t, where, diag);
+    free(where);
     return st;
 }

@@ -20,6 +20,7 @@
 typedef struct frule {
     const char *host; /* as written */
     const char *base; /* host without "*." */
+    uint64_t base_key; /* base's first 8 bytes, big-endian, zero-padded: sorts as base does */
     uint32_t host_len, base_len;
     bool wild;
     const char *reason; /* NULL: none */
@@ -61,10 +62,11 @@ typedef struct compiler {
     size_t nentries, entries_cap;
     range *ranges;
     size_t nranges, ranges_cap;
-    uint32_t *slots;      /* entry + 1, 0: empty */
-    uint32_t *entry_slot; /* each entry's slot */
-    uint32_t *entry_tag;  /* each entry's tag */
-    size_t nslots;
+    uint8_t *group_fill;   /* occupied slots of each group */
+    uint32_t *entry_group; /* each entry's group */
+    uint8_t *entry_slot;   /* each entry's slot in its group */
+    uint8_t *entry_tag;    /* each entry's tag */
+    size_t ngroups;
     strpool strings;
 } compiler;
 
@@ -181,7 +183,8 @@ static ph_status add_ports(compiler *c, const pc_rule *r, frule *f)
     for (size_t i = 0; i < r->nports; i++)
         if (p[i].lo == 0 || p[i].lo > p[i].hi)
             return ph_diag_set(c->diag, PH_E_INVAL, 0, "rule %s has a bad port range", r->host);
-    qsort(p, r->nports, sizeof *p, cmp_port_range);
+    if (r->nports > 1)
+        qsort(p, r->nports, sizeof *p, cmp_port_range);
     size_t n = 1;
     for (size_t i = 1; i < r->nports; i++) {
         if ((uint32_t)p[i].lo <= (uint32_t)p[n - 1].hi + 1) {
@@ -222,6 +225,8 @@ static ph_status add_rule(compiler *c, const pc_rule *r)
     f->host_len = (uint32_t)hl;
     f->base = base;
     f->base_len = (uint32_t)(hl - (wild ? 2 : 0));
+    for (uint32_t i = 0; i < 8; i++)
+        f->base_key = f->base_key << 8 | (i < f->base_len ? (unsigned char)base[i] : 0u);
     f->wild = wild;
     if (r->reason != NULL && r->reason[0] != '\0') {
         size_t n = strlen(r->reason);
@@ -252,6 +257,10 @@ static int cmp_frule(const void *pa, const void *pb, void *ctx)
 {
     const frule *a = pa, *b = pb;
     const compiler *cc = ctx;
+    /* Names hold no NUL, so the zero-padded prefixes order as the names do;
+     * only equal prefixes need the bytes. */
+    if (a->base_key != b->base_key)
+        return a->base_key < b->base_key ? -1 : 1;
     int x = cmp_bytes(a->base, a->base_len, b->base, b->base_len);
     if (x != 0)
         return x;
@@ -500,7 +509,11 @@ static ph_status build_strings(compiler *c)
             f->host_ref = prev->host_ref;
         else
             st = append_string(c, f->host, f->host_len, &f->host_ref);
-        if (st == PH_OK)
+        /* Most rules come from the file of the rule before them. */
+        if (st == PH_OK && prev != NULL && prev->file_len == f->file_len &&
+            memcmp(prev->file, f->file, f->file_len) == 0)
+            f->file_ref = prev->file_ref;
+        else if (st == PH_OK)
             st = intern(c, f->file, f->file_len, &f->file_ref);
         if (st == PH_OK && f->reason != NULL)
             st = intern(c, f->reason, f->reason_len, &f->reason_ref);
@@ -508,30 +521,33 @@ static ph_status build_strings(compiler *c)
     return st;
 }
 
-/* The hash index: the smallest power of two above twice the entry count
- * (load < 1/2: short probe runs, and an empty slot ends every one), filled
- * in entry order by linear probing, so the layout is deterministic. */
-static ph_status build_slots(compiler *c)
+/* The hash index: ph_tab_group_count groups of PH_TAB_GROUP_SLOTS slots,
+ * filled in entry order, each entry in the first group from its home group
+ * on with a free slot, in that group's first free slot: the layout is
+ * deterministic. */
+static ph_status build_groups(compiler *c)
 {
-    size_t n = ph_tab_slot_count(c->nentries);
+    uint64_t n = ph_tab_group_count(c->nentries);
     if (n > MAX_RECORDS)
         return ph_diag_set(c->diag, PH_E_LIMIT, 0, "too many hosts for a table");
-    c->nslots = n;
-    c->slots = calloc(n, sizeof *c->slots);
+    c->ngroups = (size_t)n;
+    c->group_fill = calloc(n, sizeof *c->group_fill);
+    c->entry_group = calloc(c->nentries + 1, sizeof *c->entry_group);
     c->entry_slot = calloc(c->nentries + 1, sizeof *c->entry_slot);
     c->entry_tag = calloc(c->nentries + 1, sizeof *c->entry_tag);
-    if (c->slots == NULL || c->entry_slot == NULL || c->entry_tag == NULL)
+    if (c->group_fill == NULL || c->entry_group == NULL || c->entry_slot == NULL ||
+        c->entry_tag == NULL)
         return ph_diag_set(c->diag, PH_E_NOMEM, 0, "out of memory");
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint64_t h = ph_tab_hash(en->list, en->kind, (const char *)c->strings.buf + en->host_ref,
                                  en->host_len);
-        size_t b = h & (n - 1);
-        while (c->slots[b] != 0)
-            b = (b + 1) & (n - 1);
-        c->slots[b] = (uint32_t)e + 1;
-        c->entry_slot[e] = (uint32_t)b;
-        c->entry_tag[e] = (uint32_t)(h >> 32);
+        size_t g = h & (n - 1);
+        while (c->group_fill[g] == PH_TAB_GROUP_SLOTS)
+            g = (g + 1) & (n - 1);
+        c->entry_group[e] = (uint32_t)g;
+        c->entry_slot[e] = c->group_fill[g]++;
+        c->entry_tag[e] = ph_tab_tag(h);
     }
     return PH_OK;
 }
@@ -631,7 +647,7 @@ static void put_ref(uint8_t *p, uint32_t off, uint32_t len)
 static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
 {
     uint64_t counts[PH_TAB_SECTION_COUNT + 1] = {
-        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->nslots};
+        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->ngroups};
     uint64_t offs[PH_TAB_SECTION_COUNT + 1] = {0};
     uint64_t end = PH_TAB_FIRST_SECTION;
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
@@ -653,29 +669,31 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     ph_tab_put32(b + PH_TAB_OFF_SECTION_COUNT, PH_TAB_SECTION_COUNT);
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
         uint8_t *d = b + PH_TAB_HEADER_SIZE + (id - 1) * PH_TAB_DIRENT_SIZE;
-        ph_tab_put32(d, id);
-        ph_tab_put32(d + 4, (uint32_t)counts[id]);
-        ph_tab_put64(d + 8, offs[id]);
-        ph_tab_put64(d + 16, counts[id] * ph_tab_record_size(id));
+        ph_tab_put32(d + PH_TAB_DIRENT_ID, id);
+        ph_tab_put32(d + PH_TAB_DIRENT_COUNT, (uint32_t)counts[id]);
+        ph_tab_put64(d + PH_TAB_DIRENT_OFFSET, offs[id]);
+        ph_tab_put64(d + PH_TAB_DIRENT_BYTES, counts[id] * ph_tab_record_size(id));
     }
     memcpy(b + offs[PH_TAB_SEC_STRINGS], c->strings.buf, c->strings.len);
     for (uint32_t k = 0; k < c->nlists; k++) {
         uint8_t *p = b + offs[PH_TAB_SEC_LISTS] + (size_t)k * PH_TAB_LIST_SIZE;
-        put_ref(p, c->list_name_ref[k], (uint32_t)strlen(c->policy->lists[c->order[k]].name));
-        ph_tab_put32(p + 8, c->list_rule_first[k]);
-        ph_tab_put32(p + 12, c->list_rule_count[k]);
-        ph_tab_put32(p + 16, c->list_entry_first[k]);
-        ph_tab_put32(p + 20, c->list_entry_count[k]);
+        put_ref(p + PH_TAB_LIST_NAME, c->list_name_ref[k],
+                (uint32_t)strlen(c->policy->lists[c->order[k]].name));
+        ph_tab_put32(p + PH_TAB_LIST_RULE_FIRST, c->list_rule_first[k]);
+        ph_tab_put32(p + PH_TAB_LIST_RULE_COUNT, c->list_rule_count[k]);
+        ph_tab_put32(p + PH_TAB_LIST_ENTRY_FIRST, c->list_entry_first[k]);
+        ph_tab_put32(p + PH_TAB_LIST_ENTRY_COUNT, c->list_entry_count[k]);
         for (size_t r = c->list_rule_first[k]; r < c->list_rule_first[k] + c->list_rule_count[k];
              r++) {
             const frule *f = &c->rules[r];
             uint8_t *q = b + offs[PH_TAB_SEC_RULES] + r * PH_TAB_RULE_SIZE;
-            put_ref(q, f->host_ref, f->host_len);
-            put_ref(q + 8, f->file_ref, f->file_len);
-            put_ref(q + 16, f->reason ? f->reason_ref : 0, f->reason ? f->reason_len : 0);
-            ph_tab_put32(q + 24, f->line);
-            ph_tab_put32(q + 28, k);
-            ph_tab_put32(q + 36, f->nports); /* port_first: below */
+            put_ref(q + PH_TAB_RULE_HOST, f->host_ref, f->host_len);
+            put_ref(q + PH_TAB_RULE_FILE, f->file_ref, f->file_len);
+            put_ref(q + PH_TAB_RULE_REASON, f->reason ? f->reason_ref : 0,
+                    f->reason ? f->reason_len : 0);
+            ph_tab_put32(q + PH_TAB_RULE_LINE, f->line);
+            ph_tab_put32(q + PH_TAB_RULE_LIST, k);
+            ph_tab_put32(q + PH_TAB_RULE_PORT_COUNT, f->nports); /* port_first: below */
         }
     }
     /* Rules were compacted after dedup, so their ports are re-laid in rule
@@ -684,56 +702,51 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     for (size_t r = 0; r < c->nrules; r++) {
         const frule *f = &c->rules[r];
         uint8_t *q = b + offs[PH_TAB_SEC_RULES] + r * PH_TAB_RULE_SIZE;
-        ph_tab_put32(q + 32, next);
+        ph_tab_put32(q + PH_TAB_RULE_PORT_FIRST, next);
         for (uint32_t i = 0; i < f->nports; i++, next++) {
             uint8_t *p = b + offs[PH_TAB_SEC_RULE_PORTS] + (size_t)next * PH_TAB_PORT_SIZE;
-            ph_tab_put16(p, c->ports[f->port_first + i].lo);
-            ph_tab_put16(p + 2, c->ports[f->port_first + i].hi);
+            ph_tab_put16(p + PH_TAB_PORT_LO, c->ports[f->port_first + i].lo);
+            ph_tab_put16(p + PH_TAB_PORT_HI, c->ports[f->port_first + i].hi);
         }
     }
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint8_t *p = b + offs[PH_TAB_SEC_ENTRIES] + e * PH_TAB_ENTRY_SIZE;
-        put_ref(p, en->host_ref, en->host_len);
-        ph_tab_put32(p + 8, en->list);
-        ph_tab_put32(p + 12, en->kind);
-        ph_tab_put32(p + 16, en->range_first);
-        ph_tab_put32(p + 20, en->range_count);
+        const range *first = &c->ranges[en->range_first];
+        const frule *fr = &c->rules[first->rule];
+        ph_tab_put32(p + PH_TAB_ENTRY_HOST_OFF, en->host_ref);
+        p[PH_TAB_ENTRY_HOST_LEN] = (uint8_t)en->host_len;
+        p[PH_TAB_ENTRY_KIND] = (uint8_t)en->kind;
+        ph_tab_put16(p + PH_TAB_ENTRY_LIST, (uint16_t)en->list);
+        ph_tab_put32(p + PH_TAB_ENTRY_RANGE_FIRST, en->range_first);
+        ph_tab_put16(p + PH_TAB_ENTRY_RANGE_COUNT, (uint16_t)en->range_count);
+        ph_tab_put16(p + PH_TAB_ENTRY_RULE_NPORTS, (uint16_t)fr->nports);
+        ph_tab_put16(p + PH_TAB_ENTRY_FIRST_LO, first->lo);
+        ph_tab_put16(p + PH_TAB_ENTRY_FIRST_HI, first->hi);
+        ph_tab_put32(p + PH_TAB_ENTRY_FIRST_RULE, first->rule);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_FILE, fr->file_ref);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_REASON, fr->reason ? fr->reason_ref : 0);
+        ph_tab_put32(p + PH_TAB_ENTRY_RULE_LINE, fr->line);
+        memcpy(p + PH_TAB_ENTRY_PREFIX, c->strings.buf + en->host_ref,
+               en->host_len < PH_TAB_ENTRY_PREFIX_LEN ? en->host_len : PH_TAB_ENTRY_PREFIX_LEN);
     }
     for (size_t i = 0; i < c->nranges; i++) {
         uint8_t *p = b + offs[PH_TAB_SEC_RANGES] + i * PH_TAB_RANGE_SIZE;
-        ph_tab_put16(p, c->ranges[i].lo);
-        ph_tab_put16(p + 2, c->ranges[i].hi);
-        ph_tab_put32(p + 4, c->ranges[i].rule);
+        ph_tab_put16(p + PH_TAB_RANGE_LO, c->ranges[i].lo);
+        ph_tab_put16(p + PH_TAB_RANGE_HI, c->ranges[i].hi);
+        ph_tab_put32(p + PH_TAB_RANGE_RULE, c->ranges[i].rule);
     }
-    /* Slots are written in entry order (entries and ranges read in order,
-     * the slots written at random: stores do not wait); the rest stays zero. */
+    /* Slots are written in entry order (entries read in order, the groups
+     * written at random: stores do not wait); the rest stays zero. */
     for (size_t e = 0; e < c->nentries; e++) {
-        uint8_t *p = b + offs[PH_TAB_SEC_SLOTS] + (size_t)c->entry_slot[e] * PH_TAB_SLOT_SIZE;
-        const entry *en = &c->entries[e];
-        const range *first = &c->ranges[en->range_first];
-        ph_tab_put32(p + PH_TAB_SLOT_ENTRY, (uint32_t)e + 1);
-        ph_tab_put32(p + PH_TAB_SLOT_TAG, c->entry_tag[e]);
-        ph_tab_put32(p + PH_TAB_SLOT_HOST_OFF, en->host_ref);
-        ph_tab_put16(p + PH_TAB_SLOT_HOST_LEN, (uint16_t)en->host_len);
-        p[PH_TAB_SLOT_KIND] = (uint8_t)en->kind;
-        ph_tab_put16(p + PH_TAB_SLOT_LO, first->lo);
-        ph_tab_put16(p + PH_TAB_SLOT_HI, first->hi);
-        ph_tab_put32(p + PH_TAB_SLOT_RULE, first->rule);
+        uint8_t *g = b + offs[PH_TAB_SEC_GROUPS] + (size_t)c->entry_group[e] * PH_TAB_GROUP_SIZE;
+        size_t k = c->entry_slot[e];
+        g[PH_TAB_GROUP_TAG + k] = c->entry_tag[e];
+        ph_tab_put32(g + PH_TAB_GROUP_ENTRY + 4 * k, (uint32_t)e);
     }
     ph_status st = policy_id(c, b + PH_TAB_OFF_POLICY_ID);
-    if (st == PH_OK) {
-        EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-        unsigned mdlen = 0;
-        bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-                  EVP_DigestUpdate(ctx, b, PH_TAB_OFF_CHECKSUM) == 1 &&
-                  EVP_DigestUpdate(ctx, b + PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN,
-                                   (size_t)end - PH_TAB_OFF_CHECKSUM - PH_TAB_CHECKSUM_LEN) == 1 &&
-                  EVP_DigestFinal_ex(ctx, b + PH_TAB_OFF_CHECKSUM, &mdlen) == 1 && mdlen == 32;
-        EVP_MD_CTX_free(ctx);
-        if (!ok)
-            st = ph_diag_set(c->diag, PH_E_INTERNAL, 0, "SHA-256 failed");
-    }
+    if (st == PH_OK)
+        ph_tab_put32(b + PH_TAB_OFF_CHECKSUM, ph_tab_checksum(b, (size_t)end));
     if (st != PH_OK) {
         free(b);
         return st;
@@ -755,7 +768,8 @@ static void compiler_free(compiler *c)
     free(c->ports);
     free(c->entries);
     free(c->ranges);
-    free(c->slots);
+    free(c->group_fill);
+    free(c->entry_group);
     free(c->entry_slot);
     free(c->entry_tag);
     free(c->strings.buf);
@@ -777,7 +791,7 @@ ph_status pc_compile(const pc_policy *policy, uint8_t **out, size_t *len, ph_dia
     if (st == PH_OK)
         st = build_entries(&c);
     if (st == PH_OK)
-        st = build_slots(&c);
+        st = build_groups(&c);
     if (st == PH_OK)
         st = serialize(&c, out, len);
     compiler_free(&c);

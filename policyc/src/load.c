@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -101,6 +102,18 @@ static bool encoding_ok(pc_loader *L, const char *data, size_t len, bool had_bom
         return false;
     }
     for (size_t i = 0; i < len;) {
+        /* ASCII, nearly all of an allowlist, eight bytes at a time. */
+        if (p[i] < 0x80) {
+            uint64_t w;
+            for (; i + 8 <= len; i += 8) {
+                memcpy(&w, p + i, 8);
+                if (w & 0x8080808080808080ull)
+                    break;
+            }
+            while (i < len && p[i] < 0x80)
+                i++;
+            continue;
+        }
         size_t n = pc_utf8_char_len(p + i, len - i);
         if (n == 1) {
             if (p[i] >= 0x80)

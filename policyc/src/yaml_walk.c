@@ -174,10 +174,16 @@ static bool scalar_literal(const yaml_event_t *ev)
         return true;
     if (style != YAML_SINGLE_QUOTED_SCALAR_STYLE && style != YAML_DOUBLE_QUOTED_SCALAR_STYLE)
         return false;
-    size_t chars = 0;
+    /* Characters, as the marks count them: one per byte for ASCII (nearly
+     * every scalar of a policy, and this runs for each one). */
+    size_t chars = 0, n = ev->data.scalar.length;
     const unsigned char *v = ev->data.scalar.value;
-    for (size_t i = 0; i < ev->data.scalar.length; chars++)
-        i += pc_utf8_char_len(v + i, ev->data.scalar.length - i);
+    size_t i = 0;
+    while (i < n && v[i] < 0x80)
+        i++;
+    chars = i;
+    for (; i < n; chars++)
+        i += pc_utf8_char_len(v + i, n - i);
     return ev->end_mark.column >= ev->start_mark.column &&
            ev->end_mark.column - ev->start_mark.column == chars + 2;
 }

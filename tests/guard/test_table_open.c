@@ -9,6 +9,41 @@
 #include "table-int.h"
 #include "test_support.h"
 
+/* The file checksum: CRC-32C by the fast path equals the portable table
+ * (and the published check value), and the block scheme sums the whole
+ * file with the checksum field read as zero, whatever it holds. */
+static void checksum_paths_agree(void **state)
+{
+    (void)state;
+    assert_int_equal(ph_tab_crc32c(0, "123456789", 9), 0xe3069283u);
+    assert_int_equal(ph_tab_crc32c_portable(0, "123456789", 9), 0xe3069283u);
+    size_t n = 5 * PH_TAB_CRC_BLOCK + 123;
+    uint8_t *b = malloc(n);
+    assert_non_null(b);
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(i * 2654435761u >> 13);
+    for (size_t len = 0; len < 300; len += 7)
+        assert_int_equal(ph_tab_crc32c(7, b + 3, len), ph_tab_crc32c_portable(7, b + 3, len));
+    /* Fed in uneven pieces or at once: the same value. */
+    uint32_t whole = ph_tab_checksum(b, n);
+    ph_tab_crc c;
+    ph_tab_crc_init(&c);
+    for (size_t at = 0; at < n;) {
+        at += at + 40000 < n ? 40000 : n - at;
+        ph_tab_crc_feed(&c, b, at, at == n);
+    }
+    assert_int_equal(ph_tab_crc_final(&c), whole);
+    /* The field does not count; any other byte does. */
+    b[PH_TAB_OFF_CHECKSUM] ^= 0xff;
+    assert_int_equal(ph_tab_checksum(b, n), whole);
+    b[PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN] ^= 1;
+    assert_int_not_equal(ph_tab_checksum(b, n), whole);
+    b[PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN] ^= 1;
+    b[4 * PH_TAB_CRC_BLOCK + 5] ^= 0x10;
+    assert_int_not_equal(ph_tab_checksum(b, n), whole);
+    free(b);
+}
+
 static void non_tables_are_refused_whole(void **state)
 {
     (void)state;
@@ -103,6 +138,7 @@ static void fast_canonical_check_agrees_with_ph_host_check(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(checksum_paths_agree),
         cmocka_unit_test(non_tables_are_refused_whole),
         cmocka_unit_test(arguments_are_checked),
         cmocka_unit_test(fast_canonical_check_agrees_with_ph_host_check),

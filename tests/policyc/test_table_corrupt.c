@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "table_fixture.h"
 #include "table_format.h"
 
@@ -34,16 +32,16 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The writer's and the reader's one checksum function. */
 static void refix_checksum(uint8_t *b, size_t len)
 {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    unsigned n = 0;
-    assert_true(EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
-                EVP_DigestUpdate(ctx, b, PH_TAB_OFF_CHECKSUM) == 1 &&
-                EVP_DigestUpdate(ctx, b + PH_TAB_OFF_CHECKSUM + 32,
-                                 len - PH_TAB_OFF_CHECKSUM - 32) == 1 &&
-                EVP_DigestFinal_ex(ctx, b + PH_TAB_OFF_CHECKSUM, &n) == 1);
-    EVP_MD_CTX_free(ctx);
+    ph_tab_put32(b + PH_TAB_OFF_CHECKSUM, ph_tab_checksum(b, len));
+}
+
+/* Whether [off, off + width) overlaps the checksum field. */
+static bool in_checksum(size_t off, size_t width)
+{
+    return off < PH_TAB_OFF_CHECKSUM + PH_TAB_CHECKSUM_LEN && off + width > PH_TAB_OFF_CHECKSUM;
 }
 
 /* Opens b; when it opens, every rule's own host:port must answer and some
@@ -119,16 +117,20 @@ static void every_flipped_byte_is_refused(void **state)
     free(b);
 }
 
-/* Sets a field (width 4 or 8) to v, recomputes the checksum, expects refusal. */
+/* Sets a field (width 1, 2, 4 or 8) to v, recomputes the checksum, expects refusal. */
 static void expect_refused(size_t off, unsigned width, uint64_t v, const char *what)
 {
     uint8_t *b = malloc(image_len);
     memcpy(b, image, image_len);
-    if (width == 4)
+    if (width == 1)
+        b[off] = (uint8_t)v;
+    else if (width == 2)
+        ph_tab_put16(b + off, (uint16_t)v);
+    else if (width == 4)
         ph_tab_put32(b + off, (uint32_t)v);
     else
         ph_tab_put64(b + off, v);
-    if (off >= PH_TAB_OFF_CHECKSUM + 32 || off + width <= PH_TAB_OFF_CHECKSUM)
+    if (!in_checksum(off, width))
         refix_checksum(b, image_len);
     ph_status st = try_open(b, image_len);
     if (st == PH_OK)
@@ -168,25 +170,34 @@ static void every_header_field_is_checked(void **state)
     expect_refused(PH_TAB_OFF_FILE_SIZE, 8, 0, "file size");
     expect_refused(PH_TAB_OFF_FILE_SIZE, 8, UINT64_MAX, "file size");
     /* The checksum field itself. */
-    for (size_t i = 0; i < 32; i += 4)
-        expect_refused(PH_TAB_OFF_CHECKSUM + i, 4,
-                       ph_tab_get32(image + PH_TAB_OFF_CHECKSUM + i) ^ 1u, "checksum");
+    for (uint32_t bit = 0; bit < 32; bit++)
+        expect_refused(PH_TAB_OFF_CHECKSUM, 4,
+                       ph_tab_get32(image + PH_TAB_OFF_CHECKSUM) ^ (1u << bit), "checksum");
+    /* The reserved bytes after it, checksum recomputed: must stay zero. */
+    for (size_t i = 0; i + 4 <= PH_TAB_RESERVED_LEN; i += 4)
+        expect_refused(PH_TAB_OFF_RESERVED + i, 4, 0x100u, "reserved header bytes");
 }
 
-/* A table of the previous format (version 1: 8-byte buckets) is refused by
- * name, so an operator knows to recompile it rather than suspect damage. */
+/* A table of an older format (version 1: 8-byte buckets; version 2: 24-byte
+ * slots, SHA-256 checksum) is refused by name, so an operator knows to
+ * recompile it rather than suspect damage. */
 static void an_older_format_version_is_refused_clearly(void **state)
 {
     (void)state;
     uint8_t *b = malloc(image_len);
-    memcpy(b, image, image_len);
-    ph_tab_put32(b + PH_TAB_OFF_VERSION, 1);
-    refix_checksum(b, image_len);
-    ph_table *t = NULL;
-    ph_diag diag = {0};
-    assert_int_equal(ph_table_open_buffer(b, image_len, &t, &diag), PH_E_FORMAT);
-    assert_null(t);
-    assert_non_null(strstr(diag.message, "unsupported table format version 1"));
+    for (uint32_t v = 1; v < PH_TAB_VERSION; v++) {
+        memcpy(b, image, image_len);
+        ph_tab_put32(b + PH_TAB_OFF_VERSION, v);
+        refix_checksum(b, image_len);
+        ph_table *t = NULL;
+        ph_diag diag = {0};
+        assert_int_equal(ph_table_open_buffer(b, image_len, &t, &diag), PH_E_FORMAT);
+        assert_null(t);
+        char want[64];
+        snprintf(want, sizeof want, "unsupported table format version %u", v);
+        assert_non_null(strstr(diag.message, want));
+        assert_non_null(strstr(diag.message, "recompile the policy"));
+    }
     free(b);
 }
 
@@ -254,44 +265,55 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     size_t eo = (size_t)(section(PH_TAB_SEC_ENTRIES, &n) - image);
     uint32_t nentries = n;
     size_t go = (size_t)(section(PH_TAB_SEC_RANGES, &n) - image);
-    size_t so7 = (size_t)(section(PH_TAB_SEC_SLOTS, &n) - image);
-    uint32_t nslots = n;
+    size_t go7 = (size_t)(section(PH_TAB_SEC_GROUPS, &n) - image);
+    uint32_t ngroups = n;
 
-    expect_refused(lo, 4, nstrings, "list name offset");
-    expect_refused(lo + 4, 4, nstrings, "list name length");
-    expect_refused(lo + 4, 4, 0, "list name length");
-    expect_refused(lo + 8, 4, 1, "list rule_first");
-    expect_refused(lo + 12, 4, nrules + 1, "list rule_count");
-    expect_refused(lo + 12, 4, 0, "list rule_count");
-    expect_refused(lo + 20, 4, nentries + 1, "list entry_count");
-    expect_refused(ro, 4, nstrings - 1, "rule host offset");
-    expect_refused(ro + 4, 4, 1, "rule host length");
-    expect_refused(ro + 12, 4, 0, "rule file length");
-    expect_refused(ro + 20, 4, 5000, "rule reason length");
-    expect_refused(ro + 24, 4, 0, "rule line");
-    expect_refused(ro + 28, 4, 1, "rule list");
-    expect_refused(ro + 32, 4, 1, "rule port_first");
-    expect_refused(ro + 36, 4, 0, "rule port_count");
-    expect_refused(ro + 36, 4, 0xffffffff, "rule port_count");
-    expect_refused(eo + 8, 4, 1, "entry list");
-    expect_refused(eo + 12, 4, 2, "entry kind");
-    expect_refused(eo + 20, 4, 0, "entry range_count");
-    expect_refused(eo + 20, 4, 0xffffffff, "entry range_count");
-    expect_refused(go, 4, 0, "range lo = 0");
-    expect_refused(go + 4, 4, nrules, "range rule");
-    expect_refused(go + 4, 4, nrules - 1, "range rule of another list or host");
-    /* Every word of every hash slot, each 16-bit half and the kind and zero
-     * bytes: an empty slot must
-     * stay all zero, an occupied one must match its entry field by field. */
-    for (uint32_t b = 0; b < nslots; b++) {
-        size_t at = so7 + (size_t)b * PH_TAB_SLOT_SIZE;
-        uint32_t v = ph_tab_get32(image + at);
-        expect_refused(at, 4, v == 0 ? nentries + 1 : 0, "slot entry");
-        for (size_t w = 0; w < PH_TAB_SLOT_SIZE; w += 4) {
+    const size_t nm = PH_TAB_LIST_NAME, rh = PH_TAB_RULE_HOST;
+    expect_refused(lo + nm + PH_TAB_STR_OFF, 4, nstrings, "list name offset");
+    expect_refused(lo + nm + PH_TAB_STR_LEN, 4, nstrings, "list name length");
+    expect_refused(lo + nm + PH_TAB_STR_LEN, 4, 0, "list name length");
+    expect_refused(lo + PH_TAB_LIST_RULE_FIRST, 4, 1, "list rule_first");
+    expect_refused(lo + PH_TAB_LIST_RULE_COUNT, 4, nrules + 1, "list rule_count");
+    expect_refused(lo + PH_TAB_LIST_RULE_COUNT, 4, 0, "list rule_count");
+    expect_refused(lo + PH_TAB_LIST_ENTRY_COUNT, 4, nentries + 1, "list entry_count");
+    expect_refused(ro + rh + PH_TAB_STR_OFF, 4, nstrings - 1, "rule host offset");
+    expect_refused(ro + rh + PH_TAB_STR_LEN, 4, 1, "rule host length");
+    expect_refused(ro + PH_TAB_RULE_FILE + PH_TAB_STR_LEN, 4, 0, "rule file length");
+    expect_refused(ro + PH_TAB_RULE_REASON + PH_TAB_STR_LEN, 4, 5000, "rule reason length");
+    expect_refused(ro + PH_TAB_RULE_LINE, 4, 0, "rule line");
+    expect_refused(ro + PH_TAB_RULE_LIST, 4, 1, "rule list");
+    expect_refused(ro + PH_TAB_RULE_PORT_FIRST, 4, 1, "rule port_first");
+    expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0, "rule port_count");
+    expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0xffffffff, "rule port_count");
+    expect_refused(eo + PH_TAB_ENTRY_LIST, 2, 1, "entry list");
+    expect_refused(eo + PH_TAB_ENTRY_KIND, 1, 2, "entry kind");
+    expect_refused(eo + PH_TAB_ENTRY_RANGE_COUNT, 2, 0, "entry range_count");
+    expect_refused(eo + PH_TAB_ENTRY_RANGE_COUNT, 2, 0xffff, "entry range_count");
+    expect_refused(go + PH_TAB_RANGE_LO, 2, 0, "range lo = 0");
+    expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules, "range rule");
+    expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules - 1, "range rule of another list or host");
+    /* Every bit of every entry: each field is either checked or a copy
+     * checked against its original (first range, its rule's provenance,
+     * the inline host prefix and its zero padding). */
+    for (uint32_t e = 0; e < nentries; e++) {
+        size_t at = eo + (size_t)e * PH_TAB_ENTRY_SIZE;
+        for (size_t f = 0; f < PH_TAB_ENTRY_SIZE; f++)
+            for (uint32_t bit = 0; bit < 8; bit++)
+                expect_refused(at + f, 1, image[at + f] ^ (1u << bit), "entry byte");
+    }
+    /* Every word of every hash group, each byte of it: an empty slot must
+     * stay all zero, an occupied one must match its entry. */
+    for (uint32_t g = 0; g < ngroups; g++) {
+        size_t at = go7 + (size_t)g * PH_TAB_GROUP_SIZE;
+        for (size_t w = 0; w < PH_TAB_GROUP_SIZE; w += 4) {
             uint32_t x = ph_tab_get32(image + at + w);
-            expect_refused(at + w, 4, x ^ 1u, "slot field");
-            expect_refused(at + w, 4, x ^ 0x10000u, "slot field");
-            expect_refused(at + w, 4, x ^ 0x1000000u, "slot field");
+            for (uint32_t bit = 0; bit < 32; bit += 8)
+                expect_refused(at + w, 4, x ^ (1u << bit), "group field");
+        }
+        for (uint32_t k = 0; k < PH_TAB_GROUP_SLOTS; k++) {
+            size_t ent = at + PH_TAB_GROUP_ENTRY + 4 * k;
+            uint32_t v = ph_tab_get32(image + ent);
+            expect_refused(ent, 4, v == 0 ? nentries : v + 1, "slot entry");
         }
     }
     /* The string section must end with NUL; hosts must stay canonical. */
@@ -332,7 +354,7 @@ static void every_word_and_byte_rewritten_never_crashes(void **state)
     for (size_t off = 0; off < image_len; off++) {
         memcpy(b, image, image_len);
         b[off] ^= 0x20;
-        if (off < PH_TAB_OFF_CHECKSUM || off >= PH_TAB_OFF_CHECKSUM + 32)
+        if (!in_checksum(off, 1))
             refix_checksum(b, image_len);
         accepted += try_open(b, image_len) == PH_OK;
         tried++;

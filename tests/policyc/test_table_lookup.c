@@ -76,6 +76,36 @@ static void denied(const char *list, const char *host, uint16_t port, ph_reason 
     assert_false(r.has_rule);
 }
 
+/* Entries carry the first 28 bytes of their host inline; a longer name is
+ * compared in full, so a name differing only past byte 28 must not match. */
+static void long_names_are_compared_past_the_inline_prefix(void **state)
+{
+    (void)state;
+    ph_table *saved = table;
+    table = fx_open("version: 1\n"
+                    "lists:\n"
+                    "  default:\n"
+                    "    rules:\n"
+                    "      - host: a-name-longer-than-the-inline-prefix.example.com\n"
+                    "        ports: [443]\n"
+                    "      - host: \"*.another-name-longer-than-the-inline-prefix.example.net\"\n"
+                    "        ports: [443]\n");
+    allowed("default", "a-name-longer-than-the-inline-prefix.example.com", 443,
+            "a-name-longer-than-the-inline-prefix.example.com");
+    denied("default", "a-name-longer-than-the-inline-prefix.example.org", 443,
+           PH_REASON_NOT_ALLOWLISTED);
+    denied("default", "a-name-longer-than-the-inline-prefix.example.co", 443,
+           PH_REASON_NOT_ALLOWLISTED);
+    allowed("default", "x.another-name-longer-than-the-inline-prefix.example.net", 443,
+            "*.another-name-longer-than-the-inline-prefix.example.net");
+    denied("default", "x.another-name-longer-than-the-inline-prefix.example.com", 443,
+           PH_REASON_NOT_ALLOWLISTED);
+    denied("default", "a-name-longer-than-the-inline-prefix.example.com", 444,
+           PH_REASON_PORT_NOT_ALLOWED);
+    ph_table_close(&table);
+    table = saved;
+}
+
 static void exact_name_matches_only_itself(void **state)
 {
     (void)state;
@@ -357,6 +387,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_name_matches_only_itself),
+        cmocka_unit_test(long_names_are_compared_past_the_inline_prefix),
         cmocka_unit_test(wildcard_covers_exactly_one_label),
         cmocka_unit_test(ports_and_ranges_are_inclusive),
         cmocka_unit_test(exact_and_wildcard_rules_combine),

@@ -3,9 +3,9 @@
  *
  * policyc compiles an allowlist into a table file (docs/table-format.md);
  * this reader is the single implementation the proxy and the guard use.
- * Opening verifies the untrusted bytes completely (every header field, every
- * offset, count and string reference, bounds- and overflow-safe, then the
- * SHA-256 checksum) before anything reads them; a file that fails any check
+ * Opening verifies the untrusted bytes completely (the file checksum, every
+ * header field, every offset, count and string reference, bounds- and
+ * overflow-safe) before anything reads them; a file that fails any check
  * is refused whole. The verified bytes live in private memory that is then
  * made read-only, so a later change to the file cannot change an open table.
  *
