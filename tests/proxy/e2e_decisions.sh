@@ -52,9 +52,9 @@ check "private answer" "403 denied_address 403" "$(e2e_curl "lease1:$TOKEN" priv
 check "mixed public+private answer" "403 denied_address 403" "$(e2e_curl "lease1:$TOKEN" mixed.$D:$TLS_PORT)"
 check "NXDOMAIN" "502 dns_failure 502" "$(e2e_curl "lease1:$TOKEN" nx.$D:$TLS_PORT)"
 check "DNS timeout" "504 dns_timeout 504" "$(e2e_curl "lease1:$TOKEN" slow.$D:$TLS_PORT)"
-REFUSED_PORT=$(e2e_port 18500 18999)
+REFUSED_PORT=$(e2e_port)
 check "upstream refusing" "502 upstream_unreachable 502" "$(e2e_curl "lease1:$TOKEN" refused.$D:$REFUSED_PORT)"
-BH_PORT=$(e2e_port 18500 18999)
+BH_PORT=$(e2e_port)
 "$PEER" blackhole "$BH_PORT" >"$E2E_TMP/bh.out" & E2E_PIDS="$E2E_PIDS $!"
 sleep 0.2
 check "upstream not answering" "504 upstream_timeout 504" "$(e2e_curl "lease1:$TOKEN" blackhole.$D:$BH_PORT)"
@@ -105,7 +105,7 @@ e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT >/dev/null
 check "TTL 0 answers are not cached: two more queries" "3" "$(e2e_metric pinhole_proxy_dns_seconds_count)"
 
 # The drain deadline: a tunnel still open then is closed, the exit is 0.
-PEER_PORT=$(e2e_port 18500 18999)
+PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 10000000 0 0 1000000 \

@@ -17,7 +17,7 @@ e2e_start_proxy
 grep -q '"event":"test_build"' "$E2E_TMP/proxy.err" && fail "default build warned as a test build" ||
     ok "no test-build warning at start"
 D=$E2E_DOMAIN
-PEER_PORT=$(e2e_port 18000 18999)
+PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 resp=$(printf 'CONNECT ok.%s:%s HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n' "$D" "$PEER_PORT" "$TOKEN" |

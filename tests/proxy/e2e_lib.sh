@@ -44,7 +44,7 @@ trap e2e_cleanup EXIT
 
 # A loopback port the kernel hands out (bound to port 0, read back, released:
 # free for TCP and UDP a moment ago), for servers that cannot listen on port 0
-# themselves. Arguments are ignored.
+# themselves.
 e2e_port() {
     /usr/bin/python3 -c '
 import socket

@@ -45,7 +45,7 @@ kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
 # 3. Per-lease limit: 429 limit_exceeded; another lease is unaffected.
 e2e_start_proxy --max-connections-per-lease 1
-PEER_PORT=$(e2e_port 18500 18999)
+PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 2000000 0 0 1000000 >/dev/null &

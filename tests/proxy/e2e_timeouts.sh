@@ -11,7 +11,7 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_proxy --idle-timeout-s 1 --max-lifetime-s 3
 D=$E2E_DOMAIN
-PEER_PORT=$(e2e_port 18000 18999)
+PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >/dev/null & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 

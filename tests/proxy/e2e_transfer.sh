@@ -10,7 +10,7 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_proxy --unix-socket "$E2E_TMP/proxy.sock" --drain-timeout-s 10 --keep-tunnels-on-reload true
 D=$E2E_DOMAIN
-PEER_PORT=$(e2e_port 18000 18999)
+PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >"$E2E_TMP/server.out" & E2E_PIDS="$E2E_PIDS $!"
 e2e_wait_port "$PEER_PORT"
 AUTH="Bearer $TOKEN"
