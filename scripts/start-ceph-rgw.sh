@@ -115,7 +115,7 @@ osd memory target = 939524096
 auth client required = none
 ms mon client mode = crc
 rgw init timeout = 60
-rgw frontends = beast endpoint=127.0.0.1:$2
+rgw frontends = beast endpoint=127.0.0.1:$2 tcp_nodelay=1
 rgw data = $D/rgw
 rgw enable usage log = false
 EOF

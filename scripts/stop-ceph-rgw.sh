@@ -1,7 +1,8 @@
 #!/bin/sh
 # Stops the cluster scripts/start-ceph-rgw.sh started under DATA_DIR: the
 # gateway, then the OSD, then the mon, each by its pid file, with SIGTERM and
-# SIGKILL after a grace (radosgw can hang on SIGTERM once the OSD is gone).
+# SIGKILL after a second (each daemon takes ~2 s to exit on SIGTERM here, and
+# radosgw can hang on it once the OSD is gone; the cluster is disposable).
 # Leaves DATA_DIR in place; `--purge` removes it too.
 #
 #   scripts/stop-ceph-rgw.sh DATA_DIR [--purge]
@@ -14,7 +15,7 @@ ours() {
     [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$D/ceph.conf"
 }
 
-stop_pidfile() {
+stop_pidfile() { # $1 pid file, $2 tenths of a second before SIGKILL
     f=$1
     [ -f "$f" ] || return 0
     pid=$(cat "$f")
@@ -22,7 +23,7 @@ stop_pidfile() {
     if ours "$pid"; then
         kill -TERM "$pid" 2>/dev/null
         n=0
-        while [ -d "/proc/$pid" ] && [ "$n" -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+        while [ -d "/proc/$pid" ] && [ "$n" -lt "$2" ]; do sleep 0.1; n=$((n + 1)); done
         if [ -d "/proc/$pid" ]; then
             kill -KILL "$pid" 2>/dev/null
             while [ -d "/proc/$pid" ]; do sleep 0.05; done
@@ -31,9 +32,9 @@ stop_pidfile() {
     rm -f "$f"
 }
 
-stop_pidfile "$D/run/client.rgw.a.pid"
-for f in "$D"/run/osd.*.pid; do stop_pidfile "$f"; done
-stop_pidfile "$D/run/mon.a.pid"
+stop_pidfile "$D/run/client.rgw.a.pid" 10
+for f in "$D"/run/osd.*.pid; do stop_pidfile "$f" 10; done
+stop_pidfile "$D/run/mon.a.pid" 10
 if [ "${2:-}" = "--purge" ]; then
     rm -rf "$D"
 fi

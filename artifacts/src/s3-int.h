@@ -61,4 +61,9 @@ bool ph_s3_xml_text(ph_s3_span in, char *out, size_t cap);
 /* Test hook: the number of unfinished multipart uploads under the prefix. */
 ph_status ph_s3_backend_count_uploads(ph_artifact_backend *b, uint64_t *n, ph_diag *diag);
 
+/* Test hook: one request (PUT with data, DELETE, HEAD with data NULL) on
+ * the object `name` in the bucket, outside every rule of the port. */
+ph_status ph_s3_backend_raw(ph_artifact_backend *b, const char *method, const char *name,
+                            const void *data, size_t len, ph_diag *diag);
+
 #endif

@@ -140,6 +140,16 @@ static size_t on_read(char *buf, size_t size, size_t n, void *arg)
     return want;
 }
 
+/* curl rewinds an upload to resend it on a fresh connection. */
+static int on_seek(void *arg, curl_off_t offset, int origin)
+{
+    upload_src *u = arg;
+    if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > u->len)
+        return CURL_SEEKFUNC_FAIL;
+    u->pos = (size_t)offset;
+    return CURL_SEEKFUNC_OK;
+}
+
 static size_t on_write(char *data, size_t size, size_t n, void *arg)
 {
     s3_resp *r = arg;
@@ -296,6 +306,8 @@ static CURLcode do_once(s3_backend *b, CURL *h, const s3_req *req, const char *p
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
         curl_easy_setopt(h, CURLOPT_READDATA, &src);
+        curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
+        curl_easy_setopt(h, CURLOPT_SEEKDATA, &src);
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
         if (strcmp(req->method, "POST") == 0)
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "POST");
@@ -402,9 +414,9 @@ static ph_status http_error(const s3_req *req, const s3_resp *r, ph_diag *diag)
         st = PH_E_DENIED;
     else if (r->code == 404)
         st = PH_E_NOT_FOUND;
-    return ph_diag_set(diag, st, 0, "s3: %s %s: HTTP %ld%s%s", req->method,
+    return ph_diag_set(diag, st, 0, "s3: %s %s: HTTP %ld%s%s%s", req->method,
                        req->object ? req->object : "(bucket)", r->code, r->error_code[0] ? " " : "",
-                       r->error_code);
+                       r->error_code, st == PH_E_DENIED ? " (access denied)" : "");
 }
 
 /* Content and metadata object names of key. */
@@ -1144,12 +1156,15 @@ ph_status ph_s3_backend_open_config(const ph_s3_config *cfg, ph_artifact_backend
     /* The credentials and the bucket are checked now, not at first use. */
     if (st == PH_OK) {
         s3_resp r;
-        st = head(b, h, NULL, &r, diag);
+        st = head(b, h, NULL, &r, NULL);
         if (st == PH_E_NOT_FOUND)
             st = ph_diag_set(diag, PH_E_NOT_FOUND, 0, "s3: bucket %s does not exist", b->cfg.bucket);
         else if (st == PH_E_DENIED)
             st = ph_diag_set(diag, PH_E_DENIED, 0,
                              "s3: access to bucket %s denied (wrong key or secret?)", b->cfg.bucket);
+        else if (st != PH_OK)
+            st = ph_diag_set(diag, st, 0, "s3: bucket %s unreachable at %s", b->cfg.bucket,
+                             b->cfg.endpoint);
     }
     handle_put(b, h);
     if (st != PH_OK) {
@@ -1174,5 +1189,15 @@ ph_status ph_artifact_backend_s3_open(const char *config_path, ph_artifact_backe
         st = ph_s3_backend_open_config(cfg, out, diag);
     OPENSSL_cleanse(cfg, sizeof *cfg);
     free(cfg);
+    return st;
+}
+
+ph_status ph_s3_backend_raw(ph_artifact_backend *base, const char *method, const char *name,
+                            const void *data, size_t len, ph_diag *diag)
+{
+    s3_backend *b = (s3_backend *)base;
+    CURL *h = handle_get(b);
+    ph_status st = simple(b, h, method, name, NULL, 0, data, len, data != NULL, NULL, diag);
+    handle_put(b, h);
     return st;
 }
