@@ -118,6 +118,11 @@ rgw init timeout = 60
 rgw frontends = beast endpoint=127.0.0.1:$2 tcp_nodelay=1
 rgw data = $D/rgw
 rgw enable usage log = false
+# Deleted objects' data is freed by RGW's garbage collector, by default two
+# hours later: a disposable cluster frees it within seconds instead, so a
+# memstore OSD does not fill up across test and benchmark runs.
+rgw gc obj min wait = 5
+rgw gc processor period = 10
 EOF
 }
 

@@ -447,6 +447,24 @@ static ph_status simple(s3_backend *b, CURL *h, const char *method, const char *
 
 /* ---- writing ---- */
 
+/* Parts in flight at once: each slot owns a part-sized buffer, a handle
+ * and a thread; the writer hands a part to the oldest slot after joining
+ * it, so memory stays at PART_SLOTS parts whatever the object size. */
+#define PART_SLOTS 3
+
+typedef struct part_slot {
+    ph_artifact_backend_writer *w;
+    pthread_t thread;
+    bool busy, threaded;
+    CURL *h;
+    unsigned char *buf;
+    size_t len;
+    int number;
+    ph_status st;
+    ph_diag diag;
+    char etag[72];
+} part_slot;
+
 struct ph_artifact_backend_writer {
     s3_backend *b;
     CURL *h;
@@ -454,8 +472,12 @@ struct ph_artifact_backend_writer {
     unsigned char *buf;
     size_t len, cap;
     char upload_id[256];
-    char (*etags)[72];
+    char (*etags)[72]; /* by part number - 1; filled as slots are joined */
     int parts, parts_cap;
+    part_slot slots[PART_SLOTS];
+    int next_slot;
+    ph_status failed; /* the first part failure */
+    ph_diag fail_diag;
     bool content_written; /* a single PUT of the content succeeded */
 };
 
@@ -476,7 +498,53 @@ static ph_status start_multipart(ph_artifact_backend_writer *w, ph_diag *diag)
     return st;
 }
 
-static ph_status upload_part(ph_artifact_backend_writer *w, const unsigned char *p, size_t len,
+/* One UploadPart, retried inside simple(); runs on the slot's thread. */
+static void *part_main(void *arg)
+{
+    part_slot *p = arg;
+    ph_artifact_backend_writer *w = p->w;
+    char num[16];
+    snprintf(num, sizeof num, "%d", p->number);
+    ph_sigv4_pair q[] = {{"partNumber", num}, {"uploadId", w->upload_id}};
+    s3_resp r;
+    p->diag = (ph_diag){0};
+    p->st = simple(w->b, p->h, "PUT", w->content, q, 2, p->buf, p->len, true, &r, &p->diag);
+    if (p->st != PH_OK)
+        return NULL;
+    if (r.etag[0] == '\0' || strlen(r.etag) >= sizeof p->etag || strpbrk(r.etag, "<&"))
+        p->st = ph_diag_set(&p->diag, PH_E_FORMAT, 0, "s3: UploadPart: no usable ETag");
+    else
+        snprintf(p->etag, sizeof p->etag, "%s", r.etag);
+    resp_free(&r);
+    return NULL;
+}
+
+/* Waits for a slot's part and records its ETag or its failure. */
+static void join_slot(ph_artifact_backend_writer *w, part_slot *p)
+{
+    if (!p->busy)
+        return;
+    if (p->threaded)
+        pthread_join(p->thread, NULL);
+    p->busy = false;
+    if (p->st == PH_OK) {
+        memcpy(w->etags[p->number - 1], p->etag, sizeof p->etag);
+    } else if (w->failed == PH_OK) {
+        w->failed = p->st;
+        w->fail_diag = p->diag;
+    }
+}
+
+static ph_status join_all(ph_artifact_backend_writer *w, ph_diag *diag)
+{
+    for (int i = 0; i < PART_SLOTS; i++)
+        join_slot(w, &w->slots[i]);
+    if (w->failed != PH_OK && diag)
+        *diag = w->fail_diag;
+    return w->failed;
+}
+
+static ph_status upload_part(ph_artifact_backend_writer *w, const unsigned char *data, size_t len,
                              ph_diag *diag)
 {
     if (w->parts >= MAX_PARTS)
@@ -489,19 +557,39 @@ static ph_status upload_part(ph_artifact_backend_writer *w, const unsigned char 
         w->etags = n;
         w->parts_cap = cap;
     }
-    char num[16];
-    snprintf(num, sizeof num, "%d", w->parts + 1);
-    ph_sigv4_pair q[] = {{"partNumber", num}, {"uploadId", w->upload_id}};
-    s3_resp r;
-    ph_status st = simple(w->b, w->h, "PUT", w->content, q, 2, p, len, true, &r, diag);
-    if (st != PH_OK)
-        return st;
-    if (r.etag[0] == '\0' || strlen(r.etag) >= sizeof w->etags[0] || strpbrk(r.etag, "<&"))
-        st = ph_diag_set(diag, PH_E_FORMAT, 0, "s3: UploadPart: no usable ETag");
-    else
-        snprintf(w->etags[w->parts++], sizeof w->etags[0], "%s", r.etag);
-    resp_free(&r);
-    return st;
+    part_slot *p = &w->slots[w->next_slot];
+    w->next_slot = (w->next_slot + 1) % PART_SLOTS;
+    join_slot(w, p);
+    if (w->failed != PH_OK) {
+        if (diag)
+            *diag = w->fail_diag;
+        return w->failed;
+    }
+    if (p->buf == NULL && (p->buf = malloc((size_t)w->b->cfg.part_size)) == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    if (p->h == NULL && (p->h = handle_get(w->b)) == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    memcpy(p->buf, data, len);
+    p->w = w;
+    p->len = len;
+    p->number = ++w->parts;
+    p->busy = true;
+    p->threaded = pthread_create(&p->thread, NULL, part_main, p) == 0;
+    if (!p->threaded)
+        part_main(p); /* no thread to spare: send it now */
+    return PH_OK;
+}
+
+static void free_writer(ph_artifact_backend_writer *w)
+{
+    for (int i = 0; i < PART_SLOTS; i++) {
+        handle_put(w->b, w->slots[i].h);
+        free(w->slots[i].buf);
+    }
+    handle_put(w->b, w->h);
+    free(w->etags);
+    free(w->buf);
+    free(w);
 }
 
 /* Uploads every whole part in the buffer and keeps the rest. */
@@ -571,6 +659,9 @@ static ph_status s3_write(ph_artifact_backend_writer *w, const void *data, size_
 
 static ph_status complete_multipart(ph_artifact_backend_writer *w, ph_diag *diag)
 {
+    ph_status joined = join_all(w, diag);
+    if (joined != PH_OK)
+        return joined;
     size_t cap = 64 + (size_t)w->parts * 128, n = 0;
     char *doc = malloc(cap);
     if (doc == NULL)
@@ -603,16 +694,14 @@ static void s3_write_abort(ph_artifact_backend_writer *w)
 {
     if (w == NULL)
         return;
+    join_all(w, NULL); /* no part may land after the abort */
     if (w->upload_id[0]) {
         ph_sigv4_pair q[] = {{"uploadId", w->upload_id}};
         simple(w->b, w->h, "DELETE", w->content, q, 1, NULL, 0, false, NULL, NULL);
     }
     if (w->content_written)
         simple(w->b, w->h, "DELETE", w->content, NULL, 0, NULL, 0, false, NULL, NULL);
-    handle_put(w->b, w->h);
-    free(w->etags);
-    free(w->buf);
-    free(w);
+    free_writer(w);
 }
 
 static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta, size_t meta_len,
@@ -635,22 +724,33 @@ static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta
         s3_write_abort(w);
         return st;
     }
-    handle_put(w->b, w->h);
-    free(w->etags);
-    free(w->buf);
-    free(w);
+    free_writer(w);
     return PH_OK;
 }
 
 /* ---- reading ---- */
 
+/* A read is two ranged GETs deep: while the caller drains one buffer, the
+ * next range is fetched into the other by a thread with its own handle. */
+typedef struct range_fetch {
+    ph_artifact_backend_reader *r;
+    pthread_t thread;
+    bool busy, threaded;
+    CURL *h;
+    unsigned char *buf;
+    uint64_t offset;
+    size_t want, got;
+    ph_status st;
+    ph_diag diag;
+} range_fetch;
+
 struct ph_artifact_backend_reader {
     s3_backend *b;
-    CURL *h;
     char content[NAME_MAX_LEN];
     char etag[128];
-    uint64_t size, offset;
-    unsigned char *buf;
+    uint64_t size, issued; /* bytes asked for so far */
+    range_fetch f[2];
+    int cur;               /* the buffer being drained */
     size_t len, pos;
 };
 
@@ -724,14 +824,8 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "s3: HEAD without Content-Length");
     }
     ph_artifact_backend_reader *rd = NULL;
-    if (st == PH_OK) {
-        rd = calloc(1, sizeof *rd);
-        if (rd == NULL || (rd->buf = malloc(READ_CHUNK)) == NULL) {
-            free(rd);
-            rd = NULL;
-            st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-        }
-    }
+    if (st == PH_OK && (rd = calloc(1, sizeof *rd)) == NULL)
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     if (st != PH_OK) {
         handle_put(b, h);
         free(*meta);
@@ -739,7 +833,8 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
         return st;
     }
     rd->b = b;
-    rd->h = h;
+    rd->f[0].h = h; /* the open's handle serves the first range */
+    rd->cur = 1;    /* so the first read fetches into f[0] */
     snprintf(rd->content, sizeof rd->content, "%s", content);
     snprintf(rd->etag, sizeof rd->etag, "%s", hr.etag);
     rd->size = hr.length;
@@ -748,43 +843,95 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
     return PH_OK;
 }
 
+static void *fetch_main(void *arg)
+{
+    range_fetch *f = arg;
+    ph_artifact_backend_reader *r = f->r;
+    char range[64];
+    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)f->offset,
+             (unsigned long long)(f->offset + f->want - 1));
+    /* If-Match: a replaced object is never spliced into this one. */
+    ph_sigv4_pair hdr[] = {{"Range", range}, {"If-Match", r->etag}};
+    s3_req req = {.method = "GET", .object = r->content, .headers = hdr,
+                  .n_headers = r->etag[0] ? 2 : 1, .sink = f->buf, .sink_cap = READ_CHUNK};
+    s3_resp resp;
+    f->diag = (ph_diag){0};
+    f->got = 0;
+    f->st = s3_call(r->b, f->h, &req, &resp, &f->diag);
+    if (f->st != PH_OK)
+        return NULL;
+    if (resp.code == 404)
+        f->st = ph_diag_set(&f->diag, PH_E_NOT_FOUND, 0, "artifact not found");
+    else if (resp.code == 412)
+        f->st = ph_diag_set(&f->diag, PH_E_FORMAT, 0,
+                            "artifact corrupt: content replaced while read");
+    else if (resp.code != 206 && resp.code != 200)
+        f->st = http_error(&req, &resp, &f->diag);
+    else if (resp.len != f->want)
+        f->st = ph_diag_set(&f->diag, PH_E_IO, 0, "s3: short ranged GET");
+    else
+        f->got = resp.len;
+    return NULL;
+}
+
+/* Starts fetching the next range into f[idx]. */
+static ph_status start_fetch(ph_artifact_backend_reader *r, int idx, ph_diag *diag)
+{
+    range_fetch *f = &r->f[idx];
+    if (f->buf == NULL && (f->buf = malloc(READ_CHUNK)) == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    if (f->h == NULL && (f->h = handle_get(r->b)) == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    uint64_t want = r->size - r->issued;
+    f->r = r;
+    f->offset = r->issued;
+    f->want = want > READ_CHUNK ? READ_CHUNK : (size_t)want;
+    r->issued += f->want;
+    f->busy = true;
+    f->threaded = pthread_create(&f->thread, NULL, fetch_main, f) == 0;
+    if (!f->threaded)
+        fetch_main(f);
+    return PH_OK;
+}
+
+static ph_status join_fetch(range_fetch *f, ph_diag *diag)
+{
+    if (!f->busy)
+        return PH_OK;
+    if (f->threaded)
+        pthread_join(f->thread, NULL);
+    f->busy = false;
+    if (f->st != PH_OK && diag)
+        *diag = f->diag;
+    return f->st;
+}
+
 static ph_status s3_read(ph_artifact_backend_reader *r, void *out, size_t cap, size_t *got,
                          ph_diag *diag)
 {
     *got = 0;
     if (r->pos == r->len) {
-        if (r->offset >= r->size)
-            return PH_OK;
-        uint64_t want = r->size - r->offset;
-        if (want > READ_CHUNK)
-            want = READ_CHUNK;
-        char range[64];
-        snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)r->offset,
-                 (unsigned long long)(r->offset + want - 1));
-        /* If-Match: a replaced object is never spliced into this one. */
-        ph_sigv4_pair hdr[] = {{"Range", range}, {"If-Match", r->etag}};
-        s3_req req = {.method = "GET", .object = r->content, .headers = hdr,
-                      .n_headers = r->etag[0] ? 2 : 1, .sink = r->buf, .sink_cap = READ_CHUNK};
-        s3_resp resp;
-        ph_status st = s3_call(r->b, r->h, &req, &resp, diag);
+        int next = r->cur ^ 1;
+        if (!r->f[next].busy) {
+            if (r->issued >= r->size)
+                return PH_OK;
+            ph_status st = start_fetch(r, next, diag);
+            if (st != PH_OK)
+                return st;
+        }
+        ph_status st = join_fetch(&r->f[next], diag);
         if (st != PH_OK)
             return st;
-        if (resp.code == 404)
-            return ph_diag_set(diag, PH_E_NOT_FOUND, 0, "artifact not found");
-        if (resp.code == 412)
-            return ph_diag_set(diag, PH_E_FORMAT, 0, "artifact corrupt: content replaced while read");
-        if (resp.code != 206 && resp.code != 200)
-            return http_error(&req, &resp, diag);
-        if (resp.len != want)
-            return ph_diag_set(diag, PH_E_IO, 0, "s3: short ranged GET");
-        r->len = resp.len;
+        r->cur = next;
+        r->len = r->f[next].got;
         r->pos = 0;
-        r->offset += want;
+        if (r->issued < r->size && (st = start_fetch(r, next ^ 1, diag)) != PH_OK)
+            return st;
     }
     size_t n = r->len - r->pos;
     if (n > cap)
         n = cap;
-    memcpy(out, r->buf + r->pos, n);
+    memcpy(out, r->f[r->cur].buf + r->pos, n);
     r->pos += n;
     *got = n;
     return PH_OK;
@@ -794,8 +941,11 @@ static void s3_read_close(ph_artifact_backend_reader *r)
 {
     if (r == NULL)
         return;
-    handle_put(r->b, r->h);
-    free(r->buf);
+    for (int i = 0; i < 2; i++) {
+        join_fetch(&r->f[i], NULL);
+        handle_put(r->b, r->f[i].h);
+        free(r->f[i].buf);
+    }
     free(r);
 }
 
