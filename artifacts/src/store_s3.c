@@ -48,7 +48,7 @@
 #define POOL_MAX 8
 #define RESP_MAX ((size_t)4 << 20)    /* cap of an XML answer */
 #define NAME_MAX_LEN 320
-#define READ_CHUNK ((size_t)8 << 20)  /* one ranged GET */
+#define READ_CHUNK ((size_t)1 << 20)  /* a reader's buffer */
 #define MAX_PARTS 10000
 
 typedef struct s3_backend {
@@ -226,10 +226,12 @@ static void amz_now(char out[static 17])
     strftime(out, 17, "%Y%m%dT%H%M%SZ", &tm);
 }
 
-/* One attempt of req; fills resp. Returns the curl code. */
-static CURLcode do_once(s3_backend *b, CURL *h, const s3_req *req, const char *payload_hash,
-                        s3_resp *resp, ph_diag *diag, ph_status *st)
+/* Sets h up for one attempt of req (signed now); *list (the header list)
+ * is the caller's to free after the transfer. */
+static ph_status setup(s3_backend *b, CURL *h, const s3_req *req, const char *payload_hash,
+                       s3_resp *resp, upload_src *src, struct curl_slist **listp, ph_diag *diag)
 {
+    ph_status st_, *st = &st_;
     const ph_s3_config *c = &b->cfg;
     char host[400], path[NAME_MAX_LEN + 80], enc_path[3 * (NAME_MAX_LEN + 80)], query[PH_SIGV4_MAX];
     char date[17], auth[1024], url[4096];
@@ -258,13 +260,11 @@ static CURLcode do_once(s3_backend *b, CURL *h, const s3_req *req, const char *p
     if ((*st = ph_sigv4_encode(path, strlen(path), 1, enc_path, sizeof enc_path, diag)) != PH_OK ||
         (*st = ph_sigv4_query(req->query, req->n_query, query, sizeof query, diag)) != PH_OK ||
         (*st = ph_sigv4_authorization(&sr, &cr, auth, sizeof auth, diag)) != PH_OK)
-        return CURLE_OK;
+        return *st;
     int un = snprintf(url, sizeof url, "%s://%s%s%s%s", c->https ? "https" : "http", host, enc_path,
                       query[0] ? "?" : "", query);
-    if (un < 0 || (size_t)un >= sizeof url) {
-        *st = ph_diag_set(diag, PH_E_LIMIT, 0, "s3: URL too long");
-        return CURLE_OK;
-    }
+    if (un < 0 || (size_t)un >= sizeof url)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "s3: URL too long");
     struct curl_slist *list = NULL;
     char line[1200];
     snprintf(line, sizeof line, "Host: %s", host);
@@ -299,23 +299,36 @@ static CURLcode do_once(s3_backend *b, CURL *h, const s3_req *req, const char *p
     curl_easy_setopt(h, CURLOPT_WRITEDATA, resp);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
-    upload_src src = {.p = req->body, .len = req->body_len};
     if (strcmp(req->method, "HEAD") == 0) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     } else if (strcmp(req->method, "PUT") == 0 || strcmp(req->method, "POST") == 0) {
         curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
         curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(h, CURLOPT_READDATA, &src);
+        curl_easy_setopt(h, CURLOPT_READDATA, src);
         curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-        curl_easy_setopt(h, CURLOPT_SEEKDATA, &src);
+        curl_easy_setopt(h, CURLOPT_SEEKDATA, src);
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
         if (strcmp(req->method, "POST") == 0)
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "POST");
     } else if (strcmp(req->method, "GET") != 0) {
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req->method);
     }
-    CURLcode rc = curl_easy_perform(h);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
+    *listp = list;
+    return PH_OK;
+}
+
+/* One attempt of req; fills resp. Returns the curl code. */
+static CURLcode do_once(s3_backend *b, CURL *h, const s3_req *req, const char *payload_hash,
+                        s3_resp *resp, ph_diag *diag, ph_status *st)
+{
+    upload_src src = {.p = req->body, .len = req->body_len};
+    struct curl_slist *list = NULL;
+    *st = setup(b, h, req, payload_hash, resp, &src, &list, diag);
+    CURLcode rc = CURLE_OK;
+    if (*st == PH_OK) {
+        rc = curl_easy_perform(h);
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->code);
+    }
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(list);
     return rc;
@@ -730,28 +743,25 @@ static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta
 
 /* ---- reading ---- */
 
-/* A read is two ranged GETs deep: while the caller drains one buffer, the
- * next range is fetched into the other by a thread with its own handle. */
-typedef struct range_fetch {
-    ph_artifact_backend_reader *r;
-    pthread_t thread;
-    bool busy, threaded;
-    CURL *h;
-    unsigned char *buf;
-    uint64_t offset;
-    size_t want, got;
-    ph_status st;
-    ph_diag diag;
-} range_fetch;
-
+/* A read is one streaming GET (`Range: bytes=<offset>-`, `If-Match:
+ * <ETag>`) driven through a curl multi handle: the write callback fills a
+ * buffer and pauses the transfer when it is full; read() drains it and
+ * resumes. A transfer that breaks is resumed from the first byte not yet
+ * received, with the same retries and backoff as any request. */
 struct ph_artifact_backend_reader {
     s3_backend *b;
     char content[NAME_MAX_LEN];
     char etag[128];
-    uint64_t size, issued; /* bytes asked for so far */
-    range_fetch f[2];
-    int cur;               /* the buffer being drained */
+    uint64_t size, received; /* bytes the store has sent so far */
+    CURL *h;
+    CURLM *m;
+    struct curl_slist *list;
+    unsigned char *buf;
     size_t len, pos;
+    bool active, paused;
+    long code;   /* the HTTP status of the current transfer, once known */
+    int attempt;
+    s3_resp resp;
 };
 
 /* GETs a metadata object into *meta; PH_E_NOT_FOUND when absent. */
@@ -824,8 +834,15 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "s3: HEAD without Content-Length");
     }
     ph_artifact_backend_reader *rd = NULL;
-    if (st == PH_OK && (rd = calloc(1, sizeof *rd)) == NULL)
+    if (st == PH_OK && ((rd = calloc(1, sizeof *rd)) == NULL ||
+                        (rd->buf = malloc(READ_CHUNK)) == NULL || (rd->m = curl_multi_init()) == NULL)) {
+        if (rd) {
+            free(rd->buf);
+            free(rd);
+            rd = NULL;
+        }
         st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
     if (st != PH_OK) {
         handle_put(b, h);
         free(*meta);
@@ -833,8 +850,7 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
         return st;
     }
     rd->b = b;
-    rd->f[0].h = h; /* the open's handle serves the first range */
-    rd->cur = 1;    /* so the first read fetches into f[0] */
+    rd->h = h; /* the open's handle carries the stream */
     snprintf(rd->content, sizeof rd->content, "%s", content);
     snprintf(rd->etag, sizeof rd->etag, "%s", hr.etag);
     rd->size = hr.length;
@@ -843,67 +859,122 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
     return PH_OK;
 }
 
-static void *fetch_main(void *arg)
+static size_t on_stream(char *data, size_t size, size_t n, void *arg)
 {
-    range_fetch *f = arg;
-    ph_artifact_backend_reader *r = f->r;
-    char range[64];
-    snprintf(range, sizeof range, "bytes=%llu-%llu", (unsigned long long)f->offset,
-             (unsigned long long)(f->offset + f->want - 1));
-    /* If-Match: a replaced object is never spliced into this one. */
-    ph_sigv4_pair hdr[] = {{"Range", range}, {"If-Match", r->etag}};
-    s3_req req = {.method = "GET", .object = r->content, .headers = hdr,
-                  .n_headers = r->etag[0] ? 2 : 1, .sink = f->buf, .sink_cap = READ_CHUNK};
-    s3_resp resp;
-    f->diag = (ph_diag){0};
-    f->got = 0;
-    f->st = s3_call(r->b, f->h, &req, &resp, &f->diag);
-    if (f->st != PH_OK)
-        return NULL;
-    if (resp.code == 404)
-        f->st = ph_diag_set(&f->diag, PH_E_NOT_FOUND, 0, "artifact not found");
-    else if (resp.code == 412)
-        f->st = ph_diag_set(&f->diag, PH_E_FORMAT, 0,
-                            "artifact corrupt: content replaced while read");
-    else if (resp.code != 206 && resp.code != 200)
-        f->st = http_error(&req, &resp, &f->diag);
-    else if (resp.len != f->want)
-        f->st = ph_diag_set(&f->diag, PH_E_IO, 0, "s3: short ranged GET");
-    else
-        f->got = resp.len;
-    return NULL;
+    ph_artifact_backend_reader *r = arg;
+    size_t len = size * n;
+    if (r->code == 0)
+        curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->code);
+    if (r->code != 206 && r->code != 200)
+        return len; /* an error body: discarded, judged by its status */
+    if (len > READ_CHUNK - r->len) {
+        r->paused = true;
+        return CURL_WRITEFUNC_PAUSE; /* curl keeps it until resumed */
+    }
+    if (len > r->size - r->received)
+        return 0; /* more than the object holds: abort */
+    memcpy(r->buf + r->len, data, len);
+    r->len += len;
+    r->received += len;
+    return len;
 }
 
-/* Starts fetching the next range into f[idx]. */
-static ph_status start_fetch(ph_artifact_backend_reader *r, int idx, ph_diag *diag)
+static void stream_stop(ph_artifact_backend_reader *r)
 {
-    range_fetch *f = &r->f[idx];
-    if (f->buf == NULL && (f->buf = malloc(READ_CHUNK)) == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    if (f->h == NULL && (f->h = handle_get(r->b)) == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    uint64_t want = r->size - r->issued;
-    f->r = r;
-    f->offset = r->issued;
-    f->want = want > READ_CHUNK ? READ_CHUNK : (size_t)want;
-    r->issued += f->want;
-    f->busy = true;
-    f->threaded = pthread_create(&f->thread, NULL, fetch_main, f) == 0;
-    if (!f->threaded)
-        fetch_main(f);
+    if (r->active) {
+        curl_multi_remove_handle(r->m, r->h);
+        r->active = false;
+    }
+    curl_easy_setopt(r->h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(r->list);
+    r->list = NULL;
+}
+
+/* Starts (or resumes) the GET from r->received. */
+static ph_status stream_start(ph_artifact_backend_reader *r, ph_diag *diag)
+{
+    char range[64];
+    snprintf(range, sizeof range, "bytes=%llu-", (unsigned long long)r->received);
+    ph_sigv4_pair hdr[] = {{"Range", range}, {"If-Match", r->etag}};
+    s3_req req = {.method = "GET", .object = r->content, .headers = hdr,
+                  .n_headers = r->etag[0] ? 2 : 1};
+    upload_src none = {0};
+    r->resp = (s3_resp){0};
+    r->code = 0;
+    ph_status st = setup(r->b, r->h, &req, PH_SIGV4_EMPTY_SHA256, &r->resp, &none, &r->list, diag);
+    if (st != PH_OK)
+        return st;
+    curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_stream);
+    curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
+    /* The whole-request timeout would cut a large object: a stall limit. */
+    curl_easy_setopt(r->h, CURLOPT_TIMEOUT_MS, 0L);
+    curl_easy_setopt(r->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(r->h, CURLOPT_LOW_SPEED_TIME,
+                     (long)(r->b->cfg.request_timeout_ms + 999) / 1000);
+    if (curl_multi_add_handle(r->m, r->h) != CURLM_OK)
+        return ph_diag_set(diag, PH_E_IO, 0, "s3: curl_multi_add_handle failed");
+    r->active = true;
     return PH_OK;
 }
 
-static ph_status join_fetch(range_fetch *f, ph_diag *diag)
+/* Runs the transfer until the buffer holds data or it ends. */
+static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
 {
-    if (!f->busy)
-        return PH_OK;
-    if (f->threaded)
-        pthread_join(f->thread, NULL);
-    f->busy = false;
-    if (f->st != PH_OK && diag)
-        *diag = f->diag;
-    return f->st;
+    for (;;) {
+        if (r->len > r->pos)
+            return PH_OK;
+        if (r->received >= r->size && !r->active)
+            return PH_OK;
+        if (!r->active) {
+            ph_status st = stream_start(r, diag);
+            if (st != PH_OK)
+                return st;
+        }
+        r->len = r->pos = 0;
+        if (r->paused) {
+            r->paused = false;
+            curl_easy_pause(r->h, CURLPAUSE_CONT);
+        }
+        int running = 0;
+        curl_multi_perform(r->m, &running);
+        int left = 0;
+        CURLMsg *msg;
+        CURLcode rc = CURLE_OK;
+        bool done = false;
+        while ((msg = curl_multi_info_read(r->m, &left)) != NULL)
+            if (msg->msg == CURLMSG_DONE && msg->easy_handle == r->h) {
+                done = true;
+                rc = msg->data.result;
+            }
+        if (!done) {
+            if (r->len == 0 && !r->paused)
+                curl_multi_poll(r->m, NULL, 0, 1000, NULL);
+            continue;
+        }
+        if (r->code == 0)
+            curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->code);
+        stream_stop(r);
+        long code = r->code;
+        if (rc == CURLE_OK && (code == 206 || code == 200) && r->received == r->size)
+            return PH_OK; /* the end; what the last callbacks gave is in buf */
+        if (rc == CURLE_OK && code == 404)
+            return ph_diag_set(diag, PH_E_NOT_FOUND, 0, "artifact not found");
+        if (rc == CURLE_OK && code == 412)
+            return ph_diag_set(diag, PH_E_FORMAT, 0,
+                               "artifact corrupt: content replaced while read");
+        bool transient = (rc != CURLE_OK && (transient_curl(rc) || rc == CURLE_WRITE_ERROR)) ||
+                         code >= 500 || code == 429 || (rc == CURLE_OK && code == 206);
+        if (rc == CURLE_WRITE_ERROR && r->received >= r->size)
+            return ph_diag_set(diag, PH_E_FORMAT, 0, "artifact corrupt: content longer than its size");
+        if (!transient || r->attempt >= r->b->cfg.retries)
+            return rc != CURLE_OK
+                       ? ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: %s", r->content,
+                                     curl_easy_strerror(rc))
+                       : ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: HTTP %ld", r->content, code);
+        backoff(&r->b->cfg, r->attempt++);
+        if (r->len > 0)
+            return PH_OK; /* deliver what arrived; resume at the next read */
+    }
 }
 
 static ph_status s3_read(ph_artifact_backend_reader *r, void *out, size_t cap, size_t *got,
@@ -911,27 +982,14 @@ static ph_status s3_read(ph_artifact_backend_reader *r, void *out, size_t cap, s
 {
     *got = 0;
     if (r->pos == r->len) {
-        int next = r->cur ^ 1;
-        if (!r->f[next].busy) {
-            if (r->issued >= r->size)
-                return PH_OK;
-            ph_status st = start_fetch(r, next, diag);
-            if (st != PH_OK)
-                return st;
-        }
-        ph_status st = join_fetch(&r->f[next], diag);
+        ph_status st = stream_pump(r, diag);
         if (st != PH_OK)
-            return st;
-        r->cur = next;
-        r->len = r->f[next].got;
-        r->pos = 0;
-        if (r->issued < r->size && (st = start_fetch(r, next ^ 1, diag)) != PH_OK)
             return st;
     }
     size_t n = r->len - r->pos;
     if (n > cap)
         n = cap;
-    memcpy(out, r->f[r->cur].buf + r->pos, n);
+    memcpy(out, r->buf + r->pos, n);
     r->pos += n;
     *got = n;
     return PH_OK;
@@ -941,11 +999,11 @@ static void s3_read_close(ph_artifact_backend_reader *r)
 {
     if (r == NULL)
         return;
-    for (int i = 0; i < 2; i++) {
-        join_fetch(&r->f[i], NULL);
-        handle_put(r->b, r->f[i].h);
-        free(r->f[i].buf);
-    }
+    stream_stop(r);
+    if (r->m)
+        curl_multi_cleanup(r->m);
+    handle_put(r->b, r->h);
+    free(r->buf);
     free(r);
 }
 

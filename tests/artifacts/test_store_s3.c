@@ -4,7 +4,8 @@
  * The port's cases the filesystem passes (round trip, corruption, expiry
  * boundary, other tenant, whole-or-nothing), then what only an object store
  * has: SigV4 refused with a wrong secret, a 200 MiB multipart put, a put
- * killed midway, the gateway restarted midway, a sweep over 2,000 objects.
+ * killed midway, the gateway restarted in a put and in a get, a sweep over
+ * 2,000 objects.
  * Exits 77 when the fixture did not run (ceph not installed). */
 #include <errno.h>
 #include <fcntl.h>
@@ -568,6 +569,50 @@ static void test_rgw_restarted_mid_put(void **state)
     ph_artifact_store_close(&s);
 }
 
+/* A get broken by a gateway restart resumes from the first byte it lacks. */
+static void test_rgw_restarted_mid_get(void **state)
+{
+    (void)state;
+    ph_artifact_store *s = NULL;
+    assert_int_equal(open_store(&defaults, NULL, &s, NULL, NULL), PH_OK);
+    gen g = {.seed = 11, .len = (uint64_t)40 << 20};
+    ph_artifact_metadata *m = NULL;
+    ph_diag d = {0};
+    assert_int_equal(put_gen(s, "rget", &g, &m, &d), PH_OK);
+    ph_artifact_ref ref = ph_artifact_metadata_ref(m);
+    ph_artifact_metadata *om = NULL;
+    ph_artifact_stream *st = NULL;
+    assert_int_equal(ph_artifact_open(s, &ref, &om, &st, &d), PH_OK);
+    unsigned char *buf = malloc(1 << 20);
+    uint64_t count = 0;
+    bool restarted = false;
+    ph_status rc = PH_OK;
+    for (;;) {
+        size_t got = 0;
+        rc = ph_artifact_stream_read(st, buf, 1 << 20, &got, &d);
+        if (rc != PH_OK || got == 0)
+            break;
+        for (size_t i = 0; i < got; i++)
+            assert_int_equal(buf[i], byte_at(11, count + i));
+        count += got;
+        if (!restarted && count >= ((uint64_t)8 << 20)) {
+            restarted = true;
+            restart_rgw_hook(&g);
+            int status = 0;
+            while (waitpid(-1, &status, 0) > 0) {
+            }
+        }
+    }
+    print_message("get across the restart: %s\n", rc == PH_OK ? "completed" : d.message);
+    assert_int_equal(rc, PH_OK);
+    assert_int_equal(count, g.len);
+    free(buf);
+    ph_artifact_stream_close(&st);
+    ph_artifact_metadata_free(&om);
+    ph_artifact_metadata_free(&m);
+    ph_artifact_store_close(&s);
+}
+
 static void test_config_refusals(void **state)
 {
     (void)state;
@@ -629,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_killed_put_leaves_nothing_after_sweep),
         cmocka_unit_test(test_sweep_over_2000_objects_paginates),
         cmocka_unit_test(test_rgw_restarted_mid_put),
+        cmocka_unit_test(test_rgw_restarted_mid_get),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
