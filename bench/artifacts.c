@@ -48,12 +48,13 @@ static int write_source(const char *path, uint64_t size)
     return close(fd);
 }
 
-static double run_cp(const char *from, const char *to)
+/* Runs argv (PATH searched) to completion: its wall time, or -1 when it fails. */
+static double timed_exec(const char *const argv[])
 {
     double t = bench_now_s();
     pid_t pid = fork();
     if (pid == 0) {
-        execlp("cp", "cp", from, to, (char *)NULL);
+        execvp(argv[0], (char *const *)(uintptr_t)argv); /* execvp does not write them */
         _exit(127);
     }
     int status = 0;
@@ -61,6 +62,12 @@ static double run_cp(const char *from, const char *to)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return -1;
     return bench_now_s() - t;
+}
+
+static double run_cp(const char *from, const char *to)
+{
+    const char *const argv[] = {"cp", from, to, NULL};
+    return timed_exec(argv);
 }
 
 static double fsync_file(const char *path)
@@ -137,23 +144,16 @@ static double run_curl(const ph_s3_config *c, const char *curl_cfg, const char *
     snprintf(url, sizeof url, "%s://%s/%s/%s", c->https ? "https" : "http", c->host, c->bucket,
              object);
     snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", c->region);
-    double t = bench_now_s();
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (upload)
-            execlp("curl", "curl", "-sSf", "-K", curl_cfg, "--aws-sigv4", sigv4, "-H",
-                   "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", "/dev/null", "-T", upload, url,
-                   (char *)NULL);
-        else
-            execlp("curl", "curl", "-sSf", "-K", curl_cfg, "--aws-sigv4", sigv4, "-H",
-                   "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", "/dev/null", url, (char *)NULL);
-        _exit(127);
+    const char *argv[16] = {"curl", "-sSf", "-K", curl_cfg, "--aws-sigv4", sigv4, "-H",
+                            "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", "/dev/null"};
+    int n = 10;
+    if (upload) {
+        argv[n++] = "-T";
+        argv[n++] = upload;
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return -1;
-    return bench_now_s() - t;
+    argv[n++] = url;
+    argv[n] = NULL;
+    return timed_exec(argv);
 }
 
 static int s3_rows(const char *config, const char *work, const char *src, uint64_t size, int runs)

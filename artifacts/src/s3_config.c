@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "diag-int.h"
+#include "read_capped-int.h"
 #include "s3-int.h"
 
 #define CONFIG_MAX (64 * 1024)
@@ -47,33 +48,17 @@ static ph_status read_small(const char *path, bool secret, char **out, ph_diag *
         return ph_diag_set(diag, PH_E_DENIED, 0,
                            "s3 config: %s: credentials file must be ours and mode 0600", path);
     }
-    char *buf = malloc(CONFIG_MAX + 1);
+    char *buf = NULL;
     size_t n = 0;
-    ph_status st = buf ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    while (st == PH_OK && n <= CONFIG_MAX) {
-        ssize_t r = read(fd, buf + n, CONFIG_MAX + 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            st = ph_diag_set(diag, PH_E_IO, 0, "s3 config: %s: %s", path, strerror(errno));
-        else if (r == 0)
-            break;
-        else
-            n += (size_t)r;
-    }
+    ph_status st = ph_art_read_capped(fd, CONFIG_MAX, path, &buf, &n, diag);
     close(fd);
-    if (st == PH_OK && n > CONFIG_MAX)
-        st = ph_diag_set(diag, PH_E_LIMIT, 0, "s3 config: %s: larger than %d bytes", path,
-                         CONFIG_MAX);
-    if (st == PH_OK && memchr(buf, '\0', n) != NULL)
-        st = ph_diag_set(diag, PH_E_FORMAT, 0, "s3 config: %s: NUL byte", path);
-    if (st != PH_OK) {
+    if (st == PH_OK && memchr(buf, '\0', n) != NULL) {
         free(buf);
-        return st;
+        st = ph_diag_set(diag, PH_E_FORMAT, 0, "s3 config: %s: NUL byte", path);
     }
-    buf[n] = '\0';
-    *out = buf;
-    return PH_OK;
+    if (st == PH_OK)
+        *out = buf;
+    return st;
 }
 
 static bool copy_into(char *dst, size_t cap, const char *v)

@@ -725,7 +725,11 @@ static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta
         st = simple(w->b, w->h, "PUT", w->content, NULL, 0, w->buf, w->len, true, NULL, diag);
         w->content_written = st == PH_OK;
     } else {
-        st = w->len > 0 ? upload_part(w, w->buf, w->len, diag) : PH_OK;
+        /* Whole parts first: the buffer can hold more than one when the
+         * threshold is above the part size; the rest is the short last part. */
+        st = flush_parts(w, diag);
+        if (st == PH_OK && w->len > 0)
+            st = upload_part(w, w->buf, w->len, diag);
         if (st == PH_OK)
             st = complete_multipart(w, diag);
         w->content_written = st == PH_OK;

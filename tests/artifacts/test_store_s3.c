@@ -212,6 +212,24 @@ static void test_round_trip_small_and_multipart(void **state)
     assert_int_equal(n, g.len);
     ph_artifact_metadata_free(&m);
 
+    /* A threshold above the part size: the buffer holds several parts. */
+    tweak wide = {.grace = -1, .part = (uint64_t)5 << 20, .threshold = (uint64_t)12 << 20};
+    ph_artifact_store *s2 = NULL;
+    assert_int_equal(open_store(&wide, NULL, &s2, NULL, &d), PH_OK);
+    gen g2 = {.seed = 8, .len = ((uint64_t)23 << 20) + 1};
+    assert_int_equal(put_gen(s2, "tenant-a", &g2, &m, &d), PH_OK);
+    ref = ph_artifact_metadata_ref(m);
+    assert_int_equal(check_gen(s2, &ref, 8, &n, &d), PH_OK);
+    assert_int_equal(n, g2.len);
+    ph_artifact_metadata_free(&m);
+    gen g3 = {.seed = 9, .len = (uint64_t)11 << 20}; /* under the threshold: one PUT */
+    assert_int_equal(put_gen(s2, "tenant-a", &g3, &m, &d), PH_OK);
+    ref = ph_artifact_metadata_ref(m);
+    assert_int_equal(check_gen(s2, &ref, 9, &n, &d), PH_OK);
+    assert_int_equal(n, g3.len);
+    ph_artifact_metadata_free(&m);
+    ph_artifact_store_close(&s2);
+
     /* Empty content. */
     assert_int_equal(put_bytes(s, "tenant-a", "empty", "", 0, &m, &d), PH_OK);
     ref = ph_artifact_metadata_ref(m);
