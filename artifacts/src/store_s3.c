@@ -27,8 +27,12 @@
  * checks every byte it receives.
  *
  * Ownership: a CURL easy handle belongs to one operation at a time, taken
- * from and returned to the backend's small idle pool (mutex); a writer or a
- * reader holds one for its whole life. */
+ * from and returned to the backend's small idle pool (mutex). A writer
+ * holds one, plus one per part slot (each used only by that slot's thread
+ * while the part is in flight, joined before the writer goes); a reader
+ * holds one inside its own CURLM, both released by read_close. The curl
+ * callbacks' user pointers (s3_resp, upload_src, the reader) are owned by
+ * the call that set them and outlive its transfer. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
