@@ -9,10 +9,13 @@
  *   put (read a file, SHA-256, write, fsync, publish)  vs  cp + fsync;
  *   get written to a file (read, verify, write(2))      vs  cp;
  *   get discarded (read and verify only)                vs  cat FILE > /dev/null.
- * The ratio against plain cp is printed for put as well, for reference. */
+ * The ratio against plain cp is printed for put as well, for reference.
+ * PH_BENCH_S3_CONFIG=FILE adds the S3 rows (see s3_rows). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pinhole/artifact_backend.h"
 #include "pinhole/artifact_store.h"
+#include "s3-int.h"
 
 #include "bench_util.h"
 
@@ -46,20 +51,19 @@ static int write_source(const char *path, uint64_t size)
     return close(fd);
 }
 
-/* Seconds `cp from to` took (to NULL: `cat from > /dev/null`), -1 on failure. */
-static double run_cp(const char *from, const char *to)
+/* Runs argv (PATH searched) to completion, its stdout to /dev/null when
+ * discard: its wall time, or -1 when it fails. */
+static double timed_exec(const char *const argv[], bool discard)
 {
     double t = bench_now_s();
     pid_t pid = fork();
     if (pid == 0) {
-        if (to == NULL) {
+        if (discard) {
             int null = open("/dev/null", O_WRONLY);
             if (null < 0 || dup2(null, STDOUT_FILENO) < 0)
                 _exit(126);
-            execlp("cat", "cat", from, (char *)NULL);
-        } else {
-            execlp("cp", "cp", from, to, (char *)NULL);
         }
+        execvp(argv[0], (char *const *)(uintptr_t)argv); /* execvp does not write them */
         _exit(127);
     }
     if (pid < 0)
@@ -69,6 +73,13 @@ static double run_cp(const char *from, const char *to)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return -1;
     return bench_now_s() - t;
+}
+
+/* Seconds `cp from to` took (to NULL: `cat from > /dev/null`), -1 on failure. */
+static double run_cp(const char *from, const char *to)
+{
+    const char *const cp[] = {"cp", from, to, NULL}, *const cat[] = {"cat", from, NULL};
+    return to ? timed_exec(cp, false) : timed_exec(cat, true);
 }
 
 static double fsync_file(const char *path)
@@ -128,6 +139,92 @@ static ph_status put_and_get(ph_artifact_store *store, const char *src, const ch
     ph_artifact_delete(store, &ref, NULL);
     ph_artifact_metadata_free(&m);
     return st;
+}
+
+/* ---- S3 rows: PH_BENCH_S3_CONFIG=FILE (an S3 backend configuration, e.g.
+ * on scripts/start-ceph-rgw.sh) adds put and get of the same file through
+ * the S3 backend, against curl --aws-sigv4 uploading and downloading it to
+ * the same bucket in the same run (the client floor). The store signs the
+ * SHA-256 of every part and verifies the whole on get; curl sends
+ * UNSIGNED-PAYLOAD and verifies nothing. */
+
+/* Runs curl with the keys in a 0600 config file (never on the command line). */
+static double run_curl(const ph_s3_config *c, const char *curl_cfg, const char *upload,
+                       const char *object)
+{
+    char url[1024], sigv4[128];
+    snprintf(url, sizeof url, "%s://%s/%s/%s", c->https ? "https" : "http", c->host, c->bucket,
+             object);
+    snprintf(sigv4, sizeof sigv4, "aws:amz:%s:s3", c->region);
+    const char *argv[16] = {"curl", "-sSf", "-K", curl_cfg, "--aws-sigv4", sigv4, "-H",
+                            "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-o", "/dev/null"};
+    int n = 10;
+    if (upload) {
+        argv[n++] = "-T";
+        argv[n++] = upload;
+    }
+    argv[n++] = url;
+    argv[n] = NULL;
+    return timed_exec(argv, false);
+}
+
+static int s3_rows(const char *config, const char *work, const char *src, uint64_t size, int runs)
+{
+    ph_s3_config cfg;
+    ph_diag d = {0};
+    if (ph_s3_config_load(config, &cfg, &d) != PH_OK) {
+        fprintf(stderr, "s3 config: %s\n", d.message);
+        return 1;
+    }
+    char curl_cfg[4300];
+    snprintf(curl_cfg, sizeof curl_cfg, "%s/curl.cfg", work);
+    int fd = open(curl_cfg, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dprintf(fd, "user = \"%s:%s\"\n", cfg.access_key, cfg.secret_key) < 0) {
+        perror("curl config");
+        return 1;
+    }
+    close(fd);
+    ph_artifact_backend *b = NULL;
+    ph_artifact_store *store = NULL;
+    ph_artifact_store_options o = {.max_size = size};
+    if (ph_s3_backend_open_config(&cfg, &b, &d) != PH_OK ||
+        ph_artifact_store_new(b, &o, &store, &d) != PH_OK) {
+        fprintf(stderr, "s3 store: %s\n", d.message);
+        return 1;
+    }
+    double c_put = 1e30, c_get = 1e30, t_put = 1e30, t_get = 1e30;
+    ph_status st = PH_OK;
+    char out[4300];
+    snprintf(out, sizeof out, "%s/s3get.bin", work);
+    for (int run = 0; run < runs && st == PH_OK; run++) {
+        double cp = run_curl(&cfg, curl_cfg, src, "bench-curl.bin");
+        double cg = run_curl(&cfg, curl_cfg, NULL, "bench-curl.bin");
+        if (cp <= 0 || cg <= 0) {
+            fprintf(stderr, "curl --aws-sigv4 failed\n");
+            st = PH_E_IO;
+            break;
+        }
+        c_put = cp < c_put ? cp : c_put;
+        c_get = cg < c_get ? cg : c_get;
+        double p = 0, g = 0, gf = 0;
+        st = put_and_get(store, src, out, &p, &g, &gf, &d);
+        t_put = p < t_put ? p : t_put;
+        t_get = g < t_get ? g : t_get;
+    }
+    ph_artifact_store_close(&store);
+    unlink(curl_cfg);
+    if (st != PH_OK) {
+        fprintf(stderr, "s3 failed: %s\n", d.message);
+        return 1;
+    }
+    double mib = (double)size / (1 << 20);
+    printf("s3 curl --aws-sigv4 PUT %8.1f MiB/s  (%.3f s)\n", mib / c_put, c_put);
+    printf("s3 curl --aws-sigv4 GET %8.1f MiB/s  (%.3f s)\n", mib / c_get, c_get);
+    printf("s3 put (multipart)      %8.1f MiB/s  (%.3f s)  %.2fx curl  (target >= 0.8x)\n",
+           mib / t_put, t_put, c_put / t_put);
+    printf("s3 get (sha256 verify)  %8.1f MiB/s  (%.3f s)  %.2fx curl  (target >= 0.8x)\n",
+           mib / t_get, t_get, c_get / t_get);
+    return 0;
 }
 
 static void usage(void)
@@ -238,6 +335,8 @@ int main(int argc, char **argv)
            "read + verify)\n",
            mib / t_get, t_get, t_cat / t_get);
     rc = 0;
+    if (getenv("PH_BENCH_S3_CONFIG") && *getenv("PH_BENCH_S3_CONFIG"))
+        rc = s3_rows(getenv("PH_BENCH_S3_CONFIG"), work, src, size, runs);
 done:
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", work);
     if (system(cmd) != 0)

@@ -28,6 +28,7 @@
 
 #include "diag-int.h"
 #include "pinhole/artifact_backend.h"
+#include "read_capped-int.h"
 
 #define CONTENT "content"
 #define METADATA "metadata.json"
@@ -286,31 +287,12 @@ static ph_status read_metadata(int obj_fd, char **out, size_t *out_len, ph_diag 
     int fd = openat(obj_fd, METADATA, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return ph_diag_set(diag, PH_E_FORMAT, 0, "artifact corrupt: metadata missing");
-    char *buf = malloc(PH_ARTIFACT_METADATA_MAX + 1);
-    size_t n = 0;
-    ph_status st = buf ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    while (st == PH_OK && n <= PH_ARTIFACT_METADATA_MAX) {
-        ssize_t r = read(fd, buf + n, PH_ARTIFACT_METADATA_MAX + 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            st = io_error(diag, "read metadata");
-        else if (r == 0)
-            break;
-        else
-            n += (size_t)r;
-    }
+    ph_status st = ph_art_read_capped(fd, PH_ARTIFACT_METADATA_MAX, "artifact store: read metadata",
+                                      out, out_len, diag);
     close(fd);
-    if (st == PH_OK && n > PH_ARTIFACT_METADATA_MAX)
+    if (st == PH_E_LIMIT)
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "artifact corrupt: metadata too large");
-    if (st != PH_OK) {
-        free(buf);
-        return st;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *out_len = n;
-    return PH_OK;
+    return st;
 }
 
 static int open_object(fs_backend *fs, const char *key)

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "pinhole/artifact_backend.h"
 #include "pinhole/artifact_metadata.h"
 #include "pinhole/artifact_name.h"
 #include "pinhole/artifact_store.h"
@@ -31,7 +32,8 @@ enum {
 };
 
 static const char usage_text[] =
-    "Usage: pinhole-artifacts [--root DIR] COMMAND [OPTIONS] [ARGS]\n"
+    "Usage: pinhole-artifacts [--root DIR | --backend s3 --s3-config FILE]\n"
+    "                         COMMAND [OPTIONS] [ARGS]\n"
     "\n"
     "Commands:\n"
     "  put  --tenant T FILE|-   store FILE (or stdin); prints the metadata\n"
@@ -46,6 +48,8 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  -r, --root DIR           store root (default $PINHOLE_ARTIFACTS_ROOT)\n"
+    "      --backend fs|s3      where artifacts live (default fs)\n"
+    "      --s3-config FILE     the S3 backend's configuration (docs/artifacts.md)\n"
     "  -t, --tenant T           tenant id (bytes as given)\n"
     "      --tenant-hex HEX     tenant id as lowercase hex (any bytes)\n"
     "  -h, --help               this text\n"
@@ -437,13 +441,17 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"root", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'}, {"backend", required_argument, NULL, 'B'},
+        {"s3-config", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0}};
+    const char *backend = "fs", *s3_config = NULL;
     cli c = {.root = getenv("PINHOLE_ARTIFACTS_ROOT")};
     int ch;
     /* '+': stop at the command; its own options are parsed after it. */
     while ((ch = getopt_long(argc, argv, "+r:hV", opts, NULL)) != -1) {
         switch (ch) {
         case 'r': c.root = optarg; break;
+        case 'B': backend = optarg; break;
+        case 'S': s3_config = optarg; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
         case 'V': printf("pinhole-artifacts %s\n", PINHOLE_VERSION); return EXIT_OK;
         default: return usage_error("unknown option");
@@ -451,7 +459,14 @@ int main(int argc, char **argv)
     }
     if (optind >= argc)
         return usage_error("no command");
-    if (c.root == NULL || *c.root == '\0')
+    bool s3 = strcmp(backend, "s3") == 0;
+    if (!s3 && strcmp(backend, "fs") != 0)
+        return usage_error("--backend wants fs or s3");
+    if (s3 && s3_config == NULL)
+        return usage_error("--backend s3 wants --s3-config FILE");
+    if (!s3 && s3_config != NULL)
+        return usage_error("--s3-config goes with --backend s3");
+    if (!s3 && (c.root == NULL || *c.root == '\0'))
         return usage_error("no store root: pass --root or set PINHOLE_ARTIFACTS_ROOT");
     const char *cmd = argv[optind];
     int sub_argc = argc - optind;
@@ -461,8 +476,14 @@ int main(int argc, char **argv)
         strcmp(cmd, "rm") && strcmp(cmd, "sweep"))
         return usage_error("unknown command");
     ph_diag d = {0};
-    if (ph_artifact_store_open_fs(c.root, NULL, &c.store, &d) != PH_OK)
+    if (s3) {
+        ph_artifact_backend *b = NULL;
+        if (ph_artifact_backend_s3_open(s3_config, &b, &d) != PH_OK ||
+            ph_artifact_store_new(b, NULL, &c.store, &d) != PH_OK)
+            return report(d.status, d.message);
+    } else if (ph_artifact_store_open_fs(c.root, NULL, &c.store, &d) != PH_OK) {
         return report(d.status, d.message);
+    }
     int rc;
     if (strcmp(cmd, "put") == 0)
         rc = cmd_put(&c, sub_argc, sub_argv);

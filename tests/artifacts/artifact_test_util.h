@@ -2,10 +2,15 @@
 #ifndef PINHOLE_ARTIFACT_TEST_UTIL_H
 #define PINHOLE_ARTIFACT_TEST_UTIL_H
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "pinhole/artifact_backend.h"
 #include "pinhole/artifact_store.h"
+#include "s3-int.h"
 
 /* A source over a memory buffer. */
 typedef struct mem_source {
@@ -77,6 +82,54 @@ static inline ph_status get_bytes(ph_artifact_store *s, const ph_artifact_ref *r
     ph_artifact_stream_close(&st);
     ph_artifact_metadata_free(&m);
     return rc;
+}
+
+/* The backend the parametrized tests run against: "s3" when
+ * PH_TEST_ARTIFACT_BACKEND=s3 (then PH_TEST_S3_CONFIG names its
+ * configuration), else the filesystem. */
+static inline bool test_backend_is_s3(void)
+{
+    const char *b = getenv("PH_TEST_ARTIFACT_BACKEND");
+    return b != NULL && strcmp(b, "s3") == 0;
+}
+
+/* True when the selected backend can run here; callers exit 77 if not. */
+static inline bool test_backend_available(void)
+{
+    if (!test_backend_is_s3())
+        return true;
+    const char *cfg = getenv("PH_TEST_S3_CONFIG");
+    return cfg != NULL && access(cfg, R_OK) == 0;
+}
+
+/* Opens the store under test for root. With S3, root (a fresh scratch
+ * directory) names the store's own prefix, so every root is its own empty
+ * store in the shared bucket. */
+static inline ph_status test_store_open(const char *root, const ph_artifact_store_options *o,
+                                        ph_artifact_store **out, ph_diag *diag)
+{
+    if (!test_backend_is_s3())
+        return ph_artifact_store_open_fs(root, o, out, diag);
+    *out = NULL;
+    ph_s3_config cfg;
+    ph_status st = ph_s3_config_load(getenv("PH_TEST_S3_CONFIG"), &cfg, diag);
+    if (st != PH_OK)
+        return st;
+    const char *base = strrchr(root, '/');
+    base = base ? base + 1 : root;
+    char prefix[sizeof cfg.prefix];
+    size_t n = (size_t)snprintf(prefix, sizeof prefix, "t/%s", base);
+    for (size_t i = 2; i < n && i < sizeof prefix; i++) {
+        char c = prefix[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')))
+            prefix[i] = '-';
+    }
+    memcpy(cfg.prefix, prefix, sizeof prefix);
+    ph_artifact_backend *b = NULL;
+    st = ph_s3_backend_open_config(&cfg, &b, diag);
+    if (st != PH_OK)
+        return st;
+    return ph_artifact_store_new(b, o, out, diag);
 }
 
 #endif

@@ -73,6 +73,14 @@ struct ph_artifact_backend {
 PH_API ph_status ph_artifact_backend_fs_open(const char *root, ph_artifact_backend **out,
                                              ph_diag *diag);
 
+/* The S3-compatible object store backend configured by the file at
+ * config_path (format, layout and guarantees: docs/artifacts.md). Checks the
+ * credentials and the bucket before it returns: PH_E_DENIED for a refused
+ * key or secret, PH_E_NOT_FOUND for a missing bucket. *out is owned by the
+ * caller (or by the store it is given to). */
+PH_API ph_status ph_artifact_backend_s3_open(const char *config_path, ph_artifact_backend **out,
+                                             ph_diag *diag);
+
 #ifdef __cplusplus
 }
 #endif

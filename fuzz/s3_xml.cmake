@@ -1,0 +1,6 @@
+ph_add_fuzzer(NAME s3_xml SOURCES ${CMAKE_CURRENT_LIST_DIR}/s3_xml.c LIBS pinhole_artifacts)
+foreach(t fuzz_s3_xml replay_s3_xml)
+    if(TARGET ${t})
+        target_include_directories(${t} PRIVATE ${PROJECT_SOURCE_DIR}/artifacts/src)
+    endif()
+endforeach()
