@@ -92,18 +92,25 @@ static ph_status id_range(const ph_service_config *c, uint32_t *first, uint32_t 
         n = PH_SANDBOX_ID_DEFAULT_COUNT;
         const char *env = getenv("PINHOLE_SANDBOX_ID_RANGE");
         if (env != NULL && env[0] != '\0') {
+            /* Digits only: strtoull would take a sign or blanks. */
             char *end;
             errno = 0;
-            f = strtoull(env, &end, 10);
-            if (errno != 0 || *end != ':')
-                f = 0;
-            else
-                n = strtoull(end + 1, &end, 10);
-            if (errno != 0 || *end != '\0')
-                f = 0;
+            f = 0;
+            if (env[0] >= '0' && env[0] <= '9') {
+                f = strtoull(env, &end, 10);
+                if (errno != 0 || end[0] != ':' || end[1] < '0' || end[1] > '9')
+                    f = 0;
+                else
+                    n = strtoull(end + 1, &end, 10);
+                if (errno != 0 || *end != '\0')
+                    f = 0;
+            }
         }
     }
-    if (f < 1000 || n == 0 || f + n > 0x7fffffffull)
+    /* Each bound on its own first: strtoull takes "-1" as ULLONG_MAX, and a
+     * sum that wraps would pass (ids through 0, i.e. root). */
+    if (f < 1000 || n == 0 || f > 0x7fffffffull || n > 0x7fffffffull ||
+        f + n > 0x7fffffffull)
         return ph_diag_set(diag, PH_E_INVAL, 0,
                            "id_range_invalid: the sandbox id range must be first:count with "
                            "first >= 1000, count >= 1 and first + count <= 2147483647");
