@@ -216,8 +216,12 @@ static bool printable_token(const char *s)
     return true;
 }
 
+/* check_socket: the proxy socket must be one now (create). A reattach
+ * passes false: the spec is the service's own (spec.json, verified), gvisor
+ * and docker mount the socket pinned at create, and an environment whose
+ * proxy has gone away must still be reachable, if only to destroy it. */
 static ph_status validate_spec(const ph_execution_service *svc, const ph_environment_spec *s,
-                               ph_diag *diag)
+                               bool check_socket, ph_diag *diag)
 {
     if (!valid_ident(s->tenant))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.tenant must be 1-128 of [A-Za-z0-9._-]");
@@ -254,9 +258,12 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
                                "spec.network.grant_token must be 1-2048 printable ASCII bytes");
         /* A socket, not any path: a directory here would be bind-mounted
          * read-write into the sandbox. */
-        ph_status st = ph_state_check_socket(s->network.proxy_socket_path, diag);
-        if (st != PH_OK)
-            return st;
+        const char *sock = s->network.proxy_socket_path;
+        if (check_socket || sock == NULL || sock[0] != '/') {
+            ph_status st = ph_state_check_socket(sock, diag);
+            if (st != PH_OK)
+                return st;
+        }
     }
     /* Both paths are saved in spec.json for reattach: a path JSON cannot
      * carry as text would come back as none. */
@@ -607,7 +614,7 @@ ph_status ph_environment_create(ph_execution_service *svc, const ph_environment_
     if (svc == NULL || spec == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_create: NULL argument");
     *out = NULL;
-    ph_status st = validate_spec(svc, spec, diag);
+    ph_status st = validate_spec(svc, spec, true, diag);
     if (st != PH_OK)
         return st;
     char id[ENV_ID_LEN + 1];
@@ -952,7 +959,7 @@ ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
                          "state_file_malformed: the host id of %s is outside the sandbox range",
                          env_id);
     if (st == PH_OK)
-        st = validate_spec(svc, &spec, diag);
+        st = validate_spec(svc, &spec, false, diag);
     if (st == PH_OK)
         st = env_open(svc, &spec, env_id, false, (uid_t)host_id, out, diag);
     json_decref(o);

@@ -405,6 +405,40 @@ static void test_pinned_socket_survives_a_swap(void **state)
     assert_int_equal(rmdir(sock), 0);
 }
 
+static void test_destroy_after_proxy_socket_gone(void **state)
+{
+    (void)state;
+    /* The proxy went away (restart, removed socket) after a CLI create: the
+     * environment must still be reachable, if only to destroy it; a
+     * reattach that re-checked the socket left its sandbox, volume and id
+     * claim behind for good. */
+    char dir[512], sock[600];
+    ph_execution_service *svc = open_named("gone-svc", dir);
+    snprintf(sock, sizeof sock, "%s/gone-proxy.sock", g_top);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ph_environment_spec s = fake_spec();
+    s.network.grant_token = "grant";
+    s.network.proxy_socket_path = sock;
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_OK);
+    assert_int_equal(ph_environment_persist_spec(env, &diag), PH_OK);
+    char id[32];
+    snprintf(id, sizeof id, "%s", ph_environment_id(env));
+    ph_environment_detach(&env);
+    close(fd);
+    assert_int_equal(unlink(sock), 0);
+    if (ph_environment_reattach(svc, id, &env, &diag) != PH_OK)
+        fail_msg("reattach without the proxy socket: %s", diag.message);
+    ph_environment_destroy(&env);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -418,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_wrong_mode),
         cmocka_unit_test(test_untrusted_ancestor),
         cmocka_unit_test(test_created_when_absent),
+        cmocka_unit_test(test_destroy_after_proxy_socket_gone),
         cmocka_unit_test(test_swapped_spec),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
