@@ -125,6 +125,8 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         do /* "." components after this one do not make it an ancestor */
             last = !next_component(&rest, peek, sizeof peek, &too_long);
         while (!last && strcmp(peek, ".") == 0);
+        if (too_long) /* refused below, before anything is made */
+            break;
         used += (size_t)snprintf(canon + used, STATE_PATH_MAX - used, "/%s", comp);
         /* Missing components are made: ancestors 0755, the directory 0700. */
         bool made = mkdirat(dir, comp, last ? 0700 : 0755) == 0;

@@ -405,6 +405,26 @@ static void test_pinned_socket_survives_a_swap(void **state)
     assert_int_equal(rmdir(sock), 0);
 }
 
+static void test_too_long_makes_nothing(void **state)
+{
+    (void)state;
+    /* A component over NAME_MAX is refused before any missing ancestor is
+     * made: the one in front of it was taken for the state directory and
+     * created (0700) on the way to the error. */
+    char dir[1024], made[512];
+    snprintf(made, sizeof made, "%s/made", g_top);
+    int n = snprintf(dir, sizeof dir, "%s/", made);
+    memset(dir + n, 'x', 300);
+    dir[n + 300] = '\0';
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(open_on(dir, &svc, &diag), PH_E_LIMIT);
+    assert_null(svc);
+    assert_code(&diag, "state_dir_too_long");
+    struct stat sb;
+    assert_int_not_equal(lstat(made, &sb), 0);
+}
+
 static void test_destroy_after_proxy_socket_gone(void **state)
 {
     (void)state;
@@ -453,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_untrusted_ancestor),
         cmocka_unit_test(test_created_when_absent),
         cmocka_unit_test(test_destroy_after_proxy_socket_gone),
+        cmocka_unit_test(test_too_long_makes_nothing),
         cmocka_unit_test(test_swapped_spec),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
