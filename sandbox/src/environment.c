@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -739,14 +740,42 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
     st = ph_ws_normalize_or_refuse(cmd->cwd ? cmd->cwd : "", cwd, diag);
     if (st != PH_OK)
         return st;
+    /* One command at a time per environment, across threads and processes
+     * (the CLI): the snapshots must bracket this command alone, and the
+     * sweep after a command (forwarder --run) kills every other process of
+     * the sandbox. The lock is on a fresh open file description of the
+     * environment's directory, so two handles of one process exclude each
+     * other too; the time spent waiting comes out of the run budget. */
+    int lock_fd = openat(env->env_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int64_t wait_start = ph_monotonic_ms();
+    int lock_rc;
+    while ((lock_rc = lock_fd < 0 ? -1 : flock(lock_fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (lock_rc != 0) {
+        int e = errno;
+        if (lock_fd >= 0)
+            close(lock_fd);
+        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(e));
+    }
+    int64_t budget = cmd->run_budget_ms;
+    if (budget != PH_SANDBOX_UNSET) {
+        budget -= ph_monotonic_ms() - wait_start;
+        if (budget < 0)
+            budget = 0; /* spent (and never -1, which means none) */
+    }
     ph_timeout_choice tc = ph_timeout_compose(env->svc->hard_cap_ms,
-                                              env->spec.spec.limits.wall_clock_ms,
-                                              cmd->run_budget_ms, cmd->timeout_seconds);
-    if (tc.ms <= 0)
+                                              env->spec.spec.limits.wall_clock_ms, budget,
+                                              cmd->timeout_seconds);
+    if (tc.ms <= 0) {
+        close(lock_fd);
         return ph_diag_set(diag, PH_E_TIMEOUT, 0, "the run budget is spent; nothing was started");
+    }
     int cwd_fd = ph_ws_open_beneath(env->ws_fd, cwd, O_PATH | O_DIRECTORY, 0);
-    if (cwd_fd < 0)
-        return ph_ws_errno_status(errno, cmd->cwd ? cmd->cwd : ".", diag);
+    if (cwd_fd < 0) {
+        int e = errno;
+        close(lock_fd);
+        return ph_ws_errno_status(e, cmd->cwd ? cmd->cwd : ".", diag);
+    }
 
     ph_execution_result *r = calloc(1, sizeof *r);
     ph_env_block envp = {0};
@@ -823,6 +852,7 @@ done:
     if (stdin_fd >= 0)
         close(stdin_fd);
     close(cwd_fd);
+    close(lock_fd); /* releases the lock */
     free_argv(argv);
     ph_env_block_clear(&envp);
     ph_snapshot_free(&before);
