@@ -22,6 +22,7 @@
 #define STDIN_MAX_BYTES (64 * 1024 * 1024)
 #define DEFAULT_OUTPUT_BYTES (1024 * 1024)
 #define MAX_OUTPUT_BYTES (64 * 1024 * 1024)
+#define CPU_MILLIS_MAX (1024ll * 1000) /* 1024 CPUs */
 #define ENV_ID_LEN 20 /* "env-" + 16 hex */
 #define PROXY_PIN "proxy.sock" /* <env>/proxy.sock: the pinned proxy socket */
 
@@ -243,6 +244,11 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
         (l->pids != PH_SANDBOX_UNSET && l->pids <= 0) ||
         (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis <= 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits: memory, pids and cpu must be > 0");
+    /* The quota is cpu_millis * 100 us per 100 ms period: past this the
+     * product wraps (184467440737096 became 1% of one CPU). */
+    if (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis > CPU_MILLIS_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.cpu_millis must be 1..%lld",
+                           (long long)CPU_MILLIS_MAX);
     if (l->workspace_bytes != PH_SANDBOX_UNSET &&
         (l->workspace_bytes < PH_WORKSPACE_MIN_BYTES || l->workspace_bytes > PH_WORKSPACE_MAX_BYTES))
         return ph_diag_set(diag, PH_E_INVAL, 0,

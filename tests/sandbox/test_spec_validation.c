@@ -57,6 +57,9 @@ static void test_bad_specs(void **state)
     s.limits.pids = -7;
     refused(&f, &s, PH_E_INVAL, "pids");
     s = sbx_spec(&f);
+    s.limits.cpu_millis = 184467440737096; /* x 100000 wraps 2^64 */
+    refused(&f, &s, PH_E_INVAL, "cpu_millis");
+    s = sbx_spec(&f);
     s.network.grant_token = "tok";
     refused(&f, &s, PH_E_INVAL, "proxy_socket_path");
     s.network.proxy_socket_path = "/s";
