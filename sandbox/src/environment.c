@@ -478,7 +478,15 @@ static void release_id(ph_environment *env)
     if (ids >= 0) {
         char name[16];
         snprintf(name, sizeof name, "%u", (unsigned)env->uid);
-        (void)unlinkat(ids, name, 0);
+        /* Only our own claim: a second destroy of this environment (a stale
+         * handle in another process) must not free the id of whichever
+         * environment claimed it since. */
+        char *owner = NULL;
+        size_t len = 0;
+        if (ph_state_read(ids, name, &owner, &len, NULL) == PH_OK && len == strlen(env->id) &&
+            memcmp(owner, env->id, len) == 0)
+            (void)unlinkat(ids, name, 0);
+        free(owner);
         close(ids);
         /* Empty once no environment is left: then the state directory is
          * as the service found it. ENOTEMPTY otherwise, which is fine. */

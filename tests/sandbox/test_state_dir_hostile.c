@@ -290,6 +290,42 @@ static void test_swapped_spec(void **state)
     free(orig);
 }
 
+static void test_stale_destroy_keeps_another_claim(void **state)
+{
+    (void)state;
+    /* Two handles on one environment (two CLI processes): the second
+     * destroy must not release the host id that another environment has
+     * claimed since, or a third one would share it. One id in the range
+     * makes every environment probe the same id. */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ids-svc", g_top);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir,
+                             .id_first = 3000000,
+                             .id_count = 1};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    char id[32];
+    make_detached(svc, id);
+    ph_environment *first = NULL, *stale = NULL, *other = NULL, *third = NULL;
+    assert_int_equal(ph_environment_reattach(svc, id, &first, &diag), PH_OK);
+    assert_int_equal(ph_environment_reattach(svc, id, &stale, &diag), PH_OK);
+    ph_environment_destroy(&first);
+    ph_environment_spec s = fake_spec();
+    assert_int_equal(ph_environment_create(svc, &s, &other, &diag), PH_OK);
+    ph_environment_destroy(&stale);
+    /* The id is still the other environment's: the range is exhausted. */
+    assert_int_equal(ph_environment_create(svc, &s, &third, &diag), PH_E_LIMIT);
+    assert_null(third);
+    assert_code(&diag, "id_range_exhausted");
+    ph_environment_destroy(&other);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
 static void test_state_write_never_follows(void **state)
 {
     (void)state;
@@ -475,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_destroy_after_proxy_socket_gone),
         cmocka_unit_test(test_too_long_makes_nothing),
         cmocka_unit_test(test_swapped_spec),
+        cmocka_unit_test(test_stale_destroy_keeps_another_claim),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_pinned_socket_survives_a_swap),
