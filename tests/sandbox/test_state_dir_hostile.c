@@ -100,6 +100,17 @@ static ph_environment_spec fake_spec(void)
     return s;
 }
 
+/* A unix socket bound at path (not listening). */
+static int bound_socket(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(fd >= 0 && strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
 static void test_precreated_by_another_user(void **state)
 {
     (void)state;
@@ -378,11 +389,7 @@ static void test_proxy_socket_must_be_a_socket(void **state)
         assert_null(env);
     }
     snprintf(sock, sizeof sock, "%s/proxy.sock", g_top);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(sock) < sizeof sa.sun_path);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = bound_socket(sock);
     /* A symlink to a socket is not followed: the target could change. */
     snprintf(link, sizeof link, "%s/proxy.link", g_top);
     assert_int_equal(symlink(sock, link), 0);
@@ -406,11 +413,7 @@ static void test_pinned_socket_survives_a_swap(void **state)
     snprintf(sock, sizeof sock, "%s/pin-proxy.sock", g_top);
     snprintf(pinned, sizeof pinned, "%s/proxy.sock", dir);
     assert_int_equal(mkdir(dir, 0700), 0);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(sock) < sizeof sa.sun_path);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(listener, (struct sockaddr *)&sa, sizeof sa), 0);
+    int listener = bound_socket(sock);
     assert_int_equal(listen(listener, 4), 0);
     struct stat orig;
     assert_int_equal(stat(sock, &orig), 0);
@@ -471,11 +474,7 @@ static void test_destroy_after_proxy_socket_gone(void **state)
     char dir[512], sock[600];
     ph_execution_service *svc = open_named("gone-svc", dir);
     snprintf(sock, sizeof sock, "%s/gone-proxy.sock", g_top);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(sock) < sizeof sa.sun_path);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = bound_socket(sock);
     ph_environment_spec s = fake_spec();
     s.network.grant_token = "grant";
     s.network.proxy_socket_path = sock;
