@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -183,6 +184,32 @@ static void test_untrusted_ancestor(void **state)
     char dotdot[700];
     snprintf(dotdot, sizeof dotdot, "%s/../theirs/state", theirs);
     assert_int_equal(open_on(dotdot, &svc, &diag), PH_E_INVAL);
+}
+
+static void test_mount_in_a_shared_dir(void **state)
+{
+    (void)state;
+    /* Another user makes the state directory's name in a sticky, shared
+     * directory (like /tmp) and mounts over it a filesystem whose root
+     * claims root's ownership and 0700 (a FUSE mount can; a tmpfs with
+     * uid=0,mode=0700 plays it here). fstat of what the walk opens sees the
+     * mounted root only: that must not pass for the service's own. */
+    char shared[512], dir[600];
+    snprintf(shared, sizeof shared, "%s/shared", g_top);
+    snprintf(dir, sizeof dir, "%s/state", shared);
+    assert_int_equal(mkdir(shared, 01777), 0);
+    assert_int_equal(chmod(shared, 01777), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(chown(dir, OTHER_UID, OTHER_UID), 0);
+    if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "uid=0,gid=0,mode=0700") != 0)
+        fail_msg("cannot mount a tmpfs to play the other user's mount: %s", strerror(errno));
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    ph_status st = open_on(dir, &svc, &diag);
+    ph_execution_service_close(&svc);
+    assert_int_equal(umount2(dir, MNT_DETACH), 0);
+    assert_int_equal(st, PH_E_DENIED);
+    assert_code(&diag, "state_dir_mount_in_shared_dir:");
 }
 
 static void test_created_when_absent(void **state)
@@ -506,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_symlinked_state_dir),
         cmocka_unit_test(test_wrong_mode),
         cmocka_unit_test(test_untrusted_ancestor),
+        cmocka_unit_test(test_mount_in_a_shared_dir),
         cmocka_unit_test(test_created_when_absent),
         cmocka_unit_test(test_destroy_after_proxy_socket_gone),
         cmocka_unit_test(test_too_long_makes_nothing),
