@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #define STDIN_MAX_BYTES (64 * 1024 * 1024)
 #define DEFAULT_OUTPUT_BYTES (1024 * 1024)
 #define MAX_OUTPUT_BYTES (64 * 1024 * 1024)
+#define CPU_MILLIS_MAX (1024ll * 1000) /* 1024 CPUs */
 #define ENV_ID_LEN 20 /* "env-" + 16 hex */
 #define PROXY_PIN "proxy.sock" /* <env>/proxy.sock: the pinned proxy socket */
 
@@ -92,18 +94,25 @@ static ph_status id_range(const ph_service_config *c, uint32_t *first, uint32_t 
         n = PH_SANDBOX_ID_DEFAULT_COUNT;
         const char *env = getenv("PINHOLE_SANDBOX_ID_RANGE");
         if (env != NULL && env[0] != '\0') {
+            /* Digits only: strtoull would take a sign or blanks. */
             char *end;
             errno = 0;
-            f = strtoull(env, &end, 10);
-            if (errno != 0 || *end != ':')
-                f = 0;
-            else
-                n = strtoull(end + 1, &end, 10);
-            if (errno != 0 || *end != '\0')
-                f = 0;
+            f = 0;
+            if (env[0] >= '0' && env[0] <= '9') {
+                f = strtoull(env, &end, 10);
+                if (errno != 0 || end[0] != ':' || end[1] < '0' || end[1] > '9')
+                    f = 0;
+                else
+                    n = strtoull(end + 1, &end, 10);
+                if (errno != 0 || *end != '\0')
+                    f = 0;
+            }
         }
     }
-    if (f < 1000 || n == 0 || f + n > 0x7fffffffull)
+    /* Each bound on its own first: strtoull takes "-1" as ULLONG_MAX, and a
+     * sum that wraps would pass (ids through 0, i.e. root). */
+    if (f < 1000 || n == 0 || f > 0x7fffffffull || n > 0x7fffffffull ||
+        f + n > 0x7fffffffull)
         return ph_diag_set(diag, PH_E_INVAL, 0,
                            "id_range_invalid: the sandbox id range must be first:count with "
                            "first >= 1000, count >= 1 and first + count <= 2147483647");
@@ -209,8 +218,12 @@ static bool printable_token(const char *s)
     return true;
 }
 
+/* check_socket: the proxy socket must be one now (create). A reattach
+ * passes false: the spec is the service's own (spec.json, verified), gvisor
+ * and docker mount the socket pinned at create, and an environment whose
+ * proxy has gone away must still be reachable, if only to destroy it. */
 static ph_status validate_spec(const ph_execution_service *svc, const ph_environment_spec *s,
-                               ph_diag *diag)
+                               bool check_socket, ph_diag *diag)
 {
     if (!valid_ident(s->tenant))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.tenant must be 1-128 of [A-Za-z0-9._-]");
@@ -231,6 +244,11 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
         (l->pids != PH_SANDBOX_UNSET && l->pids <= 0) ||
         (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis <= 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits: memory, pids and cpu must be > 0");
+    /* The quota is cpu_millis * 100 us per 100 ms period: past this the
+     * product wraps (184467440737096 became 1% of one CPU). */
+    if (l->cpu_millis != PH_SANDBOX_UNSET && l->cpu_millis > CPU_MILLIS_MAX)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.cpu_millis must be 1..%lld",
+                           (long long)CPU_MILLIS_MAX);
     if (l->workspace_bytes != PH_SANDBOX_UNSET &&
         (l->workspace_bytes < PH_WORKSPACE_MIN_BYTES || l->workspace_bytes > PH_WORKSPACE_MAX_BYTES))
         return ph_diag_set(diag, PH_E_INVAL, 0,
@@ -247,9 +265,12 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
                                "spec.network.grant_token must be 1-2048 printable ASCII bytes");
         /* A socket, not any path: a directory here would be bind-mounted
          * read-write into the sandbox. */
-        ph_status st = ph_state_check_socket(s->network.proxy_socket_path, diag);
-        if (st != PH_OK)
-            return st;
+        const char *sock = s->network.proxy_socket_path;
+        if (check_socket || sock == NULL || sock[0] != '/') {
+            ph_status st = ph_state_check_socket(sock, diag);
+            if (st != PH_OK)
+                return st;
+        }
     }
     /* Both paths are saved in spec.json for reattach: a path JSON cannot
      * carry as text would come back as none. */
@@ -457,7 +478,15 @@ static void release_id(ph_environment *env)
     if (ids >= 0) {
         char name[16];
         snprintf(name, sizeof name, "%u", (unsigned)env->uid);
-        (void)unlinkat(ids, name, 0);
+        /* Only our own claim: a second destroy of this environment (a stale
+         * handle in another process) must not free the id of whichever
+         * environment claimed it since. */
+        char *owner = NULL;
+        size_t len = 0;
+        if (ph_state_read(ids, name, &owner, &len, NULL) == PH_OK && len == strlen(env->id) &&
+            memcmp(owner, env->id, len) == 0)
+            (void)unlinkat(ids, name, 0);
+        free(owner);
         close(ids);
         /* Empty once no environment is left: then the state directory is
          * as the service found it. ENOTEMPTY otherwise, which is fine. */
@@ -600,7 +629,7 @@ ph_status ph_environment_create(ph_execution_service *svc, const ph_environment_
     if (svc == NULL || spec == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_create: NULL argument");
     *out = NULL;
-    ph_status st = validate_spec(svc, spec, diag);
+    ph_status st = validate_spec(svc, spec, true, diag);
     if (st != PH_OK)
         return st;
     char id[ENV_ID_LEN + 1];
@@ -725,14 +754,42 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
     st = ph_ws_normalize_or_refuse(cmd->cwd ? cmd->cwd : "", cwd, diag);
     if (st != PH_OK)
         return st;
+    /* One command at a time per environment, across threads and processes
+     * (the CLI): the snapshots must bracket this command alone, and the
+     * sweep after a command (forwarder --run) kills every other process of
+     * the sandbox. The lock is on a fresh open file description of the
+     * environment's directory, so two handles of one process exclude each
+     * other too; the time spent waiting comes out of the run budget. */
+    int lock_fd = openat(env->env_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int64_t wait_start = ph_monotonic_ms();
+    int lock_rc;
+    while ((lock_rc = lock_fd < 0 ? -1 : flock(lock_fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (lock_rc != 0) {
+        int e = errno;
+        if (lock_fd >= 0)
+            close(lock_fd);
+        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(e));
+    }
+    int64_t budget = cmd->run_budget_ms;
+    if (budget != PH_SANDBOX_UNSET) {
+        budget -= ph_monotonic_ms() - wait_start;
+        if (budget < 0)
+            budget = 0; /* spent (and never -1, which means none) */
+    }
     ph_timeout_choice tc = ph_timeout_compose(env->svc->hard_cap_ms,
-                                              env->spec.spec.limits.wall_clock_ms,
-                                              cmd->run_budget_ms, cmd->timeout_seconds);
-    if (tc.ms <= 0)
+                                              env->spec.spec.limits.wall_clock_ms, budget,
+                                              cmd->timeout_seconds);
+    if (tc.ms <= 0) {
+        close(lock_fd);
         return ph_diag_set(diag, PH_E_TIMEOUT, 0, "the run budget is spent; nothing was started");
+    }
     int cwd_fd = ph_ws_open_beneath(env->ws_fd, cwd, O_PATH | O_DIRECTORY, 0);
-    if (cwd_fd < 0)
-        return ph_ws_errno_status(errno, cmd->cwd ? cmd->cwd : ".", diag);
+    if (cwd_fd < 0) {
+        int e = errno;
+        close(lock_fd);
+        return ph_ws_errno_status(e, cmd->cwd ? cmd->cwd : ".", diag);
+    }
 
     ph_execution_result *r = calloc(1, sizeof *r);
     ph_env_block envp = {0};
@@ -809,6 +866,7 @@ done:
     if (stdin_fd >= 0)
         close(stdin_fd);
     close(cwd_fd);
+    close(lock_fd); /* releases the lock */
     free_argv(argv);
     ph_env_block_clear(&envp);
     ph_snapshot_free(&before);
@@ -945,7 +1003,7 @@ ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
                          "state_file_malformed: the host id of %s is outside the sandbox range",
                          env_id);
     if (st == PH_OK)
-        st = validate_spec(svc, &spec, diag);
+        st = validate_spec(svc, &spec, false, diag);
     if (st == PH_OK)
         st = env_open(svc, &spec, env_id, false, (uid_t)host_id, out, diag);
     json_decref(o);

@@ -12,7 +12,9 @@
  *  - every ancestor, walked from "/" one O_NOFOLLOW component at a time, is
  *    a directory owned by root or euid that no one else can write in, or a
  *    sticky one (/tmp) in which the next component is root's or euid's (the
- *    sticky bit stops others renaming it); no component is a symlink;
+ *    sticky bit stops others renaming it) and on the sticky one's own
+ *    filesystem (a mount there could be a user's FUSE mount, whose root
+ *    claims any owner); no component is a symlink;
  *  - everything below is made and read with the *at() calls from verified
  *    descriptors, with O_NOFOLLOW, and what is read back (spec.json) must be
  *    a regular file owned by euid with no group or other bits, one link.
@@ -108,6 +110,7 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         st = ph_diag_set(diag, PH_E_DENIED, 0, "state_dir_untrusted_ancestor: /");
         goto out;
     }
+    dev_t parent_dev = sb.st_dev;
     const char *p = path;
     char comp[256];
     bool too_long = false;
@@ -125,6 +128,8 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         do /* "." components after this one do not make it an ancestor */
             last = !next_component(&rest, peek, sizeof peek, &too_long);
         while (!last && strcmp(peek, ".") == 0);
+        if (too_long) /* refused below, before anything is made */
+            break;
         used += (size_t)snprintf(canon + used, STATE_PATH_MAX - used, "/%s", comp);
         /* Missing components are made: ancestors 0755, the directory 0700. */
         bool made = mkdirat(dir, comp, last ? 0700 : 0755) == 0;
@@ -152,6 +157,18 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
             st = ph_diag_set(diag, PH_E_IO, 0, "state_dir_unreadable: %s", canon);
             goto out;
         }
+        /* What fstat sees of a mount point is the mounted root, which can
+         * claim any owner (a user's FUSE mount over a directory they made
+         * in /tmp says root, 0700): in a directory others can write in, a
+         * component must be on its parent's filesystem. */
+        if (sticky_open && sb.st_dev != parent_dev) {
+            st = ph_diag_set(diag, PH_E_DENIED, 0,
+                             "state_dir_mount_in_shared_dir: %s is a mount point in a directory "
+                             "others can write in",
+                             canon);
+            goto out;
+        }
+        parent_dev = sb.st_dev;
         if (last)
             break;
         /* In a sticky, world-writable parent only the owner may rename this

@@ -280,6 +280,56 @@ static void test_the_encodings(void **state)
     json_decref(o);
 }
 
+/* Two executes in one environment at once (two CLI processes, or two
+ * handles): each files_changed holds its own command's change only, and
+ * neither command is killed by the other's end-of-command sweep. */
+static void test_concurrent_executes_do_not_mix(void **state)
+{
+    (void)state;
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_persist_spec(env, &diag), PH_OK);
+    char id[64];
+    snprintf(id, sizeof id, "%s", ph_environment_id(env));
+    fflush(NULL);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        /* Another process: its own handle on the same environment. */
+        ph_environment *mine = NULL;
+        if (ph_environment_reattach(g_fx.svc, id, &mine, &diag) != PH_OK)
+            _exit(10);
+        const char *argv[] = {"sh", "-c", "sleep 1.5; echo a > a.txt", NULL};
+        ph_execution_command cmd = {.argv = argv,
+                                    .timeout_seconds = PH_SANDBOX_UNSET,
+                                    .run_budget_ms = PH_SANDBOX_UNSET};
+        ph_execution_result *r = NULL;
+        if (ph_environment_execute(mine, &cmd, &r, &diag) != PH_OK)
+            _exit(11);
+        int rc = !r->exited || r->exit_code != 0          ? 12
+                 : r->files_changed_count != 1            ? 13
+                 : strcmp(r->files_changed[0].path, "a.txt") != 0 ? 14
+                                                          : 0;
+        ph_execution_result_free(&r);
+        ph_environment_detach(&mine);
+        _exit(rc);
+    }
+    usleep(400 * 1000); /* the child's command is running by now */
+    ph_execution_result *r = sh(env, "echo b > b.txt");
+    assert_int_equal(r->files_changed_count, 1);
+    assert_string_equal(r->files_changed[0].path, "b.txt");
+    ph_execution_result_free(&r);
+    int ws = 0;
+    assert_int_equal(waitpid(child, &ws, 0), child);
+    assert_true(WIFEXITED(ws));
+    if (WEXITSTATUS(ws) != 0)
+        fail_msg("the other process's execute: code %d (12: its command was killed or "
+                 "failed, 13/14: its files_changed held another command's change)",
+                 WEXITSTATUS(ws));
+    ph_environment_destroy(&env);
+}
+
 int main(int argc, char **argv)
 {
     ph_diag diag = {0};
@@ -297,6 +347,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_depth_140_is_reported_or_truncated_with_a_reason),
         cmocka_unit_test(test_a_4200_byte_path_is_truncated_with_a_reason),
         cmocka_unit_test(test_slash_and_0x01_are_different_bytes),
+        cmocka_unit_test(test_concurrent_executes_do_not_mix),
         cmocka_unit_test(test_non_utf8_and_newlines_through_json_and_text),
     };
     /* The CLI case drives the fake mechanism itself: run it once, there. */

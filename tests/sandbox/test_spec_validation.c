@@ -4,6 +4,7 @@
 #include "sandbox_test_util.h"
 
 #include <dirent.h>
+#include <stdlib.h>
 #include <string.h>
 
 static size_t entries_in(const char *dir)
@@ -55,6 +56,9 @@ static void test_bad_specs(void **state)
     s = sbx_spec(&f);
     s.limits.pids = -7;
     refused(&f, &s, PH_E_INVAL, "pids");
+    s = sbx_spec(&f);
+    s.limits.cpu_millis = 184467440737096; /* x 100000 wraps 2^64 */
+    refused(&f, &s, PH_E_INVAL, "cpu_millis");
     s = sbx_spec(&f);
     s.network.grant_token = "tok";
     refused(&f, &s, PH_E_INVAL, "proxy_socket_path");
@@ -119,12 +123,45 @@ static void test_destroy_removes_a_very_deep_tree(void **state)
     sbx_close(&f);
 }
 
+/* $PINHOLE_SANDBOX_ID_RANGE is operator input: a sign or a first + count
+ * that wraps must be refused, never turned into ids through 0 (root). */
+static void test_bad_id_ranges(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 5000,
+                             .state_dir = dir};
+    const char *bad[] = {"-1:5", "1000:-1", "18446744073709551615:2", "1000:18446744073709550616",
+                         "+1000:5", " 1000:5", "1000: 5", "999:5", "1000:0", "1000", ":5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(setenv("PINHOLE_SANDBOX_ID_RANGE", bad[i], 1), 0);
+        ph_execution_service *svc = NULL;
+        ph_diag diag = {0};
+        ph_status st = ph_execution_service_open(&cfg, &svc, &diag);
+        if (st != PH_E_INVAL || strstr(diag.message, "id_range_invalid") == NULL)
+            fail_msg("range '%s' was not refused: %s", bad[i], diag.message);
+        assert_null(svc);
+    }
+    assert_int_equal(setenv("PINHOLE_SANDBOX_ID_RANGE", "1000:5", 1), 0);
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    ph_execution_service_close(&svc);
+    unsetenv("PINHOLE_SANDBOX_ID_RANGE");
+    ph_test_rmtree(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_bad_commands),
         cmocka_unit_test(test_destroy_removes_a_very_deep_tree),
+        cmocka_unit_test(test_bad_id_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -100,6 +101,17 @@ static ph_environment_spec fake_spec(void)
     return s;
 }
 
+/* A unix socket bound at path (not listening). */
+static int bound_socket(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(fd >= 0 && strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
 static void test_precreated_by_another_user(void **state)
 {
     (void)state;
@@ -172,6 +184,32 @@ static void test_untrusted_ancestor(void **state)
     char dotdot[700];
     snprintf(dotdot, sizeof dotdot, "%s/../theirs/state", theirs);
     assert_int_equal(open_on(dotdot, &svc, &diag), PH_E_INVAL);
+}
+
+static void test_mount_in_a_shared_dir(void **state)
+{
+    (void)state;
+    /* Another user makes the state directory's name in a sticky, shared
+     * directory (like /tmp) and mounts over it a filesystem whose root
+     * claims root's ownership and 0700 (a FUSE mount can; a tmpfs with
+     * uid=0,mode=0700 plays it here). fstat of what the walk opens sees the
+     * mounted root only: that must not pass for the service's own. */
+    char shared[512], dir[600];
+    snprintf(shared, sizeof shared, "%s/shared", g_top);
+    snprintf(dir, sizeof dir, "%s/state", shared);
+    assert_int_equal(mkdir(shared, 01777), 0);
+    assert_int_equal(chmod(shared, 01777), 0);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    assert_int_equal(chown(dir, OTHER_UID, OTHER_UID), 0);
+    if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "uid=0,gid=0,mode=0700") != 0)
+        fail_msg("cannot mount a tmpfs to play the other user's mount: %s", strerror(errno));
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    ph_status st = open_on(dir, &svc, &diag);
+    ph_execution_service_close(&svc);
+    assert_int_equal(umount2(dir, MNT_DETACH), 0);
+    assert_int_equal(st, PH_E_DENIED);
+    assert_code(&diag, "state_dir_mount_in_shared_dir:");
 }
 
 static void test_created_when_absent(void **state)
@@ -290,6 +328,42 @@ static void test_swapped_spec(void **state)
     free(orig);
 }
 
+static void test_stale_destroy_keeps_another_claim(void **state)
+{
+    (void)state;
+    /* Two handles on one environment (two CLI processes): the second
+     * destroy must not release the host id that another environment has
+     * claimed since, or a third one would share it. One id in the range
+     * makes every environment probe the same id. */
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ids-svc", g_top);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir,
+                             .id_first = 3000000,
+                             .id_count = 1};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    char id[32];
+    make_detached(svc, id);
+    ph_environment *first = NULL, *stale = NULL, *other = NULL, *third = NULL;
+    assert_int_equal(ph_environment_reattach(svc, id, &first, &diag), PH_OK);
+    assert_int_equal(ph_environment_reattach(svc, id, &stale, &diag), PH_OK);
+    ph_environment_destroy(&first);
+    ph_environment_spec s = fake_spec();
+    assert_int_equal(ph_environment_create(svc, &s, &other, &diag), PH_OK);
+    ph_environment_destroy(&stale);
+    /* The id is still the other environment's: the range is exhausted. */
+    assert_int_equal(ph_environment_create(svc, &s, &third, &diag), PH_E_LIMIT);
+    assert_null(third);
+    assert_code(&diag, "id_range_exhausted");
+    ph_environment_destroy(&other);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
 static void test_state_write_never_follows(void **state)
 {
     (void)state;
@@ -342,11 +416,7 @@ static void test_proxy_socket_must_be_a_socket(void **state)
         assert_null(env);
     }
     snprintf(sock, sizeof sock, "%s/proxy.sock", g_top);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(sock) < sizeof sa.sun_path);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = bound_socket(sock);
     /* A symlink to a socket is not followed: the target could change. */
     snprintf(link, sizeof link, "%s/proxy.link", g_top);
     assert_int_equal(symlink(sock, link), 0);
@@ -370,11 +440,7 @@ static void test_pinned_socket_survives_a_swap(void **state)
     snprintf(sock, sizeof sock, "%s/pin-proxy.sock", g_top);
     snprintf(pinned, sizeof pinned, "%s/proxy.sock", dir);
     assert_int_equal(mkdir(dir, 0700), 0);
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    assert_true(strlen(sock) < sizeof sa.sun_path);
-    memcpy(sa.sun_path, sock, strlen(sock) + 1);
-    assert_int_equal(bind(listener, (struct sockaddr *)&sa, sizeof sa), 0);
+    int listener = bound_socket(sock);
     assert_int_equal(listen(listener, 4), 0);
     struct stat orig;
     assert_int_equal(stat(sock, &orig), 0);
@@ -405,6 +471,56 @@ static void test_pinned_socket_survives_a_swap(void **state)
     assert_int_equal(rmdir(sock), 0);
 }
 
+static void test_too_long_makes_nothing(void **state)
+{
+    (void)state;
+    /* A component over NAME_MAX is refused before any missing ancestor is
+     * made: the one in front of it was taken for the state directory and
+     * created (0700) on the way to the error. */
+    char dir[1024], made[512];
+    snprintf(made, sizeof made, "%s/made", g_top);
+    int n = snprintf(dir, sizeof dir, "%s/", made);
+    memset(dir + n, 'x', 300);
+    dir[n + 300] = '\0';
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(open_on(dir, &svc, &diag), PH_E_LIMIT);
+    assert_null(svc);
+    assert_code(&diag, "state_dir_too_long");
+    struct stat sb;
+    assert_int_not_equal(lstat(made, &sb), 0);
+}
+
+static void test_destroy_after_proxy_socket_gone(void **state)
+{
+    (void)state;
+    /* The proxy went away (restart, removed socket) after a CLI create: the
+     * environment must still be reachable, if only to destroy it; a
+     * reattach that re-checked the socket left its sandbox, volume and id
+     * claim behind for good. */
+    char dir[512], sock[600];
+    ph_execution_service *svc = open_named("gone-svc", dir);
+    snprintf(sock, sizeof sock, "%s/gone-proxy.sock", g_top);
+    int fd = bound_socket(sock);
+    ph_environment_spec s = fake_spec();
+    s.network.grant_token = "grant";
+    s.network.proxy_socket_path = sock;
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_OK);
+    assert_int_equal(ph_environment_persist_spec(env, &diag), PH_OK);
+    char id[32];
+    snprintf(id, sizeof id, "%s", ph_environment_id(env));
+    ph_environment_detach(&env);
+    close(fd);
+    assert_int_equal(unlink(sock), 0);
+    if (ph_environment_reattach(svc, id, &env, &diag) != PH_OK)
+        fail_msg("reattach without the proxy socket: %s", diag.message);
+    ph_environment_destroy(&env);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -417,8 +533,12 @@ int main(void)
         cmocka_unit_test(test_symlinked_state_dir),
         cmocka_unit_test(test_wrong_mode),
         cmocka_unit_test(test_untrusted_ancestor),
+        cmocka_unit_test(test_mount_in_a_shared_dir),
         cmocka_unit_test(test_created_when_absent),
+        cmocka_unit_test(test_destroy_after_proxy_socket_gone),
+        cmocka_unit_test(test_too_long_makes_nothing),
         cmocka_unit_test(test_swapped_spec),
+        cmocka_unit_test(test_stale_destroy_keeps_another_claim),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_pinned_socket_survives_a_swap),
