@@ -1,0 +1,48 @@
+/* execd_service-int.h - the daemon's configuration and its serving loop,
+ * between execd_main.c (options, startup checks, recovery) and
+ * execd_service.c (listener, connections, thread pool, operations). */
+#ifndef PINHOLE_EXECD_SERVICE_INT_H
+#define PINHOLE_EXECD_SERVICE_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "execd-int.h"
+
+#define XD_MAX_ALLOW 32
+
+typedef struct xd_config {
+    const char *socket_path;
+    unsigned socket_mode;
+    const char *state_dir;
+    const char *proxy_socket;   /* NULL: grants are unsupported */
+    ph_sandbox_mechanism mechanism;
+    ph_service_mode mode;
+    int64_t hard_cap_ms;
+    size_t max_sandboxes;
+    size_t max_executions;      /* threads */
+    size_t queue;               /* waiting requests at most */
+    size_t max_request_bytes;
+    int64_t grace_seconds;
+    uid_t allow_uid[XD_MAX_ALLOW];
+    size_t allow_uid_count;
+    gid_t allow_gid[XD_MAX_ALLOW];
+    size_t allow_gid_count;
+} xd_config;
+
+/* One JSON log line on stderr: {"level":level,"module":"execd","event":event}
+ * plus the members of extra (borrowed; may be NULL). Thread-safe. */
+void xd_log(const char *level, const char *event, json_t *extra);
+
+/* The sandbox's warning sink for every service the daemon opens: a warning
+ * raised while a request is served on this thread goes into that request's
+ * "warnings"; any other is logged. */
+void xd_sandbox_log(void *ctx, const char *json_line);
+
+/* Serves cfg until SIGTERM/SIGINT, then destroys every sandbox. listen_fd is
+ * the bound, listening unix socket (owned from here on). Returns the exit
+ * code. */
+int xd_serve(const xd_config *cfg, int listen_fd);
+
+#endif

@@ -1,0 +1,39 @@
+# pinhole-execd tests (docs/execd.md), included from tests/sandbox/CMakeLists.txt.
+#  - execd.contract_<mechanism>: THE contract suite, unchanged, compiled
+#    against the service (pinhole/execd_as_port.h) and run through a daemon
+#    the wrapper starts: client -> pinhole-execd -> mechanism. Exit 77 when the
+#    mechanism is not available here.
+#  - execd.test_execd: the daemon's own behaviour (authentication, scoping,
+#    limits, recovery, disconnect, leases, refusals), against fake.
+if(NOT TARGET pinhole-execd)
+    return()
+endif()
+add_executable(execd_contract_suite ${CMAKE_CURRENT_LIST_DIR}/contract_suite.c
+               ${PH_SANDBOX_TEST_SUPPORT})
+target_compile_options(execd_contract_suite PRIVATE -include pinhole/execd_as_port.h)
+target_link_libraries(execd_contract_suite PRIVATE pinhole_execd_client pinhole_sandbox_internal
+                      PkgConfig::CMOCKA pinhole_flags)
+target_include_directories(execd_contract_suite PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+target_compile_definitions(execd_contract_suite PRIVATE
+    PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
+foreach(mechanism fake gvisor)
+    add_test(NAME execd.contract_${mechanism}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/execd_contract.sh
+                     $<TARGET_FILE:pinhole-execd> $<TARGET_FILE:execd_contract_suite> ${mechanism}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(execd.contract_${mechanism} PROPERTIES
+        LABELS "e2e;contract" SKIP_RETURN_CODE 77 TIMEOUT 180)
+endforeach()
+if(TARGET pinhole-sandbox-rootfs)
+    add_dependencies(execd_contract_suite pinhole-sandbox-rootfs)
+endif()
+add_dependencies(execd_contract_suite pinhole-execd pinhole-forwarder)
+
+ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/test_execd.c
+                 ${PH_SANDBOX_TEST_SUPPORT}
+                 LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal
+                 LABELS e2e)
+target_compile_definitions(execd.test_execd PRIVATE
+    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")
+add_dependencies(execd.test_execd pinhole-execd)
+set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
