@@ -36,4 +36,5 @@ ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/t
 target_compile_definitions(execd.test_execd PRIVATE
     PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")
 add_dependencies(execd.test_execd pinhole-execd)
+target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)

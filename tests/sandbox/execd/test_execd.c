@@ -1,0 +1,627 @@
+/* test_execd.c - pinhole-execd as a daemon (docs/execd.md), on the fake
+ * mechanism: each test starts its own daemon on a private socket and state
+ * directory, talks to it through the client library or raw frames, and
+ * stops it. What is asserted: who may connect, that another identity or
+ * tenant cannot tell an object exists, the limits answering `busy`, restart
+ * recovery, the command of a vanished client being killed, leases through
+ * the service, and the refusals to start. */
+#include "sandbox_test_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "execd-int.h"
+#include "pinhole/execd_client.h"
+
+typedef struct xdaemon {
+    char *dir;
+    char sock[256];
+    char state[256];
+    char log[256];
+    pid_t pid;
+} xdaemon;
+
+/* A fresh directory for one daemon: socket, state directory, log. */
+static void daemon_prepare(xdaemon *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dir = ph_test_mkdtemp();
+    assert_non_null(d->dir);
+    chmod(d->dir, 0755);
+    snprintf(d->sock, sizeof d->sock, "%s/execd.sock", d->dir);
+    snprintf(d->state, sizeof d->state, "%s/state", d->dir);
+    snprintf(d->log, sizeof d->log, "%s/execd.log", d->dir);
+}
+
+/* Starts pinhole-execd on d with the extra options and environment (both
+ * NULL-terminated; PATH is always set, nothing else is inherited). Returns
+ * -1 once it listens, or its exit status when it exits instead. */
+static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const *env)
+{
+    char a_sock[300], a_state[300];
+    snprintf(a_sock, sizeof a_sock, "--socket=%s", d->sock);
+    snprintf(a_state, sizeof a_state, "--state-dir=%s", d->state);
+    /* execve wants mutable strings: copies, freed by the exec or the exit. */
+    char *argv[40] = {strdup(PH_EXECD_BINARY), strdup(a_sock), strdup(a_state),
+                      strdup("--mechanism=fake"), strdup("--mode=development")};
+    size_t n = 5;
+    for (size_t i = 0; extra && extra[i] && n < 38; i++)
+        argv[n++] = strdup(extra[i]);
+    argv[n] = NULL;
+    char *envp[16] = {
+        strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")};
+    size_t m = 1;
+    for (size_t i = 0; env && env[i] && m < 15; i++)
+        envp[m++] = strdup(env[i]);
+    envp[m] = NULL;
+    unlink(d->sock); /* a previous daemon's: "listening" means this one's */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        dup2(null, 0);
+        dup2(null, 1); /* never ctest's pipe: a leftover daemon would hold it */
+        dup2(fd, 2);
+        execve(PH_EXECD_BINARY, argv, envp);
+        _exit(127);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+    for (size_t i = 0; i < m; i++)
+        free(envp[i]);
+    d->pid = pid;
+    for (int i = 0; i < 200; i++) {
+        struct stat st;
+        if (stat(d->sock, &st) == 0)
+            return -1;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            d->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        usleep(25 * 1000);
+    }
+    fail_msg("pinhole-execd neither listened nor exited");
+    return 0;
+}
+
+static void daemon_start(xdaemon *d, const char *const *extra)
+{
+    daemon_prepare(d);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    const char *opts[32];
+    size_t n = 0;
+    for (size_t i = 0; allow[i]; i++)
+        opts[n++] = allow[i];
+    for (size_t i = 0; extra && extra[i] && n < 30; i++)
+        opts[n++] = extra[i];
+    opts[n] = NULL;
+    int rc = daemon_spawn(d, opts, NULL);
+    if (rc != -1) {
+        size_t len;
+        char *log = ph_test_read_file(d->log, &len);
+        fail_msg("pinhole-execd exited %d: %s", rc, log ? log : "");
+    }
+}
+
+static int daemon_stop(xdaemon *d)
+{
+    int status = -1;
+    if (d->pid > 0) {
+        kill(d->pid, SIGTERM);
+        waitpid(d->pid, &status, 0);
+        d->pid = 0;
+    }
+    ph_test_rmtree(d->dir);
+    free(d->dir);
+    d->dir = NULL;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static size_t env_dirs(const char *state)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s 2>/dev/null | grep -c '^env-'", state);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (p && fscanf(p, "%zu", &n) != 1)
+        n = 0;
+    if (p)
+        pclose(p);
+    return n;
+}
+
+/* ---- raw frames ---- */
+
+static int raw_connect(const xdaemon *d)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, d->sock);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0)
+        return -1;
+    return fd;
+}
+
+/* Sends req (consumed) and returns the response (new) or NULL at EOF. */
+static json_t *raw_call(int fd, json_t *req)
+{
+    json_t *resp = NULL;
+    int rc = ph_wire_send(fd, req);
+    json_decref(req);
+    if (rc == 0)
+        (void)ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    return resp;
+}
+
+static int raw_hello(const xdaemon *d)
+{
+    int fd = raw_connect(d);
+    assert_true(fd >= 0);
+    json_t *r = raw_call(fd, json_pack("{s:s}", "op", "hello"));
+    assert_non_null(r);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    return fd;
+}
+
+static char *raw_create(int fd, const char *tenant)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant",
+                                       tenant, "lease", "lease-1"));
+    assert_non_null(r);
+    if (!json_is_true(json_object_get(r, "ok")))
+        fail_msg("create: %s", ph_wire_str(r, "message"));
+    char *id = strdup(ph_wire_str(r, "environment"));
+    json_decref(r);
+    return id;
+}
+
+static json_t *raw_execute_req(const char *tenant, const char *env, const char *const *argv)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; argv[i]; i++)
+        json_array_append_new(a, json_string(argv[i]));
+    return json_pack("{s:s, s:s, s:s, s:o}", "op", "environment.execute", "tenant", tenant,
+                     "environment", env, "argv", a);
+}
+
+static const char *error_of(const json_t *r)
+{
+    return r ? ph_wire_str(r, "error") : "eof";
+}
+
+/* ---- tests ---- */
+
+static void test_refuses_credential_in_environment(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    const char *const env[] = {"OPENAI_API_KEY=canary-7c1e", "HARMLESS=1", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env), 78);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "credential_in_environment"));
+    assert_non_null(strstr(log, "OPENAI_API_KEY"));
+    assert_null(strstr(log, "canary-7c1e")); /* names, never values */
+    assert_null(strstr(log, "HARMLESS"));
+    free(log);
+    /* A credential carried in a URL's userinfo, whatever the name. */
+    const char *const env2[] = {"MIRROR=https://bob:hunter2@mirror.example/", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env2), 78);
+    /* The startup check: fake is refused in production. */
+    const char *const prod[] = {"--allow-uid=0", "--mode=production", NULL};
+    assert_int_equal(daemon_spawn(&d, prod, NULL), 78);
+    log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "mechanism_refused_in_production"));
+    free(log);
+    assert_false(access(d.sock, F_OK) == 0);
+    daemon_stop(&d);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const none[] = {NULL}; /* no --allow-uid */
+    assert_int_equal(daemon_spawn(&d, none, NULL), 64);
+    const char *const bad[] = {"--allow-uid=0", "--queue=lots", NULL};
+    assert_int_equal(daemon_spawn(&d, bad, NULL), 64);
+    daemon_stop(&d);
+}
+
+static void test_wrong_uid_is_refused(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char verdict[128] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0) {
+            int fd = raw_connect(&d);
+            json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+            /* After the refusal the connection is closed. */
+            json_t *again = r ? raw_call(fd, json_pack("{s:s}", "op", "health")) : NULL;
+            snprintf(verdict, sizeof verdict, "%s %s", fd < 0 ? "noconnect" : error_of(r),
+                     again ? "open" : "closed");
+        }
+        (void)!write(pipefd[1], verdict, strlen(verdict));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char buf[128] = "";
+    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+    assert_string_equal(buf, "unauthenticated closed");
+    /* uid 0 is allowed and served. */
+    int fd = raw_hello(&d);
+    close(fd);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"unauthenticated\",\"identity\":\"uid:65534\""));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_other_identity_or_tenant_gets_not_found(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--allow-uid=65534", "--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    const char *const argv[] = {"true", NULL};
+    json_t *own = raw_call(fd, raw_execute_req("t1", id, argv));
+    assert_true(json_is_true(json_object_get(own, "ok")));
+    json_decref(own);
+
+    /* Another tenant, a nonexistent id: the same answer, byte for byte. */
+    json_t *other = raw_call(fd, raw_execute_req("t2", id, argv));
+    json_t *none = raw_call(fd, raw_execute_req("t1", "env-0000000000000000", argv));
+    assert_string_equal(error_of(other), "not_found");
+    char *a = json_dumps(other, JSON_SORT_KEYS), *b = json_dumps(none, JSON_SORT_KEYS);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    json_decref(other);
+    json_decref(none);
+    json_t *ws = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                        "tenant", "t2", "environment", id));
+    assert_string_equal(error_of(ws), "not_found");
+    json_decref(ws);
+
+    /* Another identity (allowed, uid 65534), right tenant: not found too. */
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char verdict[512] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0) {
+            int c = raw_hello(&d);
+            json_t *r = raw_call(c, raw_execute_req("t1", id, argv));
+            json_t *destroy = raw_call(c, json_pack("{s:s, s:s, s:s}", "op",
+                                                    "environment.destroy", "tenant", "t1",
+                                                    "environment", id));
+            char *t = json_dumps(r, JSON_SORT_KEYS);
+            snprintf(verdict, sizeof verdict, "%s|%s", t ? t : "", error_of(destroy));
+            free(t);
+        }
+        (void)!write(pipefd[1], verdict, strlen(verdict));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char buf[512] = "";
+    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+    none = raw_call(fd, raw_execute_req("t1", "env-0000000000000000", argv));
+    char *expect = json_dumps(none, JSON_SORT_KEYS), want[600];
+    snprintf(want, sizeof want, "%s|not_found", expect);
+    assert_string_equal(buf, want);
+    free(expect);
+    json_decref(none);
+    /* ... and the owner's environment survived the attempt. */
+    own = raw_call(fd, raw_execute_req("t1", id, argv));
+    assert_true(json_is_true(json_object_get(own, "ok")));
+    json_decref(own);
+    free(id);
+    close(fd);
+    daemon_stop(&d);
+}
+
+static void test_restart_destroys_what_a_previous_run_left(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(d.sock, &cfg, &svc, &diag), PH_OK);
+    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
+    ph_sandbox_limits_init(&spec.limits);
+    ph_execd_environment *e1 = NULL, *e2 = NULL;
+    assert_int_equal(ph_execd_environment_create(svc, &spec, &e1, &diag), PH_OK);
+    assert_int_equal(ph_execd_environment_create(svc, &spec, &e2, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 2);
+    /* The daemon dies without cleaning up. */
+    kill(d.pid, SIGKILL);
+    waitpid(d.pid, NULL, 0);
+    d.pid = 0;
+    ph_execd_service_close(&svc);
+    free(e1); /* the handles are dead with their connection: free only */
+    free(e2);
+    assert_int_equal(env_dirs(d.state), 2);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    assert_int_equal(env_dirs(d.state), 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"recovered_destroyed\",\"destroyed\":2,\"left\":0"));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_disconnect_kills_the_command(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    const char *const argv[] = {"sh", "-c", "sleep 71.33 & sleep 71.34", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    assert_int_equal(ph_wire_send(fd, req), 0);
+    json_decref(req);
+    for (int i = 0; i < 100 && !sbx_process_with_arg_exists("71.34"); i++)
+        usleep(20 * 1000);
+    assert_true(sbx_process_with_arg_exists("71.34"));
+    close(fd);
+    for (int i = 0; i < 100 && (sbx_process_with_arg_exists("71.33") ||
+                                sbx_process_with_arg_exists("71.34")); i++)
+        usleep(20 * 1000);
+    assert_false(sbx_process_with_arg_exists("71.33"));
+    assert_false(sbx_process_with_arg_exists("71.34"));
+    /* The daemon goes on serving. */
+    fd = raw_hello(&d);
+    json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    assert_true(json_is_true(json_object_get(h, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(h, "executions")), 0);
+    json_decref(h);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static int64_t health_field(const xdaemon *d, const char *key)
+{
+    int fd = raw_hello(d);
+    json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    int64_t v = (int64_t)json_integer_value(json_object_get(h, key));
+    json_decref(h);
+    close(fd);
+    return v;
+}
+
+static void test_queue_full_answers_busy(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", "--queue=1", NULL};
+    daemon_start(&d, opts);
+    int fds[3];
+    char *ids[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_hello(&d);
+        ids[i] = raw_create(fds[i], "t1");
+    }
+    const char *const argv[] = {"sleep", "71.41", NULL};
+    for (int i = 0; i < 2; i++) {
+        json_t *req = raw_execute_req("t1", ids[i], argv);
+        assert_int_equal(ph_wire_send(fds[i], req), 0);
+        json_decref(req);
+        const char *key = i == 0 ? "executions" : "queued";
+        for (int t = 0; t < 100 && health_field(&d, key) != 1; t++)
+            usleep(20 * 1000);
+        assert_int_equal(health_field(&d, key), 1);
+    }
+    int64_t t0 = ph_monotonic_ms();
+    json_t *r = raw_call(fds[2], raw_execute_req("t1", ids[2], argv));
+    assert_string_equal(error_of(r), "busy");
+    assert_non_null(strstr(ph_wire_str(r, "message"), "queue"));
+    assert_true(ph_monotonic_ms() - t0 < 1000); /* at once, never a hang */
+    json_decref(r);
+    int fd = raw_hello(&d);
+    json_t *m = raw_call(fd, json_pack("{s:s}", "op", "metrics"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_busy_total 1\n"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_queue_depth 1\n"));
+    json_decref(m);
+    close(fd);
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+        free(ids[i]);
+    }
+    assert_int_equal(daemon_stop(&d), 0);
+    assert_false(sbx_process_with_arg_exists("71.41"));
+}
+
+static void test_limits_on_sandboxes_and_requests(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-sandboxes=1", "--max-request-bytes=4096", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant",
+                                       "t1", "lease", "l2"));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                               "environment", id));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    free(raw_create(fd, "t1")); /* the slot is free again */
+    /* A frame over --max-request-bytes: too_large, then the connection closes. */
+    char big[5000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    r = raw_call(fd, json_pack("{s:s, s:s}", "op", "health", "pad", big));
+    assert_string_equal(error_of(r), "too_large");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    assert_null(r);
+    close(fd);
+    /* A request before hello, an unknown op. */
+    fd = raw_connect(&d);
+    r = raw_call(fd, json_pack("{s:s, s:s}", "op", "environment.create", "tenant", "t1"));
+    assert_string_equal(error_of(r), "protocol");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s}", "op", "shell"));
+    assert_string_equal(error_of(r), "invalid");
+    json_decref(r);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_lease_hold_and_end_through_the_service(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(d.sock, &cfg, &svc, &diag), PH_OK);
+    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
+    ph_sandbox_limits_init(&spec.limits);
+    ph_execd_lease *lease = NULL;
+    assert_int_equal(ph_execd_lease_open(svc, &spec, 2, &lease, &diag), PH_OK);
+    assert_false(ph_execd_lease_has_sandbox(lease));
+    assert_int_equal(env_dirs(d.state), 0); /* lazily: nothing yet */
+    ph_execd_workspace *ws = NULL;
+    assert_int_equal(ph_execd_lease_workspace(lease, &ws, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 1);
+    assert_int_equal(ph_execd_workspace_write(ws, "kept.txt", "k", 1, 0644, &diag), PH_OK);
+    /* The worker begins a hold and never calls again: the daemon's own tick
+     * destroys the sandbox once the hold has lasted 2 s. */
+    ph_execd_lease_hold_begin(lease, 500);
+    usleep(1000 * 1000);
+    assert_true(ph_execd_lease_has_sandbox(lease));
+    for (int i = 0; i < 40 && ph_execd_lease_has_sandbox(lease); i++)
+        usleep(100 * 1000);
+    assert_false(ph_execd_lease_has_sandbox(lease));
+    assert_int_equal(env_dirs(d.state), 0);
+    ph_ws_stat st;
+    assert_int_equal(ph_execd_workspace_stat(ws, "kept.txt", &st, &diag), PH_E_NOT_FOUND);
+    assert_false(ph_execd_lease_hold_end(lease, 503));
+    ph_execd_workspace_close(&ws);
+    /* A fresh one on the next call; lease end destroys it. */
+    ph_execd_environment *env = NULL;
+    assert_int_equal(ph_execd_lease_environment(lease, &env, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 1);
+    ph_execd_lease_end(&lease);
+    assert_null(lease);
+    assert_int_equal(env_dirs(d.state), 0);
+    ph_execd_service_close(&svc);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_owner_gone_past_grace(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--grace-seconds=1", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant",
+                                       "t1", "lease", "l9", "approval_hold_seconds", 60));
+    char *h = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                               "handle", h));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    assert_int_equal(env_dirs(d.state), 2);
+    close(fd);
+    for (int i = 0; i < 50 && env_dirs(d.state) != 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(env_dirs(d.state), 0);
+    /* Reconnecting after that finds nothing. */
+    fd = raw_hello(&d);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1",
+                               "handle", h));
+    assert_string_equal(error_of(r), "not_found");
+    json_decref(r);
+    close(fd);
+    free(h);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_shutdown_destroys_everything(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    free(raw_create(fd, "t2"));
+    assert_int_equal(env_dirs(d.state), 2);
+    kill(d.pid, SIGTERM);
+    int status;
+    waitpid(d.pid, &status, 0);
+    d.pid = 0;
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(env_dirs(d.state), 0);
+    close(fd);
+    daemon_stop(&d);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        printf("SKIP: the daemon tests switch uids (root needed)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refuses_credential_in_environment),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_wrong_uid_is_refused),
+        cmocka_unit_test(test_other_identity_or_tenant_gets_not_found),
+        cmocka_unit_test(test_restart_destroys_what_a_previous_run_left),
+        cmocka_unit_test(test_disconnect_kills_the_command),
+        cmocka_unit_test(test_queue_full_answers_busy),
+        cmocka_unit_test(test_limits_on_sandboxes_and_requests),
+        cmocka_unit_test(test_lease_hold_and_end_through_the_service),
+        cmocka_unit_test(test_owner_gone_past_grace),
+        cmocka_unit_test(test_shutdown_destroys_everything),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
