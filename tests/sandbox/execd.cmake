@@ -38,3 +38,24 @@ target_compile_definitions(execd.test_execd PRIVATE
 add_dependencies(execd.test_execd pinhole-execd)
 target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# artifact.export end to end through the service (the worker's side compiled
+# against pinhole/execd_as_port.h), run by the same wrapper on fake.
+if(TARGET pinhole_artifacts_export_execd)
+    add_executable(execd_artifact_export ${CMAKE_CURRENT_LIST_DIR}/execd/test_execd_artifact_export.c
+                   ${PH_SANDBOX_TEST_SUPPORT})
+    target_compile_options(execd_artifact_export PRIVATE -include pinhole/execd_as_port.h)
+    target_include_directories(execd_artifact_export PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
+                               ${CMAKE_CURRENT_LIST_DIR})
+    target_link_libraries(execd_artifact_export PRIVATE pinhole_artifacts_export_execd
+                          pinhole_execd_client pinhole_sandbox_internal PkgConfig::CMOCKA
+                          pinhole_flags)
+    target_compile_definitions(execd_artifact_export PRIVATE
+        PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
+    add_test(NAME execd.artifact_export
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/execd_contract.sh
+                     $<TARGET_FILE:pinhole-execd> $<TARGET_FILE:execd_artifact_export> fake
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(execd.artifact_export PROPERTIES LABELS e2e SKIP_RETURN_CODE 77
+                         TIMEOUT 120)
+endif()

@@ -1,7 +1,8 @@
 #!/bin/bash
-# execd_contract.sh EXECD SUITE MECHANISM - runs the contract suite (compiled
-# against pinhole/execd_as_port.h) through a pinhole-execd started here on a
-# private socket and state directory. Exit 77 when the mechanism is not
+# execd_contract.sh EXECD TEST MECHANISM - runs a port test binary (the
+# contract suite, the export test: compiled against pinhole/execd_as_port.h)
+# through a pinhole-execd started here on a private socket and state
+# directory. Exit 77 when the mechanism is not
 # available (the daemon exits 69), the suite's status otherwise.
 set -u
 execd=$1 suite=$2 mechanism=$3
