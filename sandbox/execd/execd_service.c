@@ -269,6 +269,7 @@ struct xd_conn {
     xd_job *job;         /* in flight, or NULL */
     bool dead;           /* closed while its job runs: freed when it returns */
     bool close_after_write;
+    struct xd_conn *prev, *next; /* g_conns: every live connection */
 };
 
 static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -997,6 +998,8 @@ static const struct {
     {"lease.end", op_lease},
 };
 
+static xd_conn *g_conns; /* the loop's, for shutdown */
+
 static void conn_free(xd_conn *c)
 {
     free(c);
@@ -1032,6 +1035,12 @@ static void conn_close(xd_conn *c)
 {
     bufferevent_free(c->bev);
     c->bev = NULL;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        g_conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
     pthread_mutex_lock(&g_mu);
     if (c->ident && --c->ident->conns == 0)
         c->ident->gone_since_ms = now_ms();
@@ -1223,6 +1232,10 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
         return;
     }
     c->bev = bev;
+    c->next = g_conns;
+    if (g_conns)
+        g_conns->prev = c;
+    g_conns = c;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     char name[32] = "";
     if (!peer_allowed(fd, name)) {
@@ -1246,8 +1259,7 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
         id->conns++;
     pthread_mutex_unlock(&g_mu);
     if (id == NULL) {
-        bufferevent_free(bev);
-        free(c);
+        conn_close(c);
         return;
     }
     c->ident = id;
@@ -1448,6 +1460,8 @@ int xd_serve(const xd_config *cfg, int listen_fd)
         pthread_join(g_threads[i], NULL);
     free(g_threads);
     on_done(-1, 0, NULL);
+    while (g_conns)
+        conn_close(g_conns);
     size_t n = destroy_all();
     x = json_pack("{s:I}", "destroyed", (json_int_t)n);
     xd_log("info", "stopped", x);

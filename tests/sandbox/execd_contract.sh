@@ -48,6 +48,20 @@ for _ in $(seq 100); do
 done
 PINHOLE_EXECD_SOCKET="$tmp/execd.sock" "$suite" "$mechanism"
 rc=$?
+# A clean stop is part of the test: every sandbox destroyed, exit 0 (and,
+# in sanitizer builds, no report).
+kill -TERM "$daemon"
+wait "$daemon"
+drc=$?
+daemon=
+if [ "$drc" != 0 ]; then
+    echo "pinhole-execd exited $drc at SIGTERM"
+    [ "$rc" = 0 ] && rc=1
+fi
+if [ -n "$(ls -A "$tmp/state" 2>/dev/null)" ]; then
+    echo "pinhole-execd left sandboxes behind: $(ls "$tmp/state")"
+    [ "$rc" = 0 ] && rc=1
+fi
 if [ "$rc" != 0 ]; then
     echo "--- pinhole-execd log (last 40 lines)"; tail -40 "$tmp/execd.log"
 fi
