@@ -60,7 +60,9 @@ static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *
     json_t *resp = NULL;
     pthread_mutex_lock(&svc->mu);
     int rc = svc->fd < 0 ? -1 : ph_wire_send(svc->fd, req);
-    if (rc == 0)
+    /* Even when the send failed: the service may have answered (and closed)
+     * first, e.g. `unauthenticated`. */
+    if (svc->fd >= 0)
         rc = ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
     int saved = errno;
     pthread_mutex_unlock(&svc->mu);

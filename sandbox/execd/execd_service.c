@@ -144,6 +144,60 @@ static xd_svc g_svcs[XD_MAX_SERVICES];
 static size_t g_svc_count;
 static unsigned long g_requests, g_busy_total, g_errors_total;
 
+/* Latency histograms of the three ExecutionEnvironment operations
+ * (milliseconds; Prometheus cumulative buckets are summed when printed). */
+static const int64_t g_bucket_ms[] = {1, 5, 10, 50, 100, 500, 1000, 5000, 30000, 120000};
+#define XD_BUCKETS (sizeof g_bucket_ms / sizeof g_bucket_ms[0])
+static const char *const g_hist_ops[] = {"environment.create", "environment.execute",
+                                         "environment.destroy"};
+#define XD_HIST_OPS (sizeof g_hist_ops / sizeof g_hist_ops[0])
+static unsigned long g_hist[XD_HIST_OPS][XD_BUCKETS + 1]; /* last: over every bucket */
+static unsigned long g_hist_sum_ms[XD_HIST_OPS];
+
+static void observe(const char *op, int64_t ms)
+{
+    for (size_t i = 0; i < XD_HIST_OPS; i++) {
+        if (strcmp(op, g_hist_ops[i]) != 0)
+            continue;
+        size_t b = 0;
+        while (b < XD_BUCKETS && ms > g_bucket_ms[b])
+            b++;
+        __atomic_add_fetch(&g_hist[i][b], 1, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&g_hist_sum_ms[i], (unsigned long)(ms > 0 ? ms : 0),
+                           __ATOMIC_RELAXED);
+    }
+}
+
+/* Appends the histograms in the text exposition format to out (cap bytes). */
+static void print_histograms(char *out, size_t cap)
+{
+    size_t used = strlen(out);
+    used += (size_t)snprintf(out + used, used < cap ? cap - used : 0,
+                             "# TYPE pinhole_execd_op_duration_seconds histogram\n");
+    for (size_t i = 0; i < XD_HIST_OPS; i++) {
+        unsigned long cum = 0;
+        for (size_t b = 0; b <= XD_BUCKETS && used < cap; b++) {
+            cum += __atomic_load_n(&g_hist[i][b], __ATOMIC_RELAXED);
+            char le[32];
+            if (b < XD_BUCKETS)
+                snprintf(le, sizeof le, "%g", (double)g_bucket_ms[b] / 1000.0);
+            else
+                snprintf(le, sizeof le, "+Inf");
+            used += (size_t)snprintf(out + used, cap - used,
+                                     "pinhole_execd_op_duration_seconds_bucket{op=\"%s\","
+                                     "le=\"%s\"} %lu\n", g_hist_ops[i], le, cum);
+        }
+        if (used < cap)
+            used += (size_t)snprintf(out + used, cap - used,
+                                     "pinhole_execd_op_duration_seconds_sum{op=\"%s\"} %g\n"
+                                     "pinhole_execd_op_duration_seconds_count{op=\"%s\"} %lu\n",
+                                     g_hist_ops[i],
+                                     (double)__atomic_load_n(&g_hist_sum_ms[i],
+                                                             __ATOMIC_RELAXED) / 1000.0,
+                                     g_hist_ops[i], cum);
+    }
+}
+
 static void new_id(const char *prefix, char out[PH_EXECD_ID_MAX])
 {
     uint8_t r[8] = {0};
@@ -269,6 +323,7 @@ struct xd_conn {
     xd_job *job;         /* in flight, or NULL */
     bool dead;           /* closed while its job runs: freed when it returns */
     bool close_after_write;
+    bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
     struct xd_conn *prev, *next; /* g_conns: every live connection */
 };
 
@@ -1013,6 +1068,8 @@ static void log_request(const char *op, const char *identity, const json_t *resp
     if (x && err)
         json_object_set_new(x, "error", json_string(err));
     __atomic_add_fetch(&g_requests, 1, __ATOMIC_RELAXED);
+    if (err == NULL)
+        observe(op, ms);
     if (err)
         __atomic_add_fetch(&g_errors_total, 1, __ATOMIC_RELAXED);
     xd_log(err ? "warning" : "info", "request", x);
@@ -1098,7 +1155,7 @@ static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
                          (json_int_t)live, "executions", (json_int_t)running, "queued",
                          (json_int_t)queued);
     if (strcmp(op, "metrics") == 0) {
-        char text[1024];
+        char text[8192];
         snprintf(text, sizeof text,
                  "# TYPE pinhole_execd_sandboxes_live gauge\npinhole_execd_sandboxes_live %zu\n"
                  "# TYPE pinhole_execd_executions_in_flight gauge\n"
@@ -1110,6 +1167,7 @@ static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
                  live, running, queued, __atomic_load_n(&g_requests, __ATOMIC_RELAXED),
                  __atomic_load_n(&g_errors_total, __ATOMIC_RELAXED),
                  __atomic_load_n(&g_busy_total, __ATOMIC_RELAXED));
+        print_histograms(text, sizeof text);
         return json_pack("{s:b, s:s}", "ok", 1, "prometheus", text);
     }
     return NULL;
@@ -1165,6 +1223,11 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
     xd_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
+    if (c->unauthenticated && !c->close_after_write) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        reply_and_close(c, "unauthenticated", "this peer is not allowed");
+        return;
+    }
     while (!c->close_after_write && evbuffer_get_length(in) >= PH_EXECD_FRAME_HEADER) {
         if (c->job != NULL) {
             reply_and_close(c, "protocol", "one request at a time per connection");
@@ -1197,7 +1260,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     xd_conn *c = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
         conn_close(c);
 }
 
@@ -1239,11 +1302,16 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     char name[32] = "";
     if (!peer_allowed(fd, name)) {
+        /* Answered at its first request (a client that sends first then
+         * reads always gets the answer, never a broken pipe), or dropped
+         * after a few seconds of silence. */
         json_t *x = json_pack("{s:s}", "identity", name[0] ? name : "unknown");
         xd_log("warning", "unauthenticated", x);
         json_decref(x);
-        reply_and_close(c, "unauthenticated", "this peer is not allowed");
-        bufferevent_enable(bev, EV_WRITE);
+        c->unauthenticated = true;
+        struct timeval t = {5, 0};
+        bufferevent_set_timeouts(bev, &t, &t);
+        bufferevent_enable(bev, EV_READ | EV_WRITE);
         return;
     }
     pthread_mutex_lock(&g_mu);

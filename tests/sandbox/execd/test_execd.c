@@ -259,8 +259,14 @@ static void test_wrong_uid_is_refused(void **state)
             json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
             /* After the refusal the connection is closed. */
             json_t *again = r ? raw_call(fd, json_pack("{s:s}", "op", "health")) : NULL;
-            snprintf(verdict, sizeof verdict, "%s %s", fd < 0 ? "noconnect" : error_of(r),
-                     again ? "open" : "closed");
+            /* The client library reports it as a refusal, never as I/O. */
+            ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                                     .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+            ph_execd_service *svc = NULL;
+            ph_diag diag = {0};
+            ph_status st = ph_execd_service_open(d.sock, &cfg, &svc, &diag);
+            snprintf(verdict, sizeof verdict, "%s %s %s %.15s", fd < 0 ? "noconnect" : error_of(r),
+                     again ? "open" : "closed", ph_strerror(st), diag.message);
         }
         (void)!write(pipefd[1], verdict, strlen(verdict));
         _exit(0);
@@ -271,7 +277,7 @@ static void test_wrong_uid_is_refused(void **state)
     buf[n > 0 ? n : 0] = '\0';
     close(pipefd[0]);
     waitpid(pid, NULL, 0);
-    assert_string_equal(buf, "unauthenticated closed");
+    assert_string_equal(buf, "unauthenticated closed denied unauthenticated");
     /* uid 0 is allowed and served. */
     int fd = raw_hello(&d);
     close(fd);
@@ -458,6 +464,12 @@ static void test_queue_full_answers_busy(void **state)
     json_t *m = raw_call(fd, json_pack("{s:s}", "op", "metrics"));
     assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_busy_total 1\n"));
     assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_queue_depth 1\n"));
+    /* Three creates, each in the latency histogram. */
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"),
+                           "pinhole_execd_op_duration_seconds_count{op=\"environment.create\"} 3\n"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"),
+                           "pinhole_execd_op_duration_seconds_bucket{op=\"environment.create\","
+                           "le=\"+Inf\"} 3\n"));
     json_decref(m);
     close(fd);
     for (int i = 0; i < 3; i++) {
