@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "pinhole/sandbox.h"
 #include "pinhole/workspace.h"
@@ -28,6 +29,16 @@ uint32_t ph_wire_frame_len(const uint8_t hdr[static PH_EXECD_FRAME_HEADER]);
 /* Serializes o (compact) into a new frame: header + JSON. Caller frees
  * *frame. 0, or -1 when out of memory. */
 int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len);
+/* A blocking byte transport (a socket, a TLS session): like write(2) and
+ * read(2), -1 with errno on error, 0 from read at end of stream. */
+typedef ssize_t ph_wire_write_fn(void *ctx, const void *buf, size_t len);
+typedef ssize_t ph_wire_read_fn(void *ctx, void *buf, size_t len);
+/* ph_wire_send and ph_wire_recv over any transport. */
+int ph_wire_send_io(ph_wire_write_fn *wr, void *ctx, const json_t *o);
+int ph_wire_recv_io(ph_wire_read_fn *rd, void *ctx, size_t max, json_t **out);
+/* The transport of a blocking TLS session: ctx is the SSL *. */
+ssize_t ph_wire_ssl_write(void *ctx, const void *buf, size_t len);
+ssize_t ph_wire_ssl_read(void *ctx, void *buf, size_t len);
 /* Blocking send of one frame of o on fd (MSG_NOSIGNAL). 0 or -1 (errno). */
 int ph_wire_send(int fd, const json_t *o);
 /* Blocking receive of one frame of at most max bytes. 0 and *out (new

@@ -14,12 +14,17 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 
 #include "execd-int.h"
 
 struct ph_execd_service {
     int fd;
+    SSL_CTX *ctx; /* TLS only */
+    SSL *ssl;
     pthread_mutex_t mu;
     ph_sandbox_log_fn *log;
     void *log_ctx;
@@ -59,11 +64,16 @@ static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *
     }
     json_t *resp = NULL;
     pthread_mutex_lock(&svc->mu);
-    int rc = svc->fd < 0 ? -1 : ph_wire_send(svc->fd, req);
-    /* Even when the send failed: the service may have answered (and closed)
-     * first, e.g. `unauthenticated`. */
-    if (svc->fd >= 0)
+    int rc = -1;
+    if (svc->ssl != NULL) {
+        (void)ph_wire_send_io(ph_wire_ssl_write, svc->ssl, req);
+        rc = ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    } else if (svc->fd >= 0) {
+        (void)ph_wire_send(svc->fd, req);
+        /* Even when the send failed: the service may have answered (and
+         * closed) first, e.g. `unauthenticated`. */
         rc = ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    }
     int saved = errno;
     pthread_mutex_unlock(&svc->mu);
     json_decref(req);
@@ -122,29 +132,33 @@ static int connect_to(const char *path)
     return fd;
 }
 
-ph_status ph_execd_service_open(const char *socket_path, const ph_service_config *config,
-                                ph_execd_service **out, ph_diag *diag)
+static ph_execd_service *svc_new(const ph_service_config *config)
 {
-    if (socket_path == NULL || config == NULL || out == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execd_service_open: NULL argument");
-    *out = NULL;
-    if (config->hard_cap_ms <= 0)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
     ph_execd_service *svc = calloc(1, sizeof *svc);
     if (svc == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        return NULL;
     pthread_mutex_init(&svc->mu, NULL);
+    svc->fd = -1;
     svc->log = config->log;
     svc->log_ctx = config->log_ctx;
     svc->mechanism = config->mechanism;
-    svc->fd = connect_to(socket_path);
-    if (svc->fd < 0) {
-        int saved = errno;
-        ph_execd_service_close(&svc);
-        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
-                           strerror(saved));
-    }
+    return svc;
+}
+
+static ph_status tls_fail(ph_execd_service **svc, ph_status st, const char *what, ph_diag *diag)
+{
+    char reason[256] = "";
+    ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
+    ph_execd_service_close(svc);
+    return ph_diag_set(diag, st, 0, "%s: %s", what, reason[0] ? reason : "refused");
+}
+
+/* hello on a connected svc; closes it on failure. */
+static ph_status svc_hello(ph_execd_service **svcp, const ph_service_config *config,
+                           ph_execd_service **out, ph_diag *diag)
+{
     ph_status st;
+    ph_execd_service *svc = *svcp;
     json_t *resp = call(svc, json_pack("{s:s, s:I}", "op", "hello", "hard_cap_ms",
                                        (json_int_t)config->hard_cap_ms),
                         &st, diag);
@@ -154,12 +168,102 @@ ph_status ph_execd_service_open(const char *socket_path, const ph_service_config
         st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s",
                          mech ? mech : "?", ph_sandbox_mechanism_name(config->mechanism));
     json_decref(resp);
+    /* TLS 1.3: the service checks the client certificate after the client's
+     * side of the handshake returned, so a refusal (an alert, or the session
+     * closed) shows at this first exchange. */
+    if (st == PH_E_IO && svc->ssl != NULL)
+        return tls_fail(svcp, PH_E_DENIED, "TLS: the service refused this worker", diag);
     if (st != PH_OK) {
-        ph_execd_service_close(&svc);
+        ph_execd_service_close(svcp);
         return st;
     }
     *out = svc;
+    *svcp = NULL;
     return PH_OK;
+}
+
+ph_status ph_execd_service_open(const char *socket_path, const ph_service_config *config,
+                                ph_execd_service **out, ph_diag *diag)
+{
+    if (socket_path == NULL || config == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execd_service_open: NULL argument");
+    *out = NULL;
+    if (config->hard_cap_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
+    ph_execd_service *svc = svc_new(config);
+    if (svc == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    svc->fd = connect_to(socket_path);
+    if (svc->fd < 0) {
+        int saved = errno;
+        ph_execd_service_close(&svc);
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
+                           strerror(saved));
+    }
+    return svc_hello(&svc, config, out, diag);
+}
+
+static int connect_tcp(const char *host, uint16_t port)
+{
+    char service[8];
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, service, &hints, &ai) != 0)
+        return -1;
+    int fd = -1;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+ph_status ph_execd_service_open_tls(const ph_execd_tls_config *tls,
+                                    const ph_service_config *config, ph_execd_service **out,
+                                    ph_diag *diag)
+{
+    if (tls == NULL || tls->host == NULL || tls->ca_file == NULL || config == NULL ||
+        out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execd_service_open_tls: NULL argument");
+    *out = NULL;
+    if (config->hard_cap_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
+    ph_execd_service *svc = svc_new(config);
+    if (svc == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    ERR_clear_error();
+    svc->ctx = SSL_CTX_new(TLS_client_method());
+    if (svc->ctx == NULL || SSL_CTX_set_min_proto_version(svc->ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_load_verify_locations(svc->ctx, tls->ca_file, NULL) != 1 ||
+        (tls->cert_file &&
+         (SSL_CTX_use_certificate_chain_file(svc->ctx, tls->cert_file) != 1 ||
+          SSL_CTX_use_PrivateKey_file(svc->ctx, tls->key_file, SSL_FILETYPE_PEM) != 1)))
+        return tls_fail(&svc, PH_E_INVAL, "TLS configuration", diag);
+    SSL_CTX_set_verify(svc->ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_options(svc->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    svc->fd = connect_tcp(tls->host, tls->port);
+    if (svc->fd < 0) {
+        int saved = errno;
+        ph_execd_service_close(&svc);
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
+                           strerror(saved));
+    }
+    /* A copy: SSL_set_tlsext_host_name takes a mutable pointer. */
+    char name[256];
+    snprintf(name, sizeof name, "%s", tls->server_name ? tls->server_name : tls->host);
+    svc->ssl = SSL_new(svc->ctx);
+    if (svc->ssl == NULL || SSL_set_fd(svc->ssl, svc->fd) != 1 ||
+        SSL_set1_host(svc->ssl, name) != 1 ||
+        SSL_set_tlsext_host_name(svc->ssl, name) != 1)
+        return tls_fail(&svc, PH_E_NOMEM, "TLS", diag);
+    if (SSL_connect(svc->ssl) != 1)
+        return tls_fail(&svc, PH_E_DENIED, "TLS handshake", diag);
+    return svc_hello(&svc, config, out, diag);
 }
 
 ph_status ph_execd_service_open_default(const ph_service_config *config, ph_execd_service **out,
@@ -175,6 +279,11 @@ void ph_execd_service_close(ph_execd_service **svc)
 {
     if (svc == NULL || *svc == NULL)
         return;
+    if ((*svc)->ssl) {
+        (void)SSL_shutdown((*svc)->ssl);
+        SSL_free((*svc)->ssl);
+    }
+    SSL_CTX_free((*svc)->ctx);
     if ((*svc)->fd >= 0)
         close((*svc)->fd);
     pthread_mutex_destroy(&(*svc)->mu);

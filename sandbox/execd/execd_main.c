@@ -10,6 +10,10 @@
 #include <event2/thread.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +58,11 @@ static void usage(FILE *f)
             "  --max-request-bytes=N    largest request frame (16777216)\n"
             "  --grace-seconds=N        an identity's sandboxes outlive its last connection\n"
             "                           by this long (60)\n"
+            "  --tls-listen=HOST:PORT   also serve TCP with mutual TLS (port 0: any, logged)\n"
+            "  --tls-cert=FILE          the server's certificate chain (PEM)\n"
+            "  --tls-key=FILE           its private key (PEM; mode 0600 or stricter)\n"
+            "  --tls-ca=FILE            the CA whose client certificates are accepted;\n"
+            "                           the certificate subject is the identity\n"
             "  --help, --version\n"
             "\n"
             "Exit: 0 stopped by a signal, 64 usage, 69 mechanism unavailable, 71 OS error,\n"
@@ -74,7 +83,8 @@ static bool parse_u64(const char *s, int base, uint64_t max, uint64_t *out)
 static int parse_args(int argc, char **argv, xd_config *cfg)
 {
     enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
-           O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE };
+           O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
+           O_TLS_KEY, O_TLS_CA };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
@@ -90,6 +100,10 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         {"queue", required_argument, NULL, O_QUEUE},
         {"max-request-bytes", required_argument, NULL, O_MAX_REQ},
         {"grace-seconds", required_argument, NULL, O_GRACE},
+        {"tls-listen", required_argument, NULL, O_TLS_LISTEN},
+        {"tls-cert", required_argument, NULL, O_TLS_CERT},
+        {"tls-key", required_argument, NULL, O_TLS_KEY},
+        {"tls-ca", required_argument, NULL, O_TLS_CA},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -145,6 +159,10 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
             ok = parse_u64(optarg, 10, 86400 * 365, &v);
             cfg->grace_seconds = (int64_t)v;
             break;
+        case O_TLS_LISTEN: cfg->tls_listen = optarg; break;
+        case O_TLS_CERT: cfg->tls_cert = optarg; break;
+        case O_TLS_KEY: cfg->tls_key = optarg; break;
+        case O_TLS_CA: cfg->tls_ca = optarg; break;
         default: usage(stderr); return XD_EXIT_USAGE;
         }
         if (!ok) {
@@ -161,6 +179,12 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         cfg->allow_uid_count + cfg->allow_gid_count == 0) {
         fprintf(stderr, "pinhole-execd: --socket, --state-dir and at least one --allow-uid or "
                         "--allow-gid are required\n");
+        return XD_EXIT_USAGE;
+    }
+    int tls = !!cfg->tls_listen + !!cfg->tls_cert + !!cfg->tls_key + !!cfg->tls_ca;
+    if (tls != 0 && tls != 4) {
+        fprintf(stderr, "pinhole-execd: --tls-listen, --tls-cert, --tls-key and --tls-ca go "
+                        "together\n");
         return XD_EXIT_USAGE;
     }
     if (cfg->state_dir[0] != '/' || cfg->socket_path[0] != '/' ||
@@ -281,6 +305,88 @@ static int bind_socket(const xd_config *cfg, int *out)
     return 0;
 }
 
+/* The TLS context: TLS 1.2 or later, our chain and key, and client
+ * certificates required and verified against the CA. The key is the one
+ * secret of the daemon's own: it must not be readable by anyone else. */
+static int tls_context(const xd_config *cfg, SSL_CTX **out)
+{
+    struct stat st;
+    if (stat(cfg->tls_key, &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+        json_t *x = json_pack("{s:s}", "fix", "the --tls-key file must be ours, mode 0600");
+        xd_log("error", "tls_key_exposed", x);
+        json_decref(x);
+        return XD_EXIT_REFUSED;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    bool ok = ctx && SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
+              SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) == 1 &&
+              SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) == 1 &&
+              SSL_CTX_check_private_key(ctx) == 1 &&
+              SSL_CTX_load_verify_locations(ctx, cfg->tls_ca, NULL) == 1;
+    STACK_OF(X509_NAME) *cas = ok ? SSL_load_client_CA_file(cfg->tls_ca) : NULL;
+    if (!ok || cas == NULL) {
+        char reason[256] = "";
+        ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
+        json_t *x = json_pack("{s:s}", "error", reason);
+        xd_log("error", "tls_configuration", x);
+        json_decref(x);
+        SSL_CTX_free(ctx);
+        return XD_EXIT_REFUSED;
+    }
+    SSL_CTX_set_client_CA_list(ctx, cas);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    /* libevent 2.1 + OpenSSL 3: a peer closing without close_notify. */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    *out = ctx;
+    return 0;
+}
+
+/* Binds host:port for TLS ("[v6]:port" for IPv6 literals; numeric hosts
+ * only) and logs the port the kernel gave. */
+static int bind_tcp(const char *spec, int *out)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    size_t hl = colon ? (size_t)(colon - spec) : 0;
+    if (colon == NULL || hl == 0 || hl >= sizeof host) {
+        fprintf(stderr, "pinhole-execd: --tls-listen wants HOST:PORT\n");
+        return XD_EXIT_USAGE;
+    }
+    memcpy(host, spec, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
+        fprintf(stderr, "pinhole-execd: --tls-listen: not a numeric address and port\n");
+        return XD_EXIT_USAGE;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+              bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (!ok || getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        fprintf(stderr, "pinhole-execd: cannot listen on %s: %s\n", spec, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return XD_EXIT_OS;
+    }
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    json_t *x = json_pack("{s:s, s:i}", "address", host, "port", (int)port);
+    xd_log("info", "listening_tls", x);
+    json_decref(x);
+    *out = fd;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     xd_config cfg = {
@@ -321,8 +427,21 @@ int main(int argc, char **argv)
         return XD_EXIT_OS;
     }
     recover(&cfg);
-    int fd = -1;
-    if ((rc = bind_socket(&cfg, &fd)) != 0)
+    SSL_CTX *tls_ctx = NULL;
+    int tls_fd = -1;
+    if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||
+                           (rc = bind_tcp(cfg.tls_listen, &tls_fd)) != 0)) {
+        SSL_CTX_free(tls_ctx);
         return rc;
-    return xd_serve(&cfg, fd);
+    }
+    int fd = -1;
+    if ((rc = bind_socket(&cfg, &fd)) != 0) {
+        SSL_CTX_free(tls_ctx);
+        if (tls_fd >= 0)
+            close(tls_fd);
+        return rc;
+    }
+    rc = xd_serve(&cfg, fd, tls_fd, tls_ctx);
+    SSL_CTX_free(tls_ctx);
+    return rc;
 }

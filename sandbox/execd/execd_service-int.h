@@ -11,6 +11,8 @@
 #include "execd-int.h"
 
 #define XD_MAX_ALLOW 32
+/* "uid:<n>" or "cert:<RFC 2253 subject>", NUL included. */
+#define XD_IDENTITY_MAX 512
 
 typedef struct xd_config {
     const char *socket_path;
@@ -29,6 +31,13 @@ typedef struct xd_config {
     size_t allow_uid_count;
     gid_t allow_gid[XD_MAX_ALLOW];
     size_t allow_gid_count;
+    /* TCP with mutual TLS (all four or none): "host:port" (port 0: the
+     * kernel's choice, logged), the server's certificate chain and key, and
+     * the CA that signs the workers' certificates. */
+    const char *tls_listen;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;
 } xd_config;
 
 /* One JSON log line on stderr: {"level":level,"module":"execd","event":event}
@@ -40,9 +49,12 @@ void xd_log(const char *level, const char *event, json_t *extra);
  * "warnings"; any other is logged. */
 void xd_sandbox_log(void *ctx, const char *json_line);
 
+struct ssl_ctx_st;
 /* Serves cfg until SIGTERM/SIGINT, then destroys every sandbox. listen_fd is
- * the bound, listening unix socket (owned from here on). Returns the exit
+ * the bound, listening unix socket; tls_fd (-1: none) a listening TCP socket
+ * served with mutual TLS through tls_ctx (borrowed; it verifies client
+ * certificates). Both descriptors are owned from here on. Returns the exit
  * code. */
-int xd_serve(const xd_config *cfg, int listen_fd);
+int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx);
 
 #endif

@@ -23,9 +23,13 @@
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -87,7 +91,7 @@ static int64_t now_ms(void)
 /* ---- the registry ---- */
 
 typedef struct xd_identity {
-    char name[32]; /* "uid:<n>" */
+    char name[XD_IDENTITY_MAX]; /* "uid:<n>" or "cert:<subject>" */
     int conns;
     int64_t gone_since_ms;
     struct xd_identity *next;
@@ -98,7 +102,7 @@ typedef struct xd_lease xd_lease;
 typedef struct xd_env {
     char id[PH_EXECD_ID_MAX];
     char tenant[129];
-    char owner[32];
+    char owner[XD_IDENTITY_MAX];
     ph_environment *env;  /* owned, unless lease != NULL (then the lease's) */
     xd_lease *lease;
     bool busy;
@@ -108,7 +112,7 @@ typedef struct xd_env {
 typedef struct xd_ws {
     char id[PH_EXECD_ID_MAX];
     char tenant[129];
-    char owner[32];
+    char owner[XD_IDENTITY_MAX];
     char env_id[PH_EXECD_ID_MAX];
     struct xd_ws *next;
 } xd_ws;
@@ -116,7 +120,7 @@ typedef struct xd_ws {
 struct xd_lease {
     char id[PH_EXECD_ID_MAX];
     char tenant[129];
-    char owner[32];
+    char owner[XD_IDENTITY_MAX];
     ph_sandbox_lease *lease;
     ph_env_block tier1;        /* what the worker sent, for every (re)creation */
     int64_t hold_seconds;
@@ -304,7 +308,7 @@ typedef void xd_job_fn(xd_job *job);
 
 struct xd_job {
     xd_conn *conn;       /* NULL for the daemon's own jobs (holds, reaping) */
-    char owner[32];
+    char owner[XD_IDENTITY_MAX];
     int64_t cap_ms;
     json_t *req;
     json_t *resp;
@@ -324,6 +328,7 @@ struct xd_conn {
     bool dead;           /* closed while its job runs: freed when it returns */
     bool close_after_write;
     bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
+    bool tls_pending;     /* TLS: identified once the handshake verified a certificate */
     struct xd_conn *prev, *next; /* g_conns: every live connection */
 };
 
@@ -1223,6 +1228,8 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
     xd_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
+    if (c->tls_pending)
+        return; /* no request before the handshake verified a certificate */
     if (c->unauthenticated && !c->close_after_write) {
         evbuffer_drain(in, evbuffer_get_length(in));
         reply_and_close(c, "unauthenticated", "this peer is not allowed");
@@ -1256,21 +1263,43 @@ static void on_read(struct bufferevent *bev, void *arg)
     }
 }
 
+static void conn_identify(xd_conn *c, const char *name);
+static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX]);
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     xd_conn *c = arg;
-    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT))
+    if ((what & BEV_EVENT_CONNECTED) && c->tls_pending) {
+        char name[XD_IDENTITY_MAX];
+        c->tls_pending = false;
+        if (tls_identity(c, name)) {
+            conn_identify(c, name);
+            return;
+        }
+        what |= BEV_EVENT_ERROR;
+    }
+    if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+        if (c->tls_pending) {
+            unsigned long e = bufferevent_get_openssl_error(c->bev);
+            char reason[256] = "closed during the handshake";
+            if (e)
+                ERR_error_string_n(e, reason, sizeof reason);
+            json_t *x = json_pack("{s:s}", "error", reason);
+            xd_log("warning", "tls_refused", x);
+            json_decref(x);
+        }
         conn_close(c);
+    }
 }
 
-static bool peer_allowed(int fd, char name[32])
+static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
         return false;
-    snprintf(name, 32, "uid:%u", (unsigned)cred.uid);
+    snprintf(name, XD_IDENTITY_MAX, "uid:%u", (unsigned)cred.uid);
     for (size_t i = 0; i < g_cfg->allow_uid_count; i++)
         if (g_cfg->allow_uid[i] == cred.uid)
             return true;
@@ -1280,19 +1309,12 @@ static bool peer_allowed(int fd, char name[32])
     return false;
 }
 
-static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa,
-                      int salen, void *arg)
+static xd_conn *conn_new(struct bufferevent *bev)
 {
-    (void)lst;
-    (void)sa;
-    (void)salen;
-    (void)arg;
     xd_conn *c = calloc(1, sizeof *c);
-    struct bufferevent *bev = c ? bufferevent_socket_new(g_base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
-    if (bev == NULL) {
-        free(c);
-        close(fd);
-        return;
+    if (c == NULL) {
+        bufferevent_free(bev);
+        return NULL;
     }
     c->bev = bev;
     c->next = g_conns;
@@ -1300,20 +1322,12 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
         g_conns->prev = c;
     g_conns = c;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
-    char name[32] = "";
-    if (!peer_allowed(fd, name)) {
-        /* Answered at its first request (a client that sends first then
-         * reads always gets the answer, never a broken pipe), or dropped
-         * after a few seconds of silence. */
-        json_t *x = json_pack("{s:s}", "identity", name[0] ? name : "unknown");
-        xd_log("warning", "unauthenticated", x);
-        json_decref(x);
-        c->unauthenticated = true;
-        struct timeval t = {5, 0};
-        bufferevent_set_timeouts(bev, &t, &t);
-        bufferevent_enable(bev, EV_READ | EV_WRITE);
-        return;
-    }
+    return c;
+}
+
+/* The peer is name: counted under its identity, then served. */
+static void conn_identify(xd_conn *c, const char *name)
+{
     pthread_mutex_lock(&g_mu);
     xd_identity *id = g_identities;
     while (id && strcmp(id->name, name) != 0)
@@ -1331,7 +1345,94 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
         return;
     }
     c->ident = id;
+    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    (void)lst;
+    (void)sa;
+    (void)salen;
+    (void)arg;
+    struct bufferevent *bev = bufferevent_socket_new(g_base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (bev == NULL) {
+        close(fd);
+        return;
+    }
+    xd_conn *c = conn_new(bev);
+    if (c == NULL)
+        return;
+    char name[XD_IDENTITY_MAX] = "";
+    if (!peer_allowed(fd, name)) {
+        /* Answered at its first request (a client that sends first then
+         * reads always gets the answer, never a broken pipe), or dropped
+         * after a few seconds of silence. */
+        json_t *x = json_pack("{s:s}", "identity", name[0] ? name : "unknown");
+        xd_log("warning", "unauthenticated", x);
+        json_decref(x);
+        c->unauthenticated = true;
+        struct timeval t = {5, 0};
+        bufferevent_set_timeouts(bev, &t, &t);
+        bufferevent_enable(bev, EV_READ | EV_WRITE);
+        return;
+    }
+    conn_identify(c, name);
+}
+
+/* TCP with mutual TLS: the handshake (bounded by a timeout) verifies the
+ * client's certificate against the configured CA; one that has none or
+ * another CA's never gets past it. The certificate subject is the identity. */
+static SSL_CTX *g_tls_ctx;
+
+static void on_accept_tls(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa,
+                          int salen, void *arg)
+{
+    (void)lst;
+    (void)sa;
+    (void)salen;
+    (void)arg;
+    SSL *ssl = SSL_new(g_tls_ctx);
+    struct bufferevent *bev =
+        ssl ? bufferevent_openssl_socket_new(g_base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                             BEV_OPT_CLOSE_ON_FREE)
+            : NULL;
+    if (bev == NULL) {
+        SSL_free(ssl);
+        close(fd);
+        return;
+    }
+    bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
+    xd_conn *c = conn_new(bev);
+    if (c == NULL)
+        return;
+    c->tls_pending = true;
+    struct timeval t = {10, 0};
+    bufferevent_set_timeouts(bev, &t, &t);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
+}
+
+/* "cert:" and the RFC 2253 form of the verified peer's subject. */
+static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX])
+{
+    SSL *ssl = bufferevent_openssl_get_ssl(c->bev);
+    X509 *cert = ssl ? SSL_get1_peer_certificate(ssl) : NULL;
+    if (cert == NULL || SSL_get_verify_result(ssl) != X509_V_OK) {
+        X509_free(cert);
+        return false;
+    }
+    BIO *bio = BIO_new(BIO_s_mem());
+    bool ok = bio && X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0,
+                                        XN_FLAG_RFC2253) >= 0;
+    char *text = NULL;
+    long len = ok ? BIO_get_mem_data(bio, &text) : 0;
+    ok = ok && len > 0 && (size_t)len + 6 < XD_IDENTITY_MAX;
+    if (ok)
+        snprintf(name, XD_IDENTITY_MAX, "cert:%.*s", (int)len, text);
+    BIO_free(bio);
+    X509_free(cert);
+    return ok;
 }
 
 static void on_done(evutil_socket_t fd, short what, void *arg)
@@ -1369,7 +1470,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
-    char gone[8][32];
+    char gone[8][XD_IDENTITY_MAX];
     size_t ngone = 0;
     bool held = false;
     pthread_mutex_lock(&g_mu);
@@ -1382,7 +1483,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
             for (xd_lease *l = g_leases; l && !has; l = l->next)
                 has = strcmp(l->owner, id->name) == 0;
             if (has)
-                memcpy(gone[ngone++], id->name, 32);
+                memcpy(gone[ngone++], id->name, XD_IDENTITY_MAX);
             else
                 id->gone_since_ms = 0;
         }
@@ -1399,7 +1500,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         job->fn = op_maintain;
         snprintf(job->op, sizeof job->op, "%s", i < ngone ? "maintain.owner_gone" : "maintain.hold");
         if (i < ngone) {
-            memcpy(job->owner, gone[i], 32);
+            memcpy(job->owner, gone[i], XD_IDENTITY_MAX);
             json_t *x = json_pack("{s:s}", "identity", gone[i]);
             xd_log("info", "owner_gone_reaping", x);
             json_decref(x);
@@ -1458,7 +1559,7 @@ static size_t destroy_all(void)
     return n;
 }
 
-int xd_serve(const xd_config *cfg, int listen_fd)
+int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx)
 {
     g_cfg = cfg;
     g_base = event_base_new();
@@ -1466,12 +1567,18 @@ int xd_serve(const xd_config *cfg, int listen_fd)
         g_base ? evconnlistener_new(g_base, on_accept, NULL,
                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, listen_fd)
                : NULL;
+    g_tls_ctx = tls_ctx;
+    struct evconnlistener *tls_lst =
+        g_base && tls_fd >= 0
+            ? evconnlistener_new(g_base, on_accept_tls, NULL,
+                                 LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, tls_fd)
+            : NULL;
     g_done_ev = g_base ? event_new(g_base, -1, 0, on_done, NULL) : NULL;
     struct event *timer = g_base ? event_new(g_base, -1, EV_PERSIST, on_timer, NULL) : NULL;
     struct event *sigterm = g_base ? evsignal_new(g_base, SIGTERM, on_signal, NULL) : NULL;
     struct event *sigint = g_base ? evsignal_new(g_base, SIGINT, on_signal, NULL) : NULL;
     g_threads = calloc(cfg->max_executions, sizeof *g_threads);
-    if (lst == NULL || g_done_ev == NULL || timer == NULL || sigterm == NULL || sigint == NULL ||
+    if (lst == NULL || (tls_fd >= 0 && tls_lst == NULL) || g_done_ev == NULL || timer == NULL || sigterm == NULL || sigint == NULL ||
         g_threads == NULL) {
         xd_log("error", "startup_failed", NULL);
         return 71;
@@ -1493,6 +1600,8 @@ int xd_serve(const xd_config *cfg, int listen_fd)
 
     /* Stop: no new connections; kill what runs; let the pool finish. */
     evconnlistener_free(lst);
+    if (tls_lst)
+        evconnlistener_free(tls_lst);
     pthread_mutex_lock(&g_pool_mu);
     g_quit = true;
     pthread_cond_broadcast(&g_pool_cv);

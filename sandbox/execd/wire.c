@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -45,7 +46,17 @@ int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len)
     return 0;
 }
 
-int ph_wire_send(int fd, const json_t *o)
+static ssize_t fd_write(void *ctx, const void *buf, size_t len)
+{
+    return send(*(int *)ctx, buf, len, MSG_NOSIGNAL);
+}
+
+static ssize_t fd_read(void *ctx, void *buf, size_t len)
+{
+    return read(*(int *)ctx, buf, len);
+}
+
+int ph_wire_send_io(ph_wire_write_fn *wr, void *ctx, const json_t *o)
 {
     uint8_t *f;
     size_t len;
@@ -55,11 +66,11 @@ int ph_wire_send(int fd, const json_t *o)
     }
     size_t off = 0;
     while (off < len) {
-        ssize_t n = send(fd, f + off, len - off, MSG_NOSIGNAL);
+        ssize_t n = wr(ctx, f + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            int saved = errno;
+            int saved = n == 0 ? EPIPE : errno;
             free(f);
             errno = saved;
             return -1;
@@ -70,11 +81,11 @@ int ph_wire_send(int fd, const json_t *o)
     return 0;
 }
 
-static int read_full(int fd, uint8_t *buf, size_t len)
+static int read_full(ph_wire_read_fn *rd, void *ctx, uint8_t *buf, size_t len)
 {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = read(fd, buf + off, len - off);
+        ssize_t n = rd(ctx, buf + off, len - off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n == 0)
@@ -86,11 +97,11 @@ static int read_full(int fd, uint8_t *buf, size_t len)
     return 0;
 }
 
-int ph_wire_recv(int fd, size_t max, json_t **out)
+int ph_wire_recv_io(ph_wire_read_fn *rd, void *ctx, size_t max, json_t **out)
 {
     uint8_t hdr[PH_EXECD_FRAME_HEADER];
     *out = NULL;
-    if (read_full(fd, hdr, sizeof hdr) != 0)
+    if (read_full(rd, ctx, hdr, sizeof hdr) != 0)
         return -1;
     uint32_t n = ph_wire_frame_len(hdr);
     if (n == 0 || n > max) {
@@ -102,7 +113,7 @@ int ph_wire_recv(int fd, size_t max, json_t **out)
         errno = ENOMEM;
         return -1;
     }
-    if (read_full(fd, buf, n) != 0) {
+    if (read_full(rd, ctx, buf, n) != 0) {
         int saved = errno;
         free(buf);
         errno = saved;
@@ -118,6 +129,37 @@ int ph_wire_recv(int fd, size_t max, json_t **out)
     }
     *out = o;
     return 0;
+}
+
+ssize_t ph_wire_ssl_write(void *ctx, const void *buf, size_t len)
+{
+    size_t done = 0;
+    if (SSL_write_ex(ctx, buf, len, &done) != 1) {
+        errno = EPIPE;
+        return -1;
+    }
+    return (ssize_t)done;
+}
+
+ssize_t ph_wire_ssl_read(void *ctx, void *buf, size_t len)
+{
+    size_t done = 0;
+    if (SSL_read_ex(ctx, buf, len, &done) == 1)
+        return (ssize_t)done;
+    if (SSL_get_error(ctx, 0) == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = EPIPE;
+    return -1;
+}
+
+int ph_wire_send(int fd, const json_t *o)
+{
+    return ph_wire_send_io(fd_write, &fd, o);
+}
+
+int ph_wire_recv(int fd, size_t max, json_t **out)
+{
+    return ph_wire_recv_io(fd_read, &fd, max, out);
 }
 
 /* ---- errors ---- */

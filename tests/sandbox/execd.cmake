@@ -31,7 +31,7 @@ add_dependencies(execd_contract_suite pinhole-execd pinhole-forwarder)
 
 ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/test_execd.c
                  ${PH_SANDBOX_TEST_SUPPORT}
-                 LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal
+                 LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal OpenSSL::SSL
                  LABELS e2e)
 target_compile_definitions(execd.test_execd PRIVATE
     PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")

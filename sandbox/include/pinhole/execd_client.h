@@ -50,6 +50,24 @@ typedef struct ph_execd_lease ph_execd_lease;
  */
 PH_API ph_status ph_execd_service_open(const char *socket_path, const ph_service_config *config,
                                        ph_execd_service **out, ph_diag *diag);
+/* A service on another machine: TCP with mutual TLS. The worker's
+ * certificate subject is its identity to the service. Strings are borrowed
+ * for the call. */
+typedef struct ph_execd_tls_config {
+    const char *host;        /* numeric address or name to connect to */
+    uint16_t port;
+    const char *server_name; /* checked against the service's certificate; NULL: host */
+    const char *ca_file;     /* PEM: the CA that signed the service's certificate */
+    const char *cert_file;   /* PEM: this worker's certificate chain */
+    const char *key_file;    /* PEM: its private key */
+} ph_execd_tls_config;
+
+/* ph_execd_service_open over TLS. A handshake the service refuses (no
+ * certificate, another CA's) or a service certificate that does not verify
+ * is PH_E_DENIED naming the TLS error. */
+PH_API ph_status ph_execd_service_open_tls(const ph_execd_tls_config *tls,
+                                           const ph_service_config *config,
+                                           ph_execd_service **out, ph_diag *diag);
 /* ph_execd_service_open on the socket named by $PINHOLE_EXECD_SOCKET
  * (PH_E_UNSUPPORTED when it is unset). */
 PH_API ph_status ph_execd_service_open_default(const ph_service_config *config,

@@ -16,8 +16,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <openssl/ssl.h>
 
 #include "execd-int.h"
 #include "pinhole/execd_client.h"
@@ -616,6 +620,163 @@ static void test_shutdown_destroys_everything(void **state)
     daemon_stop(&d);
 }
 
+/* ---- TCP with mutual TLS ---- */
+
+/* Makes ca1 (server + workers a and b) and ca2 (a rogue "worker-a") with the
+ * openssl command in dir. */
+static void make_pki(const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "set -e; cd '%s'; "
+             "key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $1.key "
+             "2>/dev/null; }; "
+             "ca() { key $1; openssl req -x509 -new -key $1.key -out $1.pem -days 2 -subj /CN=$1; }; "
+             "leaf() { key $1; openssl req -new -key $1.key -out $1.csr -subj \"$3\"; "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $1.ext; "
+             "openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -days 2 "
+             "-extfile $1.ext -out $1.pem 2>/dev/null; }; "
+             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost; leaf wa ca1 /O=pinhole/CN=worker-a; "
+             "leaf wb ca1 /O=pinhole/CN=worker-b; leaf rogue ca2 /O=pinhole/CN=worker-a; "
+             "chmod 644 srv.key",
+             dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int tls_port_from_log(const xdaemon *d)
+{
+    size_t len;
+    char *log = ph_test_read_file(d->log, &len);
+    const char *p = log ? strstr(log, "\"event\":\"listening_tls\"") : NULL;
+    const char *q = p ? strstr(p, "\"port\":") : NULL;
+    int port = q ? atoi(q + 7) : 0;
+    free(log);
+    return port;
+}
+
+static ph_status tls_open(const xdaemon *d, int port, const char *who, const char *ca,
+                          ph_execd_service **svc, ph_diag *diag)
+{
+    char ca_file[300], cert[300], key[300];
+    snprintf(ca_file, sizeof ca_file, "%s/%s.pem", d->dir, ca);
+    snprintf(cert, sizeof cert, "%s/%s.pem", d->dir, who ? who : "");
+    snprintf(key, sizeof key, "%s/%s.key", d->dir, who ? who : "");
+    ph_execd_tls_config tls = {.host = "127.0.0.1", .port = (uint16_t)port,
+                               .server_name = "localhost", .ca_file = ca_file,
+                               .cert_file = who ? cert : NULL, .key_file = who ? key : NULL};
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    return ph_execd_service_open_tls(&tls, &cfg, svc, diag);
+}
+
+/* A raw TLS session as worker `who`, for requests the client API cannot
+ * forge (another identity's environment id). */
+static SSL *tls_raw(const xdaemon *d, int port, const char *who, SSL_CTX **ctx, int *fd)
+{
+    char ca[300], cert[300], key[300];
+    snprintf(ca, sizeof ca, "%s/ca1.pem", d->dir);
+    snprintf(cert, sizeof cert, "%s/%s.pem", d->dir, who);
+    snprintf(key, sizeof key, "%s/%s.key", d->dir, who);
+    *ctx = SSL_CTX_new(TLS_client_method());
+    assert_int_equal(SSL_CTX_load_verify_locations(*ctx, ca, NULL), 1);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(*ctx, cert), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(*ctx, key, SSL_FILETYPE_PEM), 1);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(*fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    SSL *ssl = SSL_new(*ctx);
+    SSL_set_fd(ssl, *fd);
+    assert_int_equal(SSL_connect(ssl), 1);
+    return ssl;
+}
+
+static json_t *tls_call(SSL *ssl, json_t *req)
+{
+    json_t *resp = NULL;
+    int rc = ph_wire_send_io(ph_wire_ssl_write, ssl, req);
+    json_decref(req);
+    if (rc == 0)
+        (void)ph_wire_recv_io(ph_wire_ssl_read, ssl, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    return resp;
+}
+
+static void test_tls_mutual_authentication(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    make_pki(d.dir);
+    char o_cert[300], o_key[300], o_ca[300];
+    snprintf(o_cert, sizeof o_cert, "--tls-cert=%s/srv.pem", d.dir);
+    snprintf(o_key, sizeof o_key, "--tls-key=%s/srv.key", d.dir);
+    snprintf(o_ca, sizeof o_ca, "--tls-ca=%s/ca1.pem", d.dir);
+    const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
+                                NULL};
+    /* A key others can read is refused: the one secret the daemon holds. */
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    char key[300];
+    snprintf(key, sizeof key, "%s/srv.key", d.dir);
+    assert_int_equal(chmod(key, 0600), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    int port = tls_port_from_log(&d);
+    assert_true(port > 0);
+
+    ph_execd_service *a = NULL, *x = NULL;
+    ph_diag diag = {0};
+    if (tls_open(&d, port, "wa", "ca1", &a, &diag) != PH_OK)
+        fail_msg("worker-a: %s", diag.message);
+    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
+    ph_sandbox_limits_init(&spec.limits);
+    ph_execd_environment *env = NULL;
+    assert_int_equal(ph_execd_environment_create(a, &spec, &env, &diag), PH_OK);
+    const char *argv[] = {"echo", "over tls", NULL};
+    ph_execution_command cmd = {.argv = argv, .timeout_seconds = PH_SANDBOX_UNSET,
+                                .run_budget_ms = PH_SANDBOX_UNSET};
+    ph_execution_result *r = NULL;
+    assert_int_equal(ph_execd_environment_execute(env, &cmd, &r, &diag), PH_OK);
+    assert_string_equal((char *)r->out.data, "over tls\n");
+    ph_execution_result_free(&r);
+
+    /* No client certificate; a certificate of another CA (same subject!). */
+    assert_int_equal(tls_open(&d, port, NULL, "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    assert_int_equal(tls_open(&d, port, "rogue", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    /* The worker's own trust: a service it cannot verify is refused. */
+    assert_int_equal(tls_open(&d, port, "wa", "ca2", &x, &diag), PH_E_DENIED);
+
+    /* Worker b (same CA, another subject) cannot tell a's environment from
+     * one that never existed. */
+    SSL_CTX *ctx;
+    int fd;
+    SSL *b = tls_raw(&d, port, "wb", &ctx, &fd);
+    json_t *h = tls_call(b, json_pack("{s:s}", "op", "hello"));
+    assert_string_equal(ph_wire_str(h, "identity"), "cert:CN=worker-b,O=pinhole");
+    json_decref(h);
+    json_t *r1 = tls_call(b, raw_execute_req("t1", ph_execd_environment_id(env), argv));
+    json_t *r2 = tls_call(b, raw_execute_req("t1", "env-0000000000000000", argv));
+    assert_string_equal(error_of(r1), "not_found");
+    char *t1 = json_dumps(r1, JSON_SORT_KEYS), *t2 = json_dumps(r2, JSON_SORT_KEYS);
+    assert_string_equal(t1, t2);
+    free(t1);
+    free(t2);
+    json_decref(r1);
+    json_decref(r2);
+    SSL_free(b);
+    SSL_CTX_free(ctx);
+    close(fd);
+
+    ph_execd_environment_destroy(&env);
+    ph_execd_service_close(&a);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"tls_refused\""));
+    assert_non_null(strstr(log, "\"identity\":\"cert:CN=worker-a,O=pinhole\""));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -634,6 +795,7 @@ int main(void)
         cmocka_unit_test(test_lease_hold_and_end_through_the_service),
         cmocka_unit_test(test_owner_gone_past_grace),
         cmocka_unit_test(test_shutdown_destroys_everything),
+        cmocka_unit_test(test_tls_mutual_authentication),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
