@@ -204,6 +204,27 @@ static const char *error_of(const json_t *r)
     return r ? ph_wire_str(r, "error") : "eof";
 }
 
+/* ---- the client library on the unix socket ---- */
+
+static ph_execd_service *client_open(const xdaemon *d)
+{
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    if (ph_execd_service_open(d->sock, &cfg, &svc, &diag) != PH_OK)
+        fail_msg("connect: %s", diag.message);
+    return svc;
+}
+
+/* Tenant t1, lease l1, the fake mechanism, no limits. */
+static ph_environment_spec fake_spec(void)
+{
+    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
+    ph_sandbox_limits_init(&spec.limits);
+    return spec;
+}
+
 /* ---- tests ---- */
 
 static void test_refuses_credential_in_environment(void **state)
@@ -366,13 +387,9 @@ static void test_restart_destroys_what_a_previous_run_left(void **state)
     (void)state;
     xdaemon d;
     daemon_start(&d, NULL);
-    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
-                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
-    ph_execd_service *svc = NULL;
+    ph_execd_service *svc = client_open(&d);
     ph_diag diag = {0};
-    assert_int_equal(ph_execd_service_open(d.sock, &cfg, &svc, &diag), PH_OK);
-    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
-    ph_sandbox_limits_init(&spec.limits);
+    ph_environment_spec spec = fake_spec();
     ph_execd_environment *e1 = NULL, *e2 = NULL;
     assert_int_equal(ph_execd_environment_create(svc, &spec, &e1, &diag), PH_OK);
     assert_int_equal(ph_execd_environment_create(svc, &spec, &e2, &diag), PH_OK);
@@ -529,13 +546,9 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     (void)state;
     xdaemon d;
     daemon_start(&d, NULL);
-    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
-                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
-    ph_execd_service *svc = NULL;
+    ph_execd_service *svc = client_open(&d);
     ph_diag diag = {0};
-    assert_int_equal(ph_execd_service_open(d.sock, &cfg, &svc, &diag), PH_OK);
-    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
-    ph_sandbox_limits_init(&spec.limits);
+    ph_environment_spec spec = fake_spec();
     ph_execd_lease *lease = NULL;
     assert_int_equal(ph_execd_lease_open(svc, &spec, 2, &lease, &diag), PH_OK);
     assert_false(ph_execd_lease_has_sandbox(lease));
@@ -726,8 +739,7 @@ static void test_tls_mutual_authentication(void **state)
     ph_diag diag = {0};
     if (tls_open(&d, port, "wa", "ca1", &a, &diag) != PH_OK)
         fail_msg("worker-a: %s", diag.message);
-    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
-    ph_sandbox_limits_init(&spec.limits);
+    ph_environment_spec spec = fake_spec();
     ph_execd_environment *env = NULL;
     assert_int_equal(ph_execd_environment_create(a, &spec, &env, &diag), PH_OK);
     const char *argv[] = {"echo", "over tls", NULL};
