@@ -59,3 +59,9 @@ if(TARGET pinhole_artifacts_export_execd)
     set_tests_properties(execd.artifact_export PROPERTIES LABELS e2e SKIP_RETURN_CODE 77
                          TIMEOUT 120)
 endif()
+
+# The builtin tools' JSON schemas against what the service accepts and returns.
+ph_add_script_test(NAME execd.tool_schemas
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/tool_schemas.py
+            $<TARGET_FILE:pinhole-execd> ${PROJECT_SOURCE_DIR})
+set_tests_properties(execd.tool_schemas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
