@@ -11,7 +11,9 @@
  * The registry (environments, workspace ids, leases, identities) is shared
  * by the loop and the pool under one mutex, held only for lookups and
  * bookkeeping, never across a sandbox call. An object in use by a job is
- * marked busy; another request for it gets `busy` rather than waiting.
+ * marked (xd_use); a request whose use it excludes gets `busy` rather than
+ * waiting: file operations run beside an execute, a second execute or a
+ * destroy does not.
  *
  * Ownership: an xd_conn is owned by the loop; a job holds a reference
  * (conn->job) and the loop frees a closed connection only once its job has
@@ -105,9 +107,20 @@ typedef struct xd_env {
     char owner[XD_IDENTITY_MAX];
     ph_environment *env;  /* owned, unless lease != NULL (then the lease's) */
     xd_lease *lease;
-    bool busy;
+    /* In use by jobs: file operations share it with each other and with one
+     * execute (as in-process: a workspace object and the environment are
+     * independent); destroy needs it unused. */
+    int users;
+    bool executing;
+    bool exclusive;
     struct xd_env *next;
 } xd_env;
+
+typedef enum xd_use {
+    XD_USE_SHARED,    /* WorkspaceFiles */
+    XD_USE_EXEC,      /* one execute at a time */
+    XD_USE_EXCLUSIVE, /* destroy */
+} xd_use;
 
 typedef struct xd_ws {
     char id[PH_EXECD_ID_MAX];
@@ -569,27 +582,34 @@ static void op_env_create(xd_job *job)
     job->resp = json_pack("{s:b, s:s, s:o}", "ok", 1, "environment", e->id, "warnings", warnings);
 }
 
-/* Takes the environment of the request for this job (busy). NULL and
- * job->resp set when there is none or it is busy. */
-static xd_env *take_env(xd_job *job, const char *id)
+/* Takes the environment of the request for this job for use u. NULL and
+ * job->resp set when there is none or it is in a use that excludes u. */
+static xd_env *take_env(xd_job *job, const char *id, xd_use u)
 {
     const char *tenant = ph_wire_str(job->req, "tenant");
     pthread_mutex_lock(&g_mu);
     xd_env *e = env_find(id, job->owner, tenant);
     if (e == NULL)
         job->resp = not_found("environment");
-    else if (e->busy || (e->lease && e->lease->busy))
+    else if ((e->lease && e->lease->busy) || e->exclusive ||
+             (u == XD_USE_EXEC && e->executing) || (u == XD_USE_EXCLUSIVE && e->users > 0))
         job->resp = busy("the environment is serving another request");
-    else
-        e->busy = true;
+    else {
+        e->users++;
+        e->executing |= u == XD_USE_EXEC;
+        e->exclusive = u == XD_USE_EXCLUSIVE;
+    }
     pthread_mutex_unlock(&g_mu);
     return job->resp ? NULL : e;
 }
 
-static void release_env(xd_env *e)
+static void release_env(xd_env *e, xd_use u)
 {
     pthread_mutex_lock(&g_mu);
-    e->busy = false;
+    e->users--;
+    if (u == XD_USE_EXEC)
+        e->executing = false;
+    e->exclusive = false;
     pthread_mutex_unlock(&g_mu);
 }
 
@@ -610,7 +630,7 @@ static void op_env_execute(xd_job *job)
         job->resp = ph_wire_error("invalid", "argv, cwd, stdin, timeout_seconds, run_budget_ms");
         goto out;
     }
-    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"));
+    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXEC);
     if (e == NULL)
         goto out;
     cmd.argv = (const char *const *)argv;
@@ -620,7 +640,7 @@ static void op_env_execute(xd_job *job)
     ph_execution_result *r = NULL;
     ph_diag d = {0};
     ph_status st = ph_environment_execute(e->env, &cmd, &r, &d);
-    release_env(e);
+    release_env(e, XD_USE_EXEC);
     if (st != PH_OK) {
         job->resp = diag_resp(st, &d);
         goto out;
@@ -637,11 +657,11 @@ out:
 
 static void op_env_destroy(xd_job *job)
 {
-    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"));
+    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXCLUSIVE);
     if (e == NULL)
         return;
     if (e->lease != NULL) {
-        release_env(e);
+        release_env(e, XD_USE_EXCLUSIVE);
         job->resp = ph_wire_error("invalid", "a lease's environment ends with the lease");
         return;
     }
@@ -723,7 +743,7 @@ static void op_workspace(xd_job *job)
         goto out;
     }
     /* The environment it was opened on is gone: every file is gone. */
-    xd_env *e = take_env(job, env_id);
+    xd_env *e = take_env(job, env_id, XD_USE_SHARED);
     if (e == NULL) {
         if (strstr(ph_wire_str(job->resp, "error"), "not_found")) {
             json_decref(job->resp);
@@ -796,7 +816,7 @@ static void op_workspace(xd_job *job)
         st = ph_diag_set(&d, PH_E_INVAL, 0, "unknown operation");
     }
     ph_workspace_close(&ws);
-    release_env(e);
+    release_env(e, XD_USE_SHARED);
     job->resp = st != PH_OK ? diag_resp(st, &d)
                             : resp ? resp : ph_wire_error("nomem", "out of memory");
     if (st != PH_OK)
@@ -855,6 +875,14 @@ static void op_lease_open(xd_job *job)
     job->resp = json_pack("{s:b, s:s}", "ok", 1, "handle", l->id);
 }
 
+/* Under g_mu: whether a job is using the lease's environment (a lease
+ * operation may destroy it). */
+static bool lease_env_in_use(const xd_lease *l)
+{
+    const xd_env *e = l->env_id[0] ? env_find(l->env_id, l->owner, l->tenant) : NULL;
+    return e != NULL && e->users > 0;
+}
+
 static xd_lease *take_lease(xd_job *job)
 {
     const char *tenant = ph_wire_str(job->req, "tenant");
@@ -862,8 +890,7 @@ static xd_lease *take_lease(xd_job *job)
     xd_lease *l = lease_find(ph_wire_str(job->req, "handle"), job->owner, tenant);
     if (l == NULL)
         job->resp = not_found("lease");
-    else if (l->busy || (l->env_id[0] && env_find(l->env_id, l->owner, l->tenant) &&
-                         env_find(l->env_id, l->owner, l->tenant)->busy))
+    else if (l->busy || lease_env_in_use(l))
         job->resp = busy("the lease is serving another request");
     else
         l->busy = true;
@@ -995,7 +1022,7 @@ static void op_maintain(xd_job *job)
         int64_t lease_now = 0;
         pthread_mutex_lock(&g_mu);
         for (xd_lease *l = g_leases; l && !lvictim; l = l->next) {
-            if (l->busy)
+            if (l->busy || lease_env_in_use(l))
                 continue;
             if (job->owner[0] ? strcmp(l->owner, job->owner) == 0 : l->held) {
                 lease_now = l->hold_client_start + (now_ms() - l->hold_daemon_start) / 1000;
@@ -1007,7 +1034,7 @@ static void op_maintain(xd_job *job)
             }
         }
         for (xd_env *e = g_envs; job->owner[0] && e && !lvictim && !victim; e = e->next) {
-            if (!e->busy && e->lease == NULL && strcmp(e->owner, job->owner) == 0) {
+            if (e->users == 0 && e->lease == NULL && strcmp(e->owner, job->owner) == 0) {
                 victim = e;
                 env_unlink(e);
             }
@@ -1489,7 +1516,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         }
     }
     for (xd_lease *l = g_leases; l && !held; l = l->next)
-        held = l->held && l->env_id[0] && !l->busy;
+        held = l->held && l->env_id[0] && !l->busy && !lease_env_in_use(l);
     pthread_mutex_unlock(&g_mu);
     for (size_t i = 0; i <= ngone; i++) {
         if (i == ngone && !held)

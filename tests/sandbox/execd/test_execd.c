@@ -443,6 +443,54 @@ static void test_disconnect_kills_the_command(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+static void test_files_are_served_beside_a_running_command(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int a = raw_hello(&d), b = raw_hello(&d);
+    char *id = raw_create(a, "t1");
+    json_t *r = raw_call(a, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant",
+                                      "t1", "environment", id));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s, s:s, s:s}", "op", "workspace.write", "tenant",
+                              "t1", "workspace", ws, "path", "notes.txt", "data", "kept\n"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    const char *const argv[] = {"sleep", "1.5", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    assert_int_equal(ph_wire_send(a, req), 0);
+    json_decref(req);
+    usleep(300 * 1000);
+    /* While it runs: files are served, a second execute and a destroy are not. */
+    r = raw_call(b, json_pack("{s:s, s:s, s:s, s:s}", "op", "workspace.read", "tenant", "t1",
+                              "workspace", ws, "path", "notes.txt"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_string_equal(ph_wire_str(r, "data"), "kept\n");
+    json_decref(r);
+    r = raw_call(b, raw_execute_req("t1", id, argv));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    r = raw_call(b, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                              "environment", id));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    json_t *done = NULL;
+    assert_int_equal(ph_wire_recv(a, PH_EXECD_MAX_RESPONSE_BYTES, &done), 0);
+    assert_true(json_is_true(json_object_get(done, "ok")));
+    json_decref(done);
+    r = raw_call(b, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                              "environment", id));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    close(a);
+    close(b);
+    free(ws);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static int64_t health_field(const xdaemon *d, const char *key)
 {
     int fd = raw_hello(d);
@@ -803,6 +851,7 @@ int main(void)
         cmocka_unit_test(test_restart_destroys_what_a_previous_run_left),
         cmocka_unit_test(test_disconnect_kills_the_command),
         cmocka_unit_test(test_queue_full_answers_busy),
+        cmocka_unit_test(test_files_are_served_beside_a_running_command),
         cmocka_unit_test(test_limits_on_sandboxes_and_requests),
         cmocka_unit_test(test_lease_hold_and_end_through_the_service),
         cmocka_unit_test(test_owner_gone_past_grace),
