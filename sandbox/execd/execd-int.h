@@ -57,7 +57,8 @@ json_t *ph_wire_error(const char *code, const char *message);
 
 /* ---- byte strings ---- */
 
-/* Reads obj[text_key] (a string) or obj[b64_key] (base64). 1 when neither is
+/* Reads obj[text_key] (a string; text_key NULL: never) or obj[b64_key]
+ * (base64). 1 when neither is
  * there, 0 with *data (new, NUL-terminated, caller frees) and *len, -1 when
  * malformed (both present, wrong type, bad base64) or out of memory. */
 int ph_wire_get_bytes(const json_t *obj, const char *text_key, const char *b64_key,

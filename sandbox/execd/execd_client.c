@@ -573,46 +573,100 @@ ph_status ph_execd_workspace_read(ph_execd_workspace *ws, const char *path, size
     return rc == 0 ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "malformed data from the service");
 }
 
+/* One frame on svc's connection (svc->mu held). */
+static int recv_locked(ph_execd_service *svc, json_t **resp)
+{
+    if (svc->ssl != NULL)
+        return ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+    return ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+}
+
+#define STREAM_CHUNK (1024 * 1024)
+
+/* A streamed workspace.read into fd: the header, chunks of at most
+ * STREAM_CHUNK bytes, the end; at most max_bytes in all. The connection is
+ * unusable after a failure in the middle of a stream, so it is closed. */
+static ph_status stream_into(ph_execd_workspace *ws, json_t *req, int fd, uint64_t max_bytes,
+                             ph_ws_stat *st_out, ph_diag *diag)
+{
+    ph_execd_service *svc = ws->svc;
+    ph_status st;
+    json_t *head = call(svc, req, &st, diag); /* the header, or the error */
+    if (head == NULL)
+        return st;
+    bool ok = json_is_true(json_object_get(head, "stream")) &&
+              ph_wire_get_stat(json_object_get(head, "stat"), st_out);
+    json_decref(head);
+    uint64_t got = 0;
+    pthread_mutex_lock(&svc->mu);
+    while (ok) {
+        json_t *f = NULL;
+        if (recv_locked(svc, &f) != 0) {
+            ok = false;
+            break;
+        }
+        if (json_object_get(f, "ok") != NULL) { /* the final response */
+            ok = json_is_true(json_object_get(f, "end")) &&
+                 (uint64_t)json_integer_value(json_object_get(f, "size")) == got;
+            if (!ok && ph_wire_str(f, "error"))
+                st = ph_diag_set(diag, ph_wire_error_status(ph_wire_str(f, "error")), 0, "%s",
+                                 ph_wire_str(f, "message") ? ph_wire_str(f, "message") : "");
+            json_decref(f);
+            break;
+        }
+        uint8_t *chunk = NULL;
+        size_t len = 0;
+        ok = ph_wire_get_bytes(f, NULL, "chunk_base64", &chunk, &len) == 0 &&
+             len <= STREAM_CHUNK && got + len <= max_bytes;
+        for (size_t off = 0; ok && off < len;) {
+            ssize_t n = write(fd, chunk + off, len - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            ok = n > 0;
+            off += ok ? (size_t)n : 0;
+        }
+        got += len;
+        free(chunk);
+        json_decref(f);
+    }
+    if (!ok && st == PH_OK) {
+        if (svc->fd >= 0)
+            shutdown(svc->fd, SHUT_RDWR);
+        st = ph_diag_set(diag, PH_E_IO, 0, "the service's stream broke off");
+    }
+    pthread_mutex_unlock(&svc->mu);
+    if (st == PH_OK)
+        st_out->size = got;
+    return st;
+}
+
 ph_status ph_execd_workspace_open_read(ph_execd_workspace *ws, const char *path,
                                        uint64_t max_bytes, int *fd_out, ph_ws_stat *st_out,
                                        ph_diag *diag)
 {
-    if (fd_out == NULL)
+    if (ws == NULL || path == NULL || fd_out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     *fd_out = -1;
-    uint8_t *data;
-    size_t len;
-    ph_status st = ph_execd_workspace_read(ws, path, max_bytes > SIZE_MAX ? SIZE_MAX
-                                                                          : (size_t)max_bytes,
-                                           &data, &len, diag);
-    if (st != PH_OK)
-        return st;
     int fd = memfd_create("pinhole-execd-read", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    size_t off = 0;
-    while (fd >= 0 && off < len) {
-        ssize_t n = write(fd, data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            close(fd);
-            fd = -1;
-            break;
-        }
-        off += (size_t)n;
-    }
-    free(data);
-    if (fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
-        if (fd >= 0)
-            close(fd);
+    if (fd < 0)
         return ph_diag_set(diag, PH_E_IO, 0, "memfd: %s", strerror(errno));
+    json_t *req = ws_request(ws, "workspace.read", path);
+    if (req) {
+        json_object_set_new(req, "max_bytes", json_integer((json_int_t)max_bytes));
+        json_object_set_new(req, "chunk_bytes", json_integer(STREAM_CHUNK));
     }
-    if (st_out) {
-        memset(st_out, 0, sizeof *st_out);
-        st_out->type = PH_WS_TYPE_FILE;
-        st_out->size = len;
-        st_out->mode = 0444;
+    ph_ws_stat st;
+    ph_status rc = stream_into(ws, req, fd, max_bytes, &st, diag);
+    if (rc == PH_OK &&
+        (lseek(fd, 0, SEEK_SET) != 0 ||
+         fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0))
+        rc = ph_diag_set(diag, PH_E_IO, 0, "memfd: %s", strerror(errno));
+    if (rc != PH_OK) {
+        close(fd);
+        return rc;
     }
+    if (st_out)
+        *st_out = st;
     *fd_out = fd;
     return PH_OK;
 }

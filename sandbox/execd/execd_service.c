@@ -30,6 +30,7 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
@@ -342,6 +343,8 @@ struct xd_conn {
     bool close_after_write;
     bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
     bool tls_pending;     /* TLS: identified once the handshake verified a certificate */
+    size_t backlog;       /* output not yet written to the peer (atomic: a streaming
+                           * job reads it to wait for a slow peer) */
     struct xd_conn *prev, *next; /* g_conns: every live connection */
 };
 
@@ -702,6 +705,95 @@ static void op_env_workspace(xd_job *job)
 
 /* ---- WorkspaceFiles ---- */
 
+#define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
+
+/* Frames of streamed responses, from pool threads to the loop (under
+ * g_pool_mu, flushed by on_done before the jobs that finished, so a job's
+ * frames always precede its final response). Only the loop touches a
+ * bufferevent. */
+typedef struct xd_frame {
+    xd_conn *conn;
+    uint8_t *data;
+    size_t len;
+    struct xd_frame *next;
+} xd_frame;
+static xd_frame *g_frames_head, *g_frames_tail;
+
+/* Queues one intermediate frame of job's streamed response and waits while
+ * the peer is slow. false when the connection is gone. */
+static bool stream_send(xd_job *job, json_t *frame_obj)
+{
+    xd_frame *fr = calloc(1, sizeof *fr);
+    bool ok = fr && frame_obj && ph_wire_frame(frame_obj, &fr->data, &fr->len) == 0;
+    json_decref(frame_obj);
+    if (!ok) {
+        free(fr);
+        return false;
+    }
+    for (;;) {
+        pthread_mutex_lock(&g_mu);
+        bool gone = job->cancelled;
+        pthread_mutex_unlock(&g_mu);
+        if (gone) {
+            free(fr->data);
+            free(fr);
+            return false;
+        }
+        if (__atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE) < XD_STREAM_BACKLOG)
+            break;
+        usleep(1000);
+    }
+    fr->conn = job->conn;
+    __atomic_add_fetch(&job->conn->backlog, fr->len, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&g_pool_mu);
+    if (g_frames_tail)
+        g_frames_tail->next = fr;
+    else
+        g_frames_head = fr;
+    g_frames_tail = fr;
+    pthread_mutex_unlock(&g_pool_mu);
+    event_active(g_done_ev, EV_READ, 0);
+    return true;
+}
+
+/* workspace.read with chunk_bytes: the header frame (stat), one frame per
+ * chunk, and the final response; memory stays at one chunk whatever the
+ * file's size. */
+static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chunk)
+{
+    if (!stream_send(job, json_pack("{s:b, s:b, s:o}", "ok", 1, "stream", 1, "stat",
+                                    ph_wire_stat(st))))
+        return ph_wire_error("io", "the connection is gone");
+    uint8_t *buf = malloc(chunk);
+    uint64_t sent = 0;
+    if (buf == NULL)
+        return ph_wire_error("nomem", "out of memory");
+    while (sent < st->size) {
+        size_t want = st->size - sent < chunk ? (size_t)(st->size - sent) : chunk;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* shrunk since: send what is there */
+        /* Chunks are always base64: a chunk boundary can split a UTF-8
+         * sequence, so "text when valid" would not round-trip. */
+        char *b64 = malloc(4 * (((size_t)n + 2) / 3) + 1);
+        json_t *c = NULL;
+        if (b64 != NULL) {
+            EVP_EncodeBlock((unsigned char *)b64, buf, (int)n);
+            c = json_pack("{s:s}", "chunk_base64", b64);
+            free(b64);
+        }
+        if (c == NULL || !stream_send(job, c)) {
+            free(buf);
+            return ph_wire_error("io", "the connection is gone");
+        }
+        sent += (uint64_t)n;
+    }
+    free(buf);
+    return json_pack("{s:b, s:b, s:I}", "ok", 1, "end", 1, "size", (json_int_t)sent);
+}
+
 static void op_workspace(xd_job *job)
 {
     const char *tenant = ph_wire_str(job->req, "tenant");
@@ -764,11 +856,20 @@ static void op_workspace(xd_job *job)
         int fd = -1;
         ph_ws_stat s;
         st = ph_workspace_open_read(ws, (const char *)path, (uint64_t)max, &fd, &s, &d);
-        uint8_t *buf = st == PH_OK ? malloc(s.size + 1) : NULL;
+        bool chunk_ok = true;
+        int64_t chunk = ph_wire_int(job->req, "chunk_bytes", 0, &chunk_ok);
+        if (st == PH_OK && (!chunk_ok || chunk < 0 || chunk > 8 * 1024 * 1024))
+            st = ph_diag_set(&d, PH_E_INVAL, 0, "chunk_bytes must be 1..8388608");
+        if (st == PH_OK && chunk > 0) {
+            resp = stream_file(job, fd, &s, (size_t)chunk);
+            close(fd);
+            fd = -1;
+        }
+        uint8_t *buf = st == PH_OK && resp == NULL ? malloc(s.size + 1) : NULL;
         size_t got = 0;
-        if (st == PH_OK && buf == NULL)
+        if (st == PH_OK && resp == NULL && buf == NULL)
             st = ph_diag_set(&d, PH_E_NOMEM, 0, "out of memory");
-        while (st == PH_OK && got < s.size) {
+        while (st == PH_OK && buf && got < s.size) {
             ssize_t n = read(fd, buf + got, s.size - got);
             if (n < 0 && errno == EINTR)
                 continue;
@@ -778,7 +879,7 @@ static void op_workspace(xd_job *job)
         }
         if (fd >= 0)
             close(fd);
-        if (st == PH_OK) {
+        if (st == PH_OK && buf) {
             s.size = got;
             resp = json_pack("{s:b, s:o}", "ok", 1, "stat", ph_wire_stat(&s));
             if (resp && ph_json_set_bytes(resp, "data", "data_base64", buf, got) != 0) {
@@ -1148,6 +1249,8 @@ static void conn_close(xd_conn *c)
 static void on_write(struct bufferevent *bev, void *arg)
 {
     xd_conn *c = arg;
+    __atomic_store_n(&c->backlog, evbuffer_get_length(bufferevent_get_output(bev)),
+                     __ATOMIC_RELEASE);
     if (c->close_after_write && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
         conn_close(c);
 }
@@ -1349,6 +1452,9 @@ static xd_conn *conn_new(struct bufferevent *bev)
         g_conns->prev = c;
     g_conns = c;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
+    /* on_write runs whenever output drains below this: a streaming job
+     * waiting for the peer learns of progress. */
+    bufferevent_setwatermark(bev, EV_WRITE, XD_STREAM_BACKLOG / 2, 0);
     return c;
 }
 
@@ -1470,7 +1576,23 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&g_pool_mu);
     xd_job *list = g_done;
     g_done = NULL;
+    xd_frame *frames = g_frames_head;
+    g_frames_head = g_frames_tail = NULL;
     pthread_mutex_unlock(&g_pool_mu);
+    /* A frame's connection is alive: its job (still running or in `list`)
+     * keeps a closed xd_conn until the job is handled below. */
+    while (frames) {
+        xd_frame *fr = frames;
+        frames = fr->next;
+        if (fr->conn->bev) {
+            bufferevent_write(fr->conn->bev, fr->data, fr->len);
+            __atomic_store_n(&fr->conn->backlog,
+                             evbuffer_get_length(bufferevent_get_output(fr->conn->bev)),
+                             __ATOMIC_RELEASE);
+        }
+        free(fr->data);
+        free(fr);
+    }
     while (list) {
         xd_job *job = list;
         list = job->next;

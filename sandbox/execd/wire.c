@@ -232,7 +232,7 @@ int ph_wire_b64_decode(const char *s, uint8_t **data, size_t *len)
 int ph_wire_get_bytes(const json_t *obj, const char *text_key, const char *b64_key,
                       uint8_t **data, size_t *len)
 {
-    json_t *t = json_object_get(obj, text_key);
+    json_t *t = text_key ? json_object_get(obj, text_key) : NULL;
     json_t *b = b64_key ? json_object_get(obj, b64_key) : NULL;
     *data = NULL;
     *len = 0;

@@ -95,6 +95,24 @@ static void test_export_through_the_service(void **state)
     ph_artifact_metadata_free(&m2);
     ph_artifact_metadata_free(&meta);
 
+    /* A file of several stream chunks: the artifact's SHA-256 is the one
+     * computed inside the sandbox. */
+    const char *big[] = {"sh", "-c", "head -c 3500001 /dev/urandom > big.bin && "
+                                     "sha256sum big.bin | cut -c1-64", NULL};
+    r = sbx_run(env, big);
+    assert_int_equal(r->exit_code, 0);
+    char hex[65];
+    snprintf(hex, sizeof hex, "%.64s", (const char *)r->out.data);
+    ph_execution_result_free(&r);
+    if (ph_artifact_export(store, ws, "big.bin", &as, &meta, &diag) != PH_OK)
+        fail_msg("export big.bin: %s", diag.message);
+    assert_int_equal(meta->size, 3500001);
+    char got_hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(got_hex + 2 * i, 3, "%02x", meta->sha256[i]);
+    assert_string_equal(got_hex, hex);
+    ph_artifact_metadata_free(&meta);
+
     /* Refusals through the service, nothing stored. */
     assert_int_equal(ph_artifact_export(store, ws, "out-link", &as, &meta, &diag), PH_E_DENIED);
     assert_null(meta);
@@ -106,7 +124,7 @@ static void test_export_through_the_service(void **state)
     as.max_size = 100;
     assert_int_equal(ph_artifact_export(store, ws, "report.txt", &as, &meta, &diag),
                      PH_E_LIMIT);
-    assert_int_equal(count_artifacts(store), 1); /* the report only */
+    assert_int_equal(count_artifacts(store), 2); /* the report and big.bin only */
 
     ph_artifact_store_close(&store);
     ph_test_rmtree(store_dir);
