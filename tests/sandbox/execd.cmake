@@ -65,3 +65,10 @@ ph_add_script_test(NAME execd.tool_schemas
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/tool_schemas.py
             $<TARGET_FILE:pinhole-execd> ${PROJECT_SOURCE_DIR})
 set_tests_properties(execd.tool_schemas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# Disconnect kills the command inside gVisor too (skipped without runsc).
+ph_add_script_test(NAME execd.disconnect_gvisor
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/disconnect_gvisor.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.disconnect_gvisor PROPERTIES LABELS "e2e;isolation"
+                     SKIP_RETURN_CODE 77 TIMEOUT 120)
