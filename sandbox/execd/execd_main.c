@@ -63,6 +63,7 @@ static void usage(FILE *f)
             "  --tls-key=FILE           its private key (PEM; mode 0600 or stricter)\n"
             "  --tls-ca=FILE            the CA whose client certificates are accepted;\n"
             "                           the certificate subject is the identity\n"
+            "  --metrics-listen=HOST:PORT  GET /metrics (Prometheus) and /health over HTTP\n"
             "  --help, --version\n"
             "\n"
             "Exit: 0 stopped by a signal, 64 usage, 69 mechanism unavailable, 71 OS error,\n"
@@ -84,7 +85,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 {
     enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
            O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
-           O_TLS_KEY, O_TLS_CA };
+           O_TLS_KEY, O_TLS_CA, O_METRICS };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
@@ -104,6 +105,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         {"tls-cert", required_argument, NULL, O_TLS_CERT},
         {"tls-key", required_argument, NULL, O_TLS_KEY},
         {"tls-ca", required_argument, NULL, O_TLS_CA},
+        {"metrics-listen", required_argument, NULL, O_METRICS},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -163,6 +165,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         case O_TLS_CERT: cfg->tls_cert = optarg; break;
         case O_TLS_KEY: cfg->tls_key = optarg; break;
         case O_TLS_CA: cfg->tls_ca = optarg; break;
+        case O_METRICS: cfg->metrics_listen = optarg; break;
         default: usage(stderr); return XD_EXIT_USAGE;
         }
         if (!ok) {
@@ -341,9 +344,9 @@ static int tls_context(const xd_config *cfg, SSL_CTX **out)
     return 0;
 }
 
-/* Binds host:port for TLS ("[v6]:port" for IPv6 literals; numeric hosts
- * only) and logs the port the kernel gave. */
-static int bind_tcp(const char *spec, int *out)
+/* Binds host:port ("[v6]:port" for IPv6 literals; numeric hosts only) and
+ * logs the port the kernel gave as event. */
+static int bind_tcp(const char *spec, const char *event, int *out)
 {
     char host[256];
     const char *colon = strrchr(spec, ':');
@@ -381,7 +384,7 @@ static int bind_tcp(const char *spec, int *out)
     unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                              : ntohs(((struct sockaddr_in *)&ss)->sin_port);
     json_t *x = json_pack("{s:s, s:i}", "address", host, "port", (int)port);
-    xd_log("info", "listening_tls", x);
+    xd_log("info", event, x);
     json_decref(x);
     *out = fd;
     return 0;
@@ -430,18 +433,22 @@ int main(int argc, char **argv)
     SSL_CTX *tls_ctx = NULL;
     int tls_fd = -1;
     if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||
-                           (rc = bind_tcp(cfg.tls_listen, &tls_fd)) != 0)) {
+                           (rc = bind_tcp(cfg.tls_listen, "listening_tls", &tls_fd)) != 0)) {
         SSL_CTX_free(tls_ctx);
         return rc;
     }
-    int fd = -1;
-    if ((rc = bind_socket(&cfg, &fd)) != 0) {
+    int fd = -1, admin_fd = -1;
+    if ((cfg.metrics_listen &&
+         (rc = bind_tcp(cfg.metrics_listen, "listening_metrics", &admin_fd)) != 0) ||
+        (rc = bind_socket(&cfg, &fd)) != 0) {
         SSL_CTX_free(tls_ctx);
         if (tls_fd >= 0)
             close(tls_fd);
+        if (admin_fd >= 0)
+            close(admin_fd);
         return rc;
     }
-    rc = xd_serve(&cfg, fd, tls_fd, tls_ctx);
+    rc = xd_serve(&cfg, fd, tls_fd, tls_ctx, admin_fd);
     SSL_CTX_free(tls_ctx);
     return rc;
 }

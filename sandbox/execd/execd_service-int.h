@@ -38,6 +38,8 @@ typedef struct xd_config {
     const char *tls_cert;
     const char *tls_key;
     const char *tls_ca;
+    /* "host:port" of the admin listener (GET /metrics, /health); NULL: none. */
+    const char *metrics_listen;
 } xd_config;
 
 /* One JSON log line on stderr: {"level":level,"module":"execd","event":event}
@@ -53,8 +55,10 @@ struct ssl_ctx_st;
 /* Serves cfg until SIGTERM/SIGINT, then destroys every sandbox. listen_fd is
  * the bound, listening unix socket; tls_fd (-1: none) a listening TCP socket
  * served with mutual TLS through tls_ctx (borrowed; it verifies client
- * certificates). Both descriptors are owned from here on. Returns the exit
+ * certificates); admin_fd (-1: none) a listening TCP socket for GET /metrics
+ * and /health. Every descriptor is owned from here on. Returns the exit
  * code. */
-int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx);
+int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx,
+             int admin_fd);
 
 #endif

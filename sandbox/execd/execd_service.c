@@ -27,6 +27,7 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
+#include <event2/http.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <openssl/err.h>
@@ -1265,6 +1266,60 @@ static void reply_and_close(xd_conn *c, const char *code, const char *msg)
     bufferevent_disable(c->bev, EV_READ);
 }
 
+/* The Prometheus text exposition of the daemon's gauges, counters and
+ * histograms into text (cap bytes). */
+static void metrics_text(char *text, size_t cap)
+{
+    pthread_mutex_lock(&g_mu);
+    size_t live = g_live;
+    pthread_mutex_unlock(&g_mu);
+    pthread_mutex_lock(&g_pool_mu);
+    size_t queued = g_queued, running = g_running;
+    pthread_mutex_unlock(&g_pool_mu);
+    snprintf(text, cap,
+             "# TYPE pinhole_execd_sandboxes_live gauge\npinhole_execd_sandboxes_live %zu\n"
+             "# TYPE pinhole_execd_executions_in_flight gauge\n"
+             "pinhole_execd_executions_in_flight %zu\n"
+             "# TYPE pinhole_execd_queue_depth gauge\npinhole_execd_queue_depth %zu\n"
+             "# TYPE pinhole_execd_requests_total counter\npinhole_execd_requests_total %lu\n"
+             "# TYPE pinhole_execd_errors_total counter\npinhole_execd_errors_total %lu\n"
+             "# TYPE pinhole_execd_busy_total counter\npinhole_execd_busy_total %lu\n",
+             live, running, queued, __atomic_load_n(&g_requests, __ATOMIC_RELAXED),
+             __atomic_load_n(&g_errors_total, __ATOMIC_RELAXED),
+             __atomic_load_n(&g_busy_total, __ATOMIC_RELAXED));
+    print_histograms(text, cap);
+}
+
+/* The admin listener (--metrics-listen): GET /metrics for Prometheus and
+ * GET /health, plain HTTP on the loop, nothing else. It reveals counts only,
+ * never an identity, tenant or id. */
+static void admin_cb(struct evhttp_request *req, void *arg)
+{
+    (void)arg;
+    const char *uri = evhttp_request_get_uri(req);
+    struct evbuffer *b = evbuffer_new();
+    if (b == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
+        evhttp_send_error(req, 405, NULL);
+    } else if (strcmp(uri, "/metrics") == 0) {
+        char text[8192];
+        metrics_text(text, sizeof text);
+        evbuffer_add(b, text, strlen(text));
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "text/plain; version=0.0.4");
+        evhttp_send_reply(req, 200, "OK", b);
+    } else if (strcmp(uri, "/health") == 0) {
+        evbuffer_add_printf(b, "ok\n");
+        evhttp_send_reply(req, 200, "OK", b);
+    } else {
+        evhttp_send_error(req, 404, NULL);
+    }
+    evbuffer_free(b);
+}
+
 static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
 {
     pthread_mutex_lock(&g_mu);
@@ -1291,18 +1346,7 @@ static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
                          (json_int_t)queued);
     if (strcmp(op, "metrics") == 0) {
         char text[8192];
-        snprintf(text, sizeof text,
-                 "# TYPE pinhole_execd_sandboxes_live gauge\npinhole_execd_sandboxes_live %zu\n"
-                 "# TYPE pinhole_execd_executions_in_flight gauge\n"
-                 "pinhole_execd_executions_in_flight %zu\n"
-                 "# TYPE pinhole_execd_queue_depth gauge\npinhole_execd_queue_depth %zu\n"
-                 "# TYPE pinhole_execd_requests_total counter\npinhole_execd_requests_total %lu\n"
-                 "# TYPE pinhole_execd_errors_total counter\npinhole_execd_errors_total %lu\n"
-                 "# TYPE pinhole_execd_busy_total counter\npinhole_execd_busy_total %lu\n",
-                 live, running, queued, __atomic_load_n(&g_requests, __ATOMIC_RELAXED),
-                 __atomic_load_n(&g_errors_total, __ATOMIC_RELAXED),
-                 __atomic_load_n(&g_busy_total, __ATOMIC_RELAXED));
-        print_histograms(text, sizeof text);
+        metrics_text(text, sizeof text);
         return json_pack("{s:b, s:s}", "ok", 1, "prometheus", text);
     }
     return NULL;
@@ -1708,7 +1752,8 @@ static size_t destroy_all(void)
     return n;
 }
 
-int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx)
+int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st *tls_ctx,
+             int admin_fd)
 {
     g_cfg = cfg;
     g_base = event_base_new();
@@ -1722,12 +1767,25 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
             ? evconnlistener_new(g_base, on_accept_tls, NULL,
                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, tls_fd)
             : NULL;
+    struct evhttp *admin = g_base && admin_fd >= 0 ? evhttp_new(g_base) : NULL;
+    if (admin != NULL) {
+        evhttp_set_gencb(admin, admin_cb, NULL);
+        evhttp_set_allowed_methods(admin, EVHTTP_REQ_GET);
+        evhttp_set_max_headers_size(admin, 8192);
+        evhttp_set_max_body_size(admin, 0);
+        evhttp_set_timeout(admin, 10);
+        if (evhttp_accept_socket_with_handle(admin, admin_fd) == NULL) {
+            evhttp_free(admin);
+            admin = NULL;
+        }
+    }
     g_done_ev = g_base ? event_new(g_base, -1, 0, on_done, NULL) : NULL;
     struct event *timer = g_base ? event_new(g_base, -1, EV_PERSIST, on_timer, NULL) : NULL;
     struct event *sigterm = g_base ? evsignal_new(g_base, SIGTERM, on_signal, NULL) : NULL;
     struct event *sigint = g_base ? evsignal_new(g_base, SIGINT, on_signal, NULL) : NULL;
     g_threads = calloc(cfg->max_executions, sizeof *g_threads);
-    if (lst == NULL || (tls_fd >= 0 && tls_lst == NULL) || g_done_ev == NULL || timer == NULL || sigterm == NULL || sigint == NULL ||
+    if (lst == NULL || (tls_fd >= 0 && tls_lst == NULL) || (admin_fd >= 0 && admin == NULL) ||
+        g_done_ev == NULL || timer == NULL || sigterm == NULL || sigint == NULL ||
         g_threads == NULL) {
         xd_log("error", "startup_failed", NULL);
         return 71;
@@ -1751,6 +1809,8 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
     evconnlistener_free(lst);
     if (tls_lst)
         evconnlistener_free(tls_lst);
+    if (admin)
+        evhttp_free(admin);
     pthread_mutex_lock(&g_pool_mu);
     g_quit = true;
     pthread_cond_broadcast(&g_pool_cv);

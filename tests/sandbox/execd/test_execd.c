@@ -704,11 +704,13 @@ static void make_pki(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
-static int tls_port_from_log(const xdaemon *d)
+static int port_from_log(const xdaemon *d, const char *event)
 {
     size_t len;
     char *log = ph_test_read_file(d->log, &len);
-    const char *p = log ? strstr(log, "\"event\":\"listening_tls\"") : NULL;
+    char key[64];
+    snprintf(key, sizeof key, "\"event\":\"%s\"", event);
+    const char *p = log ? strstr(log, key) : NULL;
     const char *q = p ? strstr(p, "\"port\":") : NULL;
     int port = q ? atoi(q + 7) : 0;
     free(log);
@@ -780,7 +782,7 @@ static void test_tls_mutual_authentication(void **state)
     snprintf(key, sizeof key, "%s/srv.key", d.dir);
     assert_int_equal(chmod(key, 0600), 0);
     assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
-    int port = tls_port_from_log(&d);
+    int port = port_from_log(&d, "listening_tls");
     assert_true(port > 0);
 
     ph_execd_service *a = NULL, *x = NULL;
@@ -837,6 +839,55 @@ static void test_tls_mutual_authentication(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
+static char *http_get(int port, const char *method, const char *path)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    char req[256];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\n\r\n", method, path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    char *buf = calloc(1, 65536);
+    size_t used = 0;
+    ssize_t got;
+    while ((got = read(fd, buf + used, 65535 - used)) > 0)
+        used += (size_t)got;
+    close(fd);
+    return buf;
+}
+
+static void test_metrics_over_http(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
+    daemon_start(&d, opts);
+    int port = port_from_log(&d, "listening_metrics");
+    assert_true(port > 0);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    char *m = http_get(port, "GET", "/metrics");
+    assert_non_null(strstr(m, "HTTP/1.0 200") ? m : strstr(m, "HTTP/1.1 200"));
+    assert_non_null(strstr(m, "pinhole_execd_sandboxes_live 1\n"));
+    assert_non_null(strstr(m, "pinhole_execd_op_duration_seconds_count{op=\"environment.create\"} 1\n"));
+    assert_null(strstr(m, "t1")); /* counts only: no tenant, identity or id */
+    assert_null(strstr(m, "uid:"));
+    free(m);
+    m = http_get(port, "GET", "/health");
+    assert_non_null(strstr(m, " 200 "));
+    free(m);
+    m = http_get(port, "POST", "/metrics");
+    assert_null(strstr(m, " 200 "));
+    free(m);
+    m = http_get(port, "GET", "/nothing");
+    assert_non_null(strstr(m, " 404 "));
+    free(m);
+    close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -857,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_owner_gone_past_grace),
         cmocka_unit_test(test_shutdown_destroys_everything),
         cmocka_unit_test(test_tls_mutual_authentication),
+        cmocka_unit_test(test_metrics_over_http),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
