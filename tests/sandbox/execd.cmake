@@ -72,3 +72,9 @@ ph_add_script_test(NAME execd.disconnect_gvisor
             $<TARGET_FILE:pinhole-execd>)
 set_tests_properties(execd.disconnect_gvisor PROPERTIES LABELS "e2e;isolation"
                      SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# pinhole.execd, the Python workers' client, against the daemon.
+ph_add_script_test(NAME execd.python_client
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/python_client.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.python_client PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

@@ -10,12 +10,11 @@ output_schema.
 Exit 77 when python3-jsonschema is missing."""
 import json
 import os
-import socket
-import struct
-import subprocess
 import sys
 import tempfile
-import time
+
+import execd_testlib
+from pinhole.execd import Client
 
 try:
     import jsonschema
@@ -34,19 +33,6 @@ run_in, run_out = V(run["input_schema"]), V(run["output_schema"])
 exp_in, exp_out = V(export["input_schema"]), V(export["output_schema"])
 
 
-def frame(sock, obj):
-    body = json.dumps(obj).encode()
-    sock.sendall(struct.pack(">I", len(body)) + body)
-    head = b""
-    while len(head) < 4:
-        head += sock.recv(4 - len(head))
-    n = struct.unpack(">I", head)[0]
-    data = b""
-    while len(data) < n:
-        data += sock.recv(n - len(data))
-    return json.loads(data)
-
-
 failures = []
 
 
@@ -57,20 +43,9 @@ def expect(cond, what):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    sock_path = os.path.join(tmp, "execd.sock")
-    log = open(os.path.join(tmp, "execd.log"), "w")
-    daemon = subprocess.Popen(
-        [execd, "--socket=" + sock_path, "--state-dir=" + os.path.join(tmp, "state"),
-         "--allow-uid=%d" % os.getuid(), "--mechanism=fake", "--mode=development"],
-        env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, stderr=log)
-    for _ in range(200):
-        if os.path.exists(sock_path):
-            break
-        time.sleep(0.025)
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(sock_path)
-    expect(frame(s, {"op": "hello"})["ok"], "hello")
-    env = frame(s, {"op": "environment.create", "tenant": "t1", "lease": "l1"})["environment"]
+    daemon, sock_path = execd_testlib.start_daemon(execd, tmp)
+    c = Client.unix(sock_path)
+    env = c.create("t1", "l1")
 
     accepted = [
         {"argv": ["true"]},
@@ -91,7 +66,8 @@ with tempfile.TemporaryDirectory() as tmp:
                 req[k] = tool_input[k]
         if "stdin" in tool_input:
             req["stdin"] = tool_input["stdin"]
-        resp = frame(s, req)
+        c.send(req)  # raw: the result exactly as the service sends it
+        resp = c.recv()
         expect(resp.get("ok"), "execute %s: %s" % (tool_input, resp))
         result = resp.get("result", {})
         errs = list(run_out.iter_errors(result))
@@ -125,10 +101,9 @@ with tempfile.TemporaryDirectory() as tmp:
                              "filename": "report.txt", "content_type": "text/plain",
                              "size": 516, "sha256": "ab" * 32, "expires_at": 1767225600}),
            "export output")
-    frame(s, {"op": "environment.destroy", "tenant": "t1", "environment": env})
-    s.close()
-    daemon.terminate()
-    expect(daemon.wait(timeout=30) == 0, "pinhole-execd stopped cleanly")
+    c.destroy("t1", env)
+    c.close()
+    expect(execd_testlib.stop_daemon(daemon) == 0, "pinhole-execd stopped cleanly")
 
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)
