@@ -56,6 +56,7 @@ static void usage(FILE *f)
             "  --max-executions=N       requests served at once (4)\n"
             "  --queue=N                requests waiting at most; more are answered busy (16)\n"
             "  --max-request-bytes=N    largest request frame (16777216)\n"
+            "  --max-connections=N      open connections at most (256)\n"
             "  --grace-seconds=N        an identity's sandboxes outlive its last connection\n"
             "                           by this long (60)\n"
             "  --tls-listen=HOST:PORT   also serve TCP with mutual TLS (port 0: any, logged)\n"
@@ -85,7 +86,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 {
     enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
            O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
-           O_TLS_KEY, O_TLS_CA, O_METRICS };
+           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
@@ -106,6 +107,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         {"tls-key", required_argument, NULL, O_TLS_KEY},
         {"tls-ca", required_argument, NULL, O_TLS_CA},
         {"metrics-listen", required_argument, NULL, O_METRICS},
+        {"max-connections", required_argument, NULL, O_MAX_CONN},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -166,6 +168,10 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         case O_TLS_KEY: cfg->tls_key = optarg; break;
         case O_TLS_CA: cfg->tls_ca = optarg; break;
         case O_METRICS: cfg->metrics_listen = optarg; break;
+        case O_MAX_CONN:
+            ok = parse_u64(optarg, 10, 1000000, &v) && v > 0;
+            cfg->max_connections = v;
+            break;
         default: usage(stderr); return XD_EXIT_USAGE;
         }
         if (!ok) {
@@ -401,6 +407,7 @@ int main(int argc, char **argv)
         .max_executions = 4,
         .queue = 16,
         .max_request_bytes = PH_EXECD_DEFAULT_MAX_REQUEST,
+        .max_connections = 256,
         .grace_seconds = 60,
     };
     int rc = parse_args(argc, argv, &cfg);

@@ -26,6 +26,7 @@ typedef struct xd_config {
     size_t max_executions;      /* threads */
     size_t queue;               /* waiting requests at most */
     size_t max_request_bytes;
+    size_t max_connections;     /* open connections at most; more are closed at once */
     int64_t grace_seconds;
     uid_t allow_uid[XD_MAX_ALLOW];
     size_t allow_uid_count;

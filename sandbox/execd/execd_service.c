@@ -707,6 +707,7 @@ static void op_env_workspace(xd_job *job)
 /* ---- WorkspaceFiles ---- */
 
 #define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
+#define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
 
 /* Frames of streamed responses, from pool threads to the loop (under
  * g_pool_mu, flushed by on_done before the jobs that finished, so a job's
@@ -856,11 +857,16 @@ static void op_workspace(xd_job *job)
     } else if (st == PH_OK && strcmp(op, "read") == 0) {
         int fd = -1;
         ph_ws_stat s;
-        st = ph_workspace_open_read(ws, (const char *)path, (uint64_t)max, &fd, &s, &d);
         bool chunk_ok = true;
         int64_t chunk = ph_wire_int(job->req, "chunk_bytes", 0, &chunk_ok);
-        if (st == PH_OK && (!chunk_ok || chunk < 0 || chunk > 8 * 1024 * 1024))
+        /* A whole-file answer is one frame held in memory: bounded; larger
+         * files are read with chunk_bytes. */
+        if (chunk == 0 && max > XD_READ_WHOLE_MAX)
+            max = XD_READ_WHOLE_MAX;
+        if (!chunk_ok || chunk < 0 || chunk > 8 * 1024 * 1024)
             st = ph_diag_set(&d, PH_E_INVAL, 0, "chunk_bytes must be 1..8388608");
+        else
+            st = ph_workspace_open_read(ws, (const char *)path, (uint64_t)max, &fd, &s, &d);
         if (st == PH_OK && chunk > 0) {
             resp = stream_file(job, fd, &s, (size_t)chunk);
             close(fd);
@@ -1188,6 +1194,7 @@ static const struct {
 };
 
 static xd_conn *g_conns; /* the loop's, for shutdown */
+static size_t g_conn_count;
 
 static void conn_free(xd_conn *c)
 {
@@ -1226,6 +1233,7 @@ static void conn_close(xd_conn *c)
 {
     bufferevent_free(c->bev);
     c->bev = NULL;
+    g_conn_count--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -1485,6 +1493,13 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
 
 static xd_conn *conn_new(struct bufferevent *bev)
 {
+    /* Memory is bounded by connections x --max-request-bytes. */
+    if (g_conn_count >= g_cfg->max_connections) {
+        __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
+        xd_log("warning", "too_many_connections", NULL);
+        bufferevent_free(bev);
+        return NULL;
+    }
     xd_conn *c = calloc(1, sizeof *c);
     if (c == NULL) {
         bufferevent_free(bev);
@@ -1495,6 +1510,7 @@ static xd_conn *conn_new(struct bufferevent *bev)
     if (g_conns)
         g_conns->prev = c;
     g_conns = c;
+    g_conn_count++;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     /* on_write runs whenever output drains below this: a streaming job
      * waiting for the peer learns of progress. */

@@ -589,6 +589,25 @@ static void test_limits_on_sandboxes_and_requests(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+static void test_connections_are_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-connections=2", NULL};
+    daemon_start(&d, opts);
+    int a = raw_hello(&d), b = raw_hello(&d);
+    int c = raw_connect(&d);
+    assert_true(c >= 0);
+    assert_null(raw_call(c, json_pack("{s:s}", "op", "hello"))); /* closed at once */
+    close(c);
+    close(b);
+    usleep(100 * 1000);
+    c = raw_hello(&d); /* a slot is free again */
+    close(c);
+    close(a);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_lease_hold_and_end_through_the_service(void **state)
 {
     (void)state;
@@ -904,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_queue_full_answers_busy),
         cmocka_unit_test(test_files_are_served_beside_a_running_command),
         cmocka_unit_test(test_limits_on_sandboxes_and_requests),
+        cmocka_unit_test(test_connections_are_bounded),
         cmocka_unit_test(test_lease_hold_and_end_through_the_service),
         cmocka_unit_test(test_owner_gone_past_grace),
         cmocka_unit_test(test_shutdown_destroys_everything),
