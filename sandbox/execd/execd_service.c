@@ -1014,6 +1014,21 @@ static void release_lease(xd_lease *l)
     pthread_mutex_unlock(&g_mu);
 }
 
+/* Ends a lease this job holds (busy): out of the registry, its sandbox
+ * destroyed (outside the mutex), its record freed. */
+static void lease_destroy(xd_lease *l)
+{
+    pthread_mutex_lock(&g_mu);
+    lease_unlink(l);
+    pthread_mutex_unlock(&g_mu);
+    ph_sandbox_lease_end(&l->lease);
+    pthread_mutex_lock(&g_mu);
+    lease_reconcile(l);
+    pthread_mutex_unlock(&g_mu);
+    ph_env_block_clear(&l->tier1);
+    free(l);
+}
+
 /* The lease's environment, created now if needed (lease busy). */
 static ph_status lease_env(xd_lease *l, json_t *warnings, ph_environment **env, ph_diag *d)
 {
@@ -1101,15 +1116,7 @@ static void op_lease(xd_job *job)
             l->held = false;
         job->resp = json_pack("{s:b, s:b}", "ok", 1, "destroyed", destroyed);
     } else if (strcmp(op, "end") == 0) {
-        pthread_mutex_lock(&g_mu);
-        lease_unlink(l);
-        pthread_mutex_unlock(&g_mu);
-        ph_sandbox_lease_end(&l->lease);
-        pthread_mutex_lock(&g_mu);
-        lease_reconcile(l);
-        pthread_mutex_unlock(&g_mu);
-        ph_env_block_clear(&l->tier1);
-        free(l);
+        lease_destroy(l);
         job->resp = ok_resp();
         return;
     } else {
@@ -1154,15 +1161,7 @@ static void op_maintain(xd_job *job)
             continue;
         }
         if (lvictim) {
-            pthread_mutex_lock(&g_mu);
-            lease_unlink(lvictim);
-            pthread_mutex_unlock(&g_mu);
-            ph_sandbox_lease_end(&lvictim->lease);
-            pthread_mutex_lock(&g_mu);
-            lease_reconcile(lvictim);
-            pthread_mutex_unlock(&g_mu);
-            ph_env_block_clear(&lvictim->tier1);
-            free(lvictim);
+            lease_destroy(lvictim);
             continue;
         }
         if (victim == NULL)

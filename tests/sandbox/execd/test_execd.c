@@ -267,41 +267,53 @@ static void test_usage_errors(void **state)
     daemon_stop(&d);
 }
 
+/* Runs fn(d, verdict, cap) in a child switched to uid and gid 65534 and
+ * returns what it wrote into verdict ("setuid failed" if it could not). */
+static void as_nobody(const xdaemon *d, void (*fn)(const xdaemon *, char *, size_t),
+                      char *verdict, size_t cap)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char out[512] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            fn(d, out, sizeof out);
+        (void)!write(pipefd[1], out, strlen(out));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    ssize_t n = read(pipefd[0], verdict, cap - 1);
+    verdict[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+}
+
+static void refused_peer(const xdaemon *d, char *verdict, size_t cap)
+{
+    int fd = raw_connect(d);
+    json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+    /* After the refusal the connection is closed. */
+    json_t *again = r ? raw_call(fd, json_pack("{s:s}", "op", "health")) : NULL;
+    /* The client library reports it as a refusal, never as I/O. */
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_execd_service_open(d->sock, &cfg, &svc, &diag);
+    snprintf(verdict, cap, "%s %s %s %.15s", fd < 0 ? "noconnect" : error_of(r),
+             again ? "open" : "closed", ph_strerror(st), diag.message);
+}
+
 static void test_wrong_uid_is_refused(void **state)
 {
     (void)state;
     xdaemon d;
     const char *const opts[] = {"--socket-mode=0666", NULL};
     daemon_start(&d, opts);
-    int pipefd[2];
-    assert_int_equal(pipe(pipefd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pipefd[0]);
-        char verdict[128] = "setuid failed";
-        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0) {
-            int fd = raw_connect(&d);
-            json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
-            /* After the refusal the connection is closed. */
-            json_t *again = r ? raw_call(fd, json_pack("{s:s}", "op", "health")) : NULL;
-            /* The client library reports it as a refusal, never as I/O. */
-            ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
-                                     .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
-            ph_execd_service *svc = NULL;
-            ph_diag diag = {0};
-            ph_status st = ph_execd_service_open(d.sock, &cfg, &svc, &diag);
-            snprintf(verdict, sizeof verdict, "%s %s %s %.15s", fd < 0 ? "noconnect" : error_of(r),
-                     again ? "open" : "closed", ph_strerror(st), diag.message);
-        }
-        (void)!write(pipefd[1], verdict, strlen(verdict));
-        _exit(0);
-    }
-    close(pipefd[1]);
-    char buf[128] = "";
-    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
-    buf[n > 0 ? n : 0] = '\0';
-    close(pipefd[0]);
-    waitpid(pid, NULL, 0);
+    char buf[512];
+    as_nobody(&d, refused_peer, buf, sizeof buf);
     assert_string_equal(buf, "unauthenticated closed denied unauthenticated");
     /* uid 0 is allowed and served. */
     int fd = raw_hello(&d);
@@ -311,6 +323,20 @@ static void test_wrong_uid_is_refused(void **state)
     assert_non_null(strstr(log, "\"event\":\"unauthenticated\",\"identity\":\"uid:65534\""));
     free(log);
     assert_int_equal(daemon_stop(&d), 0);
+}
+
+static char g_victim[PH_EXECD_ID_MAX]; /* the environment another identity tries */
+
+static void other_identity(const xdaemon *d, char *verdict, size_t cap)
+{
+    const char *const argv[] = {"true", NULL};
+    int c = raw_hello(d);
+    json_t *r = raw_call(c, raw_execute_req("t1", g_victim, argv));
+    json_t *destroy = raw_call(c, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy",
+                                            "tenant", "t1", "environment", g_victim));
+    char *t = json_dumps(r, JSON_SORT_KEYS);
+    snprintf(verdict, cap, "%s|%s", t ? t : "", error_of(destroy));
+    free(t);
 }
 
 static void test_other_identity_or_tenant_gets_not_found(void **state)
@@ -342,31 +368,9 @@ static void test_other_identity_or_tenant_gets_not_found(void **state)
     json_decref(ws);
 
     /* Another identity (allowed, uid 65534), right tenant: not found too. */
-    int pipefd[2];
-    assert_int_equal(pipe(pipefd), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pipefd[0]);
-        char verdict[512] = "setuid failed";
-        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0) {
-            int c = raw_hello(&d);
-            json_t *r = raw_call(c, raw_execute_req("t1", id, argv));
-            json_t *destroy = raw_call(c, json_pack("{s:s, s:s, s:s}", "op",
-                                                    "environment.destroy", "tenant", "t1",
-                                                    "environment", id));
-            char *t = json_dumps(r, JSON_SORT_KEYS);
-            snprintf(verdict, sizeof verdict, "%s|%s", t ? t : "", error_of(destroy));
-            free(t);
-        }
-        (void)!write(pipefd[1], verdict, strlen(verdict));
-        _exit(0);
-    }
-    close(pipefd[1]);
-    char buf[512] = "";
-    ssize_t n = read(pipefd[0], buf, sizeof buf - 1);
-    buf[n > 0 ? n : 0] = '\0';
-    close(pipefd[0]);
-    waitpid(pid, NULL, 0);
+    snprintf(g_victim, sizeof g_victim, "%s", id);
+    char buf[512];
+    as_nobody(&d, other_identity, buf, sizeof buf);
     none = raw_call(fd, raw_execute_req("t1", "env-0000000000000000", argv));
     char *expect = json_dumps(none, JSON_SORT_KEYS), want[600];
     snprintf(want, sizeof want, "%s|not_found", expect);
