@@ -8,7 +8,7 @@ build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libc-ares-dev libssl-dev libyaml-dev libcmocka-dev
 libpsl-dev publicsuffix libidn2-dev libunistring-dev libjansson-dev libcurl4-openssl-dev
 ceph-mon ceph-osd radosgw
-dnsmasq-base curl openssl ca-certificates iproute2 procps python3
+dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 busybox-static runsc docker.io e2fsprogs
 "
 

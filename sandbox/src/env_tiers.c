@@ -390,46 +390,72 @@ static ph_status add_tier2(const ph_env_inputs *in, ph_env_block *env)
     return st == PH_OK ? ph_env_set(env, "no_proxy", "") : st;
 }
 
+_Thread_local const ph_env_block *ph_env_tier1_supplied;
+
+/* One tier-1 candidate: the refusals, then the variable. PH_OK when it was
+ * added or refused (with a warning); another status only for memory. */
+static ph_status add_tier1(const ph_env_inputs *in, ph_env_block *env, const char *name,
+                           const char *value)
+{
+    if (ph_env_name_is_synthesized(name)) {
+        warn(in, "passthrough_synthesized_refused", "name", name);
+        return PH_OK;
+    }
+    if (ph_env_name_is_credential(name)) {
+        warn(in, "passthrough_credential_refused", "name", name);
+        return PH_OK;
+    }
+    if (value == NULL)
+        return PH_OK; /* not set in the service: simply absent */
+    if (ph_env_value_is_credential(name, value)) {
+        warn(in, "passthrough_credential_value_refused", "name", name);
+        return PH_OK;
+    }
+    if (strlen(value) > ENV_VALUE_MAX) {
+        warn(in, "passthrough_value_too_long", "name", name);
+        return PH_OK;
+    }
+    return ph_env_set(env, name, value);
+}
+
+/* Tier 1 handed over whole (ph_env_tier1_supplied): each "NAME=value"
+ * through the same refusals as a name read from the passthrough list. */
+static ph_status add_supplied_tier1(const ph_env_inputs *in, const ph_env_block *supplied,
+                                    ph_env_block *env)
+{
+    ph_status st = PH_OK;
+    for (size_t i = 0; st == PH_OK && i < supplied->count; i++) {
+        const char *eq = strchr(supplied->vars[i], '=');
+        size_t n = eq ? (size_t)(eq - supplied->vars[i]) : 0;
+        char name[ENV_NAME_MAX + 1];
+        if (n == 0 || n > ENV_NAME_MAX) {
+            warn(in, "passthrough_name_invalid", "name", supplied->vars[i]);
+            continue;
+        }
+        memcpy(name, supplied->vars[i], n);
+        name[n] = '\0';
+        st = add_tier1(in, env, name, eq + 1);
+    }
+    return st;
+}
+
 ph_status ph_env_build(const ph_env_inputs *in, ph_env_block *out, ph_diag *diag)
 {
     ph_env_block env = {0};
-    if (in->passthrough_file != NULL && in->getenv_fn != NULL) {
+    ph_status st = PH_OK;
+    if (ph_env_tier1_supplied != NULL) {
+        st = add_supplied_tier1(in, ph_env_tier1_supplied, &env);
+    } else if (in->passthrough_file != NULL && in->getenv_fn != NULL) {
         char *buf = malloc(PASSTHROUGH_MAX_BYTES + 1);
         char **names = calloc(PASSTHROUGH_MAX_NAMES, sizeof *names);
         int n = (buf && names) ? read_passthrough(in, buf, PASSTHROUGH_MAX_BYTES + 1, names) : -1;
-        for (int i = 0; i < n; i++) {
-            if (ph_env_name_is_synthesized(names[i])) {
-                warn(in, "passthrough_synthesized_refused", "name", names[i]);
-                continue;
-            }
-            if (ph_env_name_is_credential(names[i])) {
-                warn(in, "passthrough_credential_refused", "name", names[i]);
-                continue;
-            }
-            const char *value = in->getenv_fn(names[i]);
-            if (value == NULL)
-                continue; /* not set in the service: simply absent */
-            if (ph_env_value_is_credential(names[i], value)) {
-                warn(in, "passthrough_credential_value_refused", "name", names[i]);
-                continue;
-            }
-            if (strlen(value) > ENV_VALUE_MAX) {
-                warn(in, "passthrough_value_too_long", "name", names[i]);
-                continue;
-            }
-            ph_status st = ph_env_set(&env, names[i], value);
-            if (st != PH_OK) {
-                free(buf);
-                free(names);
-                ph_env_block_clear(&env);
-                return ph_diag_set(diag, st, 0, "building the environment: %s",
-                                   ph_strerror(st));
-            }
-        }
+        for (int i = 0; st == PH_OK && i < n; i++)
+            st = add_tier1(in, &env, names[i], in->getenv_fn(names[i]));
         free(buf);
         free(names);
     }
-    ph_status st = add_tier2(in, &env);
+    if (st == PH_OK)
+        st = add_tier2(in, &env);
     if (st != PH_OK) {
         ph_env_block_clear(&env);
         return ph_diag_set(diag, st, 0, "building the environment: %s", ph_strerror(st));

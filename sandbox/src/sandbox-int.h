@@ -79,6 +79,13 @@ typedef struct ph_env_inputs {
 /* Builds the environment from nothing (tiers 0-2). Never fails because of
  * the passthrough list (warnings go to in->log); fails only for memory. */
 ph_status ph_env_build(const ph_env_inputs *in, ph_env_block *out, ph_diag *diag);
+/* Tier 1 resolved by the caller instead of read here: while non-NULL on
+ * the calling thread, ph_env_build takes the tier-1 variables ("NAME=value")
+ * from this block instead of passthrough_file and getenv_fn, through the same
+ * refusals and warnings. The execution service (pinhole-execd) sets it
+ * around ph_environment_create with what the worker sent, then resets it to
+ * NULL; the block is borrowed for that call only. */
+extern _Thread_local const ph_env_block *ph_env_tier1_supplied;
 /* Adds or replaces one variable ("PWD=/workspace/x"). */
 ph_status ph_env_set(ph_env_block *env, const char *name, const char *value);
 /* Value of name in env, or NULL. */

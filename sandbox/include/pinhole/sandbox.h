@@ -302,6 +302,15 @@ PH_API void ph_environment_destroy(ph_environment **env);
  * sandbox.run_command (decision 1: the workspace is not durable). */
 PH_API extern const char ph_sandbox_tool_description[];
 
+/* The builtin tools' contracts, the JSON documents shipped in
+ * sandbox/schemas/ (sandbox.run_command.json, artifact.export.json):
+ * {"name", "description", "input_schema", "output_schema"}, JSON Schema
+ * 2020-12. run_command's description is ph_sandbox_tool_description; its
+ * output schema is the "result" of pinhole-execd's environment.execute
+ * (docs/execd.md). Static, NUL-terminated. */
+PH_API extern const char ph_tool_schema_run_command[];
+PH_API extern const char ph_tool_schema_artifact_export[];
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,895 @@
+/* execd_client.c - the ports of pinhole/execd_client.h over pinhole-execd's
+ * socket: each call is one request frame and one response frame
+ * (docs/execd.md) on the service's connection, under its mutex. */
+#include "pinhole/execd_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <netdb.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
+
+#include "execd-int.h"
+
+struct ph_execd_service {
+    int fd;
+    SSL_CTX *ctx; /* TLS only */
+    SSL *ssl;
+    pthread_mutex_t mu;
+    ph_sandbox_log_fn *log;
+    void *log_ctx;
+    ph_sandbox_mechanism mechanism;
+};
+
+struct ph_execd_environment {
+    ph_execd_service *svc;
+    char id[PH_EXECD_ID_MAX];
+    char tenant[129];
+    bool of_lease;
+};
+
+struct ph_execd_workspace {
+    ph_execd_service *svc;
+    char id[PH_EXECD_ID_MAX];
+    char tenant[129];
+};
+
+struct ph_execd_lease {
+    ph_execd_service *svc;
+    char handle[PH_EXECD_ID_MAX];
+    char tenant[129];
+    ph_execd_environment *env; /* the last one the service gave, owned */
+};
+
+/* ---- one request ---- */
+
+/* Sends req (a new reference, consumed) and returns the response of an ok
+ * call (new reference), or NULL with the status in *st and the message in
+ * diag. */
+static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *diag)
+{
+    if (req == NULL) {
+        *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        return NULL;
+    }
+    json_t *resp = NULL;
+    pthread_mutex_lock(&svc->mu);
+    int rc = -1;
+    if (svc->ssl != NULL) {
+        (void)ph_wire_send_io(ph_wire_ssl_write, svc->ssl, req);
+        rc = ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    } else if (svc->fd >= 0) {
+        (void)ph_wire_send(svc->fd, req);
+        /* Even when the send failed: the service may have answered (and
+         * closed) first, e.g. `unauthenticated`. */
+        rc = ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    }
+    int saved = errno;
+    pthread_mutex_unlock(&svc->mu);
+    json_decref(req);
+    if (rc != 0) {
+        *st = ph_diag_set(diag, PH_E_IO, 0, "pinhole-execd connection: %s", strerror(saved));
+        return NULL;
+    }
+    if (json_is_true(json_object_get(resp, "ok"))) {
+        *st = PH_OK;
+        return resp;
+    }
+    const char *code = ph_wire_str(resp, "error");
+    const char *msg = ph_wire_str(resp, "message");
+    ph_status s = ph_wire_error_status(code);
+    if (code && (strcmp(code, "busy") == 0 || strcmp(code, "too_large") == 0 ||
+                 strcmp(code, "unauthenticated") == 0 || strcmp(code, "shutting_down") == 0))
+        *st = ph_diag_set(diag, s, 0, "%s: %s", code, msg ? msg : "");
+    else
+        *st = ph_diag_set(diag, s, 0, "%s", msg ? msg : (code ? code : "error"));
+    json_decref(resp);
+    return NULL;
+}
+
+static void forward_warnings(ph_execd_service *svc, const json_t *resp)
+{
+    json_t *w = json_object_get(resp, "warnings");
+    for (size_t i = 0; json_is_array(w) && i < json_array_size(w); i++) {
+        char *line = json_dumps(json_array_get(w, i), JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (line == NULL)
+            continue;
+        if (svc->log)
+            svc->log(svc->log_ctx, line);
+        else
+            fprintf(stderr, "%s\n", line);
+        free(line);
+    }
+}
+
+/* ---- the service ---- */
+
+static int connect_to(const char *path)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sun.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(sun.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+static ph_execd_service *svc_new(const ph_service_config *config)
+{
+    ph_execd_service *svc = calloc(1, sizeof *svc);
+    if (svc == NULL)
+        return NULL;
+    pthread_mutex_init(&svc->mu, NULL);
+    svc->fd = -1;
+    svc->log = config->log;
+    svc->log_ctx = config->log_ctx;
+    svc->mechanism = config->mechanism;
+    return svc;
+}
+
+static ph_status tls_fail(ph_execd_service **svc, ph_status st, const char *what, ph_diag *diag)
+{
+    char reason[256] = "";
+    ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
+    ph_execd_service_close(svc);
+    return ph_diag_set(diag, st, 0, "%s: %s", what, reason[0] ? reason : "refused");
+}
+
+/* hello on a connected svc; closes it on failure. */
+static ph_status svc_hello(ph_execd_service **svcp, const ph_service_config *config,
+                           ph_execd_service **out, ph_diag *diag)
+{
+    ph_status st;
+    ph_execd_service *svc = *svcp;
+    json_t *resp = call(svc, json_pack("{s:s, s:I}", "op", "hello", "hard_cap_ms",
+                                       (json_int_t)config->hard_cap_ms),
+                        &st, diag);
+    const char *mech = ph_wire_str(resp, "mechanism");
+    if (resp != NULL && (mech == NULL || strcmp(mech, ph_sandbox_mechanism_name(
+                                                          config->mechanism)) != 0))
+        st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s",
+                         mech ? mech : "?", ph_sandbox_mechanism_name(config->mechanism));
+    json_decref(resp);
+    /* TLS 1.3: the service checks the client certificate after the client's
+     * side of the handshake returned, so a refusal (an alert, or the session
+     * closed) shows at this first exchange. */
+    if (st == PH_E_IO && svc->ssl != NULL)
+        return tls_fail(svcp, PH_E_DENIED, "TLS: the service refused this worker", diag);
+    if (st != PH_OK) {
+        ph_execd_service_close(svcp);
+        return st;
+    }
+    *out = svc;
+    *svcp = NULL;
+    return PH_OK;
+}
+
+ph_status ph_execd_service_open(const char *socket_path, const ph_service_config *config,
+                                ph_execd_service **out, ph_diag *diag)
+{
+    if (socket_path == NULL || config == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execd_service_open: NULL argument");
+    *out = NULL;
+    if (config->hard_cap_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
+    ph_execd_service *svc = svc_new(config);
+    if (svc == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    svc->fd = connect_to(socket_path);
+    if (svc->fd < 0) {
+        int saved = errno;
+        ph_execd_service_close(&svc);
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
+                           strerror(saved));
+    }
+    return svc_hello(&svc, config, out, diag);
+}
+
+static int connect_tcp(const char *host, uint16_t port)
+{
+    char service[8];
+    snprintf(service, sizeof service, "%u", (unsigned)port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, service, &hints, &ai) != 0)
+        return -1;
+    int fd = -1;
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+ph_status ph_execd_service_open_tls(const ph_execd_tls_config *tls,
+                                    const ph_service_config *config, ph_execd_service **out,
+                                    ph_diag *diag)
+{
+    if (tls == NULL || tls->host == NULL || tls->ca_file == NULL || config == NULL ||
+        out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_execd_service_open_tls: NULL argument");
+    *out = NULL;
+    if (config->hard_cap_ms <= 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "the service hard cap must be > 0 ms");
+    ph_execd_service *svc = svc_new(config);
+    if (svc == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    ERR_clear_error();
+    svc->ctx = SSL_CTX_new(TLS_client_method());
+    if (svc->ctx == NULL || SSL_CTX_set_min_proto_version(svc->ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_load_verify_locations(svc->ctx, tls->ca_file, NULL) != 1 ||
+        (tls->cert_file &&
+         (SSL_CTX_use_certificate_chain_file(svc->ctx, tls->cert_file) != 1 ||
+          SSL_CTX_use_PrivateKey_file(svc->ctx, tls->key_file, SSL_FILETYPE_PEM) != 1)))
+        return tls_fail(&svc, PH_E_INVAL, "TLS configuration", diag);
+    SSL_CTX_set_verify(svc->ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_options(svc->ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+    svc->fd = connect_tcp(tls->host, tls->port);
+    if (svc->fd < 0) {
+        int saved = errno;
+        ph_execd_service_close(&svc);
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
+                           strerror(saved));
+    }
+    /* A copy: SSL_set_tlsext_host_name takes a mutable pointer. */
+    char name[256];
+    snprintf(name, sizeof name, "%s", tls->server_name ? tls->server_name : tls->host);
+    svc->ssl = SSL_new(svc->ctx);
+    if (svc->ssl == NULL || SSL_set_fd(svc->ssl, svc->fd) != 1 ||
+        SSL_set1_host(svc->ssl, name) != 1 ||
+        SSL_set_tlsext_host_name(svc->ssl, name) != 1)
+        return tls_fail(&svc, PH_E_NOMEM, "TLS", diag);
+    if (SSL_connect(svc->ssl) != 1)
+        return tls_fail(&svc, PH_E_DENIED, "TLS handshake", diag);
+    return svc_hello(&svc, config, out, diag);
+}
+
+ph_status ph_execd_service_open_default(const ph_service_config *config, ph_execd_service **out,
+                                        ph_diag *diag)
+{
+    const char *path = getenv(PH_EXECD_SOCKET_ENV);
+    if (path == NULL || *path == '\0')
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "%s is not set", PH_EXECD_SOCKET_ENV);
+    return ph_execd_service_open(path, config, out, diag);
+}
+
+void ph_execd_service_close(ph_execd_service **svc)
+{
+    if (svc == NULL || *svc == NULL)
+        return;
+    if ((*svc)->ssl) {
+        (void)SSL_shutdown((*svc)->ssl);
+        SSL_free((*svc)->ssl);
+    }
+    SSL_CTX_free((*svc)->ctx);
+    if ((*svc)->fd >= 0)
+        close((*svc)->fd);
+    pthread_mutex_destroy(&(*svc)->mu);
+    free(*svc);
+    *svc = NULL;
+}
+
+ph_status ph_execd_mechanism_available(ph_sandbox_mechanism m, ph_diag *diag)
+{
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT, .mechanism = m,
+                             .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_status st = ph_execd_service_open_default(&cfg, &svc, diag);
+    ph_execd_service_close(&svc);
+    return st == PH_OK ? PH_OK : PH_E_UNSUPPORTED;
+}
+
+/* ---- spec ---- */
+
+/* Tier-1 values come from the worker's own environment. */
+static const char *worker_getenv(const char *name)
+{
+    return getenv(name);
+}
+
+/* Tier 1 as the worker resolves it: the sandbox's own builder over the
+ * worker's list and environment (warnings to the service's log), then only
+ * the variables tier 2 does not synthesize. */
+static ph_status add_passthrough(ph_execd_service *svc, const ph_environment_spec *spec,
+                                 json_t *req, ph_diag *diag)
+{
+    if (spec->passthrough_file == NULL)
+        return PH_OK;
+    ph_env_inputs in = {.lease = spec->lease ? spec->lease : "",
+                        .passthrough_file = spec->passthrough_file,
+                        .getenv_fn = worker_getenv,
+                        .log = svc->log,
+                        .log_ctx = svc->log_ctx};
+    ph_env_block env = {0};
+    ph_status st = ph_env_build(&in, &env, diag);
+    json_t *arr = st == PH_OK ? json_array() : NULL;
+    for (size_t i = 0; arr && i < env.count; i++) {
+        char *eq = strchr(env.vars[i], '=');
+        *eq = '\0';
+        if (!ph_env_name_is_synthesized(env.vars[i])) {
+            json_t *e = json_pack("{s:s}", "name", env.vars[i]);
+            if (e == NULL || ph_json_set_bytes(e, "value", "value_base64", eq + 1,
+                                               strlen(eq + 1)) != 0 ||
+                json_array_append_new(arr, e) != 0)
+                st = PH_E_NOMEM;
+        }
+        *eq = '=';
+    }
+    ph_env_block_clear(&env);
+    if (arr && st == PH_OK)
+        return json_object_set_new(req, "passthrough", arr) == 0
+                   ? PH_OK
+                   : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    json_decref(arr);
+    return st == PH_OK ? PH_OK : ph_diag_set(diag, st, 0, "building tier 1: %s", ph_strerror(st));
+}
+
+static json_t *spec_request(ph_execd_service *svc, const char *op,
+                            const ph_environment_spec *spec, ph_status *st, ph_diag *diag)
+{
+    json_t *req = json_pack("{s:s, s:s, s:o}", "op", op, "mechanism",
+                            ph_sandbox_mechanism_name(spec->mechanism), "limits",
+                            ph_wire_limits(&spec->limits));
+    if (req && spec->tenant)
+        json_object_set_new(req, "tenant", json_string(spec->tenant));
+    if (req && spec->lease)
+        json_object_set_new(req, "lease", json_string(spec->lease));
+    if (req && spec->network.grant_token)
+        json_object_set_new(req, "network",
+                            json_pack("{s:s, s:i}", "grant_token", spec->network.grant_token,
+                                      "proxy_port", (int)spec->network.proxy_port));
+    if (req == NULL) {
+        *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        return NULL;
+    }
+    *st = add_passthrough(svc, spec, req, diag);
+    if (*st != PH_OK) {
+        json_decref(req);
+        return NULL;
+    }
+    return req;
+}
+
+static void copy_tenant(char dst[129], const char *tenant)
+{
+    snprintf(dst, 129, "%s", tenant ? tenant : "");
+}
+
+/* ---- ExecutionEnvironment ---- */
+
+static ph_execd_environment *env_new(ph_execd_service *svc, const char *id, const char *tenant)
+{
+    ph_execd_environment *env = calloc(1, sizeof *env);
+    if (env == NULL)
+        return NULL;
+    env->svc = svc;
+    snprintf(env->id, sizeof env->id, "%s", id);
+    copy_tenant(env->tenant, tenant);
+    return env;
+}
+
+ph_status ph_execd_environment_create(ph_execd_service *svc, const ph_environment_spec *spec,
+                                      ph_execd_environment **out, ph_diag *diag)
+{
+    if (svc == NULL || spec == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_create: NULL argument");
+    *out = NULL;
+    ph_status st;
+    json_t *req = spec_request(svc, "environment.create", spec, &st, diag);
+    json_t *resp = req ? call(svc, req, &st, diag) : NULL;
+    if (resp == NULL)
+        return st;
+    forward_warnings(svc, resp);
+    const char *id = ph_wire_str(resp, "environment");
+    *out = id ? env_new(svc, id, spec->tenant) : NULL;
+    json_decref(resp);
+    return *out ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
+                                      "no environment in the service's answer");
+}
+
+const char *ph_execd_environment_id(const ph_execd_environment *env)
+{
+    return env->id;
+}
+
+ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execution_command *cmd,
+                                       ph_execution_result **out, ph_diag *diag)
+{
+    if (env == NULL || cmd == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_execute: NULL argument");
+    *out = NULL;
+    if (cmd->argv == NULL || cmd->argv[0] == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "argv must have a non-empty argv[0]");
+    if (cmd->stdin_data == NULL && cmd->stdin_len > 0)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "stdin_len without stdin_data");
+    json_t *argv = json_array();
+    for (size_t i = 0; argv && cmd->argv[i]; i++)
+        if (json_array_append_new(argv, ph_wire_arg(cmd->argv[i])) != 0) {
+            json_decref(argv);
+            argv = NULL;
+        }
+    json_t *req = argv ? json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "op",
+                                   "environment.execute", "tenant", env->tenant, "environment",
+                                   env->id, "argv", argv, "timeout_seconds",
+                                   (json_int_t)cmd->timeout_seconds, "run_budget_ms",
+                                   (json_int_t)cmd->run_budget_ms)
+                       : NULL;
+    if (req && cmd->cwd &&
+        ph_json_set_bytes(req, "cwd", "cwd_base64", cmd->cwd, strlen(cmd->cwd)) != 0) {
+        json_decref(req);
+        req = NULL;
+    }
+    /* stdin is binary: always base64. */
+    if (req && cmd->stdin_data) {
+        char *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2
+                        ? malloc(4 * ((cmd->stdin_len + 2) / 3) + 1)
+                        : NULL;
+        if (b64 != NULL) {
+            EVP_EncodeBlock((unsigned char *)b64, cmd->stdin_data, (int)cmd->stdin_len);
+            json_object_set_new(req, "stdin_base64", json_string(b64));
+            free(b64);
+        } else {
+            json_decref(req);
+            req = NULL;
+        }
+    }
+    ph_status st;
+    json_t *resp = call(env->svc, req, &st, diag);
+    if (resp == NULL)
+        return st;
+    st = ph_wire_get_result(json_object_get(resp, "result"), out, diag);
+    json_decref(resp);
+    return st;
+}
+
+void ph_execd_environment_destroy(ph_execd_environment **envp)
+{
+    if (envp == NULL || *envp == NULL)
+        return;
+    ph_execd_environment *env = *envp;
+    if (!env->of_lease) {
+        ph_status st;
+        json_decref(call(env->svc,
+                         json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant",
+                                   env->tenant, "environment", env->id),
+                         &st, NULL));
+        free(env);
+    }
+    *envp = NULL;
+}
+
+static ph_status workspace_from(ph_execd_service *svc, const char *tenant, json_t *resp,
+                                ph_execd_workspace **out, ph_diag *diag)
+{
+    const char *id = ph_wire_str(resp, "workspace");
+    ph_execd_workspace *ws = id ? calloc(1, sizeof *ws) : NULL;
+    if (ws != NULL) {
+        ws->svc = svc;
+        snprintf(ws->id, sizeof ws->id, "%s", id);
+        copy_tenant(ws->tenant, tenant);
+    }
+    json_decref(resp);
+    *out = ws;
+    return ws ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
+                                    "no workspace in the service's answer");
+}
+
+ph_status ph_execd_environment_workspace(ph_execd_environment *env, ph_execd_workspace **out,
+                                         ph_diag *diag)
+{
+    if (env == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    *out = NULL;
+    ph_status st;
+    json_t *resp = call(env->svc,
+                        json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant",
+                                  env->tenant, "environment", env->id),
+                        &st, diag);
+    return resp ? workspace_from(env->svc, env->tenant, resp, out, diag) : st;
+}
+
+/* ---- WorkspaceFiles ---- */
+
+static json_t *ws_request(const ph_execd_workspace *ws, const char *op, const char *path)
+{
+    json_t *req = json_pack("{s:s, s:s, s:s}", "op", op, "tenant", ws->tenant, "workspace",
+                            ws->id);
+    const char *p = path ? path : "";
+    if (req && ph_json_set_bytes(req, "path", "path_base64", p, strlen(p)) != 0) {
+        json_decref(req);
+        return NULL;
+    }
+    return req;
+}
+
+void ph_execd_workspace_close(ph_execd_workspace **ws)
+{
+    if (ws == NULL || *ws == NULL)
+        return;
+    ph_status st;
+    json_decref(call((*ws)->svc, ws_request(*ws, "workspace.close", ""), &st, NULL));
+    free(*ws);
+    *ws = NULL;
+}
+
+ph_status ph_execd_workspace_stat(ph_execd_workspace *ws, const char *path, ph_ws_stat *out,
+                                  ph_diag *diag)
+{
+    if (ws == NULL || path == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    ph_status st;
+    json_t *resp = call(ws->svc, ws_request(ws, "workspace.stat", path), &st, diag);
+    if (resp == NULL)
+        return st;
+    bool ok = ph_wire_get_stat(json_object_get(resp, "stat"), out);
+    json_decref(resp);
+    return ok ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "malformed stat from the service");
+}
+
+ph_status ph_execd_workspace_read(ph_execd_workspace *ws, const char *path, size_t max_bytes,
+                                  uint8_t **data, size_t *len, ph_diag *diag)
+{
+    if (ws == NULL || path == NULL || data == NULL || len == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    *data = NULL;
+    *len = 0;
+    json_t *req = ws_request(ws, "workspace.read", path);
+    if (req)
+        json_object_set_new(req, "max_bytes", json_integer((json_int_t)max_bytes));
+    ph_status st;
+    json_t *resp = call(ws->svc, req, &st, diag);
+    if (resp == NULL)
+        return st;
+    int rc = ph_wire_get_bytes(resp, "data", "data_base64", data, len);
+    json_decref(resp);
+    if (rc == 0 && *len > max_bytes) {
+        free(*data);
+        *data = NULL;
+        *len = 0;
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "the file is over %zu bytes", max_bytes);
+    }
+    return rc == 0 ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "malformed data from the service");
+}
+
+/* One frame on svc's connection (svc->mu held). */
+static int recv_locked(ph_execd_service *svc, json_t **resp)
+{
+    if (svc->ssl != NULL)
+        return ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+    return ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+}
+
+#define STREAM_CHUNK (1024 * 1024)
+
+/* A streamed workspace.read into fd: the header, chunks of at most
+ * STREAM_CHUNK bytes, the end; at most max_bytes in all. The connection is
+ * unusable after a failure in the middle of a stream, so it is closed. */
+static ph_status stream_into(ph_execd_workspace *ws, json_t *req, int fd, uint64_t max_bytes,
+                             ph_ws_stat *st_out, ph_diag *diag)
+{
+    ph_execd_service *svc = ws->svc;
+    ph_status st;
+    json_t *head = call(svc, req, &st, diag); /* the header, or the error */
+    if (head == NULL)
+        return st;
+    bool ok = json_is_true(json_object_get(head, "stream")) &&
+              ph_wire_get_stat(json_object_get(head, "stat"), st_out);
+    json_decref(head);
+    uint64_t got = 0;
+    pthread_mutex_lock(&svc->mu);
+    while (ok) {
+        json_t *f = NULL;
+        if (recv_locked(svc, &f) != 0) {
+            ok = false;
+            break;
+        }
+        if (json_object_get(f, "ok") != NULL) { /* the final response */
+            ok = json_is_true(json_object_get(f, "end")) &&
+                 (uint64_t)json_integer_value(json_object_get(f, "size")) == got;
+            if (!ok && ph_wire_str(f, "error"))
+                st = ph_diag_set(diag, ph_wire_error_status(ph_wire_str(f, "error")), 0, "%s",
+                                 ph_wire_str(f, "message") ? ph_wire_str(f, "message") : "");
+            json_decref(f);
+            break;
+        }
+        uint8_t *chunk = NULL;
+        size_t len = 0;
+        ok = ph_wire_get_bytes(f, NULL, "chunk_base64", &chunk, &len) == 0 &&
+             len <= STREAM_CHUNK && got + len <= max_bytes;
+        for (size_t off = 0; ok && off < len;) {
+            ssize_t n = write(fd, chunk + off, len - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            ok = n > 0;
+            off += ok ? (size_t)n : 0;
+        }
+        got += len;
+        free(chunk);
+        json_decref(f);
+    }
+    if (!ok && st == PH_OK) {
+        if (svc->fd >= 0)
+            shutdown(svc->fd, SHUT_RDWR);
+        st = ph_diag_set(diag, PH_E_IO, 0, "the service's stream broke off");
+    }
+    pthread_mutex_unlock(&svc->mu);
+    if (st == PH_OK)
+        st_out->size = got;
+    return st;
+}
+
+ph_status ph_execd_workspace_open_read(ph_execd_workspace *ws, const char *path,
+                                       uint64_t max_bytes, int *fd_out, ph_ws_stat *st_out,
+                                       ph_diag *diag)
+{
+    if (ws == NULL || path == NULL || fd_out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    *fd_out = -1;
+    int fd = memfd_create("pinhole-execd-read", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "memfd: %s", strerror(errno));
+    json_t *req = ws_request(ws, "workspace.read", path);
+    if (req) {
+        json_object_set_new(req, "max_bytes", json_integer((json_int_t)max_bytes));
+        json_object_set_new(req, "chunk_bytes", json_integer(STREAM_CHUNK));
+    }
+    ph_ws_stat st;
+    ph_status rc = stream_into(ws, req, fd, max_bytes, &st, diag);
+    if (rc == PH_OK &&
+        (lseek(fd, 0, SEEK_SET) != 0 ||
+         fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0))
+        rc = ph_diag_set(diag, PH_E_IO, 0, "memfd: %s", strerror(errno));
+    if (rc != PH_OK) {
+        close(fd);
+        return rc;
+    }
+    if (st_out)
+        *st_out = st;
+    *fd_out = fd;
+    return PH_OK;
+}
+
+ph_status ph_execd_workspace_write(ph_execd_workspace *ws, const char *path, const void *data,
+                                   size_t len, uint32_t mode, ph_diag *diag)
+{
+    if (ws == NULL || path == NULL || (data == NULL && len > 0))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    json_t *req = ws_request(ws, "workspace.write", path);
+    size_t n = 4 * ((len + 2) / 3) + 1;
+    char *b64 = req ? malloc(n) : NULL;
+    if (b64 == NULL || len > (size_t)INT32_MAX) {
+        json_decref(req);
+        free(b64);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    EVP_EncodeBlock((unsigned char *)b64, data ? data : (const void *)"", (int)len);
+    json_object_set_new(req, "data_base64", json_string(b64));
+    json_object_set_new(req, "mode", json_integer(mode));
+    free(b64);
+    ph_status st;
+    json_decref(call(ws->svc, req, &st, diag));
+    return st;
+}
+
+ph_status ph_execd_workspace_write_fd(ph_execd_workspace *ws, const char *path, int src_fd,
+                                      uint64_t max_bytes, uint32_t mode, ph_diag *diag)
+{
+    size_t cap = 0, len = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? cap * 2 : 65536;
+            uint8_t *nb = realloc(buf, cap);
+            if (nb == NULL) {
+                free(buf);
+                return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+            }
+            buf = nb;
+        }
+        ssize_t n = read(src_fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            free(buf);
+            return ph_diag_set(diag, PH_E_IO, 0, "read: %s", strerror(errno));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max_bytes) {
+            free(buf);
+            return ph_diag_set(diag, PH_E_LIMIT, 0, "the source is over %llu bytes",
+                               (unsigned long long)max_bytes);
+        }
+    }
+    ph_status st = ph_execd_workspace_write(ws, path, buf, len, mode, diag);
+    free(buf);
+    return st;
+}
+
+ph_status ph_execd_workspace_list(ph_execd_workspace *ws, const char *path, size_t max_entries,
+                                  ph_ws_list **out, ph_diag *diag)
+{
+    if (ws == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
+    *out = NULL;
+    json_t *req = ws_request(ws, "workspace.list", path);
+    if (req)
+        json_object_set_new(req, "max_entries", json_integer((json_int_t)max_entries));
+    ph_status st;
+    json_t *resp = call(ws->svc, req, &st, diag);
+    if (resp == NULL)
+        return st;
+    json_t *arr = json_object_get(resp, "entries");
+    ph_ws_list *l = calloc(1, sizeof *l);
+    bool ok = l && json_is_array(arr) && json_array_size(arr) <= max_entries;
+    if (ok && json_array_size(arr)) {
+        l->entries = calloc(json_array_size(arr), sizeof *l->entries);
+        ok = l->entries != NULL;
+    }
+    for (size_t i = 0; ok && i < json_array_size(arr); i++) {
+        json_t *e = json_array_get(arr, i);
+        uint8_t *name;
+        size_t len;
+        ok = ph_wire_get_bytes(e, "name", "name_base64", &name, &len) == 0;
+        if (ok) {
+            l->entries[i].name = (char *)name;
+            l->count = i + 1;
+            ok = ph_wire_get_stat(e, &l->entries[i].st);
+        }
+    }
+    if (l)
+        l->truncated = json_is_true(json_object_get(resp, "truncated"));
+    json_decref(resp);
+    if (!ok) {
+        ph_ws_list_free(&l);
+        return ph_diag_set(diag, PH_E_FORMAT, 0, "malformed listing from the service");
+    }
+    *out = l;
+    return PH_OK;
+}
+
+/* ---- leases ---- */
+
+ph_status ph_execd_lease_open(ph_execd_service *svc, const ph_environment_spec *spec,
+                              int64_t approval_hold_seconds, ph_execd_lease **out, ph_diag *diag)
+{
+    if (svc == NULL || spec == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_open: NULL argument");
+    *out = NULL;
+    ph_status st;
+    json_t *req = spec_request(svc, "lease.open", spec, &st, diag);
+    if (req)
+        json_object_set_new(req, "approval_hold_seconds",
+                            json_integer((json_int_t)approval_hold_seconds));
+    json_t *resp = req ? call(svc, req, &st, diag) : NULL;
+    if (resp == NULL)
+        return st;
+    const char *h = ph_wire_str(resp, "handle");
+    ph_execd_lease *l = h ? calloc(1, sizeof *l) : NULL;
+    if (l) {
+        l->svc = svc;
+        snprintf(l->handle, sizeof l->handle, "%s", h);
+        copy_tenant(l->tenant, spec->tenant);
+    }
+    json_decref(resp);
+    *out = l;
+    return l ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no lease handle in the answer");
+}
+
+static json_t *lease_call(const ph_execd_lease *l, const char *op, json_t *extra, ph_status *st,
+                          ph_diag *diag)
+{
+    json_t *req = json_pack("{s:s, s:s, s:s}", "op", op, "tenant", l->tenant, "handle",
+                            l->handle);
+    if (req && extra)
+        json_object_update(req, extra);
+    json_decref(extra);
+    return call(l->svc, req, st, diag);
+}
+
+ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment **env,
+                                     ph_diag *diag)
+{
+    if (lease == NULL || env == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_environment: NULL argument");
+    ph_status st;
+    json_t *resp = lease_call(lease, "lease.environment", NULL, &st, diag);
+    if (resp == NULL)
+        return st;
+    forward_warnings(lease->svc, resp);
+    const char *id = ph_wire_str(resp, "environment");
+    if (id && (lease->env == NULL || strcmp(lease->env->id, id) != 0)) {
+        free(lease->env);
+        lease->env = env_new(lease->svc, id, lease->tenant);
+        if (lease->env)
+            lease->env->of_lease = true;
+    }
+    json_decref(resp);
+    *env = lease->env;
+    return lease->env ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no environment in the answer");
+}
+
+ph_status ph_execd_lease_workspace(ph_execd_lease *lease, ph_execd_workspace **ws, ph_diag *diag)
+{
+    if (lease == NULL || ws == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_workspace: NULL argument");
+    *ws = NULL;
+    ph_status st;
+    json_t *resp = lease_call(lease, "lease.workspace", NULL, &st, diag);
+    if (resp == NULL)
+        return st;
+    forward_warnings(lease->svc, resp);
+    return workspace_from(lease->svc, lease->tenant, resp, ws, diag);
+}
+
+bool ph_execd_lease_has_sandbox(const ph_execd_lease *lease)
+{
+    if (lease == NULL)
+        return false;
+    ph_status st;
+    json_t *resp = lease_call(lease, "lease.status", NULL, &st, NULL);
+    bool has = json_is_true(json_object_get(resp, "has_sandbox"));
+    json_decref(resp);
+    return has;
+}
+
+static bool hold_call(ph_execd_lease *lease, const char *op, int64_t now)
+{
+    if (lease == NULL)
+        return false;
+    ph_status st;
+    json_t *resp = lease_call(lease, op, json_pack("{s:I}", "now_seconds", (json_int_t)now), &st,
+                              NULL);
+    bool destroyed = json_is_true(json_object_get(resp, "destroyed"));
+    json_decref(resp);
+    return destroyed;
+}
+
+void ph_execd_lease_hold_begin(ph_execd_lease *lease, int64_t now_seconds)
+{
+    (void)hold_call(lease, "lease.hold_begin", now_seconds);
+}
+
+bool ph_execd_lease_hold_tick(ph_execd_lease *lease, int64_t now_seconds)
+{
+    return hold_call(lease, "lease.hold_tick", now_seconds);
+}
+
+bool ph_execd_lease_hold_end(ph_execd_lease *lease, int64_t now_seconds)
+{
+    return hold_call(lease, "lease.hold_end", now_seconds);
+}
+
+void ph_execd_lease_end(ph_execd_lease **lease)
+{
+    if (lease == NULL || *lease == NULL)
+        return;
+    ph_status st;
+    json_decref(lease_call(*lease, "lease.end", NULL, &st, NULL));
+    free((*lease)->env);
+    free(*lease);
+    *lease = NULL;
+}

@@ -1,0 +1,461 @@
+/* execd_main.c - pinhole-execd: parse the options, refuse to start where the
+ * daemon would not be safe (docker or fake in production, a tier-0
+ * credential in its own environment), destroy what a previous run left in
+ * the state directory, bind the unix socket, serve (execd_service.c).
+ * docs/execd.md is the manual. */
+#include "execd_service-int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <event2/thread.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#ifndef PINHOLE_VERSION
+#define PINHOLE_VERSION "0.0.0"
+#endif
+
+enum {
+    XD_EXIT_OK = 0,
+    XD_EXIT_USAGE = 64,
+    XD_EXIT_UNAVAILABLE = 69,
+    XD_EXIT_OS = 71,
+    XD_EXIT_REFUSED = 78,
+};
+
+extern char **environ;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pinhole-execd --socket=PATH --state-dir=DIR --allow-uid=UID [options]\n"
+            "Serves the ExecutionEnvironment and WorkspaceFiles ports to workers (docs/execd.md).\n"
+            "\n"
+            "  --socket=PATH            unix socket to listen on (required)\n"
+            "  --socket-mode=OCTAL      permission bits of the socket file (0660)\n"
+            "  --state-dir=DIR          the daemon's own directory for sandboxes (required)\n"
+            "  --allow-uid=UID          a peer uid allowed to connect (repeatable)\n"
+            "  --allow-gid=GID          a peer gid allowed to connect (repeatable)\n"
+            "  --mechanism=NAME         gvisor (default), docker or fake\n"
+            "  --mode=MODE              production (default) or development\n"
+            "  --hard-cap-ms=N          service hard cap on any command (600000)\n"
+            "  --proxy-socket=PATH      the egress proxy's unix socket for granted sandboxes\n"
+            "  --max-sandboxes=N        live sandboxes at most (64)\n"
+            "  --max-executions=N       requests served at once (4)\n"
+            "  --queue=N                requests waiting at most; more are answered busy (16)\n"
+            "  --max-request-bytes=N    largest request frame (16777216)\n"
+            "  --max-connections=N      open connections at most (256)\n"
+            "  --grace-seconds=N        an identity's sandboxes outlive its last connection\n"
+            "                           by this long (60)\n"
+            "  --tls-listen=HOST:PORT   also serve TCP with mutual TLS (port 0: any, logged)\n"
+            "  --tls-cert=FILE          the server's certificate chain (PEM)\n"
+            "  --tls-key=FILE           its private key (PEM; mode 0600 or stricter)\n"
+            "  --tls-ca=FILE            the CA whose client certificates are accepted;\n"
+            "                           the certificate subject is the identity\n"
+            "  --metrics-listen=HOST:PORT  GET /metrics (Prometheus) and /health over HTTP\n"
+            "  --help, --version\n"
+            "\n"
+            "Exit: 0 stopped by a signal, 64 usage, 69 mechanism unavailable, 71 OS error,\n"
+            "78 refused (startup check, a credential in the environment).\n");
+}
+
+static bool parse_u64(const char *s, int base, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno || end == s || *end || s[0] == '-' || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, xd_config *cfg)
+{
+    enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
+           O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
+           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN };
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, O_SOCKET},
+        {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
+        {"state-dir", required_argument, NULL, O_STATE},
+        {"allow-uid", required_argument, NULL, O_UID},
+        {"allow-gid", required_argument, NULL, O_GID},
+        {"mechanism", required_argument, NULL, O_MECH},
+        {"mode", required_argument, NULL, O_MODE},
+        {"hard-cap-ms", required_argument, NULL, O_CAP},
+        {"proxy-socket", required_argument, NULL, O_PROXY},
+        {"max-sandboxes", required_argument, NULL, O_MAX_SBX},
+        {"max-executions", required_argument, NULL, O_MAX_EXEC},
+        {"queue", required_argument, NULL, O_QUEUE},
+        {"max-request-bytes", required_argument, NULL, O_MAX_REQ},
+        {"grace-seconds", required_argument, NULL, O_GRACE},
+        {"tls-listen", required_argument, NULL, O_TLS_LISTEN},
+        {"tls-cert", required_argument, NULL, O_TLS_CERT},
+        {"tls-key", required_argument, NULL, O_TLS_KEY},
+        {"tls-ca", required_argument, NULL, O_TLS_CA},
+        {"metrics-listen", required_argument, NULL, O_METRICS},
+        {"max-connections", required_argument, NULL, O_MAX_CONN},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    uint64_t v;
+    ph_diag d = {0};
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'h': usage(stdout); return -1;
+        case 'V': printf("pinhole-execd %s\n", PINHOLE_VERSION); return -1;
+        case O_SOCKET: cfg->socket_path = optarg; break;
+        case O_SOCKET_MODE:
+            ok = parse_u64(optarg, 8, 0777, &v);
+            cfg->socket_mode = (unsigned)v;
+            break;
+        case O_STATE: cfg->state_dir = optarg; break;
+        case O_UID:
+            ok = cfg->allow_uid_count < XD_MAX_ALLOW && parse_u64(optarg, 10, UINT32_MAX - 1, &v);
+            if (ok)
+                cfg->allow_uid[cfg->allow_uid_count++] = (uid_t)v;
+            break;
+        case O_GID:
+            ok = cfg->allow_gid_count < XD_MAX_ALLOW && parse_u64(optarg, 10, UINT32_MAX - 1, &v);
+            if (ok)
+                cfg->allow_gid[cfg->allow_gid_count++] = (gid_t)v;
+            break;
+        case O_MECH: ok = ph_sandbox_mechanism_from_name(optarg, &cfg->mechanism, &d) == PH_OK; break;
+        case O_MODE: ok = ph_service_mode_from_name(optarg, &cfg->mode, &d) == PH_OK; break;
+        case O_CAP:
+            ok = parse_u64(optarg, 10, INT64_MAX, &v) && v > 0;
+            cfg->hard_cap_ms = (int64_t)v;
+            break;
+        case O_PROXY: cfg->proxy_socket = optarg; break;
+        case O_MAX_SBX:
+            ok = parse_u64(optarg, 10, 1000000, &v) && v > 0;
+            cfg->max_sandboxes = v;
+            break;
+        case O_MAX_EXEC:
+            ok = parse_u64(optarg, 10, 1024, &v) && v > 0;
+            cfg->max_executions = v;
+            break;
+        case O_QUEUE:
+            ok = parse_u64(optarg, 10, 1000000, &v);
+            cfg->queue = v;
+            break;
+        case O_MAX_REQ:
+            ok = parse_u64(optarg, 10, UINT32_MAX, &v) && v >= 1024;
+            cfg->max_request_bytes = v;
+            break;
+        case O_GRACE:
+            ok = parse_u64(optarg, 10, 86400 * 365, &v);
+            cfg->grace_seconds = (int64_t)v;
+            break;
+        case O_TLS_LISTEN: cfg->tls_listen = optarg; break;
+        case O_TLS_CERT: cfg->tls_cert = optarg; break;
+        case O_TLS_KEY: cfg->tls_key = optarg; break;
+        case O_TLS_CA: cfg->tls_ca = optarg; break;
+        case O_METRICS: cfg->metrics_listen = optarg; break;
+        case O_MAX_CONN:
+            ok = parse_u64(optarg, 10, 1000000, &v) && v > 0;
+            cfg->max_connections = v;
+            break;
+        default: usage(stderr); return XD_EXIT_USAGE;
+        }
+        if (!ok) {
+            fprintf(stderr, "pinhole-execd: bad value for --%s: '%s'%s%s\n",
+                    opts[c - O_SOCKET].name, optarg, d.message[0] ? ": " : "", d.message);
+            return XD_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "pinhole-execd: unexpected argument '%s'\n", argv[optind]);
+        return XD_EXIT_USAGE;
+    }
+    if (cfg->socket_path == NULL || cfg->state_dir == NULL ||
+        cfg->allow_uid_count + cfg->allow_gid_count == 0) {
+        fprintf(stderr, "pinhole-execd: --socket, --state-dir and at least one --allow-uid or "
+                        "--allow-gid are required\n");
+        return XD_EXIT_USAGE;
+    }
+    int tls = !!cfg->tls_listen + !!cfg->tls_cert + !!cfg->tls_key + !!cfg->tls_ca;
+    if (tls != 0 && tls != 4) {
+        fprintf(stderr, "pinhole-execd: --tls-listen, --tls-cert, --tls-key and --tls-ca go "
+                        "together\n");
+        return XD_EXIT_USAGE;
+    }
+    if (cfg->state_dir[0] != '/' || cfg->socket_path[0] != '/' ||
+        (cfg->proxy_socket && cfg->proxy_socket[0] != '/')) {
+        fprintf(stderr, "pinhole-execd: --socket, --state-dir and --proxy-socket must be "
+                        "absolute paths\n");
+        return XD_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The daemon holds no secret: a tier-0 name (or a credential-carrying value)
+ * in its own environment refuses the start, naming every one. */
+static int check_environment(void)
+{
+    json_t *names = json_array();
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq == NULL || eq == *e)
+            continue;
+        char *name = strndup(*e, (size_t)(eq - *e));
+        if (name && (ph_env_name_is_credential(name) || ph_env_value_is_credential(name, eq + 1)))
+            json_array_append_new(names, json_string(name));
+        free(name);
+    }
+    if (json_array_size(names) == 0) {
+        json_decref(names);
+        return 0;
+    }
+    json_t *x = json_pack("{s:o, s:s}", "names", names, "fix",
+                          "start the daemon with an environment that holds no credential");
+    xd_log("error", "credential_in_environment", x);
+    json_decref(x);
+    return XD_EXIT_REFUSED;
+}
+
+/* The state directory is the daemon's own: created 0700, a real directory
+ * (no symlink) owned by us. */
+static int prepare_state_dir(const char *dir)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "pinhole-execd: cannot create the state directory: %s\n",
+                strerror(errno));
+        return XD_EXIT_OS;
+    }
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+        (st.st_mode & 077) != 0) {
+        fprintf(stderr, "pinhole-execd: the state directory must be a directory of ours with "
+                        "mode 0700 (not a symlink)\n");
+        return XD_EXIT_REFUSED;
+    }
+    return 0;
+}
+
+/* The workspace is a cache (decision 1): whatever a previous run left is
+ * destroyed, never resumed. */
+static void recover(const xd_config *cfg)
+{
+    ph_service_config sc = {.mode = cfg->mode, .mechanism = cfg->mechanism,
+                            .hard_cap_ms = cfg->hard_cap_ms, .state_dir = cfg->state_dir,
+                            .log = xd_sandbox_log};
+    ph_execution_service *svc = NULL;
+    ph_diag d = {0};
+    if (ph_execution_service_open(&sc, &svc, &d) != PH_OK)
+        return;
+    DIR *dir = opendir(cfg->state_dir);
+    struct dirent *de;
+    size_t destroyed = 0, left = 0;
+    while (dir && (de = readdir(dir)) != NULL) {
+        if (strncmp(de->d_name, "env-", 4) != 0)
+            continue;
+        ph_environment *env = NULL;
+        if (ph_environment_reattach(svc, de->d_name, &env, &d) == PH_OK) {
+            ph_environment_destroy(&env);
+            destroyed++;
+        } else {
+            json_t *x = json_pack("{s:s, s:s}", "environment", de->d_name, "error", d.message);
+            xd_log("warning", "recovery_left_behind", x);
+            json_decref(x);
+            left++;
+        }
+    }
+    if (dir)
+        closedir(dir);
+    ph_execution_service_close(&svc);
+    json_t *x = json_pack("{s:I, s:I}", "destroyed", (json_int_t)destroyed, "left",
+                          (json_int_t)left);
+    xd_log("info", "recovered_destroyed", x);
+    json_decref(x);
+}
+
+static int bind_socket(const xd_config *cfg, int *out)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    if (strlen(cfg->socket_path) >= sizeof sun.sun_path) {
+        fprintf(stderr, "pinhole-execd: --socket path is too long\n");
+        return XD_EXIT_USAGE;
+    }
+    strcpy(sun.sun_path, cfg->socket_path);
+    struct stat st;
+    if (lstat(cfg->socket_path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            fprintf(stderr, "pinhole-execd: --socket names something that is not a socket\n");
+            return XD_EXIT_OS;
+        }
+        unlink(cfg->socket_path);
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 ||
+        chmod(cfg->socket_path, cfg->socket_mode) != 0 || listen(fd, 128) != 0) {
+        fprintf(stderr, "pinhole-execd: cannot listen on the socket: %s\n", strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return XD_EXIT_OS;
+    }
+    *out = fd;
+    return 0;
+}
+
+/* The TLS context: TLS 1.2 or later, our chain and key, and client
+ * certificates required and verified against the CA. The key is the one
+ * secret of the daemon's own: it must not be readable by anyone else. */
+static int tls_context(const xd_config *cfg, SSL_CTX **out)
+{
+    struct stat st;
+    if (stat(cfg->tls_key, &st) != 0 || (st.st_mode & 077) != 0 || st.st_uid != geteuid()) {
+        json_t *x = json_pack("{s:s}", "fix", "the --tls-key file must be ours, mode 0600");
+        xd_log("error", "tls_key_exposed", x);
+        json_decref(x);
+        return XD_EXIT_REFUSED;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    bool ok = ctx && SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
+              SSL_CTX_use_certificate_chain_file(ctx, cfg->tls_cert) == 1 &&
+              SSL_CTX_use_PrivateKey_file(ctx, cfg->tls_key, SSL_FILETYPE_PEM) == 1 &&
+              SSL_CTX_check_private_key(ctx) == 1 &&
+              SSL_CTX_load_verify_locations(ctx, cfg->tls_ca, NULL) == 1;
+    STACK_OF(X509_NAME) *cas = ok ? SSL_load_client_CA_file(cfg->tls_ca) : NULL;
+    if (!ok || cas == NULL) {
+        char reason[256] = "";
+        ERR_error_string_n(ERR_get_error(), reason, sizeof reason);
+        json_t *x = json_pack("{s:s}", "error", reason);
+        xd_log("error", "tls_configuration", x);
+        json_decref(x);
+        SSL_CTX_free(ctx);
+        return XD_EXIT_REFUSED;
+    }
+    SSL_CTX_set_client_CA_list(ctx, cas);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    /* libevent 2.1 + OpenSSL 3: a peer closing without close_notify. */
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    *out = ctx;
+    return 0;
+}
+
+/* Binds host:port ("[v6]:port" for IPv6 literals; numeric hosts only) and
+ * logs the port the kernel gave as event. */
+static int bind_tcp(const char *spec, const char *event, int *out)
+{
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    size_t hl = colon ? (size_t)(colon - spec) : 0;
+    if (colon == NULL || hl == 0 || hl >= sizeof host) {
+        fprintf(stderr, "pinhole-execd: --tls-listen wants HOST:PORT\n");
+        return XD_EXIT_USAGE;
+    }
+    memcpy(host, spec, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0) {
+        fprintf(stderr, "pinhole-execd: --tls-listen: not a numeric address and port\n");
+        return XD_EXIT_USAGE;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int one = 1;
+    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+              bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0;
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (!ok || getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
+        fprintf(stderr, "pinhole-execd: cannot listen on %s: %s\n", spec, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return XD_EXIT_OS;
+    }
+    unsigned port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                             : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    json_t *x = json_pack("{s:s, s:i}", "address", host, "port", (int)port);
+    xd_log("info", event, x);
+    json_decref(x);
+    *out = fd;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    xd_config cfg = {
+        .socket_mode = 0660,
+        .mechanism = PH_MECHANISM_GVISOR,
+        .mode = PH_SERVICE_MODE_PRODUCTION,
+        .hard_cap_ms = 600000,
+        .max_sandboxes = 64,
+        .max_executions = 4,
+        .queue = 16,
+        .max_request_bytes = PH_EXECD_DEFAULT_MAX_REQUEST,
+        .max_connections = 256,
+        .grace_seconds = 60,
+    };
+    int rc = parse_args(argc, argv, &cfg);
+    if (rc != 0)
+        return rc < 0 ? XD_EXIT_OK : rc;
+    signal(SIGPIPE, SIG_IGN);
+    if ((rc = check_environment()) != 0)
+        return rc;
+    ph_diag d = {0};
+    if (ph_sandbox_startup_check(cfg.mode, cfg.mechanism, &d) != PH_OK) {
+        json_t *x = json_pack("{s:s}", "error", d.message);
+        xd_log("error", "startup_refused", x);
+        json_decref(x);
+        return XD_EXIT_REFUSED;
+    }
+    if (ph_sandbox_mechanism_available(cfg.mechanism, &d) != PH_OK) {
+        json_t *x = json_pack("{s:s, s:s}", "mechanism", ph_sandbox_mechanism_name(cfg.mechanism),
+                              "error", d.message);
+        xd_log("error", "mechanism_unavailable", x);
+        json_decref(x);
+        return XD_EXIT_UNAVAILABLE;
+    }
+    if ((rc = prepare_state_dir(cfg.state_dir)) != 0)
+        return rc;
+    if (evthread_use_pthreads() != 0) {
+        fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");
+        return XD_EXIT_OS;
+    }
+    recover(&cfg);
+    SSL_CTX *tls_ctx = NULL;
+    int tls_fd = -1;
+    if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||
+                           (rc = bind_tcp(cfg.tls_listen, "listening_tls", &tls_fd)) != 0)) {
+        SSL_CTX_free(tls_ctx);
+        return rc;
+    }
+    int fd = -1, admin_fd = -1;
+    if ((cfg.metrics_listen &&
+         (rc = bind_tcp(cfg.metrics_listen, "listening_metrics", &admin_fd)) != 0) ||
+        (rc = bind_socket(&cfg, &fd)) != 0) {
+        SSL_CTX_free(tls_ctx);
+        if (tls_fd >= 0)
+            close(tls_fd);
+        if (admin_fd >= 0)
+            close(admin_fd);
+        return rc;
+    }
+    rc = xd_serve(&cfg, fd, tls_fd, tls_ctx, admin_fd);
+    SSL_CTX_free(tls_ctx);
+    return rc;
+}

@@ -1,0 +1,1 @@
+"""Pinhole for Python workers: pinhole.execd talks to pinhole-execd."""

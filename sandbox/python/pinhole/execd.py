@@ -1,0 +1,256 @@
+"""pinhole.execd - a Python worker's client of pinhole-execd (docs/execd.md).
+
+The same ports as the C client (pinhole/execd_client.h): ExecutionEnvironment
+(create, execute, destroy), WorkspaceFiles (stat, read, write, list) and the
+lease lifecycle, over the daemon's unix socket (its SO_PEERCRED decides who may
+connect) or TCP with mutual TLS (the certificate subject is the identity).
+Byte strings (argv elements, paths, stdin, outputs, file contents, names) are
+Python bytes or str; the wire's "text, or <key>_base64" encoding is handled
+here. Errors are ExecdError with the stable code of docs/execd.md section 4.
+
+    with Client.unix("/run/pinhole-execd/execd.sock") as c:
+        env = c.create("tenant-1", "lease-1")
+        r = c.execute("tenant-1", env, ["sh", "-c", "echo hi > out.txt"])
+        ws = c.workspace("tenant-1", env)
+        data = c.read("tenant-1", ws, "out.txt")
+        c.destroy("tenant-1", env)
+"""
+import base64
+import json
+import socket
+import ssl
+import struct
+
+MAX_RESPONSE = 256 * 1024 * 1024
+__all__ = ["Client", "ExecdError", "get_bytes", "put_bytes"]
+
+
+class ExecdError(Exception):
+    """A refusal of the service: .code is the stable code ("not_found",
+    "busy", "denied", ...), .message the service's text."""
+
+    def __init__(self, code, message):
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message
+
+
+def get_bytes(obj, key):
+    """The bytes under key or key_base64 of a response object (None when
+    neither is there)."""
+    if key in obj:
+        return obj[key].encode("utf-8")
+    if key + "_base64" in obj:
+        return base64.b64decode(obj[key + "_base64"], validate=True)
+    return None
+
+
+def put_bytes(obj, key, value):
+    """Sets key (valid UTF-8) or key_base64 (anything else) in a request."""
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    try:
+        obj[key] = value.decode("utf-8")
+    except UnicodeDecodeError:
+        obj[key + "_base64"] = base64.b64encode(value).decode("ascii")
+
+
+def _arg(value):
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(value).decode("ascii")}
+
+
+class Client:
+    """One connection to pinhole-execd. Not for concurrent use by threads:
+    one request at a time, as the protocol says."""
+
+    def __init__(self, sock, hard_cap_ms=None):
+        self._sock = sock
+        hello = {"op": "hello"}
+        if hard_cap_ms is not None:
+            hello["hard_cap_ms"] = hard_cap_ms
+        self.hello = self.call(hello)
+
+    @classmethod
+    def unix(cls, path, hard_cap_ms=None):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        return cls(s, hard_cap_ms)
+
+    @classmethod
+    def tls(cls, host, port, ca_file, cert_file, key_file, server_name=None, hard_cap_ms=None):
+        ctx = ssl.create_default_context(cafile=ca_file)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(cert_file, key_file)
+        raw = socket.create_connection((host, port))
+        return cls(ctx.wrap_socket(raw, server_hostname=server_name or host), hard_cap_ms)
+
+    def close(self):
+        self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- frames ----
+
+    def _recv_exact(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self._sock.recv(n - len(data))
+            if not chunk:
+                raise ExecdError("io", "the service closed the connection")
+            data += chunk
+        return data
+
+    def send(self, request):
+        body = json.dumps(request).encode("utf-8")
+        self._sock.sendall(struct.pack(">I", len(body)) + body)
+
+    def recv(self):
+        (n,) = struct.unpack(">I", self._recv_exact(4))
+        if n == 0 or n > MAX_RESPONSE:
+            raise ExecdError("protocol", "frame of %d bytes" % n)
+        return json.loads(self._recv_exact(n))
+
+    def call(self, request):
+        """One request, its response; ExecdError for {"ok": false}."""
+        self.send(request)
+        resp = self.recv()
+        if resp.get("ok") is not True:
+            raise ExecdError(resp.get("error", "internal"), resp.get("message", ""))
+        return resp
+
+    # ---- ExecutionEnvironment ----
+
+    def create(self, tenant, lease, limits=None, grant_token=None, proxy_port=0):
+        req = {"op": "environment.create", "tenant": tenant, "lease": lease}
+        if limits:
+            req["limits"] = limits
+        if grant_token:
+            req["network"] = {"grant_token": grant_token, "proxy_port": proxy_port}
+        return self.call(req)["environment"]
+
+    def execute(self, tenant, env, argv, cwd=None, timeout_seconds=None, run_budget_ms=None,
+                stdin=None):
+        """The result object, with "stdout" and "stderr" as bytes and every
+        files_changed "path" as bytes."""
+        req = {"op": "environment.execute", "tenant": tenant, "environment": env,
+               "argv": [_arg(a) for a in argv]}
+        if cwd is not None:
+            put_bytes(req, "cwd", cwd)
+        if timeout_seconds is not None:
+            req["timeout_seconds"] = timeout_seconds
+        if run_budget_ms is not None:
+            req["run_budget_ms"] = run_budget_ms
+        if stdin is not None:
+            req["stdin_base64"] = base64.b64encode(
+                stdin.encode("utf-8") if isinstance(stdin, str) else stdin).decode("ascii")
+        r = self.call(req)["result"]
+        r["stdout"], r["stderr"] = get_bytes(r, "stdout"), get_bytes(r, "stderr")
+        r.pop("stdout_base64", None)
+        r.pop("stderr_base64", None)
+        for c in r["files_changed"]:
+            c["path"] = get_bytes(c, "path")
+            c.pop("path_base64", None)
+        return r
+
+    def destroy(self, tenant, env):
+        self.call({"op": "environment.destroy", "tenant": tenant, "environment": env})
+
+    def workspace(self, tenant, env):
+        return self.call({"op": "environment.workspace", "tenant": tenant,
+                          "environment": env})["workspace"]
+
+    # ---- WorkspaceFiles ----
+
+    def _ws(self, op, tenant, ws, path, **more):
+        req = {"op": op, "tenant": tenant, "workspace": ws}
+        put_bytes(req, "path", path)
+        req.update(more)
+        return req
+
+    def stat(self, tenant, ws, path):
+        return self.call(self._ws("workspace.stat", tenant, ws, path))["stat"]
+
+    def read(self, tenant, ws, path, max_bytes=16 * 1024 * 1024, chunk_bytes=1024 * 1024):
+        """The file's bytes, streamed in chunks (memory: one chunk per frame)."""
+        head = self.call(self._ws("workspace.read", tenant, ws, path, max_bytes=max_bytes,
+                                  chunk_bytes=chunk_bytes))
+        parts = []
+        while True:
+            frame = self.recv()
+            if "ok" in frame:
+                if frame["ok"] is not True:
+                    raise ExecdError(frame.get("error", "internal"), frame.get("message", ""))
+                data = b"".join(parts)
+                if frame.get("size") != len(data) or not head.get("stream"):
+                    raise ExecdError("protocol", "the stream does not add up")
+                return data
+            parts.append(base64.b64decode(frame["chunk_base64"], validate=True))
+
+    def write(self, tenant, ws, path, data, mode=0o644):
+        req = self._ws("workspace.write", tenant, ws, path, mode=mode)
+        req["data_base64"] = base64.b64encode(
+            data.encode("utf-8") if isinstance(data, str) else data).decode("ascii")
+        self.call(req)
+
+    def list(self, tenant, ws, path="", max_entries=10000):
+        """(entries, truncated); each entry's "name" is bytes."""
+        r = self.call(self._ws("workspace.list", tenant, ws, path, max_entries=max_entries))
+        for e in r["entries"]:
+            e["name"] = get_bytes(e, "name")
+            e.pop("name_base64", None)
+        return r["entries"], r["truncated"]
+
+    def close_workspace(self, tenant, ws):
+        self.call({"op": "workspace.close", "tenant": tenant, "workspace": ws})
+
+    # ---- leases ----
+
+    def lease_open(self, tenant, lease, approval_hold_seconds, limits=None):
+        req = {"op": "lease.open", "tenant": tenant, "lease": lease,
+               "approval_hold_seconds": approval_hold_seconds}
+        if limits:
+            req["limits"] = limits
+        return self.call(req)["handle"]
+
+    def _lease(self, op, tenant, handle, **more):
+        req = {"op": op, "tenant": tenant, "handle": handle}
+        req.update(more)
+        return self.call(req)
+
+    def lease_environment(self, tenant, handle):
+        return self._lease("lease.environment", tenant, handle)["environment"]
+
+    def lease_workspace(self, tenant, handle):
+        return self._lease("lease.workspace", tenant, handle)["workspace"]
+
+    def lease_has_sandbox(self, tenant, handle):
+        return self._lease("lease.status", tenant, handle)["has_sandbox"]
+
+    def hold_begin(self, tenant, handle, now_seconds):
+        self._lease("lease.hold_begin", tenant, handle, now_seconds=now_seconds)
+
+    def hold_tick(self, tenant, handle, now_seconds):
+        return self._lease("lease.hold_tick", tenant, handle, now_seconds=now_seconds)["destroyed"]
+
+    def hold_end(self, tenant, handle, now_seconds):
+        return self._lease("lease.hold_end", tenant, handle, now_seconds=now_seconds)["destroyed"]
+
+    def lease_end(self, tenant, handle):
+        self._lease("lease.end", tenant, handle)
+
+    # ---- health ----
+
+    def health(self):
+        return self.call({"op": "health"})
+
+    def metrics(self):
+        return self.call({"op": "metrics"})["prometheus"]

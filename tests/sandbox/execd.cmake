@@ -1,0 +1,80 @@
+# pinhole-execd tests (docs/execd.md), included from tests/sandbox/CMakeLists.txt.
+#  - execd.contract_<mechanism>: THE contract suite, unchanged, compiled
+#    against the service (pinhole/execd_as_port.h) and run through a daemon
+#    the wrapper starts: client -> pinhole-execd -> mechanism. Exit 77 when the
+#    mechanism is not available here.
+#  - execd.test_execd: the daemon's own behaviour (authentication, scoping,
+#    limits, recovery, disconnect, leases, refusals), against fake.
+if(NOT TARGET pinhole-execd)
+    return()
+endif()
+add_executable(execd_contract_suite ${CMAKE_CURRENT_LIST_DIR}/contract_suite.c
+               ${PH_SANDBOX_TEST_SUPPORT})
+target_compile_options(execd_contract_suite PRIVATE -include pinhole/execd_as_port.h)
+target_link_libraries(execd_contract_suite PRIVATE pinhole_execd_client pinhole_sandbox_internal
+                      PkgConfig::CMOCKA pinhole_flags)
+target_include_directories(execd_contract_suite PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+target_compile_definitions(execd_contract_suite PRIVATE
+    PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
+foreach(mechanism fake gvisor)
+    add_test(NAME execd.contract_${mechanism}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/execd_contract.sh
+                     $<TARGET_FILE:pinhole-execd> $<TARGET_FILE:execd_contract_suite> ${mechanism}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(execd.contract_${mechanism} PROPERTIES
+        LABELS "e2e;contract" SKIP_RETURN_CODE 77 TIMEOUT 180)
+endforeach()
+if(TARGET pinhole-sandbox-rootfs)
+    add_dependencies(execd_contract_suite pinhole-sandbox-rootfs)
+endif()
+add_dependencies(execd_contract_suite pinhole-execd pinhole-forwarder)
+
+ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/test_execd.c
+                 ${PH_SANDBOX_TEST_SUPPORT}
+                 LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal OpenSSL::SSL
+                 LABELS e2e)
+target_compile_definitions(execd.test_execd PRIVATE
+    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")
+add_dependencies(execd.test_execd pinhole-execd)
+target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+
+# artifact.export end to end through the service (the worker's side compiled
+# against pinhole/execd_as_port.h), run by the same wrapper on fake.
+if(TARGET pinhole_artifacts_export_execd)
+    add_executable(execd_artifact_export ${CMAKE_CURRENT_LIST_DIR}/execd/test_execd_artifact_export.c
+                   ${PH_SANDBOX_TEST_SUPPORT})
+    target_compile_options(execd_artifact_export PRIVATE -include pinhole/execd_as_port.h)
+    target_include_directories(execd_artifact_export PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
+                               ${CMAKE_CURRENT_LIST_DIR})
+    target_link_libraries(execd_artifact_export PRIVATE pinhole_artifacts_export_execd
+                          pinhole_execd_client pinhole_sandbox_internal PkgConfig::CMOCKA
+                          pinhole_flags)
+    target_compile_definitions(execd_artifact_export PRIVATE
+        PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
+    add_test(NAME execd.artifact_export
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/execd_contract.sh
+                     $<TARGET_FILE:pinhole-execd> $<TARGET_FILE:execd_artifact_export> fake
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(execd.artifact_export PROPERTIES LABELS e2e SKIP_RETURN_CODE 77
+                         TIMEOUT 120)
+endif()
+
+# The builtin tools' JSON schemas against what the service accepts and returns.
+ph_add_script_test(NAME execd.tool_schemas
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/tool_schemas.py
+            $<TARGET_FILE:pinhole-execd> ${PROJECT_SOURCE_DIR})
+set_tests_properties(execd.tool_schemas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# Disconnect kills the command inside gVisor too (skipped without runsc).
+ph_add_script_test(NAME execd.disconnect_gvisor
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/disconnect_gvisor.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.disconnect_gvisor PROPERTIES LABELS "e2e;isolation"
+                     SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# pinhole.execd, the Python workers' client, against the daemon.
+ph_add_script_test(NAME execd.python_client
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/python_client.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.python_client PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

@@ -1,0 +1,45 @@
+"""Shared by the Python execd tests: start a pinhole-execd on a private
+socket and state directory from an environment built from nothing (the
+daemon refuses a credential name in its own), and reach pinhole.execd from
+the source tree."""
+import os
+import subprocess
+import sys
+import time
+
+SRC = os.environ.get("PH_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "sandbox", "python"))
+
+MECHANISM_SETTINGS = ("PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER", "PINHOLE_RUNSC")
+
+
+def start_daemon(execd, tmp, mechanism="fake", extra=()):
+    """(process, socket path); exits 77 when the mechanism is not available
+    here (the daemon exits 69), 1 when it fails otherwise."""
+    sock = os.path.join(tmp, "execd.sock")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    env.update({k: os.environ[k] for k in MECHANISM_SETTINGS if k in os.environ})
+    log = open(os.path.join(tmp, "execd.log"), "w")
+    proc = subprocess.Popen(
+        [execd, "--socket=" + sock, "--state-dir=" + os.path.join(tmp, "state"),
+         "--allow-uid=%d" % os.getuid(), "--mechanism=" + mechanism, "--mode=development"]
+        + list(extra), env=env, stderr=log)
+    for _ in range(400):
+        if os.path.exists(sock):
+            return proc, sock
+        if proc.poll() is not None:
+            if proc.returncode == 69:
+                print("SKIP: mechanism %s is not available here" % mechanism)
+                sys.exit(77)
+            print("pinhole-execd exited %d" % proc.returncode)
+            sys.exit(1)
+        time.sleep(0.025)
+    print("pinhole-execd did not listen")
+    sys.exit(1)
+
+
+def stop_daemon(proc):
+    """SIGTERM; the exit status (0: every sandbox destroyed)."""
+    proc.terminate()
+    return proc.wait(timeout=60)

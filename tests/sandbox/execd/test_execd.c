@@ -1,0 +1,938 @@
+/* test_execd.c - pinhole-execd as a daemon (docs/execd.md), on the fake
+ * mechanism: each test starts its own daemon on a private socket and state
+ * directory, talks to it through the client library or raw frames, and
+ * stops it. What is asserted: who may connect, that another identity or
+ * tenant cannot tell an object exists, the limits answering `busy`, restart
+ * recovery, the command of a vanished client being killed, leases through
+ * the service, and the refusals to start. */
+#include "sandbox_test_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
+
+#include "execd-int.h"
+#include "pinhole/execd_client.h"
+
+typedef struct xdaemon {
+    char *dir;
+    char sock[256];
+    char state[256];
+    char log[256];
+    pid_t pid;
+} xdaemon;
+
+/* A fresh directory for one daemon: socket, state directory, log. */
+static void daemon_prepare(xdaemon *d)
+{
+    memset(d, 0, sizeof *d);
+    d->dir = ph_test_mkdtemp();
+    assert_non_null(d->dir);
+    chmod(d->dir, 0755);
+    snprintf(d->sock, sizeof d->sock, "%s/execd.sock", d->dir);
+    snprintf(d->state, sizeof d->state, "%s/state", d->dir);
+    snprintf(d->log, sizeof d->log, "%s/execd.log", d->dir);
+}
+
+/* Starts pinhole-execd on d with the extra options and environment (both
+ * NULL-terminated; PATH is always set, nothing else is inherited). Returns
+ * -1 once it listens, or its exit status when it exits instead. */
+static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const *env)
+{
+    char a_sock[300], a_state[300];
+    snprintf(a_sock, sizeof a_sock, "--socket=%s", d->sock);
+    snprintf(a_state, sizeof a_state, "--state-dir=%s", d->state);
+    /* execve wants mutable strings: copies, freed by the exec or the exit. */
+    char *argv[40] = {strdup(PH_EXECD_BINARY), strdup(a_sock), strdup(a_state),
+                      strdup("--mechanism=fake"), strdup("--mode=development")};
+    size_t n = 5;
+    for (size_t i = 0; extra && extra[i] && n < 38; i++)
+        argv[n++] = strdup(extra[i]);
+    argv[n] = NULL;
+    char *envp[16] = {
+        strdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")};
+    size_t m = 1;
+    for (size_t i = 0; env && env[i] && m < 15; i++)
+        envp[m++] = strdup(env[i]);
+    envp[m] = NULL;
+    unlink(d->sock); /* a previous daemon's: "listening" means this one's */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        dup2(null, 0);
+        dup2(null, 1); /* never ctest's pipe: a leftover daemon would hold it */
+        dup2(fd, 2);
+        execve(PH_EXECD_BINARY, argv, envp);
+        _exit(127);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+    for (size_t i = 0; i < m; i++)
+        free(envp[i]);
+    d->pid = pid;
+    for (int i = 0; i < 200; i++) {
+        struct stat st;
+        if (stat(d->sock, &st) == 0)
+            return -1;
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            d->pid = 0;
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        usleep(25 * 1000);
+    }
+    fail_msg("pinhole-execd neither listened nor exited");
+    return 0;
+}
+
+static void daemon_start(xdaemon *d, const char *const *extra)
+{
+    daemon_prepare(d);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    const char *opts[32];
+    size_t n = 0;
+    for (size_t i = 0; allow[i]; i++)
+        opts[n++] = allow[i];
+    for (size_t i = 0; extra && extra[i] && n < 30; i++)
+        opts[n++] = extra[i];
+    opts[n] = NULL;
+    int rc = daemon_spawn(d, opts, NULL);
+    if (rc != -1) {
+        size_t len;
+        char *log = ph_test_read_file(d->log, &len);
+        fail_msg("pinhole-execd exited %d: %s", rc, log ? log : "");
+    }
+}
+
+static int daemon_stop(xdaemon *d)
+{
+    int status = -1;
+    if (d->pid > 0) {
+        kill(d->pid, SIGTERM);
+        waitpid(d->pid, &status, 0);
+        d->pid = 0;
+    }
+    ph_test_rmtree(d->dir);
+    free(d->dir);
+    d->dir = NULL;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static size_t env_dirs(const char *state)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "ls %s 2>/dev/null | grep -c '^env-'", state);
+    FILE *p = popen(cmd, "r");
+    size_t n = 0;
+    if (p && fscanf(p, "%zu", &n) != 1)
+        n = 0;
+    if (p)
+        pclose(p);
+    return n;
+}
+
+/* ---- raw frames ---- */
+
+static int raw_connect(const xdaemon *d)
+{
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    strcpy(sun.sun_path, d->sock);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof sun) != 0)
+        return -1;
+    return fd;
+}
+
+/* Sends req (consumed) and returns the response (new) or NULL at EOF. */
+static json_t *raw_call(int fd, json_t *req)
+{
+    json_t *resp = NULL;
+    int rc = ph_wire_send(fd, req);
+    json_decref(req);
+    if (rc == 0)
+        (void)ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    return resp;
+}
+
+static int raw_hello(const xdaemon *d)
+{
+    int fd = raw_connect(d);
+    assert_true(fd >= 0);
+    json_t *r = raw_call(fd, json_pack("{s:s}", "op", "hello"));
+    assert_non_null(r);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    return fd;
+}
+
+static char *raw_create(int fd, const char *tenant)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant",
+                                       tenant, "lease", "lease-1"));
+    assert_non_null(r);
+    if (!json_is_true(json_object_get(r, "ok")))
+        fail_msg("create: %s", ph_wire_str(r, "message"));
+    char *id = strdup(ph_wire_str(r, "environment"));
+    json_decref(r);
+    return id;
+}
+
+static json_t *raw_execute_req(const char *tenant, const char *env, const char *const *argv)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; argv[i]; i++)
+        json_array_append_new(a, json_string(argv[i]));
+    return json_pack("{s:s, s:s, s:s, s:o}", "op", "environment.execute", "tenant", tenant,
+                     "environment", env, "argv", a);
+}
+
+static const char *error_of(const json_t *r)
+{
+    return r ? ph_wire_str(r, "error") : "eof";
+}
+
+/* ---- the client library on the unix socket ---- */
+
+static ph_execd_service *client_open(const xdaemon *d)
+{
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    if (ph_execd_service_open(d->sock, &cfg, &svc, &diag) != PH_OK)
+        fail_msg("connect: %s", diag.message);
+    return svc;
+}
+
+/* Tenant t1, lease l1, the fake mechanism, no limits. */
+static ph_environment_spec fake_spec(void)
+{
+    ph_environment_spec spec = {.tenant = "t1", .lease = "l1", .mechanism = PH_MECHANISM_FAKE};
+    ph_sandbox_limits_init(&spec.limits);
+    return spec;
+}
+
+/* ---- tests ---- */
+
+static void test_refuses_credential_in_environment(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    const char *const env[] = {"OPENAI_API_KEY=canary-7c1e", "HARMLESS=1", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env), 78);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "credential_in_environment"));
+    assert_non_null(strstr(log, "OPENAI_API_KEY"));
+    assert_null(strstr(log, "canary-7c1e")); /* names, never values */
+    assert_null(strstr(log, "HARMLESS"));
+    free(log);
+    /* A credential carried in a URL's userinfo, whatever the name. */
+    const char *const env2[] = {"MIRROR=https://bob:hunter2@mirror.example/", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env2), 78);
+    /* The startup check: fake is refused in production. */
+    const char *const prod[] = {"--allow-uid=0", "--mode=production", NULL};
+    assert_int_equal(daemon_spawn(&d, prod, NULL), 78);
+    log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "mechanism_refused_in_production"));
+    free(log);
+    assert_false(access(d.sock, F_OK) == 0);
+    daemon_stop(&d);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const none[] = {NULL}; /* no --allow-uid */
+    assert_int_equal(daemon_spawn(&d, none, NULL), 64);
+    const char *const bad[] = {"--allow-uid=0", "--queue=lots", NULL};
+    assert_int_equal(daemon_spawn(&d, bad, NULL), 64);
+    daemon_stop(&d);
+}
+
+/* Runs fn(d, verdict, cap) in a child switched to uid and gid 65534 and
+ * returns what it wrote into verdict ("setuid failed" if it could not). */
+static void as_nobody(const xdaemon *d, void (*fn)(const xdaemon *, char *, size_t),
+                      char *verdict, size_t cap)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char out[512] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            fn(d, out, sizeof out);
+        (void)!write(pipefd[1], out, strlen(out));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    ssize_t n = read(pipefd[0], verdict, cap - 1);
+    verdict[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+}
+
+static void refused_peer(const xdaemon *d, char *verdict, size_t cap)
+{
+    int fd = raw_connect(d);
+    json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+    /* After the refusal the connection is closed. */
+    json_t *again = r ? raw_call(fd, json_pack("{s:s}", "op", "health")) : NULL;
+    /* The client library reports it as a refusal, never as I/O. */
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_execd_service_open(d->sock, &cfg, &svc, &diag);
+    snprintf(verdict, cap, "%s %s %s %.15s", fd < 0 ? "noconnect" : error_of(r),
+             again ? "open" : "closed", ph_strerror(st), diag.message);
+}
+
+static void test_wrong_uid_is_refused(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    char buf[512];
+    as_nobody(&d, refused_peer, buf, sizeof buf);
+    assert_string_equal(buf, "unauthenticated closed denied unauthenticated");
+    /* uid 0 is allowed and served. */
+    int fd = raw_hello(&d);
+    close(fd);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"unauthenticated\",\"identity\":\"uid:65534\""));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static char g_victim[PH_EXECD_ID_MAX]; /* the environment another identity tries */
+
+static void other_identity(const xdaemon *d, char *verdict, size_t cap)
+{
+    const char *const argv[] = {"true", NULL};
+    int c = raw_hello(d);
+    json_t *r = raw_call(c, raw_execute_req("t1", g_victim, argv));
+    json_t *destroy = raw_call(c, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy",
+                                            "tenant", "t1", "environment", g_victim));
+    char *t = json_dumps(r, JSON_SORT_KEYS);
+    snprintf(verdict, cap, "%s|%s", t ? t : "", error_of(destroy));
+    free(t);
+}
+
+static void test_other_identity_or_tenant_gets_not_found(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--allow-uid=65534", "--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    const char *const argv[] = {"true", NULL};
+    json_t *own = raw_call(fd, raw_execute_req("t1", id, argv));
+    assert_true(json_is_true(json_object_get(own, "ok")));
+    json_decref(own);
+
+    /* Another tenant, a nonexistent id: the same answer, byte for byte. */
+    json_t *other = raw_call(fd, raw_execute_req("t2", id, argv));
+    json_t *none = raw_call(fd, raw_execute_req("t1", "env-0000000000000000", argv));
+    assert_string_equal(error_of(other), "not_found");
+    char *a = json_dumps(other, JSON_SORT_KEYS), *b = json_dumps(none, JSON_SORT_KEYS);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    json_decref(other);
+    json_decref(none);
+    json_t *ws = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                        "tenant", "t2", "environment", id));
+    assert_string_equal(error_of(ws), "not_found");
+    json_decref(ws);
+
+    /* Another identity (allowed, uid 65534), right tenant: not found too. */
+    snprintf(g_victim, sizeof g_victim, "%s", id);
+    char buf[512];
+    as_nobody(&d, other_identity, buf, sizeof buf);
+    none = raw_call(fd, raw_execute_req("t1", "env-0000000000000000", argv));
+    char *expect = json_dumps(none, JSON_SORT_KEYS), want[600];
+    snprintf(want, sizeof want, "%s|not_found", expect);
+    assert_string_equal(buf, want);
+    free(expect);
+    json_decref(none);
+    /* ... and the owner's environment survived the attempt. */
+    own = raw_call(fd, raw_execute_req("t1", id, argv));
+    assert_true(json_is_true(json_object_get(own, "ok")));
+    json_decref(own);
+    free(id);
+    close(fd);
+    daemon_stop(&d);
+}
+
+static void test_restart_destroys_what_a_previous_run_left(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    ph_execd_service *svc = client_open(&d);
+    ph_diag diag = {0};
+    ph_environment_spec spec = fake_spec();
+    ph_execd_environment *e1 = NULL, *e2 = NULL;
+    assert_int_equal(ph_execd_environment_create(svc, &spec, &e1, &diag), PH_OK);
+    assert_int_equal(ph_execd_environment_create(svc, &spec, &e2, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 2);
+    /* The daemon dies without cleaning up. */
+    kill(d.pid, SIGKILL);
+    waitpid(d.pid, NULL, 0);
+    d.pid = 0;
+    ph_execd_service_close(&svc);
+    free(e1); /* the handles are dead with their connection: free only */
+    free(e2);
+    assert_int_equal(env_dirs(d.state), 2);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    assert_int_equal(env_dirs(d.state), 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"recovered_destroyed\",\"destroyed\":2,\"left\":0"));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_disconnect_kills_the_command(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    const char *const argv[] = {"sh", "-c", "sleep 71.33 & sleep 71.34", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    assert_int_equal(ph_wire_send(fd, req), 0);
+    json_decref(req);
+    for (int i = 0; i < 100 && !sbx_process_with_arg_exists("71.34"); i++)
+        usleep(20 * 1000);
+    assert_true(sbx_process_with_arg_exists("71.34"));
+    close(fd);
+    for (int i = 0; i < 100 && (sbx_process_with_arg_exists("71.33") ||
+                                sbx_process_with_arg_exists("71.34")); i++)
+        usleep(20 * 1000);
+    assert_false(sbx_process_with_arg_exists("71.33"));
+    assert_false(sbx_process_with_arg_exists("71.34"));
+    /* The daemon goes on serving. */
+    fd = raw_hello(&d);
+    json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    assert_true(json_is_true(json_object_get(h, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(h, "executions")), 0);
+    json_decref(h);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_files_are_served_beside_a_running_command(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int a = raw_hello(&d), b = raw_hello(&d);
+    char *id = raw_create(a, "t1");
+    json_t *r = raw_call(a, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant",
+                                      "t1", "environment", id));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s, s:s, s:s}", "op", "workspace.write", "tenant",
+                              "t1", "workspace", ws, "path", "notes.txt", "data", "kept\n"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    const char *const argv[] = {"sleep", "1.5", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    assert_int_equal(ph_wire_send(a, req), 0);
+    json_decref(req);
+    usleep(300 * 1000);
+    /* While it runs: files are served, a second execute and a destroy are not. */
+    r = raw_call(b, json_pack("{s:s, s:s, s:s, s:s}", "op", "workspace.read", "tenant", "t1",
+                              "workspace", ws, "path", "notes.txt"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_string_equal(ph_wire_str(r, "data"), "kept\n");
+    json_decref(r);
+    r = raw_call(b, raw_execute_req("t1", id, argv));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    r = raw_call(b, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                              "environment", id));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    json_t *done = NULL;
+    assert_int_equal(ph_wire_recv(a, PH_EXECD_MAX_RESPONSE_BYTES, &done), 0);
+    assert_true(json_is_true(json_object_get(done, "ok")));
+    json_decref(done);
+    r = raw_call(b, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                              "environment", id));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    close(a);
+    close(b);
+    free(ws);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static int64_t health_field(const xdaemon *d, const char *key)
+{
+    int fd = raw_hello(d);
+    json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    int64_t v = (int64_t)json_integer_value(json_object_get(h, key));
+    json_decref(h);
+    close(fd);
+    return v;
+}
+
+static void test_queue_full_answers_busy(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", "--queue=1", NULL};
+    daemon_start(&d, opts);
+    int fds[3];
+    char *ids[3];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = raw_hello(&d);
+        ids[i] = raw_create(fds[i], "t1");
+    }
+    const char *const argv[] = {"sleep", "71.41", NULL};
+    for (int i = 0; i < 2; i++) {
+        json_t *req = raw_execute_req("t1", ids[i], argv);
+        assert_int_equal(ph_wire_send(fds[i], req), 0);
+        json_decref(req);
+        const char *key = i == 0 ? "executions" : "queued";
+        for (int t = 0; t < 100 && health_field(&d, key) != 1; t++)
+            usleep(20 * 1000);
+        assert_int_equal(health_field(&d, key), 1);
+    }
+    int64_t t0 = ph_monotonic_ms();
+    json_t *r = raw_call(fds[2], raw_execute_req("t1", ids[2], argv));
+    assert_string_equal(error_of(r), "busy");
+    assert_non_null(strstr(ph_wire_str(r, "message"), "queue"));
+    assert_true(ph_monotonic_ms() - t0 < 1000); /* at once, never a hang */
+    json_decref(r);
+    int fd = raw_hello(&d);
+    json_t *m = raw_call(fd, json_pack("{s:s}", "op", "metrics"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_busy_total 1\n"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"), "pinhole_execd_queue_depth 1\n"));
+    /* Three creates, each in the latency histogram. */
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"),
+                           "pinhole_execd_op_duration_seconds_count{op=\"environment.create\"} 3\n"));
+    assert_non_null(strstr(ph_wire_str(m, "prometheus"),
+                           "pinhole_execd_op_duration_seconds_bucket{op=\"environment.create\","
+                           "le=\"+Inf\"} 3\n"));
+    json_decref(m);
+    close(fd);
+    for (int i = 0; i < 3; i++) {
+        close(fds[i]);
+        free(ids[i]);
+    }
+    assert_int_equal(daemon_stop(&d), 0);
+    assert_false(sbx_process_with_arg_exists("71.41"));
+}
+
+static void test_limits_on_sandboxes_and_requests(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-sandboxes=1", "--max-request-bytes=4096", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant",
+                                       "t1", "lease", "l2"));
+    assert_string_equal(error_of(r), "busy");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant", "t1",
+                               "environment", id));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    free(raw_create(fd, "t1")); /* the slot is free again */
+    /* A frame over --max-request-bytes: too_large, then the connection closes. */
+    char big[5000];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    r = raw_call(fd, json_pack("{s:s, s:s}", "op", "health", "pad", big));
+    assert_string_equal(error_of(r), "too_large");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    assert_null(r);
+    close(fd);
+    /* A request before hello, an unknown op. */
+    fd = raw_connect(&d);
+    r = raw_call(fd, json_pack("{s:s, s:s}", "op", "environment.create", "tenant", "t1"));
+    assert_string_equal(error_of(r), "protocol");
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s}", "op", "shell"));
+    assert_string_equal(error_of(r), "invalid");
+    json_decref(r);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_connections_are_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-connections=2", NULL};
+    daemon_start(&d, opts);
+    int a = raw_hello(&d), b = raw_hello(&d);
+    int c = raw_connect(&d);
+    assert_true(c >= 0);
+    assert_null(raw_call(c, json_pack("{s:s}", "op", "hello"))); /* closed at once */
+    close(c);
+    close(b);
+    usleep(100 * 1000);
+    c = raw_hello(&d); /* a slot is free again */
+    close(c);
+    close(a);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_lease_hold_and_end_through_the_service(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    ph_execd_service *svc = client_open(&d);
+    ph_diag diag = {0};
+    ph_environment_spec spec = fake_spec();
+    ph_execd_lease *lease = NULL;
+    assert_int_equal(ph_execd_lease_open(svc, &spec, 2, &lease, &diag), PH_OK);
+    assert_false(ph_execd_lease_has_sandbox(lease));
+    assert_int_equal(env_dirs(d.state), 0); /* lazily: nothing yet */
+    ph_execd_workspace *ws = NULL;
+    assert_int_equal(ph_execd_lease_workspace(lease, &ws, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 1);
+    assert_int_equal(ph_execd_workspace_write(ws, "kept.txt", "k", 1, 0644, &diag), PH_OK);
+    /* The worker begins a hold and never calls again: the daemon's own tick
+     * destroys the sandbox once the hold has lasted 2 s. */
+    ph_execd_lease_hold_begin(lease, 500);
+    usleep(1000 * 1000);
+    assert_true(ph_execd_lease_has_sandbox(lease));
+    for (int i = 0; i < 40 && ph_execd_lease_has_sandbox(lease); i++)
+        usleep(100 * 1000);
+    assert_false(ph_execd_lease_has_sandbox(lease));
+    assert_int_equal(env_dirs(d.state), 0);
+    ph_ws_stat st;
+    assert_int_equal(ph_execd_workspace_stat(ws, "kept.txt", &st, &diag), PH_E_NOT_FOUND);
+    assert_false(ph_execd_lease_hold_end(lease, 503));
+    ph_execd_workspace_close(&ws);
+    /* A fresh one on the next call; lease end destroys it. */
+    ph_execd_environment *env = NULL;
+    assert_int_equal(ph_execd_lease_environment(lease, &env, &diag), PH_OK);
+    assert_int_equal(env_dirs(d.state), 1);
+    ph_execd_lease_end(&lease);
+    assert_null(lease);
+    assert_int_equal(env_dirs(d.state), 0);
+    ph_execd_service_close(&svc);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_owner_gone_past_grace(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--grace-seconds=1", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant",
+                                       "t1", "lease", "l9", "approval_hold_seconds", 60));
+    char *h = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                               "handle", h));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    assert_int_equal(env_dirs(d.state), 2);
+    close(fd);
+    for (int i = 0; i < 50 && env_dirs(d.state) != 0; i++)
+        usleep(100 * 1000);
+    assert_int_equal(env_dirs(d.state), 0);
+    /* Reconnecting after that finds nothing. */
+    fd = raw_hello(&d);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1",
+                               "handle", h));
+    assert_string_equal(error_of(r), "not_found");
+    json_decref(r);
+    close(fd);
+    free(h);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+static void test_shutdown_destroys_everything(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    free(raw_create(fd, "t2"));
+    assert_int_equal(env_dirs(d.state), 2);
+    kill(d.pid, SIGTERM);
+    int status;
+    waitpid(d.pid, &status, 0);
+    d.pid = 0;
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(env_dirs(d.state), 0);
+    close(fd);
+    daemon_stop(&d);
+}
+
+/* ---- TCP with mutual TLS ---- */
+
+/* Makes ca1 (server + workers a and b) and ca2 (a rogue "worker-a") with the
+ * openssl command in dir. */
+static void make_pki(const char *dir)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "set -e; cd '%s'; "
+             "key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out $1.key "
+             "2>/dev/null; }; "
+             "ca() { key $1; openssl req -x509 -new -key $1.key -out $1.pem -days 2 -subj /CN=$1; }; "
+             "leaf() { key $1; openssl req -new -key $1.key -out $1.csr -subj \"$3\"; "
+             "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $1.ext; "
+             "openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -days 2 "
+             "-extfile $1.ext -out $1.pem 2>/dev/null; }; "
+             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost; leaf wa ca1 /O=pinhole/CN=worker-a; "
+             "leaf wb ca1 /O=pinhole/CN=worker-b; leaf rogue ca2 /O=pinhole/CN=worker-a; "
+             "chmod 644 srv.key",
+             dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int port_from_log(const xdaemon *d, const char *event)
+{
+    size_t len;
+    char *log = ph_test_read_file(d->log, &len);
+    char key[64];
+    snprintf(key, sizeof key, "\"event\":\"%s\"", event);
+    const char *p = log ? strstr(log, key) : NULL;
+    const char *q = p ? strstr(p, "\"port\":") : NULL;
+    int port = q ? atoi(q + 7) : 0;
+    free(log);
+    return port;
+}
+
+static ph_status tls_open(const xdaemon *d, int port, const char *who, const char *ca,
+                          ph_execd_service **svc, ph_diag *diag)
+{
+    char ca_file[300], cert[300], key[300];
+    snprintf(ca_file, sizeof ca_file, "%s/%s.pem", d->dir, ca);
+    snprintf(cert, sizeof cert, "%s/%s.pem", d->dir, who ? who : "");
+    snprintf(key, sizeof key, "%s/%s.key", d->dir, who ? who : "");
+    ph_execd_tls_config tls = {.host = "127.0.0.1", .port = (uint16_t)port,
+                               .server_name = "localhost", .ca_file = ca_file,
+                               .cert_file = who ? cert : NULL, .key_file = who ? key : NULL};
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    return ph_execd_service_open_tls(&tls, &cfg, svc, diag);
+}
+
+/* A raw TLS session as worker `who`, for requests the client API cannot
+ * forge (another identity's environment id). */
+static SSL *tls_raw(const xdaemon *d, int port, const char *who, SSL_CTX **ctx, int *fd)
+{
+    char ca[300], cert[300], key[300];
+    snprintf(ca, sizeof ca, "%s/ca1.pem", d->dir);
+    snprintf(cert, sizeof cert, "%s/%s.pem", d->dir, who);
+    snprintf(key, sizeof key, "%s/%s.key", d->dir, who);
+    *ctx = SSL_CTX_new(TLS_client_method());
+    assert_int_equal(SSL_CTX_load_verify_locations(*ctx, ca, NULL), 1);
+    assert_int_equal(SSL_CTX_use_certificate_chain_file(*ctx, cert), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(*ctx, key, SSL_FILETYPE_PEM), 1);
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(*fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    SSL *ssl = SSL_new(*ctx);
+    SSL_set_fd(ssl, *fd);
+    assert_int_equal(SSL_connect(ssl), 1);
+    return ssl;
+}
+
+static json_t *tls_call(SSL *ssl, json_t *req)
+{
+    json_t *resp = NULL;
+    int rc = ph_wire_send_io(ph_wire_ssl_write, ssl, req);
+    json_decref(req);
+    if (rc == 0)
+        (void)ph_wire_recv_io(ph_wire_ssl_read, ssl, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    return resp;
+}
+
+static void test_tls_mutual_authentication(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    make_pki(d.dir);
+    char o_cert[300], o_key[300], o_ca[300];
+    snprintf(o_cert, sizeof o_cert, "--tls-cert=%s/srv.pem", d.dir);
+    snprintf(o_key, sizeof o_key, "--tls-key=%s/srv.key", d.dir);
+    snprintf(o_ca, sizeof o_ca, "--tls-ca=%s/ca1.pem", d.dir);
+    const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
+                                NULL};
+    /* A key others can read is refused: the one secret the daemon holds. */
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    char key[300];
+    snprintf(key, sizeof key, "%s/srv.key", d.dir);
+    assert_int_equal(chmod(key, 0600), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    int port = port_from_log(&d, "listening_tls");
+    assert_true(port > 0);
+
+    ph_execd_service *a = NULL, *x = NULL;
+    ph_diag diag = {0};
+    if (tls_open(&d, port, "wa", "ca1", &a, &diag) != PH_OK)
+        fail_msg("worker-a: %s", diag.message);
+    ph_environment_spec spec = fake_spec();
+    ph_execd_environment *env = NULL;
+    assert_int_equal(ph_execd_environment_create(a, &spec, &env, &diag), PH_OK);
+    const char *argv[] = {"echo", "over tls", NULL};
+    ph_execution_command cmd = {.argv = argv, .timeout_seconds = PH_SANDBOX_UNSET,
+                                .run_budget_ms = PH_SANDBOX_UNSET};
+    ph_execution_result *r = NULL;
+    assert_int_equal(ph_execd_environment_execute(env, &cmd, &r, &diag), PH_OK);
+    assert_string_equal((char *)r->out.data, "over tls\n");
+    ph_execution_result_free(&r);
+
+    /* No client certificate; a certificate of another CA (same subject!). */
+    assert_int_equal(tls_open(&d, port, NULL, "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    assert_int_equal(tls_open(&d, port, "rogue", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    /* The worker's own trust: a service it cannot verify is refused. */
+    assert_int_equal(tls_open(&d, port, "wa", "ca2", &x, &diag), PH_E_DENIED);
+
+    /* Worker b (same CA, another subject) cannot tell a's environment from
+     * one that never existed. */
+    SSL_CTX *ctx;
+    int fd;
+    SSL *b = tls_raw(&d, port, "wb", &ctx, &fd);
+    json_t *h = tls_call(b, json_pack("{s:s}", "op", "hello"));
+    assert_string_equal(ph_wire_str(h, "identity"), "cert:CN=worker-b,O=pinhole");
+    json_decref(h);
+    json_t *r1 = tls_call(b, raw_execute_req("t1", ph_execd_environment_id(env), argv));
+    json_t *r2 = tls_call(b, raw_execute_req("t1", "env-0000000000000000", argv));
+    assert_string_equal(error_of(r1), "not_found");
+    char *t1 = json_dumps(r1, JSON_SORT_KEYS), *t2 = json_dumps(r2, JSON_SORT_KEYS);
+    assert_string_equal(t1, t2);
+    free(t1);
+    free(t2);
+    json_decref(r1);
+    json_decref(r2);
+    SSL_free(b);
+    SSL_CTX_free(ctx);
+    close(fd);
+
+    ph_execd_environment_destroy(&env);
+    ph_execd_service_close(&a);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"tls_refused\""));
+    assert_non_null(strstr(log, "\"identity\":\"cert:CN=worker-a,O=pinhole\""));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
+static char *http_get(int port, const char *method, const char *path)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    char req[256];
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\n\r\n", method, path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    char *buf = calloc(1, 65536);
+    size_t used = 0;
+    ssize_t got;
+    while ((got = read(fd, buf + used, 65535 - used)) > 0)
+        used += (size_t)got;
+    close(fd);
+    return buf;
+}
+
+static void test_metrics_over_http(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
+    daemon_start(&d, opts);
+    int port = port_from_log(&d, "listening_metrics");
+    assert_true(port > 0);
+    int fd = raw_hello(&d);
+    free(raw_create(fd, "t1"));
+    char *m = http_get(port, "GET", "/metrics");
+    assert_non_null(strstr(m, "HTTP/1.0 200") ? m : strstr(m, "HTTP/1.1 200"));
+    assert_non_null(strstr(m, "pinhole_execd_sandboxes_live 1\n"));
+    assert_non_null(strstr(m, "pinhole_execd_op_duration_seconds_count{op=\"environment.create\"} 1\n"));
+    assert_null(strstr(m, "t1")); /* counts only: no tenant, identity or id */
+    assert_null(strstr(m, "uid:"));
+    free(m);
+    m = http_get(port, "GET", "/health");
+    assert_non_null(strstr(m, " 200 "));
+    free(m);
+    m = http_get(port, "POST", "/metrics");
+    assert_null(strstr(m, " 200 "));
+    free(m);
+    m = http_get(port, "GET", "/nothing");
+    assert_non_null(strstr(m, " 404 "));
+    free(m);
+    close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        printf("SKIP: the daemon tests switch uids (root needed)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refuses_credential_in_environment),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_wrong_uid_is_refused),
+        cmocka_unit_test(test_other_identity_or_tenant_gets_not_found),
+        cmocka_unit_test(test_restart_destroys_what_a_previous_run_left),
+        cmocka_unit_test(test_disconnect_kills_the_command),
+        cmocka_unit_test(test_queue_full_answers_busy),
+        cmocka_unit_test(test_files_are_served_beside_a_running_command),
+        cmocka_unit_test(test_limits_on_sandboxes_and_requests),
+        cmocka_unit_test(test_connections_are_bounded),
+        cmocka_unit_test(test_lease_hold_and_end_through_the_service),
+        cmocka_unit_test(test_owner_gone_past_grace),
+        cmocka_unit_test(test_shutdown_destroys_everything),
+        cmocka_unit_test(test_tls_mutual_authentication),
+        cmocka_unit_test(test_metrics_over_http),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

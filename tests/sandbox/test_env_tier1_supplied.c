@@ -1,0 +1,73 @@
+/* test_env_tier1_supplied.c - tier 1 handed to the builder whole
+ * (ph_env_tier1_supplied, what pinhole-execd does with the worker's
+ * variables) goes through exactly the refusals a passthrough list does:
+ * tier-0 names, credential values, synthesized names and oversized values
+ * are dropped with their warnings; the list file and getenv are not read. */
+#include "sandbox_test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox-int.h"
+
+static char g_warnings[4096];
+
+static void collect(void *ctx, const char *line)
+{
+    (void)ctx;
+    size_t u = strlen(g_warnings);
+    snprintf(g_warnings + u, sizeof g_warnings - u, "%s\n", line);
+}
+
+static const char *never_getenv(const char *name)
+{
+    (void)name;
+    fail_msg("getenv must not be consulted when tier 1 is supplied");
+    return NULL;
+}
+
+static void test_supplied_tier1_goes_through_the_refusals(void **state)
+{
+    (void)state;
+    ph_env_block supplied = {0};
+    char *big = malloc(40000);
+    memset(big, 'v', 39999);
+    big[39999] = '\0';
+    assert_int_equal(ph_env_set(&supplied, "PIP_INDEX_URL", "https://pypi.example/simple"),
+                     PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "OPENAI_API_KEY", "canary-5a1"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "MIRROR", "https://bob:canary-5a2@m.example/"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "HOME", "/root"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "HUGE", big), PH_OK);
+    free(big);
+    ph_env_inputs in = {.lease = "L1", .passthrough_file = "/nonexistent/list",
+                        .getenv_fn = never_getenv, .log = collect};
+    ph_env_block out = {0};
+    g_warnings[0] = '\0';
+    ph_env_tier1_supplied = &supplied;
+    assert_int_equal(ph_env_build(&in, &out, NULL), PH_OK);
+    ph_env_tier1_supplied = NULL;
+    assert_string_equal(ph_env_get(&out, "PIP_INDEX_URL"), "https://pypi.example/simple");
+    assert_null(ph_env_get(&out, "OPENAI_API_KEY"));
+    assert_null(ph_env_get(&out, "MIRROR"));
+    assert_null(ph_env_get(&out, "HUGE"));
+    assert_string_equal(ph_env_get(&out, "HOME"), "/workspace"); /* tier 2 wins */
+    for (size_t i = 0; i < out.count; i++)
+        assert_null(strstr(out.vars[i], "canary-5a"));
+    assert_non_null(strstr(g_warnings, "passthrough_credential_refused"));
+    assert_non_null(strstr(g_warnings, "passthrough_credential_value_refused"));
+    assert_non_null(strstr(g_warnings, "passthrough_synthesized_refused"));
+    assert_non_null(strstr(g_warnings, "passthrough_value_too_long"));
+    assert_null(strstr(g_warnings, "passthrough_unreadable")); /* the file was not read */
+    ph_env_block_clear(&out);
+    ph_env_block_clear(&supplied);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_supplied_tier1_goes_through_the_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
