@@ -73,6 +73,9 @@ int px_run_main_loop(struct event_base *base, px_worker *workers, int nworkers,
     evsignal_add(intr, NULL);
     event_base_dispatch(base);
     event_free(hup);
+    /* Freeing the event restored SIGHUP's default action (terminate): the
+     * workers are done, but the exit (log, unix socket) is still ahead. */
+    signal(SIGHUP, SIG_IGN);
     event_free(term);
     event_free(intr);
     if (m.poll)
