@@ -2,12 +2,14 @@
  * text), /healthz (the process serves), /readyz (a table is loaded and we
  * are not draining), POST /reload. Served by evhttp on the main loop, apart
  * from the workers, so a flood of tunnels cannot starve the probes. */
+#include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/http.h>
+#include <event2/listener.h>
 
 #include "diag-int.h"
 #include "proxy-int.h"
@@ -87,6 +89,36 @@ static void reload_cb(struct evhttp_request *req, void *arg)
     reply_text(req, 200, "OK", id);
 }
 
+/* How long the admin listener pauses accepting when descriptors ran out. */
+#define ADMIN_BACKOFF_MS 100
+
+static void admin_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(arg);
+}
+
+/* evhttp's listener has no error callback of its own: without this one, an
+ * accept failing with EMFILE (idle admin connections holding the
+ * descriptors) leaves the listening socket readable, and the main loop
+ * retries it at once, forever, one warning line each time. The listener
+ * lives until evhttp_free, after the main loop ended, so the resume timer
+ * never outlives it. */
+static void admin_accept_error_cb(struct evconnlistener *l, void *arg)
+{
+    (void)arg; /* evhttp's own */
+    int err = EVUTIL_SOCKET_ERROR();
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        px_metrics_accept_backoff();
+        evconnlistener_disable(l);
+        struct timeval tv = { 0, ADMIN_BACKOFF_MS * 1000 };
+        event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, admin_resume_cb, l, &tv);
+        return;
+    }
+    px_log_event("warning", "accept_error", "admin accept failed: %s", strerror(err));
+}
+
 struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
                               px_sockaddr *bound, ph_diag *diag)
 {
@@ -108,7 +140,8 @@ struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
     evhttp_set_cb(h, "/readyz", readyz_cb, NULL);
     evhttp_set_cb(h, "/reload", reload_cb, NULL);
     int fd = px_listen_tcp(&sa, true, diag);
-    if (fd < 0 || evhttp_accept_socket(h, fd) != 0) {
+    struct evhttp_bound_socket *bound_socket = fd < 0 ? NULL : evhttp_accept_socket_with_handle(h, fd);
+    if (bound_socket == NULL) {
         if (fd >= 0) {
             ph_diag_set(diag, PH_E_IO, 0, "admin listener on %s failed", listen_addr);
             close(fd);
@@ -116,6 +149,8 @@ struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
         evhttp_free(h);
         return NULL;
     }
+    evconnlistener_set_error_cb(evhttp_bound_socket_get_listener(bound_socket),
+                                admin_accept_error_cb);
     *bound = sa;
     return h;
 }

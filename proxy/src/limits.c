@@ -4,12 +4,19 @@
  * (one atomic), and per key: per lease (tenant+lease, from the grant) and
  * per peer (who connected). Keyed slots live in small locked tables,
  * bounded: a key not in its table when its probe window is full is refused,
- * which fails closed rather than growing without limit. */
+ * which fails closed rather than growing without limit. A slot's place
+ * comes from a keyed hash (SipHash-2-4 under a key drawn at start): peer
+ * keys are chosen by clients (a source address), and with a hash they could
+ * compute, PROBE_WINDOW connections from addresses that land in another
+ * peer's window would refuse that peer every connection. */
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+#include <time.h>
 
 #include "proxy-int.h"
 
@@ -95,12 +102,62 @@ typedef struct key_table {
 static key_table g_leases = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static key_table g_peers = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+static uint64_t g_hash_key[2];
+static pthread_once_t g_hash_once = PTHREAD_ONCE_INIT;
+
+static void hash_key_init(void)
+{
+    if (getrandom(g_hash_key, sizeof g_hash_key, 0) != (ssize_t)sizeof g_hash_key) {
+        /* No entropy source: a key that differs per process and start time
+         * still keeps a client from computing windows offline. */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        g_hash_key[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+        g_hash_key[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+    }
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                   \
+    do {                                                                           \
+        v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                  \
+        v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                     \
+        v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                     \
+        v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                  \
+    } while (0)
+
+/* SipHash-2-4 of the NUL-terminated s under g_hash_key. */
 static size_t key_hash(const char *s)
 {
-    size_t h = 5381;
-    for (; *s; s++)
-        h = h * 33 + (unsigned char)*s;
-    return h;
+    pthread_once(&g_hash_once, hash_key_init);
+    size_t len = strlen(s);
+    uint64_t k0 = g_hash_key[0], k1 = g_hash_key[1];
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t m = 0;
+        for (int b = 0; b < 8; b++)
+            m |= (uint64_t)p[i + (size_t)b] << (8 * b);
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t m = (uint64_t)len << 56;
+    for (int b = 0; i + (size_t)b < len; b++)
+        m |= (uint64_t)p[i + (size_t)b] << (8 * b);
+    v3 ^= m;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= m;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return (size_t)(v0 ^ v1 ^ v2 ^ v3);
 }
 
 /* Open addressing within a fixed probe window: a slot is freed when its count

@@ -81,6 +81,7 @@ typedef struct px_worker {
     const px_config *cfg;
     uint64_t next_conn_seq;
     atomic_bool recheck_pending;  /* a recheck pass is scheduled, not yet run */
+    atomic_bool finished;         /* the loop ended (set by the worker's thread) */
 } px_worker;
 
 /* Creates worker id (base, DNS channel, one SO_REUSEPORT listener per
@@ -93,6 +94,8 @@ ph_status px_worker_start(px_worker *w);
 /* From the main thread: stop accepting, let tunnels finish until the drain
  * deadline, then close them; the worker's loop then ends. */
 void px_worker_request_drain(px_worker *w);
+/* From any thread: the worker's loop has ended (its drain is complete). */
+bool px_worker_finished(px_worker *w);
 void px_worker_join_and_free(px_worker *w);
 /* From any thread: the policy changed; the worker rechecks its open
  * connections on its own thread (px_conn_recheck_all). */
@@ -278,7 +281,11 @@ void px_admin_set_draining(void);
 /* ---- drain.c ------------------------------------------------------------- */
 
 /* Installs SIGTERM/SIGINT (drain, then exit), SIGHUP (reload) on the main
- * loop; returns after the drain completed. */
+ * loop; returns after the drain completed. The main loop keeps running
+ * through the drain: the admin listener answers (/readyz 503 draining) and
+ * SIGHUP still reloads (a key revoked then still ends draining tunnels);
+ * the handlers stay installed until every worker ended, so no signal meets
+ * its default action (SIGHUP's: terminate) while tunnels are open. */
 int px_run_main_loop(struct event_base *base, px_worker *workers, int nworkers,
                      const px_config *cfg);
 

@@ -57,7 +57,13 @@ static void *worker_main(void *arg)
 {
     px_worker *w = arg;
     event_base_dispatch(w->base);
+    atomic_store(&w->finished, true);
     return NULL;
+}
+
+bool px_worker_finished(px_worker *w)
+{
+    return atomic_load(&w->finished);
 }
 
 ph_status px_worker_start(px_worker *w)
@@ -125,7 +131,7 @@ void px_worker_request_recheck(px_worker *w)
 {
     /* Reloads in a burst cost one pass: the pass checks against the policy
      * in force when it runs, which is the latest. */
-    if (!atomic_exchange(&w->recheck_pending, true))
+    if (!px_worker_finished(w) && !atomic_exchange(&w->recheck_pending, true))
         event_base_once(w->base, -1, EV_TIMEOUT, recheck_cb, w, NULL);
 }
 
