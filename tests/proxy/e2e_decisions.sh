@@ -4,7 +4,6 @@
 # Usage: e2e_decisions.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/e2e-helpers.sh"
 
 e2e_start_dns
 e2e_make_policy
@@ -111,7 +110,7 @@ e2e_wait_port "$PEER_PORT"
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 10000000 0 0 1000000 \
     >"$E2E_TMP/cut.out" 2>&1 &
 SLOW_PID=$!
-check "the slow transfer's tunnel is open before SIGTERM" "1" "$(wait_metric pinhole_proxy_tunnels_active 1)"
+check "the slow transfer's tunnel is open before SIGTERM" "1" "$(e2e_wait_metric pinhole_proxy_tunnels_active 1)"
 t0=$(date +%s.%N)
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"; rc=$?
 took=$(echo "$(date +%s.%N) - $t0" | bc)

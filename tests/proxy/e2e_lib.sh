@@ -76,35 +76,53 @@ e2e_wait_port() {
     return 1
 }
 
-e2e_start_dns() {
-    SILENT_PORT=$(e2e_port)   # nothing listens: forwarded queries go unanswered
+# e2e_dnsmasq ARGS...: starts dnsmasq on 127.0.0.1 with ARGS (its records:
+# --local=/name/, --host-record=..., --server=/name/...) on a port the kernel
+# gave, picked again if dnsmasq lost it meanwhile. Returns once dnsmasq
+# answers a query. Sets DNS_PORT (what e2e_start_proxy hands the proxy) and
+# adds dnsmasq to E2E_PIDS; fails the script if it never answers.
+e2e_dnsmasq() {
+    local pid
     for _ in 1 2 3 4 5; do
         DNS_PORT=$(e2e_port)
-        dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts \
-            --bind-interfaces --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= \
-            --user=root --group=root \
-            --local=/$E2E_DOMAIN/ \
-            --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
-            --host-record=other.$E2E_DOMAIN,127.0.0.1 \
-            --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
-            --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
-            --host-record=private.$E2E_DOMAIN,10.1.2.3 \
-            --host-record=mixed.$E2E_DOMAIN,127.0.0.1,fd00::1 \
-            --server=/slow.$E2E_DOMAIN/127.0.0.1#"$SILENT_PORT" \
-            2>"$E2E_TMP/dnsmasq.err" &
-        dns_pid=$!
-        # Up when it answers over TCP; gone when its port was taken meanwhile.
-        for _ in $(seq 1 50); do
-            kill -0 "$dns_pid" 2>/dev/null || break
-            if (exec 3<>/dev/tcp/127.0.0.1/"$DNS_PORT") 2>/dev/null; then
-                E2E_PIDS="$E2E_PIDS $dns_pid"
-                return 0
-            fi
+        dnsmasq --keep-in-foreground --conf-file=/dev/null --no-resolv --no-hosts --bind-interfaces \
+            --listen-address=127.0.0.1 --port="$DNS_PORT" --pid-file= --user=root --group=root \
+            "$@" 2>"$E2E_TMP/dnsmasq.err" &
+        pid=$!
+        for _ in $(seq 1 100); do
+            if e2e_dns_answers "$DNS_PORT"; then E2E_PIDS="$E2E_PIDS $pid"; return 0; fi
+            kill -0 "$pid" 2>/dev/null || break
             sleep 0.05
         done
-        kill "$dns_pid" 2>/dev/null; wait "$dns_pid" 2>/dev/null
+        kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     done
-    fail "dnsmasq did not start: $(cat "$E2E_TMP/dnsmasq.err")"; exit 1
+    fail "dnsmasq did not start: $(cat "$E2E_TMP/dnsmasq.err")"
+    e2e_finish
+}
+
+# True when a DNS server answers (anything, NXDOMAIN too) on 127.0.0.1:$1.
+e2e_dns_answers() {
+    /usr/bin/python3 - "$1" <<'PY' 2>/dev/null
+import socket, sys
+q = bytes.fromhex("12340100000100000000000005726561647904746573740000010001")  # ready.test A
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.2)
+s.sendto(q, ("127.0.0.1", int(sys.argv[1])))
+sys.exit(0 if s.recv(512)[:2] == q[:2] else 1)
+PY
+}
+
+# The names of the test domain (e2e_dnsmasq with the fixed set).
+e2e_start_dns() {
+    SILENT_PORT=$(e2e_port)   # nothing listens: forwarded queries go unanswered
+    e2e_dnsmasq --local=/$E2E_DOMAIN/ \
+        --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=other.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=private.$E2E_DOMAIN,10.1.2.3 \
+        --host-record=mixed.$E2E_DOMAIN,127.0.0.1,fd00::1 \
+        --server=/slow.$E2E_DOMAIN/127.0.0.1#"$SILENT_PORT"
 }
 
 # A token for tenant t1: e2e_issue LEASE LIST [pinhole-guard grant issue options].
@@ -209,6 +227,19 @@ e2e_raw() {
 
 e2e_metric() { # value of the metric line starting with $1
     curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($0, k" ")==1{print $2}'
+}
+
+# e2e_wait_metric NAME VALUE: polls the admin /metrics until NAME equals VALUE
+# (up to ~5 s; waiting on the proxy's own count, not a guessed sleep).
+# Prints the last value seen, for the caller's check.
+e2e_wait_metric() {
+    local v=""
+    for _ in $(seq 1 100); do
+        v=$(e2e_metric "$1")
+        [ "$v" = "$2" ] && break
+        sleep 0.05
+    done
+    echo "$v"
 }
 
 # Fails on any sanitizer report (a file $E2E_TMP/sanitizer.<pid>, or a

@@ -5,7 +5,6 @@
 # Usage: e2e_load.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/e2e-helpers.sh"
 
 e2e_start_dns
 e2e_make_policy
@@ -35,11 +34,11 @@ kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 e2e_start_proxy --max-connections 5 --header-timeout-ms 20000
 "$PEER" hold "127.0.0.1:$PROXY_PORT" 5 6 >/dev/null &
 HOLD_PID=$!
-check "the 5 held connections are counted" "5" "$(wait_metric pinhole_proxy_connections_active 5)"
+check "the 5 held connections are counted" "5" "$(e2e_wait_metric pinhole_proxy_connections_active 5)"
 check "over max_connections: 503" "503 limit_exceeded 503" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
 kill "$HOLD_PID" 2>/dev/null
 wait "$HOLD_PID"
-check "the held connections are gone" "0" "$(wait_metric pinhole_proxy_connections_active 0)"
+check "the held connections are gone" "0" "$(e2e_wait_metric pinhole_proxy_connections_active 0)"
 check "below the limit again: 200" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 

@@ -9,7 +9,6 @@
 # Usage: e2e_parity.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4 DEFAULT_PROXY=$5
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/e2e-helpers.sh"
 DATA=$PH_SOURCE_DIR/tests/proxy/data
 DNS_TIMEOUT_MS=1000
 
@@ -80,7 +79,7 @@ for h in $(sed -n 's/^ *- host: //p' "$DATA/parity-allowlist.yaml"); do
         *) records+=("--host-record=$h,$UP_ADDR") ;;
     esac
 done
-dnsmasq_local "${records[@]}"
+e2e_dnsmasq --local=/#/ "${records[@]}"
 guard_says xn--bcher-kva.example | grep -qF "$UP_ADDR" &&
     ok "dnsmasq answers the corpus names with the upstream's address" ||
     fail "dnsmasq: $(guard_says xn--bcher-kva.example)"

@@ -12,7 +12,6 @@
 # Usage: e2e_pinned_dial.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/e2e-helpers.sh"
 D=$E2E_DOMAIN
 REFUSING=127.0.0.2 LISTENING="127.0.0.3 127.0.0.4"
 
@@ -55,7 +54,7 @@ UP_PORT=$(head -n 1 "$E2E_TMP/upstream.out")
 records=()
 for a in $REFUSING $LISTENING; do records+=("--host-record=multi.$D,$a"); done
 records+=("--host-record=multi-private.$D,127.0.0.3" "--host-record=multi-private.$D,10.0.0.7")
-dnsmasq_local "${records[@]}"
+e2e_dnsmasq --local=/#/ "${records[@]}"
 e2e_make_policy
 "$POLICYC" compile "$PH_SOURCE_DIR/tests/proxy/data/pinned-dial-allowlist.yaml" \
     -o "$E2E_TMP/table.ptab" >/dev/null || { fail "policyc compile"; e2e_finish; }
