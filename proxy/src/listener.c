@@ -144,14 +144,25 @@ static bool instance_lock(const char *what, ph_diag *diag)
     int probe = -1;
     struct ucred cred = { 0 };
     socklen_t cl = sizeof cred;
-    if (someone_listens((struct sockaddr *)&sun, len, &probe) &&
-        getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
+    bool known = someone_listens((struct sockaddr *)&sun, len, &probe) &&
+                 getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0;
+    if (probe >= 0)
+        close(probe);
+    /* Any local user can bind an abstract name. A lock held by neither root
+     * nor this user is not a pinhole-proxy that could share the address:
+     * it is ignored (and said so), and the probe of the address decides. */
+    if (known && cred.uid != 0 && cred.uid != geteuid()) {
+        px_log_event("warning", "instance_lock_squatted",
+                     "%s: the instance lock is held by uid %u (pid %d), not a pinhole-proxy of "
+                     "this user: ignored; the address itself is probed",
+                     what, (unsigned)cred.uid, (int)cred.pid);
+        return true;
+    }
+    if (known)
         ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy (pid %d)", what,
                     (int)cred.pid);
     else
         ph_diag_set(diag, PH_E_IO, 0, "%s is held by another pinhole-proxy", what);
-    if (probe >= 0)
-        close(probe);
     return false;
 }
 
