@@ -23,8 +23,10 @@
  * Every request body is in memory when it is sent (a single PUT's content,
  * one part, a metadata document), so every request can be retried alone:
  * on transport errors, 5xx and 429, with exponential backoff and jitter.
- * Each payload's SHA-256 is signed (x-amz-content-sha256), so the store
- * checks every byte it receives.
+ * Metadata and XML bodies have their SHA-256 signed (x-amz-content-sha256);
+ * content bodies are UNSIGNED-PAYLOAD over https or loopback (cfg
+ * sign_content), their integrity resting on TLS and on the port's SHA-256,
+ * held in the signed metadata and verified on every get (docs/artifacts.md).
  *
  * Ownership: a CURL easy handle belongs to one operation at a time, taken
  * from and returned to the backend's small idle pool (mutex). A writer
