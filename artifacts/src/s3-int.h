@@ -9,6 +9,8 @@
 
 #include "pinhole/artifact_backend.h"
 
+enum { PH_S3_SIGN_AUTO, PH_S3_SIGN_ALWAYS, PH_S3_SIGN_NEVER };
+
 #define PH_S3_MIN_PART ((uint64_t)5 << 20) /* S3's floor for every part but the last */
 
 typedef struct ph_s3_config {
@@ -28,6 +30,11 @@ typedef struct ph_s3_config {
     int retries;          /* attempts after the first */
     long retry_base_ms;   /* backoff: base * 2^n, plus jitter up to the same */
     uint64_t multipart_threshold, part_size;
+    /* x-amz-content-sha256 of content bodies (single PUT, parts): their
+     * SHA-256 (PH_S3_SIGN_ALWAYS), or UNSIGNED-PAYLOAD (PH_S3_SIGN_NEVER);
+     * PH_S3_SIGN_AUTO is unsigned over https or to a loopback host, signed
+     * otherwise. Other bodies (metadata, XML) are always signed. */
+    int sign_content;
     int64_t staging_grace_seconds; /* age before an unfinished upload is swept */
 } ph_s3_config;
 

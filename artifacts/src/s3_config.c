@@ -278,6 +278,11 @@ ph_status ph_s3_config_load(const char *path, ph_s3_config *c, ph_diag *diag)
             ok = parse_u64(v, 1, (uint64_t)5 << 30, &c->multipart_threshold);
         } else if (strcmp(name, "part_size") == 0) {
             ok = parse_u64(v, PH_S3_MIN_PART, (uint64_t)5 << 30, &c->part_size);
+        } else if (strcmp(name, "sign_content") == 0) {
+            ok = strcmp(v, "auto") == 0 || strcmp(v, "always") == 0 || strcmp(v, "never") == 0;
+            c->sign_content = strcmp(v, "always") == 0  ? PH_S3_SIGN_ALWAYS
+                              : strcmp(v, "never") == 0 ? PH_S3_SIGN_NEVER
+                                                        : PH_S3_SIGN_AUTO;
         } else if (strcmp(name, "staging_grace_seconds") == 0) {
             ok = parse_u64(v, 0, (uint64_t)365 * 86400, &u);
             c->staging_grace_seconds = (int64_t)u;

@@ -1,11 +1,13 @@
 /* store_open.c - resolving a ref and the verifying read stream.
  *
- * The stream hashes bytes as it pulls them from the backend and checks the
- * SHA-256 (and that the content neither shrank nor grew) as soon as the last
- * byte has been pulled, which is before the buffer holding that byte is
- * marked full, so it can never be handed out unverified. Small artifacts are
- * pulled whole at open; large ones by a producer thread one buffer ahead of
- * the caller (two buffers, one mutex). */
+ * Small artifacts are pulled whole at open, hashed as they are pulled and
+ * verified (SHA-256, and that the content neither shrank nor grew) before
+ * open returns. Large ones are pulled by a producer thread one buffer ahead
+ * of the caller (two buffers, one mutex): the producer only moves bytes and
+ * checks the length; the caller's thread hashes each buffer before it
+ * delivers its first byte and checks the digest before it delivers any byte
+ * of the last one, so no byte is ever handed out unverified, and the hash of
+ * buffer N runs while the producer receives buffer N+1. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +38,15 @@ struct ph_artifact_stream {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool verified;
+    int last;            /* the buffer holding the last byte, or -1 */
+    bool hashed;         /* buf[cur] has been hashed (threaded) */
     ph_diag failure;     /* sticky: once corrupt, always corrupt */
 };
 
-/* The content ended: nothing may follow, and the digest must match. */
+static ph_status check_digest(ph_artifact_stream *s, ph_diag *d);
+
+/* The content ended: nothing may follow, and (unthreaded: the caller's
+ * thread hashes otherwise) the digest must match. */
 static ph_status verify_end(ph_artifact_stream *s, ph_diag *d)
 {
     unsigned char extra;
@@ -50,6 +56,12 @@ static ph_status verify_end(ph_artifact_stream *s, ph_diag *d)
         return st;
     if (got != 0)
         return ph_diag_set(d, PH_E_FORMAT, 0, "artifact corrupt: content longer than recorded");
+    return s->threaded ? PH_OK : check_digest(s, d);
+}
+
+/* The digest of everything hashed so far against the recorded one. */
+static ph_status check_digest(ph_artifact_stream *s, ph_diag *d)
+{
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int dlen = 0;
     if (EVP_DigestFinal_ex(s->md, digest, &dlen) != 1 || dlen != PH_ARTIFACT_SHA256_LEN)
@@ -59,8 +71,9 @@ static ph_status verify_end(ph_artifact_stream *s, ph_diag *d)
     return PH_OK;
 }
 
-/* Producer side: fills buf[idx] from the backend and hashes it; once the
- * last byte is pulled, verifies before the buffer is ever marked full. */
+/* Producer side: fills buf[idx] from the backend (unthreaded: and hashes
+ * it); once the last byte is pulled, checks the end before the buffer is
+ * ever marked full. */
 static ph_status fill(ph_artifact_stream *s, int idx, ph_diag *d)
 {
     size_t len = 0;
@@ -75,7 +88,7 @@ static ph_status fill(ph_artifact_stream *s, int idx, ph_diag *d)
             return st;
         if (got == 0)
             return ph_diag_set(d, PH_E_FORMAT, 0, "artifact corrupt: content shorter than recorded");
-        if (EVP_DigestUpdate(s->md, s->buf[idx] + len, got) != 1)
+        if (!s->threaded && EVP_DigestUpdate(s->md, s->buf[idx] + len, got) != 1)
             return ph_diag_set(d, PH_E_INTERNAL, 0, "SHA-256 update failed");
         len += got;
         s->pulled += got;
@@ -97,7 +110,7 @@ static void produced(ph_artifact_stream *s, int idx, ph_status st, const ph_diag
     }
     s->full[idx] = true;
     if (s->pulled == s->size) {
-        s->verified = true;
+        s->last = idx;
         s->done = true;
     }
 }
@@ -152,8 +165,30 @@ static ph_status next_buffer(ph_artifact_stream *s, ph_diag *diag)
     ph_status st = s->full[s->cur] ? PH_OK : s->failure.status;
     if (st != PH_OK && diag)
         *diag = s->failure;
+    bool last = s->full[s->cur] && s->last == s->cur;
     pthread_mutex_unlock(&s->mu);
-    return st;
+    if (st != PH_OK || !s->full[s->cur] || s->hashed)
+        return st;
+    /* buf[cur] is ours until handed back: hash it before any byte leaves,
+     * and for the last one verify the whole before any byte leaves. */
+    ph_diag d = {0};
+    if (EVP_DigestUpdate(s->md, s->buf[s->cur], s->len[s->cur]) != 1)
+        st = ph_diag_set(&d, PH_E_INTERNAL, 0, "SHA-256 update failed");
+    else if (last)
+        st = check_digest(s, &d);
+    if (st != PH_OK) {
+        pthread_mutex_lock(&s->mu);
+        if (s->failure.status == PH_OK) {
+            s->failure = d;
+            s->failure.status = st;
+        }
+        s->full[s->cur] = false; /* never delivered */
+        s->done = true;
+        pthread_mutex_unlock(&s->mu);
+        return failed(s, diag);
+    }
+    s->hashed = true;
+    return PH_OK;
 }
 
 ph_status ph_artifact_stream_read(ph_artifact_stream *s, void *buf, size_t cap, size_t *got,
@@ -177,6 +212,7 @@ ph_status ph_artifact_stream_read(ph_artifact_stream *s, void *buf, size_t cap, 
         s->full[s->cur] = false;
         s->cur ^= s->threaded ? 1 : 0;
         s->pos = 0;
+        s->hashed = false;
         if (s->threaded) {
             pthread_cond_broadcast(&s->cv);
             pthread_mutex_unlock(&s->mu);
@@ -218,6 +254,7 @@ static ph_status new_stream(ph_artifact_store *store, ph_artifact_backend_reader
     s->store = store;
     s->reader = r;
     s->size = m->size;
+    s->last = -1;
     memcpy(s->expected, m->sha256, sizeof s->expected);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -234,8 +271,12 @@ static ph_status new_stream(ph_artifact_store *store, ph_artifact_backend_reader
         st = ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 init failed");
     else if (small)
         st = next_buffer(s, diag);
-    else
-        s->threaded = pthread_create(&s->thread, NULL, producer_main, s) == 0;
+    else {
+        /* Set before the thread starts: fill() reads it to leave hashing to us. */
+        s->threaded = true;
+        if (pthread_create(&s->thread, NULL, producer_main, s) != 0)
+            s->threaded = false; /* no thread: nothing reads it concurrently */
+    }
     if (st != PH_OK) {
         ph_artifact_stream_close(&s);
         return st;

@@ -23,8 +23,10 @@
  * Every request body is in memory when it is sent (a single PUT's content,
  * one part, a metadata document), so every request can be retried alone:
  * on transport errors, 5xx and 429, with exponential backoff and jitter.
- * Each payload's SHA-256 is signed (x-amz-content-sha256), so the store
- * checks every byte it receives.
+ * Metadata and XML bodies have their SHA-256 signed (x-amz-content-sha256);
+ * content bodies are UNSIGNED-PAYLOAD over https or loopback (cfg
+ * sign_content), their integrity resting on TLS and on the port's SHA-256,
+ * held in the signed metadata and verified on every get (docs/artifacts.md).
  *
  * Ownership: a CURL easy handle belongs to one operation at a time, taken
  * from and returned to the backend's small idle pool (mutex). A writer
@@ -54,6 +56,8 @@
 #define NAME_MAX_LEN 320
 #define READ_CHUNK ((size_t)1 << 20)  /* a reader's buffer */
 #define MAX_PARTS 10000
+#define UPLOAD_BUF (2L << 20)         /* libcurl's largest upload buffer */
+#define RECV_BUF (512L << 10)         /* libcurl's largest receive buffer */
 
 typedef struct s3_backend {
     ph_artifact_backend base;
@@ -61,6 +65,7 @@ typedef struct s3_backend {
     pthread_mutex_t mu;
     CURL *idle[POOL_MAX];
     int n_idle;
+    bool unsigned_content; /* content bodies sent as UNSIGNED-PAYLOAD */
 } s3_backend;
 
 /* ---- HTTP ---- */
@@ -75,6 +80,7 @@ typedef struct s3_req {
     const unsigned char *body;
     size_t body_len;
     bool has_body;
+    bool content; /* an artifact's bytes: signed per cfg.sign_content */
     unsigned char *sink; /* the response body; NULL: an internal buffer */
     size_t sink_cap;
 } s3_req;
@@ -312,6 +318,9 @@ static ph_status setup(s3_backend *b, CURL *h, const s3_req *req, const char *pa
         curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
         curl_easy_setopt(h, CURLOPT_SEEKDATA, src);
         curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->body_len);
+        /* Large bodies go out in 2 MiB sends (libcurl's maximum), not 64 KiB. */
+        if (req->body_len > UPLOAD_BUF)
+            curl_easy_setopt(h, CURLOPT_UPLOAD_BUFFERSIZE, (long)UPLOAD_BUF);
         if (strcmp(req->method, "POST") == 0)
             curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "POST");
     } else if (strcmp(req->method, "GET") != 0) {
@@ -388,7 +397,9 @@ static void error_code(s3_resp *r)
 static ph_status s3_call(s3_backend *b, CURL *h, const s3_req *req, s3_resp *resp, ph_diag *diag)
 {
     char hash[65];
-    if (req->has_body)
+    if (req->has_body && req->content && b->unsigned_content)
+        memcpy(hash, "UNSIGNED-PAYLOAD", sizeof "UNSIGNED-PAYLOAD");
+    else if (req->has_body)
         ph_sigv4_sha256_hex(req->body ? (const void *)req->body : "", req->body_len, hash);
     else
         memcpy(hash, PH_SIGV4_EMPTY_SHA256, 65);
@@ -444,6 +455,20 @@ static void object_names(const s3_backend *b, const char *key, char content[stat
     snprintf(meta, NAME_MAX_LEN, "%s/%.2s/%s.meta", b->cfg.prefix, key, key);
 }
 
+/* req (an in-memory body, if any); 2xx or an error status. */
+static ph_status simple_req(s3_backend *b, CURL *h, const s3_req *req, s3_resp *out, ph_diag *diag)
+{
+    s3_resp r;
+    ph_status st = s3_call(b, h, req, &r, diag);
+    if (st == PH_OK && (r.code < 200 || r.code >= 300))
+        st = http_error(req, &r, diag);
+    if (out && st == PH_OK)
+        *out = r;
+    else
+        resp_free(&r);
+    return st;
+}
+
 /* A simple request with an in-memory body; 2xx or an error status. */
 static ph_status simple(s3_backend *b, CURL *h, const char *method, const char *object,
                         const ph_sigv4_pair *q, size_t nq, const void *body, size_t len,
@@ -451,15 +476,16 @@ static ph_status simple(s3_backend *b, CURL *h, const char *method, const char *
 {
     s3_req req = {.method = method, .object = object, .query = q, .n_query = nq, .body = body,
                   .body_len = len, .has_body = has_body};
-    s3_resp r;
-    ph_status st = s3_call(b, h, &req, &r, diag);
-    if (st == PH_OK && (r.code < 200 || r.code >= 300))
-        st = http_error(&req, &r, diag);
-    if (out && st == PH_OK)
-        *out = r;
-    else
-        resp_free(&r);
-    return st;
+    return simple_req(b, h, &req, out, diag);
+}
+
+/* PUTs an artifact's bytes (a single PUT or a part, by q). */
+static ph_status put_content(s3_backend *b, CURL *h, const char *object, const ph_sigv4_pair *q,
+                             size_t nq, const void *body, size_t len, s3_resp *out, ph_diag *diag)
+{
+    s3_req req = {.method = "PUT", .object = object, .query = q, .n_query = nq, .body = body,
+                  .body_len = len, .has_body = true, .content = true};
+    return simple_req(b, h, &req, out, diag);
 }
 
 /* ---- writing ---- */
@@ -525,7 +551,7 @@ static void *part_main(void *arg)
     ph_sigv4_pair q[] = {{"partNumber", num}, {"uploadId", w->upload_id}};
     s3_resp r;
     p->diag = (ph_diag){0};
-    p->st = simple(w->b, p->h, "PUT", w->content, q, 2, p->buf, p->len, true, &r, &p->diag);
+    p->st = put_content(w->b, p->h, w->content, q, 2, p->buf, p->len, &r, &p->diag);
     if (p->st != PH_OK)
         return NULL;
     if (r.etag[0] == '\0' || strlen(r.etag) >= sizeof p->etag || strpbrk(r.etag, "<&"))
@@ -561,6 +587,8 @@ static ph_status join_all(ph_artifact_backend_writer *w, ph_diag *diag)
     return w->failed;
 }
 
+/* Sends len bytes at data as the next part (copied into a slot's buffer);
+ * data NULL: the writer's buffer itself, traded for the slot's, no copy. */
 static ph_status upload_part(ph_artifact_backend_writer *w, const unsigned char *data, size_t len,
                              ph_diag *diag)
 {
@@ -586,7 +614,14 @@ static ph_status upload_part(ph_artifact_backend_writer *w, const unsigned char 
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     if (p->h == NULL && (p->h = handle_get(w->b)) == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    memcpy(p->buf, data, len);
+    if (data == NULL) {
+        unsigned char *t = p->buf; /* at least part_size bytes, as w->buf */
+        p->buf = w->buf;
+        w->buf = t;
+        w->len = 0;
+    } else {
+        memcpy(p->buf, data, len);
+    }
     p->w = w;
     p->len = len;
     p->number = ++w->parts;
@@ -661,12 +696,18 @@ static ph_status s3_write(ph_artifact_backend_writer *w, const void *data, size_
         p += n;
         len -= n;
         if (w->len == w->cap) {
-            /* More than the threshold: from here on a multipart upload. */
             ph_status st = PH_OK;
-            if (w->upload_id[0] == '\0')
+            if (w->upload_id[0] == '\0') {
+                /* More than the threshold: from here on a multipart upload
+                 * whose parts are filled in place, one part-sized buffer at
+                 * a time, and traded with a slot when full. */
                 st = start_multipart(w, diag);
-            if (st == PH_OK)
-                st = flush_parts(w, diag);
+                if (st == PH_OK)
+                    st = flush_parts(w, diag);
+                w->cap = (size_t)w->b->cfg.part_size;
+            } else {
+                st = upload_part(w, NULL, w->len, diag);
+            }
             if (st != PH_OK)
                 return st;
         }
@@ -726,14 +767,14 @@ static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta
 {
     ph_status st;
     if (w->upload_id[0] == '\0') {
-        st = simple(w->b, w->h, "PUT", w->content, NULL, 0, w->buf, w->len, true, NULL, diag);
+        st = put_content(w->b, w->h, w->content, NULL, 0, w->buf, w->len, NULL, diag);
         w->content_written = st == PH_OK;
     } else {
         /* Whole parts first: the buffer can hold more than one when the
          * threshold is above the part size; the rest is the short last part. */
         st = flush_parts(w, diag);
         if (st == PH_OK && w->len > 0)
-            st = upload_part(w, w->buf, w->len, diag);
+            st = upload_part(w, NULL, w->len, diag);
         if (st == PH_OK)
             st = complete_multipart(w, diag);
         w->content_written = st == PH_OK;
@@ -764,8 +805,10 @@ struct ph_artifact_backend_reader {
     CURL *h;
     CURLM *m;
     struct curl_slist *list;
-    unsigned char *buf;
+    unsigned char *buf;  /* what arrived beyond the caller's buffer */
     size_t len, pos;
+    unsigned char *direct; /* the caller's buffer during a read, else NULL */
+    size_t dcap, dlen;
     bool active, paused;
     long code;   /* the HTTP status of the current transfer, once known */
     int attempt;
@@ -875,14 +918,22 @@ static size_t on_stream(char *data, size_t size, size_t n, void *arg)
         curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &r->code);
     if (r->code != 206 && r->code != 200)
         return len; /* an error body: discarded, judged by its status */
-    if (len > READ_CHUNK - r->len) {
+    /* Into the caller's buffer while it has room, the rest into ours. */
+    size_t direct = r->direct ? r->dcap - r->dlen : 0;
+    if (direct > len)
+        direct = len;
+    if (len - direct > READ_CHUNK - r->len) {
         r->paused = true;
         return CURL_WRITEFUNC_PAUSE; /* curl keeps it until resumed */
     }
     if (len > r->size - r->received)
         return 0; /* more than the object holds: abort */
-    memcpy(r->buf + r->len, data, len);
-    r->len += len;
+    if (direct > 0) {
+        memcpy(r->direct + r->dlen, data, direct);
+        r->dlen += direct;
+    }
+    memcpy(r->buf + r->len, data + direct, len - direct);
+    r->len += len - direct;
     r->received += len;
     return len;
 }
@@ -914,6 +965,7 @@ static ph_status stream_start(ph_artifact_backend_reader *r, ph_diag *diag)
         return st;
     curl_easy_setopt(r->h, CURLOPT_WRITEFUNCTION, on_stream);
     curl_easy_setopt(r->h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(r->h, CURLOPT_BUFFERSIZE, RECV_BUF);
     /* The whole-request timeout would cut a large object: a stall limit. */
     curl_easy_setopt(r->h, CURLOPT_TIMEOUT_MS, 0L);
     curl_easy_setopt(r->h, CURLOPT_LOW_SPEED_LIMIT, 1L);
@@ -929,7 +981,7 @@ static ph_status stream_start(ph_artifact_backend_reader *r, ph_diag *diag)
 static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
 {
     for (;;) {
-        if (r->len > r->pos)
+        if (r->len > r->pos || r->dlen > 0)
             return PH_OK;
         if (r->received >= r->size && !r->active)
             return PH_OK;
@@ -955,7 +1007,7 @@ static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
                 rc = msg->data.result;
             }
         if (!done) {
-            if (r->len == 0 && !r->paused)
+            if (r->len == 0 && r->dlen == 0 && !r->paused)
                 curl_multi_poll(r->m, NULL, 0, 1000, NULL);
             continue;
         }
@@ -980,7 +1032,7 @@ static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
                                      curl_easy_strerror(rc))
                        : ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: HTTP %ld", r->content, code);
         backoff(&r->b->cfg, r->attempt++);
-        if (r->len > 0)
+        if (r->len > 0 || r->dlen > 0)
             return PH_OK; /* deliver what arrived; resume at the next read */
     }
 }
@@ -990,9 +1042,18 @@ static ph_status s3_read(ph_artifact_backend_reader *r, void *out, size_t cap, s
 {
     *got = 0;
     if (r->pos == r->len) {
+        /* Nothing kept back: the transfer writes straight into out. */
+        r->direct = out;
+        r->dcap = cap;
+        r->dlen = 0;
         ph_status st = stream_pump(r, diag);
-        if (st != PH_OK)
+        size_t direct = r->dlen;
+        r->direct = NULL;
+        r->dlen = 0;
+        if (st != PH_OK || direct > 0) {
+            *got = st == PH_OK ? direct : 0;
             return st;
+        }
     }
     size_t n = r->len - r->pos;
     if (n > cap)
@@ -1348,6 +1409,16 @@ static const ph_artifact_backend_ops s3_ops = {
     .destroy = s3_destroy,
 };
 
+/* host[:port] names this machine: 127.0.0.0/8, ::1 or localhost. */
+static bool loopback(const char *host)
+{
+    size_t n = strcspn(host, host[0] == '[' ? "]" : ":");
+    if (host[0] == '[')
+        return strncmp(host, "[::1]", 5) == 0;
+    return (n == 9 && strncasecmp(host, "localhost", 9) == 0) ||
+           (n >= 9 && strncmp(host, "127.", 4) == 0 && strspn(host, "0123456789.") == n);
+}
+
 ph_status ph_s3_backend_open_config(const ph_s3_config *cfg, ph_artifact_backend **out,
                                     ph_diag *diag)
 {
@@ -1358,6 +1429,8 @@ ph_status ph_s3_backend_open_config(const ph_s3_config *cfg, ph_artifact_backend
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     b->base.ops = &s3_ops;
     b->cfg = *cfg;
+    b->unsigned_content = cfg->sign_content == PH_S3_SIGN_NEVER ||
+                          (cfg->sign_content == PH_S3_SIGN_AUTO && (cfg->https || loopback(cfg->host)));
     pthread_mutex_init(&b->mu, NULL);
     CURL *h = handle_get(b);
     ph_status st = PH_OK;

@@ -35,6 +35,7 @@ typedef struct tweak {
     const char *secret;        /* NULL: the right one */
     int64_t grace;             /* staging_grace_seconds; -1: default */
     uint64_t part, threshold;  /* 0: the fixture's */
+    bool sign_content;         /* sign_content = always (else the fixture's auto) */
 } tweak;
 
 static ph_status open_store(const tweak *t, ph_artifact_store_options *o, ph_artifact_store **s,
@@ -55,6 +56,8 @@ static ph_status open_store(const tweak *t, ph_artifact_store_options *o, ph_art
         cfg.part_size = t->part;
     if (t && t->threshold)
         cfg.multipart_threshold = t->threshold;
+    if (t && t->sign_content)
+        cfg.sign_content = PH_S3_SIGN_ALWAYS;
     ph_artifact_backend *b = NULL;
     st = ph_s3_backend_open_config(&cfg, &b, d);
     if (st != PH_OK)
@@ -212,8 +215,11 @@ static void test_round_trip_small_and_multipart(void **state)
     assert_int_equal(n, g.len);
     ph_artifact_metadata_free(&m);
 
-    /* A threshold above the part size: the buffer holds several parts. */
-    tweak wide = {.grace = -1, .part = (uint64_t)5 << 20, .threshold = (uint64_t)12 << 20};
+    /* A threshold above the part size: the buffer holds several parts.
+     * Content payloads signed this time (the store checks each body's
+     * SHA-256), where the fixture's loopback default sends them unsigned. */
+    tweak wide = {.grace = -1, .part = (uint64_t)5 << 20, .threshold = (uint64_t)12 << 20,
+                  .sign_content = true};
     ph_artifact_store *s2 = NULL;
     assert_int_equal(open_store(&wide, NULL, &s2, NULL, &d), PH_OK);
     gen g2 = {.seed = 8, .len = ((uint64_t)23 << 20) + 1};
@@ -650,6 +656,7 @@ static void test_config_refusals(void **state)
         "endpoint = https://x\nbucket = abc\npart_size = 1000\n",
         "endpoint = https://x\nbucket = abc\nnonsense = 1\n",
         "endpoint = https://x\nbucket = abc\nsecret_key = inline\n",
+        "endpoint = https://x\nbucket = abc\nsign_content = sometimes\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(ph_test_write_file(conf, bad[i], strlen(bad[i])), 0);
@@ -667,6 +674,13 @@ static void test_config_refusals(void **state)
     assert_string_equal(c.access_key, "a");
     assert_string_equal(c.secret_key, "b");
     assert_string_equal(c.host, "x");
+    assert_int_equal(c.sign_content, PH_S3_SIGN_AUTO);
+    snprintf(text, sizeof text,
+             "endpoint = https://x\nbucket = abc\ncredentials_file = %s\nsign_content = always\n",
+             creds);
+    assert_int_equal(ph_test_write_file(conf, text, strlen(text)), 0);
+    assert_int_equal(ph_s3_config_load(conf, &c, &d), PH_OK);
+    assert_int_equal(c.sign_content, PH_S3_SIGN_ALWAYS);
     unlink(conf);
     unlink(creds);
     rmdir(dir);
