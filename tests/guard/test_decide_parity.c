@@ -22,6 +22,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,11 +359,115 @@ static void table_and_keys_reload_as_one_version(void **state)
     assert_false(d.allowed);
 }
 
+/* Version A: the parity table with key 0x5a; version B: a table without
+ * example.com with key 0x33. A grant of A's key may only be allowed (A) or
+ * invalid (B), never not_allowlisted (B's table with A's keys); a grant of
+ * B's key never allowed (A's table with B's keys). */
+typedef struct torn {
+    ph_guard *g;
+    char auth_a[PH_GRANT_TOKEN_MAX + 16], auth_b[PH_GRANT_TOKEN_MAX + 16];
+    atomic_bool stop;
+    atomic_uint decisions, torn;
+} torn;
+
+static void *decide_loop(void *arg)
+{
+    torn *t = arg;
+    while (!atomic_load(&t->stop)) {
+        for (int k = 0; k < 2; k++) {
+            const char *auth = k == 0 ? t->auth_a : t->auth_b;
+            ph_connect_request req = {
+                .authority = "example.com:443",
+                .authority_len = 15,
+                .proxy_authorization = auth,
+                .proxy_authorization_len = strlen(auth),
+                .now = F.now,
+            };
+            ph_decision d;
+            ph_decide_connect(t->g, &req, &d);
+            bool ok = k == 0 ? (d.reason == PH_REASON_ALLOWED || d.reason == PH_REASON_GRANT_INVALID)
+                             : (d.reason == PH_REASON_NOT_ALLOWLISTED ||
+                                d.reason == PH_REASON_GRANT_INVALID);
+            if (!ok)
+                atomic_fetch_add(&t->torn, 1);
+            atomic_fetch_add(&t->decisions, 1);
+        }
+    }
+    return NULL;
+}
+
+static void a_decision_never_sees_a_torn_pair(void **state)
+{
+    (void)state;
+    static const char other[] = "version: 1\nlists:\n  parity:\n    rules:\n"
+                                "      - host: other.example\n        ports: [443]\n";
+    size_t len;
+    char *yaml = ph_test_read_file(ph_test_source_path("tests/proxy/data/parity-allowlist.yaml"),
+                                   &len);
+    char table[4200], keys[4200];
+    snprintf(table, sizeof table, "%s/torn.ptab", ph_test_dir);
+    snprintf(keys, sizeof keys, "%s/torn.keys", ph_test_dir);
+    ph_fixture_write_table(table, yaml, "parity-allowlist.yaml");
+    write_keys(keys, "ka", 0x5a);
+    static torn t;
+    ph_guard_options po = { .grant_keys_path = keys };
+    assert_int_equal(ph_guard_open(table, &po, &t.g, NULL), PH_OK);
+    /* Tokens of both keys (F.kr holds 0x5a under k1; issue with kids ka/kb). */
+    ph_keyring *ka = NULL, *kb = NULL;
+    uint8_t key[32];
+    memset(key, 0x5a, sizeof key);
+    assert_int_equal(ph_keyring_new(&ka, NULL), PH_OK);
+    assert_int_equal(ph_keyring_add(ka, "ka", key, sizeof key, NULL), PH_OK);
+    memset(key, 0x33, sizeof key);
+    assert_int_equal(ph_keyring_new(&kb, NULL), PH_OK);
+    assert_int_equal(ph_keyring_add(kb, "kb", key, sizeof key, NULL), PH_OK);
+    ph_grant g = { .not_before = F.now - 10, .expires = F.now + 3600 };
+    snprintf(g.tenant, sizeof g.tenant, "t1");
+    snprintf(g.lease, sizeof g.lease, "l1");
+    snprintf(g.list, sizeof g.list, "parity");
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    assert_int_equal(ph_grant_issue(ka, NULL, &g, tok, sizeof tok, NULL, NULL), PH_OK);
+    snprintf(t.auth_a, sizeof t.auth_a, "Bearer %s", tok);
+    assert_int_equal(ph_grant_issue(kb, NULL, &g, tok, sizeof tok, NULL, NULL), PH_OK);
+    snprintf(t.auth_b, sizeof t.auth_b, "Bearer %s", tok);
+    ph_keyring_free(&ka);
+    ph_keyring_free(&kb);
+
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, decide_loop, &t), 0);
+    unsigned swaps = 0;
+    for (int i = 0; i < 60; i++) {
+        bool b = i % 2 == 0;
+        if (b)
+            ph_fixture_write_table(table, other, "other.yaml");
+        else
+            ph_fixture_write_table(table, yaml, "parity-allowlist.yaml");
+        write_keys(keys, b ? "kb" : "ka", b ? 0x33 : 0x5a);
+        ph_reload_report r;
+        assert_int_equal(ph_guard_reload_policy(t.g, &r, NULL), PH_OK);
+        swaps += r.reloaded;
+    }
+    atomic_store(&t.stop, true);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    printf("%u reloads, %u decisions, %u torn\n", swaps, atomic_load(&t.decisions),
+           atomic_load(&t.torn));
+    assert_int_equal(swaps, 60);
+    assert_int_equal(atomic_load(&t.torn), 0);
+    ph_policy_info info;
+    ph_guard_policy_info(t.g, &info);
+    assert_int_equal(info.generation, 61);
+    ph_guard_close(&t.g);
+    free(yaml);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_corpus_row_and_reason_decides_alike),
         cmocka_unit_test(table_and_keys_reload_as_one_version),
+        cmocka_unit_test(a_decision_never_sees_a_torn_pair),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
