@@ -227,7 +227,10 @@ static ph_status decision_end(ph_decision *d, ph_reason r)
     return d->allowed ? PH_OK : PH_E_DENIED;
 }
 
-ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d)
+/* The decision for either kind of target: the request's fields with the
+ * target text and its parser. */
+static ph_status decide_request(ph_guard *g, const ph_connect_request *req, target_kind kind,
+                                ph_decision *d)
 {
     if (d == NULL)
         return PH_E_INVAL;
@@ -245,8 +248,7 @@ ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decis
      * else sees them). The parser's message is safe to show: it describes
      * only the client's own bytes. */
     ph_diag pd;
-    if (parse_target(req->authority, req->authority_len, TARGET_AUTHORITY, &d->verdict, &pd) !=
-        PH_OK) {
+    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &pd) != PH_OK) {
         ph_reason r = d->verdict.reason;
         copy_text(d->client_detail, sizeof d->client_detail,
                   r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
@@ -294,4 +296,24 @@ ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decis
                                                                       : d->verdict.reason);
     }
     return decision_end(d, PH_REASON_ALLOWED);
+}
+
+ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d)
+{
+    return decide_request(g, req, TARGET_AUTHORITY, d);
+}
+
+ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)
+{
+    ph_connect_request r;
+    if (req != NULL)
+        r = (ph_connect_request){
+            .authority = req->url,
+            .authority_len = req->url_len,
+            .proxy_authorization = req->proxy_authorization,
+            .proxy_authorization_len = req->proxy_authorization_len,
+            .list = req->list,
+            .now = req->now,
+        };
+    return decide_request(g, req != NULL ? &r : NULL, TARGET_URL, d);
 }

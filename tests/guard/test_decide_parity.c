@@ -4,8 +4,9 @@
  *   proxy:   ph_decide_connect with a grant in Proxy-Authorization, on a
  *            guard opened as pinhole-proxy opens it (table + key file);
  *   worker:  ph_guard_check_authority naming the list (and, for URL rows,
- *            ph_guard_check_url on the URL itself), on a guard opened
- *            with the table only;
+ *            ph_guard_check_url on the URL itself, which ph_decide_url
+ *            must match with a grant and with the list named), on a
+ *            guard opened with the table only;
  *   policyc: ph_decide_connect naming the list (policyc explain/test);
  * must give identical verdicts (allowed, reason, canonical host and port,
  * rule, policy id) and identical HTTP statuses (ph_reason_http_status).
@@ -169,6 +170,25 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     (void)verbatim;
     ph_verdict u;
     ph_guard_check_url(F.worker, "parity", t, len, &u, NULL);
+    /* The URL decision (plain HTTP, workers) agrees with the worker's call,
+     * with a grant and with the list named. */
+    ph_url_request ur = { .url = t, .url_len = len, .proxy_authorization = F.auth,
+                          .proxy_authorization_len = strlen(F.auth), .now = F.now };
+    ph_decision du;
+    ph_decide_url(F.proxy, &ur, &du);
+    F.seen[du.reason]++;
+    ur.proxy_authorization = NULL;
+    ur.proxy_authorization_len = 0;
+    ur.list = "parity";
+    ph_decision dl;
+    ph_decide_url(F.worker, &ur, &dl);
+    if (du.reason != u.reason || du.http_status != ph_reason_http_status(u.reason) ||
+        !same_verdict(&du.verdict, &u) || dl.reason != u.reason || !same_verdict(&dl.verdict, &u) ||
+        du.verdict.scheme != u.scheme) {
+        F.mismatches++;
+        printf("MISMATCH %s:%u URL: worker %s, ph_decide_url %s / %s\n", F.file, line,
+               ph_reason_code(u.reason), ph_reason_code(du.reason), ph_reason_code(dl.reason));
+    }
     size_t alen = url_tsv_connect_authority(t, len, a, sizeof a);
     if (alen == 0) {
         if (u.allowed) {

@@ -241,6 +241,24 @@ typedef struct ph_decision {
  */
 PH_API ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d);
 
+/* A request for a URL (a plain-HTTP proxy request, or a worker dialing on a
+ * tenant's behalf): the same fields, the target an http or https URL. */
+typedef struct ph_url_request {
+    const char *url; /* not NUL-terminated */
+    size_t url_len;
+    const char *proxy_authorization;
+    size_t proxy_authorization_len;
+    const char *list;
+    int64_t now;
+} ph_url_request;
+
+/*
+ * ph_decide_connect for a URL: the same decision, the same verdict and
+ * statuses, with the URL parser (pinhole/url.h) instead of the authority
+ * parser; d->verdict.scheme says http or https.
+ */
+PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d);
+
 #ifdef __cplusplus
 }
 #endif
