@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/rand.h>
 
 #include "diag-int.h"
@@ -290,4 +291,35 @@ out:
     }
     close(fd);
     return st;
+}
+
+ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_LEN + 1])
+{
+    out[0] = '\0';
+    if (kr == NULL)
+        return PH_E_INVAL;
+    /* SHA-256 over (kid, NUL, length, key) of every key in order: it changes
+     * with any key, kid or order, and reveals nothing of the keys. */
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    uint8_t md[32];
+    unsigned mdlen = 0;
+    bool ok = ctx != NULL && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1;
+    for (size_t i = 0; ok && i < kr->count; i++) {
+        const ph_grant_key *k = &kr->keys[i];
+        uint8_t len = (uint8_t)k->len;
+        ok = EVP_DigestUpdate(ctx, k->kid, strlen(k->kid) + 1) == 1 &&
+             EVP_DigestUpdate(ctx, &len, 1) == 1 && EVP_DigestUpdate(ctx, k->key, k->len) == 1;
+    }
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &mdlen) == 1 && mdlen == sizeof md;
+    EVP_MD_CTX_free(ctx);
+    if (!ok)
+        return PH_E_INTERNAL;
+    static const char hexdig[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof md; i++) {
+        out[2 * i] = hexdig[md[i] >> 4];
+        out[2 * i + 1] = hexdig[md[i] & 15];
+    }
+    out[PH_KEYRING_ID_HEX_LEN] = '\0';
+    OPENSSL_cleanse(md, sizeof md);
+    return PH_OK;
 }

@@ -5,14 +5,20 @@
 
 #include <stdatomic.h>
 
+#include "pinhole/grant.h"
 #include "pinhole/guard.h"
 
-/* One loaded table and the references to it: the guard's "current" pointer
- * holds one, every check in flight holds one. The last release closes it. */
+/* One version of the policy: a loaded table and (for a guard opened with a
+ * key file) the grant keyring loaded with it, and the references to them:
+ * the guard's "current" pointer holds one, every decision in flight holds
+ * one. The last release closes both. */
 struct ph_guard_snapshot {
     ph_table *table;
+    ph_keyring *keyring; /* NULL: the guard has no key file */
+    uint64_t generation;
     atomic_uint refs;
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
+    char keyring_id[PH_KEYRING_ID_HEX_LEN + 1]; /* "" without a keyring */
 };
 
 /* The resolver settings checks use. */

@@ -1,5 +1,6 @@
-/* guard.c - the guard handle: the current table snapshot, reference counted,
- * and reloading it when the file is replaced. */
+/* guard.c - the guard handle, the policy object: the current policy version
+ * (the table and, for the proxy, the grant keyring), reference counted, and
+ * reloading both as one unit when either file is replaced. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,12 +14,13 @@
 #include "guard-int.h"
 #include "pinhole/resolve.h"
 
-/* What identifies one version of the table file. */
+/* What identifies one version of a policy file (ctime too: a chmod that
+ * makes a key file unacceptable is a change). */
 typedef struct file_id {
     dev_t dev;
     ino_t ino;
     off_t size;
-    struct timespec mtime;
+    struct timespec mtime, ctime;
 } file_id;
 
 struct ph_guard {
@@ -26,7 +28,8 @@ struct ph_guard {
     ph_guard_snapshot *current;
     pthread_mutex_t reload_lock; /* one reload at a time; guards loaded, last_error */
     char *path;                  /* NULL for ph_guard_from_table */
-    file_id loaded;
+    char *keys_path;             /* the grant key file; NULL: no keyring */
+    file_id loaded, keys_loaded;
     ph_diag last_error;          /* status PH_OK when the last reload worked */
     char *dns_servers;
     ph_resolver_config resolver;
@@ -45,28 +48,41 @@ static ph_status stat_id(const char *path, file_id *id, ph_diag *diag)
     id->ino = sb.st_ino;
     id->size = sb.st_size;
     id->mtime = sb.st_mtim;
+    id->ctime = sb.st_ctim;
     return PH_OK;
 }
 
 static bool same_id(const file_id *a, const file_id *b)
 {
     return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+           a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+           a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* Wraps *table (taken) in a snapshot holding one reference. */
-static ph_guard_snapshot *snapshot_new(ph_table **table, ph_diag *diag)
+/* Wraps *table and *keyring (both taken; *keyring may be NULL) in a
+ * snapshot holding one reference. On failure both are freed. */
+static ph_guard_snapshot *snapshot_new(ph_table **table, ph_keyring **keyring,
+                                       uint64_t generation, ph_diag *diag)
 {
     ph_guard_snapshot *s = calloc(1, sizeof *s);
     if (s == NULL) {
+        ph_table_close(table);
+        ph_keyring_free(keyring);
         ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
         return NULL;
     }
     s->table = *table;
     *table = NULL;
+    if (keyring != NULL) {
+        s->keyring = *keyring;
+        *keyring = NULL;
+    }
+    s->generation = generation;
     atomic_init(&s->refs, 1);
     const char *hex = ph_table_policy_id_hex(s->table);
     snprintf(s->policy_id, sizeof s->policy_id, "%s", hex != NULL ? hex : "");
+    if (s->keyring != NULL)
+        ph_keyring_id(s->keyring, s->keyring_id);
     return s;
 }
 
@@ -92,6 +108,7 @@ void ph_guard_snapshot_release(ph_guard_snapshot **s)
         return;
     if (atomic_fetch_sub_explicit(&(*s)->refs, 1, memory_order_acq_rel) == 1) {
         ph_table_close(&(*s)->table);
+        ph_keyring_free(&(*s)->keyring);
         free(*s);
     }
     *s = NULL;
@@ -105,6 +122,30 @@ static void swap_in(ph_guard *g, ph_guard_snapshot *s)
     g->current = s;
     pthread_mutex_unlock(&g->lock);
     ph_guard_snapshot_release(&old);
+}
+
+/* Loads the table and (when the guard has one) the key file, each file's
+ * identity taken before it is opened: if it is replaced in between, the next
+ * reload sees a change and loads again (never misses). All or nothing: on
+ * failure nothing is returned and *which (may be NULL) names the file. */
+static ph_status load_files(const ph_guard *g, file_id *tid, file_id *kid, ph_table **t,
+                            ph_keyring **kr, const char **which, ph_diag *diag)
+{
+    if (which != NULL)
+        *which = "table";
+    ph_status st = stat_id(g->path, tid, diag);
+    if (st == PH_OK)
+        st = ph_table_open(g->path, t, diag);
+    if (st != PH_OK || g->keys_path == NULL)
+        return st;
+    if (which != NULL)
+        *which = "grant keys";
+    st = stat_id(g->keys_path, kid, diag);
+    if (st == PH_OK)
+        st = ph_keyring_load_file(g->keys_path, kr, diag);
+    if (st != PH_OK)
+        ph_table_close(t);
+    return st;
 }
 
 static ph_status guard_new(const ph_guard_options *opts, ph_guard **out, ph_diag *diag)
@@ -154,22 +195,19 @@ ph_status ph_guard_open(const char *table_path, const ph_guard_options *opts, ph
     if (st != PH_OK)
         return st;
     g->path = strdup(table_path);
-    if (g->path == NULL) {
+    if (opts != NULL && opts->grant_keys_path != NULL)
+        g->keys_path = strdup(opts->grant_keys_path);
+    if (g->path == NULL || (opts != NULL && opts->grant_keys_path != NULL && g->keys_path == NULL)) {
         ph_guard_close(&g);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    /* The identity is taken before opening: if the file is replaced in
-     * between, the next reload sees a change and loads again (never misses). */
     ph_table *t = NULL;
-    st = stat_id(g->path, &g->loaded, diag);
-    if (st == PH_OK)
-        st = ph_table_open(g->path, &t, diag);
+    ph_keyring *kr = NULL;
+    st = load_files(g, &g->loaded, &g->keys_loaded, &t, &kr, NULL, diag);
     if (st == PH_OK) {
-        g->current = snapshot_new(&t, diag);
-        if (g->current == NULL) {
-            ph_table_close(&t);
+        g->current = snapshot_new(&t, &kr, 1, diag);
+        if (g->current == NULL)
             st = PH_E_NOMEM;
-        }
     }
     if (st != PH_OK) {
         ph_guard_close(&g);
@@ -191,12 +229,12 @@ ph_status ph_guard_from_table(ph_table **table, const ph_guard_options *opts, ph
         return st;
     g->reload_interval_ms = 0;
     ph_table *t = *table;
-    g->current = snapshot_new(&t, diag);
+    *table = NULL;
+    g->current = snapshot_new(&t, NULL, 1, diag);
     if (g->current == NULL) {
         ph_guard_close(&g);
         return PH_E_NOMEM;
     }
-    *table = NULL;
     *out = g;
     return PH_OK;
 }
@@ -209,59 +247,81 @@ void ph_guard_close(ph_guard **g)
     pthread_mutex_destroy(&(*g)->lock);
     pthread_mutex_destroy(&(*g)->reload_lock);
     free((*g)->path);
+    free((*g)->keys_path);
     free((*g)->dns_servers);
     free(*g);
     *g = NULL;
 }
 
-/* The reload itself; reload_lock held. */
-static ph_status reload_locked(ph_guard *g, bool *reloaded, ph_diag *diag)
+/* The reload itself; reload_lock held. r may be NULL. */
+static ph_status reload_locked(ph_guard *g, ph_reload_report *r, ph_diag *diag)
 {
-    file_id id;
+    file_id tid, kid;
+    memset(&kid, 0, sizeof kid);
     ph_diag d;
     memset(&d, 0, sizeof d);
-    ph_status st = stat_id(g->path, &id, &d);
-    if (st == PH_OK && same_id(&id, &g->loaded)) {
+    /* Nothing to do when neither file changed (a file that cannot be
+     * stat'ed is a change: loading it reports why). */
+    bool t_same = stat_id(g->path, &tid, &d) == PH_OK && same_id(&tid, &g->loaded);
+    bool k_same = g->keys_path == NULL ||
+                  (stat_id(g->keys_path, &kid, &d) == PH_OK && same_id(&kid, &g->keys_loaded));
+    if (t_same && k_same) {
         g->last_error.status = PH_OK;
         return PH_OK;
     }
     ph_table *t = NULL;
-    if (st == PH_OK)
-        st = ph_table_open(g->path, &t, &d);
+    ph_keyring *kr = NULL;
+    const char *which = "table";
+    ph_status st = load_files(g, &tid, &kid, &t, &kr, &which, &d);
     ph_guard_snapshot *s = NULL;
     if (st == PH_OK) {
-        s = snapshot_new(&t, &d);
-        if (s == NULL) {
-            ph_table_close(&t);
+        s = snapshot_new(&t, &kr, g->current->generation + 1, &d);
+        if (s == NULL)
             st = PH_E_NOMEM;
-        }
     }
     if (st != PH_OK) {
         d.status = st;
         g->last_error = d;
         if (diag != NULL)
             *diag = d;
+        if (r != NULL)
+            r->failed_file = which;
         return st;
     }
+    if (r != NULL) {
+        r->reloaded = true;
+        r->table_changed = strcmp(s->policy_id, g->current->policy_id) != 0;
+        r->keys_changed = strcmp(s->keyring_id, g->current->keyring_id) != 0;
+    }
     swap_in(g, s);
-    g->loaded = id;
+    g->loaded = tid;
+    g->keys_loaded = kid;
     g->last_error.status = PH_OK;
-    if (reloaded != NULL)
-        *reloaded = true;
     return PH_OK;
 }
 
-ph_status ph_guard_reload(ph_guard *g, bool *reloaded, ph_diag *diag)
+ph_status ph_guard_reload_policy(ph_guard *g, ph_reload_report *r, ph_diag *diag)
 {
-    if (reloaded != NULL)
-        *reloaded = false;
+    if (r != NULL)
+        memset(r, 0, sizeof *r);
     if (g == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "guard reload: missing argument");
     if (g->path == NULL)
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "this guard has no table file to reload");
     pthread_mutex_lock(&g->reload_lock);
-    ph_status st = reload_locked(g, reloaded, diag);
+    ph_status st = reload_locked(g, r, diag);
     pthread_mutex_unlock(&g->reload_lock);
+    if (r != NULL)
+        ph_guard_policy_info(g, &r->info);
+    return st;
+}
+
+ph_status ph_guard_reload(ph_guard *g, bool *reloaded, ph_diag *diag)
+{
+    ph_reload_report r;
+    ph_status st = ph_guard_reload_policy(g, &r, diag);
+    if (reloaded != NULL)
+        *reloaded = r.reloaded;
     return st;
 }
 
@@ -298,6 +358,19 @@ void ph_guard_policy_id(ph_guard *g, char out[static PH_TABLE_ID_HEX_LEN + 1])
 {
     ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
     snprintf(out, PH_TABLE_ID_HEX_LEN + 1, "%s", s != NULL ? s->policy_id : "");
+    ph_guard_snapshot_release(&s);
+}
+
+void ph_guard_policy_info(ph_guard *g, ph_policy_info *out)
+{
+    memset(out, 0, sizeof *out);
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    if (s == NULL)
+        return;
+    out->generation = s->generation;
+    memcpy(out->policy_id, s->policy_id, sizeof out->policy_id);
+    memcpy(out->keyring_id, s->keyring_id, sizeof out->keyring_id);
+    out->keys = ph_keyring_count(s->keyring);
     ph_guard_snapshot_release(&s);
 }
 

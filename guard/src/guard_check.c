@@ -60,17 +60,15 @@ static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d, ph_diag *d
     return PH_E_DENIED;
 }
 
-/* Looks host:port up in list on one table version and fills the verdict. */
-static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *diag)
+/* Looks host:port up in list on the pinned version s and fills the verdict. */
+static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, ph_verdict *v,
+                           ph_diag *diag)
 {
-    ph_guard_reload_if_due(g);
-    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
     memcpy(v->policy_id, s->policy_id, sizeof v->policy_id);
     ph_table_result res;
     ph_diag d; /* filled by ph_diag_set before any use */
     ph_status st = ph_table_lookup(s->table, list, v->host, strlen(v->host), v->port, &res);
     if (st != PH_OK) {
-        ph_guard_snapshot_release(&s);
         ph_diag_set(&d, PH_E_DENIED, 0, "host %s is not canonical", v->host);
         return refuse(v, PH_REASON_PARSE_ERROR, &d, diag);
     }
@@ -83,7 +81,6 @@ static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *d
         v->rule_line = res.rule.line;
         copy_text(v->rule_reason, sizeof v->rule_reason, res.rule.reason);
     }
-    ph_guard_snapshot_release(&s);
     if (res.allowed) {
         v->allowed = true;
         v->reason = PH_REASON_ALLOWED;
@@ -125,18 +122,24 @@ static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *d
                   diag);
 }
 
+/* Looks host:port up in list on the version in force. */
+static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *diag)
+{
+    ph_guard_reload_if_due(g);
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    ph_status st = lookup_on(s, list, v, diag);
+    ph_guard_snapshot_release(&s);
+    return st;
+}
+
 /* The two entry points differ only in the parser: a URL or a CONNECT
  * authority. Both fill the same parts of a ph_url. */
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
-static ph_status check_target(ph_guard *g, const char *list, const char *text, size_t len,
-                              target_kind kind, ph_verdict *v, ph_diag *diag)
+/* Parses the target into v->scheme/host/port, or refuses it in *v. */
+static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
+                              ph_diag *diag)
 {
-    if (v == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing verdict");
-    verdict_reset(v);
-    if (g == NULL || list == NULL || text == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
     ph_url u;
     ph_diag d;
     d.message[0] = '\0'; /* the parsers fill it on refusal; never read otherwise */
@@ -158,7 +161,19 @@ static ph_status check_target(ph_guard *g, const char *list, const char *text, s
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
-    return decide(g, list, v, diag);
+    return PH_OK;
+}
+
+static ph_status check_target(ph_guard *g, const char *list, const char *text, size_t len,
+                              target_kind kind, ph_verdict *v, ph_diag *diag)
+{
+    if (v == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing verdict");
+    verdict_reset(v);
+    if (g == NULL || list == NULL || text == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
+    ph_status st = parse_target(text, len, kind, v, diag);
+    return st != PH_OK ? st : decide(g, list, v, diag);
 }
 
 ph_status ph_guard_check_url(ph_guard *g, const char *list, const char *url, size_t len,
@@ -197,4 +212,108 @@ ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *
         return st;
     }
     return refuse(v, r, &d, diag);
+}
+
+/* ---- ph_decide_connect ---------------------------------------------------- */
+
+static ph_status decision_end(ph_decision *d, ph_reason r)
+{
+    d->allowed = r == PH_REASON_ALLOWED;
+    d->reason = r;
+    d->verdict.allowed = d->allowed;
+    d->verdict.reason = r;
+    d->http_status = ph_reason_http_status(r);
+    d->next = d->allowed ? PH_NEXT_RESOLVE : PH_NEXT_NONE;
+    return d->allowed ? PH_OK : PH_E_DENIED;
+}
+
+/* The decision for either kind of target: the request's fields with the
+ * target text and its parser. */
+static ph_status decide_request(ph_guard *g, const ph_connect_request *req, target_kind kind,
+                                ph_decision *d)
+{
+    if (d == NULL)
+        return PH_E_INVAL;
+    d->has_grant = d->has_authority = false;
+    d->client_detail[0] = d->log_detail[0] = d->keyring_id[0] = '\0';
+    d->generation = 0;
+    verdict_reset(&d->verdict);
+    if (g == NULL || req == NULL || req->authority == NULL ||
+        (req->list != NULL && req->proxy_authorization != NULL)) {
+        copy_text(d->log_detail, sizeof d->log_detail, "decide: missing or conflicting argument");
+        decision_end(d, PH_REASON_PARSE_ERROR);
+        return PH_E_INVAL;
+    }
+    /* 1. The authority, parsed once (IP literals refused before anything
+     * else sees them). The parser's message is safe to show: it describes
+     * only the client's own bytes. */
+    ph_diag pd;
+    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &pd) != PH_OK) {
+        ph_reason r = d->verdict.reason;
+        copy_text(d->client_detail, sizeof d->client_detail,
+                  r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
+                                            : pd.message);
+        copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
+        return decision_end(d, r);
+    }
+    d->has_authority = true;
+    ph_guard_reload_if_due(g);
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    d->generation = s->generation;
+    memcpy(d->keyring_id, s->keyring_id, sizeof d->keyring_id);
+    memcpy(d->verdict.policy_id, s->policy_id, sizeof d->verdict.policy_id);
+    /* 2. The first yes: the grant, verified with this version's keyring
+     * (the client learns the code only; the diagnostic is for the log). */
+    const char *list = req->list;
+    if (list == NULL) {
+        if (s->keyring == NULL) {
+            ph_guard_snapshot_release(&s);
+            copy_text(d->log_detail, sizeof d->log_detail,
+                      "decide: this guard has no grant keyring; name the list");
+            decision_end(d, PH_REASON_PARSE_ERROR);
+            return PH_E_INVAL;
+        }
+        ph_reason gr = PH_REASON_GRANT_INVALID;
+        ph_diag gd;
+        gd.message[0] = '\0';
+        const char *value = req->proxy_authorization != NULL ? req->proxy_authorization : "";
+        size_t vlen = req->proxy_authorization != NULL ? req->proxy_authorization_len : 0;
+        if (ph_grant_verify_proxy_authorization(s->keyring, value, vlen, req->now, NULL,
+                                                &d->grant, &gr, &gd) != PH_OK) {
+            ph_guard_snapshot_release(&s);
+            copy_text(d->log_detail, sizeof d->log_detail, gd.message);
+            return decision_end(d, gr == PH_REASON_ALLOWED ? PH_REASON_GRANT_INVALID : gr);
+        }
+        d->has_grant = true;
+        list = d->grant.list;
+    }
+    /* 3. The second yes: the list, on the same version. */
+    ph_status st = lookup_on(s, list, &d->verdict, NULL);
+    ph_guard_snapshot_release(&s);
+    if (st != PH_OK) {
+        copy_text(d->log_detail, sizeof d->log_detail, d->verdict.detail);
+        return decision_end(d, d->verdict.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED
+                                                                      : d->verdict.reason);
+    }
+    return decision_end(d, PH_REASON_ALLOWED);
+}
+
+ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d)
+{
+    return decide_request(g, req, TARGET_AUTHORITY, d);
+}
+
+ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)
+{
+    ph_connect_request r;
+    if (req != NULL)
+        r = (ph_connect_request){
+            .authority = req->url,
+            .authority_len = req->url_len,
+            .proxy_authorization = req->proxy_authorization,
+            .proxy_authorization_len = req->proxy_authorization_len,
+            .list = req->list,
+            .now = req->now,
+        };
+    return decide_request(g, req != NULL ? &r : NULL, TARGET_URL, d);
 }

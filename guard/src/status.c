@@ -44,6 +44,36 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_WILDCARD_DNS] = "wildcard_dns",
 };
 
+/* The HTTP status a refusal for each reason is answered with. The proxy
+ * answers from this table and nothing else; a worker's HTTP API may use it
+ * too. limit_exceeded is the per-lease limit (429); the proxy's own overload
+ * at accept is a 503 whatever the reason, as is its own lack of memory. */
+static const unsigned short reason_status[PH_REASON_COUNT_] = {
+    [PH_REASON_ALLOWED] = 200,
+    [PH_REASON_PARSE_ERROR] = 400,
+    [PH_REASON_IP_LITERAL] = 403,
+    [PH_REASON_NO_GRANT] = 407,
+    [PH_REASON_GRANT_INVALID] = 407,
+    [PH_REASON_GRANT_EXPIRED] = 407,
+    [PH_REASON_NOT_ALLOWLISTED] = 403,
+    [PH_REASON_PORT_NOT_ALLOWED] = 403,
+    [PH_REASON_DNS_FAILURE] = 502,
+    [PH_REASON_DNS_TIMEOUT] = 504,
+    [PH_REASON_DENIED_ADDRESS] = 403,
+    [PH_REASON_UPSTREAM_UNREACHABLE] = 502,
+    [PH_REASON_LIMIT_EXCEEDED] = 429,
+    [PH_REASON_UNKNOWN_LIST] = 403,
+    [PH_REASON_UPSTREAM_TIMEOUT] = 504,
+    [PH_REASON_WILDCARD_DNS] = 403,
+};
+
+int ph_reason_http_status(ph_reason r)
+{
+    if ((unsigned)r >= PH_REASON_COUNT_)
+        return 500;
+    return reason_status[r];
+}
+
 const char *ph_reason_code(ph_reason r)
 {
     if ((unsigned)r >= PH_REASON_COUNT_)

@@ -8,8 +8,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "destination.h"
-#include "pinhole/host.h"
+#include "decide.h"
 #include "table_input.h"
 #include "wildcard_dns-int.h"
 
@@ -17,12 +16,14 @@ static void usage(FILE *out)
 {
     fputs("Usage: policyc explain [--list NAME] FILE|TABLE HOST:PORT\n"
           "\n"
-          "Decide HOST:PORT against a list exactly as the guard and the proxy do, and\n"
-          "say which rule allowed it (file:line, reason) or why nothing did, naming\n"
-          "the nearest rule. FILE is an allowlist (compiled in memory) or a table\n"
-          "written by 'policyc compile' (recognized by its magic bytes). HOST must be\n"
-          "canonical (lowercase A-labels, no trailing dot), as the guard's URL parser\n"
-          "produces it.\n"
+          "Decide HOST:PORT against a list with the guard's decision function, the\n"
+          "one the proxy calls for a CONNECT (the same parser and canonicalization:\n"
+          "API.GitHub.com:443 is decided as api.github.com:443), and say which rule\n"
+          "allowed it (file:line, reason) or why nothing did, naming the nearest\n"
+          "rule, and the HTTP status the proxy answers. FILE is an allowlist\n"
+          "(compiled in memory) or a table written by 'policyc compile' (recognized\n"
+          "by its magic bytes). A destination the proxy cannot parse is denied\n"
+          "(parse_error), as the proxy denies it.\n"
           "\n"
           "Options:\n"
           "  -l, --list=NAME  the list to ask (default: default)\n"
@@ -75,13 +76,7 @@ static void print_why(const ph_table *t, const ph_table_explanation *ex, const c
     case PH_TABLE_NEAR_NONE:
         break;
     }
-    if (ex->result.reason == PH_REASON_IP_LITERAL)
-        puts("  why: an IP address is never an allowed destination; name the host");
-    else if (ex->result.reason == PH_REASON_PARSE_ERROR)
-        printf("  why: not a canonical host name (%s)\n",
-               ph_host_error_string(ph_host_check(host, strlen(host), NULL)));
-    else
-        printf("  why: no rule of list '%s' names %s or a wildcard over it\n", list, host);
+    printf("  why: no rule of list '%s' names %s or a wildcard over it\n", list, host);
 }
 
 int pc_cmd_explain(int argc, char **argv)
@@ -106,38 +101,47 @@ int pc_cmd_explain(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    char host[PC_DEST_HOST_MAX];
-    uint16_t port;
-    const char *why;
-    if (!pc_parse_destination(argv[optind + 1], host, &port, &why)) {
-        fprintf(stderr, "policyc explain: '%s': %s\n", argv[optind + 1], why);
-        return 2;
-    }
+    const char *dest = argv[optind + 1];
     ph_table *t = NULL;
     int rc = pc_open_table_input("explain", argv[optind], &t, NULL);
     if (rc != 0)
         return 2;
-    ph_table_explanation ex;
-    if (pc_explain_destination(t, list, host, port, &ex) != PH_OK) {
-        fputs("policyc explain: internal error\n", stderr);
-        ph_table_close(&t);
+    pc_decider dc;
+    ph_diag diag = { 0 };
+    if (pc_decider_open(&t, &dc, &diag) != PH_OK) {
+        fprintf(stderr, "policyc explain: %s\n", diag.message);
         return 2;
     }
-    if (ex.result.allowed) {
+    ph_decision d;
+    pc_decide(&dc, list, dest, &d);
+    const char *host = d.verdict.host;
+    uint16_t port = d.verdict.port;
+    ph_table_rule rule;
+    if (d.allowed) {
         printf("allowed: %s:%u by list '%s'\n", host, port, list);
-        print_rule("rule", t, &ex.result.rule);
+        if (pc_decision_rule(&dc, &d, &rule))
+            print_rule("rule", dc.table, &rule);
+    } else if (!d.has_authority) {
+        /* Refused before any lookup: as the proxy refuses the bytes. */
+        printf("denied: '%s' by list '%s' (%s)\n", dest, list, ph_reason_code(d.reason));
+        if (d.reason == PH_REASON_IP_LITERAL)
+            puts("  why: an IP address is never an allowed destination; name the host");
+        else
+            printf("  why: %s\n", d.log_detail);
     } else {
-        printf("denied: %s:%u by list '%s' (%s)\n", host, port, list,
-               ph_reason_code(ex.result.reason));
+        printf("denied: %s:%u by list '%s' (%s)\n", host, port, list, ph_reason_code(d.reason));
         /* Any host under a wildcard-DNS service, allowed by a rule or not:
          * say which service, so no one adds the rule that would be refused. */
         const ph_wildcard_dns_service *w = ph_wildcard_dns_find(host, strlen(host));
         if (w != NULL)
             printf("  service: %s is under %s, a wildcard-DNS service (%s; source: %s): "
                    "never allowed\n", host, w->domain, ph_wildcard_dns_describe(w), w->source);
-        print_why(t, &ex, host, port, list);
+        ph_table_explanation ex;
+        if (ph_table_explain(dc.table, list, host, strlen(host), port, &ex) == PH_OK)
+            print_why(dc.table, &ex, host, port, list);
     }
-    printf("  policy id: %s\n", ph_table_policy_id_hex(t));
-    ph_table_close(&t);
-    return ex.result.allowed ? 0 : 1;
+    printf("  proxy answer: %d %s\n", d.http_status, ph_reason_code(d.reason));
+    printf("  policy id: %s\n", ph_table_policy_id_hex(dc.table));
+    pc_decider_close(&dc);
+    return d.allowed ? 0 : 1;
 }

@@ -8,7 +8,7 @@
 
 #include "cases.h"
 #include "commands.h"
-#include "destination.h"
+#include "decide.h"
 #include "table_input.h"
 
 static void usage(FILE *out)
@@ -33,34 +33,36 @@ static void usage(FILE *out)
           out);
 }
 
-/* 1 when case c passes, 0 when it fails (printed). */
-static int run_case(const ph_table *t, const char *file, const pc_case *c)
+/* 1 when case c passes, 0 when it fails (printed). The destination is
+ * decided as the proxy decides it (pc_decide). */
+static int run_case(const pc_decider *dc, const char *file, const pc_case *c)
 {
-    char host[PC_DEST_HOST_MAX];
-    uint16_t port;
-    const char *why;
-    if (!pc_parse_destination(c->destination, host, &port, &why)) {
-        printf("%s:%u:%u: FAIL %s: %s\n", file, c->line, c->col, c->destination, why);
-        return 0;
-    }
-    ph_table_explanation ex;
-    pc_explain_destination(t, c->list, host, port, &ex);
-    const char *got = ex.result.allowed ? "allow" : "deny";
-    const char *code = ph_reason_code(ex.result.reason);
-    bool pass = ex.result.allowed == c->expect_allow &&
-                (c->reason == NULL || strcmp(c->reason, code) == 0);
+    ph_decision d;
+    pc_decide(dc, c->list, c->destination, &d);
+    const char *got = d.allowed ? "allow" : "deny";
+    const char *code = ph_reason_code(d.reason);
+    bool pass = d.allowed == c->expect_allow && (c->reason == NULL || strcmp(c->reason, code) == 0);
     if (pass)
         return 1;
     printf("%s:%u:%u: FAIL %s (list %s): expected %s%s%s, got %s (%s)\n", file, c->line, c->col,
            c->destination, c->list, c->expect_allow ? "allow" : "deny",
            c->reason ? " " : "", c->reason ? c->reason : "", got, code);
-    const ph_table_rule *r = ex.result.allowed ? &ex.result.rule
-                             : ex.has_near_rule ? &ex.near_rule
-                                                : NULL;
+    if (!d.has_authority) {
+        printf("  why: %s\n", d.log_detail);
+        return 0;
+    }
+    ph_table_explanation ex;
+    ph_table_rule rule;
+    const ph_table_rule *r = NULL;
+    if (pc_decision_rule(dc, &d, &rule))
+        r = &rule;
+    else if (ph_table_explain(dc->table, c->list, d.verdict.host, strlen(d.verdict.host),
+                              d.verdict.port, &ex) == PH_OK && ex.has_near_rule)
+        r = &ex.near_rule;
     if (r != NULL) {
         char ports[256];
-        pc_format_rule_ports(t, r->index, ports, sizeof ports);
-        printf("  %s: %s ports [%s] (%s:%u)\n", ex.result.allowed ? "allowed by" : "nearest rule",
+        pc_format_rule_ports(dc->table, r->index, ports, sizeof ports);
+        printf("  %s: %s ports [%s] (%s:%u)\n", d.allowed ? "allowed by" : "nearest rule",
                r->host, ports, r->file, r->line);
     }
     return 0;
@@ -100,12 +102,18 @@ int pc_cmd_test(int argc, char **argv)
         pc_cases_free(&cases);
         return 2;
     }
+    pc_decider dc;
+    if (pc_decider_open(&t, &dc, &diag) != PH_OK) {
+        fprintf(stderr, "policyc test: %s\n", diag.message);
+        pc_cases_free(&cases);
+        return 2;
+    }
     size_t passed = 0;
     for (size_t i = 0; i < cases.count; i++)
-        passed += (size_t)run_case(t, cases_path, &cases.items[i]);
+        passed += (size_t)run_case(&dc, cases_path, &cases.items[i]);
     size_t failed = cases.count - passed;
     printf("%zu passed, %zu failed\n", passed, failed);
-    ph_table_close(&t);
+    pc_decider_close(&dc);
     pc_cases_free(&cases);
     return failed ? 1 : 0;
 }

@@ -208,24 +208,19 @@ void px_limits_peer_release(const char *peer_key);
 
 /* Loads table and key for the first time (startup failures are fatal). */
 ph_status px_policy_init(const px_config *cfg, ph_diag *diag);
-/* Opens and validates a new table and a new keyring, then puts both in
- * force at once; if either fails, neither changes (counted and logged, the
- * old policy keeps serving). On success runs the change hook (below). */
+/* ph_guard_reload_policy: a new table and keyring are put in force together
+ * when either file changed; if either fails, neither changes (counted and
+ * logged, the old pair keeps serving). On success runs the change hook
+ * (below) when the table or the keys changed. */
 ph_status px_policy_reload(ph_diag *diag);
 /* hook(arg) runs on the reloading thread after every successful reload
  * (main registers one that asks each worker to recheck its tunnels). */
 void px_policy_on_change(void (*hook)(void *arg), void *arg);
 void px_policy_shutdown(void);
 
-/* The grant (ph_grant_verify_proxy_authorization), then, only when it
- * verified (*grant_ok), the authority on the grant's list
- * (ph_guard_check_authority; its status in *check_status, the verdict in
- * *v), both against the one policy in force: no reload lands between the
- * two. */
-void px_policy_decide(const char *auth_value, size_t auth_len, int64_t now,
-                      const char *authority, size_t authority_len, ph_grant *grant,
-                      bool *grant_ok, ph_reason *grant_reason, ph_diag *grant_diag,
-                      ph_verdict *v, ph_status *check_status);
+/* The policy object in force (borrowed; valid from px_policy_init to
+ * px_policy_shutdown): decisions go to ph_decide_connect on it. */
+ph_guard *px_policy(void);
 /* The loaded policy id (hex), "" before the first load. */
 void px_policy_id(char out[PH_TABLE_ID_HEX_LEN + 1]);
 

@@ -1,20 +1,22 @@
-/* tunnel.c - one client connection: read the request head, run the decision
- * of DESIGN section 4 with the guard's functions, dial, hand over to the
- * relay, and write one log line at the end.
+/* tunnel.c - one client connection: read the request head, ask libpinhole
+ * for the decision of DESIGN section 4, dial, hand over to the relay, and
+ * write one log line at the end.
  *
- *   head -> authority (guard: ph_authority_parse; IP literals refused first)
- *        -> grant (guard: ph_grant_verify_proxy_authorization)   407
- *        -> allowlist (guard: ph_table_lookup on the grant's list) 403
- *        -> per-lease limit                                      429
- *        -> resolve (c-ares) -> every address (guard: ph_addr_classify) 403
- *        -> dial the checked addresses in order, never re-resolving 502/504
+ *   head -> ph_decide_connect (guard, once: authority, grant, allowlist on
+ *           one pinned policy version; the verdict carries its HTTP status)
+ *        -> per-lease limit (the proxy's own resource)           429
+ *        -> resolve (c-ares) -> every address (guard: ph_addr_classify)
+ *        -> dial the checked addresses in order, never re-resolving
  *        -> 200, relay (until the earliest of max_lifetime_s and the
  *           grant's expiry; a reload decides open connections again)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
  * request-head caps (503 limit_exceeded, answered without reading).
  *
- * This file decides nothing itself: every verdict comes from libpinhole.
+ * This file decides nothing itself: every verdict, and the HTTP status of
+ * every refusal for a reason (ph_reason_http_status), comes from libpinhole.
+ * The statuses written here are the request framing's (the parser's 4xx,
+ * 408) and the proxy's own overload (503).
  *
  * Ownership: a px_conn is freed only by conn_free, and every callback that
  * can reach conn_free (bufferevent callbacks, the timer, the DNS answer, the
@@ -170,6 +172,12 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
     bufferevent_enable(c->client, EV_WRITE);
 }
 
+/* A refusal for a reason, answered with the guard's status for it. */
+static void refuse_for(px_conn *c, ph_reason reason, const char *detail)
+{
+    refuse(c, ph_reason_http_status(reason), reason, detail);
+}
+
 /* ---- lifecycle ----------------------------------------------------------- */
 
 static double elapsed(const px_conn *c)
@@ -273,34 +281,30 @@ static void recheck(px_conn *c)
 {
     char authority[PH_HOST_MAX + 8];
     int n = snprintf(authority, sizeof authority, "%s:%u", c->auth.host, c->auth.port);
-    ph_grant g;
-    bool grant_ok = false;
-    ph_reason reason = PH_REASON_GRANT_INVALID;
-    ph_diag diag = { 0 };
-    ph_verdict v;
-    ph_status st = PH_OK;
-    px_policy_decide(c->token, c->token_len, (int64_t)time(NULL), authority, (size_t)n, &g,
-                     &grant_ok, &reason, &diag, &v, &st);
-    const char *end;
-    int status;
-    if (!grant_ok) {
-        end = reason == PH_REASON_GRANT_EXPIRED ? "grant_expired" : "key_revoked";
-        status = 407;
-        snprintf(c->detail, sizeof c->detail, "after reload: %s", diag.message);
-    } else if ((st != PH_OK || !v.allowed) && !c->w->cfg->keep_tunnels_on_reload) {
-        end = "policy_revoked";
-        status = 403;
-        reason = v.reason != PH_REASON_ALLOWED ? v.reason : PH_REASON_NOT_ALLOWLISTED;
-        snprintf(c->detail, sizeof c->detail, "after reload: %s", v.detail);
-    } else {
+    ph_connect_request r = {
+        .authority = authority,
+        .authority_len = (size_t)n,
+        .proxy_authorization = c->token,
+        .proxy_authorization_len = c->token_len,
+        .now = (int64_t)time(NULL),
+    };
+    ph_decision d;
+    if (ph_decide_connect(px_policy(), &r, &d) == PH_OK)
         return;
-    }
+    const char *end;
+    if (!d.has_grant)
+        end = d.reason == PH_REASON_GRANT_EXPIRED ? "grant_expired" : "key_revoked";
+    else if (!c->w->cfg->keep_tunnels_on_reload)
+        end = "policy_revoked";
+    else
+        return;
+    snprintf(c->detail, sizeof c->detail, "after reload: %s", d.log_detail);
     if (c->state == ST_RELAY) {
         px_relay_stop(c->relay, end); /* frees c */
         return;
     }
     c->end = end;
-    refuse(c, status, reason, c->detail);
+    refuse(c, d.http_status, d.reason, c->detail);
 }
 
 void px_conn_recheck_all(px_worker *w)
@@ -454,10 +458,10 @@ static void dial_next(px_conn *c)
     if (c->attempts > 0 && c->timeouts == c->attempts) {
         snprintf(c->detail, sizeof c->detail, "%d address(es) did not answer within %ld ms",
                  c->attempts, c->w->cfg->connect_timeout_ms);
-        refuse(c, 504, PH_REASON_UPSTREAM_TIMEOUT, c->detail);
+        refuse_for(c, PH_REASON_UPSTREAM_TIMEOUT, c->detail);
     } else {
         snprintf(c->detail, sizeof c->detail, "%d address(es) refused or failed", c->attempts);
-        refuse(c, 502, PH_REASON_UPSTREAM_UNREACHABLE, c->detail);
+        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, c->detail);
     }
 }
 
@@ -510,54 +514,48 @@ static void resolved(const px_dns_answer *a, void *arg)
     dial_next(c);
 }
 
-/* ---- the head and the first two yeses ------------------------------------ */
+/* ---- the head and the decision ------------------------------------------- */
 
 static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
 {
-    ph_diag diag = { 0 };
-    /* 1. The authority, with the guard's one parser (IP literals first). */
-    ph_status st = ph_authority_parse((const char *)head + req->target.off, req->target.len,
-                                      &c->auth, &diag);
-    if (st != PH_OK) {
-        if (c->auth.reason == PH_REASON_IP_LITERAL)
-            refuse(c, 403, PH_REASON_IP_LITERAL, "IP literal destinations are never allowed");
-        else
-            refuse(c, 400, PH_REASON_PARSE_ERROR, diag.message);
-        return;
-    }
-    c->has_auth = true;
-
-    /* 2. The grant (first yes), then 3. the grant's list (second yes),
-     * against one policy (the guard parses and matches). */
-    ph_reason reason = PH_REASON_NO_GRANT;
-    const char *value = req->has_authorization ? (const char *)head + req->authorization.off : "";
+    /* The guard decides (authority, grant, list) on one policy version. */
+    const char *value = req->has_authorization ? (const char *)head + req->authorization.off : NULL;
     size_t vlen = req->has_authorization ? req->authorization.len : 0;
-    bool grant_ok = false;
-    ph_verdict v;
-    px_policy_decide(value, vlen, (int64_t)time(NULL), (const char *)head + req->target.off,
-                     req->target.len, &c->grant, &grant_ok, &reason, &diag, &v, &st);
-    if (!grant_ok) {
-        /* The client learns the code; the diagnostic goes to the log only. */
-        refuse(c, 407, reason, NULL);
-        snprintf(c->detail, sizeof c->detail, "%s", diag.message);
+    ph_connect_request r = {
+        .authority = (const char *)head + req->target.off,
+        .authority_len = req->target.len,
+        .proxy_authorization = value,
+        .proxy_authorization_len = vlen,
+        .now = (int64_t)time(NULL),
+    };
+    ph_decision d;
+    ph_decide_connect(px_policy(), &r, &d);
+    if (d.has_authority) {
+        c->has_auth = true;
+        c->auth.port = d.verdict.port;
+        c->auth.host_len = strlen(d.verdict.host);
+        memcpy(c->auth.host, d.verdict.host, c->auth.host_len + 1);
+    }
+    if (d.has_grant) {
+        c->has_grant = true;
+        c->grant = d.grant;
+        snprintf(c->policy_id, sizeof c->policy_id, "%s", d.verdict.policy_id);
+    }
+    if (!d.allowed) {
+        /* The client learns the code and the client-safe detail; the log
+         * gets the full line. */
+        refuse(c, d.http_status, d.reason, d.client_detail);
+        snprintf(c->detail, sizeof c->detail, "%s", d.log_detail);
         return;
     }
-    c->has_grant = true;
-    snprintf(c->policy_id, sizeof c->policy_id, "%s", v.policy_id);
-    if (st != PH_OK || !v.allowed) {
-        ph_reason r = v.reason != PH_REASON_ALLOWED ? v.reason : PH_REASON_PARSE_ERROR;
-        refuse(c, r == PH_REASON_PARSE_ERROR ? 400 : 403, r, NULL);
-        snprintf(c->detail, sizeof c->detail, "%s", v.detail);
-        return;
-    }
-    c->has_rule = v.has_rule;
-    c->rule_line = v.rule_line;
-    snprintf(c->rule_file, sizeof c->rule_file, "%s", v.rule_file);
+    c->has_rule = d.verdict.has_rule;
+    c->rule_line = d.verdict.rule_line;
+    snprintf(c->rule_file, sizeof c->rule_file, "%s", d.verdict.rule_file);
 
-    /* 4. Per-lease limit (from the grant). */
+    /* The per-lease limit (from the grant): the proxy's own resource. */
     if (!px_limits_lease_acquire(c->grant.tenant, c->grant.lease,
                                  c->w->cfg->max_connections_per_lease)) {
-        refuse(c, 429, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease");
+        refuse_for(c, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease");
         return;
     }
     c->lease_slot = true;
@@ -567,15 +565,16 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
         refuse(c, 503, PH_REASON_LIMIT_EXCEEDED, "out of memory");
         return;
     }
-    memcpy(c->token, value, vlen);
+    memcpy(c->token, value != NULL ? value : "", vlen);
     c->token[vlen] = '\0';
     c->token_len = vlen;
 
-    /* 5. Resolve exactly this name (the answer comes from the loop). */
+    /* What comes next (d.next == PH_NEXT_RESOLVE): resolve exactly this
+     * name (the answer comes from the loop). */
     c->state = ST_RESOLVE;
     c->query = px_dns_resolve(c->w->dns, c->auth.host, resolved, c);
     if (c->query == NULL)
-        refuse(c, 502, PH_REASON_DNS_FAILURE, "out of memory");
+        refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
 static void head_read_cb(struct bufferevent *b, void *arg)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int hex_value(char c)
 {
@@ -79,4 +80,34 @@ unsigned url_tsv_for_each_row(const char *name, url_tsv_row_fn *fn, void *ctx)
     }
     free(file);
     return rows;
+}
+
+size_t url_tsv_connect_authority(const char *url, size_t len, char *out, size_t cap)
+{
+    size_t skip;
+    const char *port;
+    if (len > 7 && strncasecmp(url, "http://", 7) == 0) {
+        skip = 7;
+        port = ":80";
+    } else if (len > 8 && strncasecmp(url, "https://", 8) == 0) {
+        skip = 8;
+        port = ":443";
+    } else {
+        return 0;
+    }
+    size_t end = skip;
+    while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#')
+        end++;
+    size_t n = end - skip;
+    if (n + 7 > cap)
+        return 0;
+    memcpy(out, url + skip, n);
+    const char *bracket = memchr(out, ']', n);
+    const char *tail = bracket ? bracket : out;
+    if (memchr(tail, ':', n - (size_t)(tail - out)) == NULL) {
+        memcpy(out + n, port, strlen(port));
+        n += strlen(port);
+    }
+    out[n] = '\0';
+    return n;
 }

@@ -23,4 +23,11 @@ unsigned url_tsv_for_each_row(const char *name, url_tsv_row_fn *fn, void *ctx);
  * on a malformed escape or when out is too small. */
 size_t url_tsv_unescape(const char *in, char *out, size_t cap, const char *file, unsigned line);
 
+/* What a client sends in CONNECT for url[0..len): the authority cut from the
+ * text (after "http://" or "https://", any case, up to the first '/', '?' or
+ * '#'), the scheme's default port added when none is written; no parser of
+ * ours decides it. Writes it NUL-terminated into out[0..cap) and returns its
+ * length; 0 when url has neither scheme or out is too small. */
+size_t url_tsv_connect_authority(const char *url, size_t len, char *out, size_t cap);
+
 #endif

@@ -103,10 +103,24 @@ static void explain_exit_codes_and_output(void **state)
         assert_non_null(strstr(out, "ip_literal"));
         free(out);
     }
-    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "api.github.com"), 2);
-    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "api.github.com:0"), 2);
-    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "a.com:65536"), 2);
-    assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", yaml_path, "a.com:0443"), 2);
+    /* The proxy's verdict, canonicalization included. */
+    char *out;
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", yaml_path, "API.GitHub.com:443"), 0);
+    assert_non_null(strstr(out, "allowed: api.github.com:443"));
+    assert_non_null(strstr(out, "proxy answer: 200 allowed"));
+    free(out);
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", yaml_path, "api.github.com:22"), 1);
+    assert_non_null(strstr(out, "proxy answer: 403 port_not_allowed"));
+    free(out);
+    /* Bytes the proxy cannot parse are denied as the proxy denies them. */
+    static const char *const unparsable[] = {"api.github.com", "api.github.com:0", "a.com:65536",
+                                             "a.com:0443", "ex@mple.com:443"};
+    for (size_t i = 0; i < sizeof unparsable / sizeof *unparsable; i++) {
+        assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", yaml_path, unparsable[i]), 1);
+        assert_non_null(strstr(out, "(parse_error)"));
+        assert_non_null(strstr(out, "proxy answer: 400 parse_error"));
+        free(out);
+    }
     assert_int_equal(run(pc_cmd_explain, NULL, 2, "explain", yaml_path), 2);
     assert_int_equal(run(pc_cmd_explain, NULL, 3, "explain", "/nonexistent", "a.com:1"), 2);
     assert_int_equal(run(pc_cmd_explain, NULL, 2, "explain", "--help"), 0);
@@ -156,10 +170,14 @@ static void test_reports_each_failure_and_a_summary(void **state)
                                "  - {destination: \"pypi.org:443\", list: common, expect: allow}\n"
                                "  - destination: \"api.github.com:80\"\n"
                                "    expect: deny\n"
-                               "    reason: port_not_allowed\n",
+                               "    reason: port_not_allowed\n"
+                               "  - {destination: \"API.GitHub.com:443\", expect: allow}\n"
+                               "  - {destination: \"10.0.0.1:443\", expect: deny, reason: ip_literal}\n"
+                               "  - {destination: \"api.github.com\", expect: deny,"
+                               " reason: parse_error}\n",
                                &out),
                      0);
-    assert_non_null(strstr(out, "3 passed, 0 failed\n"));
+    assert_non_null(strstr(out, "6 passed, 0 failed\n"));
     free(out);
     assert_int_equal(run_cases("cases:\n"
                                "  - {destination: \"api.github.com:443\", expect: deny}\n"

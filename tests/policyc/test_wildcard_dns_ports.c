@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "destination.h"
+#include "decide.h"
 #include "table_fixture.h"
 #include "wildcard_dns-int.h"
 
@@ -177,13 +177,26 @@ static void test_older_table_cannot_smuggle_a_service(void **state)
     assert_true(r.allowed);
 
     ph_table_explanation ex;
-    assert_int_equal(pc_explain_destination(t, "default", "xn--bcher-kva.nip.io", 443, &ex), PH_OK);
+    assert_int_equal(ph_table_explain(t, "default", "xn--bcher-kva.nip.io", 20, 443, &ex), PH_OK);
     assert_false(ex.result.allowed);
     assert_int_equal(ex.result.reason, PH_REASON_WILDCARD_DNS);
     assert_int_equal(ex.near, PH_TABLE_NEAR_WILDCARD_DNS);
     assert_true(ex.has_near_rule);
     assert_string_equal(ex.near_rule.host, "*.nip.io");
-    ph_table_close(&t);
+
+    /* policyc decides as the proxy does: canonicalized, refused, 403. */
+    pc_decider dc;
+    assert_int_equal(pc_decider_open(&t, &dc, NULL), PH_OK);
+    ph_decision d;
+    pc_decide(&dc, "default", "XN--BCHER-KVA.Nip.IO:443", &d);
+    assert_false(d.allowed);
+    assert_int_equal(d.reason, PH_REASON_WILDCARD_DNS);
+    assert_int_equal(d.http_status, 403);
+    assert_string_equal(d.verdict.host, "xn--bcher-kva.nip.io");
+    pc_decide(&dc, "default", "API.GitHub.com:443", &d);
+    assert_true(d.allowed);
+    assert_int_equal(d.http_status, 200);
+    pc_decider_close(&dc);
 }
 
 int main(void)

@@ -200,38 +200,6 @@ static const char *both(parity *p, const char *list, const char *token, const ch
     return want;
 }
 
-/* What a client sends in CONNECT for url (see the header); 0 when url is not
- * "http://" or "https://" (any case) followed by something. */
-static size_t url_authority(const char *url, size_t len, char *out, size_t cap)
-{
-    size_t skip;
-    const char *port;
-    if (len > 7 && strncasecmp(url, "http://", 7) == 0) {
-        skip = 7;
-        port = ":80";
-    } else if (len > 8 && strncasecmp(url, "https://", 8) == 0) {
-        skip = 8;
-        port = ":443";
-    } else {
-        return 0;
-    }
-    size_t end = skip;
-    while (end < len && url[end] != '/' && url[end] != '?' && url[end] != '#')
-        end++;
-    size_t n = end - skip;
-    if (n + 7 > cap)
-        return 0;
-    memcpy(out, url + skip, n);
-    const char *bracket = memchr(out, ']', n);
-    const char *tail = bracket ? bracket : out;
-    if (memchr(tail, ':', n - (size_t)(tail - out)) == NULL) {
-        memcpy(out + n, port, strlen(port));
-        n += strlen(port);
-    }
-    out[n] = '\0';
-    return n;
-}
-
 /* "allowed" as a production build sees it: the upstream is on loopback. */
 static const char *as_built(const parity *p, const char *reason)
 {
@@ -264,7 +232,7 @@ static void corpus_input(parity *p, const char *in, bool is_url, bool expect_ok,
     ph_pinned_addrs addrs;
     ph_guard_check_and_resolve(p->guard, p->list, t, len, &v, &addrs, NULL);
     const char *worker = v.allowed ? "allowed" : ph_reason_code(v.reason);
-    size_t alen = url_authority(t, len, a, sizeof a);
+    size_t alen = url_tsv_connect_authority(t, len, a, sizeof a);
     const char *proxied = alen ? both(p, p->list, p->token, a, alen, line, "authority of") : "-";
     if (expect_ok) {
         const char *want = ok_verdict(p, a, alen);

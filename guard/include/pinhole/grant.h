@@ -92,6 +92,12 @@ PH_API ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_dia
 PH_API size_t ph_keyring_count(const ph_keyring *kr);
 PH_API const char *ph_keyring_signing_kid(const ph_keyring *kr);
 
+/* The keyring's id: 64 lowercase hex digits (SHA-256 over every key id and
+ * key in order), for logs and reload reports; it reveals nothing of the
+ * keys. PH_E_INVAL for NULL. */
+#define PH_KEYRING_ID_HEX_LEN 64
+PH_API ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_LEN + 1]);
+
 /* Wipes and frees *kr, sets it to NULL. NULL-safe. */
 PH_API void ph_keyring_free(ph_keyring **kr);
 

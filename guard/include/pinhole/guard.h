@@ -2,8 +2,11 @@
  * pinhole/guard.h - the high-level decision API: what a worker calls before
  * it dials a tenant-supplied URL, and what the proxy calls for a CONNECT.
  *
- * A ph_guard holds the current allowlist table and swaps it when the file is
- * replaced. The decision (DESIGN section 4) is made here and nowhere else:
+ * A ph_guard is the policy object: it holds the current policy version (the
+ * allowlist table, and for the proxy the grant keyring with it) and swaps the
+ * version when a file is replaced. The decision (DESIGN section 4) is made
+ * here and nowhere else (ph_decide_connect for a CONNECT, ph_guard_check_url
+ * for a worker's URL):
  *   1. parse the URL or CONNECT authority (pinhole/url.h; IP literals are
  *      refused before anything else sees them);
  *   2. look up canonical host + port in the named list (pinhole/table.h);
@@ -11,11 +14,12 @@
  *      (pinhole/resolve.h); dial only those (pinhole/connect.h).
  * Grants (step 2 of the proxy's decision) are in pinhole/grant.h.
  *
- * Threads: every function may be called concurrently on one guard. A check
- * uses one table from start to end: a reload that lands meanwhile replaces
- * the table for later calls only, and the old table is freed when its last
- * user is done (reference counted). A new file that fails to open is refused
- * whole; the old table stays in use and the failure is reported.
+ * Threads: every function may be called concurrently on one guard. A
+ * decision uses one policy version (table and keyring) from start to end: a
+ * reload that lands meanwhile replaces the version for later calls only, and
+ * the old one is freed when its last user is done (reference counted). A
+ * reload loads both files; when either fails to load the new pair is refused
+ * whole, the old pair stays in use and the failure is reported.
  */
 #ifndef PINHOLE_GUARD_H
 #define PINHOLE_GUARD_H
@@ -24,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinhole/grant.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
 #include "pinhole/status.h"
@@ -45,6 +50,10 @@ typedef struct ph_guard_options {
     /* When not 0, checks look at most this often (by stat) whether the table
      * file was replaced, and reload it; 0: only ph_guard_reload reloads. */
     unsigned reload_interval_ms;
+    /* The grant key file (pinhole/grant.h; copied) loaded and reloaded with
+     * the table as one policy version; NULL: no keyring, and
+     * ph_decide_connect accepts only callers that name the list. */
+    const char *grant_keys_path;
 } ph_guard_options;
 
 /* Provenance strings longer than these are truncated in a verdict. */
@@ -110,6 +119,34 @@ PH_API ph_status ph_guard_reload(ph_guard *g, bool *reloaded, ph_diag *diag);
  * successful one: PH_OK when none. Copies its diagnostic into *diag. */
 PH_API ph_status ph_guard_last_reload_error(ph_guard *g, ph_diag *diag);
 
+/* What identifies the policy version in force. */
+typedef struct ph_policy_info {
+    uint64_t generation; /* 1 at open, +1 for every reload that swapped */
+    char policy_id[PH_TABLE_ID_HEX_LEN + 1];
+    char keyring_id[PH_KEYRING_ID_HEX_LEN + 1]; /* "" without a key file */
+    size_t keys;                                /* keys in the keyring */
+} ph_policy_info;
+
+PH_API void ph_guard_policy_info(ph_guard *g, ph_policy_info *out);
+
+/* What one ph_guard_reload_policy did. */
+typedef struct ph_reload_report {
+    bool reloaded;           /* a new version is in force */
+    bool table_changed;      /* its policy id differs from the old one */
+    bool keys_changed;       /* its keyring id differs from the old one */
+    const char *failed_file; /* on failure: "table" or "grant keys" (static) */
+    ph_policy_info info;     /* the version in force afterwards */
+} ph_reload_report;
+
+/*
+ * Reloads the policy when the table or the key file was replaced (device,
+ * inode, size, mtime or ctime changed): both files are loaded, and only when
+ * both loaded is the new pair put in force, in one swap. On failure the old
+ * pair stays, the error is returned (r->failed_file names the file) and
+ * remembered for ph_guard_last_reload_error. r may be NULL.
+ */
+PH_API ph_status ph_guard_reload_policy(ph_guard *g, ph_reload_report *r, ph_diag *diag);
+
 /* Copies the current table's policy id (64 hex digits + NUL). */
 PH_API void ph_guard_policy_id(ph_guard *g, char out[static PH_TABLE_ID_HEX_LEN + 1]);
 
@@ -147,6 +184,80 @@ PH_API ph_status ph_guard_check_authority(ph_guard *g, const char *list, const c
 PH_API ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *url,
                                             size_t len, ph_verdict *v, ph_pinned_addrs *addrs,
                                             ph_diag *diag);
+
+/* ---- one decision per kind of request ------------------------------------ */
+
+/* What the caller does next with an allowed request. */
+typedef enum ph_next_step {
+    PH_NEXT_NONE = 0,    /* refused: answer d->http_status and stop */
+    PH_NEXT_RESOLVE = 1, /* resolve exactly d->verdict.host, check every address
+                          * (pinhole/resolve.h), dial d->verdict.port */
+} ph_next_step;
+
+/* A CONNECT request as the proxy received it. Borrowed for the call. */
+typedef struct ph_connect_request {
+    const char *authority;   /* the request target bytes, not NUL-terminated */
+    size_t authority_len;
+    /* The Proxy-Authorization value (not NUL-terminated), or NULL when the
+     * header is absent: the grant names the list. */
+    const char *proxy_authorization;
+    size_t proxy_authorization_len;
+    /* A trusted caller that names the list itself (a worker, policyc):
+     * no grant is verified. Exactly one of list and a keyring-verified
+     * proxy_authorization decides; the proxy always leaves list NULL. */
+    const char *list;
+    int64_t now; /* unix seconds, for the grant's validity */
+} ph_connect_request;
+
+/* One verdict for one request. Self-contained (copies), caller-owned. */
+typedef struct ph_decision {
+    bool allowed;
+    ph_reason reason;  /* PH_REASON_ALLOWED or the stable reason */
+    int http_status;   /* ph_reason_http_status(reason) */
+    ph_next_step next;
+    /* What the client may be told beyond the reason code ("" for nothing:
+     * a grant or list refusal tells only the code), and the full line for
+     * the log. */
+    char client_detail[PH_DIAG_MESSAGE_MAX];
+    char log_detail[PH_DIAG_MESSAGE_MAX];
+    /* The grant that was verified (tenant, lease, list, expiry). */
+    bool has_grant;
+    ph_grant grant;
+    /* The canonical host and port ("" / 0 when the authority did not
+     * parse), the rule's provenance and the policy id (pinned version). */
+    bool has_authority;
+    ph_verdict verdict;
+    uint64_t generation;
+    char keyring_id[PH_KEYRING_ID_HEX_LEN + 1];
+} ph_decision;
+
+/*
+ * Decides a CONNECT against one pinned policy version, in this order: the
+ * authority (parsed once; IP literals refused first), the grant (or the
+ * trusted caller's list), the list lookup. Fills *d always. Returns PH_OK
+ * when allowed (d->next is PH_NEXT_RESOLVE), PH_E_DENIED when refused,
+ * PH_E_INVAL for missing arguments or a request naming both or neither of
+ * a list and a keyring (d then says parse_error, 400).
+ */
+PH_API ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d);
+
+/* A request for a URL (a plain-HTTP proxy request, or a worker dialing on a
+ * tenant's behalf): the same fields, the target an http or https URL. */
+typedef struct ph_url_request {
+    const char *url; /* not NUL-terminated */
+    size_t url_len;
+    const char *proxy_authorization;
+    size_t proxy_authorization_len;
+    const char *list;
+    int64_t now;
+} ph_url_request;
+
+/*
+ * ph_decide_connect for a URL: the same decision, the same verdict and
+ * statuses, with the URL parser (pinhole/url.h) instead of the authority
+ * parser; d->verdict.scheme says http or https.
+ */
+PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d);
 
 #ifdef __cplusplus
 }

@@ -66,6 +66,11 @@ typedef enum ph_reason {
  * PH_REASON_ALLOWED, "unknown" for out-of-range values. Static, never NULL. */
 PH_API const char *ph_reason_code(ph_reason r);
 
+/* The HTTP status a refusal for r is answered with (200 for
+ * PH_REASON_ALLOWED, 500 for out-of-range values): one table for every
+ * enforcement point, so no caller maps reasons to statuses itself. */
+PH_API int ph_reason_http_status(ph_reason r);
+
 /* Parses a stable code back into *out. Returns PH_OK or PH_E_NOT_FOUND. */
 PH_API ph_status ph_reason_from_code(const char *code, ph_reason *out);
 
