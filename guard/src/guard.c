@@ -12,6 +12,7 @@
 #include "monotonic-int.h"
 #include "guard-int.h"
 #include "pinhole/resolve.h"
+#include "resolve-int.h"
 
 /* What identifies one version of the table file. */
 typedef struct file_id {
