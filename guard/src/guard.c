@@ -13,6 +13,7 @@
 #include "monotonic-int.h"
 #include "guard-int.h"
 #include "pinhole/resolve.h"
+#include "resolve-int.h"
 
 /* What identifies one version of a policy file (ctime too: a chmod that
  * makes a key file unacceptable is a change). */

@@ -1,6 +1,6 @@
-/* resolve.c - the resolution rules shared by the blocking worker call
- * (resolve_blocking.c) and the proxy's event loop: channel options, server
- * lists, the answer check, and the asynchronous start wrapper. */
+/* resolve.c - the resolution rules of the one resolver driver (resolver.c):
+ * channel options, server lists, the answer check and the one mapping of a
+ * c-ares completion to a reason. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include "pinhole/addr.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
+#include "resolve-int.h"
 
 #define SERVERS_COUNT_MAX 8
 
@@ -213,73 +214,45 @@ ph_status ph_pinned_addr_string(const ph_pinned_addrs *a, size_t i, char *buf, s
     return PH_OK;
 }
 
-typedef struct resolve_request {
-    ph_resolve_cb cb;
-    void *arg;
-    uint16_t port;
-    char name[PH_HOST_MAX + 1];
-} resolve_request;
-
-static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinfo *res)
+unsigned ph_resolve_outcome(int status, const struct ares_addrinfo *res, const char *name,
+                            uint16_t port, unsigned max_ttl_s, unsigned negative_ttl_s,
+                            ph_resolve_answer *a)
 {
-    resolve_request *req = arg;
-    ph_pinned_addrs addrs;
     ph_diag diag;
-    ph_reason reason = PH_REASON_DNS_FAILURE;
-    ph_status st;
     memset(&diag, 0, sizeof diag);
-    addrs.count = 0;
+    a->addrs.count = 0;
+    a->detail[0] = '\0';
+    unsigned ttl = 0;
     switch (status) {
     case ARES_SUCCESS:
-        st = ph_resolve_check_answer(res, req->port, &addrs, &reason, &diag);
-        break;
+    case ARES_ENODATA:
+        /* Every address checked; an empty answer is a failure. */
+        a->st = ph_resolve_check_answer(status == ARES_SUCCESS ? res : NULL, port, &a->addrs,
+                                        &a->reason, &diag);
+        if (a->st == PH_OK) {
+            ttl = max_ttl_s;
+            for (const struct ares_addrinfo_node *n = res != NULL ? res->nodes : NULL; n != NULL;
+                 n = n->ai_next)
+                if (n->ai_ttl >= 0 && (unsigned)n->ai_ttl < ttl)
+                    ttl = (unsigned)n->ai_ttl;
+            return ttl;
+        }
+        snprintf(a->detail, sizeof a->detail, "%s", diag.message);
+        return negative_ttl_s; /* the denylist is fixed: the verdict cannot change */
     case ARES_ETIMEOUT:
     case ARES_ECANCELLED:
     case ARES_EDESTRUCTION:
-        reason = PH_REASON_DNS_TIMEOUT;
-        st = ph_diag_set(&diag, PH_E_DENIED, 0, "no DNS answer for %s in time (%s)", req->name,
-                         ares_strerror(status));
-        break;
+        a->st = PH_E_DENIED;
+        a->reason = PH_REASON_DNS_TIMEOUT;
+        snprintf(a->detail, sizeof a->detail, "no DNS answer for %s in time (%s)", name,
+                 ares_strerror(status));
+        return 0;
     default:
-        reason = PH_REASON_DNS_FAILURE;
-        st = ph_diag_set(&diag, PH_E_DENIED, 0, "DNS lookup of %s failed: %s", req->name,
-                         ares_strerror(status));
-        break;
+        a->st = PH_E_DENIED;
+        a->reason = PH_REASON_DNS_FAILURE;
+        snprintf(a->detail, sizeof a->detail, "DNS lookup of %s failed: %s", name,
+                 ares_strerror(status));
+        /* Only an authoritative "no such name" is worth remembering. */
+        return status == ARES_ENOTFOUND ? negative_ttl_s : 0;
     }
-    if (res != NULL)
-        ares_freeaddrinfo(res);
-    ph_resolve_cb cb = req->cb;
-    void *cbarg = req->arg;
-    free(req);
-    cb(cbarg, st, reason, &addrs, &diag);
-}
-
-ph_status ph_resolve_start(ares_channel channel, const char *name, uint16_t port,
-                           ph_resolve_cb cb, void *arg, ph_diag *diag)
-{
-    if (channel == NULL || name == NULL || cb == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "resolve: missing argument");
-    size_t len = strnlen(name, PH_HOST_MAX + 1);
-    size_t where = 0;
-    /* The c-ares 1.18 trap: a literal would be looked up in DNS too. */
-    ph_host_error he = ph_host_check(name, len, &where);
-    if (he != PH_HOST_OK)
-        return ph_diag_set(diag, PH_E_INVAL, where, "refusing to resolve \"%.*s\": %s",
-                           (int)(len > PH_HOST_MAX ? PH_HOST_MAX : len), name,
-                           ph_host_error_string(he));
-    resolve_request *req = calloc(1, sizeof *req);
-    if (req == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    req->cb = cb;
-    req->arg = arg;
-    req->port = port;
-    memcpy(req->name, name, len + 1);
-    struct ares_addrinfo_hints hints;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_flags = ARES_AI_NOSORT;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_protocol = IPPROTO_TCP;
-    ares_getaddrinfo(channel, req->name, NULL, &hints, on_addrinfo, req);
-    return PH_OK;
 }

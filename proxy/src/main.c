@@ -1,6 +1,5 @@
 /* main.c - pinhole-proxy: parse the settings, load the policy, bind, drop
  * privileges, start one worker per core, serve until SIGTERM/SIGINT. */
-#include <ares.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -136,8 +135,9 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
-    if (ares_library_init(ARES_LIB_INIT_ALL) != ARES_SUCCESS || evthread_use_pthreads() != 0) {
-        fprintf(stderr, "pinhole-proxy: cannot initialise c-ares or libevent threads\n");
+    /* The guard's resolver initialises its DNS library itself. */
+    if (evthread_use_pthreads() != 0) {
+        fprintf(stderr, "pinhole-proxy: cannot initialise libevent threads\n");
         return PX_EXIT_INTERNAL;
     }
     if (px_policy_init(&cfg, &diag) != PH_OK)
@@ -257,6 +257,5 @@ out:
         unlink(cfg.unix_socket);
     }
     px_policy_shutdown();
-    ares_library_cleanup();
     return code;
 }

@@ -2,7 +2,7 @@
  *
  * Threads: the main thread runs a libevent loop for signals and the admin
  * listener; each worker thread runs its own loop owning its listeners, its
- * c-ares channel, its DNS cache and its connections. Nothing of a worker is
+ * resolver (the guard's driver, with its DNS cache) and its connections. Nothing of a worker is
  * touched by another thread except through event_base_once/event_active
  * (libevent_pthreads makes those safe) and the atomics in metrics and limits.
  */
@@ -122,9 +122,8 @@ void px_conn_recheck_all(px_worker *w);
 
 #define PX_DNS_ADDRS_MAX PH_PINNED_MAX
 
-/* A checked answer: the guard's ph_resolve_check_answer has classified every
- * address. Cached as such (the denylist is fixed, so the verdict on an
- * answer cannot change while it is cached). */
+/* A checked answer, as the guard's resolver driver delivered it (every
+ * address classified, cached there). */
 typedef struct px_dns_answer {
     ph_reason reason;          /* ALLOWED, DNS_FAILURE, DNS_TIMEOUT, DENIED_ADDRESS */
     int naddrs;
@@ -142,7 +141,8 @@ void px_dns_free(struct px_dns **dns);
  * refused those) A and AAAA. cb runs exactly once, always later, from the
  * worker's loop (never within this call, within c-ares or within
  * px_dns_cancel), unless the query is cancelled first. The query is owned
- * by dns_async.c (its ownership rule is written at struct px_dns_query):
+ * by dns_async.c and the guard (rules at struct px_dns_query and at
+ * struct ph_resolve_query in guard/src/resolver.c):
  * the returned handle is valid until cb starts or px_dns_cancel, whichever
  * comes first; the caller forgets it in cb. NULL (cb will not run): out of
  * memory. */

@@ -1,5 +1,5 @@
 /* worker.c - one libevent loop per thread, with its own listeners (one
- * SO_REUSEPORT socket per TCP address), its own c-ares channel and DNS cache,
+ * SO_REUSEPORT socket per TCP address), its own resolver (the guard's driver, with its DNS cache)
  * and its own connections. Workers share nothing but atomics. */
 #include <stdlib.h>
 #include <string.h>

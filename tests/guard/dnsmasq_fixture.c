@@ -98,6 +98,7 @@ static pid_t spawn(uint16_t port)
             DNSMASQ, "--no-daemon", portarg, "--listen-address=127.0.0.1", "--bind-interfaces",
             "--no-resolv", "--no-hosts", "--conf-file=/dev/null", "--pid-file=", "--user=",
             "--local=/test/", "--local=/example/", "--log-facility=/dev/null",
+            "--local-ttl=60", /* answers the resolver cache may keep */
             "--address=/allowed.test/93.184.215.14",
             "--host-record=dual.test,93.184.215.14,2606:2800:21f:cb07:6820:80da:af6b:8b2c",
             "--address=/private.test/10.0.0.5",
@@ -147,7 +148,7 @@ bool ph_dnsmasq_start(ph_dnsmasq *d)
         snprintf(d->server, sizeof d->server, "127.0.0.1:%u", port);
         /* Ready when it answers a query from the zone (asking, rather than
          * probing its port, never races dnsmasq for the bind). */
-        ph_resolver_config cfg = {d->server, 100};
+        ph_resolver_config cfg = {.servers = d->server, .timeout_ms = 100};
         for (int i = 0; i < 300; i++) {
             struct timespec pause = {0, 10 * 1000 * 1000};
             if (i > 0)

@@ -17,7 +17,8 @@
  *   empty.test             TXT only (no address: an empty answer)
  *   evil.example.test      A 93.184.215.14 (what a search domain "test" would reach)
  *   loop.test              A 127.0.0.1 (reachable only in loopback-exempt test builds)
- *   anything else          NXDOMAIN */
+ *   anything else          NXDOMAIN
+ * Address answers carry TTL 60 (--local-ttl), so caches can keep them. */
 typedef struct ph_dnsmasq {
     pid_t pid;        /* -1 when not running */
     char server[64];  /* "127.0.0.1:<port>" */

@@ -20,6 +20,7 @@
 
 #include "dnsmasq_fixture.h"
 #include "pinhole/resolve.h"
+#include "resolve-int.h" /* the channel rules, for the search-domain control */
 
 static ph_dnsmasq dns = {-1, ""};
 static int blackhole_fd = -1;   /* a UDP socket that never answers */
@@ -45,7 +46,7 @@ static int stop_dnsmasq(void **state)
 
 static ph_reason resolve(const char *name, ph_pinned_addrs *out, ph_diag *d)
 {
-    ph_resolver_config cfg = {dns_server, 2000};
+    ph_resolver_config cfg = {.servers = dns_server, .timeout_ms = 2000};
     ph_reason r = PH_REASON_ALLOWED;
     ph_status st = ph_resolve_blocking(&cfg, name, 443, out, &r, d);
     assert_int_equal(st, r == PH_REASON_ALLOWED ? PH_OK : PH_E_DENIED);
@@ -146,7 +147,7 @@ static int64_t now_ms(void)
 static void test_server_that_never_answers_times_out(void **state)
 {
     (void)state;
-    ph_resolver_config cfg = {blackhole_server, 600};
+    ph_resolver_config cfg = {.servers = blackhole_server, .timeout_ms = 600};
     ph_pinned_addrs a;
     ph_reason r;
     int64_t t0 = now_ms();
@@ -163,10 +164,17 @@ static void test_server_that_never_answers_times_out(void **state)
     }
 }
 
+static void on_never(void *arg, const ph_resolve_answer *a)
+{
+    (void)arg;
+    (void)a;
+    fail_msg("a refused start called back");
+}
+
 static void test_ip_literals_never_reach_dns(void **state)
 {
     (void)state;
-    ph_resolver_config cfg = {blackhole_server, 300};
+    ph_resolver_config cfg = {.servers = blackhole_server, .timeout_ms = 300};
     const char *literals[] = {"127.0.0.1", "10.0.0.1", "2130706433", "127.1", "0x7f.1", "::1",
                               "[::1]"};
     char buf[512];
@@ -181,13 +189,14 @@ static void test_ip_literals_never_reach_dns(void **state)
     struct pollfd p = {.fd = blackhole_fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 100), 0); /* not one datagram */
     /* The asynchronous entry point refuses them too, without calling back. */
-    ares_channel ch;
-    struct ares_options o;
-    int mask;
-    ph_resolver_channel_options(&o, &mask, 300);
-    assert_int_equal(ares_init_options(&ch, &o, mask), ARES_SUCCESS);
-    assert_int_equal(ph_resolve_start(ch, "127.0.0.1", 80, NULL, NULL, NULL), PH_E_INVAL);
-    ares_destroy(ch);
+    ph_resolver *r = NULL;
+    assert_int_equal(ph_resolver_new(&cfg, NULL, &r, NULL), PH_OK);
+    ph_resolve_query *q = (ph_resolve_query *)&cfg;
+    assert_int_equal(ph_resolver_start(r, "127.0.0.1", 80, on_never, NULL, &q, NULL), PH_E_INVAL);
+    assert_null(q);
+    assert_int_equal(ph_resolver_timeout_ms(r), -1);
+    ph_resolver_free(&r);
+    assert_null(r);
 }
 
 /* Callback for the search-domain control: records success. */

@@ -42,7 +42,7 @@ extern "C" {
 typedef struct ph_guard ph_guard;
 
 typedef struct ph_guard_options {
-    /* DNS servers for ph_guard_check_and_resolve (ph_resolver_set_servers
+    /* DNS servers for ph_guard_check_and_resolve (ph_resolver_config.servers
      * syntax, copied); NULL: the system's resolv.conf. */
     const char *dns_servers;
     /* Overall resolution timeout; 0 = PH_RESOLVE_TIMEOUT_MS_DEFAULT. */
