@@ -488,23 +488,15 @@ static void resolved(const px_dns_answer *a, void *arg)
 {
     px_conn *c = arg;
     c->query = NULL;
-    if (a->reason == PH_REASON_DNS_TIMEOUT) {
-        refuse(c, 504, a->reason, a->detail);
-        return;
-    }
-    if (a->reason == PH_REASON_DENIED_ADDRESS) {
-        /* The guard checked every address; any denied refused the answer
-         * (a mixed answer is the DNS-rebinding case). */
-        refuse(c, 403, a->reason, a->detail);
-        return;
-    }
+    /* The guard checked every address; any denied one refused the answer
+     * (a mixed answer is the DNS-rebinding case). */
     if (a->reason != PH_REASON_ALLOWED) {
-        refuse(c, 502, a->reason, a->detail);
+        refuse_for(c, a->reason, a->detail);
         return;
     }
     c->answer = malloc(sizeof *c->answer);
     if (c->answer == NULL) {
-        refuse(c, 502, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
+        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
         return;
     }
     *c->answer = *a;
