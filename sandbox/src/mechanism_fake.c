@@ -20,7 +20,6 @@
  * the session (a child that calls setsid() itself escapes the sweep). */
 #include "sandbox-int.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -51,7 +50,8 @@ static ph_status fake_available(ph_diag *diag)
 
 static bool namespaces_work(void)
 {
-    static int cached = -1;
+    /* Threads may race to probe: each gets the same answer. */
+    static _Atomic int cached = -1;
     if (cached >= 0)
         return cached == 1;
     pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
@@ -100,15 +100,89 @@ static void fake_destroy(void **state)
     *state = NULL;
 }
 
-/* ---- in the child: everything below runs between clone and exec ---- */
+/* ---- in the child: everything below runs between clone and exec ----
+ *
+ * The namespaced child is made with a raw clone, which (unlike glibc's
+ * fork) takes none of the locks another thread of the service may hold at
+ * that moment: malloc's arenas, stdio, gettext's. Whatever was locked stays
+ * locked in the child forever, so from the clone to exec (or _exit) the
+ * children call only async-signal-safe functions: system calls, string
+ * copies into stack buffers, no malloc, no stdio, no strerror. Errors go to
+ * the service as an errno number it formats itself. The child also inherits
+ * every descriptor other threads had open at the clone, their pipes
+ * included; the namespace init never execs, so O_CLOEXEC does not drop
+ * them, and holding another command's pipe would keep that command's
+ * result waiting for this one: closing them is the child's first step. */
 
-static void child_fail(int err_fd, const char *step)
+/* What a child writes on the setup pipe when a step fails. */
+typedef struct setup_failure {
+    int err;        /* errno of the failed step */
+    char step[60];  /* NUL-terminated */
+} setup_failure;
+
+static size_t str_copy(char *dst, size_t cap, const char *src)
 {
-    char msg[256];
-    int n = snprintf(msg, sizeof msg, "%s: %s", step, strerror(errno));
-    if (n > 0)
-        (void)!write(err_fd, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+    size_t n = strlen(src);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    return n;
+}
+
+/* dst = a + b + c (c may be NULL); false when it does not fit. */
+static bool path_join(char *dst, size_t cap, const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = c ? strlen(c) : 0;
+    if (la + lb + lc + 1 > cap)
+        return false;
+    memcpy(dst, a, la);
+    memcpy(dst + la, b, lb);
+    if (c != NULL)
+        memcpy(dst + la + lb, c, lc);
+    dst[la + lb + lc] = '\0';
+    return true;
+}
+
+static void child_fail(int setup_fd, const char *step)
+{
+    setup_failure f = {.err = errno};
+    str_copy(f.step, sizeof f.step, step);
+    (void)!write(setup_fd, &f, sizeof f);
     _exit(126);
+}
+
+/* Writes "pinhole: <a><b>\n" to stderr (b's errno text when b is NULL). */
+static void child_say(const char *a, const char *b, int err)
+{
+    char msg[512];
+    const char *tail = b != NULL ? b : strerrordesc_np(err);
+    if (tail == NULL)
+        tail = "unknown error";
+    if (path_join(msg, sizeof msg - 1, "pinhole: ", a, tail)) {
+        size_t n = strlen(msg);
+        msg[n++] = '\n';
+        (void)!write(2, msg, n);
+    }
+}
+
+/* Closes every descriptor but the n in keep (each >= 0). */
+static void close_all_but(const int *keep, size_t n)
+{
+    unsigned next = 0; /* lowest descriptor not yet considered */
+    for (;;) {
+        unsigned low = ~0U;
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned)keep[i] >= next && (unsigned)keep[i] < low)
+                low = (unsigned)keep[i];
+        if (low == ~0U) {
+            close_range(next, ~0U, 0);
+            return;
+        }
+        if (low > next)
+            close_range(next, low - 1, 0);
+        next = low + 1;
+    }
 }
 
 static void reset_signals(void)
@@ -123,42 +197,64 @@ static void reset_signals(void)
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
+/* One entry of getdents64 (the kernel's layout). */
+struct linux_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+static int bind_one(const char *root, const char *n)
+{
+    if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "tmp") == 0 ||
+        strcmp(n, "proc") == 0 || strcmp(n, "workspace") == 0)
+        return 0;
+    char src[300], dst[4096];
+    if (!path_join(src, sizeof src, "/", n, NULL) || !path_join(dst, sizeof dst, root, "/", n))
+        return 0;
+    struct stat sb;
+    if (lstat(src, &sb) != 0)
+        return 0;
+    if (S_ISLNK(sb.st_mode)) {
+        char target[4096];
+        ssize_t tl = readlink(src, target, sizeof target - 1);
+        if (tl < 0)
+            return 0;
+        target[tl] = '\0';
+        return symlink(target, dst);
+    }
+    if (S_ISDIR(sb.st_mode) &&
+        (mkdir(dst, 0755) != 0 || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0))
+        return -1;
+    return 0;
+}
+
 static int bind_top_level(const char *root)
 {
-    DIR *d = opendir("/");
-    if (d == NULL)
+    int dfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
         return -1;
-    char dst[4096];
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        const char *n = de->d_name;
-        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "tmp") == 0 ||
-            strcmp(n, "proc") == 0 || strcmp(n, "workspace") == 0)
-            continue;
-        char src[300];
-        snprintf(src, sizeof src, "/%s", n);
-        snprintf(dst, sizeof dst, "%s/%s", root, n);
-        struct stat sb;
-        if (lstat(src, &sb) != 0)
-            continue;
-        if (S_ISLNK(sb.st_mode)) {
-            char target[4096];
-            ssize_t tl = readlink(src, target, sizeof target - 1);
-            if (tl < 0)
-                continue;
-            target[tl] = '\0';
-            if (symlink(target, dst) != 0) {
-                closedir(d);
+    _Alignas(struct linux_dirent64) char buf[8192];
+    for (;;) {
+        long got = syscall(SYS_getdents64, dfd, buf, sizeof buf);
+        if (got < 0) {
+            close(dfd);
+            return -1;
+        }
+        if (got == 0)
+            break;
+        for (long off = 0; off < got;) {
+            struct linux_dirent64 *de = (struct linux_dirent64 *)(void *)(buf + off);
+            if (bind_one(root, de->d_name) != 0) {
+                close(dfd);
                 return -1;
             }
-        } else if (S_ISDIR(sb.st_mode)) {
-            if (mkdir(dst, 0755) != 0 || mount(src, dst, NULL, MS_BIND | MS_REC, NULL) != 0) {
-                closedir(d);
-                return -1;
-            }
+            off += de->d_reclen;
         }
     }
-    closedir(d);
+    close(dfd);
     return 0;
 }
 
@@ -171,17 +267,19 @@ static void assemble_root(const fake_state *fs, int err_fd)
         child_fail(err_fd, "mounting the root tmpfs");
     if (bind_top_level(fs->root_dir) != 0)
         child_fail(err_fd, "binding the host directories");
-    snprintf(p, sizeof p, "%s/tmp", fs->root_dir);
-    if (mkdir(p, 01777) != 0 || mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+    errno = ENAMETOOLONG;
+    if (!path_join(p, sizeof p, fs->root_dir, "/tmp", NULL) || mkdir(p, 01777) != 0 ||
+        mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
         child_fail(err_fd, "mounting /tmp");
-    snprintf(p, sizeof p, "%s/proc", fs->root_dir);
-    if (mkdir(p, 0555) != 0)
+    errno = ENAMETOOLONG;
+    if (!path_join(p, sizeof p, fs->root_dir, "/proc", NULL) || mkdir(p, 0555) != 0)
         child_fail(err_fd, "creating /proc");
     if (mount("proc", p, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 &&
         mount("/proc", p, NULL, MS_BIND | MS_REC, NULL) != 0)
         child_fail(err_fd, "mounting /proc");
-    snprintf(p, sizeof p, "%s%s", fs->root_dir, PH_SANDBOX_WORKSPACE_PATH);
-    if (mkdir(p, 0755) != 0 || mount(fs->workspace_dir, p, NULL, MS_BIND, NULL) != 0)
+    errno = ENAMETOOLONG;
+    if (!path_join(p, sizeof p, fs->root_dir, PH_SANDBOX_WORKSPACE_PATH, NULL) ||
+        mkdir(p, 0755) != 0 || mount(fs->workspace_dir, p, NULL, MS_BIND, NULL) != 0)
         child_fail(err_fd, "binding the workspace");
     if (chroot(fs->root_dir) != 0 || chdir("/") != 0)
         child_fail(err_fd, "entering the root");
@@ -193,13 +291,13 @@ static void run_command(const ph_mech_exec_args *a, int out_fd, int err_fd, bool
         _exit(126);
     if (in_namespace) {
         char cwd[PH_WS_PATH_MAX + 16];
-        snprintf(cwd, sizeof cwd, "%s/%s", PH_SANDBOX_WORKSPACE_PATH, a->cwd);
-        if (chdir(cwd) != 0) {
-            dprintf(2, "pinhole: cannot enter the working directory: %s\n", strerror(errno));
+        if (!path_join(cwd, sizeof cwd, PH_SANDBOX_WORKSPACE_PATH, "/", a->cwd) ||
+            chdir(cwd) != 0) {
+            child_say("cannot enter the working directory: ", NULL, errno);
             _exit(126);
         }
     } else if (fchdir(a->cwd_fd) != 0) {
-        dprintf(2, "pinhole: cannot enter the working directory: %s\n", strerror(errno));
+        child_say("cannot enter the working directory: ", NULL, errno);
         _exit(126);
     }
     /* Nothing of the service's descriptors reaches the command. */
@@ -207,8 +305,9 @@ static void run_command(const ph_mech_exec_args *a, int out_fd, int err_fd, bool
     reset_signals();
     ph_exec_in_path(a->argv[0], a->argv, a->envp);
     int err = errno;
-    dprintf(2, "pinhole: %s: %s\n", a->argv[0],
-            err == ENOENT ? "command not found" : strerror(err));
+    char what[300];
+    path_join(what, sizeof what, a->argv[0], ": ", NULL);
+    child_say(what, err == ENOENT ? "command not found" : NULL, err);
     _exit(err == ENOENT ? 127 : 126);
 }
 
@@ -219,7 +318,8 @@ static void namespace_init(const fake_state *fs, const ph_mech_exec_args *a, int
                            int err_fd, int setup_fd, int status_fd)
 {
     assemble_root(fs, setup_fd);
-    pid_t cmd = fork();
+    /* A raw clone again: glibc's fork would wait for the locks above. */
+    pid_t cmd = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
     if (cmd < 0)
         child_fail(setup_fd, "fork");
     if (cmd == 0)
@@ -273,10 +373,16 @@ static ph_status fake_execute(void *state, const ph_mech_exec_args *a, ph_mech_o
     else
         pid = fork();
     if (pid == 0) {
-        close(out_p[0]);
-        close(err_p[0]);
-        close(setup_p[0]);
-        close(status_p[0]);
+        if (fs->namespaces) {
+            const int keep[] = {a->stdin_fd, out_p[1], err_p[1], setup_p[1], status_p[1]};
+            close_all_but(keep, sizeof keep / sizeof keep[0]);
+        } else {
+            /* fork, then exec soon: O_CLOEXEC drops everything else. */
+            close(out_p[0]);
+            close(err_p[0]);
+            close(setup_p[0]);
+            close(status_p[0]);
+        }
         if (setsid() < 0)
             child_fail(setup_p[1], "setsid");
         if (fs->namespaces)
@@ -350,19 +456,29 @@ static ph_status fake_execute(void *state, const ph_mech_exec_args *a, ph_mech_o
         if (caps[i].fd >= 0)
             close(caps[i].fd);
 
-    char setup_err[256];
-    ssize_t sl = read(setup_p[0], setup_err, sizeof setup_err - 1);
+    setup_failure sf;
+    ssize_t sl = read(setup_p[0], &sf, sizeof sf);
     close(setup_p[0]);
     int cmd_status = 0;
     ssize_t got = fs->namespaces ? read(status_p[0], &cmd_status, sizeof cmd_status) : -1;
     close(status_p[0]);
     if (sl > 0) {
-        setup_err[sl] = '\0';
-        return ph_diag_set(diag, PH_E_IO, 0, "fake mechanism could not start the command: %s",
-                           setup_err);
+        sf.step[sizeof sf.step - 1] = '\0';
+        return ph_diag_set(diag, PH_E_IO, 0, "fake mechanism could not start the command: %s: %s",
+                           sl == (ssize_t)sizeof sf ? sf.step : "setup",
+                           sl == (ssize_t)sizeof sf ? strerror(sf.err) : "short report");
     }
-    if (fs->namespaces)
-        wstatus = got == (ssize_t)sizeof cmd_status ? cmd_status : (SIGKILL & 0x7f);
+    if (fs->namespaces) {
+        /* The command's status, else the init's own: killed at the deadline
+         * (or by anyone else) it wrote nothing and its signal is the
+         * answer; an init that exited without reporting lost the command. */
+        if (got == (ssize_t)sizeof cmd_status)
+            wstatus = cmd_status;
+        else if (!WIFSIGNALED(wstatus))
+            return ph_diag_set(diag, PH_E_IO, 0,
+                               "fake mechanism lost the command's status (init exit %d)",
+                               WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+    }
     if (WIFEXITED(wstatus)) {
         o->exited = true;
         o->exit_code = WEXITSTATUS(wstatus);
