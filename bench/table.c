@@ -1,5 +1,5 @@
 /*
- * bench_table - figures for the table (issue 2), printed, never asserted:
+ * bench_table - figures for the table, printed, never asserted:
  *   1. parse + compile a generated 1,000,000-rule allowlist through policyc's
  *      own functions: time of each step, table size, peak RSS (getrusage),
  *      next to the floor of the parse: libyaml's event stream over the same
@@ -12,7 +12,7 @@
  *      same rounds (bsearch over the sorted host names: exact names only),
  *      three times: over a hot set of 4,096 destinations (cache-resident, a
  *      proxy's steady state), spread over 65,536 destinations drawn from the
- *      whole table (issue 2's figure: mostly cache misses), and over 262,144
+ *      whole table (mostly cache misses), and over 262,144
  *      (about nine in ten of the table's names, the working set at its largest).
  * The targets are wall-clock targets, so every figure is wall-clock time
  * (CLOCK_MONOTONIC); this thread's CPU time (CLOCK_THREAD_CPUTIME_ID) is

@@ -1,8 +1,8 @@
 /* mechanism_registry.c - which adapter serves which SandboxMechanism value.
- * Issue 6 adds gvisor and docker here; they implement ph_mechanism_ops
- * (sandbox-int.h) and run the contract suite in tests/sandbox unchanged. */
+ * Every adapter (fake, gvisor, docker) implements ph_mechanism_ops
+ * (sandbox-int.h) and runs the contract suite in tests/sandbox unchanged. */
 #include "sandbox-int.h"
-#include "mechanism_gvisor-int.h" /* issue 6: gvisor */
+#include "mechanism_gvisor-int.h"
 
 const ph_mechanism_ops *ph_mechanism_ops_for(ph_sandbox_mechanism m)
 {
@@ -10,9 +10,9 @@ const ph_mechanism_ops *ph_mechanism_ops_for(ph_sandbox_mechanism m)
     case PH_MECHANISM_FAKE:
         return &ph_mechanism_fake;
     case PH_MECHANISM_GVISOR:
-        return &ph_mechanism_gvisor; /* issue 6 */
+        return &ph_mechanism_gvisor;
     case PH_MECHANISM_DOCKER:
-        return &ph_mechanism_docker; /* issue 6 */
+        return &ph_mechanism_docker;
     }
     return NULL;
 }

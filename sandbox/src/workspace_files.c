@@ -84,7 +84,7 @@ int ph_workspace_root_fd(const ph_workspace *ws)
 /* Opens the directory holding the leaf of `norm` (which is modified: the
  * leaf is cut off and returned in *leaf). With create, missing directories
  * are made, each one resolved again beneath the root. */
-/* Issue 6 (gvisor): the mechanism hands the workspace root to the sandbox's
+/* The gvisor mechanism hands the workspace root to the sandbox's
  * non-root user; entries the service (root) creates take the root's owner
  * too, so commands can modify what the service wrote. Without privilege
  * (the service is that user already) this is a no-op. */

@@ -1,4 +1,4 @@
-# Issue 6: the isolation tests (gvisor, docker) - included from
+# The isolation tests (gvisor, docker) - included from
 # tests/sandbox/CMakeLists.txt after its glob registered every test_*.c.
 #  - test_escape*, test_gvisor* and the host-side tests (workspace limits,
 #    failure cleanup, unchanged rootfs) link the host-side escape helpers;

@@ -1,6 +1,6 @@
 /* test_cgroup_probe.c - v1, v2 and hybrid cgroup hierarchy detection on
- * fake trees (issue 6: limits through cgroups on every layout, refused
- * when a controller the spec's limits need is missing). */
+ * fake trees (limits through cgroups on every layout, refused when a
+ * controller the spec's limits need is missing). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
