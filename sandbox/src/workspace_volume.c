@@ -145,6 +145,16 @@ ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, 
     ph_status st;
     if ((st = ph_fault_point("volume_image", diag)) != PH_OK)
         return st;
+    /* The image is sparse: the host gives up its blocks only as the sandbox
+     * writes. A limit the host filesystem cannot hold now is refused rather
+     * than left for the sandbox to discover as the host's own ENOSPC. */
+    struct statvfs vfs;
+    if (fstatvfs(env_fd, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < bytes)
+        return ph_diag_set(diag, PH_E_LIMIT, 0,
+                           "workspace_host_space: the host filesystem has %llu MiB free, less "
+                           "than the workspace limit of %llu MiB",
+                           (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20),
+                           (unsigned long long)(bytes >> 20));
     int image = openat(env_fd, IMAGE_NAME, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0600);
     if (image < 0)

@@ -98,6 +98,28 @@ static void test_bytes_limit(void **state)
     ph_environment_destroy(&g_env[0]);
 }
 
+/* A limit the host filesystem cannot hold now is refused at create, with
+ * nothing made (the image would be sparse: the host would find out only as
+ * the sandbox filled it). */
+static void test_limit_over_host_free_space(void **state)
+{
+    (void)state;
+    uint64_t free_bytes = host_free_bytes();
+    if (free_bytes >= (uint64_t)PH_WORKSPACE_MAX_BYTES) {
+        printf("# host has %llu GiB free, more than the largest limit: not checkable here\n",
+               (unsigned long long)(free_bytes >> 30));
+        return;
+    }
+    ph_environment_spec s = sbx_spec(&g_fx);
+    s.limits.workspace_bytes = PH_WORKSPACE_MAX_BYTES;
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(g_fx.svc, &s, &env, &diag), PH_E_LIMIT);
+    assert_null(env);
+    printf("# %s\n", diag.message);
+    assert_non_null(strstr(diag.message, "workspace_host_space"));
+}
+
 static void test_inode_limit(void **state)
 {
     (void)state;
@@ -240,6 +262,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_bytes_limit, destroy_left),
         cmocka_unit_test_teardown(test_inode_limit, destroy_left),
+        cmocka_unit_test(test_limit_over_host_free_space),
         cmocka_unit_test_teardown(test_defaults_and_sparse_files, destroy_left),
         cmocka_unit_test_teardown(test_each_environment_has_its_own_host_id, destroy_left),
         cmocka_unit_test(test_volume_creation_cost),
