@@ -27,19 +27,9 @@ static int run(char **out, const char *fmt, ...)
     va_end(ap);
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>/dev/null", ph_test_dir, PH_ARTIFACTS_CLI,
              args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 65536, n = 0, r;
-    char *buf = malloc(cap + 1);
-    while ((r = fread(buf + n, 1, cap - n, p)) > 0)
-        n += r;
-    buf[n] = '\0';
-    int status = pclose(p);
-    if (out)
-        *out = buf;
-    else
-        free(buf);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    int status = ph_test_capture(cmd, out);
+    assert_int_not_equal(status, -1);
+    return status;
 }
 
 static char *json_field(const char *text, const char *key)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 const char *ph_test_source_path(const char *relative)
@@ -87,4 +88,28 @@ int ph_test_write_file(const char *path, const void *data, size_t len)
         return -1;
     int ok = fwrite(data, 1, len, f) == len;
     return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+int ph_test_capture(const char *cmd, char **out)
+{
+    FILE *p = popen(cmd, "r");
+    size_t cap = 65536, n = 0, r;
+    char *buf = malloc(cap + 1);
+    if (p == NULL || buf == NULL) {
+        if (p)
+            pclose(p);
+        free(buf);
+        if (out)
+            *out = NULL;
+        return -1;
+    }
+    while ((r = fread(buf + n, 1, cap - n, p)) > 0)
+        n += r;
+    buf[n] = '\0';
+    int status = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

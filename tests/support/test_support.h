@@ -29,5 +29,9 @@ int ph_test_dir_teardown(void **state);
 char *ph_test_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (truncating). Returns 0 or -1. */
 int ph_test_write_file(const char *path, const void *data, size_t len);
+/* Runs cmd with /bin/sh; its stdout (at most 64 KiB) goes to a malloc'd
+ * NUL-terminated *out (freed here when out is NULL). Returns its exit status,
+ * or -1 when it did not exit normally or could not start. */
+int ph_test_capture(const char *cmd, char **out);
 
 #endif
