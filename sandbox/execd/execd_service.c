@@ -617,6 +617,122 @@ static void release_env(xd_env *e, xd_use u)
     pthread_mutex_unlock(&g_mu);
 }
 
+/* ---- streamed responses ---- */
+
+#define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
+#define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
+
+/* Frames of streamed responses, from pool threads to the loop (under
+ * g_pool_mu, flushed by on_done before the jobs that finished, so a job's
+ * frames always precede its final response). Only the loop touches a
+ * bufferevent. */
+typedef struct xd_frame {
+    xd_conn *conn;
+    uint8_t *data;
+    size_t len;
+    struct xd_frame *next;
+} xd_frame;
+static xd_frame *g_frames_head, *g_frames_tail;
+
+static bool job_cancelled(xd_job *job)
+{
+    pthread_mutex_lock(&g_mu);
+    bool gone = job->cancelled;
+    pthread_mutex_unlock(&g_mu);
+    return gone;
+}
+
+static bool peer_behind(const xd_job *job)
+{
+    return __atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE) >= XD_STREAM_BACKLOG;
+}
+
+/* Hands fr (owned from here on) to the loop for job's connection. */
+static void frame_queue(xd_job *job, xd_frame *fr)
+{
+    fr->conn = job->conn;
+    __atomic_add_fetch(&job->conn->backlog, fr->len, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&g_pool_mu);
+    if (g_frames_tail)
+        g_frames_tail->next = fr;
+    else
+        g_frames_head = fr;
+    g_frames_tail = fr;
+    pthread_mutex_unlock(&g_pool_mu);
+    event_active(g_done_ev, EV_READ, 0);
+}
+
+/* frame_obj (consumed) as a wire frame, or NULL. */
+static xd_frame *frame_new(json_t *frame_obj)
+{
+    xd_frame *fr = calloc(1, sizeof *fr);
+    bool ok = fr && frame_obj && ph_wire_frame(frame_obj, &fr->data, &fr->len) == 0;
+    json_decref(frame_obj);
+    if (!ok) {
+        free(fr);
+        return NULL;
+    }
+    return fr;
+}
+
+static void frame_free(xd_frame *fr)
+{
+    free(fr->data);
+    free(fr);
+}
+
+/* Queues one intermediate frame of job's streamed response and waits while
+ * the peer is slow. false when the connection is gone. */
+static bool stream_send(xd_job *job, json_t *frame_obj)
+{
+    xd_frame *fr = frame_new(frame_obj);
+    if (fr == NULL)
+        return false;
+    for (;;) {
+        if (job_cancelled(job)) {
+            frame_free(fr);
+            return false;
+        }
+        if (!peer_behind(job))
+            break;
+        usleep(1000);
+    }
+    frame_queue(job, fr);
+    return true;
+}
+
+/* environment.execute with stream_output: each piece of output the command
+ * writes goes out as {"output": "stdout"|"stderr", "data_base64": ...}
+ * before the response. Called on the pool thread between the mechanism's
+ * reads, so it never waits: while the peer is behind by XD_STREAM_BACKLOG
+ * the pieces are dropped (counted in the result's stream_dropped_bytes), and
+ * the deadline kill is never delayed by a peer that does not read. */
+typedef struct xd_output_stream {
+    xd_job *job;
+    uint64_t dropped;
+} xd_output_stream;
+
+static void stream_output(void *ctx, int stream, const uint8_t *data, size_t len)
+{
+    xd_output_stream *os = ctx;
+    xd_frame *fr = NULL;
+    if (!peer_behind(os->job) && !job_cancelled(os->job)) {
+        char *b64 = len <= (size_t)INT32_MAX / 2 ? malloc(4 * ((len + 2) / 3) + 1) : NULL;
+        if (b64 != NULL) {
+            EVP_EncodeBlock((unsigned char *)b64, data, (int)len);
+            fr = frame_new(json_pack("{s:s, s:s}", "output",
+                                     stream == PH_STREAM_STDERR ? "stderr" : "stdout",
+                                     "data_base64", b64));
+            free(b64);
+        }
+    }
+    if (fr == NULL) {
+        os->dropped += len;
+        return;
+    }
+    frame_queue(os->job, fr);
+}
+
 static void op_env_execute(xd_job *job)
 {
     char **argv = NULL;
@@ -641,6 +757,11 @@ static void op_env_execute(xd_job *job)
     cmd.cwd = (const char *)cwd;
     cmd.stdin_data = in;
     cmd.stdin_len = in_len;
+    xd_output_stream os = {.job = job};
+    if (json_is_true(json_object_get(job->req, "stream_output")) && job->conn != NULL) {
+        cmd.on_output = stream_output;
+        cmd.on_output_ctx = &os;
+    }
     ph_execution_result *r = NULL;
     ph_diag d = {0};
     ph_status st = ph_environment_execute(e->env, &cmd, &r, &d);
@@ -649,6 +770,7 @@ static void op_env_execute(xd_job *job)
         job->resp = diag_resp(st, &d);
         goto out;
     }
+    r->stream_dropped_bytes = os.dropped;
     json_t *res = ph_wire_result(r);
     ph_execution_result_free(&r);
     job->resp = res ? json_pack("{s:b, s:o}", "ok", 1, "result", res)
@@ -705,58 +827,6 @@ static void op_env_workspace(xd_job *job)
 }
 
 /* ---- WorkspaceFiles ---- */
-
-#define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
-#define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
-
-/* Frames of streamed responses, from pool threads to the loop (under
- * g_pool_mu, flushed by on_done before the jobs that finished, so a job's
- * frames always precede its final response). Only the loop touches a
- * bufferevent. */
-typedef struct xd_frame {
-    xd_conn *conn;
-    uint8_t *data;
-    size_t len;
-    struct xd_frame *next;
-} xd_frame;
-static xd_frame *g_frames_head, *g_frames_tail;
-
-/* Queues one intermediate frame of job's streamed response and waits while
- * the peer is slow. false when the connection is gone. */
-static bool stream_send(xd_job *job, json_t *frame_obj)
-{
-    xd_frame *fr = calloc(1, sizeof *fr);
-    bool ok = fr && frame_obj && ph_wire_frame(frame_obj, &fr->data, &fr->len) == 0;
-    json_decref(frame_obj);
-    if (!ok) {
-        free(fr);
-        return false;
-    }
-    for (;;) {
-        pthread_mutex_lock(&g_mu);
-        bool gone = job->cancelled;
-        pthread_mutex_unlock(&g_mu);
-        if (gone) {
-            free(fr->data);
-            free(fr);
-            return false;
-        }
-        if (__atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE) < XD_STREAM_BACKLOG)
-            break;
-        usleep(1000);
-    }
-    fr->conn = job->conn;
-    __atomic_add_fetch(&job->conn->backlog, fr->len, __ATOMIC_ACQ_REL);
-    pthread_mutex_lock(&g_pool_mu);
-    if (g_frames_tail)
-        g_frames_tail->next = fr;
-    else
-        g_frames_head = fr;
-    g_frames_tail = fr;
-    pthread_mutex_unlock(&g_pool_mu);
-    event_active(g_done_ev, EV_READ, 0);
-    return true;
-}
 
 /* workspace.read with chunk_bytes: the header frame (stat), one frame per
  * chunk, and the final response; memory stays at one chunk whatever the

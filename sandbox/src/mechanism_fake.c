@@ -407,6 +407,7 @@ static ph_status fake_execute(void *state, const ph_mech_exec_args *a, ph_mech_o
 
     ph_capture caps[2] = {{.fd = out_p[0], .dst = &o->out, .cap = a->output_cap},
                           {.fd = err_p[0], .dst = &o->err, .cap = a->output_cap}};
+    ph_capture_stream(caps, a);
     int64_t deadline = start + a->timeout_ms;
     bool exited = false;
     int wstatus = 0;

@@ -272,6 +272,10 @@ typedef struct ph_mech_exec_args {
     int stdin_fd;                /* a readable descriptor at offset 0 (memfd) */
     int64_t timeout_ms;          /* kill the whole tree after this */
     size_t output_cap;           /* per stream */
+    /* ph_execution_command.on_output (may be NULL): the mechanism passes it
+     * to its captures with ph_capture_stream. */
+    void (*on_output)(void *ctx, int stream, const uint8_t *data, size_t len);
+    void *on_output_ctx;
 } ph_mech_exec_args;
 
 typedef struct ph_mech_outcome {
@@ -320,7 +324,15 @@ typedef struct ph_capture {
     ph_output *dst;
     size_t cap;   /* bytes kept at most */
     size_t alloc; /* bytes allocated in dst->data (without the NUL) */
+    /* Called with every piece kept, as it is kept (NULL: none). */
+    void (*on_output)(void *ctx, int stream, const uint8_t *data, size_t len);
+    void *on_output_ctx;
+    int stream;   /* PH_STREAM_STDOUT or PH_STREAM_STDERR */
 } ph_capture;
+
+/* Connects the exec args' output callback to caps[0] (stdout) and caps[1]
+ * (stderr). */
+void ph_capture_stream(ph_capture caps[static 2], const ph_mech_exec_args *a);
 
 /* Reads what is available on every open capture fd (closing each at EOF)
  * until all are closed or deadline_ms (CLOCK_MONOTONIC) passes. */
