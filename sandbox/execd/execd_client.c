@@ -515,6 +515,9 @@ ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execu
     if (resp == NULL)
         return st;
     st = ph_wire_get_result(json_object_get(resp, "result"), out, diag);
+    json_int_t dropped = json_integer_value(json_object_get(resp, "stream_dropped_bytes"));
+    if (st == PH_OK && dropped > 0)
+        (*out)->stream_dropped_bytes = (uint64_t)dropped;
     json_decref(resp);
     return st;
 }

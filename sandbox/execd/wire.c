@@ -373,10 +373,7 @@ json_t *ph_wire_result(const ph_execution_result *r)
                           ph_timeout_bound_code(r->timeout_bound), "duration_ms",
                           (json_int_t)r->duration_ms, "files_changed_truncated",
                           r->files_changed_truncated);
-    if (o != NULL &&
-        (json_object_set_new(o, "workspace_full", json_boolean(r->workspace_full)) != 0 ||
-         json_object_set_new(o, "stream_dropped_bytes",
-                             json_integer((json_int_t)r->stream_dropped_bytes)) != 0)) {
+    if (o != NULL && json_object_set_new(o, "workspace_full", json_boolean(r->workspace_full)) != 0) {
         json_decref(o);
         o = NULL;
     }
@@ -457,9 +454,6 @@ ph_status ph_wire_get_result(const json_t *o, ph_execution_result **out, ph_diag
     r->duration_ms = ph_wire_int(o, "duration_ms", 0, &ok);
     r->files_changed_truncated = json_is_true(json_object_get(o, "files_changed_truncated"));
     r->workspace_full = json_is_true(json_object_get(o, "workspace_full"));
-    int64_t dropped = ph_wire_int(o, "stream_dropped_bytes", 0, &ok);
-    ok = ok && dropped >= 0;
-    r->stream_dropped_bytes = (uint64_t)(dropped > 0 ? dropped : 0);
     ok = ok && bound_from_code(ph_wire_str(o, "timeout_bound"), &r->timeout_bound) &&
          get_output(o, "stdout", &r->out) && get_output(o, "stderr", &r->err);
     json_t *fc = json_object_get(o, "files_changed");
