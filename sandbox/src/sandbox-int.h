@@ -187,8 +187,12 @@ ph_status ph_state_write(int dir_fd, const char *name, const void *data, size_t 
  * length (len may be NULL). PH_E_DENIED (state_file_*) for anything else. */
 ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, ph_diag *diag);
 
-/* PH_OK when path names a unix socket (O_PATH|O_NOFOLLOW + fstat
- * S_ISSOCK); PH_E_INVAL (proxy_socket_*) otherwise. */
+/* PH_OK when path names a unix socket reached through directories only
+ * root or the euid can change (a walk from "/" with O_NOFOLLOW, no
+ * symlink on the way; in a sticky shared directory the socket must be
+ * root's or ours); PH_E_INVAL (proxy_socket_not_absolute, _missing,
+ * _symlink, _not_socket, _untrusted_ancestor, _untrusted_owner,
+ * _not_canonical) otherwise. */
 ph_status ph_state_check_socket(const char *path, ph_diag *diag);
 
 /* Pins the proxy socket: checks socket_path as ph_state_check_socket does,
