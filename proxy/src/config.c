@@ -256,7 +256,7 @@ static ph_status apply_tree(const char *path, ph_diag *diag, px_config *cfg, con
 #define CONFIG_FILE_MAX (1 << 20)
 
 /* A config nests two levels (settings, the listen list); 16 is ample. */
-static const ph_yaml_limits config_limits = {CONFIG_FILE_MAX, 16, 4096, 4096};
+static const ph_yaml_limits config_limits = {CONFIG_FILE_MAX, 16, 4096, 4096, 0};
 
 ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag)
 {

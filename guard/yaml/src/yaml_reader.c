@@ -433,8 +433,10 @@ static void finish_node(reader *r, const ph_yaml_node *n)
             }
         } else if (n->kind == PH_YAML_SEQUENCE || n->kind == PH_YAML_MAPPING) {
             ph_yaml_error *e = add_error(r, PH_YAML_E_KEY_NOT_SCALAR, n->pos);
-            if (e)
+            if (e) {
                 e->schema = f->schema;
+                e->kind = (ph_yaml_kind)n->kind;
+            }
         }
     }
     push_pending(r, n);
@@ -632,7 +634,8 @@ static void on_event(reader *r, const yaml_event_t *e, const ph_yaml_schema *roo
             fatal(r, PH_YAML_E_MULTIPLE_DOCUMENTS, mark_pos(e->start_mark), -1);
             return;
         }
-        if (e->data.document_start.version_directive)
+        if (e->data.document_start.version_directive &&
+            !(r->lim.flags & PH_YAML_ACCEPT_VERSION_DIRECTIVE))
             add_error(r, PH_YAML_E_VERSION_DIRECTIVE, mark_pos(e->start_mark));
         if (e->data.document_start.tag_directives.start != e->data.document_start.tag_directives.end)
             add_error(r, PH_YAML_E_TAG_DIRECTIVE, mark_pos(e->start_mark));

@@ -104,15 +104,21 @@ struct ph_yaml_schema {
     const ph_yaml_schema *items; /* a sequence's items; NULL: not checked */
 };
 
+/* Limits, and the one thing a caller may accept. */
+#define PH_YAML_ACCEPT_VERSION_DIRECTIVE 0x1u /* a `%YAML 1.1` or `%YAML 1.2` line (the
+                                               * versions libyaml reads; any other is a
+                                               * syntax error) is accepted, not refused */
 typedef struct ph_yaml_limits {
     size_t max_bytes;    /* input size */
     uint32_t max_depth;  /* collections inside collections, the root counting 1 */
     uint32_t max_nodes;  /* nodes in the tree, keys included */
     uint32_t max_scalar; /* bytes of one scalar's value */
+    uint32_t flags;      /* PH_YAML_ACCEPT_VERSION_DIRECTIVE; 0: every directive refused */
 } ph_yaml_limits;
 
-/* 1 MiB, depth 64, 100,000 nodes, 64 KiB scalars: ample for a config file. */
-#define PH_YAML_LIMITS_DEFAULT ((ph_yaml_limits){1u << 20, 64, 100000, 1u << 16})
+/* 1 MiB, depth 64, 100,000 nodes, 64 KiB scalars, no directive: ample for a
+ * config file. */
+#define PH_YAML_LIMITS_DEFAULT ((ph_yaml_limits){1u << 20, 64, 100000, 1u << 16, 0})
 
 /* Stable codes; ph_yaml_code_name gives each a stable name. */
 typedef enum ph_yaml_code {
@@ -127,7 +133,7 @@ typedef enum ph_yaml_code {
     PH_YAML_E_ALIAS = 9,            /* *name */
     PH_YAML_E_TAG = 10,             /* !tag, !!str, !<...> */
     PH_YAML_E_TAG_DIRECTIVE = 11,   /* %TAG */
-    PH_YAML_E_VERSION_DIRECTIVE = 12, /* %YAML */
+    PH_YAML_E_VERSION_DIRECTIVE = 12, /* %YAML (unless PH_YAML_ACCEPT_VERSION_DIRECTIVE) */
     PH_YAML_E_DUPLICATE_KEY = 13,   /* a key twice in one mapping */
     PH_YAML_E_KEY_NOT_SCALAR = 14,  /* ? [a, b] : ... */
     PH_YAML_E_UNKNOWN_KEY = 15,     /* a key the mapping's schema does not list */
@@ -150,6 +156,7 @@ typedef struct ph_yaml_error {
     long value;                    /* ENCODING: the offending code point, or -1;
                                     * limits: the limit */
     size_t offset;                 /* ENCODING: byte offset of the first invalid sequence */
+    ph_yaml_kind kind;             /* KEY_NOT_SCALAR: the key's kind */
     /* ANCHOR, ALIAS: the name; TAG: the tag; UNKNOWN_KEY, DUPLICATE_KEY: the
      * key. Cut to PH_YAML_TEXT_MAX - 1 bytes (text_len is the whole length). */
     char text[PH_YAML_TEXT_MAX];
