@@ -724,10 +724,10 @@ static bool report_reader_errors(pc_loader *L, const ph_yaml_doc *doc)
                       "tag '%s' is not allowed", q);
             break;
         case PH_YAML_E_TAG_DIRECTIVE:
-            pc_report(L, PC_E_TAG, pos, "remove the %%TAG directive", "%%TAG directives are not allowed");
+            pc_report(L, PC_E_TAG, pos, "remove the %TAG directive", "%%TAG directives are not allowed");
             break;
         case PH_YAML_E_VERSION_DIRECTIVE:
-            pc_report(L, PC_E_TAG, pos, "remove the %%YAML directive",
+            pc_report(L, PC_E_TAG, pos, "remove the %YAML directive",
                       "%%YAML directives are not allowed");
             break;
         case PH_YAML_E_DUPLICATE_KEY:
