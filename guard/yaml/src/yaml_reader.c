@@ -26,11 +26,13 @@ typedef struct chunk {
 
 #define CHUNK_MIN ((size_t)64 * 1024)
 
-static void *arena_alloc(chunk **head, size_t n)
+/* n bytes aligned to align (a power of two, at most 16): texts take 1,
+ * node arrays 8, so a million short scalars waste nothing to padding. */
+static void *arena_alloc(chunk **head, size_t n, size_t align)
 {
-    n = (n + 15) & ~(size_t)15;
     chunk *c = *head;
-    if (!c || c->cap - c->used < n) {
+    size_t at = c ? (c->used + align - 1) & ~(align - 1) : 0;
+    if (!c || at > c->cap || c->cap - at < n) {
         size_t cap = n > CHUNK_MIN ? n : CHUNK_MIN;
         c = malloc(sizeof *c + cap);
         if (!c)
@@ -39,9 +41,10 @@ static void *arena_alloc(chunk **head, size_t n)
         c->used = 0;
         c->cap = cap;
         *head = c;
+        at = 0;
     }
-    void *p = (char *)c->data + c->used;
-    c->used += n;
+    void *p = (char *)c->data + at;
+    c->used = at + n;
     return p;
 }
 
@@ -526,7 +529,7 @@ static void close_frame(reader *r, bool incomplete)
     node.len = (uint32_t)(f.node.kind == PH_YAML_MAPPING ? n / 2 : n);
     node.flags |= incomplete ? PH_YAML_INCOMPLETE : 0;
     if (n) {
-        ph_yaml_node *arr = arena_alloc(&r->doc->arena, n * sizeof *arr);
+        ph_yaml_node *arr = arena_alloc(&r->doc->arena, n * sizeof *arr, _Alignof(ph_yaml_node));
         if (!arr) {
             r->nomem = r->stop = true;
             node.len = 0;
@@ -576,7 +579,7 @@ static void on_scalar(reader *r, const yaml_event_t *e)
         fatal(r, PH_YAML_E_SCALAR_TOO_LONG, pos, (long)r->lim.max_scalar);
         return;
     }
-    char *text = arena_alloc(&r->doc->arena, len + 1);
+    char *text = arena_alloc(&r->doc->arena, len + 1, 1);
     if (!text) {
         r->nomem = r->stop = true;
         return;
