@@ -203,10 +203,10 @@ static size_t line_break_len(const unsigned char *p, size_t avail)
     return 0;
 }
 
-/* The position of byte offset in data, counted as libyaml's marks are: a
- * valid UTF-8 sequence is one column, so is each byte of an invalid one. */
-static ph_yaml_pos offset_pos(const unsigned char *data, size_t len, size_t offset)
+/* Counted as libyaml's marks are, so both kinds of position agree. */
+ph_yaml_pos ph_yaml_pos_of_offset(const char *text, size_t len, size_t offset)
 {
+    const unsigned char *data = (const unsigned char *)text;
     ph_yaml_pos pos = {1, 1};
     if (offset > len)
         offset = len;
@@ -318,7 +318,7 @@ static void parser_error(reader *r)
         size_t off = p->problem_offset;
         if (strstr(problem, "UTF-8") || strstr(problem, "Unicode"))
             off = first_invalid_utf8(r->data, r->len, off);
-        e = add_error(r, PH_YAML_E_ENCODING, offset_pos(r->data, r->len, off));
+        e = add_error(r, PH_YAML_E_ENCODING, ph_yaml_pos_of_offset((const char *)r->data, r->len, off));
         if (e) {
             e->offset = off;
             e->value = p->problem_value;

@@ -199,6 +199,12 @@ const ph_yaml_node *ph_yaml_map_get(const ph_yaml_node *map, const char *key);
 /* Whether a scalar node's text is exactly s. */
 bool ph_yaml_scalar_is(const ph_yaml_node *node, const char *s);
 
+/* The position of byte offset in data[0..len) (clamped to len), counted as
+ * the reader counts: lines end at CR LF, CR, LF, NEL, LS or PS; a valid
+ * UTF-8 sequence is one column, and so is each byte of an invalid one. For
+ * a caller that positions its own findings in the same text. O(offset). */
+ph_yaml_pos ph_yaml_pos_of_offset(const char *data, size_t len, size_t offset);
+
 /* The index of key in schema's keys, or -1. */
 long ph_yaml_schema_key(const ph_yaml_schema *schema, const char *key, size_t len);
 
