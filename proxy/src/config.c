@@ -239,6 +239,8 @@ static ph_status apply_tree(const char *path, ph_diag *diag, px_config *cfg, con
                 const ph_yaml_node *item = &v->u.items[j];
                 if (item->kind != PH_YAML_SCALAR)
                     return yerr(path, diag, item->pos, "expected ADDR:PORT strings");
+                if (strlen(item->u.text) != item->len)
+                    return yerr(path, diag, item->pos, "listen: a value with a NUL byte");
                 const char *err = apply(cfg, s, item->u.text, 0);
                 if (err)
                     return yerr(path, diag, item->pos, "listen: %s", err);

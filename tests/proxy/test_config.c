@@ -107,6 +107,7 @@ static void test_reader_refusals(void **state)
     assert_error_at("workers: 1\n---\n", ":2:1:", "one YAML document");
     assert_error_at("? [workers]\n: 1\n", ":1:3:", "expected a setting name");
     assert_error_at("workers: 1\nworkers_x: 2\n", ":2:1:", "unknown setting 'workers_x'");
+    assert_error_at("listen: [\"127.0.0.1:1\\0x\"]\n", ":1:10:", "NUL byte");
     /* Too deep: refused where the 17th collection starts (the root mapping
      * is the first), before libyaml's quadratic flow scanning gets far. */
     char deep[256] = "workers: ";
