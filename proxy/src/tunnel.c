@@ -42,7 +42,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "pinhole/proxy_request.h"
+#include "proxy_request.h"
 #include "pinhole/url.h"
 #include "proxy-int.h"
 
