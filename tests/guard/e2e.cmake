@@ -67,14 +67,16 @@ if(TARGET guard.e2e_curl)
     # The attachment's source, on the loopback libpinhole.
     target_sources(guard.e2e_curl PRIVATE ${PROJECT_SOURCE_DIR}/guard/curl/src/curl_attach.c)
     target_include_directories(guard.e2e_curl PRIVATE ${PROJECT_SOURCE_DIR}/guard/curl/include)
-    target_link_libraries(guard.e2e_curl PRIVATE PkgConfig::CURL)
+    target_link_libraries(guard.e2e_curl PRIVATE PkgConfig::CURL OpenSSL::SSL)
 endif()
 
 # The libcurl worker example against a local upstream: a second build of
 # the example on the loopback libpinhole. The test also runs the normal
 # example to show the default build refuses loopback.
 if(TARGET guard.test_guard_worker_example AND TARGET example_worker_libcurl)
-    add_executable(worker_libcurl_loopback ${PROJECT_SOURCE_DIR}/examples/worker_libcurl.c)
+    add_executable(worker_libcurl_loopback ${PROJECT_SOURCE_DIR}/examples/worker_libcurl.c
+        ${PROJECT_SOURCE_DIR}/guard/curl/src/curl_attach.c)
+    target_include_directories(worker_libcurl_loopback PRIVATE ${PROJECT_SOURCE_DIR}/guard/curl/include)
     target_link_libraries(worker_libcurl_loopback
         PRIVATE pinhole_loopback_for_tests PkgConfig::CURL pinhole_flags)
     add_dependencies(guard.test_guard_worker_example example_worker_libcurl worker_libcurl_loopback)
