@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,11 +426,11 @@ static void *dialer(void *arg)
 }
 
 /* Accepts and closes whatever the dialers connect. */
-static volatile int accepting;
+static atomic_bool accepting;
 static void *acceptor(void *arg)
 {
     (void)arg;
-    while (accepting) {
+    while (atomic_load(&accepting)) {
         struct pollfd p = {.fd = l4, .events = POLLIN};
         if (poll(&p, 1, 20) == 1) {
             int c = accept(l4, NULL, NULL);
@@ -445,7 +446,7 @@ static void dials_from_8_threads(void **state)
     (void)state;
     pthread_t t[THREADS], a;
     unsigned errors[THREADS] = {0};
-    accepting = 1;
+    atomic_store(&accepting, true);
     assert_int_equal(pthread_create(&a, NULL, acceptor, NULL), 0);
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, dialer, &errors[i]), 0);
@@ -454,7 +455,7 @@ static void dials_from_8_threads(void **state)
         pthread_join(t[i], NULL);
         total += errors[i];
     }
-    accepting = 0;
+    atomic_store(&accepting, false);
     pthread_join(a, NULL);
     printf("%d dials from %d threads, %u errors\n", THREADS * PER_THREAD, THREADS, total);
     assert_int_equal(total, 0);
