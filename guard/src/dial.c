@@ -120,8 +120,8 @@ static ph_status race(const ph_pinned_addrs *a, int64_t deadline, unsigned stagg
         int64_t until = deadline;
         if (next < n && next_start < until)
             until = next_start;
-        int wait = (int)(until - now);
-        int rc = poll(pfd, (nfds_t)live, wait < 0 ? 0 : wait);
+        int64_t wait = until - now; /* the loop re-checks: a long deadline waits in steps */
+        int rc = poll(pfd, (nfds_t)live, wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait);
         if (rc < 0 && errno != EINTR) {
             err = errno;
             break;
