@@ -142,6 +142,10 @@ ph_status ph_url_resolve_reference(const char *base, const char *location, char 
     size_t plen = 0;
     put(&b, origin, strlen(origin));
     if (rpath_len == 0) {
+        /* An empty path is "/" for http(s) (RFC 9110 4.2.3); spelled out,
+         * so a query never ends the authority. */
+        if (bpath_len == 0)
+            put(&b, "/", 1);
         put(&b, bp, bpath_len);
         if (rq != NULL)
             put(&b, rq, rq_len);

@@ -91,6 +91,9 @@ static void rfc3986_examples(void **state)
     assert_int_equal(ph_url_resolve_reference("https://a.example", "x/y", out, sizeof out, NULL),
                      PH_OK);
     assert_string_equal(out, "https://a.example/x/y");
+    assert_int_equal(ph_url_resolve_reference("https://a.example", "?q", out, sizeof out, NULL),
+                     PH_OK);
+    assert_string_equal(out, "https://a.example/?q");
     /* The result is built from the base's canonical origin. */
     assert_int_equal(ph_url_resolve_reference("http://A.Example:80/p", "q", out, sizeof out, NULL),
                      PH_OK);

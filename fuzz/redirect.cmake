@@ -1,0 +1,3 @@
+# Location resolution for redirects (guard/src/redirect.c): a relative
+# reference never leaves the base's origin.
+ph_add_fuzzer(NAME redirect SOURCES ${CMAKE_CURRENT_LIST_DIR}/redirect.c LIBS pinhole_internal)
