@@ -8,10 +8,16 @@
  *     base's origin: the result starts with the base's canonical origin
  *     followed by '/', and, when the URL parser accepts it, parses to the
  *     base's scheme, host and port;
- *   - a result is always resolved the same way again (absolute input). */
+ *   - a result is always resolved the same way again (absolute input);
+ *   - libcurl's URL API, resolving the same Location against the same base
+ *     (what libcurl itself would follow), finds the same scheme, host and
+ *     port for every result the URL parser accepts. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <curl/curl.h>
+#include <strings.h>
 
 #include "pinhole/redirect.h"
 
@@ -75,9 +81,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ph_url_parse(out, n, &ru, NULL) == PH_OK)
             CHECK(ru.scheme == bu.scheme && ru.port == bu.port && strcmp(ru.host, bu.host) == 0);
     }
-    if (ph_url_parse(out, n, &bu, NULL) == PH_OK) {
+    ph_url ou;
+    if (ph_url_parse(out, n, &ou, NULL) == PH_OK) {
         CHECK(ph_url_resolve_reference(base, out, again, sizeof again, NULL) == PH_OK);
         CHECK(strcmp(again, out) == 0);
+        CURLU *h = curl_url();
+        char *scheme = NULL, *host = NULL, *port = NULL;
+        if (h != NULL && curl_url_set(h, CURLUPART_URL, base, 0) == CURLUE_OK &&
+            curl_url_set(h, CURLUPART_URL, loc, 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+            curl_url_get(h, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+            CHECK(strcasecmp(scheme, ph_scheme_name(ou.scheme)) == 0);
+            CHECK(strcasecmp(host, ou.host) == 0);
+            CHECK(strtoul(port, NULL, 10) == ou.port);
+        }
+        curl_free(scheme);
+        curl_free(host);
+        curl_free(port);
+        curl_url_cleanup(h);
     }
     free(in);
     return 0;
