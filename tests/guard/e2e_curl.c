@@ -79,6 +79,7 @@ static void respond(const server *s, const char *path, char *resp, size_t cap)
         {"/to-same", "/echo", 0},
         {"/body-redirect", "/ok", 0},
         {"/down", "http://loop.test:%u/ok", 1},
+        {"/to-bad", "/\t/evil.example/", 0}, /* WHATWG would strip the tab */
     };
     for (size_t i = 0; i < sizeof redirects / sizeof *redirects; i++) {
         if (strcmp(path, redirects[i].path) != 0)
@@ -347,6 +348,7 @@ static void refused_redirects_carry_their_reason(void **state)
         {"/to-literal", PH_REASON_IP_LITERAL, "127.0.0.1"},
         {"/to-unlisted", PH_REASON_NOT_ALLOWLISTED, "private.test"},
         {"/to-port", PH_REASON_PORT_NOT_ALLOWED, "loop.test"},
+        {"/to-bad", PH_REASON_REDIRECT_BAD_LOCATION, "/?/evil.example/"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         ph_curl_result r;

@@ -307,7 +307,16 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
         st = ph_redirect_check(pc->g, pc->list, cur, location, hop, &pc->redirect, rd, &d);
         res->verdict = rd->verdict;
-        snprintf(res->url, sizeof res->url, "%s", rd->url[0] != '\0' ? rd->url : location);
+        if (rd->url[0] != '\0') {
+            memcpy(res->url, rd->url, strlen(rd->url) + 1);
+        } else { /* the refused Location, printable for a log line */
+            size_t k = 0;
+            for (; location[k] != '\0' && k < PH_URL_MAX_LEN; k++) {
+                unsigned char ch = (unsigned char)location[k];
+                res->url[k] = ch > 0x20 && ch < 0x7f ? (char)ch : '?';
+            }
+            res->url[k] = '\0';
+        }
         bool drop = rd->drop_credentials;
         if (st == PH_OK)
             memcpy(cur, rd->url, strlen(rd->url) + 1);
