@@ -54,7 +54,9 @@ extern "C" {
  * ph_curl_detach. It holds a copy of the list name and of the headers, the
  * current hop's checked addresses, the curl_slists it set on the handle and
  * the caller's write callback. It borrows the handle and the guard: both
- * must outlive it. */
+ * must outlive it. It is the data pointer of the callbacks it sets on the
+ * handle (CURLOPT_OPENSOCKETDATA, CURLOPT_WRITEDATA), valid until
+ * ph_curl_detach clears them. */
 typedef struct ph_curl ph_curl;
 
 /* The caller's body sink, as CURLOPT_WRITEFUNCTION. */
