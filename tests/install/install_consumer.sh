@@ -16,6 +16,8 @@ for f in bin/policyc bin/pinhole-guard include/pinhole/status.h include/pinhole/
          lib/libpinhole.a lib/libpinhole.so lib/pkgconfig/pinhole.pc \
          lib/cmake/pinhole/pinholeConfig.cmake lib/cmake/pinhole/pinholeConfigVersion.cmake \
          lib/cmake/pinhole/pinholeTargets.cmake \
+         include/pinhole/dial.h include/pinhole/redirect.h include/pinhole/curl.h \
+         lib/libpinhole-curl.so lib/pkgconfig/pinhole-curl.pc \
          share/doc/pinhole/allowlist.md share/doc/pinhole/examples/allowlist.yaml; do
     [ -e "$P/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
@@ -62,5 +64,19 @@ grep -q -- "-I$P/include\|-isystem $P/include" "$scratch/cmake-build/compile_com
     || { echo "FAIL: pinhole::pinhole does not carry the installed include directory"; exit 1; }
 [ "$("$scratch/cmake-build/x")" = ip_literal ] || { echo "FAIL: CMake consumer (shared)"; exit 1; }
 [ "$("$scratch/cmake-build/x_static")" = ip_literal ] || { echo "FAIL: CMake consumer (static)"; exit 1; }
+cat >"$scratch/curl_consumer.c" <<'C'
+#include <pinhole/curl.h>
+#include <stdio.h>
+int main(void)
+{
+    ph_curl *pc = NULL;
+    if (ph_curl_attach(NULL, NULL, "default", NULL, &pc, NULL) != PH_E_INVAL) return 1;
+    puts(ph_reason_code(PH_REASON_REDIRECT_DOWNGRADE));
+    return 0;
+}
+C
+cc "$scratch/curl_consumer.c" $(pkg-config --cflags --libs pinhole-curl) -Wl,-rpath,"$P/lib" \
+    -o "$scratch/curl_consumer"
+[ "$("$scratch/curl_consumer")" = redirect_downgrade ] || { echo "FAIL: pinhole-curl consumer"; exit 1; }
 "$P/bin/policyc" check "$P/share/doc/pinhole/examples/allowlist.yaml" >/dev/null
-echo "install: ok (relocated prefix, shared and static consumers via pkg-config and find_package, policyc runs)"
+echo "install: ok (relocated prefix, shared and static consumers via pkg-config and find_package, pinhole-curl, policyc runs)"
