@@ -1,0 +1,327 @@
+"""pinhole.Guard: the worker's decision object over libpinhole's ph_guard.
+
+Thread safety: every method may be called from any number of threads at
+once; the C guard is thread-safe and ctypes releases the GIL during each
+call. The only Python-side state is the handle's in-flight count, guarded by
+one lock, so close() waits for calls in flight instead of freeing the guard
+under them.
+
+Reload: with reload_interval_ms > 0 (default 1000) the guard looks at most
+that often whether the table file was replaced (policyc compile renames the
+new table into place) and switches to it; a table that fails to load leaves
+the old one in force (reload_error() says why).
+"""
+import collections
+import ctypes
+import socket
+import struct
+import threading
+
+from . import _lib
+from .errors import GuardError, Refused
+
+_Rule = collections.namedtuple("Rule", "list host file line reason index")
+
+
+class Rule(_Rule):
+    """The allowlist rule that allowed a URL: list, host as written
+    ("*.example.com"), file and line of the policy source, the rule's reason
+    text ("" when none) and its index in the table."""
+
+    __slots__ = ()
+
+    @property
+    def location(self):
+        return "%s:%d" % (self.file, self.line)
+
+
+class Verdict:
+    """The outcome of one check. allowed; reason (the stable code, "allowed"
+    when allowed); host and port (canonical; "" and 0 when the URL did not
+    parse); scheme ("http", "https", "" for an authority); rule (a Rule when
+    one matched, else None); policy_id; detail (why it was refused)."""
+
+    __slots__ = ("allowed", "reason", "scheme", "host", "port", "rule", "policy_id", "detail")
+
+    def __init__(self, allowed, reason, scheme, host, port, rule, policy_id, detail):
+        self.allowed = allowed
+        self.reason = reason
+        self.scheme = scheme
+        self.host = host
+        self.port = port
+        self.rule = rule
+        self.policy_id = policy_id
+        self.detail = detail
+
+    @property
+    def rule_location(self):
+        """"file:line" of the deciding rule, or None."""
+        return self.rule.location if self.rule else None
+
+    def __bool__(self):
+        return self.allowed
+
+    def __repr__(self):
+        if self.allowed:
+            return "<Verdict allowed %s:%d rule=%s>" % (self.host, self.port, self.rule_location)
+        return "<Verdict refused %s: %s>" % (self.reason, self.detail)
+
+    @classmethod
+    def _from_c(cls, v):
+        rule = None
+        if v.has_rule:
+            rule = Rule(_lib.text(v.rule_list), _lib.text(v.rule_host), _lib.text(v.rule_file),
+                        v.rule_line, _lib.text(v.rule_reason), v.rule_index)
+        scheme = {1: "http", 2: "https"}.get(v.scheme, "")
+        return cls(bool(v.allowed), _lib.reason_code(v.reason), scheme, _lib.text(v.host),
+                   v.port, rule, _lib.text(v.policy_id), _lib.text(v.detail))
+
+
+Address = collections.namedtuple("Address", "family host port")
+Address.__doc__ = ("One checked address: family (socket.AF_INET or AF_INET6), host "
+                   "(its text form, IPv6 without brackets) and port.")
+
+
+def _sockaddr_to_address(ss, length):
+    raw = ctypes.string_at(ctypes.addressof(ss), length)
+    family = ss.ss_family
+    if family == socket.AF_INET and length >= 8:
+        port = struct.unpack("!H", raw[2:4])[0]
+        return Address(socket.AF_INET, socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
+    if family == socket.AF_INET6 and length >= 24:
+        port = struct.unpack("!H", raw[2:4])[0]
+        return Address(socket.AF_INET6, socket.inet_ntop(socket.AF_INET6, raw[8:24]), port)
+    raise GuardError("internal", "address of unknown family %d" % family)
+
+
+def _addresses(pinned):
+    return [_sockaddr_to_address(pinned.addr[i], pinned.addr_len[i])
+            for i in range(min(pinned.count, _lib.PH_PINNED_MAX))]
+
+
+def _encode(value, what):
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        # Non-ASCII URLs reach the C parser as UTF-8 and are refused there
+        # (parse_error), never silently converted.
+        return value.encode("utf-8", "surrogateescape")
+    raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
+
+
+def _timeout_ms(timeout):
+    if timeout is None:
+        return 0
+    if timeout <= 0:
+        raise ValueError("timeout must be positive seconds (or None for the default)")
+    return max(1, min(int(timeout * 1000), 2**31 - 1))
+
+
+class DialResult:
+    """What a dial did: verdict (the check), address (the Address connected
+    to) and checked (every checked Address of the answer)."""
+
+    __slots__ = ("verdict", "address", "checked")
+
+    def __init__(self, verdict, address, checked):
+        self.verdict = verdict
+        self.address = address
+        self.checked = checked
+
+    def __repr__(self):
+        return "<DialResult %s via %s>" % (self.verdict, self.address)
+
+
+class Guard:
+    """A policy (compiled allowlist table) and the resolver settings.
+
+    Guard(table_path, dns_servers=None, *, dns_timeout_ms=0,
+          reload_interval_ms=1000)
+      dns_servers: "ip[:port][,ip[:port]...]" (IPv6 as "[addr]:port");
+        None: the system's resolv.conf.
+      dns_timeout_ms: overall resolution timeout (0: libpinhole's default).
+      reload_interval_ms: how often at most to look for a replaced table
+        (0: never automatically; call reload()).
+    Raises GuardError when the table cannot be opened (status "io",
+    "format", ...) or dns_servers is malformed ("invalid").
+    """
+
+    def __init__(self, table_path, dns_servers=None, *, dns_timeout_ms=0,
+                 reload_interval_ms=1000):
+        self._lib = _lib.lib()
+        self._cond = threading.Condition(threading.Lock())
+        self._inflight = 0
+        self._handle = None
+        self.table_path = table_path
+        self.dns_servers = dns_servers
+        self._dns_bytes = _encode(dns_servers, "dns_servers") if dns_servers is not None else None
+        opts = _lib.GuardOptions(self._dns_bytes, int(dns_timeout_ms), int(reload_interval_ms),
+                                 None)
+        handle = ctypes.c_void_p()
+        diag = _lib.Diag()
+        st = self._lib.ph_guard_open(_encode(str(table_path), "table_path"), ctypes.byref(opts),
+                                     ctypes.byref(handle), ctypes.byref(diag))
+        if st != _lib.PH_OK:
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
+        self._handle = handle
+
+    # -- lifetime ---------------------------------------------------------
+    def _enter(self):
+        with self._cond:
+            if self._handle is None:
+                raise GuardError("invalid", "the guard is closed")
+            self._inflight += 1
+            return self._handle
+
+    def _leave(self):
+        with self._cond:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._cond.notify_all()
+
+    def close(self):
+        """Closes the guard once the calls in flight have returned; later
+        calls raise GuardError. Idempotent."""
+        with self._cond:
+            handle, self._handle = self._handle, None
+            while self._inflight:
+                self._cond.wait()
+        if handle is not None:
+            self._lib.ph_guard_close(ctypes.byref(handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if getattr(self, "_handle", None) is not None and self._inflight == 0:
+                self._lib.ph_guard_close(ctypes.byref(self._handle))
+                self._handle = None
+        except Exception:
+            pass
+
+    # -- decisions --------------------------------------------------------
+    def check_url(self, url, list="default"):
+        """The Verdict for url (an http or https URL) against list, without
+        DNS. Never raises for a refusal: look at verdict.allowed and
+        verdict.reason (use dial() or resolve() to act on a URL)."""
+        return self._check(self._lib.ph_guard_check_url, url, list)
+
+    def check_authority(self, authority, list="default"):
+        """The Verdict for a "host:port" authority against list."""
+        return self._check(self._lib.ph_guard_check_authority, authority, list)
+
+    def _check(self, fn, target, list):
+        data = _encode(target, "url")
+        lst = _encode(list, "list")
+        v = _lib.CVerdict()
+        h = self._enter()
+        try:
+            st = fn(h, lst, data, len(data), ctypes.byref(v), None)
+        finally:
+            self._leave()
+        if st not in (_lib.PH_OK, _lib.PH_E_DENIED):
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(v.detail))
+        return Verdict._from_c(v)
+
+    def resolve(self, url, list="default"):
+        """Checks url, resolves its host with the guard's resolver and checks
+        every address. Returns the list of checked Address (answer order).
+        Raises Refused (reason: any check reason, dns_failure, dns_timeout,
+        denied_address)."""
+        verdict, pinned = self._check_and_resolve(url, list)
+        return _addresses(pinned)
+
+    def _check_and_resolve(self, url, list):
+        data = _encode(url, "url")
+        lst = _encode(list, "list")
+        v = _lib.CVerdict()
+        pinned = _lib.PinnedAddrs()
+        diag = _lib.Diag()
+        h = self._enter()
+        try:
+            st = self._lib.ph_guard_check_and_resolve(h, lst, data, len(data), ctypes.byref(v),
+                                                      ctypes.byref(pinned), ctypes.byref(diag))
+        finally:
+            self._leave()
+        verdict = Verdict._from_c(v)
+        if st == _lib.PH_E_DENIED or (st == _lib.PH_OK and not verdict.allowed):
+            raise Refused(verdict.reason, verdict.detail or _lib.text(diag.message),
+                          url=url, verdict=verdict)
+        if st != _lib.PH_OK:
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
+        return verdict, pinned
+
+    def dial(self, url, list="default", timeout=10.0):
+        """Checks url, resolves it, checks every address and connects to a
+        checked one within timeout seconds overall. Returns a connected,
+        blocking socket.socket (the caller owns it). Raises Refused with the
+        reason (upstream_timeout, upstream_unreachable, or any reason of
+        resolve())."""
+        return self.dial_with_result(url, list, timeout)[0]
+
+    def dial_with_result(self, url, list="default", timeout=10.0):
+        """dial(), returning (socket, DialResult)."""
+        ms = _timeout_ms(timeout)
+        verdict, pinned = self._check_and_resolve(url, list)
+        fd = ctypes.c_int(-1)
+        index = ctypes.c_size_t(0)
+        reason = ctypes.c_int(0)
+        diag = _lib.Diag()
+        st = self._lib.ph_connect_pinned(ctypes.byref(pinned), ms, ctypes.byref(fd),
+                                         ctypes.byref(index), ctypes.byref(reason),
+                                         ctypes.byref(diag))
+        if st == _lib.PH_E_DENIED:
+            raise Refused(_lib.reason_code(reason.value), _lib.text(diag.message), url=url,
+                          verdict=verdict)
+        if st != _lib.PH_OK:
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
+        sock = socket.socket(fileno=fd.value)
+        sock.setblocking(True)
+        checked = _addresses(pinned)
+        return sock, DialResult(verdict, checked[index.value], checked)
+
+    def dial_authority(self, host, port, list="default", timeout=10.0):
+        """dial() for host and port (what an HTTP library's connection pool
+        asks for): the same check as the URL "http://host:port/"."""
+        return self.dial_authority_with_result(host, port, list, timeout)[0]
+
+    def dial_authority_with_result(self, host, port, list="default", timeout=10.0):
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "surrogateescape")
+        if ":" in host or "/" in host or "@" in host:
+            # An IPv6 literal or anything that is not a plain host name:
+            # the URL form below would read it differently.
+            raise Refused("ip_literal" if ":" in host else "parse_error",
+                          "not a host name: %r" % host, url=host)
+        return self.dial_with_result("http://%s:%d/" % (host, int(port)), list, timeout)
+
+    # -- policy -----------------------------------------------------------
+    def reload(self):
+        """Reloads the table now if the file was replaced; returns whether a
+        new table is in force. Raises GuardError when it fails to load (the
+        old table stays in force)."""
+        reloaded = ctypes.c_bool(False)
+        diag = _lib.Diag()
+        h = self._enter()
+        try:
+            st = self._lib.ph_guard_reload(h, ctypes.byref(reloaded), ctypes.byref(diag))
+        finally:
+            self._leave()
+        if st != _lib.PH_OK:
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
+        return bool(reloaded.value)
+
+
+def build_is_test_loopback():
+    """True when the loaded libpinhole exempts loopback from the denylist
+    (a test build: never use one in production)."""
+    return bool(_lib.lib().ph_build_is_test_loopback())
+
+
+def library_path():
+    """The path libpinhole was loaded from."""
+    return _lib.library_path()
