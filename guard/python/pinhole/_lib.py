@@ -110,12 +110,48 @@ class CVerdict(ctypes.Structure):
     ]
 
 
+PH_DIAL_ADDR_TEXT_MAX = 46
+
+
+class DialOptions(ctypes.Structure):
+    _fields_ = [("timeout_ms", ctypes.c_uint), ("stagger_ms", ctypes.c_uint)]
+
+
+class CDialResult(ctypes.Structure):
+    _fields_ = [
+        ("verdict", CVerdict),
+        ("addr", SockaddrStorage),
+        ("addr_len", ctypes.c_uint32),
+        ("addr_text", ctypes.c_char * PH_DIAL_ADDR_TEXT_MAX),
+        ("checked", PinnedAddrs),
+        ("resolve_ms", ctypes.c_uint),
+        ("elapsed_ms", ctypes.c_uint),
+    ]
+
+
+class RedirectOptions(ctypes.Structure):
+    _fields_ = [("max_hops", ctypes.c_uint), ("allow_downgrade", ctypes.c_bool)]
+
+
+class CRedirect(ctypes.Structure):
+    _fields_ = [
+        ("url", ctypes.c_char * (PH_URL_MAX_LEN + 1)),
+        ("same_origin", ctypes.c_bool),
+        ("drop_credentials", ctypes.c_bool),
+        ("verdict", CVerdict),
+    ]
+
+
 # C name -> ctypes mirror, checked at load.
 MIRRORED = {
     "ph_diag": Diag,
     "ph_guard_options": GuardOptions,
     "ph_pinned_addrs": PinnedAddrs,
     "ph_verdict": CVerdict,
+    "ph_dial_options": DialOptions,
+    "ph_dial_result": CDialResult,
+    "ph_redirect_options": RedirectOptions,
+    "ph_redirect": CRedirect,
 }
 
 
@@ -179,8 +215,12 @@ def _declare(lib):
                                              P(CVerdict), P(Diag)]),
         "ph_guard_check_and_resolve": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t,
                                                P(CVerdict), P(PinnedAddrs), P(Diag)]),
-        "ph_connect_pinned": (c_int, [P(PinnedAddrs), ctypes.c_uint, P(c_int),
-                                      P(c_size_t), P(c_int), P(Diag)]),
+        "ph_dial_url": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t, P(DialOptions),
+                                P(c_int), P(CDialResult), P(Diag)]),
+        "ph_dial_authority": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t, P(DialOptions),
+                                      P(c_int), P(CDialResult), P(Diag)]),
+        "ph_redirect_check": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.c_uint,
+                                      P(RedirectOptions), P(CRedirect), P(Diag)]),
     }
     for name, (res, args) in sigs.items():
         try:

@@ -119,17 +119,24 @@ def _timeout_ms(timeout):
 
 class DialResult:
     """What a dial did: verdict (the check), address (the Address connected
-    to) and checked (every checked Address of the answer)."""
+    to), checked (every checked Address of the answer), resolve_ms and
+    elapsed_ms."""
 
-    __slots__ = ("verdict", "address", "checked")
+    __slots__ = ("verdict", "address", "checked", "resolve_ms", "elapsed_ms")
 
-    def __init__(self, verdict, address, checked):
+    def __init__(self, verdict, address, checked, resolve_ms=0, elapsed_ms=0):
         self.verdict = verdict
         self.address = address
         self.checked = checked
+        self.resolve_ms = resolve_ms
+        self.elapsed_ms = elapsed_ms
 
     def __repr__(self):
         return "<DialResult %s via %s>" % (self.verdict, self.address)
+
+
+Redirect = collections.namedtuple("Redirect", "url same_origin drop_credentials verdict")
+Redirect.__doc__ = "An allowed redirect hop (Guard.redirect_check)."
 
 
 class Guard:
@@ -256,48 +263,94 @@ class Guard:
         return verdict, pinned
 
     def dial(self, url, list="default", timeout=10.0):
-        """Checks url, resolves it, checks every address and connects to a
-        checked one within timeout seconds overall. Returns a connected,
-        blocking socket.socket (the caller owns it). Raises Refused with the
-        reason (upstream_timeout, upstream_unreachable, or any reason of
-        resolve())."""
+        """Checks url against list, resolves its host with the guard's
+        resolver, checks every address and connects to a checked one (RFC
+        8305: IPv6 first when the answer has both, a new attempt every
+        stagger), all within timeout seconds (None: libpinhole's default).
+        Returns a connected, blocking socket.socket the caller owns. Raises
+        Refused with the reason: any check reason, dns_failure,
+        dns_timeout, denied_address, upstream_unreachable,
+        upstream_timeout."""
         return self.dial_with_result(url, list, timeout)[0]
 
-    def dial_with_result(self, url, list="default", timeout=10.0):
+    def dial_with_result(self, url, list="default", timeout=10.0, stagger_ms=0):
         """dial(), returning (socket, DialResult)."""
-        ms = _timeout_ms(timeout)
-        verdict, pinned = self._check_and_resolve(url, list)
-        fd = ctypes.c_int(-1)
-        index = ctypes.c_size_t(0)
-        reason = ctypes.c_int(0)
-        diag = _lib.Diag()
-        st = self._lib.ph_connect_pinned(ctypes.byref(pinned), ms, ctypes.byref(fd),
-                                         ctypes.byref(index), ctypes.byref(reason),
-                                         ctypes.byref(diag))
-        if st == _lib.PH_E_DENIED:
-            raise Refused(_lib.reason_code(reason.value), _lib.text(diag.message), url=url,
-                          verdict=verdict)
-        if st != _lib.PH_OK:
-            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
-        sock = socket.socket(fileno=fd.value)
-        sock.setblocking(True)
-        checked = _addresses(pinned)
-        return sock, DialResult(verdict, checked[index.value], checked)
+        return self._dial(self._lib.ph_dial_url, _encode(url, "url"), url, list, timeout,
+                          stagger_ms)
 
     def dial_authority(self, host, port, list="default", timeout=10.0):
-        """dial() for host and port (what an HTTP library's connection pool
-        asks for): the same check as the URL "http://host:port/"."""
+        """dial() for a host and port (what an HTTP library's connection
+        pool asks for): the CONNECT-authority form of the same decision."""
         return self.dial_authority_with_result(host, port, list, timeout)[0]
 
-    def dial_authority_with_result(self, host, port, list="default", timeout=10.0):
+    def dial_authority_with_result(self, host, port, list="default", timeout=10.0,
+                                   stagger_ms=0):
         if isinstance(host, bytes):
             host = host.decode("ascii", "surrogateescape")
-        if ":" in host or "/" in host or "@" in host:
-            # An IPv6 literal or anything that is not a plain host name:
-            # the URL form below would read it differently.
-            raise Refused("ip_literal" if ":" in host else "parse_error",
-                          "not a host name: %r" % host, url=host)
-        return self.dial_with_result("http://%s:%d/" % (host, int(port)), list, timeout)
+        if ":" in host:
+            # An IPv6 literal as httpcore/urllib3 hand it over (no brackets):
+            # refused like every IP literal, never dialed.
+            raise Refused("ip_literal", "host %r is an IP address literal: destinations must "
+                          "be host names" % host, url=host)
+        authority = "%s:%d" % (host, int(port))
+        return self._dial(self._lib.ph_dial_authority, _encode(authority, "authority"),
+                          authority, list, timeout, stagger_ms)
+
+    def _dial(self, fn, data, shown, list, timeout, stagger_ms):
+        opts = _lib.DialOptions(_timeout_ms(timeout), int(stagger_ms))
+        lst = _encode(list, "list")
+        fd = ctypes.c_int(-1)
+        r = _lib.CDialResult()
+        diag = _lib.Diag()
+        h = self._enter()
+        try:
+            st = fn(h, lst, data, len(data), ctypes.byref(opts), ctypes.byref(fd),
+                    ctypes.byref(r), ctypes.byref(diag))
+        finally:
+            self._leave()
+        verdict = Verdict._from_c(r.verdict)
+        if st == _lib.PH_E_DENIED:
+            raise Refused(verdict.reason, verdict.detail or _lib.text(diag.message), url=shown,
+                          verdict=verdict)
+        if st != _lib.PH_OK:
+            if fd.value >= 0:
+                socket.close(fd.value)
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
+        sock = socket.socket(fileno=fd.value)
+        checked = _addresses(r.checked)
+        return sock, DialResult(verdict, _sockaddr_to_address(r.addr, r.addr_len), checked,
+                                r.resolve_ms, r.elapsed_ms)
+
+    def redirect_check(self, from_url, location, hop, list="default", max_hops=0,
+                       allow_downgrade=False):
+        """Whether the response to from_url may be followed to location (its
+        Location header), hop being how many redirects the chain already
+        followed (0 for the first). Returns a Redirect (url: the absolute
+        target; same_origin; drop_credentials: Authorization,
+        Proxy-Authorization and Cookie must not follow; verdict). Raises
+        Refused: redirect_limit, redirect_bad_location,
+        redirect_downgrade, or any check reason of the target. Resolves
+        nothing: dial the target to resolve and pin it."""
+        frm = _encode(from_url, "from_url")
+        loc = _encode(location, "location")
+        opts = _lib.RedirectOptions(int(max_hops), bool(allow_downgrade))
+        out = _lib.CRedirect()
+        diag = _lib.Diag()
+        h = self._enter()
+        try:
+            st = self._lib.ph_redirect_check(h, _encode(list, "list"), frm, loc, int(hop),
+                                             ctypes.byref(opts), ctypes.byref(out),
+                                             ctypes.byref(diag))
+        finally:
+            self._leave()
+        verdict = Verdict._from_c(out.verdict)
+        target = _lib.text(out.url)
+        if st == _lib.PH_OK and verdict.allowed:
+            return Redirect(target, bool(out.same_origin), bool(out.drop_credentials), verdict)
+        if st in (_lib.PH_OK, _lib.PH_E_DENIED, _lib.PH_E_INVAL):
+            raise Refused(verdict.reason, verdict.detail or _lib.text(diag.message),
+                          url=target or location, verdict=verdict)
+        raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
 
     # -- policy -----------------------------------------------------------
     def reload(self):
