@@ -5,7 +5,9 @@
 
 #include <string.h>
 
+#include "pinhole/dial.h"
 #include "pinhole/guard.h"
+#include "pinhole/redirect.h"
 #include "pinhole/resolve.h"
 
 typedef struct abi_field {
@@ -49,6 +51,29 @@ static const abi_field abi_table[] = {
     ABI_FIELD(ph_verdict, rule_reason),
     ABI_FIELD(ph_verdict, policy_id),
     ABI_FIELD(ph_verdict, detail),
+
+    ABI_SIZE(ph_dial_options),
+    ABI_FIELD(ph_dial_options, timeout_ms),
+    ABI_FIELD(ph_dial_options, stagger_ms),
+
+    ABI_SIZE(ph_dial_result),
+    ABI_FIELD(ph_dial_result, verdict),
+    ABI_FIELD(ph_dial_result, addr),
+    ABI_FIELD(ph_dial_result, addr_len),
+    ABI_FIELD(ph_dial_result, addr_text),
+    ABI_FIELD(ph_dial_result, checked),
+    ABI_FIELD(ph_dial_result, resolve_ms),
+    ABI_FIELD(ph_dial_result, elapsed_ms),
+
+    ABI_SIZE(ph_redirect_options),
+    ABI_FIELD(ph_redirect_options, max_hops),
+    ABI_FIELD(ph_redirect_options, allow_downgrade),
+
+    ABI_SIZE(ph_redirect),
+    ABI_FIELD(ph_redirect, url),
+    ABI_FIELD(ph_redirect, same_origin),
+    ABI_FIELD(ph_redirect, drop_credentials),
+    ABI_FIELD(ph_redirect, verdict),
 };
 
 static const abi_field *abi_find(const char *type, const char *field)
