@@ -26,12 +26,13 @@ What the transport guarantees, for every request it is handed:
     first origin); cookies of intermediate hops are not kept;
   - it never routes through a proxy.
 
-A transport cannot see whether the client sends a request to it at all: an
-httpx.Client with trust_env=True (the default) and HTTP(S)_PROXY/ALL_PROXY
-in the environment sends matching requests to its own proxy transport
-instead. Client and AsyncClient refuse that (ProxyRefused, at construction
-and again per request); with a plain httpx.Client pass trust_env=False, or
-call check_client(client).
+Proxies: a transport cannot see whether the client sends a request to it
+at all. httpx reads proxy variables from the environment (trust_env) only
+when the client is built without transport=, so a client around the
+guarded transport never uses them; proxies= or mounts= would still route
+requests elsewhere. Client and AsyncClient refuse those (ProxyRefused, at
+construction and again per request); check_client(client) checks any httpx
+client the same way.
 
 Refusals raise Refused (connection-time reasons) or RefusedTimeout
 (dns_timeout, upstream_timeout); both are pinhole.Refused (with .reason) and
@@ -260,8 +261,9 @@ class _Hops:
         except errors.Refused as e:
             raise _httpx_refusal(e, request) from None
         method = _redirect.next_method(response.status_code, request.method)
+        target = httpx.URL(d.url)
         headers = httpx.Headers(request.headers)
-        headers.pop("host", None)
+        headers["Host"] = target.netloc.decode("ascii")
         if d.drop_credentials:
             for h in _redirect.CREDENTIAL_HEADERS:
                 headers.pop(h, None)
@@ -272,8 +274,8 @@ class _Hops:
             stream = None
         self.hops.append((response.status_code, str(request.url)))
         if stream is None:
-            return httpx.Request(method, d.url, headers=headers, extensions=request.extensions)
-        return httpx.Request(method, d.url, headers=headers, stream=stream,
+            return httpx.Request(method, target, headers=headers, extensions=request.extensions)
+        return httpx.Request(method, target, headers=headers, stream=stream,
                              extensions=request.extensions)
 
     def finish(self, request, response):
@@ -383,9 +385,11 @@ def _client_kwargs(kwargs):
 
 class Client(httpx.Client):
     """An httpx.Client whose only transport is GuardedTransport(guard, list,
-    **transport_options). trust_env defaults to False; with trust_env=True
-    and a proxy variable in the environment construction raises
-    ProxyRefused. proxies=, mounts=, transport= are refused."""
+    **transport_options); verify, cert, http1, http2 and limits go to the
+    transport. trust_env defaults to False (it would still read netrc and
+    SSL_CERT_FILE). proxies=, mounts=, transport=, app= and uds= raise
+    ProxyRefused, as does any request that would not reach the guarded
+    transport."""
 
     def __init__(self, guard, list="default", *, transport_options=None, **kwargs):
         kwargs = _client_kwargs(kwargs)
