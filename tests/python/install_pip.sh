@@ -29,8 +29,8 @@ cp -r "$SRC/guard/python" "$scratch/src"   # pip builds in the tree it is given
 "$P/bin/policyc" compile "$P/share/doc/pinhole/examples/allowlist.yaml" -o "$scratch/t.ptab" >/dev/null
 URLS="https://api.github.com/repos http://api.github.com/ http://169.254.169.254/ https://evil.example/"
 
-$PY -m venv --system-site-packages "$scratch/venv"
-PKG_CONFIG_PATH=$P/lib/pkgconfig "$scratch/venv/bin/python" -m pip install -q --no-index \
+$PY -m venv --without-pip --system-site-packages "$scratch/venv"
+PKG_CONFIG_PATH=$P/lib/pkgconfig $PY -m pip --python "$scratch/venv/bin/python" install -q --no-index \
     --no-build-isolation "$scratch/src" >"$scratch/pip.out" 2>&1 || { cat "$scratch/pip.out"; exit 1; }
 PTARGET=$scratch/target
 PINHOLE_PREFIX=$P $PY -m pip install -q --no-index --no-build-isolation --target "$PTARGET" \
