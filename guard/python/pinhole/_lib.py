@@ -273,8 +273,21 @@ def library_path():
     return _path
 
 
+_reason_codes = None
+
+
 def reason_code(reason):
-    return lib().ph_reason_code(reason).decode("ascii")
+    """The stable code of a ph_reason value (cached: the table never changes
+    while the library is loaded)."""
+    global _reason_codes
+    codes = _reason_codes
+    if codes is None:
+        loaded = lib()
+        codes = _reason_codes = tuple(loaded.ph_reason_code(i).decode("ascii")
+                                      for i in range(64))
+    if 0 <= reason < len(codes):
+        return codes[reason]
+    return "unknown"
 
 
 def strerror(status):
@@ -282,5 +295,6 @@ def strerror(status):
 
 
 def text(buf):
-    """A C char array's text (NUL-terminated; undecodable bytes replaced)."""
-    return bytes(buf).split(b"\0", 1)[0].decode("utf-8", "replace")
+    """A C char array field's text (ctypes already cut it at the NUL;
+    undecodable bytes replaced)."""
+    return buf.decode("utf-8", "replace")

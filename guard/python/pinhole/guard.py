@@ -100,6 +100,8 @@ def _addresses(pinned):
 
 
 def _encode(value, what):
+    if type(value) is str:
+        return value.encode("utf-8", "surrogateescape")
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -135,6 +137,9 @@ class DialResult:
         return "<DialResult %s via %s>" % (self.verdict, self.address)
 
 
+# Per-thread output buffers for the hot path (a verdict is 1.3 KB to zero).
+_scratch = threading.local()
+
 Redirect = collections.namedtuple("Redirect", "url same_origin drop_credentials verdict")
 Redirect.__doc__ = "An allowed redirect hop (Guard.redirect_check)."
 
@@ -156,7 +161,8 @@ class Guard:
     def __init__(self, table_path, dns_servers=None, *, dns_timeout_ms=0,
                  reload_interval_ms=1000):
         self._lib = _lib.lib()
-        self._cond = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()
+        self._idle = threading.Event()
         self._inflight = 0
         self._handle = None
         self.table_path = table_path
@@ -174,27 +180,29 @@ class Guard:
 
     # -- lifetime ---------------------------------------------------------
     def _enter(self):
-        with self._cond:
+        with self._lock:
             if self._handle is None:
                 raise GuardError("invalid", "the guard is closed")
             self._inflight += 1
             return self._handle
 
     def _leave(self):
-        with self._cond:
+        with self._lock:
             self._inflight -= 1
-            if self._inflight == 0:
-                self._cond.notify_all()
+            if self._inflight == 0 and self._handle is None:
+                self._idle.set()
 
     def close(self):
         """Closes the guard once the calls in flight have returned; later
         calls raise GuardError. Idempotent."""
-        with self._cond:
+        with self._lock:
             handle, self._handle = self._handle, None
-            while self._inflight:
-                self._cond.wait()
-        if handle is not None:
-            self._lib.ph_guard_close(ctypes.byref(handle))
+            if self._inflight == 0:
+                self._idle.set()
+        if handle is None:
+            return
+        self._idle.wait()
+        self._lib.ph_guard_close(ctypes.byref(handle))
 
     def __enter__(self):
         return self
@@ -224,7 +232,10 @@ class Guard:
     def _check(self, fn, target, list):
         data = _encode(target, "url")
         lst = _encode(list, "list")
-        v = _lib.CVerdict()
+        try:
+            v = _scratch.verdict
+        except AttributeError:
+            v = _scratch.verdict = _lib.CVerdict()
         h = self._enter()
         try:
             st = fn(h, lst, data, len(data), ctypes.byref(v), None)
