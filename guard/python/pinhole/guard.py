@@ -39,24 +39,52 @@ class Verdict:
     """The outcome of one check. allowed; reason (the stable code, "allowed"
     when allowed); host and port (canonical; "" and 0 when the URL did not
     parse); scheme ("http", "https", "" for an authority); rule (a Rule when
-    one matched, else None); policy_id; detail (why it was refused)."""
+    one matched, else None); policy_id; detail (why it was refused).
 
-    __slots__ = ("allowed", "reason", "scheme", "host", "port", "rule", "policy_id", "detail")
+    Holds its own copy of the C verdict and decodes the text fields when
+    they are first read, so a caller that looks only at allowed and reason
+    pays for nothing else."""
 
-    def __init__(self, allowed, reason, scheme, host, port, rule, policy_id, detail):
-        self.allowed = allowed
-        self.reason = reason
-        self.scheme = scheme
-        self.host = host
-        self.port = port
-        self.rule = rule
-        self.policy_id = policy_id
-        self.detail = detail
+    __slots__ = ("allowed", "reason", "_c")
+
+    def __init__(self, c):
+        self._c = c
+        self.allowed = bool(c.allowed)
+        self.reason = _lib.reason_code(c.reason)
+
+    @property
+    def scheme(self):
+        return {1: "http", 2: "https"}.get(self._c.scheme, "")
+
+    @property
+    def host(self):
+        return _lib.text(self._c.host)
+
+    @property
+    def port(self):
+        return self._c.port
+
+    @property
+    def rule(self):
+        c = self._c
+        if not c.has_rule:
+            return None
+        return Rule(_lib.text(c.rule_list), _lib.text(c.rule_host), _lib.text(c.rule_file),
+                    c.rule_line, _lib.text(c.rule_reason), c.rule_index)
+
+    @property
+    def policy_id(self):
+        return _lib.text(self._c.policy_id)
+
+    @property
+    def detail(self):
+        return _lib.text(self._c.detail)
 
     @property
     def rule_location(self):
         """"file:line" of the deciding rule, or None."""
-        return self.rule.location if self.rule else None
+        c = self._c
+        return "%s:%d" % (_lib.text(c.rule_file), c.rule_line) if c.has_rule else None
 
     def __bool__(self):
         return self.allowed
@@ -68,13 +96,8 @@ class Verdict:
 
     @classmethod
     def _from_c(cls, v):
-        rule = None
-        if v.has_rule:
-            rule = Rule(_lib.text(v.rule_list), _lib.text(v.rule_host), _lib.text(v.rule_file),
-                        v.rule_line, _lib.text(v.rule_reason), v.rule_index)
-        scheme = {1: "http", 2: "https"}.get(v.scheme, "")
-        return cls(bool(v.allowed), _lib.reason_code(v.reason), scheme, _lib.text(v.host),
-                   v.port, rule, _lib.text(v.policy_id), _lib.text(v.detail))
+        """A Verdict owning v (a CVerdict nobody else writes to)."""
+        return cls(v)
 
 
 Address = collections.namedtuple("Address", "family host port")
@@ -136,9 +159,6 @@ class DialResult:
     def __repr__(self):
         return "<DialResult %s via %s>" % (self.verdict, self.address)
 
-
-# Per-thread output buffers for the hot path (a verdict is 1.3 KB to zero).
-_scratch = threading.local()
 
 Redirect = collections.namedtuple("Redirect", "url same_origin drop_credentials verdict")
 Redirect.__doc__ = "An allowed redirect hop (Guard.redirect_check)."
@@ -232,10 +252,7 @@ class Guard:
     def _check(self, fn, target, list):
         data = _encode(target, "url")
         lst = _encode(list, "list")
-        try:
-            v = _scratch.verdict
-        except AttributeError:
-            v = _scratch.verdict = _lib.CVerdict()
+        v = _lib.CVerdict()
         h = self._enter()
         try:
             st = fn(h, lst, data, len(data), ctypes.byref(v), None)
