@@ -272,3 +272,30 @@ ph_status ph_dial_authority(ph_guard *g, const char *list, const char *authority
 {
     return dial(g, list, authority, len, DIAL_AUTHORITY, opts, fd, r, diag);
 }
+
+bool ph_pinned_addrs_contains(const ph_pinned_addrs *a, const struct sockaddr *addr,
+                              socklen_t len)
+{
+    if (a == NULL || addr == NULL)
+        return false;
+    for (size_t i = 0; i < a->count && i < PH_PINNED_MAX; i++) {
+        const struct sockaddr_storage *p = &a->addr[i];
+        if (p->ss_family != addr->sa_family)
+            continue;
+        if (addr->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+            struct sockaddr_in x, y;
+            memcpy(&x, addr, sizeof x);
+            memcpy(&y, p, sizeof y);
+            if (x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr)
+                return true;
+        } else if (addr->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+            struct sockaddr_in6 x, y;
+            memcpy(&x, addr, sizeof x);
+            memcpy(&y, p, sizeof y);
+            if (x.sin6_port == y.sin6_port && x.sin6_scope_id == y.sin6_scope_id &&
+                memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0)
+                return true;
+        }
+    }
+    return false;
+}

@@ -32,7 +32,13 @@ bool ph_dnsmasq_installed(void);
 /* Starts dnsmasq and waits until it answers. Returns true; any failure
  * (dnsmasq missing included) fails the test. */
 bool ph_dnsmasq_start(ph_dnsmasq *d);
+/* The same, also serving hosts_file (hosts format, names under "test") on
+ * top of the zone; ph_dnsmasq_reload makes it read the file again. */
+bool ph_dnsmasq_start_hosts(ph_dnsmasq *d, const char *hosts_file);
 void ph_dnsmasq_stop(ph_dnsmasq *d);
+/* Makes dnsmasq read its hosts file again (SIGHUP): an answer that changes
+ * between two queries. Returns at once; the caller waits for the change. */
+void ph_dnsmasq_reload(ph_dnsmasq *d);
 
 /* A bound UDP socket on 127.0.0.1 that nobody reads; server gets its
  * "127.0.0.1:<port>". Returns the fd. */

@@ -12,6 +12,8 @@ mv "$scratch/first" "$scratch/moved"
 P=$scratch/moved
 for f in bin/policyc bin/pinhole-guard include/pinhole/status.h include/pinhole/table.h \
          lib/libpinhole.a lib/libpinhole.so lib/pkgconfig/pinhole.pc \
+         include/pinhole/dial.h include/pinhole/redirect.h include/pinhole/curl.h \
+         lib/libpinhole-curl.so lib/pkgconfig/pinhole-curl.pc \
          share/doc/pinhole/allowlist.md share/doc/pinhole/examples/allowlist.yaml; do
     [ -e "$P/$f" ] || { echo "FAIL: $f not installed"; exit 1; }
 done
@@ -33,5 +35,19 @@ cc "$scratch/consumer.c" $(pkg-config --cflags --libs pinhole) -Wl,-rpath,"$P/li
 cc "$scratch/consumer.c" $(pkg-config --cflags pinhole) "$P/lib/libpinhole.a" \
     $(pkg-config --libs-only-l libcrypto libcares libidn2) -lpthread -o "$scratch/static"
 [ "$("$scratch/static")" = ip_literal ] || { echo "FAIL: static consumer"; exit 1; }
+cat >"$scratch/curl_consumer.c" <<'C'
+#include <pinhole/curl.h>
+#include <stdio.h>
+int main(void)
+{
+    ph_curl *pc = NULL;
+    if (ph_curl_attach(NULL, NULL, "default", NULL, &pc, NULL) != PH_E_INVAL) return 1;
+    puts(ph_reason_code(PH_REASON_REDIRECT_DOWNGRADE));
+    return 0;
+}
+C
+cc "$scratch/curl_consumer.c" $(pkg-config --cflags --libs pinhole-curl) -Wl,-rpath,"$P/lib" \
+    -o "$scratch/curl_consumer"
+[ "$("$scratch/curl_consumer")" = redirect_downgrade ] || { echo "FAIL: pinhole-curl consumer"; exit 1; }
 "$P/bin/policyc" check "$P/share/doc/pinhole/examples/allowlist.yaml" >/dev/null
-echo "install: ok (relocated prefix, shared and static consumers, policyc runs)"
+echo "install: ok (relocated prefix, shared and static consumers, pinhole-curl, policyc runs)"

@@ -31,6 +31,7 @@
 #ifndef PINHOLE_DIAL_H
 #define PINHOLE_DIAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -108,6 +109,15 @@ PH_API ph_status ph_dial_url(ph_guard *g, const char *list, const char *url, siz
 PH_API ph_status ph_dial_authority(ph_guard *g, const char *list, const char *authority,
                                    size_t len, const ph_dial_options *opts, int *fd,
                                    ph_dial_result *r, ph_diag *diag);
+
+/*
+ * Whether addr (len bytes; AF_INET or AF_INET6, with the port) is one of
+ * a's entries, family, address and port equal. For a socket hook that must
+ * refuse any address that was not checked (libpinhole-curl's open-socket
+ * check). false for NULL arguments or another family.
+ */
+PH_API bool ph_pinned_addrs_contains(const ph_pinned_addrs *a, const struct sockaddr *addr,
+                                     socklen_t len);
 
 #ifdef __cplusplus
 }
