@@ -222,12 +222,23 @@ class _AsyncGuardBackend(AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
-def _pool_kwargs(verify, cert, http1, http2, limits, retries):
-    return dict(ssl_context=httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
-                max_connections=limits.max_connections,
-                max_keepalive_connections=limits.max_keepalive_connections,
-                keepalive_expiry=limits.keepalive_expiry, http1=http1, http2=http2,
-                retries=retries)
+_LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+
+
+def _init_guarded(t, guard, lst, follow_redirects, max_redirects, allow_downgrade, stagger_ms,
+                  verify, cert, http1, http2, limits, retries):
+    """The guarded part of both transports: the options, and httpcore's pool
+    (which the httpx base class built with the default network backend)
+    replaced by one whose every connection is dialed by the guard."""
+    t.guard, t.list = guard, lst
+    t.follow_redirects, t.max_redirects = follow_redirects, max_redirects
+    t.allow_downgrade = allow_downgrade
+    t._pool = t._pool_class(
+        network_backend=t._backend_class(guard, lst, stagger_ms),
+        ssl_context=httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry, http1=http1, http2=http2, retries=retries)
 
 
 class _Hops:
@@ -302,19 +313,16 @@ class GuardedTransport(httpx.HTTPTransport):
     verify, cert, http1, http2, limits, retries: as httpx.HTTPTransport.
     """
 
+    _pool_class = httpcore.ConnectionPool
+    _backend_class = _GuardBackend
+
     def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
-                 http2=False, limits=httpx.Limits(max_connections=100,
-                                                  max_keepalive_connections=20),
-                 retries=0, follow_redirects=True, max_redirects=0, allow_downgrade=False,
-                 stagger_ms=0):
+                 http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
+                 max_redirects=0, allow_downgrade=False, stagger_ms=0):
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
-        self.guard, self.list = guard, list
-        self.follow_redirects, self.max_redirects = follow_redirects, max_redirects
-        self.allow_downgrade = allow_downgrade
-        self._pool = httpcore.ConnectionPool(
-            network_backend=_GuardBackend(guard, list, stagger_ms),
-            **_pool_kwargs(verify, cert, http1, http2, limits, retries))
+        _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
+                      stagger_ms, verify, cert, http1, http2, limits, retries)
 
     def handle_request(self, request):
         hops = _Hops(self, request)
@@ -332,19 +340,16 @@ class GuardedTransport(httpx.HTTPTransport):
 class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     """GuardedTransport for httpx.AsyncClient (asyncio)."""
 
+    _pool_class = httpcore.AsyncConnectionPool
+    _backend_class = _AsyncGuardBackend
+
     def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
-                 http2=False, limits=httpx.Limits(max_connections=100,
-                                                  max_keepalive_connections=20),
-                 retries=0, follow_redirects=True, max_redirects=0, allow_downgrade=False,
-                 stagger_ms=0):
+                 http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
+                 max_redirects=0, allow_downgrade=False, stagger_ms=0):
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
-        self.guard, self.list = guard, list
-        self.follow_redirects, self.max_redirects = follow_redirects, max_redirects
-        self.allow_downgrade = allow_downgrade
-        self._pool = httpcore.AsyncConnectionPool(
-            network_backend=_AsyncGuardBackend(guard, list, stagger_ms),
-            **_pool_kwargs(verify, cert, http1, http2, limits, retries))
+        _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
+                      stagger_ms, verify, cert, http1, http2, limits, retries)
 
     async def handle_async_request(self, request):
         hops = _Hops(self, request)
@@ -383,7 +388,29 @@ def _client_kwargs(kwargs):
     return kwargs
 
 
-class Client(httpx.Client):
+class _GuardedClient:
+    """What Client and AsyncClient share: the guarded transport as the only
+    one, and the refusal of anything that would bypass it."""
+
+    _transport_class = None
+
+    def __init__(self, guard, list="default", *, transport_options=None, **kwargs):
+        kwargs = _client_kwargs(kwargs)
+        topts = dict(transport_options or {})
+        for k in ("verify", "cert", "http1", "http2", "limits"):
+            if k in kwargs:
+                topts[k] = kwargs[k]
+        super().__init__(transport=self._transport_class(guard, list, **topts), **kwargs)
+        check_client(self)
+
+    def _transport_for_url(self, url):
+        t = super()._transport_for_url(url)
+        if not isinstance(t, _GUARDED):
+            raise ProxyRefused("%s would not go through the guard" % url, url=str(url))
+        return t
+
+
+class Client(_GuardedClient, httpx.Client):
     """An httpx.Client whose only transport is GuardedTransport(guard, list,
     **transport_options); verify, cert, http1, http2 and limits go to the
     transport. trust_env defaults to False (it would still read netrc and
@@ -391,36 +418,10 @@ class Client(httpx.Client):
     ProxyRefused, as does any request that would not reach the guarded
     transport."""
 
-    def __init__(self, guard, list="default", *, transport_options=None, **kwargs):
-        kwargs = _client_kwargs(kwargs)
-        topts = dict(transport_options or {})
-        for k in ("verify", "cert", "http1", "http2", "limits"):
-            if k in kwargs:
-                topts[k] = kwargs[k]
-        super().__init__(transport=GuardedTransport(guard, list, **topts), **kwargs)
-        check_client(self)
-
-    def _transport_for_url(self, url):
-        t = super()._transport_for_url(url)
-        if not isinstance(t, _GUARDED):
-            raise ProxyRefused("%s would not go through the guard" % url, url=str(url))
-        return t
+    _transport_class = GuardedTransport
 
 
-class AsyncClient(httpx.AsyncClient):
+class AsyncClient(_GuardedClient, httpx.AsyncClient):
     """Client for asyncio: an httpx.AsyncClient around AsyncGuardedTransport."""
 
-    def __init__(self, guard, list="default", *, transport_options=None, **kwargs):
-        kwargs = _client_kwargs(kwargs)
-        topts = dict(transport_options or {})
-        for k in ("verify", "cert", "http1", "http2", "limits"):
-            if k in kwargs:
-                topts[k] = kwargs[k]
-        super().__init__(transport=AsyncGuardedTransport(guard, list, **topts), **kwargs)
-        check_client(self)
-
-    def _transport_for_url(self, url):
-        t = super()._transport_for_url(url)
-        if not isinstance(t, _GUARDED):
-            raise ProxyRefused("%s would not go through the guard" % url, url=str(url))
-        return t
+    _transport_class = AsyncGuardedTransport
