@@ -87,6 +87,24 @@ def main():
         v = g.check_url(url, lst)
         check("check_url %r: %s" % (url, reason), (False, reason), (v.allowed, v.reason))
     check("refused verdict has a detail", True, bool(g.check_url("http://x.%s/" % D).detail))
+    try:
+        g.check_url("http://ok.%s:%d/" % (D, srv.port), "default\0other")
+        fail("a list name with a NUL byte is refused", "accepted")
+    except pinhole.GuardError as e:
+        check("a list name with a NUL byte is refused (not cut short)", "invalid", e.status)
+
+    # -- redirect_check ------------------------------------------------------
+    base = "http://ok.%s:%d/a/b" % (D, srv.port)
+    r = g.redirect_check(base, "../c?x=1", 0)
+    check("redirect_check: relative Location, same origin", ("http://ok.%s:%d/c?x=1" % (
+        D, srv.port), True, False), (r.url, r.same_origin, r.drop_credentials))
+    for loc, reason in [("http://169.254.169.254/", "ip_literal"),
+                        ("http://unlisted.%s:%d/" % (D, srv.port), "not_allowlisted"),
+                        ("/\\evil.%s/" % D, "redirect_bad_location"),
+                        ("/ok\0http://evil/", "redirect_bad_location")]:
+        refused("redirect_check %r" % loc, reason, lambda: g.redirect_check(base, loc, 0))
+    refused("redirect_check past the hop limit", "redirect_limit",
+            lambda: g.redirect_check(base, "/x", 3, max_hops=3))
 
     # -- resolve, dial -----------------------------------------------------
     addrs = g.resolve("http://ok.%s:%d/" % (D, srv.port))

@@ -134,6 +134,15 @@ def _encode(value, what):
     raise TypeError("%s must be str or bytes, not %s" % (what, type(value).__name__))
 
 
+def _cstr(value, what):
+    """value for a NUL-terminated C parameter: a NUL inside would silently
+    cut it short (a list "default\\0x" would be read as "default")."""
+    data = _encode(value, what)
+    if b"\0" in data:
+        raise GuardError("invalid", "%s contains a NUL byte" % what)
+    return data
+
+
 def _timeout_ms(timeout):
     if timeout is None:
         return 0
@@ -187,12 +196,12 @@ class Guard:
         self._handle = None
         self.table_path = table_path
         self.dns_servers = dns_servers
-        self._dns_bytes = _encode(dns_servers, "dns_servers") if dns_servers is not None else None
+        self._dns_bytes = _cstr(dns_servers, "dns_servers") if dns_servers is not None else None
         opts = _lib.GuardOptions(self._dns_bytes, int(dns_timeout_ms), int(reload_interval_ms),
                                  None)
         handle = ctypes.c_void_p()
         diag = _lib.Diag()
-        st = self._lib.ph_guard_open(_encode(str(table_path), "table_path"), ctypes.byref(opts),
+        st = self._lib.ph_guard_open(_cstr(str(table_path), "table_path"), ctypes.byref(opts),
                                      ctypes.byref(handle), ctypes.byref(diag))
         if st != _lib.PH_OK:
             raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
@@ -251,7 +260,7 @@ class Guard:
 
     def _check(self, fn, target, list):
         data = _encode(target, "url")
-        lst = _encode(list, "list")
+        lst = _cstr(list, "list")
         v = _lib.CVerdict()
         h = self._enter()
         try:
@@ -272,7 +281,7 @@ class Guard:
 
     def _check_and_resolve(self, url, list):
         data = _encode(url, "url")
-        lst = _encode(list, "list")
+        lst = _cstr(list, "list")
         v = _lib.CVerdict()
         pinned = _lib.PinnedAddrs()
         diag = _lib.Diag()
@@ -326,7 +335,7 @@ class Guard:
 
     def _dial(self, fn, data, shown, list, timeout, stagger_ms):
         opts = _lib.DialOptions(_timeout_ms(timeout), int(stagger_ms))
-        lst = _encode(list, "list")
+        lst = _cstr(list, "list")
         fd = ctypes.c_int(-1)
         r = _lib.CDialResult()
         diag = _lib.Diag()
@@ -361,12 +370,18 @@ class Guard:
         nothing: dial the target to resolve and pin it."""
         frm = _encode(from_url, "from_url")
         loc = _encode(location, "location")
+        # Both are C strings: a NUL would hide what follows it.
+        if b"\0" in frm:
+            raise Refused("parse_error", "the URL contains a NUL byte", url=from_url)
+        if b"\0" in loc:
+            raise Refused("redirect_bad_location", "the Location contains a NUL byte",
+                          url=location)
         opts = _lib.RedirectOptions(int(max_hops), bool(allow_downgrade))
         out = _lib.CRedirect()
         diag = _lib.Diag()
         h = self._enter()
         try:
-            st = self._lib.ph_redirect_check(h, _encode(list, "list"), frm, loc, int(hop),
+            st = self._lib.ph_redirect_check(h, _cstr(list, "list"), frm, loc, int(hop),
                                              ctypes.byref(opts), ctypes.byref(out),
                                              ctypes.byref(diag))
         finally:
