@@ -16,20 +16,25 @@
 #include "monotonic-int.h"
 #include "pinhole/dial.h"
 
-/* A refusal after the decision allowed: the verdict keeps host, port and
- * rule, and says why the dial did not happen. */
-static ph_status refuse(ph_dial_result *r, ph_reason reason, ph_status st, const char *detail,
-                        ph_diag *diag)
+ph_status ph_verdict_refuse(ph_verdict *v, ph_reason reason, ph_status st, const char *detail,
+                            ph_diag *diag)
 {
-    r->verdict.allowed = false;
-    r->verdict.reason = reason;
-    snprintf(r->verdict.detail, sizeof r->verdict.detail, "%s", detail);
+    v->allowed = false;
+    v->reason = reason;
+    snprintf(v->detail, sizeof v->detail, "%s", detail);
     if (diag != NULL) {
         diag->status = st;
         diag->offset = 0;
         snprintf(diag->message, sizeof diag->message, "%s", detail);
     }
     return st;
+}
+
+/* A refusal after the decision allowed: the dial did not happen. */
+static ph_status refuse(ph_dial_result *r, ph_reason reason, ph_status st, const char *detail,
+                        ph_diag *diag)
+{
+    return ph_verdict_refuse(&r->verdict, reason, st, detail, diag);
 }
 
 /* The RFC 8305 section 4 order: IPv6 and IPv4 interleaved, IPv6 first when
@@ -115,8 +120,8 @@ static ph_status race(const ph_pinned_addrs *a, int64_t deadline, unsigned stagg
         int64_t until = deadline;
         if (next < n && next_start < until)
             until = next_start;
-        int wait = (int)(until - now);
-        int rc = poll(pfd, (nfds_t)live, wait < 0 ? 0 : wait);
+        int64_t wait = until - now; /* the loop re-checks: a long deadline waits in steps */
+        int rc = poll(pfd, (nfds_t)live, wait < 0 ? 0 : wait > 60000 ? 60000 : (int)wait);
         if (rc < 0 && errno != EINTR) {
             err = errno;
             break;

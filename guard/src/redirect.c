@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "diag-int.h"
+#include "guard-int.h"
 #include "pinhole/redirect.h"
 
 /* A bounded string being built. */
@@ -180,16 +181,8 @@ ph_status ph_url_resolve_reference(const char *base, const char *location, char 
 
 static ph_status refuse(ph_redirect *out, ph_reason reason, const char *detail, ph_diag *diag)
 {
-    out->verdict.allowed = false;
-    out->verdict.reason = reason;
     out->drop_credentials = true;
-    snprintf(out->verdict.detail, sizeof out->verdict.detail, "%s", detail);
-    if (diag != NULL) {
-        diag->status = PH_E_DENIED;
-        diag->offset = 0;
-        snprintf(diag->message, sizeof diag->message, "%s", detail);
-    }
-    return PH_E_DENIED;
+    return ph_verdict_refuse(&out->verdict, reason, PH_E_DENIED, detail, diag);
 }
 
 ph_status ph_redirect_check(ph_guard *g, const char *list, const char *from_url,

@@ -184,10 +184,28 @@ bool ph_dnsmasq_start_hosts(ph_dnsmasq *d, const char *hosts_file)
     return false;
 }
 
-void ph_dnsmasq_reload(ph_dnsmasq *d)
+void ph_dnsmasq_set_hosts(ph_dnsmasq *d, const char *path, const char *text)
 {
-    if (d->pid > 0)
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    assert_int_equal(ph_test_write_file(tmp, text, strlen(text)), 0);
+    assert_int_equal(rename(tmp, path), 0);
+    if (d != NULL && d->pid > 0)
         kill(d->pid, SIGHUP);
+}
+
+bool ph_dnsmasq_wait_refused(const ph_dnsmasq *d, const char *name, ph_reason reason)
+{
+    ph_resolver_config cfg = {.servers = d->server, .timeout_ms = 500};
+    for (int i = 0; i < 200; i++) {
+        ph_pinned_addrs a;
+        ph_reason why = PH_REASON_ALLOWED;
+        if (ph_resolve_blocking(&cfg, name, 80, &a, &why, NULL) == PH_E_DENIED && why == reason)
+            return true;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    return false;
 }
 
 void ph_dnsmasq_stop(ph_dnsmasq *d)

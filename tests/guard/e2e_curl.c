@@ -177,14 +177,6 @@ static void start(server *s)
     s->port = ntohs(sin.sin_port);
 }
 
-static void write_hosts(const char *text)
-{
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.new", hosts);
-    assert_int_equal(ph_test_write_file(tmp, text, strlen(text)), 0);
-    assert_int_equal(rename(tmp, hosts), 0);
-}
-
 static void run(const char *cmd)
 {
     int st = system(cmd);
@@ -214,7 +206,8 @@ static int setup(void **state)
     assert_int_equal(SSL_CTX_use_certificate_file(tls_ctx, cert, SSL_FILETYPE_PEM), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey_file(tls_ctx, key, SSL_FILETYPE_PEM), 1);
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
-    write_hosts("127.0.0.1 other.test\n127.0.0.1 tls.test\n127.0.0.1 flip.test\n");
+    ph_dnsmasq_set_hosts(NULL, hosts,
+                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n127.0.0.1 flip.test\n");
     char yaml[2048], src[4300];
     snprintf(yaml, sizeof yaml,
              "version: 1\nlists:\n  default:\n    rules:\n"
@@ -427,21 +420,9 @@ static void rebinding_second_request_refused(void **state)
     snprintf(url, sizeof url, "http://flip.test:%u/ok", (unsigned)A.port);
     assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_OK);
     assert_string_equal(b.data, "page-body\n");
-    write_hosts("127.0.0.1 other.test\n127.0.0.1 tls.test\n169.254.169.254 flip.test\n");
-    ph_dnsmasq_reload(&dns);
-    ph_resolver_config cfg = {.servers = dns.server, .timeout_ms = 500};
-    bool changed = false;
-    for (int i = 0; i < 200 && !changed; i++) {
-        ph_pinned_addrs a;
-        ph_reason why = PH_REASON_ALLOWED;
-        changed = ph_resolve_blocking(&cfg, "flip.test", A.port, &a, &why, NULL) == PH_E_DENIED &&
-                  why == PH_REASON_DENIED_ADDRESS;
-        if (!changed) {
-            struct timespec pause = {0, 10 * 1000 * 1000};
-            nanosleep(&pause, NULL);
-        }
-    }
-    assert_true(changed);
+    ph_dnsmasq_set_hosts(&dns, hosts,
+                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n169.254.169.254 flip.test\n");
+    assert_true(ph_dnsmasq_wait_refused(&dns, "flip.test", PH_REASON_DENIED_ADDRESS));
     assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_E_DENIED);
     assert_int_equal(r.reason, PH_REASON_DENIED_ADDRESS);
     assert_string_equal(request_log, ""); /* no connection at all */

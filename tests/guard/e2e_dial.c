@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,14 +120,6 @@ static void fill(int af, uint16_t p)
     }
 }
 
-static void write_hosts(const char *text)
-{
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.new", hosts);
-    assert_int_equal(ph_test_write_file(tmp, text, strlen(text)), 0);
-    assert_int_equal(rename(tmp, hosts), 0);
-}
-
 static void compile_table(const char *yaml)
 {
     char src[4300], cmd[9000];
@@ -154,7 +147,7 @@ static int setup(void **state)
     fill(AF_INET6, port_v6hole);
     nanosleep(&pause, NULL);
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
-    write_hosts("127.0.0.1 flip.test\n127.0.0.1 he.test\n::1 he.test\n");
+    ph_dnsmasq_set_hosts(NULL, hosts, "127.0.0.1 flip.test\n127.0.0.1 he.test\n::1 he.test\n");
     snprintf(table, sizeof table, "%s/allow.ptab", dir);
     char yaml[2048];
     snprintf(yaml, sizeof yaml,
@@ -402,21 +395,9 @@ static void rebinding_second_dial_refused(void **state)
     assert_accepted(l4);
     close(fd);
     /* The answer changes to the metadata address. */
-    write_hosts("169.254.169.254 flip.test\n127.0.0.1 he.test\n::1 he.test\n");
-    ph_dnsmasq_reload(&dns);
-    ph_resolver_config cfg = {.servers = dns.server, .timeout_ms = 500};
-    bool changed = false;
-    for (int i = 0; i < 200 && !changed; i++) {
-        ph_pinned_addrs a;
-        ph_reason why = PH_REASON_ALLOWED;
-        changed = ph_resolve_blocking(&cfg, "flip.test", port, &a, &why, NULL) == PH_E_DENIED &&
-                  why == PH_REASON_DENIED_ADDRESS;
-        if (!changed) {
-            struct timespec pause = {0, 10 * 1000 * 1000};
-            nanosleep(&pause, NULL);
-        }
-    }
-    assert_true(changed);
+    ph_dnsmasq_set_hosts(&dns, hosts,
+                         "169.254.169.254 flip.test\n127.0.0.1 he.test\n::1 he.test\n");
+    assert_true(ph_dnsmasq_wait_refused(&dns, "flip.test", PH_REASON_DENIED_ADDRESS));
     assert_int_equal(dial("flip.test", port, NULL, &fd, &r), PH_E_DENIED);
     assert_int_equal(r.verdict.reason, PH_REASON_DENIED_ADDRESS);
     assert_int_equal(fd, -1);
@@ -445,11 +426,11 @@ static void *dialer(void *arg)
 }
 
 /* Accepts and closes whatever the dialers connect. */
-static volatile int accepting;
+static atomic_bool accepting;
 static void *acceptor(void *arg)
 {
     (void)arg;
-    while (accepting) {
+    while (atomic_load(&accepting)) {
         struct pollfd p = {.fd = l4, .events = POLLIN};
         if (poll(&p, 1, 20) == 1) {
             int c = accept(l4, NULL, NULL);
@@ -465,7 +446,7 @@ static void dials_from_8_threads(void **state)
     (void)state;
     pthread_t t[THREADS], a;
     unsigned errors[THREADS] = {0};
-    accepting = 1;
+    atomic_store(&accepting, true);
     assert_int_equal(pthread_create(&a, NULL, acceptor, NULL), 0);
     for (int i = 0; i < THREADS; i++)
         assert_int_equal(pthread_create(&t[i], NULL, dialer, &errors[i]), 0);
@@ -474,7 +455,7 @@ static void dials_from_8_threads(void **state)
         pthread_join(t[i], NULL);
         total += errors[i];
     }
-    accepting = 0;
+    atomic_store(&accepting, false);
     pthread_join(a, NULL);
     printf("%d dials from %d threads, %u errors\n", THREADS * PER_THREAD, THREADS, total);
     assert_int_equal(total, 0);

@@ -118,6 +118,10 @@ PH_API ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list,
  * response's), PH_E_DENIED when the guard refused a hop (res->reason,
  * res->url, res->detail), PH_E_IO when a transfer failed (res->curl_code),
  * PH_E_INVAL for NULL arguments. Blocks like curl_easy_perform.
+ * Credentials cleared on the handle (CURLOPT_USERPWD, ...) stay cleared
+ * after the chain: set them again before the next perform. A connection
+ * kept alive from an earlier transfer to the same host and port may be
+ * reused; it goes to an address that was checked when it was opened.
  */
 PH_API ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res);
 
