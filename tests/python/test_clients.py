@@ -18,6 +18,7 @@ the reason code:
 import asyncio
 import os
 import socket
+import threading
 
 import support
 from support import DOMAIN as D, check, fail, ok, refused
@@ -224,7 +225,43 @@ def main():
         refused("%s https -> http redirect" % name, "redirect_downgrade",
                 lambda: f.fetch("https://tls.%s:%d/down" % (D, tls.port)), *R)
 
+    threads(guard, A, a)
     proxies(guard, A)
+
+
+def threads(guard, A, a):
+    """One httpx client and one requests session shared by 8 threads."""
+    print("# threads", flush=True)
+    errors, done = [], [0]
+    lock = threading.Lock()
+    with pinhole.httpx.Client(guard, "default", timeout=10) as c, \
+            pinhole.requests.Session(guard, "default") as s:
+        def work(i):
+            try:
+                for n in range(25):
+                    if (i + n) % 2:
+                        st = c.get(A + "/hello").status_code
+                    else:
+                        st = s.get(A + "/hello", timeout=10).status_code
+                    if st != 200:
+                        errors.append(st)
+                    try:
+                        c.get(A.replace("ok.", "unlisted.") + "/hello")
+                        errors.append("unlisted fetched")
+                    except pinhole.Refused as e:
+                        if e.reason != "not_allowlisted":
+                            errors.append(e.reason)
+                    with lock:
+                        done[0] += 1
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+        ts = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    check("8 threads x 25 fetches and refusals on shared clients: no error", ([], 200),
+          (errors[:5], done[0]))
 
 
 def proxies(guard, A):

@@ -329,7 +329,11 @@ class GuardedTransport(httpx.HTTPTransport):
         while True:
             hops.check(request)
             response = super().handle_request(request)
-            nxt = hops.next_request(request, response)
+            try:
+                nxt = hops.next_request(request, response)
+            except BaseException:
+                response.close()  # a refused hop returns its connection to the pool
+                raise
             if nxt is None:
                 return hops.finish(request, response)
             response.read()
@@ -356,7 +360,11 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
         while True:
             hops.check(request)
             response = await super().handle_async_request(request)
-            nxt = hops.next_request(request, response)
+            try:
+                nxt = hops.next_request(request, response)
+            except BaseException:
+                await response.aclose()
+                raise
             if nxt is None:
                 return hops.finish(request, response)
             await response.aread()
