@@ -13,7 +13,8 @@ the reason code:
   a same-origin one keeps them; Set-Cookie of a cross-origin final response
   not stored; rebinding (a name whose answer changes between two requests:
   the second is refused); a mixed answer; DNS, connect and read timeouts;
-  TLS verifying the host name; proxies from the environment refused.
+  TLS verifying the host name; proxies refused; 8 threads sharing one
+  httpx client and one requests session.
 """
 import asyncio
 import os
