@@ -75,7 +75,7 @@ int main(void)
     return 0;
 }
 C
-cc "$scratch/curl_consumer.c" $(pkg-config --cflags --libs pinhole-curl) -Wl,-rpath,"$P/lib" \
+cc "$scratch/curl_consumer.c" $(PKG_CONFIG_PATH="$P/lib/pkgconfig" pkg-config --cflags --libs pinhole-curl) -Wl,-rpath,"$P/lib" \
     -o "$scratch/curl_consumer"
 [ "$("$scratch/curl_consumer")" = redirect_downgrade ] || { echo "FAIL: pinhole-curl consumer"; exit 1; }
 "$P/bin/policyc" check "$P/share/doc/pinhole/examples/allowlist.yaml" >/dev/null

@@ -9,6 +9,7 @@ HTTP clients: pinhole.httpx (GuardedTransport, AsyncGuardedTransport,
 Client, AsyncClient) and pinhole.requests (GuardedAdapter, Session). Each
 checks every request and redirect hop and connects only to checked
 addresses. The command line: python3 -m pinhole check --table T URL...
+pinhole.execd is the client of pinhole-execd (the execution service).
 """
 from .errors import Error, GuardError, LibraryError, ProxyRefused, Refused
 from .guard import (Address, DialResult, Guard, Redirect, Rule, Verdict, build_is_test_loopback,

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""execd.python_client - pinhole.execd (sandbox/python/pinhole/execd.py)
+"""execd.python_client - pinhole.execd (guard/python/pinhole/execd.py)
 against a fake-mechanism daemon: the ports and the lease through Python,
 non-UTF-8 bytes both ways, the error codes.
 
