@@ -827,6 +827,77 @@ static pid_t start_squid(const char *dir, int port)
     return start_peer(dir, "squid", "/usr/sbin/squid", "-N", "-f", conf);
 }
 
+/* ---- system calls per transaction ------------------------------------------ */
+
+/* Counts the proxy's system calls over n sequential transactions of one
+ * client (strace -f -c attached to every thread of px->pid) and prints them
+ * per transaction, the most frequent first: the kernel work a transaction
+ * costs the proxy, against the minimum a CONNECT needs. The counts, not the
+ * times, are the figure (strace slows every call alike). */
+static void syscall_counts(const target *px, int n, const char *dir)
+{
+    char out[600], pid[16];
+    snprintf(out, sizeof out, "%s/strace-%d.txt", dir, (int)px->pid);
+    snprintf(pid, sizeof pid, "%d", (int)px->pid);
+    if (access("/usr/bin/strace", X_OK) != 0) {
+        printf("syscalls per tx     strace not installed: no count (apt-get install strace)\n");
+        return;
+    }
+    char *argv[] = { "/usr/bin/strace", "-f", "-c", "-q", "-o", out, "-p", pid, NULL };
+    pid_t st = spawn(argv, "/dev/null", "/dev/null");
+    usleep(500000); /* attached to every thread */
+    transaction(px);
+    usleep(100000);
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        failed += transaction(px) != 0;
+    usleep(100000);
+    kill(st, SIGINT);
+    waitpid(st, NULL, 0);
+    FILE *f = fopen(out, "r");
+    char line[256], names[64][32];
+    double calls[64];
+    int k = 0;
+    long total = 0;
+    while (f && fgets(line, sizeof line, f) && k < 64) {
+        char tok[6][32];
+        int nt = sscanf(line, "%31s %31s %31s %31s %31s %31s", tok[0], tok[1], tok[2], tok[3],
+                        tok[4], tok[5]);
+        if ((nt != 5 && nt != 6) || strcmp(tok[nt - 1], "total") == 0 ||
+            tok[0][0] < '0' || tok[0][0] > '9')
+            continue;
+        calls[k] = atof(tok[3]);
+        snprintf(names[k], sizeof names[k], "%s", tok[nt - 1]);
+        total += (long)calls[k];
+        k++;
+    }
+    if (f)
+        fclose(f);
+    if (k == 0) {
+        printf("syscalls per tx     no strace output (attach refused?)\n");
+        return;
+    }
+    /* The warm-up transaction is in the counts too: n + 1 transactions. */
+    double per = (double)(n + 1 - failed);
+    printf("syscalls per tx     %s: %.1f (%d sequential transactions of one client, %d failed):",
+           px->name, (double)total / per, n + 1, failed);
+    for (int i = 0; i < k; i++) {
+        int best = i;
+        for (int j = i + 1; j < k; j++)
+            if (calls[j] > calls[best])
+                best = j;
+        double c = calls[best];
+        char nm[32];
+        memcpy(nm, names[best], sizeof nm);
+        calls[best] = calls[i], memcpy(names[best], names[i], sizeof nm);
+        calls[i] = c, memcpy(names[i], nm, sizeof nm);
+        if (c / per >= 0.05)
+            printf(" %s %.2f", names[i], c / per);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
 /* ---- A/B: several pinhole-proxy binaries, rounds interleaved ------------- */
 
 #define AB_MAX 4
@@ -951,7 +1022,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]... "
-               "[--rounds N] [--no-peers]\n"
+               "[--rounds N] [--syscalls N] [--no-peers]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
@@ -961,6 +1032,8 @@ static void usage(FILE *f)
                "                     times (at most %d), an A/B run: the same rounds against each,\n"
                "                     interleaved, with the spread across rounds\n"
                "  --rounds N         rounds of an A/B run, 3-64 (default 7)\n"
+               "  --syscalls N       count each proxy's system calls over N transactions\n"
+               "                     (strace; default 1000, 0: no count)\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --help             this text\n"
@@ -1016,13 +1089,14 @@ int main(int argc, char **argv)
                                            { "idle-tunnels", required_argument, NULL, 'i' },
                                            { "proxy", required_argument, NULL, 'p' },
                                            { "rounds", required_argument, NULL, 'r' },
+                                           { "syscalls", required_argument, NULL, 's' },
                                            { "clients", required_argument, NULL, 'c' },
                                            { "no-peers", no_argument, NULL, 'n' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
     const char *proxy_paths[AB_MAX] = { PX_PROXY };
-    int nproxies = 0, rounds = 7;
+    int nproxies = 0, rounds = 7, sys_n = 1000;
     int want = 10000, o;
     bool peers = true;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -1034,6 +1108,8 @@ int main(int argc, char **argv)
             proxy_paths[nproxies++] = optarg;
         else if (o == 'r' && atoi(optarg) >= 3 && atoi(optarg) <= 64)
             rounds = atoi(optarg);
+        else if (o == 's' && atoi(optarg) >= 0)
+            sys_n = atoi(optarg);
         else if (o == 'c' && atoi(optarg) >= 1 && atoi(optarg) <= 16)
             clients = atoi(optarg);
         else if (o == 'n')
@@ -1119,6 +1195,8 @@ int main(int argc, char **argv)
            "%s proxy workers (0: one per core), descriptor limit %ld)\n",
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
+    for (int p = 0; sys_n > 0 && p < nproxies; p++)
+        syscall_counts(&px_t[p], sys_n, dir);
     if (ab) {
         ab_compare(&direct_t, px_t, nproxies, rounds);
         for (int p = 0; p < nproxies; p++) {
