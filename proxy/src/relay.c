@@ -44,6 +44,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "monotonic-int.h"
 #include "proxy-int.h"
 
 /* Bytes per read(2): larger steps cut the system calls of a bulk transfer
@@ -72,27 +73,22 @@ struct px_relay {
     int pipe[2][2];             /* splice(2) pipe of direction i, {-1,-1} until used */
     size_t piped[2];            /* bytes in that pipe (they follow buf[i]'s) */
     size_t pipe_cap[2];
-    struct event *rd[2], *wr[2];
+    struct event_base *base;
+    struct event *ev[2];        /* one per socket, for what watching[i] says */
+    short watching[2];          /* EV_READ / EV_WRITE wanted on side i's socket */
     bool eof[2];                /* side i sent EOF (its read side ended) */
     bool shut[2];               /* we shut the write side towards i */
     uint64_t *count[2];         /* bytes read from side i */
     struct event *timer;        /* the idle timeout and the end of life, whichever is next */
-    time_t life_at;             /* when life ends (now_s clock) */
+    int64_t life_at;            /* when life ends (ph_monotonic_ms) */
     const char *life_end;       /* the end reason then */
-    time_t last_activity;
-    long idle_s;
+    int64_t last_activity;      /* ms: the last byte read */
+    int64_t idle_ms;
     size_t high, step;
     px_relay_done_cb done;
     void *arg;
     bool finished;
 };
-
-static time_t now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
-}
 
 static const char *side_error(int side)
 {
@@ -123,12 +119,33 @@ static void finish(px_relay *r, const char *why)
     if (r->finished)
         return;
     r->finished = true;
-    for (int i = 0; i < 2; i++) {
-        event_del(r->rd[i]);
-        event_del(r->wr[i]);
-    }
+    for (int i = 0; i < 2; i++)
+        event_del(r->ev[i]);
     evtimer_del(r->timer);
     r->done(r->arg, why);
+}
+
+static void io_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Starts or stops watching side i's socket for `bit` (EV_READ, EV_WRITE):
+ * one event per socket, its flags changed in place (the epoll changelist
+ * folds the delete and the add into one change). */
+static void watch(px_relay *r, int i, short bit, bool on)
+{
+    short f = (short)(on ? (r->watching[i] | bit) : (r->watching[i] & ~bit));
+    if (f == r->watching[i])
+        return;
+    r->watching[i] = f;
+    event_del(r->ev[i]);
+    if (f == 0)
+        return;
+    event_assign(r->ev[i], r->base, r->fd[i], (short)(f | EV_PERSIST), io_cb, &r->side[i]);
+    event_add(r->ev[i], NULL);
+}
+
+static bool watched(const px_relay *r, int i, short bit)
+{
+    return (r->watching[i] & bit) != 0;
 }
 
 /* A direction moves through a pipe with splice(2) (the bytes never enter
@@ -190,16 +207,14 @@ static bool flush(px_relay *r, int from)
 #endif
     size_t left = held(r, from);
     if (left > 0) {
-        if (!event_pending(r->wr[to], EV_WRITE, NULL))
-            event_add(r->wr[to], NULL);
+        watch(r, to, EV_WRITE, true);
         if (left >= r->high)
-            event_del(r->rd[from]);
-        else if (!r->eof[from] && !event_pending(r->rd[from], EV_READ, NULL))
-            event_add(r->rd[from], NULL);
+            watch(r, from, EV_READ, false);
+        else if (!r->eof[from])
+            watch(r, from, EV_READ, true);
         return true;
     }
-    if (event_pending(r->wr[to], EV_WRITE, NULL))
-        event_del(r->wr[to]);
+    watch(r, to, EV_WRITE, false);
     if (r->eof[from]) {
         /* Both ways ended and drained: close(2) sends the last FIN. */
         if (r->eof[to] && held(r, to) == 0) {
@@ -210,8 +225,8 @@ static bool flush(px_relay *r, int from)
             r->shut[to] = true;
             shutdown(r->fd[to], SHUT_WR);
         }
-    } else if (!event_pending(r->rd[from], EV_READ, NULL)) {
-        event_add(r->rd[from], NULL);
+    } else {
+        watch(r, from, EV_READ, true);
     }
     return true;
 }
@@ -240,12 +255,10 @@ static bool pass_on(px_relay *r, int from, const unsigned char *p, size_t n)
     return true;
 }
 
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+/* Side `from`'s socket is readable. */
+static void read_side(px_relay *r, int from)
 {
-    (void)what;
-    relay_side *s = arg;
-    px_relay *r = s->r;
-    int from = s->i;
+    int fd = r->fd[from];
     size_t have = held(r, from);
     size_t room = have < r->high ? r->high - have : 0;
     if (room > r->step)
@@ -257,7 +270,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
         if (room > pipe_room)
             room = pipe_room;
         if (room == 0) {
-            event_del(r->rd[from]);
+            watch(r, from, EV_READ, false);
             return;
         }
         n = splice(fd, NULL, r->pipe[from][1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -268,7 +281,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 #endif
     } else {
         if (room == 0) {
-            event_del(r->rd[from]);
+            watch(r, from, EV_READ, false);
             return;
         }
         if (room > sizeof scratch)
@@ -285,42 +298,50 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n == 0) {
         r->eof[from] = true;
-        event_del(r->rd[from]);
+        watch(r, from, EV_READ, false);
     } else {
         *r->count[from] += (uint64_t)n;
-        r->last_activity = now_s();
+        r->last_activity = ph_monotonic_ms();
     }
     (void)flush(r, from);
 }
 
-static void write_cb(evutil_socket_t fd, short what, void *arg)
+static void io_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
-    (void)what;
     relay_side *s = arg;
-    (void)flush(s->r, !s->i); /* side i can take bytes: the direction towards it */
+    px_relay *r = s->r;
+    int i = s->i;
+    /* Side i can take bytes: the direction towards it first (it may end
+     * the relay, and then r is not touched again). */
+    if ((what & EV_WRITE) && !flush(r, !i))
+        return;
+    if ((what & EV_READ) && watched(r, i, EV_READ))
+        read_side(r, i);
 }
 
 /* One timer for both deadlines (an event less per tunnel): the end of life
- * first, then the idle timeout; otherwise re-armed for the nearer one. */
+ * first, then the idle timeout; otherwise re-armed for the nearer one. In
+ * milliseconds: whole seconds would count a pause of just over half a
+ * second across a second boundary as a quiet second. */
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     px_relay *r = arg;
-    time_t now = now_s(), quiet = now - r->last_activity;
+    int64_t now = ph_monotonic_ms(), quiet = now - r->last_activity;
     if (now >= r->life_at) {
         finish(r, r->life_end);
         return;
     }
-    if (quiet >= r->idle_s) {
+    if (quiet >= r->idle_ms) {
         finish(r, "idle_timeout");
         return;
     }
-    time_t next = r->idle_s - quiet;
+    int64_t next = r->idle_ms - quiet;
     if (r->life_at - now < next)
         next = r->life_at - now;
-    struct timeval tv = { next, 0 };
+    struct timeval tv = { (time_t)(next / 1000), (suseconds_t)(next % 1000 * 1000) };
     evtimer_add(r->timer, &tv);
 }
 
@@ -332,10 +353,8 @@ static void relay_release(px_relay *r)
         for (int k = 0; k < 2; k++)
             if (r->pipe[i][k] >= 0)
                 close(r->pipe[i][k]);
-        if (r->rd[i])
-            event_free(r->rd[i]);
-        if (r->wr[i])
-            event_free(r->wr[i]);
+        if (r->ev[i])
+            event_free(r->ev[i]);
         if (r->buf[i])
             evbuffer_free(r->buf[i]);
     }
@@ -359,12 +378,13 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
     r->step = r->high / 2 > MIN_STEP ? r->high / 2 : MIN_STEP;
     if (r->step > r->high)
         r->step = r->high;
-    r->idle_s = cfg->idle_timeout_s;
+    r->idle_ms = (int64_t)cfg->idle_timeout_s * 1000;
     r->life_end = life_end;
     r->done = done;
     r->arg = arg;
-    r->last_activity = now_s();
-    r->life_at = r->last_activity + (life_s > 0 ? life_s : 0);
+    r->last_activity = ph_monotonic_ms();
+    r->base = base;
+    r->life_at = r->last_activity + (life_s > 0 ? (int64_t)life_s * 1000 : 0);
     for (int i = 0; i < 2; i++) {
         r->side[i] = (relay_side){ r, i };
         r->pipe[i][0] = r->pipe[i][1] = -1;
@@ -383,16 +403,18 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
     int fd[2] = { client_fd, upstream_fd };
     for (int i = 0; ok && i < 2; i++) {
         r->fd[i] = fd[i];
-        ok = (r->rd[i] = event_new(base, fd[i], EV_READ | EV_PERSIST, read_cb, &r->side[i])) &&
-             (r->wr[i] = event_new(base, fd[i], EV_WRITE | EV_PERSIST, write_cb, &r->side[i]));
+        /* Assigned (and added) by watch(); nothing is watched yet. */
+        ok = (r->ev[i] = event_new(base, -1, 0, io_cb, &r->side[i])) != NULL;
     }
     if (!ok) {
         relay_release(r);
         return NULL;
     }
     *r->count[0] += early_len;
-    time_t first = r->life_at - r->last_activity;
-    struct timeval tv = { first < r->idle_s ? first : r->idle_s, 0 };
+    int64_t first = r->life_at - r->last_activity;
+    if (first > r->idle_ms)
+        first = r->idle_ms;
+    struct timeval tv = { (time_t)(first / 1000), (suseconds_t)(first % 1000 * 1000) };
     evtimer_add(r->timer, &tv);
     return r;
 }
