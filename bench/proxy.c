@@ -938,14 +938,17 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
     double drate[64];
     const int lat_n = 400;
     printf("A/B: %d rounds, each: event-driven load (%d threads x %d in flight, 1 s) direct, then "
-           "each proxy in turn; then %d transactions of one client, direct and each proxy "
-           "alternating\n",
+           "each proxy in turn (order reversed every other round); then %d transactions of one "
+           "client, direct and each proxy alternating (order rotating)\n",
            rounds, ASYNC_THREADS, ASYNC_IN_FLIGHT, lat_n);
     for (int k = 0; k < rounds; k++) {
         long f;
         tx_cpu c = { 0, 0, 0 };
         drate[k] = rate_with_cpu(direct_t, async_load, &f, &c);
-        for (int p = 0; p < n; p++) {
+        /* A B ... in odd rounds, ... B A in even ones: neither always
+         * runs right after the other (its connections' teardown). */
+        for (int j = 0; j < n; j++) {
+            int p = k % 2 == 0 ? j : n - 1 - j;
             c = (tx_cpu){ 0, 0, 0 };
             r[p][k].rate = rate_with_cpu(&px[p], async_load, &f, &c);
             r[p][k].cpu = c.proxy;
@@ -954,8 +957,13 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
         int ok[AB_MAX + 1] = { 0 };
         for (int p = 0; p <= n; p++)
             v[p] = calloc((size_t)lat_n, sizeof(double));
+        /* The order rotates transaction by transaction: each target follows
+         * each other equally often, so none always pays for the previous
+         * one's teardown (a proxy's EOFs, closes and log line still run
+         * when the next transaction starts). */
         for (int i = 0; i < lat_n; i++)
-            for (int p = 0; p <= n; p++) {
+            for (int j = 0; j <= n; j++) {
+                int p = (i + j) % (n + 1);
                 double took[2];
                 if (transaction_timed(p == 0 ? direct_t : &px[p - 1], took) == 0)
                     v[p][ok[p]++] = took[0] + took[1];
