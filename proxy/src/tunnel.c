@@ -18,9 +18,16 @@
  * The statuses written here are the request framing's (the parser's 4xx,
  * 408) and the proxy's own overload (503).
  *
+ * The head: the listener defers accept until the client's first bytes
+ * arrived (TCP_DEFER_ACCEPT), so px_conn_accept reads the head at once,
+ * with whatever tunnel bytes followed it, in one recv(2) into head_buf; only
+ * a head that is not complete yet arms a read event. The client socket gets
+ * a bufferevent only to answer a refusal (client_bev).
+ *
  * Ownership: a px_conn is freed only by conn_free, and every callback that
- * can reach conn_free (bufferevent callbacks, the timer, the DNS answer, the
- * relay's done) returns without touching c afterwards. Callbacks that are
+ * can reach conn_free (bufferevent callbacks, the head's read event, the
+ * timer, the DNS answer, the relay's done) returns without touching c
+ * afterwards; so does px_conn_accept, which may reach it too. Callbacks that are
  * not the connection's own never run synchronously inside a call of this
  * file: the DNS answer comes from the loop (dns_async.c), bufferevent
  * callbacks are not run inside bufferevent_write/enable/connect (libevent
@@ -53,7 +60,11 @@ typedef struct px_conn {
     struct px_conn *prev, *next;
     uint64_t id;
     conn_state state;
-    struct bufferevent *client, *upstream;
+    int fd;                     /* the client socket; -1 once client or the relay owns it */
+    struct bufferevent *client, *upstream; /* client: only to answer a refusal */
+    struct event *head_ev;      /* head reads after the first (NULL until needed) */
+    uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
+    size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
     struct event *timer;        /* head timeout, then connect timeout */
     struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
@@ -87,6 +98,35 @@ typedef struct px_conn {
 static void conn_free(px_conn *c);
 static void dial_next(px_conn *c);
 static void leave_head(px_conn *c);
+
+/* The most one head read takes: a whole head and the tunnel bytes a client
+ * sent right behind it (a TLS ClientHello fits). */
+#define HEAD_READ_MAX (PH_PREQ_HEAD_MAX + 4096)
+
+/* The client socket as a bufferevent, made on first use (a refusal is
+ * written through it) with the bytes read so far in its input; the socket
+ * is then the bufferevent's. NULL when out of memory. */
+static struct bufferevent *client_bev(px_conn *c)
+{
+    if (c->client != NULL)
+        return c->client;
+    struct bufferevent *b = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+    if (b == NULL)
+        return NULL;
+    if (c->head_got > 0 &&
+        evbuffer_add(bufferevent_get_input(b), c->head_buf, c->head_got) != 0) {
+        bufferevent_setfd(b, -1);
+        bufferevent_free(b);
+        return NULL;
+    }
+    if (c->head_ev != NULL) {
+        event_free(c->head_ev);
+        c->head_ev = NULL;
+    }
+    c->client = b;
+    c->fd = -1;
+    return b;
+}
 
 /* ---- replies ------------------------------------------------------------- */
 
@@ -138,6 +178,13 @@ static void reply_event_cb(struct bufferevent *b, short what, void *arg)
     conn_free(arg);
 }
 
+static void reply_unbuffered_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_free(arg);
+}
+
 /* Answers a refusal and closes once it is written (bounded by a timeout so
  * a client that does not read cannot hold the connection). */
 static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
@@ -163,13 +210,24 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         bufferevent_free(c->upstream);
         c->upstream = NULL;
     }
-    bufferevent_disable(c->client, EV_READ);
-    bufferevent_setcb(c->client, NULL, reply_written_cb, reply_event_cb, c);
-    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    struct bufferevent *b = client_bev(c);
+    if (b == NULL) {
+        /* Out of memory: what the socket takes now, then the end, from the
+         * loop (the callers still use c after this returns). */
+        ssize_t wr = send(c->fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)wr;
+        struct timeval now = { 0, 0 };
+        evtimer_assign(c->timer, c->w->base, reply_unbuffered_cb, c);
+        evtimer_add(c->timer, &now);
+        return;
+    }
+    bufferevent_disable(b, EV_READ);
+    bufferevent_setcb(b, NULL, reply_written_cb, reply_event_cb, c);
+    bufferevent_setwatermark(b, EV_WRITE, 0, 0);
     struct timeval tv = { 5, 0 };
-    bufferevent_set_timeouts(c->client, NULL, &tv);
-    bufferevent_write(c->client, resp, n);
-    bufferevent_enable(c->client, EV_WRITE);
+    bufferevent_set_timeouts(b, NULL, &tv);
+    bufferevent_write(b, resp, n);
+    bufferevent_enable(b, EV_WRITE);
 }
 
 /* A refusal for a reason, answered with the guard's status for it. */
@@ -228,8 +286,13 @@ static void conn_free(px_conn *c)
     free(c->answer);
     free(c->token);
     free(c->checked);
+    free(c->head_buf);
     if (c->timer)
         event_free(c->timer);
+    if (c->head_ev)
+        event_free(c->head_ev);
+    if (c->fd >= 0)
+        close(c->fd);
     if (c->relay) {
         px_relay_free(&c->relay); /* closes both sockets */
         px_metrics_tunnel_close();
@@ -342,15 +405,17 @@ static void start_relay(px_conn *c)
      * the upstream's first bytes are read only by the relay. What the
      * socket does not take now (never, in practice), the relay sends; an
      * error, the relay meets again and ends the tunnel with. */
-    ssize_t sent = send(bufferevent_getfd(c->client), ok, sizeof ok - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t sent = send(c->fd, ok, sizeof ok - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0)
         sent = 0;
-    evtimer_del(c->timer);
+    /* The relay keeps the tunnel's deadlines: the connection's timer (head,
+     * then connect timeout) is done with. */
+    event_free(c->timer);
+    c->timer = NULL;
     free(c->answer);
     c->answer = NULL;
+    /* The client socket inherited TCP_NODELAY from its listener. */
     set_nodelay(c->upstream);
-    if (c->peer[0] != 'u') /* not a unix socket */
-        set_nodelay(c->client);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';
@@ -365,15 +430,25 @@ static void start_relay(px_conn *c)
         life = left > 0 ? (long)left : 0;
         life_end = "grant_expired";
     }
-    c->relay = px_relay_start(c->w->base, c->client, c->upstream, ok + sent,
-                              sizeof ok - 1 - (size_t)sent, c->w->cfg, life, life_end,
-                              &c->up, &c->down, relay_done, c);
+    int ufd = bufferevent_getfd(c->upstream);
+    c->relay = px_relay_start(c->w->base, c->fd, ufd, c->head_buf + c->head_len,
+                              c->head_got - c->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
+                              c->w->cfg, life, life_end, &c->up, &c->down, relay_done, c);
     if (c->relay == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
-    c->client = c->upstream = NULL; /* the relay owns the sockets now */
+    /* The relay owns the sockets now: the upstream's leaves its bufferevent
+     * (whose connect event is deleted before the loop applies it). */
+    bufferevent_disable(c->upstream, EV_READ | EV_WRITE);
+    bufferevent_setfd(c->upstream, -1);
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    c->fd = -1;
+    free(c->head_buf);
+    c->head_buf = NULL;
+    c->head_got = c->head_len = 0;
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
@@ -569,16 +644,47 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
         refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
-static void head_read_cb(struct bufferevent *b, void *arg)
+static void head_read(px_conn *c);
+static void head_parse(px_conn *c, const uint8_t *in, size_t n);
+
+static void head_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
-    px_conn *c = arg;
-    struct evbuffer *in = bufferevent_get_input(b);
-    size_t len = evbuffer_get_length(in);
-    size_t n = len < PH_PREQ_HEAD_MAX ? len : PH_PREQ_HEAD_MAX;
-    const uint8_t *head = evbuffer_pullup(in, (ev_ssize_t)n);
+    (void)fd;
+    (void)what;
+    head_read(arg);
+}
+
+/* The first read's bytes, per worker thread: most connections send their
+ * whole head at once and keep only a copy of its size. */
+static _Thread_local uint8_t head_scratch[HEAD_READ_MAX];
+
+/* Parses the head read so far (in[0..n): head_buf, or the first read in
+ * head_scratch, which is then kept in head_buf: of its own size when the
+ * head is complete, HEAD_READ_MAX when the rest is still to come): decides
+ * a complete head, refuses a bad one, waits for more of an incomplete one. */
+static void head_parse(px_conn *c, const uint8_t *in, size_t n)
+{
     ph_proxy_request req;
-    switch (ph_proxy_request_parse(head, n, &req)) {
+    ph_preq_result st = ph_proxy_request_parse(in, n, &req);
+    if (c->head_buf == NULL && n > 0) {
+        if ((c->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
+            c->end = "out_of_memory";
+            conn_free(c);
+            return;
+        }
+        memcpy(c->head_buf, in, n);
+        c->head_got = n;
+    }
+    const uint8_t *head = c->head_buf;
+    switch (st) {
     case PH_PREQ_INCOMPLETE:
+        if (c->head_ev == NULL) {
+            c->head_ev = event_new(c->w->base, c->fd, EV_READ | EV_PERSIST, head_ev_cb, c);
+            if (c->head_ev == NULL || event_add(c->head_ev, NULL) != 0) {
+                c->end = "out_of_memory";
+                conn_free(c);
+            }
+        }
         return;
     case PH_PREQ_REFUSED:
         refuse(c, req.http_status, PH_REASON_PARSE_ERROR, req.message);
@@ -587,21 +693,39 @@ static void head_read_cb(struct bufferevent *b, void *arg)
         break;
     }
     evtimer_del(c->timer);
-    bufferevent_disable(b, EV_READ);
+    if (c->head_ev != NULL) {
+        event_free(c->head_ev);
+        c->head_ev = NULL;
+    }
     leave_head(c);
+    /* The spans point into head_buf; bytes after the head stay there for
+     * the upstream (the relay's early bytes). */
+    c->head_len = req.head_len;
     decide(c, head, &req);
-    /* Only now drop the head: the spans pointed into it. Bytes after it stay
-     * queued for the upstream. */
-    if (c->state != ST_REPLY)
-        evbuffer_drain(in, req.head_len);
 }
 
-static void head_event_cb(struct bufferevent *b, short what, void *arg)
+/* Reads what the client sent (right after accept: TCP_DEFER_ACCEPT means
+ * the head is normally there already) and parses it. */
+static void head_read(px_conn *c)
 {
-    (void)b;
-    px_conn *c = arg;
-    c->end = (what & BEV_EVENT_EOF) ? "client_closed" : "client_error";
-    conn_free(c);
+    uint8_t *to = c->head_buf != NULL ? c->head_buf + c->head_got : head_scratch;
+    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - c->head_got, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (c->head_got == 0)
+            head_parse(c, head_scratch, 0); /* nothing yet: arms the read event */
+        return;
+    }
+    if (r <= 0) {
+        c->end = r == 0 ? "client_closed" : "client_error";
+        conn_free(c);
+        return;
+    }
+    if (c->head_buf == NULL) {
+        head_parse(c, head_scratch, (size_t)r);
+        return;
+    }
+    c->head_got += (size_t)r;
+    head_parse(c, c->head_buf, c->head_got);
 }
 
 static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -704,6 +828,7 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         return;
     }
     c->w = w;
+    c->fd = fd;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
     clock_gettime(CLOCK_MONOTONIC, &c->started);
     snprintf(c->peer, sizeof c->peer, "%s", peer_log);
@@ -715,20 +840,14 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     w->conns = c;
     w->nconns++;
     /* fd is non-blocking already: evconnlistener accepts with SOCK_NONBLOCK. */
-    c->client = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     c->timer = evtimer_new(w->base, head_timeout_cb, c);
-    if (c->client == NULL || c->timer == NULL) {
-        if (c->client == NULL)
-            close(fd);
+    if (c->timer == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
-    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
-    /* Never buffer more than a head: a longer one is 431 anyway. */
-    bufferevent_setwatermark(c->client, EV_READ, 0, PH_PREQ_HEAD_MAX);
-    bufferevent_enable(c->client, EV_READ);
     struct timeval tv = { w->cfg->header_timeout_ms / 1000,
                           (w->cfg->header_timeout_ms % 1000) * 1000 };
     evtimer_add(c->timer, &tv);
+    head_read(c); /* may free c */
 }
