@@ -217,16 +217,18 @@ static ph_h1_result field_line(const uint8_t *buf, size_t pos, size_t end, ph_h1
     return PH_H1_DONE;
 }
 
-/* A target already longer than the limit, before its line is complete. */
+/* A target already longer than the limit before its line is complete:
+ * the same method and target scan as request_line, so the line, once
+ * complete, would be refused for the same reason. */
 static bool target_overlong(const uint8_t *buf, size_t len)
 {
     size_t i = 0;
-    while (i < len && i <= METHOD_MAX && buf[i] != ' ')
+    while (i < len && ph_h1_is_tchar(buf[i]))
         i++;
-    if (i >= len || buf[i] != ' ')
+    if (i == 0 || i > METHOD_MAX || i >= len || buf[i] != ' ')
         return false;
     size_t t = ++i;
-    while (i < len && buf[i] != ' ' && buf[i] != '\r')
+    while (i < len && buf[i] > 0x20 && buf[i] < 0x7f)
         i++;
     return i - t > PH_H1_TARGET_MAX;
 }
