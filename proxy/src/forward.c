@@ -42,6 +42,7 @@
 #include <event2/event.h>
 
 #include "forward.h"
+#include "pinhole/host.h"
 #include "pinhole/http1.h"
 #include "pinhole/url.h"
 
@@ -886,17 +887,27 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     snprintf(f->method, sizeof f->method, "%.*s", (int)h->method.len, (const char *)buf);
     f->is_head = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0;
     f->client_v10 = h->version_minor == 0;
+    if (h->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0) {
+        /* A tunnel is a connection's first request, never one after
+         * forwarded requests (tunnel.c answers those). */
+        fwd_refuse(f, PH_REASON_ORIGIN_FORM,
+                   "CONNECT opens a connection of its own, not one that forwarded requests", NULL);
+        return;
+    }
     if (starts_with_ci(t, tlen, "https://")) {
         fwd_refuse(f, PH_REASON_HTTPS_USE_CONNECT,
                    "https:// URLs go through a CONNECT tunnel (HTTPS_PROXY), not forwarding", NULL);
         return;
     }
     if (!starts_with_ci(t, tlen, "http://")) {
-        fwd_refuse(f, PH_REASON_ORIGIN_FORM,
-                   h->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0
-                       ? "CONNECT opens a connection of its own, not one that forwarded requests"
-                       : "a proxy request names its http:// URL (absolute form)",
-                   NULL);
+        size_t i = 0;
+        while (i < tlen && (ph_is_lower(t[i]) || ph_is_upper(t[i])))
+            i++;
+        if (i > 0 && tlen - i >= 3 && memcmp(t + i, "://", 3) == 0)
+            fwd_refuse(f, PH_REASON_PARSE_ERROR, "only http:// URLs are forwarded", NULL);
+        else
+            fwd_refuse(f, PH_REASON_ORIGIN_FORM,
+                       "a proxy request names its http:// URL (absolute form)", NULL);
         return;
     }
     size_t alen = 0;
@@ -1132,6 +1143,5 @@ void px_forward_free(struct px_fwd **fp, const char *end)
 
 bool px_forward_idle(const struct px_fwd *f)
 {
-    return f->state == F_HEAD && !f->in_request &&
-           evbuffer_get_length(bufferevent_get_input(f->client)) == 0;
+    return f->state == F_HEAD && !f->in_request;
 }

@@ -105,6 +105,11 @@ check "another list's grant" "403 not_allowlisted" "$(fcurl -x "http://lease2:$T
 check "https absolute-form" "400 https_use_connect" \
     "$(raw "GET https://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
 check "origin-form" "400 origin_form" "$(raw "GET / HTTP/1.1\r\nHost: ok.$D\r\n\r\n" | head -1)"
+check "another scheme" "400 parse_error" "$(raw "GET ftp://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
+out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://unlisted.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n")
+check "each request decided on its own" "200 - 403 not_allowlisted" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
+out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nCONNECT ok.$D:$UP HTTP/1.1\r\n$BEARER\r\n\r\n")
+check "CONNECT after a forwarded request" "200 - 400 origin_form" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
 
 # ---- smuggling: 400 with a stable reason, nothing sent upstream -------------
 R="GET http://ok.$D:$UP/s HTTP/1.1\r\n$BEARER\r\n"
