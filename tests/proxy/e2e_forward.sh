@@ -16,7 +16,7 @@ command -v curl >/dev/null || { echo "curl missing"; exit 77; }
 
 e2e_start_dns
 e2e_make_policy
-e2e_start_proxy
+e2e_start_proxy --header-timeout-ms 1500
 D=$E2E_DOMAIN
 mkdir -p "$E2E_TMP/up"
 $UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
@@ -77,6 +77,16 @@ check "keep-alive: each host logged with its rule" "ok.$D blackhole.$D" \
     "$(printf '%s\n' "$lines" | sed -n 's/.*"host":"\([^"]*\)".*"rule":"[^"]*e2e-allowlist.yaml:[0-9]*".*/\1/p' | tr '\n' ' ' | sed 's/ $//')"
 check "request log line fields" "1" "$(printf '%s\n' "$lines" | grep -c "\"method\":\"GET\".*\"host\":\"ok.$D\",\"port\":$UP,.*\"status\":200,\"verdict\":\"allowed\",\"reason\":\"allowed\"")"
 
+# The kept-alive upstream connection is reused for the same destination and
+# grant only.
+TOKEN_B=$(e2e_issue leaseB e2e)
+: >"$E2E_TMP/up/conns"
+raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/b HTTP/1.1\r\n$BEARER\r\n\r\n" >/dev/null
+check "upstream connection reused for the same destination and grant" "1" "$(wc -l <"$E2E_TMP/up/conns")"
+: >"$E2E_TMP/up/conns"
+raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/b HTTP/1.1\r\nProxy-Authorization: Bearer $TOKEN_B\r\n\r\n" >/dev/null
+check "not reused for another grant's lease" "2" "$(wc -l <"$E2E_TMP/up/conns")"
+
 # Pipelining: three requests in one write, answered in order.
 out=$(raw "GET http://ok.$D:$UP/p1 HTTP/1.1\r\nHost: x\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/p2 HTTP/1.1\r\nHost: x\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/p3 HTTP/1.1\r\nHost: x\r\n$BEARER\r\nConnection: close\r\n\r\n")
 check "pipelined: three answers" "200 - 200 - 200 -" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
@@ -110,6 +120,9 @@ out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://unlisted
 check "each request decided on its own" "200 - 403 not_allowlisted" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
 out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nCONNECT ok.$D:$UP HTTP/1.1\r\n$BEARER\r\n\r\n")
 check "CONNECT after a forwarded request" "200 - 400 origin_form" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
+
+# A head not complete within header_timeout_ms.
+check "head timeout" "408 http_head_timeout" "$(RAW_KEEP_OPEN=1 raw "GET http://ok.$D:$UP/ HTTP/1.1\r\nX-A: 1\r\n" | head -1)"
 
 # ---- smuggling: 400 with a stable reason, nothing sent upstream -------------
 R="GET http://ok.$D:$UP/s HTTP/1.1\r\n$BEARER\r\n"
