@@ -51,7 +51,11 @@ typedef enum fwd_state {
     F_RESOLVE,  /* decided; resolving the name */
     F_CONNECT,  /* dialing the checked addresses */
     F_EXCHANGE, /* request and response streaming */
-    F_CLOSING,  /* the last bytes are flushed to the client, then it ends */
+    F_CLOSING,  /* the last bytes are flushed to the client */
+    F_LINGER,   /* flushed and half-closed: what the client still sends is
+                 * read and dropped for a moment, so its unread bytes do not
+                 * make the kernel reset the connection (and drop the answer
+                 * before the client read it) */
     F_DEAD,     /* ended: the reap event frees it from the loop */
 } fwd_state;
 
@@ -130,6 +134,7 @@ struct px_fwd {
 static void client_head(px_fwd *f);
 static void fwd_dial(px_fwd *f);
 static void pump_request(px_fwd *f);
+static void up_timeouts(px_fwd *f);
 static void pump_response(px_fwd *f);
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -277,7 +282,25 @@ static void end_request(px_fwd *f, const char *end)
         evbuffer_drain(f->up_head, evbuffer_get_length(f->up_head));
 }
 
-/* Flushes what the client has not been sent yet, then ends. */
+#define LINGER_MS 2000
+
+/* Everything was written: half-close, then read and drop what the client
+ * still sends until it closes or LINGER_MS pass. */
+static void linger(px_fwd *f)
+{
+    f->state = F_LINGER;
+    shutdown(bufferevent_getfd(f->client), SHUT_WR);
+    struct evbuffer *in = bufferevent_get_input(f->client);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    bufferevent_setwatermark(f->client, EV_READ, 0, 0);
+    bufferevent_disable(f->client, EV_WRITE);
+    bufferevent_enable(f->client, EV_READ);
+    struct timeval tv = msecs(LINGER_MS);
+    evtimer_del(f->timer);
+    evtimer_add(f->timer, &tv);
+}
+
+/* Flushes what the client has not been sent yet, then ends (lingering). */
 static void close_after_flush(px_fwd *f, const char *end)
 {
     f->state = F_CLOSING;
@@ -286,7 +309,7 @@ static void close_after_flush(px_fwd *f, const char *end)
     bufferevent_disable(f->client, EV_READ);
     bufferevent_setwatermark(f->client, EV_WRITE, 0, 0);
     if (evbuffer_get_length(bufferevent_get_output(f->client)) == 0)
-        fwd_kill(f, end);
+        linger(f);
     else
         bufferevent_enable(f->client, EV_WRITE);
 }
@@ -493,8 +516,10 @@ static void pump_request(px_fwd *f)
         }
         f->req_done = r > 0;
     }
-    if (f->req_done)
+    if (f->req_done) {
         bufferevent_disable(f->client, EV_READ); /* the next request waits */
+        up_timeouts(f);
+    }
 }
 
 /* Upstream -> client: the response body, with backpressure. */
@@ -720,6 +745,15 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
 
 /* ---- dial ---------------------------------------------------------------- */
 
+/* While the request body streams, the upstream need not answer: only its
+ * taking the bytes is timed (the client's sending is timed on its side).
+ * Once the request is sent, the answer must come within idle_timeout_s. */
+static void up_timeouts(px_fwd *f)
+{
+    struct timeval idle = secs(f->w->cfg->idle_timeout_s);
+    bufferevent_set_timeouts(f->up, f->req_done ? &idle : NULL, &idle);
+}
+
 static void start_exchange(px_fwd *f)
 {
     evtimer_del(f->timer);
@@ -729,8 +763,7 @@ static void start_exchange(px_fwd *f)
     size_t hi = cap_bytes(f) > PH_H1_RESPONSE_HEAD_MAX ? cap_bytes(f) : PH_H1_RESPONSE_HEAD_MAX;
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
     bufferevent_setwatermark(f->up, EV_WRITE, cap_bytes(f) / 2, 0);
-    struct timeval idle = secs(f->w->cfg->idle_timeout_s);
-    bufferevent_set_timeouts(f->up, &idle, &idle);
+    up_timeouts(f);
     size_t n = evbuffer_get_length(f->up_head);
     bufferevent_write(f->up, evbuffer_pullup(f->up_head, (ev_ssize_t)n), n);
     f->bytes_up += n;
@@ -1009,9 +1042,11 @@ static void client_head(px_fwd *f)
 
 static void client_read_cb(struct bufferevent *b, void *arg)
 {
-    (void)b;
     px_fwd *f = arg;
-    if (f->state == F_HEAD)
+    if (f->state == F_LINGER) {
+        struct evbuffer *in = bufferevent_get_input(b);
+        evbuffer_drain(in, evbuffer_get_length(in));
+    } else if (f->state == F_HEAD)
         client_head(f);
     else if (f->state == F_EXCHANGE && !f->req_done)
         pump_request(f);
@@ -1022,7 +1057,7 @@ static void client_write_cb(struct bufferevent *b, void *arg)
     px_fwd *f = arg;
     if (f->state == F_CLOSING) {
         if (evbuffer_get_length(bufferevent_get_output(b)) == 0)
-            fwd_kill(f, f->reap_end);
+            linger(f);
         return;
     }
     if (f->state == F_EXCHANGE && f->paused_up) {
@@ -1035,6 +1070,10 @@ static void client_write_cb(struct bufferevent *b, void *arg)
 static void client_event_cb(struct bufferevent *b, short what, void *arg)
 {
     px_fwd *f = arg;
+    if (f->state == F_LINGER) {
+        fwd_kill(f, f->reap_end);
+        return;
+    }
     const char *end = (what & BEV_EVENT_EOF)       ? "client_closed"
                       : (what & BEV_EVENT_TIMEOUT) ? "idle_timeout"
                                                    : "client_error";
@@ -1066,6 +1105,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     case F_CLOSING:
         fwd_kill(f, "client_error"); /* it did not read its answer */
+        return;
+    case F_LINGER:
+        fwd_kill(f, f->reap_end);
         return;
     default:
         return;

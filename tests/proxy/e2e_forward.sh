@@ -124,6 +124,29 @@ check "CONNECT after a forwarded request" "200 - 400 origin_form" "$(printf '%s\
 # A head not complete within header_timeout_ms.
 check "head timeout" "408 http_head_timeout" "$(RAW_KEEP_OPEN=1 raw "GET http://ok.$D:$UP/ HTTP/1.1\r\nX-A: 1\r\n" | head -1)"
 
+# The limits, on a second proxy with a short idle timeout and one slot per
+# lease: a request in flight holds the lease's slot.
+MAIN_PORT=$PROXY_PORT MAIN_ADMIN=$ADMIN_PORT
+E2E_PROXY_NAME=limits e2e_start_proxy --idle-timeout-s 2 --max-connections-per-lease 1
+P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
+# The first request sends half its body and holds its slot until the idle
+# timeout ends it.
+: >"$RECV"
+RAW_KEEP_OPEN=1 raw "POST http://ok.$D:$UP/hold HTTP/1.1\r\n$BEARER\r\nContent-Length: 10\r\n\r\nhalf!" >/dev/null & hold=$!
+for _ in $(seq 1 200); do grep -q "POST /hold" "$RECV" && break; sleep 0.05; done
+check "per-lease limit" "429 limit_exceeded" "$(fcurl -x "$P" "http://ok.$D:$UP/")"
+wait $hold
+check "the slot is free again" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/")"
+
+# A kept-alive connection without a request ends after idle_timeout_s.
+t0=$(date +%s)
+out=$(RAW_KEEP_OPEN=1 raw "GET http://ok.$D:$UP/idle HTTP/1.1\r\n$BEARER\r\n\r\n")
+t1=$(date +%s)
+check "idle keep-alive connection closed by the proxy" "BODY hello /idle fast" \
+    "$(printf '%s\n' "$out" | grep '^BODY') $([ $((t1 - t0)) -lt 8 ] && echo fast || echo slow)"
+PROXY_PORT=$MAIN_PORT ADMIN_PORT=$MAIN_ADMIN
+P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
+
 # ---- smuggling: 400 with a stable reason, nothing sent upstream -------------
 R="GET http://ok.$D:$UP/s HTTP/1.1\r\n$BEARER\r\n"
 smuggle() { # name expected-reason request
@@ -155,6 +178,7 @@ smuggle "two Host" "400 http_bad_field" "${R}Host: a\r\nHost: b\r\n\r\n"
 smuggle "two Proxy-Authorization" "400 http_bad_field" "${R}$BEARER\r\n\r\n"
 long=$(head -c 5000 /dev/zero | tr '\0' a)
 smuggle "target too long" "414 http_target_too_long" "GET http://ok.$D:$UP/$long HTTP/1.1\r\n$BEARER\r\n\r\n"
+smuggle "head over 8 KiB" "431 http_head_too_large" "${R}X-Long: $(head -c 9000 /dev/zero | tr '\0' a)\r\n\r\n"
 smuggle "bad version" "400 http_bad_request_line" "GET http://ok.$D:$UP/ HTTP/1.2\r\n$BEARER\r\n\r\n"
 
 # A malformed chunk comes after the head went upstream: the client gets 400,

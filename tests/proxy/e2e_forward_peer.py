@@ -172,7 +172,7 @@ def raw(port, data):
             if not d:
                 break
             got += d
-    except socket.timeout:
+    except (socket.timeout, ConnectionResetError):
         pass
     last_body = b""
     while got.startswith(b"HTTP/"):
