@@ -330,11 +330,11 @@ static void fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
              client_detail[0] ? ": " : "", client_detail);
     size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
+    f->bytes_down += n;
     end_request(f, "closed");
     bev_free(&f->up);
     bev_free(&f->idle);
     bufferevent_write(f->client, resp, n);
-    f->bytes_down += n;
     close_after_flush(f, "closed");
     if (f->state == F_CLOSING) {
         /* A client that does not read cannot hold the connection. */
