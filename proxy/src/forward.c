@@ -24,6 +24,10 @@
  * ph_reason_http_status of its reason; forwarded responses carry the
  * upstream's status.
  *
+ * Descriptors: at most two per client connection, as limits.c counts them
+ * (the client, and either the kept-alive upstream or the current one: the
+ * kept-alive one is closed before another is dialed).
+ *
  * Ownership: forward.h. Every buffer is bounded: the request head
  * (PH_H1_REQUEST_HEAD_MAX), the response head (PH_H1_RESPONSE_HEAD_MAX), and
  * each body direction (buffer_bytes: reading the source stops while the sink
