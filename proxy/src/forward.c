@@ -739,7 +739,8 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
     if (retry_fresh(f))
         return;
     if (what & BEV_EVENT_TIMEOUT)
-        upstream_failed(f, PH_REASON_UPSTREAM_TIMEOUT, "the upstream sent nothing within idle_timeout_s");
+        upstream_failed(f, PH_REASON_UPSTREAM_TIMEOUT,
+                        "the upstream sent nothing within idle_timeout_s");
     else if (what & BEV_EVENT_EOF)
         upstream_failed(f, PH_REASON_UPSTREAM_BAD_RESPONSE,
                         "the upstream closed before its response was complete");
@@ -995,7 +996,8 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     rewrite_head(f, buf, h, &u);
     f->req_body = h->body;
     f->req_left = h->content_length;
-    f->req_done = h->body == PH_H1_BODY_NONE || (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
+    f->req_done = h->body == PH_H1_BODY_NONE ||
+                  (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
     f->client_close = f->client_v10 || h->conn_close;
     evbuffer_drain(bufferevent_get_input(f->client), h->head_len);
     bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
