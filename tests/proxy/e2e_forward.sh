@@ -107,6 +107,11 @@ check "hop-by-hop fields removed" "" \
 
 # ---- refusals ----------------------------------------------------------------
 check "unlisted host" "403 not_allowlisted" "$(fcurl -x "$P" "http://unlisted.$D:$UP/")"
+# A refused request's body is read and dropped after the answer, so the
+# answer is not lost to a reset (curl sends the body without waiting).
+head -c 2000000 /dev/urandom >"$E2E_TMP/2m"
+check "refused POST with a body still gets its answer" "403 not_allowlisted" \
+    "$(fcurl -x "$P" -H 'Expect:' --data-binary @"$E2E_TMP/2m" "http://unlisted.$D:$UP/")"
 check "unlisted port" "403 port_not_allowed" "$(fcurl -x "$P" "http://ok.$D:80/")"
 check "IP literal" "403 ip_literal" "$(fcurl -x "$P" "http://127.0.0.1:$UP/")"
 check "private answer" "403 denied_address" "$(fcurl -x "$P" "http://private.$D:$UP/")"
