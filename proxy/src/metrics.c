@@ -84,7 +84,8 @@ void px_metrics_render(struct evbuffer *o)
                         "# HELP pinhole_proxy_connections_active Client connections open.\n"
                         "# TYPE pinhole_proxy_connections_active gauge\n"
                         "pinhole_proxy_connections_active %ld\n"
-                        "# HELP pinhole_proxy_bytes_total Bytes relayed by closed tunnels.\n"
+                        "# HELP pinhole_proxy_bytes_total Bytes relayed by closed tunnels"
+                        " and ended forwarded requests.\n"
                         "# TYPE pinhole_proxy_bytes_total counter\n"
                         "pinhole_proxy_bytes_total{direction=\"upstream\"} %lu\n"
                         "pinhole_proxy_bytes_total{direction=\"downstream\"} %lu\n",
