@@ -55,6 +55,9 @@ check "HEAD keeps Content-Length, has no body" "content-length: 12|0" \
     "$(curl -sS -o /dev/null -D - -w '%{size_download}' --max-time 20 -x "$P" -I "http://ok.$D:$UP/hello" | tr -d '\r' | awk 'tolower($1)=="content-length:"{printf "content-length: %s|", $2} /^[0-9]+$/{print}')"
 check "chunked response re-framed" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/chunked")"
 check "chunked response body" "hello chunked" "$(cat "$E2E_TMP/body")"
+out=$(raw "GET http://ok.$D:$UP/chunked HTTP/1.0\r\n$BEARER\r\n\r\n")
+check "chunked response to an HTTP/1.0 client: plain, ended by close" "200 - BODY hello chunked" \
+    "$(printf '%s\n' "$out" | tr '\n' ' ' | sed 's/ $//')"
 check "close-delimited response" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/close")"
 check "close-delimited body" "until close" "$(cat "$E2E_TMP/body")"
 
