@@ -50,6 +50,11 @@ check "chunked upload" "200 -" "$(fcurl -x "$P" -H 'Transfer-Encoding: chunked' 
     --data-binary @"$E2E_TMP/10m" "http://ok.$D:$UP/echo")"
 check "chunked upload arrives byte-identical" "$want" "$(cat "$E2E_TMP/body")"
 
+blob=$($UPEER blob-sha256)
+check "GET 10 MiB" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/blob")"
+check "GET 10 MiB arrives byte-identical" "$blob" "$(sha256sum "$E2E_TMP/body" | cut -d' ' -f1)"
+check "GET 10 MiB chunked" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/blob-chunked")"
+check "GET 10 MiB chunked arrives byte-identical" "$blob" "$(sha256sum "$E2E_TMP/body" | cut -d' ' -f1)"
 check "HEAD" "200 -" "$(fcurl -x "$P" -I "http://ok.$D:$UP/hello")"
 check "HEAD keeps Content-Length, has no body" "content-length: 12|0" \
     "$(curl -sS -o /dev/null -D - -w '%{size_download}' --max-time 20 -x "$P" -I "http://ok.$D:$UP/hello" | tr -d '\r' | awk 'tolower($1)=="content-length:"{printf "content-length: %s|", $2} /^[0-9]+$/{print}')"
