@@ -11,7 +11,9 @@
  *           grant's expiry; a reload decides open connections again)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
- * request-head caps (503 limit_exceeded, answered without reading).
+ * request-head caps (503 limit_exceeded, answered without reading). A
+ * connection whose first bytes cannot be a CONNECT goes to forward.c
+ * (plain-HTTP forwarding), which serves it from then on (forward.h).
  *
  * This file decides nothing itself: every verdict, and the HTTP status of
  * every refusal for a reason (ph_reason_http_status), comes from libpinhole.
@@ -52,8 +54,10 @@
 #include "proxy_request.h"
 #include "pinhole/url.h"
 #include "proxy-int.h"
+#include "forward.h"
 
-typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY } conn_state;
+/* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
+typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
 
 typedef struct px_conn {
     px_worker *w;
@@ -68,6 +72,7 @@ typedef struct px_conn {
     struct event *timer;        /* head timeout, then connect timeout */
     struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
+    struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
     struct timespec started;
     char peer[64];
     char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
@@ -139,6 +144,7 @@ static const char *status_text(int status)
     case 405: return "Method Not Allowed";
     case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -150,7 +156,7 @@ static const char *status_text(int status)
 }
 
 /* Formats a refusal: status line, Pinhole-Reason, a one-line body. */
-static size_t format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
+size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
 {
     int n = snprintf(buf, cap,
                      "HTTP/1.1 %d %s\r\n"
@@ -196,7 +202,7 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         snprintf(c->detail, sizeof c->detail, "%s", detail);
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
              c->detail[0] ? ": " : "", c->detail);
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     px_metrics_request(reason);
     leave_head(c);
     c->state = ST_REPLY;
@@ -275,9 +281,14 @@ static void conn_log(const px_conn *c)
 static void conn_free(px_conn *c)
 {
     px_worker *w = c->w;
-    if (c->status == 0 && c->end == NULL)
-        c->end = "client_closed"; /* closed before any answer */
-    conn_log(c);
+    if (c->fwd != NULL) {
+        /* A forwarding connection logs each request, not itself. */
+        px_forward_free(&c->fwd, c->end != NULL ? c->end : "closed");
+    } else {
+        if (c->status == 0 && c->end == NULL)
+            c->end = "client_closed"; /* closed before any answer */
+        conn_log(c);
+    }
     if (c->query)
         px_dns_cancel(c->query);
     leave_head(c);
@@ -332,7 +343,7 @@ void px_conn_close_idle_heads(px_worker *w)
     px_conn *c = w->conns, *next;
     for (; c; c = next) {
         next = c->next;
-        if (c->state == ST_HEAD) {
+        if (c->state == ST_HEAD || (c->state == ST_FORWARD && px_forward_idle(c->fwd))) {
             c->end = "shutdown";
             conn_free(c);
         }
@@ -389,7 +400,7 @@ static void relay_done(void *arg, const char *why)
     conn_free(c);
 }
 
-static void set_nodelay(struct bufferevent *b)
+void px_set_nodelay(struct bufferevent *b)
 {
     /* Tunnels carry interactive protocols (TLS handshakes): no Nagle delay
      * on top of the peer's own. */
@@ -415,7 +426,7 @@ static void start_relay(px_conn *c)
     free(c->answer);
     c->answer = NULL;
     /* The client socket inherited TCP_NODELAY from its listener. */
-    set_nodelay(c->upstream);
+    px_set_nodelay(c->upstream);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';
@@ -544,7 +555,7 @@ static void dial_next(px_conn *c)
 
 /* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
  * dial_next may dial, for the log. NULL when out of memory. */
-static char *format_checked(const px_dns_answer *a)
+char *px_format_checked(const px_dns_answer *a)
 {
     size_t cap = (size_t)a->naddrs * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
     char *s = malloc(cap);
@@ -575,7 +586,7 @@ static void resolved(const px_dns_answer *a, void *arg)
         return;
     }
     *c->answer = *a;
-    c->checked = format_checked(a);
+    c->checked = px_format_checked(a);
     c->state = ST_CONNECT;
     c->next_addr = 0;
     dial_next(c);
@@ -647,6 +658,35 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
 static void head_read(px_conn *c);
 static void head_parse(px_conn *c, const uint8_t *in, size_t n);
 
+/* Not a CONNECT: forward.c serves the connection from here on, starting
+ * with the bytes read so far (client_bev puts them in its input). */
+static void forward_handoff(px_conn *c)
+{
+    evtimer_del(c->timer);
+    struct bufferevent *b = client_bev(c);
+    struct px_fwd *f = b ? px_forward_start(c, c->w, b, c->id, c->peer) : NULL;
+    if (f == NULL) {
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
+    c->client = NULL;
+    c->fwd = f;
+    c->state = ST_FORWARD;
+    px_forward_run(f); /* never frees c within the call (forward.h) */
+}
+
+void px_conn_forward_head_done(px_conn *c)
+{
+    leave_head(c);
+}
+
+void px_conn_forward_end(px_conn *c, const char *end)
+{
+    c->end = end;
+    conn_free(c);
+}
+
 static void head_ev_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -676,6 +716,10 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
         c->head_got = n;
     }
     const uint8_t *head = c->head_buf;
+    if (px_forward_wants(head, c->head_got)) {
+        forward_handoff(c);
+        return;
+    }
     switch (st) {
     case PH_PREQ_INCOMPLETE:
         if (c->head_ev == NULL) {
@@ -739,7 +783,7 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
 {
     char resp[400];
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)wr;
     px_metrics_request(reason);
