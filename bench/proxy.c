@@ -18,8 +18,11 @@
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
  *                    target <= 64 MiB
  *
+ *   plain HTTP       keep-alive GETs of 64 bytes, absolute-form through the
+ *                    proxy against origin-form direct (proxy_http.c)
+ *
  * tinyproxy and squid, when installed, run the same workload after Pinhole
- * (the first three figures), asked for "localhost:PORT" (their own name
+ * (all but the idle tunnels), asked for "localhost:PORT" (their own name
  * lookup, /etc/hosts) with CONNECT allowed to the upstream's port.
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
@@ -56,6 +59,7 @@
 #include <event2/listener.h>
 
 #include "bench_util.h"
+#include "proxy_http.h"
 
 #define DOMAIN "pinhole-e2e.test"
 #define TARGET_HOST "ok." DOMAIN
@@ -909,6 +913,7 @@ int main(int argc, char **argv)
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
     compare(&direct_t, &pinhole_t, true);
+    bench_http_compare("pinhole-proxy", proxy_port, TARGET_HOST, token, clients);
 
     long base = rss_kib(px);
     int opened = 0;
@@ -945,10 +950,12 @@ int main(int argc, char **argv)
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
             compare(&direct_t, &other, false);
+            bench_http_compare(other.name, other.port, "localhost", NULL, clients);
         }
         kill(other.pid, SIGTERM);
         waitpid(other.pid, NULL, 0);
     }
+    bench_http_stop();
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);
     kill(dns, SIGKILL);

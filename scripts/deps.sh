@@ -10,6 +10,7 @@ libpsl-dev publicsuffix libidn2-dev libunistring-dev libjansson-dev libcurl4-ope
 ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 busybox-static runsc docker.io e2fsprogs
+python3-requests python3-pip tinyproxy squid
 "
 
 missing=""
@@ -28,6 +29,21 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 echo "deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# squid and tinyproxy are only bench_proxy's peers (it starts its own on
+# kernel-assigned ports with private configs): their post-install scripts
+# must not start the system daemons. Unless a policy-rc.d is already there
+# (containers have one), one that denies exactly those two for the install;
+# where systemd runs, they are disabled too.
+rcd=/usr/sbin/policy-rc.d
+if [ ! -e "$rcd" ]; then
+    printf '#!/bin/sh\ncase "$1" in squid|tinyproxy) exit 101 ;; esac\nexit 0\n' |
+        $SUDO tee "$rcd" >/dev/null
+    $SUDO chmod 755 "$rcd"
+    trap '$SUDO rm -f "$rcd"' EXIT
+fi
 # shellcheck disable=SC2086
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if [ -d /run/systemd/system ]; then
+    for s in squid tinyproxy; do $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true; done
+fi
 echo "deps: done"
