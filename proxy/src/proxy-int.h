@@ -256,9 +256,11 @@ typedef struct px_log_record {
     uint64_t bytes_up, bytes_down;
     double duration_s;
     const char *end;          /* why the tunnel ended, or NULL */
+    const char *method;       /* a forwarded request's method; NULL for a CONNECT */
 } px_log_record;
 
-/* One JSON line on stdout per connection (single write(2)). */
+/* One JSON line on stdout per connection, or per forwarded request (method
+ * set: event "request"), with a single write(2). */
 void px_log_connection(const px_log_record *rec);
 /* A JSON event line ("start", "reload", "warning", ...) on stderr. */
 void px_log_event(const char *level, const char *event, const char *fmt, ...)

@@ -44,9 +44,11 @@
 
 #include "pinhole/proxy_request.h"
 #include "pinhole/url.h"
+#include "forward.h"
 #include "proxy-int.h"
 
-typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY } conn_state;
+/* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
+typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
 
 typedef struct px_conn {
     px_worker *w;
@@ -57,6 +59,7 @@ typedef struct px_conn {
     struct event *timer;        /* head timeout, then connect timeout */
     struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
+    struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
     struct timespec started;
     char peer[64];
     char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
@@ -99,6 +102,7 @@ static const char *status_text(int status)
     case 405: return "Method Not Allowed";
     case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -110,7 +114,7 @@ static const char *status_text(int status)
 }
 
 /* Formats a refusal: status line, Pinhole-Reason, a one-line body. */
-static size_t format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
+size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
 {
     int n = snprintf(buf, cap,
                      "HTTP/1.1 %d %s\r\n"
@@ -149,7 +153,7 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         snprintf(c->detail, sizeof c->detail, "%s", detail);
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
              c->detail[0] ? ": " : "", c->detail);
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     px_metrics_request(reason);
     leave_head(c);
     c->state = ST_REPLY;
@@ -217,9 +221,14 @@ static void conn_log(const px_conn *c)
 static void conn_free(px_conn *c)
 {
     px_worker *w = c->w;
-    if (c->status == 0 && c->end == NULL)
-        c->end = "client_closed"; /* closed before any answer */
-    conn_log(c);
+    if (c->fwd != NULL) {
+        /* A forwarding connection logs each request, not itself. */
+        px_forward_free(&c->fwd, c->end != NULL ? c->end : "closed");
+    } else {
+        if (c->status == 0 && c->end == NULL)
+            c->end = "client_closed"; /* closed before any answer */
+        conn_log(c);
+    }
     if (c->query)
         px_dns_cancel(c->query);
     leave_head(c);
@@ -269,7 +278,7 @@ void px_conn_close_idle_heads(px_worker *w)
     px_conn *c = w->conns, *next;
     for (; c; c = next) {
         next = c->next;
-        if (c->state == ST_HEAD) {
+        if (c->state == ST_HEAD || (c->state == ST_FORWARD && px_forward_idle(c->fwd))) {
             c->end = "shutdown";
             conn_free(c);
         }
@@ -469,7 +478,7 @@ static void dial_next(px_conn *c)
 
 /* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
  * dial_next may dial, for the log. NULL when out of memory. */
-static char *format_checked(const px_dns_answer *a)
+char *px_format_checked(const px_dns_answer *a)
 {
     size_t cap = (size_t)a->naddrs * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
     char *s = malloc(cap);
@@ -500,7 +509,7 @@ static void resolved(const px_dns_answer *a, void *arg)
         return;
     }
     *c->answer = *a;
-    c->checked = format_checked(a);
+    c->checked = px_format_checked(a);
     c->state = ST_CONNECT;
     c->next_addr = 0;
     dial_next(c);
@@ -569,6 +578,33 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
         refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
+/* Not a CONNECT: forward.c serves the connection from here on. */
+static void forward_handoff(px_conn *c)
+{
+    evtimer_del(c->timer);
+    struct px_fwd *f = px_forward_start(c, c->w, c->client, c->id, c->peer);
+    if (f == NULL) {
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
+    c->client = NULL;
+    c->fwd = f;
+    c->state = ST_FORWARD;
+    px_forward_run(f); /* never frees c within the call (forward.h) */
+}
+
+void px_conn_forward_head_done(px_conn *c)
+{
+    leave_head(c);
+}
+
+void px_conn_forward_end(px_conn *c, const char *end)
+{
+    c->end = end;
+    conn_free(c);
+}
+
 static void head_read_cb(struct bufferevent *b, void *arg)
 {
     px_conn *c = arg;
@@ -576,6 +612,10 @@ static void head_read_cb(struct bufferevent *b, void *arg)
     size_t len = evbuffer_get_length(in);
     size_t n = len < PH_PREQ_HEAD_MAX ? len : PH_PREQ_HEAD_MAX;
     const uint8_t *head = evbuffer_pullup(in, (ev_ssize_t)n);
+    if (px_forward_wants(head, n)) {
+        forward_handoff(c);
+        return;
+    }
     ph_proxy_request req;
     switch (ph_proxy_request_parse(head, n, &req)) {
     case PH_PREQ_INCOMPLETE:
@@ -615,7 +655,7 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
 {
     char resp[400];
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)wr;
     px_metrics_request(reason);

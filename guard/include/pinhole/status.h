@@ -59,6 +59,23 @@ typedef enum ph_reason {
     PH_REASON_WILDCARD_DNS = 15, /* the host is at or under a wildcard-DNS or
                                   * DNS-rebinding service (nip.io, rbndr.us, ...):
                                   * refused even when a rule allows it */
+    /* The proxy's HTTP/1.1 framing (RFC 9112) of a forwarded request or of
+     * its upstream's response: refused before a byte of it is relayed. */
+    PH_REASON_HTTP_CL_TE = 16,                 /* Content-Length with Transfer-Encoding */
+    PH_REASON_HTTP_BAD_CONTENT_LENGTH = 17,    /* several, a list, not 1*DIGIT, overflow */
+    PH_REASON_HTTP_BAD_TRANSFER_ENCODING = 18, /* anything but one final "chunked" */
+    PH_REASON_HTTP_OBS_FOLD = 19,              /* a field line starting with SP/HTAB */
+    PH_REASON_HTTP_BARE_CR = 20,               /* CR not followed by LF */
+    PH_REASON_HTTP_BARE_LF = 21,               /* LF not preceded by CR */
+    PH_REASON_HTTP_BAD_FIELD = 22,             /* field name, value byte, space before ':' */
+    PH_REASON_HTTP_TARGET_TOO_LONG = 23,       /* request target over the limit */
+    PH_REASON_HTTP_HEAD_TOO_LARGE = 24,        /* head over its size or field limit */
+    PH_REASON_HTTP_HEAD_TIMEOUT = 25,          /* head not complete within the timeout */
+    PH_REASON_HTTP_BAD_CHUNK = 26,             /* chunk size, extension, CRLF, trailers */
+    PH_REASON_HTTP_BAD_REQUEST_LINE = 27,      /* method, target, version */
+    PH_REASON_HTTPS_USE_CONNECT = 28,          /* an https:// absolute-form request */
+    PH_REASON_ORIGIN_FORM = 29,                /* a request not in absolute form */
+    PH_REASON_UPSTREAM_BAD_RESPONSE = 30,      /* a response the proxy cannot frame */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
