@@ -43,6 +43,12 @@ run_clients "urllib and requests through pinhole-proxy" \
     /usr/bin/python3 "$CLIENTS" "http://ok.$D:$ORIGIN_PORT" "http://other.$D:$ORIGIN_PORT/blob" \
     "$BLOB_SHA" "http://127.0.0.1:$PROXY_PORT" "Bearer $TOKEN"
 e2e_origin_clean "through the proxy"
+# requests' Session kept its connection to the proxy: several requests were
+# logged under one connection id.
+most=$(grep '"event":"request"' "$E2E_TMP/proxy.log" | grep -o '"conn_id":[0-9]*' | sort | uniq -c |
+    sort -rn | awk 'NR==1{print $1}')
+[ "${most:-0}" -ge 2 ] && ok "keep-alive: $most requests on one client connection" ||
+    fail "no client connection carried two requests (most: ${most:-0})"
 grep -q '"method":"POST"' "$E2E_TMP/proxy.log" && ok "the proxy logged the POST" ||
     fail "no POST in the proxy's log"
 e2e_finish
