@@ -913,7 +913,7 @@ int main(int argc, char **argv)
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
     compare(&direct_t, &pinhole_t, true);
-    bench_http_compare("pinhole-proxy", proxy_port, TARGET_HOST, token, clients);
+    bench_http_compare("pinhole-proxy", proxy_port, px, TARGET_HOST, token, clients);
 
     long base = rss_kib(px);
     int opened = 0;
@@ -950,7 +950,7 @@ int main(int argc, char **argv)
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
             compare(&direct_t, &other, false);
-            bench_http_compare(other.name, other.port, "localhost", NULL, clients);
+            bench_http_compare(other.name, other.port, other.pid, "localhost", NULL, clients);
         }
         kill(other.pid, SIGTERM);
         waitpid(other.pid, NULL, 0);

@@ -9,7 +9,10 @@
  * connection open. A client keeps its connection open across requests and
  * opens a new one only when the other side closed it or said
  * "Connection: close", so the connection count shows whether a proxy kept
- * the client's connection alive.
+ * the client's connection alive; the origin counts the connections it
+ * accepted (shared memory), which shows whether the proxy reused its
+ * upstream connections. The proxy's CPU time per request comes from
+ * /proc/PID/stat (all its threads), steadier than rates on a shared machine.
  */
 #include "proxy_http.h"
 
@@ -19,11 +22,13 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +47,7 @@
 
 static pid_t origin_pid;
 static int origin_port;
+static atomic_long *origin_accepts; /* shared with the origin's process */
 
 /* ---- the origin (child process) ----------------------------------------- */
 
@@ -77,6 +83,7 @@ static void origin_accept(struct evconnlistener *l, evutil_socket_t fd, struct s
 {
     (void)sa, (void)n, (void)arg;
     int one = 1;
+    atomic_fetch_add(origin_accepts, 1);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct bufferevent *b = bufferevent_socket_new(evconnlistener_get_base(l), fd,
                                                    BEV_OPT_CLOSE_ON_FREE);
@@ -97,6 +104,16 @@ static int origin_start(void)
         if (fd >= 0)
             close(fd);
         return -1;
+    }
+    if (origin_accepts == NULL) {
+        void *m = mmap(NULL, sizeof *origin_accepts, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            close(fd);
+            return -1;
+        }
+        origin_accepts = m;
+        atomic_init(origin_accepts, 0);
     }
     fflush(NULL);
     pid_t pid = fork();
@@ -126,6 +143,26 @@ void bench_http_stop(void)
         waitpid(origin_pid, NULL, 0);
     }
     origin_pid = 0;
+}
+
+/* CPU time (user + system, every thread) of process pid in seconds; -1
+ * when it cannot be read. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    unsigned long ut, st;
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+                            &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* ---- the client --------------------------------------------------------- */
@@ -249,9 +286,10 @@ static void *http_thread(void *p)
     return NULL;
 }
 
-/* Requests/s of n threads for `seconds`; the failures and the connections
- * opened in *failed and *opened. */
-static double http_rate(const http_target *t, int n, double seconds, long *failed, long *opened)
+/* Requests/s of n threads for `seconds`; the requests answered, the
+ * failures and the connections opened in *done_out, *failed and *opened. */
+static double http_rate(const http_target *t, int n, double seconds, long *done_out,
+                        long *failed, long *opened)
 {
     pthread_t th[HTTP_MAX_CLIENTS];
     http_load a[HTTP_MAX_CLIENTS];
@@ -271,6 +309,7 @@ static double http_rate(const http_target *t, int n, double seconds, long *faile
         done += a[i].done, *failed += a[i].failed, *opened += a[i].opened;
     }
     double dt = bench_now_s() - t0;
+    *done_out = done;
     return dt > 0 ? (double)done / dt : 0;
 }
 
@@ -290,8 +329,8 @@ static void http_target_init(http_target *t, int port, const char *host, const c
     t->req_len = n > 0 && (size_t)n < sizeof t->req ? (size_t)n : 0;
 }
 
-void bench_http_compare(const char *name, int proxy_port, const char *host, const char *token,
-                        int clients)
+void bench_http_compare(const char *name, int proxy_port, pid_t proxy_pid, const char *host,
+                        const char *token, int clients)
 {
     if (origin_pid == 0 && origin_start() != 0) {
         printf("plain HTTP          no origin (cannot listen or fork): no figures\n");
@@ -311,12 +350,18 @@ void bench_http_compare(const char *name, int proxy_port, const char *host, cons
         fflush(stdout);
         return;
     }
-    double best[2] = { 0, 0 };
-    long fails[2] = { 0, 0 }, conns[2] = { 0, 0 };
+    double best[2] = { 0, 0 }, px_cpu = 0;
+    long fails[2] = { 0, 0 }, conns[2] = { 0, 0 }, px_done = 0, up_conns = 0;
     for (int r = 0; r < HTTP_ROUNDS; r++) {
         for (int k = 0; k < 2; k++) {
-            long f, o;
-            double rate = http_rate(k == 0 ? &direct : &px, clients, 1.0, &f, &o);
+            long d, f, o, a0 = atomic_load(origin_accepts);
+            double c0 = k == 1 ? proc_cpu_s(proxy_pid) : 0;
+            double rate = http_rate(k == 0 ? &direct : &px, clients, 1.0, &d, &f, &o);
+            if (k == 1) {
+                px_cpu += proc_cpu_s(proxy_pid) - c0;
+                px_done += d;
+                up_conns += atomic_load(origin_accepts) - a0;
+            }
             fails[k] += f;
             if (rate > best[k])
                 best[k] = rate, conns[k] = o;
@@ -327,6 +372,10 @@ void bench_http_compare(const char *name, int proxy_port, const char *host, cons
            "round: direct %ld, proxied %ld; failed: direct %ld, proxied %ld\n",
            clients, best[0], name, best[1], best[0] > 0 ? best[1] / best[0] : 0, HTTP_ROUNDS,
            conns[0], conns[1], fails[0], fails[1]);
+    if (px_done > 0)
+        printf("  %s over its %d rounds: %ld requests, %ld upstream connections opened, CPU "
+               "%.1f us per request (its threads, /proc/PID/stat)\n",
+               name, HTTP_ROUNDS, px_done, up_conns, px_cpu / (double)px_done * 1e6);
     fflush(stdout);
 
     /* Median request: one client, one request each way in turn. */

@@ -11,15 +11,9 @@ PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 for t in apt-get dpkg-deb dpkg; do
     command -v "$t" >/dev/null || { echo "SKIP: needs $t"; exit 77; }
 done
-. "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/http_clients_lib.sh"
-
-e2e_start_dns
-e2e_make_policy
-e2e_start_proxy
-D=$E2E_DOMAIN
+. "$PH_SOURCE_DIR/tests/proxy/http_clients_lib.sh"
+e2e_http_setup
 ARCH=$(dpkg --print-architecture)
-mkdir -p "$E2E_TMP/www"
 read -r DEB DEB_SHA < <(/usr/bin/python3 "$PH_SOURCE_DIR/tests/proxy/make_debrepo.py" \
     "$E2E_TMP/www" pinhole-probe 1.0 "$ARCH") || { fail "making the repository"; exit 1; }
 e2e_start_origin "$E2E_TMP/www"

@@ -8,14 +8,8 @@
 # Exit: 0 passed, 1 failed, 77 skipped (pip missing).
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || { echo "SKIP: needs python3-pip"; exit 77; }
-. "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/http_clients_lib.sh"
-
-e2e_start_dns
-e2e_make_policy
-e2e_start_proxy
-D=$E2E_DOMAIN
-mkdir -p "$E2E_TMP/www"
+. "$PH_SOURCE_DIR/tests/proxy/http_clients_lib.sh"
+e2e_http_setup
 read -r WHEEL WHEEL_SHA < <(/usr/bin/python3 "$PH_SOURCE_DIR/tests/proxy/make_wheel.py" \
     "$E2E_TMP/www" pinhole-probe 1.0) || { fail "making the wheel"; exit 1; }
 e2e_start_origin "$E2E_TMP/www"

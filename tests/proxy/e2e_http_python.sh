@@ -10,14 +10,8 @@
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 /usr/bin/python3 -c 'import requests' 2>/dev/null ||
     { echo "SKIP: needs python3-requests"; exit 77; }
-. "$(dirname "$0")/e2e_lib.sh"
-. "$(dirname "$0")/http_clients_lib.sh"
-
-e2e_start_dns
-e2e_make_policy
-e2e_start_proxy
-D=$E2E_DOMAIN
-mkdir -p "$E2E_TMP/www"
+. "$PH_SOURCE_DIR/tests/proxy/http_clients_lib.sh"
+e2e_http_setup
 head -c 262144 /dev/urandom >"$E2E_TMP/www/blob"
 BLOB_SHA=$(sha256sum "$E2E_TMP/www/blob" | cut -d' ' -f1)
 e2e_start_origin "$E2E_TMP/www"

@@ -1,6 +1,18 @@
 # http_clients_lib.sh - shared set-up of the real-client plain-HTTP tests
-# (sourced after e2e_lib.sh): the file-serving origin (http_origin.py) and
-# the proxy URLs the clients are given.
+# (sourced; it sources e2e_lib.sh): the proxy's e2e set-up, the
+# file-serving origin (http_origin.py) and the proxy URLs the clients are
+# given. Callers set PROXY, POLICYC, GRANT, PEER as for e2e_lib.sh.
+. "$PH_SOURCE_DIR/tests/proxy/e2e_lib.sh"
+
+# e2e_http_setup [proxy options]: dnsmasq, the policy and grants, the proxy;
+# D is the test domain, $E2E_TMP/www the origin's (empty) root.
+e2e_http_setup() {
+    e2e_start_dns
+    e2e_make_policy
+    e2e_start_proxy "$@"
+    D=$E2E_DOMAIN
+    mkdir -p "$E2E_TMP/www"
+}
 
 # e2e_start_origin ROOT: serves ROOT over HTTP on a port the kernel chose
 # (ORIGIN_PORT); every request the origin got is a JSON line in

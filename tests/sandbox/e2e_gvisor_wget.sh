@@ -14,17 +14,12 @@ if [ "$(id -u)" != 0 ] || ! command -v runsc >/dev/null || ! [ -x /bin/busybox ]
     echo "SKIP: needs root, runsc and busybox-static"
     exit 77
 fi
-. "$PH_SOURCE_DIR/tests/proxy/e2e_lib.sh"
 . "$PH_SOURCE_DIR/tests/proxy/http_clients_lib.sh"
 
 "$BUILD_ROOTFS" "$E2E_TMP/rootfs" >/dev/null 2>&1 || { fail "building the root filesystem"; exit 1; }
 export PINHOLE_GVISOR_ROOTFS="$E2E_TMP/rootfs"
 
-e2e_start_dns
-e2e_make_policy
-e2e_start_proxy --unix-socket "$E2E_TMP/proxy.sock" --unix-socket-mode 0666
-D=$E2E_DOMAIN
-mkdir -p "$E2E_TMP/www"
+e2e_http_setup --unix-socket "$E2E_TMP/proxy.sock" --unix-socket-mode 0666
 head -c 1048576 /dev/urandom >"$E2E_TMP/www/blob"
 # busybox wget --post-file sends the file as a C string (up to its first NUL
 # byte): the upload is text.
