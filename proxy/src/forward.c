@@ -24,6 +24,10 @@
  * ph_reason_http_status of its reason; forwarded responses carry the
  * upstream's status.
  *
+ * Descriptors: at most two per client connection, as limits.c counts them
+ * (the client, and either the kept-alive upstream or the current one: the
+ * kept-alive one is closed before another is dialed).
+ *
  * Ownership: forward.h. Every buffer is bounded: the request head
  * (PH_H1_REQUEST_HEAD_MAX), the response head (PH_H1_RESPONSE_HEAD_MAX), and
  * each body direction (buffer_bytes: reading the source stops while the sink
@@ -42,6 +46,7 @@
 #include <event2/event.h>
 
 #include "forward.h"
+#include "pinhole/host.h"
 #include "pinhole/http1.h"
 #include "pinhole/url.h"
 
@@ -50,7 +55,11 @@ typedef enum fwd_state {
     F_RESOLVE,  /* decided; resolving the name */
     F_CONNECT,  /* dialing the checked addresses */
     F_EXCHANGE, /* request and response streaming */
-    F_CLOSING,  /* the last bytes are flushed to the client, then it ends */
+    F_CLOSING,  /* the last bytes are flushed to the client */
+    F_LINGER,   /* flushed and half-closed: what the client still sends is
+                 * read and dropped for a moment, so its unread bytes do not
+                 * make the kernel reset the connection (and drop the answer
+                 * before the client read it) */
     F_DEAD,     /* ended: the reap event frees it from the loop */
 } fwd_state;
 
@@ -129,6 +138,7 @@ struct px_fwd {
 static void client_head(px_fwd *f);
 static void fwd_dial(px_fwd *f);
 static void pump_request(px_fwd *f);
+static void up_timeouts(px_fwd *f);
 static void pump_response(px_fwd *f);
 
 /* ---- small helpers ------------------------------------------------------- */
@@ -276,7 +286,25 @@ static void end_request(px_fwd *f, const char *end)
         evbuffer_drain(f->up_head, evbuffer_get_length(f->up_head));
 }
 
-/* Flushes what the client has not been sent yet, then ends. */
+#define LINGER_MS 2000
+
+/* Everything was written: half-close, then read and drop what the client
+ * still sends until it closes or LINGER_MS pass. */
+static void linger(px_fwd *f)
+{
+    f->state = F_LINGER;
+    shutdown(bufferevent_getfd(f->client), SHUT_WR);
+    struct evbuffer *in = bufferevent_get_input(f->client);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    bufferevent_setwatermark(f->client, EV_READ, 0, 0);
+    bufferevent_disable(f->client, EV_WRITE);
+    bufferevent_enable(f->client, EV_READ);
+    struct timeval tv = msecs(LINGER_MS);
+    evtimer_del(f->timer);
+    evtimer_add(f->timer, &tv);
+}
+
+/* Flushes what the client has not been sent yet, then ends (lingering). */
 static void close_after_flush(px_fwd *f, const char *end)
 {
     f->state = F_CLOSING;
@@ -285,7 +313,7 @@ static void close_after_flush(px_fwd *f, const char *end)
     bufferevent_disable(f->client, EV_READ);
     bufferevent_setwatermark(f->client, EV_WRITE, 0, 0);
     if (evbuffer_get_length(bufferevent_get_output(f->client)) == 0)
-        fwd_kill(f, end);
+        linger(f);
     else
         bufferevent_enable(f->client, EV_WRITE);
 }
@@ -306,11 +334,11 @@ static void fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
              client_detail[0] ? ": " : "", client_detail);
     size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
+    f->bytes_down += n;
     end_request(f, "closed");
     bev_free(&f->up);
     bev_free(&f->idle);
     bufferevent_write(f->client, resp, n);
-    f->bytes_down += n;
     close_after_flush(f, "closed");
     if (f->state == F_CLOSING) {
         /* A client that does not read cannot hold the connection. */
@@ -492,8 +520,10 @@ static void pump_request(px_fwd *f)
         }
         f->req_done = r > 0;
     }
-    if (f->req_done)
+    if (f->req_done) {
         bufferevent_disable(f->client, EV_READ); /* the next request waits */
+        up_timeouts(f);
+    }
 }
 
 /* Upstream -> client: the response body, with backpressure. */
@@ -709,7 +739,8 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
     if (retry_fresh(f))
         return;
     if (what & BEV_EVENT_TIMEOUT)
-        upstream_failed(f, PH_REASON_UPSTREAM_TIMEOUT, "the upstream sent nothing within idle_timeout_s");
+        upstream_failed(f, PH_REASON_UPSTREAM_TIMEOUT,
+                        "the upstream sent nothing within idle_timeout_s");
     else if (what & BEV_EVENT_EOF)
         upstream_failed(f, PH_REASON_UPSTREAM_BAD_RESPONSE,
                         "the upstream closed before its response was complete");
@@ -718,6 +749,15 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
 }
 
 /* ---- dial ---------------------------------------------------------------- */
+
+/* While the request body streams, the upstream need not answer: only its
+ * taking the bytes is timed (the client's sending is timed on its side).
+ * Once the request is sent, the answer must come within idle_timeout_s. */
+static void up_timeouts(px_fwd *f)
+{
+    struct timeval idle = secs(f->w->cfg->idle_timeout_s);
+    bufferevent_set_timeouts(f->up, f->req_done ? &idle : NULL, &idle);
+}
 
 static void start_exchange(px_fwd *f)
 {
@@ -728,8 +768,7 @@ static void start_exchange(px_fwd *f)
     size_t hi = cap_bytes(f) > PH_H1_RESPONSE_HEAD_MAX ? cap_bytes(f) : PH_H1_RESPONSE_HEAD_MAX;
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
     bufferevent_setwatermark(f->up, EV_WRITE, cap_bytes(f) / 2, 0);
-    struct timeval idle = secs(f->w->cfg->idle_timeout_s);
-    bufferevent_set_timeouts(f->up, &idle, &idle);
+    up_timeouts(f);
     size_t n = evbuffer_get_length(f->up_head);
     bufferevent_write(f->up, evbuffer_pullup(f->up_head, (ev_ssize_t)n), n);
     f->bytes_up += n;
@@ -886,17 +925,27 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     snprintf(f->method, sizeof f->method, "%.*s", (int)h->method.len, (const char *)buf);
     f->is_head = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0;
     f->client_v10 = h->version_minor == 0;
+    if (h->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0) {
+        /* A tunnel is a connection's first request, never one after
+         * forwarded requests (tunnel.c answers those). */
+        fwd_refuse(f, PH_REASON_ORIGIN_FORM,
+                   "CONNECT opens a connection of its own, not one that forwarded requests", NULL);
+        return;
+    }
     if (starts_with_ci(t, tlen, "https://")) {
         fwd_refuse(f, PH_REASON_HTTPS_USE_CONNECT,
                    "https:// URLs go through a CONNECT tunnel (HTTPS_PROXY), not forwarding", NULL);
         return;
     }
     if (!starts_with_ci(t, tlen, "http://")) {
-        fwd_refuse(f, PH_REASON_ORIGIN_FORM,
-                   h->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0
-                       ? "CONNECT opens a connection of its own, not one that forwarded requests"
-                       : "a proxy request names its http:// URL (absolute form)",
-                   NULL);
+        size_t i = 0;
+        while (i < tlen && (ph_is_lower(t[i]) || ph_is_upper(t[i])))
+            i++;
+        if (i > 0 && tlen - i >= 3 && memcmp(t + i, "://", 3) == 0)
+            fwd_refuse(f, PH_REASON_PARSE_ERROR, "only http:// URLs are forwarded", NULL);
+        else
+            fwd_refuse(f, PH_REASON_ORIGIN_FORM,
+                       "a proxy request names its http:// URL (absolute form)", NULL);
         return;
     }
     size_t alen = 0;
@@ -947,7 +996,8 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     rewrite_head(f, buf, h, &u);
     f->req_body = h->body;
     f->req_left = h->content_length;
-    f->req_done = h->body == PH_H1_BODY_NONE || (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
+    f->req_done = h->body == PH_H1_BODY_NONE ||
+                  (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
     f->client_close = f->client_v10 || h->conn_close;
     evbuffer_drain(bufferevent_get_input(f->client), h->head_len);
     bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
@@ -998,9 +1048,11 @@ static void client_head(px_fwd *f)
 
 static void client_read_cb(struct bufferevent *b, void *arg)
 {
-    (void)b;
     px_fwd *f = arg;
-    if (f->state == F_HEAD)
+    if (f->state == F_LINGER) {
+        struct evbuffer *in = bufferevent_get_input(b);
+        evbuffer_drain(in, evbuffer_get_length(in));
+    } else if (f->state == F_HEAD)
         client_head(f);
     else if (f->state == F_EXCHANGE && !f->req_done)
         pump_request(f);
@@ -1011,7 +1063,7 @@ static void client_write_cb(struct bufferevent *b, void *arg)
     px_fwd *f = arg;
     if (f->state == F_CLOSING) {
         if (evbuffer_get_length(bufferevent_get_output(b)) == 0)
-            fwd_kill(f, f->reap_end);
+            linger(f);
         return;
     }
     if (f->state == F_EXCHANGE && f->paused_up) {
@@ -1024,6 +1076,10 @@ static void client_write_cb(struct bufferevent *b, void *arg)
 static void client_event_cb(struct bufferevent *b, short what, void *arg)
 {
     px_fwd *f = arg;
+    if (f->state == F_LINGER) {
+        fwd_kill(f, f->reap_end);
+        return;
+    }
     const char *end = (what & BEV_EVENT_EOF)       ? "client_closed"
                       : (what & BEV_EVENT_TIMEOUT) ? "idle_timeout"
                                                    : "client_error";
@@ -1055,6 +1111,9 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     case F_CLOSING:
         fwd_kill(f, "client_error"); /* it did not read its answer */
+        return;
+    case F_LINGER:
+        fwd_kill(f, f->reap_end);
         return;
     default:
         return;
@@ -1132,6 +1191,5 @@ void px_forward_free(struct px_fwd **fp, const char *end)
 
 bool px_forward_idle(const struct px_fwd *f)
 {
-    return f->state == F_HEAD && !f->in_request &&
-           evbuffer_get_length(bufferevent_get_input(f->client)) == 0;
+    return f->state == F_HEAD && !f->in_request;
 }

@@ -44,8 +44,8 @@ void px_forward_run(struct px_fwd *f);
  * lookup, releases its lease slot); a request in flight gets its log line
  * with end. NULLs *f. */
 void px_forward_free(struct px_fwd **f, const char *end);
-/* True while f waits for a request with nothing of one received (drain
- * closes such connections). */
+/* True while f waits for a request or reads its head (drain closes such
+ * connections, as it closes CONNECT connections still sending their head). */
 bool px_forward_idle(const struct px_fwd *f);
 
 /* ---- tunnel.c, for forward.c --------------------------------------------- */

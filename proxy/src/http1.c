@@ -91,7 +91,8 @@ static ph_h1_result request_line(const uint8_t *buf, size_t end, ph_h1_head *out
     while (i < end && ph_h1_is_tchar(buf[i]))
         i++;
     if (i == 0 || i > METHOD_MAX || i >= end || buf[i] != ' ')
-        return refuse(out, PH_REASON_HTTP_BAD_REQUEST_LINE, "malformed request line: bad method", i);
+        return refuse(out, PH_REASON_HTTP_BAD_REQUEST_LINE, "malformed request line: bad method",
+                      i);
     out->method = span(0, i);
     size_t t = ++i;
     while (i < end && buf[i] > 0x20 && buf[i] < 0x7f)

@@ -11,7 +11,9 @@
  *           grant's expiry; a reload decides open connections again)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
- * request-head caps (503 limit_exceeded, answered without reading).
+ * request-head caps (503 limit_exceeded, answered without reading). A
+ * connection whose first bytes cannot be a CONNECT goes to forward.c
+ * (plain-HTTP forwarding), which serves it from then on (forward.h).
  *
  * This file decides nothing itself: every verdict, and the HTTP status of
  * every refusal for a reason (ph_reason_http_status), comes from libpinhole.

@@ -16,7 +16,7 @@ command -v curl >/dev/null || { echo "curl missing"; exit 77; }
 
 e2e_start_dns
 e2e_make_policy
-e2e_start_proxy
+e2e_start_proxy --header-timeout-ms 1500
 D=$E2E_DOMAIN
 mkdir -p "$E2E_TMP/up"
 $UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
@@ -77,6 +77,16 @@ check "keep-alive: each host logged with its rule" "ok.$D blackhole.$D" \
     "$(printf '%s\n' "$lines" | sed -n 's/.*"host":"\([^"]*\)".*"rule":"[^"]*e2e-allowlist.yaml:[0-9]*".*/\1/p' | tr '\n' ' ' | sed 's/ $//')"
 check "request log line fields" "1" "$(printf '%s\n' "$lines" | grep -c "\"method\":\"GET\".*\"host\":\"ok.$D\",\"port\":$UP,.*\"status\":200,\"verdict\":\"allowed\",\"reason\":\"allowed\"")"
 
+# The kept-alive upstream connection is reused for the same destination and
+# grant only.
+TOKEN_B=$(e2e_issue leaseB e2e)
+: >"$E2E_TMP/up/conns"
+raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/b HTTP/1.1\r\n$BEARER\r\n\r\n" >/dev/null
+check "upstream connection reused for the same destination and grant" "1" "$(wc -l <"$E2E_TMP/up/conns")"
+: >"$E2E_TMP/up/conns"
+raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/b HTTP/1.1\r\nProxy-Authorization: Bearer $TOKEN_B\r\n\r\n" >/dev/null
+check "not reused for another grant's lease" "2" "$(wc -l <"$E2E_TMP/up/conns")"
+
 # Pipelining: three requests in one write, answered in order.
 out=$(raw "GET http://ok.$D:$UP/p1 HTTP/1.1\r\nHost: x\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/p2 HTTP/1.1\r\nHost: x\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/p3 HTTP/1.1\r\nHost: x\r\n$BEARER\r\nConnection: close\r\n\r\n")
 check "pipelined: three answers" "200 - 200 - 200 -" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
@@ -97,6 +107,11 @@ check "hop-by-hop fields removed" "" \
 
 # ---- refusals ----------------------------------------------------------------
 check "unlisted host" "403 not_allowlisted" "$(fcurl -x "$P" "http://unlisted.$D:$UP/")"
+# A refused request's body is read and dropped after the answer, so the
+# answer is not lost to a reset (curl sends the body without waiting).
+head -c 2000000 /dev/urandom >"$E2E_TMP/2m"
+check "refused POST with a body still gets its answer" "403 not_allowlisted" \
+    "$(fcurl -x "$P" -H 'Expect:' --data-binary @"$E2E_TMP/2m" "http://unlisted.$D:$UP/")"
 check "unlisted port" "403 port_not_allowed" "$(fcurl -x "$P" "http://ok.$D:80/")"
 check "IP literal" "403 ip_literal" "$(fcurl -x "$P" "http://127.0.0.1:$UP/")"
 check "private answer" "403 denied_address" "$(fcurl -x "$P" "http://private.$D:$UP/")"
@@ -105,6 +120,37 @@ check "another list's grant" "403 not_allowlisted" "$(fcurl -x "http://lease2:$T
 check "https absolute-form" "400 https_use_connect" \
     "$(raw "GET https://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
 check "origin-form" "400 origin_form" "$(raw "GET / HTTP/1.1\r\nHost: ok.$D\r\n\r\n" | head -1)"
+check "another scheme" "400 parse_error" "$(raw "GET ftp://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
+out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://unlisted.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n")
+check "each request decided on its own" "200 - 403 not_allowlisted" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
+out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nCONNECT ok.$D:$UP HTTP/1.1\r\n$BEARER\r\n\r\n")
+check "CONNECT after a forwarded request" "200 - 400 origin_form" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
+
+# A head not complete within header_timeout_ms.
+check "head timeout" "408 http_head_timeout" "$(RAW_KEEP_OPEN=1 raw "GET http://ok.$D:$UP/ HTTP/1.1\r\nX-A: 1\r\n" | head -1)"
+
+# The limits, on a second proxy with a short idle timeout and one slot per
+# lease: a request in flight holds the lease's slot.
+MAIN_PORT=$PROXY_PORT MAIN_ADMIN=$ADMIN_PORT
+E2E_PROXY_NAME=limits e2e_start_proxy --idle-timeout-s 2 --max-connections-per-lease 1
+P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
+# The first request sends half its body and holds its slot until the idle
+# timeout ends it.
+: >"$RECV"
+RAW_KEEP_OPEN=1 raw "POST http://ok.$D:$UP/hold HTTP/1.1\r\n$BEARER\r\nContent-Length: 10\r\n\r\nhalf!" >/dev/null & hold=$!
+for _ in $(seq 1 200); do grep -q "POST /hold" "$RECV" && break; sleep 0.05; done
+check "per-lease limit" "429 limit_exceeded" "$(fcurl -x "$P" "http://ok.$D:$UP/")"
+wait $hold
+check "the slot is free again" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/")"
+
+# A kept-alive connection without a request ends after idle_timeout_s.
+t0=$(date +%s)
+out=$(RAW_KEEP_OPEN=1 raw "GET http://ok.$D:$UP/idle HTTP/1.1\r\n$BEARER\r\n\r\n")
+t1=$(date +%s)
+check "idle keep-alive connection closed by the proxy" "BODY hello /idle fast" \
+    "$(printf '%s\n' "$out" | grep '^BODY') $([ $((t1 - t0)) -lt 8 ] && echo fast || echo slow)"
+PROXY_PORT=$MAIN_PORT ADMIN_PORT=$MAIN_ADMIN
+P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 
 # ---- smuggling: 400 with a stable reason, nothing sent upstream -------------
 R="GET http://ok.$D:$UP/s HTTP/1.1\r\n$BEARER\r\n"
@@ -137,6 +183,7 @@ smuggle "two Host" "400 http_bad_field" "${R}Host: a\r\nHost: b\r\n\r\n"
 smuggle "two Proxy-Authorization" "400 http_bad_field" "${R}$BEARER\r\n\r\n"
 long=$(head -c 5000 /dev/zero | tr '\0' a)
 smuggle "target too long" "414 http_target_too_long" "GET http://ok.$D:$UP/$long HTTP/1.1\r\n$BEARER\r\n\r\n"
+smuggle "head over 8 KiB" "431 http_head_too_large" "${R}X-Long: $(head -c 9000 /dev/zero | tr '\0' a)\r\n\r\n"
 smuggle "bad version" "400 http_bad_request_line" "GET http://ok.$D:$UP/ HTTP/1.2\r\n$BEARER\r\n\r\n"
 
 # A malformed chunk comes after the head went upstream: the client gets 400,

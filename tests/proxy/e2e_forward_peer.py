@@ -3,7 +3,8 @@
 
   serve DIR       an HTTP/1.1 upstream on 127.0.0.1:0 (port written to
                   DIR/port) that appends every byte it receives to DIR/recv.bin
-                  (the test checks a refused request sent it nothing), keeps
+                  (the test checks a refused request sent it nothing), a line
+                  per connection to DIR/conns, keeps
                   connections alive, and answers by path:
                     /echo       200, body "sha256 <hex> <length>" of the request body
                     /chunked    200, a chunked body of three chunks
@@ -16,7 +17,8 @@
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
   raw PORT DATA   sends DATA (with backslash escapes: \\r, \\n, \\xNN)
-                  to 127.0.0.1:PORT, half-closes, prints every response it
+                  to 127.0.0.1:PORT, half-closes (unless RAW_KEEP_OPEN is
+                  set), prints every response it
                   reads as "STATUS REASON" lines (Pinhole-Reason or "-"), then
                   "BODY <body of the last response>".
 """
@@ -95,6 +97,8 @@ def respond(sock, status, fields, body, head_only=False):
 class Handler(socketserver.BaseRequestHandler):
     def handle(self):
         s = self.request
+        with self.server.lock, open(self.server.conns_path, "a") as out:
+            out.write("connection\n")
         f = Recorder(s, self.server.recv_path, self.server.lock)
         while True:
             head = read_head(f)
@@ -145,8 +149,10 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
 def serve(directory):
     srv = Server(("127.0.0.1", 0), Handler)
     srv.recv_path = os.path.join(directory, "recv.bin")
+    srv.conns_path = os.path.join(directory, "conns")
     srv.lock = threading.Lock()
     open(srv.recv_path, "wb").close()
+    open(srv.conns_path, "w").close()
     with open(os.path.join(directory, "port.tmp"), "w") as out:
         out.write("%d\n" % srv.server_address[1])
     os.rename(os.path.join(directory, "port.tmp"), os.path.join(directory, "port"))
@@ -157,7 +163,8 @@ def raw(port, data):
     payload = data.encode().decode("unicode_escape").encode("latin-1")  # \r, \n, \xNN escapes
     s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
     s.sendall(payload)
-    s.shutdown(socket.SHUT_WR)
+    if not os.environ.get("RAW_KEEP_OPEN"):
+        s.shutdown(socket.SHUT_WR)
     got = b""
     try:
         while True:
@@ -165,7 +172,7 @@ def raw(port, data):
             if not d:
                 break
             got += d
-    except socket.timeout:
+    except (socket.timeout, ConnectionResetError):
         pass
     last_body = b""
     while got.startswith(b"HTTP/"):

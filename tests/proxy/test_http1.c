@@ -20,7 +20,8 @@ static void assert_refused(const char *s, ph_reason reason)
 {
     ph_h1_result r = req(s);
     if (r != PH_H1_REFUSED || H.reason != reason)
-        fprintf(stderr, "input: %s\ngot %d %s\n", s, r, r == PH_H1_REFUSED ? ph_reason_code(H.reason) : "");
+        fprintf(stderr, "input: %s\ngot %d %s\n", s, r,
+                r == PH_H1_REFUSED ? ph_reason_code(H.reason) : "");
     assert_int_equal(r, PH_H1_REFUSED);
     assert_int_equal(H.reason, reason);
     assert_non_null(H.message);
@@ -165,7 +166,8 @@ static void test_responses_are_framed_as_strictly(void **state)
     assert_int_equal(H.body, PH_H1_BODY_NONE);
     assert_int_equal(resp("HTTP/1.1 100 Continue\r\n\r\n", false), PH_H1_DONE);
     assert_int_equal(H.body, PH_H1_BODY_NONE);
-    assert_int_equal(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false),
+                     PH_H1_DONE);
     assert_int_equal(H.body, PH_H1_BODY_CHUNKED);
 
     static const struct {
