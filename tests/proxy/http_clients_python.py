@@ -112,9 +112,20 @@ def main():
         # A generator body goes out chunked. requests 2.28 sends a chunked
         # body through its own low-level path, which leaves out the proxy
         # headers urllib3 derives from the proxy URL's userinfo: without the
-        # grant the proxy answers 407 (and closes while the body is still
-        # coming). So the grant goes along as an explicit header here.
+        # grant the proxy answers 407 no_grant, and the client must get that
+        # answer (not a reset) although it is still sending the body. A
+        # requests that sends the grant there gets the 200. Then the grant
+        # goes along as an explicit header.
         chunks = [post[i:i + 65536] for i in range(0, len(post), 65536)]
+        if proxied:
+            try:
+                r = s.post(origin + "/echo", data=iter(chunks), timeout=30)
+                got = (r.status_code, r.headers.get("Pinhole-Reason")) if r.status_code != 200 \
+                    else (200, r.headers.get("X-Body-Sha256") == sha(post))
+            except requests.exceptions.ConnectionError as e:
+                got = "connection error: %s" % e
+            check("requests POST chunked through the proxy, its own proxy headers: answered",
+                  True, got in ((407, "no_grant"), (200, True)))
         r = s.post(origin + "/echo", data=iter(chunks), timeout=30,
                    headers=proxy_basic_header())
         check("requests POST chunked %s: status" % via, 200, r.status_code)
