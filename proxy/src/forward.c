@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -163,12 +162,6 @@ static double since(const struct timespec *t)
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
-}
-
-static void set_nodelay(struct bufferevent *b)
-{
-    int one = 1;
-    setsockopt(bufferevent_getfd(b), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 static void bev_free(struct bufferevent **b)
@@ -763,7 +756,7 @@ static void start_exchange(px_fwd *f)
 {
     evtimer_del(f->timer);
     f->state = F_EXCHANGE;
-    set_nodelay(f->up);
+    px_set_nodelay(f->up);
     bufferevent_setcb(f->up, up_read_cb, up_write_cb, up_event_cb, f);
     size_t hi = cap_bytes(f) > PH_H1_RESPONSE_HEAD_MAX ? cap_bytes(f) : PH_H1_RESPONSE_HEAD_MAX;
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
@@ -1166,7 +1159,7 @@ void px_forward_run(struct px_fwd *f)
     struct timeval idle = secs(f->w->cfg->idle_timeout_s);
     bufferevent_set_timeouts(c, &idle, &idle);
     if (f->peer[0] != 'u') /* not a unix socket */
-        set_nodelay(c);
+        px_set_nodelay(c);
     bufferevent_enable(c, EV_READ);
     client_head(f);
 }

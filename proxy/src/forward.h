@@ -58,6 +58,8 @@ void px_conn_forward_end(struct px_conn *c, const char *end);
 /* A refusal response: status line for status, Pinhole-Reason, body, and
  * Connection: close. Returns its length in buf. */
 size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body);
+/* TCP_NODELAY on b's socket (both legs carry interactive traffic). */
+void px_set_nodelay(struct bufferevent *b);
 /* The checked addresses of a, space-separated, for the log (malloc'd; NULL
  * when out of memory). */
 char *px_format_checked(const px_dns_answer *a);

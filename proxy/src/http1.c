@@ -430,14 +430,10 @@ ph_h1_result ph_h1_chunked_step(ph_h1_chunked *c, const uint8_t *in, size_t len,
             return PH_H1_INCOMPLETE;
         }
         case C_DATA_CR:
-            if (b != '\r')
-                return chunk_refuse(c, "chunk data not followed by CRLF", step, i);
-            c->state = C_DATA_LF;
-            break;
         case C_DATA_LF:
-            if (b != '\n')
+            if (b != (c->state == C_DATA_CR ? '\r' : '\n'))
                 return chunk_refuse(c, "chunk data not followed by CRLF", step, i);
-            c->state = C_SIZE;
+            c->state = c->state == C_DATA_CR ? C_DATA_LF : C_SIZE;
             break;
         case C_TRAILER:
         case C_TRAILER_NAME:

@@ -337,7 +337,7 @@ static void relay_done(void *arg, const char *why)
     conn_free(c);
 }
 
-static void set_nodelay(struct bufferevent *b)
+void px_set_nodelay(struct bufferevent *b)
 {
     /* Tunnels carry interactive protocols (TLS handshakes): no Nagle delay
      * on top of the peer's own. */
@@ -359,9 +359,9 @@ static void start_relay(px_conn *c)
     evtimer_del(c->timer);
     free(c->answer);
     c->answer = NULL;
-    set_nodelay(c->upstream);
+    px_set_nodelay(c->upstream);
     if (c->peer[0] != 'u') /* not a unix socket */
-        set_nodelay(c->client);
+        px_set_nodelay(c->client);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';

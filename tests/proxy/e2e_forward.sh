@@ -50,11 +50,19 @@ check "chunked upload" "200 -" "$(fcurl -x "$P" -H 'Transfer-Encoding: chunked' 
     --data-binary @"$E2E_TMP/10m" "http://ok.$D:$UP/echo")"
 check "chunked upload arrives byte-identical" "$want" "$(cat "$E2E_TMP/body")"
 
+blob=$($UPEER blob-sha256)
+check "GET 10 MiB" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/blob")"
+check "GET 10 MiB arrives byte-identical" "$blob" "$(sha256sum "$E2E_TMP/body" | cut -d' ' -f1)"
+check "GET 10 MiB chunked" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/blob-chunked")"
+check "GET 10 MiB chunked arrives byte-identical" "$blob" "$(sha256sum "$E2E_TMP/body" | cut -d' ' -f1)"
 check "HEAD" "200 -" "$(fcurl -x "$P" -I "http://ok.$D:$UP/hello")"
 check "HEAD keeps Content-Length, has no body" "content-length: 12|0" \
     "$(curl -sS -o /dev/null -D - -w '%{size_download}' --max-time 20 -x "$P" -I "http://ok.$D:$UP/hello" | tr -d '\r' | awk 'tolower($1)=="content-length:"{printf "content-length: %s|", $2} /^[0-9]+$/{print}')"
 check "chunked response re-framed" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/chunked")"
 check "chunked response body" "hello chunked" "$(cat "$E2E_TMP/body")"
+out=$(raw "GET http://ok.$D:$UP/chunked HTTP/1.0\r\n$BEARER\r\n\r\n")
+check "chunked response to an HTTP/1.0 client: plain, ended by close" "200 - BODY hello chunked" \
+    "$(printf '%s\n' "$out" | tr '\n' ' ' | sed 's/ $//')"
 check "close-delimited response" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/close")"
 check "close-delimited body" "until close" "$(cat "$E2E_TMP/body")"
 

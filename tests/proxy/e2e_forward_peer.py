@@ -12,6 +12,8 @@
                     /bad-cl-te  a response with Content-Length and Transfer-Encoding
                     /bad-cl     a response with two Content-Length values
                     /bad-fold   a response with an obs-fold line
+                    /blob       10 MiB with Content-Length (blob-sha256: its digest)
+                    /blob-chunked  the same, chunked
                     /cut        a Content-Length response cut short
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
@@ -29,6 +31,10 @@ import socket
 import socketserver
 import sys
 import threading
+
+
+# 10 MiB the test can hash on its own: blob-sha256 prints its digest.
+BLOB = hashlib.sha256(b"pinhole").digest() * (10 * 1024 * 1024 // 32)
 
 
 def read_head(f):
@@ -133,6 +139,14 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/bad-fold":
                 s.sendall(b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 8\r\n\r\nSMUGGLED")
                 return
+            elif path == "/blob":
+                respond(s, "200 OK", [("Content-Length", len(BLOB))], BLOB, is_head)
+            elif path == "/blob-chunked":
+                s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for i in range(0, len(BLOB), 65536):
+                    part = BLOB[i:i + 65536]
+                    s.sendall(b"%x\r\n" % len(part) + part + b"\r\n")
+                s.sendall(b"0\r\n\r\n")
             elif path == "/cut":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
                 return
@@ -214,7 +228,9 @@ def raw(port, data):
 
 if __name__ == "__main__":
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `raw ... | head -1`
-    if sys.argv[1] == "serve":
+    if sys.argv[1] == "blob-sha256":
+        print(hashlib.sha256(BLOB).hexdigest())
+    elif sys.argv[1] == "serve":
         serve(sys.argv[2])
     else:
         raw(sys.argv[2], sys.argv[3])
