@@ -83,6 +83,22 @@ static inline const uint8_t *ph_tab_group(const ph_table *t, size_t i)
 enum { PH_TAB_C_BAD = 0, PH_TAB_C_LDH = 1, PH_TAB_C_DOT = 2 };
 extern const uint8_t ph_tab_host_class[256];
 
+/* Whether the LDH label l[0..n) is a number (decimal or 0x-hex): a last
+ * label like that spells an IPv4 address (127.1, 0x7f.1). */
+static inline bool ph_tab_label_numeric(const char *l, size_t n)
+{
+    size_t i = 0;
+    if (n >= 2 && l[0] == '0' && l[1] == 'x') {
+        for (i = 2; i < n; i++)
+            if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
+                break;
+    } else {
+        while (i < n && l[i] >= '0' && l[i] <= '9')
+            i++;
+    }
+    return i == n;
+}
+
 static inline size_t ph_tab_host_scan(const char *h, size_t len, size_t *first_len)
 {
     if (len == 0 || len > 253)
@@ -104,18 +120,7 @@ static inline size_t ph_tab_host_scan(const char *h, size_t len, size_t *first_l
     size_t n = len - start;
     if (n == 0 || n > 63 || h[start] == '-' || h[len - 1] == '-' || ++labels < 2)
         return 0;
-    /* The last label must not be a number (127.1, 0x7f.1): IPv4 spellings. */
-    const char *l = h + start;
-    size_t i = 0;
-    if (n >= 2 && l[0] == '0' && l[1] == 'x') {
-        for (i = 2; i < n; i++)
-            if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
-                break;
-    } else {
-        while (i < n && l[i] >= '0' && l[i] <= '9')
-            i++;
-    }
-    if (i == n)
+    if (ph_tab_label_numeric(h + start, n))
         return 0;
     *first_len = first;
     return labels;
@@ -126,6 +131,56 @@ static inline bool ph_tab_host_canonical(const char *h, size_t len)
     size_t first;
     return ph_tab_host_scan(h, len, &first) != 0;
 }
+
+/*
+ * The same test for a name of at most PH_TAB_HOST_WIDE bytes that may be
+ * read PH_TAB_HOST_WIDE bytes wide (the bytes past len are ignored): the
+ * verifier's check of every host of a table, where the image lies beyond.
+ * The byte classes become bit masks (bit i: byte i), so the label rules are
+ * mask tests: a label starts at 0 or after a dot and ends before a dot or
+ * at len - 1; no dot and no '-' may sit at a label's start or end (empty
+ * label, '-' at an edge); with at most 64 bytes and one dot no label can
+ * exceed 63 bytes. Tests compare it with the byte loop.
+ */
+#define PH_TAB_HOST_WIDE 64u
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
+{
+    if (len < 3 || len > PH_TAB_HOST_WIDE)
+        return len > 0 && len <= PH_TAB_HOST_WIDE && ph_tab_host_canonical(h, len);
+    uint64_t ok = 0, dot = 0, hyph = 0;
+    for (unsigned k = 0; k < PH_TAB_HOST_WIDE / 16; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(h + 16 * k));
+        /* Signed compares: bytes >= 0x80 are negative, in no range. */
+        __m128i lower = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
+                                      _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1)));
+        __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                      _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+        __m128i hy = _mm_cmpeq_epi8(v, _mm_set1_epi8('-'));
+        __m128i dt = _mm_cmpeq_epi8(v, _mm_set1_epi8('.'));
+        __m128i any = _mm_or_si128(_mm_or_si128(lower, digit), _mm_or_si128(hy, dt));
+        ok |= (uint64_t)(unsigned)_mm_movemask_epi8(any) << (16 * k);
+        dot |= (uint64_t)(unsigned)_mm_movemask_epi8(dt) << (16 * k);
+        hyph |= (uint64_t)(unsigned)_mm_movemask_epi8(hy) << (16 * k);
+    }
+    uint64_t all = len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1;
+    dot &= all;
+    hyph &= all;
+    if ((ok & all) != all || dot == 0)
+        return false;
+    uint64_t edges = 1u | ((dot << 1) & all) | ((uint64_t)1 << (len - 1)) | (dot >> 1);
+    if ((dot | hyph) & edges)
+        return false;
+    size_t last = (size_t)(64 - __builtin_clzll(dot)); /* after the last dot */
+    return !ph_tab_label_numeric(h + last, len - last);
+}
+#else
+static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
+{
+    return len <= PH_TAB_HOST_WIDE && ph_tab_host_canonical(h, len);
+}
+#endif
 
 /* Fills *rule for rule i (< t->nrules). */
 void ph_table_fill_rule(const ph_table *t, uint32_t i, ph_table_rule *rule);
