@@ -8,25 +8,23 @@ set -u
 BUILD_DIR=${1:-build/release}
 cd "$(dirname "$0")/.."
 RGW_DIR=
+BENCH_TMP=
 if [ -z "${PH_BENCH_S3_CONFIG:-}" ] && [ -x "$BUILD_DIR/bench/bench_artifacts" ]; then
-    RGW_DIR=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-bench-rgw.XXXXXX")
-    if sh scripts/start-ceph-rgw.sh "$RGW_DIR/rgw" >/dev/null 2>"$RGW_DIR/start.log"; then
-        . "$RGW_DIR/rgw/rgw.env"
-        (umask 077 && printf 'access_key = %s\nsecret_key = %s\n' "$PH_S3_ACCESS_KEY" \
-            "$PH_S3_SECRET_KEY" >"$RGW_DIR/creds")
-        cat >"$RGW_DIR/s3.conf" <<CONF
-endpoint = $PH_S3_ENDPOINT
-region = $PH_S3_REGION
-bucket = pinhole-bench
-allow_http = true
-create_bucket = true
-credentials_file = $RGW_DIR/creds
-CONF
-        PH_BENCH_S3_CONFIG=$RGW_DIR/s3.conf
+    BENCH_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-bench-rgw.XXXXXX")
+    RGW_DIR=$BENCH_TMP/rgw
+    # The test fixture's gateway and keys (RGW_DIR/rgw.env, RGW_DIR/creds);
+    # the benchmark's own settings: the backend's default part size and
+    # multipart threshold (docs/artifacts.md), a bucket of its own.
+    if sh tests/artifacts/rgw_fixture.sh start "$RGW_DIR" >/dev/null 2>"$BENCH_TMP/start.log"; then
+        . "$RGW_DIR/rgw.env"
+        printf 'endpoint = %s\nregion = %s\nbucket = pinhole-bench\nallow_http = true\n%s\n%s\n' \
+            "$PH_S3_ENDPOINT" "$PH_S3_REGION" "create_bucket = true" \
+            "credentials_file = $RGW_DIR/creds" >"$RGW_DIR/bench.conf"
+        PH_BENCH_S3_CONFIG=$RGW_DIR/bench.conf
         export PH_BENCH_S3_CONFIG
     else
-        echo "bench: no RGW for the S3 rows ($(tail -1 "$RGW_DIR/start.log"))"
-        rm -rf "$RGW_DIR"
+        echo "bench: no RGW for the S3 rows ($(tail -1 "$BENCH_TMP/start.log"))"
+        rm -rf "$BENCH_TMP"
         RGW_DIR=
     fi
 fi
@@ -36,6 +34,6 @@ for b in "$BUILD_DIR"/bench/bench_*; do
     "$b" || echo "$(basename "$b"): FAILED"
 done
 if [ -n "$RGW_DIR" ]; then
-    sh scripts/stop-ceph-rgw.sh "$RGW_DIR/rgw" --purge >/dev/null 2>&1
-    rm -rf "$RGW_DIR"
+    sh tests/artifacts/rgw_fixture.sh stop "$RGW_DIR" >/dev/null 2>&1
+    rm -rf "$BENCH_TMP"
 fi
