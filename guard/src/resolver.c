@@ -1,4 +1,5 @@
 /* resolver.c - the one resolver driver: a c-ares channel, a bounded cache
+ * (its own or a guard's, dns_cache.c)
  * and the queries, driven from any event loop by descriptor readiness and
  * one timer (pinhole/resolve.h).
  *

@@ -227,20 +227,27 @@ static void second_check_within_ttl_is_cached(void **state)
     assert_null(g);
 }
 
+/* name is answered from the cache once, then asked again after 1 s (the
+ * TTL o sets to 1 s), with the same reason every time. */
+static void kept_one_second(const ph_guard_options *o, const char *name, ph_reason want)
+{
+    ph_guard *g = guard(o);
+    unsigned before = queries(name);
+    assert_int_equal(check(g, name, NULL), want);
+    assert_int_equal(check(g, name, NULL), want);
+    assert_int_equal(queries(name), before + 1);
+    sleep_ms(1150);
+    assert_int_equal(check(g, name, NULL), want);
+    assert_int_equal(queries(name), before + 2);
+    ph_guard_close(&g);
+}
+
 /* NXDOMAIN is kept for the negative TTL, then asked again. */
 static void nxdomain_cached_for_negative_ttl(void **state)
 {
     (void)state;
     ph_guard_options o = {.dns_negative_ttl_s = 1};
-    ph_guard *g = guard(&o);
-    unsigned before = queries("nx.dc.test");
-    assert_int_equal(check(g, "nx.dc.test", NULL), PH_REASON_DNS_FAILURE);
-    assert_int_equal(check(g, "nx.dc.test", NULL), PH_REASON_DNS_FAILURE);
-    assert_int_equal(queries("nx.dc.test"), before + 1);
-    sleep_ms(1150);
-    assert_int_equal(check(g, "nx.dc.test", NULL), PH_REASON_DNS_FAILURE);
-    assert_int_equal(queries("nx.dc.test"), before + 2);
-    ph_guard_close(&g);
+    kept_one_second(&o, "nx.dc.test", PH_REASON_DNS_FAILURE);
 }
 
 /* An answer with TTL 3600 is asked again after the cap (1 s). */
@@ -248,15 +255,7 @@ static void ttl_is_capped(void **state)
 {
     (void)state;
     ph_guard_options o = {.dns_cache_max_ttl_s = 1};
-    ph_guard *g = guard(&o);
-    unsigned before = queries("short.dc.test");
-    assert_int_equal(check(g, "short.dc.test", NULL), PH_REASON_ALLOWED);
-    assert_int_equal(check(g, "short.dc.test", NULL), PH_REASON_ALLOWED);
-    assert_int_equal(queries("short.dc.test"), before + 1);
-    sleep_ms(1150);
-    assert_int_equal(check(g, "short.dc.test", NULL), PH_REASON_ALLOWED);
-    assert_int_equal(queries("short.dc.test"), before + 2);
-    ph_guard_close(&g);
+    kept_one_second(&o, "short.dc.test", PH_REASON_ALLOWED);
 }
 
 /* A mixed answer (public + private) is cached as refused: refused again,
