@@ -85,6 +85,7 @@ static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_blo
     json_t *pass = json_object_get(req, "passthrough");
     if (pass != NULL && (!json_is_array(pass) || json_array_size(pass) > 256))
         return ph_wire_error("invalid", "passthrough must be an array of at most 256");
+    size_t tier1_bytes = 0;
     for (size_t i = 0; pass && i < json_array_size(pass); i++) {
         json_t *e = json_array_get(pass, i);
         const char *name = ph_wire_str(e, "name");
@@ -92,6 +93,11 @@ static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_blo
         size_t len;
         if (name == NULL || ph_wire_get_bytes(e, "value", "value_base64", &value, &len) != 0)
             return ph_wire_error("invalid", "passthrough[]: name and value");
+        tier1_bytes += strlen(name) + len;
+        if (tier1_bytes > XD_TIER1_BYTES_MAX) {
+            free(value);
+            return ph_wire_error("limit", "passthrough: more than 64 KiB of names and values");
+        }
         bool bad = memchr(value, '\0', len) != NULL || strchr(name, '=') != NULL;
         ph_status st = bad ? PH_E_INVAL : ph_env_set(tier1, name, (const char *)value);
         free(value);
@@ -213,13 +219,25 @@ static bool stream_send(xd_job *job, json_t *frame_obj)
     xd_frame *fr = xd_frame_new(frame_obj);
     if (fr == NULL)
         return false;
+    /* A peer that reads nothing for XD_STREAM_STALL_MS gives up its thread;
+     * so does any stream when the daemon stops. */
+    int64_t stalled_since = ph_monotonic_ms();
+    size_t last = __atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE);
     for (;;) {
-        if (xd_job_cancelled(job)) {
+        if (xd_job_cancelled(job) || xd_pool_stopping()) {
             xd_frame_free(fr);
             return false;
         }
         if (!xd_peer_behind(job))
             break;
+        size_t now = __atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE);
+        if (now < last)
+            stalled_since = ph_monotonic_ms();
+        last = now;
+        if (ph_monotonic_ms() - stalled_since >= XD_STREAM_STALL_MS) {
+            xd_frame_free(fr);
+            return false;
+        }
         usleep(1000);
     }
     xd_frame_queue(job, fr);
@@ -332,6 +350,9 @@ static void op_env_destroy(xd_job *job)
 /* A new workspace id on environment record e (under g_mu). */
 static json_t *new_workspace(const char *owner, const char *tenant, const char *env_id)
 {
+    if (xd_ws_count(env_id) >= XD_WS_PER_ENV_MAX)
+        return ph_wire_error("limit", "too many workspace ids open on this environment "
+                                      "(workspace.close them)");
     xd_ws *w = calloc(1, sizeof *w);
     if (w == NULL)
         return ph_wire_error("nomem", "out of memory");
@@ -547,9 +568,12 @@ static void op_lease_open(xd_job *job)
     if (job->resp == NULL && l == NULL)
         job->resp = ph_wire_error("nomem", "out of memory");
     pthread_mutex_lock(&g_mu);
-    ph_execution_service *svc = l ? xd_service_for(job->cap_ms, &d) : NULL;
+    bool too_many = l && xd_lease_count(job->owner) >= XD_LEASES_PER_OWNER_MAX;
+    ph_execution_service *svc = l && !too_many ? xd_service_for(job->cap_ms, &d) : NULL;
     pthread_mutex_unlock(&g_mu);
-    if (l != NULL && svc == NULL)
+    if (too_many)
+        job->resp = ph_wire_error("limit", "this identity has the most open leases it may have");
+    else if (l != NULL && svc == NULL)
         job->resp = diag_resp(d.status ? d.status : PH_E_IO, &d);
     /* The lease copies the spec; tenant and lease are validated by the first
      * create, so check them now for an error at open. */

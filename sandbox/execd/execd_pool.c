@@ -153,6 +153,11 @@ void xd_frame_free(xd_frame *fr)
     free(fr);
 }
 
+bool xd_pool_stopping(void)
+{
+    return __atomic_load_n(&g_quit, __ATOMIC_ACQUIRE);
+}
+
 size_t xd_pool_start(size_t n, struct event *done_ev)
 {
     g_done_ev = done_ev;
@@ -166,7 +171,7 @@ size_t xd_pool_start(size_t n, struct event *done_ev)
 void xd_pool_stop(void)
 {
     pthread_mutex_lock(&g_pool_mu);
-    g_quit = true;
+    __atomic_store_n(&g_quit, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&g_pool_cv);
     pthread_mutex_unlock(&g_pool_mu);
     pthread_mutex_lock(&g_mu);

@@ -93,6 +93,22 @@ void xd_new_id(const char *prefix, char out[PH_EXECD_ID_MAX])
 }
 
 /* Under g_mu. The service for a connection's cap (created on first use). */
+int64_t xd_cap_bucket(int64_t want_ms)
+{
+    /* Few distinct caps, so a peer cannot fill the service table with
+     * caps of its own: the largest step at most the wanted one, and never
+     * above the daemon's. */
+    static const int64_t steps[] = {1000,   2000,   5000,    10000,   20000,   30000,  60000,
+                                    120000, 300000, 600000,  1800000, 3600000, 7200000};
+    int64_t cap = g_cfg->hard_cap_ms;
+    if (want_ms >= cap)
+        return cap;
+    int64_t got = steps[0];
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0] && steps[i] <= want_ms; i++)
+        got = steps[i];
+    return got < cap ? got : cap;
+}
+
 ph_execution_service *xd_service_for(int64_t cap_ms, ph_diag *diag)
 {
     for (size_t i = 0; i < g_svc_count; i++)
@@ -151,9 +167,36 @@ void xd_env_unlink(xd_env *e)
     for (xd_env **p = &g_envs; *p; p = &(*p)->next) {
         if (*p == e) {
             *p = e->next;
-            return;
+            break;
         }
     }
+    /* Its workspace ids go with it: they would answer not_found anyway, and
+     * kept they would grow the registry (and every lookup) without bound. */
+    for (xd_ws **p = &g_wss; *p;) {
+        xd_ws *w = *p;
+        if (strcmp(w->env_id, e->id) == 0) {
+            *p = w->next;
+            free(w);
+        } else {
+            p = &w->next;
+        }
+    }
+}
+
+size_t xd_ws_count(const char *env_id)
+{
+    size_t n = 0;
+    for (const xd_ws *w = g_wss; w; w = w->next)
+        n += strcmp(w->env_id, env_id) == 0;
+    return n;
+}
+
+size_t xd_lease_count(const char *owner)
+{
+    size_t n = 0;
+    for (const xd_lease *l = g_leases; l; l = l->next)
+        n += owner == NULL || strcmp(l->owner, owner) == 0;
+    return n;
 }
 
 void xd_lease_unlink(xd_lease *l)

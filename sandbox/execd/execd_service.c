@@ -72,7 +72,11 @@ static struct event_base *g_base;
 /* ---- connections (on the loop) ---- */
 
 static xd_conn *g_conns; /* the loop's, for shutdown */
-static size_t g_conn_count;
+static size_t g_conn_count; /* identified connections: --max-connections */
+static size_t g_anon_count; /* not yet identified (TLS handshake, refused peers) */
+/* Connections not yet identified have a budget of their own, so a peer that
+ * never finishes a handshake cannot lock identified workers out. */
+#define XD_ANON_MAX 64
 
 static void conn_free(xd_conn *c)
 {
@@ -111,7 +115,10 @@ static void conn_close(xd_conn *c)
 {
     bufferevent_free(c->bev);
     c->bev = NULL;
-    g_conn_count--;
+    if (c->ident != NULL)
+        g_conn_count--;
+    else if (c->anon)
+        g_anon_count--;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -219,7 +226,7 @@ static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
         int64_t cap = ph_wire_int(req, "hard_cap_ms", g_cfg->hard_cap_ms, &ok);
         if (!ok || cap <= 0)
             return ph_wire_error("invalid", "hard_cap_ms must be a positive integer");
-        c->cap_ms = cap < g_cfg->hard_cap_ms ? cap : g_cfg->hard_cap_ms;
+        c->cap_ms = xd_cap_bucket(cap);
         return json_pack("{s:b, s:i, s:s, s:s, s:I, s:s}", "ok", 1, "protocol", PH_EXECD_PROTOCOL,
                          "mechanism", ph_sandbox_mechanism_name(g_cfg->mechanism), "mode",
                          ph_service_mode_name(g_cfg->mode), "hard_cap_ms", (json_int_t)c->cap_ms,
@@ -362,12 +369,14 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
     return false;
 }
 
-static xd_conn *conn_new(struct bufferevent *bev)
+/* anon: the peer is not identified yet (a TLS handshake to come, or a unix
+ * peer not allowed): counted against XD_ANON_MAX until identified. */
+static xd_conn *conn_new(struct bufferevent *bev, bool anon)
 {
     /* Memory is bounded by connections x --max-request-bytes. */
-    if (g_conn_count >= g_cfg->max_connections) {
+    if (anon && g_anon_count >= XD_ANON_MAX) {
         __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
-        xd_log("warning", "too_many_connections", NULL);
+        xd_log("warning", "too_many_unidentified_connections", NULL);
         bufferevent_free(bev);
         return NULL;
     }
@@ -381,7 +390,9 @@ static xd_conn *conn_new(struct bufferevent *bev)
     if (g_conns)
         g_conns->prev = c;
     g_conns = c;
-    g_conn_count++;
+    c->anon = anon;
+    if (anon)
+        g_anon_count++;
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     /* on_write runs whenever output drains below this: a streaming job
      * waiting for the peer learns of progress. */
@@ -392,6 +403,12 @@ static xd_conn *conn_new(struct bufferevent *bev)
 /* The peer is name: counted under its identity, then served. */
 static void conn_identify(xd_conn *c, const char *name)
 {
+    if (g_conn_count >= g_cfg->max_connections) {
+        __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
+        xd_log("warning", "too_many_connections", NULL);
+        conn_close(c);
+        return;
+    }
     pthread_mutex_lock(&g_mu);
     xd_identity *id = g_identities;
     while (id && strcmp(id->name, name) != 0)
@@ -409,6 +426,10 @@ static void conn_identify(xd_conn *c, const char *name)
         return;
     }
     c->ident = id;
+    if (c->anon)
+        g_anon_count--;
+    c->anon = false;
+    g_conn_count++;
     bufferevent_set_timeouts(c->bev, NULL, NULL);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
@@ -425,11 +446,12 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
         close(fd);
         return;
     }
-    xd_conn *c = conn_new(bev);
+    char name[XD_IDENTITY_MAX] = "";
+    bool allowed = peer_allowed(fd, name);
+    xd_conn *c = conn_new(bev, !allowed);
     if (c == NULL)
         return;
-    char name[XD_IDENTITY_MAX] = "";
-    if (!peer_allowed(fd, name)) {
+    if (!allowed) {
         /* Answered at its first request (a client that sends first then
          * reads always gets the answer, never a broken pipe), or dropped
          * after a few seconds of silence. */
@@ -468,7 +490,7 @@ static void on_accept_tls(struct evconnlistener *lst, evutil_socket_t fd, struct
         return;
     }
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    xd_conn *c = conn_new(bev);
+    xd_conn *c = conn_new(bev, true);
     if (c == NULL)
         return;
     c->tls_pending = true;

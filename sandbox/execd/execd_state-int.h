@@ -96,8 +96,15 @@ ph_execution_service *xd_service_for(int64_t cap_ms, ph_diag *diag);
 xd_env *xd_env_find(const char *id, const char *owner, const char *tenant);
 xd_lease *xd_lease_find(const char *id, const char *owner, const char *tenant);
 xd_ws *xd_ws_find(const char *id, const char *owner, const char *tenant);
-/* Under g_mu: unlinks the record (not freed). */
+/* Under g_mu: unlinks the record (not freed); an environment's workspace
+ * ids are freed with it. */
 void xd_env_unlink(xd_env *e);
+/* Under g_mu: the workspace ids of env_id; the leases of owner (NULL: all). */
+size_t xd_ws_count(const char *env_id);
+size_t xd_lease_count(const char *owner);
+/* The hard cap a connection gets for the one it asked: one of a few fixed
+ * steps (at most the asked one), never above --hard-cap. */
+int64_t xd_cap_bucket(int64_t want_ms);
 void xd_lease_unlink(xd_lease *l);
 /* Under g_mu, lease busy: makes the environment record match whether the
  * lease has a sandbox now (a hold or the end may have destroyed it). */
@@ -135,6 +142,7 @@ struct xd_conn {
     bool close_after_write;
     bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
     bool tls_pending;     /* TLS: identified once the handshake verified a certificate */
+    bool anon;            /* counted among the not yet identified connections */
     size_t backlog;       /* output not yet written to the peer (atomic: a streaming
                            * job reads it to wait for a slow peer) */
     struct xd_conn *prev, *next; /* g_conns: every live connection */
@@ -153,6 +161,10 @@ typedef struct xd_frame {
 
 #define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
 #define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
+#define XD_STREAM_STALL_MS 10000  /* a streamed response whose peer reads nothing this long ends */
+#define XD_WS_PER_ENV_MAX 64      /* workspace ids open on one environment */
+#define XD_LEASES_PER_OWNER_MAX 256
+#define XD_TIER1_BYTES_MAX 65536  /* passthrough names and values of one spec, in all */
 
 extern pthread_mutex_t g_pool_mu; /* the queue, the done list, the frames */
 extern size_t g_queued, g_running;
@@ -180,6 +192,8 @@ xd_frame *xd_frame_new(json_t *frame_obj);
 void xd_frame_free(xd_frame *fr);
 /* Hands fr (owned from here on) to the loop for job's connection. */
 void xd_frame_queue(xd_job *job, xd_frame *fr);
+/* Whether the pool is stopping (a job that waits should give up). */
+bool xd_pool_stopping(void);
 
 /* ---- the operations (execd_ops.c, on pool threads) ---- */
 

@@ -30,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -359,6 +360,11 @@ static void namespace_init(const fake_state *fs, const ph_mech_exec_args *a, int
                            int err_fd, int setup_fd, int status_fd)
 {
     wipe_startup_environment();
+    /* The init is a copy of the whole service (other environments' buffers
+     * included): not dumpable, so a command of another uid cannot read its
+     * memory through /proc/1/mem. fake is no isolation all the same
+     * (docs/security.md): a command of the service's own uid still can. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     assemble_root(fs, setup_fd);
     /* A raw clone again: glibc's fork would wait for the locks above. */
     pid_t cmd = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);

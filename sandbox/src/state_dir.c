@@ -421,8 +421,11 @@ static ph_status open_socket(const char *path, int *out, ph_diag *diag)
             /* The socket's own directory may be one other user's. */
             bool shared = (sb.st_mode & (S_IWGRP | S_IWOTH)) != 0;
             bool socket_dir = next_is_last(p);
+            /* Another user's socket directory is theirs only when nobody
+             * else could have made it: not in a directory others write in
+             * (anyone can create /tmp/pinhole-proxy before the proxy does). */
             if (!S_ISDIR(sb.st_mode) || (shared && (sb.st_mode & S_ISVTX) == 0) ||
-                (!ours && (!socket_dir || shared)))
+                (!ours && (!socket_dir || shared || sticky_open)))
                 st = ph_diag_set(diag, PH_E_INVAL, 0,
                                  "proxy_socket_untrusted_ancestor: a directory of "
                                  "spec.network.proxy_socket_path is owned by uid %u or "

@@ -490,6 +490,24 @@ static void test_proxy_socket_path_others_can_change(void **state)
         }
         close(fd);
     }
+    /* Another user's directory in a shared sticky one: anyone could have
+     * made it before the proxy's user did (a squat). */
+    char shared[300], squat[400];
+    snprintf(shared, sizeof shared, "%s/sockpath-shared", g_top);
+    snprintf(squat, sizeof squat, "%s/pinhole-proxy", shared);
+    if (mkdir(shared, 01777) != 0 || chmod(shared, 01777) != 0 || mkdir(squat, 0755) != 0)
+        fail_msg("%s: %s", squat, strerror(errno));
+    snprintf(path, sizeof path, "%s/proxy.sock", squat);
+    int qfd = bound_socket(path);
+    assert_int_equal(chown(path, OTHER_UID, 0), 0);
+    assert_int_equal(chown(squat, OTHER_UID, 0), 0);
+    s.network.proxy_socket_path = path;
+    ph_environment *qenv = NULL;
+    ph_diag qdiag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &qenv, &qdiag), PH_E_INVAL);
+    if (strstr(qdiag.message, "proxy_socket_untrusted_ancestor") == NULL)
+        fail_msg("a squatted directory in a shared one: %s", qdiag.message);
+    close(qfd);
     /* Another user's directory higher up: they could swap what is below. */
     char theirs[300], below[400];
     snprintf(theirs, sizeof theirs, "%s/sockpath-theirs", g_top);

@@ -518,6 +518,127 @@ static void test_slow_stream_peer_cannot_delay_the_deadline(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* One peer must not be able to starve the others: a streamed read its
+ * client never reads gives its thread back (after the stall limit) and
+ * never holds up a stop; workspace ids, leases and distinct hard caps are
+ * bounded per environment, identity and daemon. */
+static void test_one_peer_cannot_exhaust_the_daemon(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", NULL};
+    daemon_start(&d, opts);
+    int a = raw_hello(&d);
+    char *id = raw_create(a, "t1");
+    const char *const mk[] = {"sh", "-c", "head -c 41943040 /dev/zero > big.bin", NULL};
+    json_t *r = raw_call(a, raw_execute_req("t1", id, mk));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    /* 64 workspace ids on one environment, not 65. */
+    char *ws = NULL;
+    for (int i = 0; i < 65; i++) {
+        r = raw_call(a, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant",
+                                  "t1", "environment", id));
+        if (i < 64) {
+            assert_true(json_is_true(json_object_get(r, "ok")));
+            if (ws == NULL)
+                ws = strdup(ph_wire_str(r, "workspace"));
+        } else {
+            assert_string_equal(error_of(r), "limit");
+        }
+        json_decref(r);
+    }
+    /* A streamed read nobody reads: the only pool thread is held... */
+    int s = raw_hello(&d);
+    json_t *req = json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.read", "tenant", "t1",
+                            "workspace", ws, "path", "big.bin", "chunk_bytes",
+                            (json_int_t)1024 * 1024);
+    json_object_set_new(req, "max_bytes", json_integer(64 * 1024 * 1024));
+    assert_int_equal(ph_wire_send(s, req), 0);
+    json_decref(req);
+    usleep(500 * 1000);
+    /* ...until the stall limit (10 s) gives it back: another tenant's
+     * request is answered. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int v = raw_hello(&d);
+    r = raw_call(v, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant", "t2",
+                              "lease", "l2"));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("another tenant's create answered after %.1f s behind a stalled stream: %s\n", waited,
+           json_is_true(json_object_get(r, "ok")) ? "ok" : ph_wire_str(r, "message"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_true(waited < 14.0);
+    json_decref(r);
+    close(v);
+    close(s);
+    /* Hard caps: peers asking for 20 distinct ones share a few steps, and
+     * the default one still gets a service. */
+    for (int i = 0; i < 20; i++) {
+        int c = raw_connect(&d);
+        r = raw_call(c, json_pack("{s:s, s:I}", "op", "hello", "hard_cap_ms",
+                                  (json_int_t)(1000 + 997 * i)));
+        int64_t got = json_integer_value(json_object_get(r, "hard_cap_ms"));
+        assert_true(got == 1000 || got == 2000 || got == 5000 || got == 10000 || got == 20000);
+        json_decref(r);
+        r = raw_call(c, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t3",
+                                  "lease", "cap", "approval_hold_seconds", 60));
+        if (!json_is_true(json_object_get(r, "ok")))
+            fail_msg("lease.open with cap %d: %s", 1000 + 997 * i, ph_wire_str(r, "message"));
+        json_decref(r);
+        close(c);
+    }
+    /* Leases: at most 256 open per identity (20 are open already). */
+    int opened = 20, refused_at = -1;
+    for (int i = 0; i < 300 && refused_at < 0; i++) {
+        char lease[32];
+        snprintf(lease, sizeof lease, "l-%d", i);
+        r = raw_call(a, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t1",
+                                  "lease", lease, "approval_hold_seconds", 60));
+        if (json_is_true(json_object_get(r, "ok")))
+            opened++;
+        else
+            refused_at = opened;
+        if (refused_at >= 0)
+            assert_string_equal(error_of(r), "limit");
+        json_decref(r);
+    }
+    assert_int_equal(refused_at, 256);
+    v = raw_hello(&d);
+    r = raw_call(v, json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant", "t4",
+                              "lease", "l4"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    close(v);
+    /* A stream stuck again, then SIGTERM: the daemon stops at once. */
+    s = raw_hello(&d);
+    req = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I}", "op", "workspace.read", "tenant", "t1",
+                    "workspace", ws, "path", "big.bin", "chunk_bytes", (json_int_t)1024 * 1024,
+                    "max_bytes", (json_int_t)64 * 1024 * 1024);
+    assert_int_equal(ph_wire_send(s, req), 0);
+    json_decref(req);
+    usleep(500 * 1000);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = -1;
+    kill(d.pid, SIGTERM);
+    for (int i = 0; i < 100; i++) {
+        if (waitpid(d.pid, &status, WNOHANG) == d.pid)
+            break;
+        usleep(50 * 1000);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("stopped %.1f s after SIGTERM with a stalled stream\n", waited);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    d.pid = 0;
+    close(s);
+    close(a);
+    free(ws);
+    free(id);
+    (void)daemon_stop(&d); /* already stopped: removes its directory */
+}
+
 static void test_files_are_served_beside_a_running_command(void **state)
 {
     (void)state;
@@ -894,6 +1015,22 @@ static void test_tls_mutual_authentication(void **state)
     assert_string_equal((char *)r->out.data, "over tls\n");
     ph_execution_result_free(&r);
 
+    /* Connections that never start their handshake: they have a budget of
+     * their own, so identified workers on the unix socket are still served. */
+    int hang[80];
+    for (int i = 0; i < 80; i++) {
+        hang[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(connect(hang[i], (struct sockaddr *)&sin, sizeof sin), 0);
+    }
+    usleep(300 * 1000);
+    int u = raw_hello(&d);
+    close(u);
+    for (int i = 0; i < 80; i++)
+        close(hang[i]);
+    usleep(300 * 1000);
+
     /* No client certificate; a certificate of another CA (same subject!). */
     assert_int_equal(tls_open(&d, port, NULL, "ca1", &x, &diag), PH_E_DENIED);
     assert_null(x);
@@ -997,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_disconnect_kills_the_command),
         cmocka_unit_test(test_queue_full_answers_busy),
         cmocka_unit_test(test_slow_stream_peer_cannot_delay_the_deadline),
+        cmocka_unit_test(test_one_peer_cannot_exhaust_the_daemon),
         cmocka_unit_test(test_files_are_served_beside_a_running_command),
         cmocka_unit_test(test_limits_on_sandboxes_and_requests),
         cmocka_unit_test(test_connections_are_bounded),
