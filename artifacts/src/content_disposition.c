@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "pinhole/artifact_name.h"
-#include "utf8-int.h"
+#include "pinhole/utf8.h"
 
 /* RFC 8187 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" /
  * "." / "^" / "_" / "`" / "|" / "~" */
@@ -26,7 +26,7 @@ size_t ph_content_disposition(const void *name, size_t len, const char *artifact
     size_t a = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += ph_art_utf8_decode((const unsigned char *)safe + i, n - i, &cp);
+        i += ph_utf8_decode((const unsigned char *)safe + i, n - i, &cp);
         ascii[a++] = (cp >= 0x20 && cp < 0x7f && cp != '%') ? (char)cp : '_';
     }
     char fallback_name[PH_FILENAME_SAFE_MAX + 1];

@@ -11,8 +11,8 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "sigv4-int.h"
 
 /* An append-only string over a caller's buffer; overflow is sticky. */
@@ -217,7 +217,7 @@ void ph_sigv4_sha256_hex(const void *data, size_t len, char hex[static 65])
     unsigned char md[32];
     unsigned int n = 0;
     EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-    ph_art_hex_encode(md, 32, hex);
+    ph_hex_encode(md, 32, hex);
 }
 
 static int hmac(const void *key, size_t key_len, const char *msg, unsigned char out[static 32])
@@ -272,7 +272,7 @@ ph_status ph_sigv4_authorization(const ph_sigv4_request *req, const ph_sigv4_cre
     if (!ok)
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "sigv4: HMAC failed");
     char sig_hex[65];
-    ph_art_hex_encode(sig, 32, sig_hex);
+    ph_hex_encode(sig, 32, sig_hex);
     int n = snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
                      creds->access_key, scope, names, sig_hex);
     if (n < 0 || (size_t)n >= cap)

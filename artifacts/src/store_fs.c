@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_backend.h"
 #include "read_capped-int.h"
 

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "diag-int.h"
-#include "monotonic-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/clock.h"
 #include "guard-int.h"
 #include "pinhole/resolve.h"
 #include "resolve-int.h"

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
-#include "monotonic-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/clock.h"
 #include "pinhole/host.h"
 #include "resolve-int.h"
 

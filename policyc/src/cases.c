@@ -7,7 +7,7 @@
 
 #include <yaml.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 
 typedef struct parser {
     yaml_parser_t yp;

@@ -182,8 +182,8 @@ static bool scalar_literal(const yaml_event_t *ev)
     while (i < n && v[i] < 0x80)
         i++;
     chars = i;
-    for (; i < n; chars++)
-        i += pc_utf8_char_len(v + i, n - i);
+    for (uint32_t cp; i < n; chars++)
+        i += ph_utf8_decode(v + i, n - i, &cp);
     return ev->end_mark.column >= ev->start_mark.column &&
            ev->end_mark.column - ev->start_mark.column == chars + 2;
 }

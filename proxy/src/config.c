@@ -11,7 +11,7 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 
 enum kind { K_STR, K_LONG, K_BOOL, K_LISTEN, K_MODE };
 

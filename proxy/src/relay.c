@@ -44,6 +44,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "pinhole/clock.h"
 #include "proxy-int.h"
 
 /* Bytes per read(2): larger steps cut the system calls of a bulk transfer
@@ -82,9 +83,7 @@ struct px_relay {
 
 static time_t now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec;
+    return (time_t)(ph_monotonic_ms() / 1000);
 }
 
 static const char *side_error(int side)

@@ -14,6 +14,8 @@
  *    and no name can start a new line. */
 #include "sandbox-int.h"
 
+#include "pinhole/hex.h"
+
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -48,7 +50,6 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
 
 char *ph_text_escape(const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     bool utf8 = ph_bytes_are_utf8(s, len);
     char *out = malloc(4 * len + 1);
     if (out == NULL)
@@ -63,14 +64,14 @@ char *ph_text_escape(const char *s, size_t len)
         } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8) || c1) {
             out[o++] = '\\';
             out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
+            out[o++] = ph_hex_digit(c >> 4);
+            out[o++] = ph_hex_digit(c);
             if (c1) { /* the second byte of a C1 control too */
                 c = (unsigned char)s[++i];
                 out[o++] = '\\';
                 out[o++] = 'x';
-                out[o++] = hex[c >> 4];
-                out[o++] = hex[c & 15];
+                out[o++] = ph_hex_digit(c >> 4);
+                out[o++] = ph_hex_digit(c);
             }
         } else {
             out[o++] = (char)c;

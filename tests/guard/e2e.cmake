@@ -29,23 +29,16 @@ if(TARGET guard.test_guard_cli AND TARGET pinhole-guard)
 endif()
 
 # The libcurl worker example against a local upstream. The default denylist
-# refuses 127.0.0.0/8, so a second build of the example links a libpinhole
-# compiled with PINHOLE_TEST_LOOPBACK_UPSTREAM (exempts exactly 127.0.0.0/8
-# and ::1; DESIGN section 7). Test-only: never installed, never linked by a
-# product binary. The test also runs the normal example to show the default
-# build refuses loopback.
-if(TARGET guard.test_guard_worker_example AND TARGET example_worker_libcurl)
-    get_target_property(PH_GUARD_SOURCES pinhole_objects SOURCES)
-    add_library(pinhole_loopback_for_tests STATIC ${PH_GUARD_SOURCES})
-    target_include_directories(pinhole_loopback_for_tests
-        PUBLIC ${PROJECT_SOURCE_DIR}/guard/include PRIVATE ${PROJECT_SOURCE_DIR}/guard/src)
-    target_compile_definitions(pinhole_loopback_for_tests PRIVATE PINHOLE_TEST_LOOPBACK_UPSTREAM=1)
-    # The same dependencies as libpinhole itself, whatever they become.
-    get_target_property(PH_GUARD_LIBS pinhole_objects LINK_LIBRARIES)
-    target_link_libraries(pinhole_loopback_for_tests PUBLIC ${PH_GUARD_LIBS})
+# refuses 127.0.0.0/8, so a second build of the example links the guard's
+# test-loopback build (pinhole_testloopback, guard/CMakeLists.txt: exempts
+# exactly 127.0.0.0/8 and ::1; DESIGN section 7). Test-only: never
+# installed, never linked by a product binary. The test also runs the normal
+# example to show the default build refuses loopback.
+if(TARGET guard.test_guard_worker_example AND TARGET example_worker_libcurl
+   AND TARGET pinhole_testloopback)
     add_executable(worker_libcurl_loopback ${PROJECT_SOURCE_DIR}/examples/worker_libcurl.c)
     target_link_libraries(worker_libcurl_loopback
-        PRIVATE pinhole_loopback_for_tests PkgConfig::CURL pinhole_flags)
+        PRIVATE pinhole_testloopback PkgConfig::CURL pinhole_flags)
     add_dependencies(guard.test_guard_worker_example example_worker_libcurl worker_libcurl_loopback)
     target_compile_definitions(guard.test_guard_worker_example PRIVATE
         PH_WORKER_DEFAULT="$<TARGET_FILE:example_worker_libcurl>"
