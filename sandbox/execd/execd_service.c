@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pinhole/base64.h"
 #include "pinhole/sandbox_lease.h"
 
 #define XD_MAX_SERVICES 16
@@ -779,10 +780,11 @@ static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chu
             break; /* shrunk since: send what is there */
         /* Chunks are always base64: a chunk boundary can split a UTF-8
          * sequence, so "text when valid" would not round-trip. */
-        char *b64 = malloc(4 * (((size_t)n + 2) / 3) + 1);
+        size_t cap = ph_b64_encoded_len((size_t)n, PH_B64_STD_PAD) + 1;
+        char *b64 = malloc(cap);
         json_t *c = NULL;
         if (b64 != NULL) {
-            EVP_EncodeBlock((unsigned char *)b64, buf, (int)n);
+            ph_b64_encode(buf, (size_t)n, PH_B64_STD_PAD, b64, cap);
             c = json_pack("{s:s}", "chunk_base64", b64);
             free(b64);
         }

@@ -14,10 +14,10 @@
  *    and no name can start a new line. */
 #include "sandbox-int.h"
 
+#include "pinhole/base64.h"
 #include "pinhole/hex.h"
 
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,12 +35,13 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
     json_t *v = json_stringn(len ? (const char *)data : "", len);
     const char *key = text_key;
     if (v == NULL) {
-        if (len > (size_t)INT32_MAX / 4 * 3)
+        if (len > SIZE_MAX / 4 * 3 - 4)
             return -1;
-        char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
+        char *b64 = malloc(cap);
         if (b64 == NULL)
             return -1;
-        EVP_EncodeBlock((unsigned char *)b64, data, (int)len);
+        ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
         v = json_string(b64);
         free(b64);
         key = b64_key;
