@@ -38,24 +38,18 @@ static void sb_str(sbuf *b, const char *s)
     sb_add(b, s, strlen(s));
 }
 
-static int unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
-}
-
+/* Appends in[0..len) percent-encoded (pinhole/hex.h), "/" kept when asked. */
 static void sb_encoded(sbuf *b, const char *in, size_t len, int keep_slash)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            sb_add(b, (const char *)&c, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            sb_add(b, e, 3);
-        }
+    if (b->overflow)
+        return;
+    size_t n = ph_percent_encode(in, len, keep_slash ? "/" : NULL, b->p + b->len, b->cap - b->len);
+    if (n == PH_PERCENT_TOO_LONG) {
+        b->p[b->len] = '\0';
+        b->overflow = 1;
+        return;
     }
+    b->len += n;
 }
 
 static ph_status too_long(ph_diag *diag)
@@ -66,12 +60,9 @@ static ph_status too_long(ph_diag *diag)
 ph_status ph_sigv4_encode(const char *in, size_t len, int keep_slash, char *out, size_t cap,
                           ph_diag *diag)
 {
-    sbuf b = {.p = out, .cap = cap};
-    if (cap == 0)
+    if (ph_percent_encode(in, len, keep_slash ? "/" : NULL, out, cap) == PH_PERCENT_TOO_LONG)
         return too_long(diag);
-    out[0] = '\0';
-    sb_encoded(&b, in, len, keep_slash);
-    return b.overflow ? too_long(diag) : PH_OK;
+    return PH_OK;
 }
 
 /* Sort keys: the encoded name, then the encoded value (byte order). */

@@ -59,12 +59,32 @@ static void test_digits(void **state)
     assert_int_equal(ph_hex_value(0xff), -1);
 }
 
+static void test_percent_encoding(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(ph_percent_encode("aZ09-._~", 8, NULL, out, sizeof out), 8);
+    assert_string_equal(out, "aZ09-._~");
+    assert_int_equal(ph_percent_encode("a b/c%\xff\0", 8, NULL, out, sizeof out), 18);
+    assert_string_equal(out, "a%20b%2Fc%25%FF%00");
+    assert_int_equal(ph_percent_encode("a/b!", 4, "/!", out, sizeof out), 4);
+    assert_string_equal(out, "a/b!");
+    /* Exactly full (NUL included) fits; one byte less does not. */
+    assert_int_equal(ph_percent_encode(" ", 1, NULL, out, 4), 3);
+    assert_string_equal(out, "%20");
+    assert_int_equal(ph_percent_encode(" ", 1, NULL, out, 3), PH_PERCENT_TOO_LONG);
+    assert_string_equal(out, "");
+    assert_int_equal(ph_percent_encode("", 0, NULL, out, 1), 0);
+    assert_int_equal(ph_percent_encode("", 0, NULL, out, 0), PH_PERCENT_TOO_LONG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_all_bytes),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_digits),
+        cmocka_unit_test(test_percent_encoding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

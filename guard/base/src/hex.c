@@ -2,6 +2,7 @@
 #include "pinhole/hex.h"
 
 #include <stdint.h>
+#include <string.h>
 
 static const char digits[] = "0123456789abcdef";
 
@@ -58,4 +59,37 @@ bool ph_hex_decode(const char *hex, size_t hex_len, void *out, size_t *bad_at)
         o[i / 2] = (uint8_t)(hi << 4 | lo);
     }
     return true;
+}
+
+static bool unreserved(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+size_t ph_percent_encode(const void *in, size_t len, const char *keep, char *out, size_t cap)
+{
+    static const char upper[] = "0123456789ABCDEF";
+    const uint8_t *p = in;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = p[i];
+        bool plain = unreserved(c) || (keep != NULL && c != 0 && strchr(keep, c) != NULL);
+        if (o + (plain ? 1 : 3) >= cap) {
+            if (cap > 0)
+                out[0] = '\0';
+            return PH_PERCENT_TOO_LONG;
+        }
+        if (plain) {
+            out[o++] = (char)c;
+        } else {
+            out[o++] = '%';
+            out[o++] = upper[c >> 4];
+            out[o++] = upper[c & 15];
+        }
+    }
+    if (cap == 0)
+        return PH_PERCENT_TOO_LONG;
+    out[o] = '\0';
+    return o;
 }

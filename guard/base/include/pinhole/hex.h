@@ -38,6 +38,19 @@ PH_API void ph_hex_encode(const void *in, size_t len, char *out);
  * byte (hex_len for an odd length) and out holds unspecified bytes. */
 PH_API bool ph_hex_decode(const char *hex, size_t hex_len, void *out, size_t *bad_at);
 
+/*
+ * Percent-encoding (RFC 3986 section 2.1), the one place hex is uppercase:
+ * every byte of in[0..len) outside the RFC 3986 unreserved set (ALPHA DIGIT
+ * "-" "." "_" "~") and outside keep (more bytes to leave as they are, e.g.
+ * "/" for a path; NULL for none) becomes "%XX". Writes to out[0..cap) with a
+ * NUL and returns the length (NUL excluded); returns (size_t)-1 when the
+ * result does not fit, out then holding "" (cap > 0). The caller owns the
+ * buffers; at most 3 * len + 1 bytes are needed.
+ */
+#define PH_PERCENT_TOO_LONG ((size_t)-1)
+PH_API size_t ph_percent_encode(const void *in, size_t len, const char *keep, char *out,
+                                size_t cap);
+
 #ifdef __cplusplus
 }
 #endif
