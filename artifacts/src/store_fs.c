@@ -28,6 +28,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_backend.h"
+#include "pinhole/tree_remove.h"
 #include "read_capped-int.h"
 
 #define CONTENT "content"
@@ -102,24 +103,12 @@ static ph_status write_all(int fd, const void *buf, size_t len, ph_diag *diag)
     return PH_OK;
 }
 
-/* Removes a staging directory (files only) by name; ENOENT is not an error
- * because a concurrent sweeper or deleter may have got there first. */
+/* Removes a staging directory by name (pinhole/tree_remove.h: no link
+ * followed, one filesystem); nothing there is not an error because a
+ * concurrent sweeper or deleter may have got there first. */
 static void remove_staging_entry(fs_backend *fs, const char *name)
 {
-    int fd = open_dir_at(fs->staging_fd, name);
-    if (fd >= 0) {
-        DIR *d = fdopendir(fd);
-        if (d == NULL) {
-            close(fd);
-        } else {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL)
-                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-                    unlinkat(dirfd(d), e->d_name, 0);
-            closedir(d);
-        }
-    }
-    unlinkat(fs->staging_fd, name, AT_REMOVEDIR);
+    (void)ph_tree_remove_at(fs->staging_fd, name, PH_TREE_ONE_FS, NULL);
 }
 
 static ph_status random_name(char *out, size_t cap, const char *suffix, ph_diag *diag)
