@@ -8,8 +8,9 @@
  * and climbs back with "..", checking that ".." is the directory it came
  * from (device and inode), so a directory moved away meanwhile stops the
  * removal instead of taking it elsewhere. Iterative: the depth costs heap
- * (one small record a level), not stack, and at most PH_TREE_OPEN_LEVELS + 2
- * descriptors, so a tree 10,000 or 1,000,000 deep is removed like a flat
+ * (one small record a level), not stack, and at most about
+ * 2 * PH_TREE_OPEN_LEVELS + 4 descriptors (a directory and its stream per
+ * open level), so a tree 10,000 or 1,000,000 deep is removed like a flat
  * one. Opens no file but directories (a fifo or a device is unlinked, never
  * opened).
  */
