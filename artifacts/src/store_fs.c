@@ -28,6 +28,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_backend.h"
+#include "pinhole/io.h"
 #include "pinhole/tree_remove.h"
 #include "read_capped-int.h"
 
@@ -89,18 +90,7 @@ static void close_fd(int *fd)
 
 static ph_status write_all(int fd, const void *buf, size_t len, ph_diag *diag)
 {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return io_error(diag, "write");
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return PH_OK;
+    return ph_write_all(fd, buf, len) == 0 ? PH_OK : io_error(diag, "write");
 }
 
 /* Removes a staging directory by name (pinhole/tree_remove.h: no link

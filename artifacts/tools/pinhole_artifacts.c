@@ -19,6 +19,7 @@
 #include "pinhole/artifact_store.h"
 #include "pinhole/file_atomic.h"
 #include "pinhole/hex.h"
+#include "pinhole/io.h"
 #include "pinhole/version.h"
 
 enum {
@@ -248,17 +249,7 @@ static int cmd_put(cli *c, int argc, char **argv)
 
 static ph_status write_all(int fd, const void *buf, size_t len)
 {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return PH_E_IO;
-        p += n;
-        len -= (size_t)n;
-    }
-    return PH_OK;
+    return ph_write_all(fd, buf, len) == 0 ? PH_OK : PH_E_IO;
 }
 
 /* Streams the artifact into fd; PH_OK only at the verified end. */

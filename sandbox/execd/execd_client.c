@@ -17,6 +17,7 @@
 #include <netdb.h>
 #include <openssl/err.h>
 #include "pinhole/base64.h"
+#include "pinhole/io.h"
 #include <openssl/ssl.h>
 
 #include "execd-int.h"
@@ -617,13 +618,7 @@ static ph_status stream_into(ph_execd_workspace *ws, json_t *req, int fd, uint64
         size_t len = 0;
         ok = ph_wire_get_bytes(f, NULL, "chunk_base64", &chunk, &len) == 0 &&
              len <= STREAM_CHUNK && got + len <= max_bytes;
-        for (size_t off = 0; ok && off < len;) {
-            ssize_t n = write(fd, chunk + off, len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            ok = n > 0;
-            off += ok ? (size_t)n : 0;
-        }
+        ok = ok && ph_write_all(fd, chunk, len) == 0;
         got += len;
         free(chunk);
         json_decref(f);

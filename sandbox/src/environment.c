@@ -5,6 +5,7 @@
 #include "sandbox-int.h"
 
 #include "pinhole/tree_remove.h"
+#include "pinhole/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -650,16 +651,9 @@ static int make_stdin(const ph_execution_command *cmd)
     int fd = memfd_create("pinhole-stdin", MFD_CLOEXEC);
     if (fd < 0)
         return -1;
-    size_t off = 0;
-    while (cmd->stdin_data && off < cmd->stdin_len) {
-        ssize_t n = write(fd, cmd->stdin_data + off, cmd->stdin_len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
+    if (cmd->stdin_data && ph_write_all(fd, cmd->stdin_data, cmd->stdin_len) != 0) {
+        close(fd);
+        return -1;
     }
     if (lseek(fd, 0, SEEK_SET) != 0) {
         close(fd);

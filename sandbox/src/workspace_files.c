@@ -3,6 +3,7 @@
 #include "sandbox-int.h"
 
 #include "pinhole/file_atomic.h"
+#include "pinhole/io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -295,15 +296,8 @@ static ph_status copy_source(int out_fd, const struct write_source *src, const c
                              ph_diag *diag)
 {
     if (src->fd < 0) {
-        size_t off = 0;
-        while (off < src->len) {
-            ssize_t n = write(out_fd, src->data + off, src->len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return ph_diag_set(diag, PH_E_IO, 0, "writing '%s': %s", path, strerror(errno));
-            off += (size_t)n;
-        }
+        if (ph_write_all(out_fd, src->data, src->len) != 0)
+            return ph_diag_set(diag, PH_E_IO, 0, "writing '%s': %s", path, strerror(errno));
         return PH_OK;
     }
     uint8_t buf[65536];

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "pinhole/diag.h"
+#include "pinhole/io.h"
 
 /* ".<name>.tmp-" + 16 hex digits must fit in tmp[]: names longer than this
  * get a temporary name from a prefix of theirs. */
@@ -124,21 +125,10 @@ ph_status ph_atomic_file_begin(ph_atomic_file *af, const char *path, mode_t mode
 
 ph_status ph_atomic_file_write(ph_atomic_file *af, const void *data, size_t len, ph_diag *diag)
 {
-    const uint8_t *p = data;
     if (af->fd < 0)
         return ph_diag_set(diag, PH_E_INVAL, 0, "atomic write: the file has ended");
-    while (len > 0) {
-        ssize_t n = write(af->fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = n == 0 ? EIO : errno;
-            errno = e;
-            return ph_diag_set(diag, PH_E_IO, 0, "cannot write %s: %s", af->name, strerror(e));
-        }
-        p += n;
-        len -= (size_t)n;
-    }
+    if (ph_write_all(af->fd, data, len) != 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "cannot write %s: %s", af->name, strerror(errno));
     return PH_OK;
 }
 
