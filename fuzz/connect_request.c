@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pinhole/proxy_request.h"
+#include "proxy_request.h"
 
 /* Not assert(): the invariants must hold in release builds too. */
 #define CHECK(cond)      \

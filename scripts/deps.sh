@@ -9,6 +9,7 @@ libevent-dev libc-ares-dev libssl-dev libyaml-dev libcmocka-dev
 libpsl-dev publicsuffix libidn2-dev libunistring-dev libjansson-dev libcurl4-openssl-dev
 ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
+python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel
 busybox-static runsc docker.io e2fsprogs
 "
 

@@ -27,4 +27,10 @@ const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g);
  * behind another reload, never fails a check (errors are remembered). */
 void ph_guard_reload_if_due(ph_guard *g);
 
+/* A refusal after (or instead of) the decision: v keeps host, port and
+ * rule, and says why (v->detail and diag, if not NULL, get detail).
+ * Returns st. For the calls built on the decision (dial.c, redirect.c). */
+ph_status ph_verdict_refuse(ph_verdict *v, ph_reason reason, ph_status st, const char *detail,
+                            ph_diag *diag);
+
 #endif

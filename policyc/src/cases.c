@@ -1,170 +1,119 @@
 /* cases.c - the strict parser of `policyc test` expectation files (cases.h). */
 #include "cases.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <yaml.h>
-
 #include "pinhole/diag.h"
+#include "pinhole/yaml_reader.h"
 
-typedef struct parser {
-    yaml_parser_t yp;
-    yaml_event_t ev;
-    bool have;
-    ph_diag *diag;
-    ph_status st;
-} parser;
+static const char *const case_keys[] = {"destination", "list", "expect", "reason"};
+static const ph_yaml_schema case_schema = {"in a case", case_keys, 4, 0, NULL, NULL};
+static const ph_yaml_schema cases_schema = {NULL, NULL, 0, 0, NULL, &case_schema};
+static const char *const top_keys[] = {"cases"};
+static const ph_yaml_schema *const top_values[] = {&cases_schema};
+static const ph_yaml_schema top_schema = {"at the top level", top_keys, 1, 0, top_values, NULL};
 
-static bool fail_at(parser *p, const yaml_mark_t *m, const char *msg, const char *arg)
+__attribute__((format(printf, 3, 4)))
+static ph_status fail_at(ph_diag *diag, ph_yaml_pos pos, const char *fmt, ...)
 {
-    if (p->st == PH_OK)
-        p->st = ph_diag_set(p->diag, PH_E_FORMAT, m->index, "%zu:%zu: %s%s%s%s",
-                            m->line + 1, m->column + 1, msg, arg ? " '" : "", arg ? arg : "",
-                            arg ? "'" : "");
-    return false;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ph_diag_set(diag, PH_E_FORMAT, 0, "%u:%u: %s", (unsigned)pos.line, (unsigned)pos.col, msg);
 }
 
-/* The next event; refuses anchors, aliases and tags wherever they appear. */
-static bool next(parser *p)
+/* The reader's refusal, as this file's messages say it. */
+static ph_status reader_error(const ph_yaml_error *e, ph_diag *diag)
 {
-    if (p->have)
-        yaml_event_delete(&p->ev);
-    p->have = false;
-    if (!yaml_parser_parse(&p->yp, &p->ev)) {
-        yaml_mark_t m = p->yp.problem_mark;
-        return fail_at(p, &m, p->yp.problem ? p->yp.problem : "YAML syntax error", NULL);
+    switch (e->code) {
+    case PH_YAML_E_SYNTAX:
+    case PH_YAML_E_ENCODING:
+        return fail_at(diag, e->pos, "%s", e->problem ? e->problem : "YAML syntax error");
+    case PH_YAML_E_ALIAS: return fail_at(diag, e->pos, "aliases are not allowed");
+    case PH_YAML_E_ANCHOR: return fail_at(diag, e->pos, "anchors are not allowed");
+    case PH_YAML_E_TAG: return fail_at(diag, e->pos, "tags are not allowed");
+    case PH_YAML_E_TAG_DIRECTIVE: return fail_at(diag, e->pos, "%%TAG directives are not allowed");
+    case PH_YAML_E_VERSION_DIRECTIVE: return fail_at(diag, e->pos, "%%YAML directives are not allowed");
+    case PH_YAML_E_MULTIPLE_DOCUMENTS: return fail_at(diag, e->pos, "only one YAML document is allowed");
+    case PH_YAML_E_DUPLICATE_KEY: return fail_at(diag, e->pos, "duplicate key '%s'", e->text);
+    case PH_YAML_E_KEY_NOT_SCALAR: return fail_at(diag, e->pos, "expected a key");
+    case PH_YAML_E_UNKNOWN_KEY:
+        return fail_at(diag, e->pos, e->schema == &case_schema
+                                         ? "unknown key (expected destination, list, expect, reason): '%s'"
+                                         : "unknown top-level key (expected cases): '%s'", e->text);
+    case PH_YAML_E_TOO_DEEP:
+        return fail_at(diag, e->pos, "nested more than %ld levels deep", e->value);
+    default:
+        return fail_at(diag, e->pos, "%s", ph_yaml_code_name(e->code));
     }
-    p->have = true;
-    const yaml_event_t *e = &p->ev;
-    if (e->type == YAML_ALIAS_EVENT)
-        return fail_at(p, &e->start_mark, "aliases are not allowed", NULL);
-    const yaml_char_t *anchor = NULL, *tag = NULL;
-    if (e->type == YAML_SCALAR_EVENT)
-        anchor = e->data.scalar.anchor, tag = e->data.scalar.tag;
-    else if (e->type == YAML_SEQUENCE_START_EVENT)
-        anchor = e->data.sequence_start.anchor, tag = e->data.sequence_start.tag;
-    else if (e->type == YAML_MAPPING_START_EVENT)
-        anchor = e->data.mapping_start.anchor, tag = e->data.mapping_start.tag;
-    if (anchor != NULL)
-        return fail_at(p, &e->start_mark, "anchors are not allowed", NULL);
-    if (tag != NULL)
-        return fail_at(p, &e->start_mark, "tags are not allowed", NULL);
-    return true;
 }
 
-static bool expect(parser *p, yaml_event_type_t t, const char *what)
+static ph_status set_field(const ph_yaml_node *v, char **field, const char *key, ph_diag *diag)
 {
-    if (!next(p))
-        return false;
-    if (p->ev.type != t)
-        return fail_at(p, &p->ev.start_mark, what, NULL);
-    return true;
+    if (v->kind != PH_YAML_SCALAR)
+        return fail_at(diag, v->pos, "expected a string value");
+    if (v->len == 0 || strlen(v->u.text) != v->len)
+        return fail_at(diag, v->pos, "empty value or NUL byte for '%s'", key);
+    *field = strdup(v->u.text);
+    return *field ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
-static const char *scalar(const parser *p)
+static ph_status parse_case(const ph_yaml_node *n, pc_case *c, ph_diag *diag)
 {
-    return (const char *)p->ev.data.scalar.value;
-}
-
-static bool set_field(parser *p, char **field, const char *key)
-{
-    if (*field != NULL)
-        return fail_at(p, &p->ev.start_mark, "duplicate key", key);
-    if (!expect(p, YAML_SCALAR_EVENT, "expected a string value"))
-        return false;
-    if (p->ev.data.scalar.length == 0 || strlen(scalar(p)) != p->ev.data.scalar.length)
-        return fail_at(p, &p->ev.start_mark, "empty value or NUL byte for", key);
-    *field = strdup(scalar(p));
-    if (*field == NULL) {
-        p->st = ph_diag_set(p->diag, PH_E_NOMEM, 0, "out of memory");
-        return false;
-    }
-    return true;
-}
-
-static bool parse_case(parser *p, pc_case *c)
-{
-    c->line = (uint32_t)p->ev.start_mark.line + 1;
-    c->col = (uint32_t)p->ev.start_mark.column + 1;
-    yaml_mark_t start = p->ev.start_mark;
+    c->line = n->pos.line;
+    c->col = n->pos.col;
     char *expect_s = NULL;
-    bool ok = true;
-    while (ok && next(p) && p->ev.type != YAML_MAPPING_END_EVENT) {
-        if (p->ev.type != YAML_SCALAR_EVENT) {
-            ok = fail_at(p, &p->ev.start_mark, "expected a key", NULL);
-            break;
-        }
-        char key[32];
-        snprintf(key, sizeof key, "%s", scalar(p));
-        if (strcmp(key, "destination") == 0)
-            ok = set_field(p, &c->destination, key);
-        else if (strcmp(key, "list") == 0)
-            ok = set_field(p, &c->list, key);
-        else if (strcmp(key, "reason") == 0)
-            ok = set_field(p, &c->reason, key);
-        else if (strcmp(key, "expect") == 0)
-            ok = set_field(p, &expect_s, key);
-        else
-            ok = fail_at(p, &p->ev.start_mark,
-                         "unknown key (expected destination, list, expect, reason):", scalar(p));
+    ph_status st = PH_OK;
+    for (uint32_t i = 0; st == PH_OK && i < n->len; i++) {
+        const ph_yaml_pair *p = &n->u.pairs[i];
+        char **field[] = {&c->destination, &c->list, &expect_s, &c->reason};
+        long k = ph_yaml_schema_key(&case_schema, p->key.u.text, p->key.len);
+        if (k >= 0)
+            st = set_field(&p->value, field[k], case_keys[k], diag);
     }
-    if (p->st != PH_OK)
-        ok = false;
-    if (ok && c->destination == NULL)
-        ok = fail_at(p, &start, "case without", "destination");
-    if (ok && expect_s == NULL)
-        ok = fail_at(p, &start, "case without", "expect");
-    if (ok && strcmp(expect_s, "allow") != 0 && strcmp(expect_s, "deny") != 0)
-        ok = fail_at(p, &start, "expect must be allow or deny, not", expect_s);
-    if (ok)
+    if (st == PH_OK && c->destination == NULL)
+        st = fail_at(diag, n->pos, "case without 'destination'");
+    if (st == PH_OK && expect_s == NULL)
+        st = fail_at(diag, n->pos, "case without 'expect'");
+    if (st == PH_OK && strcmp(expect_s, "allow") != 0 && strcmp(expect_s, "deny") != 0)
+        st = fail_at(diag, n->pos, "expect must be allow or deny, not '%s'", expect_s);
+    if (st == PH_OK)
         c->expect_allow = strcmp(expect_s, "allow") == 0;
-    if (ok && c->reason != NULL && c->expect_allow)
-        ok = fail_at(p, &start, "reason only goes with expect: deny", NULL);
-    if (ok && c->list == NULL && (c->list = strdup("default")) == NULL) {
-        p->st = ph_diag_set(p->diag, PH_E_NOMEM, 0, "out of memory");
-        ok = false;
-    }
+    if (st == PH_OK && c->reason != NULL && c->expect_allow)
+        st = fail_at(diag, n->pos, "reason only goes with expect: deny");
+    if (st == PH_OK && c->list == NULL && (c->list = strdup("default")) == NULL)
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     free(expect_s);
-    return ok;
+    return st;
 }
 
-static bool parse_cases(parser *p, pc_cases *out)
+static ph_status parse_cases(const ph_yaml_node *n, pc_cases *out, ph_diag *diag)
 {
-    size_t cap = 0;
-    if (!expect(p, YAML_SEQUENCE_START_EVENT, "'cases' must be a sequence of cases"))
-        return false;
-    yaml_mark_t start = p->ev.start_mark;
-    while (next(p) && p->ev.type != YAML_SEQUENCE_END_EVENT) {
-        if (p->ev.type != YAML_MAPPING_START_EVENT)
-            return fail_at(p, &p->ev.start_mark, "each case must be a mapping", NULL);
-        if (out->count == PC_MAX_CASES) {
-            p->st = ph_diag_set(p->diag, PH_E_LIMIT, p->ev.start_mark.index,
-                                "%zu:%zu: more than %u cases", p->ev.start_mark.line + 1,
-                                p->ev.start_mark.column + 1, PC_MAX_CASES);
-            return false;
-        }
-        if (out->count == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            pc_case *n = realloc(out->items, ncap * sizeof *n);
-            if (n == NULL) {
-                p->st = ph_diag_set(p->diag, PH_E_NOMEM, 0, "out of memory");
-                return false;
-            }
-            out->items = n;
-            cap = ncap;
-        }
-        pc_case *c = &out->items[out->count++];
-        memset(c, 0, sizeof *c);
-        if (!parse_case(p, c))
-            return false;
+    if (n->kind != PH_YAML_SEQUENCE)
+        return fail_at(diag, n->pos, "'cases' must be a sequence of cases");
+    if (n->len == 0)
+        return fail_at(diag, n->pos, "no cases");
+    if (n->len > PC_MAX_CASES)
+        return ph_diag_set(diag, PH_E_LIMIT, 0, "%u:%u: more than %u cases",
+                           (unsigned)n->u.items[PC_MAX_CASES].pos.line,
+                           (unsigned)n->u.items[PC_MAX_CASES].pos.col, PC_MAX_CASES);
+    out->items = calloc(n->len, sizeof *out->items);
+    if (out->items == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    for (uint32_t i = 0; i < n->len; i++) {
+        const ph_yaml_node *item = &n->u.items[i];
+        if (item->kind != PH_YAML_MAPPING)
+            return fail_at(diag, item->pos, "each case must be a mapping");
+        ph_status st = parse_case(item, &out->items[out->count++], diag);
+        if (st != PH_OK)
+            return st;
     }
-    if (p->st != PH_OK)
-        return false;
-    if (out->count == 0)
-        return fail_at(p, &start, "no cases", NULL);
-    return true;
+    return PH_OK;
 }
 
 ph_status pc_cases_parse(const char *data, size_t len, pc_cases *out, ph_diag *diag)
@@ -173,34 +122,27 @@ ph_status pc_cases_parse(const char *data, size_t len, pc_cases *out, ph_diag *d
     if (len > PC_MAX_CASES_FILE)
         return ph_diag_set(diag, PH_E_LIMIT, 0, "cases file larger than %zu bytes",
                            PC_MAX_CASES_FILE);
-    parser p = {.diag = diag, .st = PH_OK};
-    if (!yaml_parser_initialize(&p.yp))
+    /* A case is a mapping of four pairs: nine nodes, and the sequence. */
+    const ph_yaml_limits lim = {PC_MAX_CASES_FILE, 16, PC_MAX_CASES * 10 + 16, 1u << 16, 0};
+    ph_yaml_doc *doc = NULL;
+    ph_status st = ph_yaml_read(data, len, &lim, &top_schema, &doc);
+    if (st == PH_E_NOMEM)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    yaml_parser_set_input_string(&p.yp, (const unsigned char *)data, len);
-    bool seen = false, ok = expect(&p, YAML_STREAM_START_EVENT, "expected a YAML stream") &&
-                            expect(&p, YAML_DOCUMENT_START_EVENT, "empty file: expected cases:") &&
-                            expect(&p, YAML_MAPPING_START_EVENT, "expected a mapping with cases:");
-    while (ok && next(&p) && p.ev.type != YAML_MAPPING_END_EVENT) {
-        if (p.ev.type != YAML_SCALAR_EVENT || strcmp(scalar(&p), "cases") != 0)
-            ok = fail_at(&p, &p.ev.start_mark, "unknown top-level key (expected cases)", NULL);
-        else if (seen)
-            ok = fail_at(&p, &p.ev.start_mark, "duplicate key", "cases");
-        else
-            ok = seen = parse_cases(&p, out);
+    const ph_yaml_node *root = ph_yaml_root(doc);
+    if (st != PH_OK) {
+        st = reader_error(ph_yaml_error_at(doc, 0), diag);
+    } else if (root == NULL) {
+        st = ph_diag_set(diag, PH_E_FORMAT, 0, "1:1: empty file: expected cases:");
+    } else if (root->kind != PH_YAML_MAPPING) {
+        st = fail_at(diag, root->pos, "expected a mapping with cases:");
+    } else {
+        const ph_yaml_node *cases = ph_yaml_map_get(root, "cases");
+        st = cases ? parse_cases(cases, out, diag) : fail_at(diag, root->pos, "missing key 'cases'");
     }
-    if (ok && p.st == PH_OK && !seen)
-        ok = fail_at(&p, &p.ev.start_mark, "missing key", "cases");
-    if (ok && p.st == PH_OK)
-        ok = expect(&p, YAML_DOCUMENT_END_EVENT, "expected the end of the document") &&
-             expect(&p, YAML_STREAM_END_EVENT, "only one YAML document is allowed");
-    if (p.have)
-        yaml_event_delete(&p.ev);
-    yaml_parser_delete(&p.yp);
-    if (!ok || p.st != PH_OK) {
+    ph_yaml_free(&doc);
+    if (st != PH_OK)
         pc_cases_free(out);
-        return p.st != PH_OK ? p.st : ph_diag_set(diag, PH_E_FORMAT, 0, "invalid cases file");
-    }
-    return PH_OK;
+    return st;
 }
 
 void pc_cases_free(pc_cases *cases)

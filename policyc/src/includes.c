@@ -1,5 +1,5 @@
 /*
- * includes.c - list names and the include graph: duplicate names, unknown
+ * includes.c - list names and the include graph: unknown
  * includes (with did-you-mean), cycles, depth; and the flattening every
  * consumer of a policy uses (pc_policy_effective_rules).
  */
@@ -158,12 +158,9 @@ bool pc_resolve_includes(pc_loader *L)
         L->nomem = true;
         goto out;
     }
+    /* A list name twice is a duplicate key, refused by the YAML reader
+     * (parse.c words it "duplicate list"). */
     qsort(refs, n, sizeof *refs, compare_names);
-    for (size_t k = 1; k < n; k++)
-        if (strcmp(refs[k].name, refs[k - 1].name) == 0)
-            pc_report(L, PC_E_DUPLICATE_KEY, p->lists[refs[k].index].pos, "rename or merge the lists",
-                      "duplicate list '%s' (first at line %u)", refs[k].name,
-                      p->lists[refs[k - 1].index].pos.line);
     resolve_names(L, refs, names);
     for (size_t v = 0; v < n; v++)
         if (g.colour[v] == WHITE)

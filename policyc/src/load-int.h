@@ -1,6 +1,6 @@
 /*
  * load-int.h - the loader's private state, shared by the files that make up
- * the front end: parse.c (YAML events -> pc_policy), rule_host.c,
+ * the front end: parse.c (the YAML reader's tree -> pc_policy), rule_host.c,
  * rule_ports.c, includes.c (names, cycles, depth, flattening) and lint.c
  * (warnings).
  */

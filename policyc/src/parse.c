@@ -1,20 +1,23 @@
 /*
- * parse.c - allowlist YAML to pc_policy, driven by libyaml's event API.
+ * parse.c - allowlist YAML to pc_policy, over the strict reader's tree
+ * (pinhole/yaml_reader.h).
  *
  * The grammar: which keys each mapping has, which are required, and what
- * type each value is. Anchors, tags, aliases, unknown and duplicate keys are
- * refused by the walker (yaml_walk.h). A structural error is reported and the
- * offending node skipped, so one run reports every error. Only a libyaml
- * error (the YAML itself is broken) stops the walk.
- *
- * Events, not libyaml's document API: a million-rule file never exists as a
- * node tree, and anchors/aliases/tags stay visible.
+ * type each value is. Anchors, tags, aliases, directives, a second
+ * document, unknown, duplicate and non-string keys are refused by the
+ * reader (the schemas below say which keys each mapping has); their errors
+ * become PCxxx diagnostics here. A structural error is reported and the
+ * offending node skipped, so one run reports every error. After an error
+ * that stopped the reader (broken YAML, a limit) the tree ends where it
+ * stopped: the walk reports what it has and stops at the first incomplete
+ * collection, so nothing is reported missing that was never read.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "pinhole/host.h"
-#include "yaml_walk.h"
+#include "scalar.h"
+#include "suggest.h"
 
 /* ------------------------------------------------------------------ */
 /* Strings                                                             */
@@ -108,10 +111,109 @@ static bool parse_source(pc_loader *L, const pc_scalar *s, pc_rule *r)
 }
 
 /* ------------------------------------------------------------------ */
-/* Rules                                                               */
+/* The schemas: the keys each mapping has                               */
 
 enum { RK_HOST, RK_PORTS, RK_REASON, RK_SOURCE };
 static const char *const rule_keys[] = {"host", "ports", "reason", "source"};
+enum { LK_RULES, LK_INCLUDE };
+static const char *const list_keys[] = {"rules", "include"};
+enum { TK_VERSION, TK_LISTS };
+static const char *const top_keys[] = {"version", "lists"};
+
+static const ph_yaml_schema rule_schema = {"in a rule", rule_keys, 4, 0, NULL, NULL};
+static const ph_yaml_schema rules_schema = {NULL, NULL, 0, 0, NULL, &rule_schema};
+static const ph_yaml_schema *const list_values[] = {&rules_schema, NULL};
+static const ph_yaml_schema list_schema = {"in a list", list_keys, 2, 0, list_values, NULL};
+static const ph_yaml_schema *const lists_values[] = {&list_schema};
+/* Keys here are list names: any name (checked by the grammar). */
+static const ph_yaml_schema lists_schema = {"in lists", NULL, 0, 0, lists_values, NULL};
+static const ph_yaml_schema *const top_values[] = {NULL, &lists_schema};
+static const ph_yaml_schema top_schema = {"at the top level", top_keys, 2, 0, top_values, NULL};
+
+/* ------------------------------------------------------------------ */
+/* Walking the tree                                                    */
+
+/* Reports a node of the wrong kind (an alias was already reported). */
+static void wrong_type(pc_loader *L, const ph_yaml_node *n, const char *what, const char *expected,
+                       const char *help)
+{
+    if (n->kind != PH_YAML_REFUSED)
+        pc_report(L, PC_E_TYPE, pc_node_pos(n), help, "%s must be %s, not %s", what, expected,
+                  pc_node_kind(n));
+}
+
+/* False when the reader stopped inside n: the walk ends there. */
+static bool complete(const ph_yaml_node *n)
+{
+    return !(n->flags & PH_YAML_INCOMPLETE);
+}
+
+/* The known key an unknown one was probably meant to be, or NULL. `mode`
+ * and `<<` have their own errors and no suggestion. */
+static const char *unknown_key_guess(const ph_yaml_schema *schema, const char *key, size_t len)
+{
+    if ((len == 4 && memcmp(key, "mode", 4) == 0) || (len == 2 && memcmp(key, "<<", 2) == 0))
+        return NULL;
+    if (len > KEY_MAX || memchr(key, '\0', len) != NULL)
+        return NULL;
+    char word[KEY_MAX + 1];
+    memcpy(word, key, len);
+    word[len] = '\0';
+    return pc_suggest(word, schema->keys, schema->nkeys);
+}
+
+/* A mapping with a fixed set of known keys (its schema's). */
+typedef struct key_set {
+    const ph_yaml_schema *schema;
+    pc_pos first[8]; /* where each known key was first seen */
+    unsigned seen;      /* bit i: keys[i] seen */
+    unsigned suggested; /* bit i: an unknown key was reported as a typo of keys[i] */
+} key_set;
+
+/* True when key was neither seen nor reported as misspelt: a required key
+ * is reported missing only then, so `port: [443]` is one error, not two. */
+static bool key_missing(const key_set *ks, int key)
+{
+    return !((ks->seen | ks->suggested) & (1u << key));
+}
+
+/* Calls on_value(L, ctx, key_index, value) for each known key's first
+ * value. Unknown, duplicate and non-string keys were reported by the
+ * reader; their values are skipped. Returns false when the walk ended
+ * (the mapping is incomplete or on_value said so). */
+typedef bool (*value_fn)(pc_loader *L, void *ctx, int key, const ph_yaml_node *value);
+static bool walk_mapping(pc_loader *L, const ph_yaml_node *map, key_set *ks, value_fn on_value,
+                         void *ctx)
+{
+    const ph_yaml_schema *sc = ks->schema;
+    for (uint32_t i = 0; i < map->len; i++) {
+        const ph_yaml_node *k = &map->u.pairs[i].key, *v = &map->u.pairs[i].value;
+        if (k->kind != PH_YAML_SCALAR)
+            continue;
+        long idx = ph_yaml_schema_key(sc, k->u.text, k->len);
+        if (idx < 0) {
+            const char *guess = unknown_key_guess(sc, k->u.text, k->len);
+            for (size_t j = 0; guess && j < sc->nkeys; j++)
+                if (sc->keys[j] == guess)
+                    ks->suggested |= 1u << j;
+            continue;
+        }
+        if (ks->seen & (1u << idx))
+            continue;
+        ks->seen |= 1u << idx;
+        ks->first[idx] = pc_node_pos(k);
+        /* Reported, but the key still counts: its value is checked and no
+         * "missing key" follows. */
+        pc_scalar ksc = pc_scalar_of(k);
+        (void)pc_scalar_require_literal(L, &ksc, "a key");
+        if (!on_value(L, ctx, (int)idx, v))
+            return false;
+    }
+    return complete(map);
+}
+
+/* ------------------------------------------------------------------ */
+/* Rules                                                               */
 
 typedef struct rule_ctx {
     pc_rule rule;
@@ -119,11 +221,10 @@ typedef struct rule_ctx {
     bool ports_limit_reported;
 } rule_ctx;
 
-static bool parse_ports(pc_walker *w, rule_ctx *rc)
+static bool parse_ports(pc_loader *L, const ph_yaml_node *n, rule_ctx *rc)
 {
-    pc_loader *L = w->L;
-    if (w->ev.type == YAML_SCALAR_EVENT) {
-        pc_scalar s = pc_scalar_of(w);
+    if (n->kind == PH_YAML_SCALAR) {
+        pc_scalar s = pc_scalar_of(n);
         rc->failed = true;
         if (pc_scalar_is_null(&s))
             pc_report(L, PC_E_PORTS_EMPTY, s.pos, "list the ports, e.g. ports: [443]",
@@ -133,24 +234,23 @@ static bool parse_ports(pc_walker *w, rule_ctx *rc)
                       "ports must be a sequence, not a string");
         return true;
     }
-    if (w->ev.type != YAML_SEQUENCE_START_EVENT) {
+    if (n->kind != PH_YAML_SEQUENCE) {
         rc->failed = true;
-        return pc_walk_wrong_type(w, "ports", "a sequence", "write ports as a sequence, e.g. ports: [443]");
+        wrong_type(L, n, "ports", "a sequence", "write ports as a sequence, e.g. ports: [443]");
+        return complete(n);
     }
-    pc_pos seq_pos = pc_ev_pos(w);
+    pc_pos seq_pos = pc_node_pos(n);
     size_t cap = 0;
-    for (;;) {
-        if (!pc_walk_next(w))
-            return false;
-        if (w->ev.type == YAML_SEQUENCE_END_EVENT)
-            break;
-        if (w->ev.type != YAML_SCALAR_EVENT) {
+    for (uint32_t i = 0; i < n->len; i++) {
+        const ph_yaml_node *item = &n->u.items[i];
+        if (item->kind != PH_YAML_SCALAR) {
             rc->failed = true;
-            if (!pc_walk_wrong_type(w, "a port", "a number or a \"LOW-HIGH\" range", NULL))
+            wrong_type(L, item, "a port", "a number or a \"LOW-HIGH\" range", NULL);
+            if (!complete(item))
                 return false;
             continue;
         }
-        pc_scalar s = pc_scalar_of(w);
+        pc_scalar s = pc_scalar_of(item);
         pc_port_range pr;
         if (!pc_parse_port(L, &s, &pr) || !pc_scalar_require_literal(L, &s, "a port")) {
             rc->failed = true;
@@ -186,6 +286,8 @@ static bool parse_ports(pc_walker *w, rule_ctx *rc)
         L->port_pos[rc->rule.nports] = s.pos;
         rc->rule.ports[rc->rule.nports++] = pr;
     }
+    if (!complete(n))
+        return false;
     if (rc->rule.nports == 0 && !rc->failed) {
         pc_report(L, PC_E_PORTS_EMPTY, seq_pos, "list the ports, e.g. ports: [443]",
                   "ports is empty: there is no default port");
@@ -197,18 +299,17 @@ static bool parse_ports(pc_walker *w, rule_ctx *rc)
     return true;
 }
 
-static bool on_rule_value(pc_walker *w, void *ctx, int key, pc_pos key_pos)
+static bool on_rule_value(pc_loader *L, void *ctx, int key, const ph_yaml_node *n)
 {
     rule_ctx *rc = ctx;
-    pc_loader *L = w->L;
-    (void)key_pos;
     if (key == RK_PORTS)
-        return parse_ports(w, rc);
-    if (w->ev.type != YAML_SCALAR_EVENT) {
+        return parse_ports(L, n, rc);
+    if (n->kind != PH_YAML_SCALAR) {
         rc->failed = true;
-        return pc_walk_wrong_type(w, rule_keys[key], "a string", NULL);
+        wrong_type(L, n, rule_keys[key], "a string", NULL);
+        return complete(n);
     }
-    pc_scalar s = pc_scalar_of(w);
+    pc_scalar s = pc_scalar_of(n);
     switch (key) {
     case RK_HOST:
         /* An invalid host gets its own, more precise, error first. */
@@ -250,23 +351,23 @@ static void rule_clear(pc_rule *r)
     memset(r, 0, sizeof *r);
 }
 
-static bool parse_rule(pc_walker *w, pc_list *list, size_t *rules_cap)
+static bool parse_rule(pc_loader *L, const ph_yaml_node *n, pc_list *list, size_t *rules_cap)
 {
-    pc_loader *L = w->L;
-    if (w->ev.type != YAML_MAPPING_START_EVENT)
-        return pc_walk_wrong_type(w, "a rule", "a mapping with host and ports",
-                          "write a rule as {host: api.example.com, ports: [443]}");
+    if (n->kind != PH_YAML_MAPPING) {
+        wrong_type(L, n, "a rule", "a mapping with host and ports",
+                   "write a rule as {host: api.example.com, ports: [443]}");
+        return complete(n);
+    }
     rule_ctx rc = {0};
-    rc.rule.pos = pc_ev_pos(w);
-    pc_key_set ks = {rule_keys, 4, "in a rule", {{0}}, 0, 0};
-    bool empty;
-    bool ok = pc_walk_mapping(w, &ks, on_rule_value, &rc, &empty);
-    if (ok && pc_key_missing(&ks, RK_HOST)) {
+    rc.rule.pos = pc_node_pos(n);
+    key_set ks = {&rule_schema, {{0}}, 0, 0};
+    bool ok = walk_mapping(L, n, &ks, on_rule_value, &rc);
+    if (ok && key_missing(&ks, RK_HOST)) {
         pc_report(L, PC_E_HOST_EMPTY, rc.rule.pos, "add host: NAME (one exact name or *.domain)",
                   "rule has no host: every rule names its destination");
         rc.failed = true;
     }
-    if (ok && pc_key_missing(&ks, RK_PORTS)) {
+    if (ok && key_missing(&ks, RK_PORTS)) {
         pc_report(L, PC_E_PORTS_MISSING, rc.rule.pos, "add ports: [443] (the ports you need)",
                   "rule has no ports: there is no default port");
         rc.failed = true;
@@ -309,39 +410,31 @@ static bool parse_rule(pc_walker *w, pc_list *list, size_t *rules_cap)
 /* ------------------------------------------------------------------ */
 /* Lists                                                               */
 
-enum { LK_RULES, LK_INCLUDE };
-static const char *const list_keys[] = {"rules", "include"};
-
 typedef struct list_ctx {
     size_t index; /* into L->policy->lists */
 } list_ctx;
 
-static bool parse_rules(pc_walker *w, pc_list *list)
+static bool parse_rules(pc_loader *L, const ph_yaml_node *n, pc_list *list)
 {
-    if (w->ev.type != YAML_SEQUENCE_START_EVENT) {
-        pc_scalar s = w->ev.type == YAML_SCALAR_EVENT ? pc_scalar_of(w) : (pc_scalar){0};
-        if (w->ev.type == YAML_SCALAR_EVENT && pc_scalar_is_null(&s)) {
-            pc_report(w->L, PC_E_EMPTY, pc_ev_pos(w), "add at least one rule",
+    if (n->kind != PH_YAML_SEQUENCE) {
+        pc_scalar s = n->kind == PH_YAML_SCALAR ? pc_scalar_of(n) : (pc_scalar){0};
+        if (n->kind == PH_YAML_SCALAR && pc_scalar_is_null(&s)) {
+            pc_report(L, PC_E_EMPTY, pc_node_pos(n), "add at least one rule",
                       "rules of list '%s' is empty", list->name);
             return true;
         }
-        return pc_walk_wrong_type(w, "rules", "a sequence of rules", NULL);
+        wrong_type(L, n, "rules", "a sequence of rules", NULL);
+        return complete(n);
     }
-    pc_pos pos = pc_ev_pos(w);
     size_t cap = 0;
-    bool any = false;
-    for (;;) {
-        if (!pc_walk_next(w))
+    for (uint32_t i = 0; i < n->len; i++)
+        if (!parse_rule(L, &n->u.items[i], list, &cap))
             return false;
-        if (w->ev.type == YAML_SEQUENCE_END_EVENT)
-            break;
-        any = true;
-        if (!parse_rule(w, list, &cap))
-            return false;
-    }
-    if (!any)
-        pc_report(w->L, PC_E_EMPTY, pos, "add at least one rule", "rules of list '%s' is empty",
-                  list->name);
+    if (!complete(n))
+        return false;
+    if (n->len == 0)
+        pc_report(L, PC_E_EMPTY, pc_node_pos(n), "add at least one rule",
+                  "rules of list '%s' is empty", list->name);
     return true;
 }
 
@@ -360,32 +453,28 @@ static bool list_name_untyped(pc_loader *L, const pc_scalar *s)
     return false;
 }
 
-static bool parse_include(pc_walker *w, pc_list *list)
+static bool parse_include(pc_loader *L, const ph_yaml_node *n, pc_list *list)
 {
-    pc_loader *L = w->L;
-    if (w->ev.type != YAML_SEQUENCE_START_EVENT) {
-        pc_scalar s = w->ev.type == YAML_SCALAR_EVENT ? pc_scalar_of(w) : (pc_scalar){0};
-        if (w->ev.type == YAML_SCALAR_EVENT && pc_scalar_is_null(&s)) {
+    if (n->kind != PH_YAML_SEQUENCE) {
+        pc_scalar s = n->kind == PH_YAML_SCALAR ? pc_scalar_of(n) : (pc_scalar){0};
+        if (n->kind == PH_YAML_SCALAR && pc_scalar_is_null(&s)) {
             pc_report(L, PC_E_EMPTY, s.pos, "remove include or name a list", "include is empty");
             return true;
         }
-        return pc_walk_wrong_type(w, "include", "a sequence of list names", "write include: [common]");
+        wrong_type(L, n, "include", "a sequence of list names", "write include: [common]");
+        return complete(n);
     }
-    pc_pos pos = pc_ev_pos(w);
     size_t cap = 0;
-    bool any = false, limit_reported = false;
-    for (;;) {
-        if (!pc_walk_next(w))
-            return false;
-        if (w->ev.type == YAML_SEQUENCE_END_EVENT)
-            break;
-        any = true;
-        if (w->ev.type != YAML_SCALAR_EVENT) {
-            if (!pc_walk_wrong_type(w, "an included list", "a list name", NULL))
+    bool limit_reported = false;
+    for (uint32_t i = 0; i < n->len; i++) {
+        const ph_yaml_node *item = &n->u.items[i];
+        if (item->kind != PH_YAML_SCALAR) {
+            wrong_type(L, item, "an included list", "a list name", NULL);
+            if (!complete(item))
                 return false;
             continue;
         }
-        pc_scalar s = pc_scalar_of(w);
+        pc_scalar s = pc_scalar_of(item);
         char q[PC_QUOTE_MAX];
         if (!pc_list_name_valid(s.value, s.len)) {
             pc_report(L, PC_E_LIST_NAME, s.pos,
@@ -429,17 +518,18 @@ static bool parse_include(pc_walker *w, pc_list *list)
         list->includes[list->nincludes++] = name;
         L->total_includes++;
     }
-    if (!any)
-        pc_report(L, PC_E_EMPTY, pos, "remove include or name a list", "include is empty");
+    if (!complete(n))
+        return false;
+    if (n->len == 0)
+        pc_report(L, PC_E_EMPTY, pc_node_pos(n), "remove include or name a list", "include is empty");
     return true;
 }
 
-static bool on_list_value(pc_walker *w, void *ctx, int key, pc_pos key_pos)
+static bool on_list_value(pc_loader *L, void *ctx, int key, const ph_yaml_node *n)
 {
     list_ctx *lc = ctx;
-    (void)key_pos;
-    pc_list *list = &w->L->policy->lists[lc->index];
-    return key == LK_RULES ? parse_rules(w, list) : parse_include(w, list);
+    pc_list *list = &L->policy->lists[lc->index];
+    return key == LK_RULES ? parse_rules(L, n, list) : parse_include(L, n, list);
 }
 
 static bool add_list(pc_loader *L, const pc_scalar *name, size_t *index)
@@ -465,9 +555,8 @@ static bool add_list(pc_loader *L, const pc_scalar *name, size_t *index)
     return true;
 }
 
-static bool on_lists_entry(pc_walker *w, pc_scalar *name)
+static bool on_lists_entry(pc_loader *L, const pc_scalar *name, const ph_yaml_node *value)
 {
-    pc_loader *L = w->L;
     char q[PC_QUOTE_MAX];
     bool valid = true;
     if (!pc_list_name_valid(name->value, name->len)) {
@@ -486,174 +575,283 @@ static bool on_lists_entry(pc_walker *w, pc_scalar *name)
     size_t index = 0;
     if (valid && !add_list(L, name, &index))
         return false;
-    if (!pc_walk_next(w))
-        return false;
     if (!valid)
-        return pc_walk_skip(w);
-    if (w->ev.type != YAML_MAPPING_START_EVENT)
-        return pc_walk_wrong_type(w, "a list", "a mapping with rules (and optionally include)",
-                          "write NAME: {rules: [{host: api.example.com, ports: [443]}]}");
-    pc_pos pos = pc_ev_pos(w);
-    pc_key_set ks = {list_keys, 2, "in a list", {{0}}, 0, 0};
+        return complete(value);
+    if (value->kind != PH_YAML_MAPPING) {
+        wrong_type(L, value, "a list", "a mapping with rules (and optionally include)",
+                   "write NAME: {rules: [{host: api.example.com, ports: [443]}]}");
+        return complete(value);
+    }
+    key_set ks = {&list_schema, {{0}}, 0, 0};
     list_ctx lc = {index};
-    bool empty;
-    if (!pc_walk_mapping(w, &ks, on_list_value, &lc, &empty))
+    if (!walk_mapping(L, value, &ks, on_list_value, &lc))
         return false;
-    if (empty)
-        pc_report(L, PC_E_EMPTY, pos, "add rules", "list '%s' is empty",
+    if (value->len == 0)
+        pc_report(L, PC_E_EMPTY, pc_node_pos(value), "add rules", "list '%s' is empty",
                   L->policy->lists[index].name);
-    else if (pc_key_missing(&ks, LK_RULES))
-        pc_report(L, PC_E_MISSING_KEY, pos, "add rules: with at least one rule",
+    else if (key_missing(&ks, LK_RULES))
+        pc_report(L, PC_E_MISSING_KEY, pc_node_pos(value), "add rules: with at least one rule",
                   "list '%s' has no rules", L->policy->lists[index].name);
     return true;
 }
 
-static bool parse_lists(pc_walker *w)
+static bool parse_lists(pc_loader *L, const ph_yaml_node *n)
 {
-    if (w->ev.type != YAML_MAPPING_START_EVENT)
-        return pc_walk_wrong_type(w, "lists", "a mapping of list names to lists", NULL);
-    pc_pos pos = pc_ev_pos(w);
-    bool any = false;
-    for (;;) {
-        if (!pc_walk_next(w))
-            return false;
-        if (w->ev.type == YAML_MAPPING_END_EVENT)
-            break;
-        any = true;
-        if (w->ev.type != YAML_SCALAR_EVENT) {
-            if (!pc_walk_wrong_type(w, "a list name", "a string", NULL) || !pc_walk_next(w) || !pc_walk_skip(w))
+    if (n->kind != PH_YAML_MAPPING) {
+        wrong_type(L, n, "lists", "a mapping of list names to lists", NULL);
+        return complete(n);
+    }
+    for (uint32_t i = 0; i < n->len; i++) {
+        const ph_yaml_node *k = &n->u.pairs[i].key, *v = &n->u.pairs[i].value;
+        /* A name that is not a string was reported by the reader. */
+        if (k->kind != PH_YAML_SCALAR) {
+            if (!complete(k) || !complete(v))
                 return false;
             continue;
         }
-        pc_scalar name = pc_scalar_of(w);
-        /* The name is borrowed from the event: copy it before moving on. */
-        char buf[PC_MAX_LIST_NAME + 1];
-        if (name.len <= PC_MAX_LIST_NAME) {
-            memcpy(buf, name.value, name.len);
-            buf[name.len] = '\0';
-            name.value = buf;
-        } else {
+        pc_scalar name = pc_scalar_of(k);
+        if (name.len > PC_MAX_LIST_NAME) {
             char q[PC_QUOTE_MAX];
-            pc_report(w->L, PC_E_LIST_NAME, name.pos, "list names are at most 64 characters",
+            pc_report(L, PC_E_LIST_NAME, name.pos, "list names are at most 64 characters",
                       "invalid list name '%s'", pc_quote(q, sizeof q, name.value, name.len));
-            if (!pc_walk_next(w) || !pc_walk_skip(w))
+            if (!complete(v))
                 return false;
             continue;
         }
-        if (!on_lists_entry(w, &name))
+        if (!on_lists_entry(L, &name, v))
             return false;
     }
-    if (!any)
-        pc_report(w->L, PC_E_EMPTY, pos, "define at least one list", "lists is empty");
+    if (!complete(n))
+        return false;
+    if (n->len == 0)
+        pc_report(L, PC_E_EMPTY, pc_node_pos(n), "define at least one list", "lists is empty");
     return true;
 }
 
 /* ------------------------------------------------------------------ */
 /* The document                                                        */
 
-enum { TK_VERSION, TK_LISTS };
-static const char *const top_keys[] = {"version", "lists"};
-
-static bool on_top_value(pc_walker *w, void *ctx, int key, pc_pos key_pos)
+static bool on_top_value(pc_loader *L, void *ctx, int key, const ph_yaml_node *n)
 {
     (void)ctx;
-    (void)key_pos;
     if (key == TK_LISTS)
-        return parse_lists(w);
-    if (w->ev.type != YAML_SCALAR_EVENT)
-        return pc_walk_wrong_type(w, "version", "the number 1", "write version: 1");
-    pc_scalar s = pc_scalar_of(w);
+        return parse_lists(L, n);
+    if (n->kind != PH_YAML_SCALAR) {
+        wrong_type(L, n, "version", "the number 1", "write version: 1");
+        return complete(n);
+    }
+    pc_scalar s = pc_scalar_of(n);
     if (s.plain && s.len == 1 && s.value[0] == '1')
         return true;
     char q[PC_QUOTE_MAX];
     if (!s.plain)
-        pc_report(w->L, PC_E_VERSION, s.pos, "write version: 1",
+        pc_report(L, PC_E_VERSION, s.pos, "write version: 1",
                   "version must be the number 1, not the string '%s'",
                   pc_quote(q, sizeof q, s.value, s.len));
     else
-        pc_report(w->L, PC_E_VERSION, s.pos, "write version: 1",
+        pc_report(L, PC_E_VERSION, s.pos, "write version: 1",
                   "unsupported version '%s': this policyc reads version 1",
                   pc_quote(q, sizeof q, s.value, s.len));
     return true;
 }
 
-/* Missing top-level keys are only returned: see parse_stream. */
-static bool parse_root(pc_walker *w, bool *missing_version, bool *missing_lists, pc_pos *root_pos)
+/* The reader's refusals as policyc's diagnostics (codes and messages of
+ * docs/allowlist.md). Returns false when the reader stopped early. */
+static bool report_reader_errors(pc_loader *L, const ph_yaml_doc *doc)
 {
-    pc_loader *L = w->L;
-    if (w->ev.type == YAML_SCALAR_EVENT) {
-        pc_scalar s = pc_scalar_of(w);
+    bool stopped = false;
+    for (size_t i = 0; i < ph_yaml_error_count(doc); i++) {
+        const ph_yaml_error *e = ph_yaml_error_at(doc, i);
+        pc_pos pos = {e->pos.line, e->pos.col};
+        char q[PC_QUOTE_MAX], help[160];
+        const char *problem = e->problem ? e->problem : "unknown error";
+        pc_quote(q, sizeof q, e->text, e->text_len < sizeof e->text ? e->text_len : sizeof e->text - 1);
+        switch (e->code) {
+        case PH_YAML_E_ENCODING: {
+            const char *h = "save the file as UTF-8 text without control characters";
+            if (strstr(problem, "UTF-8"))
+                pc_report(L, PC_E_ENCODING, pos, h, "the file is not valid UTF-8: %s", problem);
+            else if (e->value >= 0)
+                pc_report(L, PC_E_ENCODING, pos, h, "%s (U+%04X)", problem, (unsigned)e->value);
+            else
+                pc_report(L, PC_E_ENCODING, pos, h, "%s", problem);
+            stopped = true;
+            break;
+        }
+        case PH_YAML_E_SYNTAX:
+            if (e->context)
+                /* `host: *.example.com` unquoted reads as an alias. */
+                pc_report(L, PC_E_YAML_SYNTAX, pos,
+                          strstr(e->context, "alias") ? "quote a wildcard host: \"*.example.com\"" : NULL,
+                          "%s %s (line %u)", problem, e->context, (unsigned)e->context_line);
+            else
+                pc_report(L, PC_E_YAML_SYNTAX, pos, NULL, "%s", problem);
+            stopped = true;
+            break;
+        case PH_YAML_E_TOO_LARGE:
+            pc_report(L, PC_E_FILE_TOO_LARGE, pos, "split the policy", "file is larger than %ld bytes",
+                      e->value);
+            stopped = true;
+            break;
+        case PH_YAML_E_TOO_MANY_NODES:
+            pc_report(L, PC_E_FILE_TOO_LARGE, pos, "split the policy",
+                      "more than %ld YAML nodes in the file", e->value);
+            stopped = true;
+            break;
+        case PH_YAML_E_SCALAR_TOO_LONG:
+            pc_report(L, PC_E_STRING, pos, NULL, "a value is longer than %ld bytes", e->value);
+            stopped = true;
+            break;
+        case PH_YAML_E_TOO_DEEP:
+            pc_report(L, PC_E_NESTING, pos, NULL, "YAML nested more than %ld levels deep", e->value);
+            stopped = true;
+            break;
+        case PH_YAML_E_MULTIPLE_DOCUMENTS:
+            pc_report(L, PC_E_MULTIPLE_DOCUMENTS, pos, "keep one document: remove the '---'",
+                      "more than one YAML document");
+            stopped = true;
+            break;
+        case PH_YAML_E_ANCHOR:
+            pc_report(L, PC_E_ANCHOR, pos, "remove the anchor and write values out in full",
+                      "anchor '&%s': anchors and aliases are not allowed", q);
+            break;
+        case PH_YAML_E_ALIAS:
+            pc_report(L, PC_E_ALIAS, pos, "write the value out in full",
+                      "alias '*%s': anchors and aliases are not allowed", q);
+            break;
+        case PH_YAML_E_TAG:
+            pc_report(L, PC_E_TAG, pos, "remove the tag; values are typed by the grammar",
+                      "tag '%s' is not allowed", q);
+            break;
+        case PH_YAML_E_TAG_DIRECTIVE:
+            pc_report(L, PC_E_TAG, pos, "remove the %TAG directive", "%%TAG directives are not allowed");
+            break;
+        case PH_YAML_E_VERSION_DIRECTIVE:
+            pc_report(L, PC_E_TAG, pos, "remove the %YAML directive",
+                      "%%YAML directives are not allowed");
+            break;
+        case PH_YAML_E_DUPLICATE_KEY:
+            if (e->schema == &lists_schema)
+                pc_report(L, PC_E_DUPLICATE_KEY, pos, "rename or merge the lists",
+                          "duplicate list '%s' (first at line %u)", q, (unsigned)e->first.line);
+            else
+                pc_report(L, PC_E_DUPLICATE_KEY, pos, "remove one of them",
+                          "duplicate key '%s'%s%s (first at line %u)", q,
+                          e->schema && e->schema->name ? " " : "",
+                          e->schema && e->schema->name ? e->schema->name : "", (unsigned)e->first.line);
+            break;
+        case PH_YAML_E_KEY_NOT_SCALAR:
+            if (e->kind != PH_YAML_REFUSED)
+                pc_report(L, PC_E_TYPE, pos, NULL, "%s must be a string, not %s",
+                          e->schema == &lists_schema ? "a list name" : "a key",
+                          e->kind == PH_YAML_MAPPING ? "a mapping" : "a sequence");
+            break;
+        case PH_YAML_E_UNKNOWN_KEY: {
+            const ph_yaml_schema *sc = e->schema;
+            const char *where = sc && sc->name ? sc->name : "here";
+            if (e->text_len == 4 && memcmp(e->text, "mode", 4) == 0) {
+                pc_report(L, PC_E_MODE, pos,
+                          "remove it and list every destination as a rule with host and ports",
+                          "'mode' is not a key: there is no open mode, only listed destinations");
+                break;
+            }
+            if (e->text_len == 2 && memcmp(e->text, "<<", 2) == 0) {
+                pc_report(L, PC_E_UNKNOWN_KEY, pos, "write the keys out in full in each mapping",
+                          "merge key '<<' %s: merges, anchors and aliases are not allowed", where);
+                break;
+            }
+            const char *guess = sc ? unknown_key_guess(sc, e->text, e->text_len) : NULL;
+            if (guess) {
+                snprintf(help, sizeof help, "did you mean '%s'?", guess);
+            } else {
+                size_t o = (size_t)snprintf(help, sizeof help, "the keys here are");
+                for (size_t k = 0; sc && k < sc->nkeys && o < sizeof help; k++)
+                    o += (size_t)snprintf(help + o, sizeof help - o, "%s '%s'", k ? "," : "",
+                                          sc->keys[k]);
+            }
+            pc_report(L, PC_E_UNKNOWN_KEY, pos, help, "unknown key '%s' %s", q, where);
+            break;
+        }
+        default:
+            pc_report(L, PC_E_YAML_SYNTAX, pos, NULL, "YAML refused (%s)", ph_yaml_code_name(e->code));
+            stopped = true;
+            break;
+        }
+    }
+    return !stopped;
+}
+
+/* Missing top-level keys are reported only when the reader read the
+ * whole document: a YAML error just after the mapping (text less indented
+ * than it, a stray byte order mark) ends the mapping early, and "missing
+ * key" would be a false error in front of the real one. */
+static bool parse_root(pc_loader *L, const ph_yaml_node *root, bool read_whole)
+{
+    if (root->kind == PH_YAML_SCALAR) {
+        pc_scalar s = pc_scalar_of(root);
         if (pc_scalar_is_null(&s)) {
             pc_report(L, PC_E_EMPTY, s.pos, "start with version: 1 and lists:", "the document is empty");
             return true;
         }
     }
-    if (w->ev.type != YAML_MAPPING_START_EVENT)
-        return pc_walk_wrong_type(w, "the document", "a mapping with version and lists",
-                          "start with version: 1 and lists:");
-    pc_pos pos = pc_ev_pos(w);
-    pc_key_set ks = {top_keys, 2, "at the top level", {{0}}, 0, 0};
-    bool empty;
-    if (!pc_walk_mapping(w, &ks, on_top_value, NULL, &empty))
+    if (root->kind != PH_YAML_MAPPING) {
+        wrong_type(L, root, "the document", "a mapping with version and lists",
+                   "start with version: 1 and lists:");
+        return complete(root);
+    }
+    pc_pos pos = pc_node_pos(root);
+    key_set ks = {&top_schema, {{0}}, 0, 0};
+    if (!walk_mapping(L, root, &ks, on_top_value, NULL))
         return false;
-    if (empty) {
+    if (root->len == 0) {
         pc_report(L, PC_E_EMPTY, pos, "start with version: 1 and lists:", "the document is empty");
         return true;
     }
-    *missing_version = pc_key_missing(&ks, TK_VERSION);
-    *missing_lists = pc_key_missing(&ks, TK_LISTS);
-    *root_pos = pos;
+    if (read_whole && key_missing(&ks, TK_VERSION))
+        pc_report(L, PC_E_MISSING_KEY, pos, "add version: 1 as the first line",
+                  "missing key 'version'");
+    if (read_whole && key_missing(&ks, TK_LISTS))
+        pc_report(L, PC_E_MISSING_KEY, pos, "add lists: with at least one list",
+                  "missing key 'lists'");
     return true;
 }
 
-static bool parse_stream(pc_walker *w)
-{
-    if (!pc_walk_next(w)) /* STREAM_START */
-        return false;
-    if (!pc_walk_next(w))
-        return false;
-    if (w->ev.type == YAML_STREAM_END_EVENT) {
-        pc_report(w->L, PC_E_EMPTY, (pc_pos){1, 1}, "start with version: 1 and lists:",
-                  "the file is empty");
-        return true;
-    }
-    /* DOCUMENT_START, then the root node, then DOCUMENT_END. */
-    bool no_version = false, no_lists = false;
-    pc_pos root = {1, 1};
-    if (!pc_walk_next(w) || !parse_root(w, &no_version, &no_lists, &root) || !pc_walk_next(w) ||
-        !pc_walk_next(w))
-        return false;
-    /* Reported only once the stream is known to go on cleanly: a YAML error
-     * just after the mapping (text less indented than it, a stray byte order
-     * mark) ends the mapping early, and "missing key" would be a false error
-     * in front of the real one. */
-    if (no_version)
-        pc_report(w->L, PC_E_MISSING_KEY, root, "add version: 1 as the first line",
-                  "missing key 'version'");
-    if (no_lists)
-        pc_report(w->L, PC_E_MISSING_KEY, root, "add lists: with at least one list",
-                  "missing key 'lists'");
-    if (w->ev.type == YAML_DOCUMENT_START_EVENT) {
-        pc_report(w->L, PC_E_MULTIPLE_DOCUMENTS, pc_ev_pos(w), "keep one document: remove the '---'",
-                  "more than one YAML document");
-        return false;
-    }
-    return true;
-}
+/* Limits of the tree policyc asks the reader for (PC002, PC016, PC017). */
+#define PC_MAX_YAML_NODES (32u * 1024 * 1024)
+#define PC_MAX_YAML_SCALAR (16u * 1024 * 1024)
 
 bool pc_parse_yaml(pc_loader *L)
 {
-    pc_walker w = {.L = L};
-    if (!yaml_parser_initialize(&w.parser)) {
+    /* `%YAML 1.1` (or 1.2) only says which YAML the file is written in;
+     * allowlists have always accepted it. %TAG is refused. */
+    const ph_yaml_limits lim = {PC_MAX_FILE_BYTES, PC_MAX_NESTING, PC_MAX_YAML_NODES,
+                                PC_MAX_YAML_SCALAR, PH_YAML_ACCEPT_VERSION_DIRECTIVE};
+    ph_yaml_doc *doc = NULL;
+    if (ph_yaml_read(L->src.data, L->src.len, &lim, &top_schema, &doc) == PH_E_NOMEM) {
         L->nomem = true;
         return false;
     }
-    yaml_parser_set_input_string(&w.parser, (const unsigned char *)L->src.data, L->src.len);
-    /* Never guess UTF-16 from a BOM: positions are computed on UTF-8 bytes. */
-    yaml_parser_set_encoding(&w.parser, YAML_UTF8_ENCODING);
-    bool ok = parse_stream(&w) && !w.fatal;
-    if (w.have_ev)
-        yaml_event_delete(&w.ev);
-    yaml_parser_delete(&w.parser);
-    return ok;
+    bool whole = report_reader_errors(L, doc);
+    /* A second document stops the reader after the first, which is whole. */
+    bool first_whole = whole;
+    for (size_t i = 0; !first_whole && i < ph_yaml_error_count(doc); i++)
+        if (ph_yaml_error_at(doc, i)->code == PH_YAML_E_MULTIPLE_DOCUMENTS)
+            first_whole = true;
+    for (size_t i = 0; first_whole && !whole && i < ph_yaml_error_count(doc); i++) {
+        ph_yaml_code c = ph_yaml_error_at(doc, i)->code;
+        if (c == PH_YAML_E_SYNTAX || c == PH_YAML_E_ENCODING || c == PH_YAML_E_TOO_DEEP ||
+            c == PH_YAML_E_TOO_MANY_NODES || c == PH_YAML_E_SCALAR_TOO_LONG)
+            first_whole = false;
+    }
+    const ph_yaml_node *root = ph_yaml_root(doc);
+    bool ok = true;
+    if (!root) {
+        if (whole)
+            pc_report(L, PC_E_EMPTY, (pc_pos){1, 1}, "start with version: 1 and lists:",
+                      "the file is empty");
+    } else {
+        ok = parse_root(L, root, first_whole);
+    }
+    ph_yaml_free(&doc);
+    return ok && whole;
 }

@@ -19,7 +19,7 @@
 #include "load-int.h"
 #include "pinhole/host.h"
 #include "wildcard_dns-int.h"
-#include "yaml_walk.h"
+#include "scalar.h"
 
 /* Worst case for an A-label candidate: every input byte becomes at most a
  * few ASCII bytes; anything longer than this is refused as too long before

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pinhole/yaml_reader.h"
+
 void pc_source_init(pc_source *src, const char *data, size_t len)
 {
     memset(src, 0, sizeof *src);
@@ -33,12 +35,6 @@ bool pc_code_point_hidden(uint32_t cp)
     return (cp >= 0x80 && cp <= 0x9F) || ph_unicode_is_invisible(cp);
 }
 
-size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit)
-{
-    size_t bad = ph_utf8_first_invalid(data, len);
-    return bad < limit ? bad : limit;
-}
-
 size_t pc_line_break_len(const char *data, size_t len, size_t i)
 {
     const unsigned char *p = (const unsigned char *)data + i;
@@ -56,23 +52,10 @@ size_t pc_line_break_len(const char *data, size_t len, size_t i)
 
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset)
 {
-    if (offset > src->len)
-        offset = src->len;
-    pc_pos pos = {1, 1};
-    size_t i = 0;
-    while (i < offset) {
-        size_t br = pc_line_break_len(src->data, src->len, i);
-        if (br) {
-            i += br;
-            pos.line++;
-            pos.col = 1;
-            continue;
-        }
-        uint32_t cp;
-        i += ph_utf8_decode((const unsigned char *)src->data + i, src->len - i, &cp);
-        pos.col++;
-    }
-    return pos;
+    /* The reader's own count: a position from an offset and one from the
+     * reader always agree. */
+    ph_yaml_pos p = ph_yaml_pos_of_offset(src->data, src->len, offset);
+    return (pc_pos){p.line, p.col};
 }
 
 static int build_index(pc_source *src)

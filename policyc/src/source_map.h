@@ -47,14 +47,11 @@ bool pc_code_point_hidden(uint32_t cp);
  * differ from what libyaml parses. */
 bool pc_code_point_deceptive(uint32_t cp);
 
-/* The offset of the first invalid UTF-8 sequence in data[0..limit], or
- * limit when there is none before it. */
-size_t pc_first_invalid_utf8(const char *data, size_t len, size_t limit);
-
 /* Length in bytes of the line break at data[i], 0 if there is none. */
 size_t pc_line_break_len(const char *data, size_t len, size_t i);
 
-/* The 1-based position of byte `offset` (clamped to len). O(offset). */
+/* The 1-based position of byte `offset` (clamped to len), as the YAML
+ * reader counts (ph_yaml_pos_of_offset). O(offset). */
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset);
 
 /* The text of 1-based `line`, without its line break, made printable: every

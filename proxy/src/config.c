@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
 #include "pinhole/diag.h"
+#include "pinhole/yaml_reader.h"
 
 enum kind { K_STR, K_LONG, K_BOOL, K_LISTEN, K_MODE };
 
@@ -58,6 +58,10 @@ static const setting SETTINGS[] = {
     S_LONG(buffer_bytes, buffer_bytes, 4096, 64L << 20, "N  per-direction buffer high watermark (default 262144)"),
 };
 #define N_SETTINGS (sizeof SETTINGS / sizeof SETTINGS[0])
+
+/* The config file's keys are the settings' keys (SETTINGS[i].key). */
+static const ph_yaml_schema config_schema = {
+    "in the config", &SETTINGS[0].key, N_SETTINGS, sizeof(setting), NULL, NULL};
 
 void px_config_defaults(px_config *cfg)
 {
@@ -127,211 +131,134 @@ static const char *apply(px_config *cfg, const setting *s, const char *v, int fr
     return "internal error";
 }
 
-static const setting *find_key(const char *key)
-{
-    for (size_t i = 0; i < N_SETTINGS; i++)
-        if (strcmp(SETTINGS[i].key, key) == 0)
-            return &SETTINGS[i];
-    return NULL;
-}
-
 /* ---- YAML ---------------------------------------------------------------- */
 
-typedef struct yctx {
-    const char *path;
-    ph_diag *diag;
-} yctx;
+/* Every reader refusal as the proxy words it; the position comes first. */
+static void reader_message(const ph_yaml_error *e, char *msg, size_t size)
+{
+    switch (e->code) {
+    case PH_YAML_E_SYNTAX:
+    case PH_YAML_E_ENCODING:
+        snprintf(msg, size, "%s", e->problem ? e->problem : "invalid YAML");
+        break;
+    case PH_YAML_E_TOO_LARGE:
+        snprintf(msg, size, "larger than %ld bytes", e->value);
+        break;
+    case PH_YAML_E_TOO_DEEP:
+        snprintf(msg, size, "nested more than %ld levels deep", e->value);
+        break;
+    case PH_YAML_E_TOO_MANY_NODES:
+        snprintf(msg, size, "more than %ld YAML nodes", e->value);
+        break;
+    case PH_YAML_E_SCALAR_TOO_LONG:
+        snprintf(msg, size, "a value longer than %ld bytes", e->value);
+        break;
+    case PH_YAML_E_MULTIPLE_DOCUMENTS:
+        snprintf(msg, size, "only one YAML document is accepted");
+        break;
+    case PH_YAML_E_ANCHOR:
+        snprintf(msg, size, "anchors are not accepted");
+        break;
+    case PH_YAML_E_ALIAS:
+        snprintf(msg, size, "aliases are not accepted");
+        break;
+    case PH_YAML_E_TAG:
+        snprintf(msg, size, "tags are not accepted");
+        break;
+    case PH_YAML_E_TAG_DIRECTIVE:
+        snprintf(msg, size, "%%TAG directives are not accepted");
+        break;
+    case PH_YAML_E_VERSION_DIRECTIVE:
+        snprintf(msg, size, "%%YAML directives are not accepted");
+        break;
+    case PH_YAML_E_DUPLICATE_KEY:
+        snprintf(msg, size, "duplicate setting '%s'", e->text);
+        break;
+    case PH_YAML_E_KEY_NOT_SCALAR:
+        snprintf(msg, size, "expected a setting name");
+        break;
+    case PH_YAML_E_UNKNOWN_KEY:
+        snprintf(msg, size, "unknown setting '%s'", e->text);
+        break;
+    default:
+        snprintf(msg, size, "invalid YAML (%s)", ph_yaml_code_name(e->code));
+        break;
+    }
+}
 
-__attribute__((format(printf, 3, 4)))
-static ph_status yerr(const yctx *y, yaml_mark_t m, const char *fmt, ...)
+__attribute__((format(printf, 4, 5)))
+static ph_status yerr(const char *path, ph_diag *diag, ph_yaml_pos pos, const char *fmt, ...)
 {
     char msg[200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    /* libyaml marks are 0-based; positions are 1-based. */
-    ph_diag_set(y->diag, PH_E_INVAL, m.index, "%s:%zu:%zu: %s", y->path, m.line + 1,
-                m.column + 1, msg);
+    ph_diag_set(diag, PH_E_INVAL, 0, "%s:%u:%u: %s", path, (unsigned)pos.line,
+                (unsigned)pos.col, msg);
     return PH_E_INVAL;
 }
 
-/* libyaml reader errors (bad UTF-8, NUL) carry only a byte offset. */
-static ph_status reader_error(const yctx *y, const yaml_parser_t *p, const char *text, size_t len)
+/* Sets one setting from a scalar node. */
+static ph_status apply_node(const char *path, ph_diag *diag, px_config *cfg, const setting *s,
+                            const ph_yaml_node *v)
 {
-    size_t line = 1, col = 1, off = p->problem_offset;
-    for (size_t i = 0; i < off && i < len; i++) {
-        if (text[i] == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-    }
-    ph_diag_set(y->diag, PH_E_INVAL, off, "%s:%zu:%zu: %s", y->path, line, col,
-                p->problem ? p->problem : "invalid YAML");
-    return PH_E_INVAL;
-}
-
-static int next_event(yaml_parser_t *p, yaml_event_t *e)
-{
-    return yaml_parser_parse(p, e);
-}
-
-static ph_status check_plain_node(const yctx *y, const yaml_event_t *e)
-{
-    const unsigned char *anchor = NULL, *tag = NULL;
-    if (e->type == YAML_ALIAS_EVENT)
-        return yerr(y, e->start_mark, "aliases are not accepted");
-    if (e->type == YAML_SCALAR_EVENT) {
-        anchor = e->data.scalar.anchor;
-        tag = e->data.scalar.tag;
-    } else if (e->type == YAML_SEQUENCE_START_EVENT) {
-        anchor = e->data.sequence_start.anchor;
-        tag = e->data.sequence_start.tag;
-    } else if (e->type == YAML_MAPPING_START_EVENT) {
-        anchor = e->data.mapping_start.anchor;
-        tag = e->data.mapping_start.tag;
-    }
-    if (anchor)
-        return yerr(y, e->start_mark, "anchors are not accepted");
-    if (tag)
-        return yerr(y, e->start_mark, "tags are not accepted");
+    /* Numbers and booleans must be plain scalars: "5000" quoted is a
+     * string, and accepting it would hide a typing mistake. */
+    if ((s->kind == K_LONG || s->kind == K_BOOL || s->kind == K_MODE) && v->style != PH_YAML_PLAIN)
+        return yerr(path, diag, v->pos, "'%s' must be an unquoted value", s->key);
+    if (strlen(v->u.text) != v->len)
+        return yerr(path, diag, v->pos, "%s: a value with a NUL byte", s->key);
+    const char *err = apply(cfg, s, v->u.text, 0);
+    if (err)
+        return yerr(path, diag, v->pos, "%s: %s", s->key, err);
     return PH_OK;
 }
 
-static ph_status parse_body(yaml_parser_t *p, const yctx *y, px_config *cfg, const char *text,
-                            size_t len)
+static ph_status apply_tree(const char *path, ph_diag *diag, px_config *cfg, const ph_yaml_node *root)
 {
-    yaml_event_t e;
-    ph_status st = PH_OK;
-    unsigned char seen[N_SETTINGS] = { 0 };
-    int docs = 0, depth = 0;
+    if (root == NULL) /* an empty file sets nothing */
+        return PH_OK;
+    if (root->kind != PH_YAML_MAPPING)
+        return yerr(path, diag, root->pos, "the config must be a mapping of settings");
     int listen_from_file = 0;
-
-    for (;;) {
-        if (!next_event(p, &e))
-            return p->error == YAML_READER_ERROR
-                       ? reader_error(y, p, text, len)
-                       : yerr(y, p->problem_mark, "%s", p->problem ? p->problem : "invalid YAML");
-        yaml_event_type_t t = e.type;
-        if (t == YAML_STREAM_END_EVENT) {
-            yaml_event_delete(&e);
-            break;
-        }
-        if (t == YAML_STREAM_START_EVENT || t == YAML_DOCUMENT_END_EVENT) {
-            yaml_event_delete(&e);
-            continue;
-        }
-        if (t == YAML_DOCUMENT_START_EVENT) {
-            if (++docs > 1)
-                st = yerr(y, e.start_mark, "only one YAML document is accepted");
-            yaml_event_delete(&e);
-            if (st != PH_OK)
-                return st;
-            continue;
-        }
-        if ((st = check_plain_node(y, &e)) != PH_OK) {
-            yaml_event_delete(&e);
-            return st;
-        }
-        if (depth == 0) {
-            if (t != YAML_MAPPING_START_EVENT) {
-                st = yerr(y, e.start_mark, "the config must be a mapping of settings");
-                yaml_event_delete(&e);
-                return st;
-            }
-            depth = 1;
-            yaml_event_delete(&e);
-            continue;
-        }
-        if (t == YAML_MAPPING_END_EVENT) {
-            yaml_event_delete(&e);
-            depth = 0;
-            continue;
-        }
-        /* A key. */
-        if (t != YAML_SCALAR_EVENT) {
-            st = yerr(y, e.start_mark, "expected a setting name");
-            yaml_event_delete(&e);
-            return st;
-        }
-        const setting *s = find_key((const char *)e.data.scalar.value);
-        if (s == NULL) {
-            st = yerr(y, e.start_mark, "unknown setting '%s'", (const char *)e.data.scalar.value);
-            yaml_event_delete(&e);
-            return st;
-        }
-        yaml_mark_t key_mark = e.start_mark;
-        yaml_event_delete(&e);
-        if (seen[s - SETTINGS]++)
-            return yerr(y, key_mark, "duplicate setting '%s'", s->key);
-
-        if (!next_event(p, &e))
-            return yerr(y, p->problem_mark, "%s", p->problem ? p->problem : "invalid YAML");
-        if ((st = check_plain_node(y, &e)) != PH_OK) {
-            yaml_event_delete(&e);
-            return st;
-        }
-        if (s->kind == K_LISTEN && e.type == YAML_SEQUENCE_START_EVENT) {
-            yaml_event_delete(&e);
-            if (!listen_from_file) {
-                cfg->listen_count = 0;
-                listen_from_file = 1;
-            }
-            for (;;) {
-                if (!next_event(p, &e))
-                    return yerr(y, p->problem_mark, "%s", p->problem ? p->problem : "invalid YAML");
-                if (e.type == YAML_SEQUENCE_END_EVENT) {
-                    yaml_event_delete(&e);
-                    break;
-                }
-                if ((st = check_plain_node(y, &e)) != PH_OK || e.type != YAML_SCALAR_EVENT) {
-                    if (st == PH_OK)
-                        st = yerr(y, e.start_mark, "expected ADDR:PORT strings");
-                    yaml_event_delete(&e);
-                    return st;
-                }
-                const char *err = apply(cfg, s, (const char *)e.data.scalar.value, 0);
-                if (err)
-                    st = yerr(y, e.start_mark, "listen: %s", err);
-                yaml_event_delete(&e);
-                if (st != PH_OK)
-                    return st;
-            }
-            continue;
-        }
-        if (e.type != YAML_SCALAR_EVENT) {
-            st = yerr(y, e.start_mark, "'%s' takes a single value", s->key);
-            yaml_event_delete(&e);
-            return st;
-        }
-        /* Numbers and booleans must be plain scalars: "5000" quoted is a
-         * string, and accepting it would hide a typing mistake. */
-        if ((s->kind == K_LONG || s->kind == K_BOOL || s->kind == K_MODE) &&
-            e.data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-            st = yerr(y, e.start_mark, "'%s' must be an unquoted value", s->key);
-            yaml_event_delete(&e);
-            return st;
-        }
+    for (uint32_t i = 0; i < root->len; i++) {
+        const ph_yaml_node *k = &root->u.pairs[i].key, *v = &root->u.pairs[i].value;
+        /* The reader refused every key that is not a setting. */
+        long idx = ph_yaml_schema_key(&config_schema, k->u.text, k->len);
+        if (k->kind != PH_YAML_SCALAR || idx < 0)
+            return yerr(path, diag, k->pos, "expected a setting name");
+        const setting *s = &SETTINGS[idx];
+        ph_status st = PH_OK;
         if (s->kind == K_LISTEN && !listen_from_file) {
             cfg->listen_count = 0;
             listen_from_file = 1;
         }
-        const char *err = apply(cfg, s, (const char *)e.data.scalar.value, 0);
-        if (err) {
-            char what[200];
-            snprintf(what, sizeof what, "%s: %s", s->key, err);
-            st = yerr(y, e.start_mark, "%s", what);
+        if (s->kind == K_LISTEN && v->kind == PH_YAML_SEQUENCE) {
+            for (uint32_t j = 0; j < v->len; j++) {
+                const ph_yaml_node *item = &v->u.items[j];
+                if (item->kind != PH_YAML_SCALAR)
+                    return yerr(path, diag, item->pos, "expected ADDR:PORT strings");
+                if (strlen(item->u.text) != item->len)
+                    return yerr(path, diag, item->pos, "listen: a value with a NUL byte");
+                const char *err = apply(cfg, s, item->u.text, 0);
+                if (err)
+                    return yerr(path, diag, item->pos, "listen: %s", err);
+            }
+            continue;
         }
-        yaml_event_delete(&e);
-        if (st != PH_OK)
+        if (v->kind != PH_YAML_SCALAR)
+            return yerr(path, diag, v->pos, "'%s' takes a single value", s->key);
+        if ((st = apply_node(path, diag, cfg, s, v)) != PH_OK)
             return st;
     }
     return PH_OK;
 }
 
 #define CONFIG_FILE_MAX (1 << 20)
+
+/* A config nests two levels (settings, the listen list); 16 is ample. */
+static const ph_yaml_limits config_limits = {CONFIG_FILE_MAX, 16, 4096, 4096, 0};
 
 ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag)
 {
@@ -352,17 +279,27 @@ ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag)
         ph_diag_set(diag, PH_E_LIMIT, 0, "%s: larger than 1 MiB", path);
         return PH_E_LIMIT;
     }
-    /* Parse into a copy so a bad file changes nothing. */
-    px_config tmp = *cfg;
-    yaml_parser_t p;
-    yaml_parser_initialize(&p);
-    yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
-    yctx y = { path, diag };
-    ph_status st = parse_body(&p, &y, &tmp, text, len);
-    yaml_parser_delete(&p);
+    ph_yaml_doc *doc = NULL;
+    ph_status st = ph_yaml_read(text, len, &config_limits, &config_schema, &doc);
     free(text);
-    if (st == PH_OK)
-        *cfg = tmp;
+    if (st == PH_E_NOMEM) {
+        ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        return PH_E_NOMEM;
+    }
+    if (st != PH_OK) {
+        /* The first error in the file; nothing of it is applied. */
+        const ph_yaml_error *e = ph_yaml_error_at(doc, 0);
+        char msg[200];
+        reader_message(e, msg, sizeof msg);
+        st = yerr(path, diag, e->pos, "%s", msg);
+    } else {
+        /* Applied to a copy so a bad value changes nothing. */
+        px_config tmp = *cfg;
+        st = apply_tree(path, diag, &tmp, ph_yaml_root(doc));
+        if (st == PH_OK)
+            *cfg = tmp;
+    }
+    ph_yaml_free(&doc);
     return st;
 }
 

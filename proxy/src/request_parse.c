@@ -2,7 +2,7 @@
  * RFC 9112). Pure: no allocation, no I/O. Strictness is deliberate: every
  * leniency (bare LF, obs-fold, whitespace before ':') is a known request-
  * smuggling lever, and a sandbox has no reason to send any of them. */
-#include "pinhole/proxy_request.h"
+#include "proxy_request.h"
 
 #include <string.h>
 

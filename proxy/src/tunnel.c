@@ -43,7 +43,7 @@
 #include <event2/bufferevent.h>
 
 #include "pinhole/clock.h"
-#include "pinhole/proxy_request.h"
+#include "proxy_request.h"
 #include "pinhole/url.h"
 #include "proxy-int.h"
 

@@ -54,10 +54,24 @@ struct ph_execd_lease {
 
 /* ---- one request ---- */
 
+/* One frame on svc's connection (svc->mu held). */
+static int recv_locked(ph_execd_service *svc, json_t **resp)
+{
+    if (svc->ssl != NULL)
+        return ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+    return ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, resp);
+}
+
+/* Handles one intermediate frame of a streamed response (one without "ok");
+ * false ends the exchange as malformed. Runs with svc->mu held. */
+typedef bool frame_fn(const void *ctx, const json_t *frame);
+
 /* Sends req (a new reference, consumed) and returns the response of an ok
  * call (new reference), or NULL with the status in *st and the message in
- * diag. */
-static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *diag)
+ * diag. Frames before the response (those without "ok") go to on_frame;
+ * without one, such a frame is a protocol error. */
+static json_t *call_streamed(ph_execd_service *svc, json_t *req, frame_fn *on_frame, const void *ctx,
+                             ph_status *st, ph_diag *diag)
 {
     if (req == NULL) {
         *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
@@ -66,14 +80,27 @@ static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *
     json_t *resp = NULL;
     pthread_mutex_lock(&svc->mu);
     int rc = -1;
-    if (svc->ssl != NULL) {
+    if (svc->ssl != NULL)
         (void)ph_wire_send_io(ph_wire_ssl_write, svc->ssl, req);
-        rc = ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
-    } else if (svc->fd >= 0) {
+    else if (svc->fd >= 0)
         (void)ph_wire_send(svc->fd, req);
-        /* Even when the send failed: the service may have answered (and
-         * closed) first, e.g. `unauthenticated`. */
-        rc = ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp);
+    /* Receive even when the send failed: the service may have answered (and
+     * closed) first, e.g. `unauthenticated`. */
+    while (svc->ssl != NULL || svc->fd >= 0) {
+        rc = recv_locked(svc, &resp);
+        if (rc != 0 || json_object_get(resp, "ok") != NULL)
+            break;
+        bool handled = on_frame != NULL && on_frame(ctx, resp);
+        json_decref(resp);
+        resp = NULL;
+        if (!handled) {
+            /* The rest of the stream cannot be told from the next response. */
+            if (svc->fd >= 0)
+                shutdown(svc->fd, SHUT_RDWR);
+            rc = -1;
+            errno = EPROTO;
+            break;
+        }
     }
     int saved = errno;
     pthread_mutex_unlock(&svc->mu);
@@ -96,6 +123,11 @@ static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *
         *st = ph_diag_set(diag, s, 0, "%s", msg ? msg : (code ? code : "error"));
     json_decref(resp);
     return NULL;
+}
+
+static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *diag)
+{
+    return call_streamed(svc, req, NULL, NULL, st, diag);
 }
 
 static void forward_warnings(ph_execd_service *svc, const json_t *resp)
@@ -415,6 +447,26 @@ const char *ph_execd_environment_id(const ph_execd_environment *env)
     return env->id;
 }
 
+/* One streamed piece of a command's output: {"output": "stdout"|"stderr",
+ * "data_base64": ...} to cmd->on_output. */
+static bool output_frame(const void *ctx, const json_t *frame)
+{
+    const ph_execution_command *cmd = ctx;
+    const char *name = ph_wire_str(frame, "output");
+    int stream = name == NULL                  ? 0
+                 : strcmp(name, "stdout") == 0 ? PH_STREAM_STDOUT
+                 : strcmp(name, "stderr") == 0 ? PH_STREAM_STDERR
+                                               : 0;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    if (stream == 0 || ph_wire_get_bytes(frame, NULL, "data_base64", &data, &len) != 0)
+        return false;
+    if (len > 0)
+        cmd->on_output(cmd->on_output_ctx, stream, data, len);
+    free(data);
+    return true;
+}
+
 ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execution_command *cmd,
                                        ph_execution_result **out, ph_diag *diag)
 {
@@ -455,11 +507,17 @@ ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execu
             req = NULL;
         }
     }
+    if (req && cmd->on_output)
+        json_object_set_new(req, "stream_output", json_true());
     ph_status st;
-    json_t *resp = call(env->svc, req, &st, diag);
+    json_t *resp = call_streamed(env->svc, req, cmd->on_output ? output_frame : NULL,
+                                 cmd, &st, diag);
     if (resp == NULL)
         return st;
     st = ph_wire_get_result(json_object_get(resp, "result"), out, diag);
+    json_int_t dropped = json_integer_value(json_object_get(resp, "stream_dropped_bytes"));
+    if (st == PH_OK && dropped > 0)
+        (*out)->stream_dropped_bytes = (uint64_t)dropped;
     json_decref(resp);
     return st;
 }
@@ -571,14 +629,6 @@ ph_status ph_execd_workspace_read(ph_execd_workspace *ws, const char *path, size
         return ph_diag_set(diag, PH_E_LIMIT, 0, "the file is over %zu bytes", max_bytes);
     }
     return rc == 0 ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "malformed data from the service");
-}
-
-/* One frame on svc's connection (svc->mu held). */
-static int recv_locked(ph_execd_service *svc, json_t **resp)
-{
-    if (svc->ssl != NULL)
-        return ph_wire_recv_io(ph_wire_ssl_read, svc->ssl, PH_EXECD_MAX_RESPONSE_BYTES, resp);
-    return ph_wire_recv(svc->fd, PH_EXECD_MAX_RESPONSE_BYTES, resp);
 }
 
 #define STREAM_CHUNK (1024 * 1024)

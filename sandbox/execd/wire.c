@@ -371,6 +371,10 @@ json_t *ph_wire_result(const ph_execution_result *r)
                           ph_timeout_bound_code(r->timeout_bound), "duration_ms",
                           (json_int_t)r->duration_ms, "files_changed_truncated",
                           r->files_changed_truncated);
+    if (o != NULL && json_object_set_new(o, "workspace_full", json_boolean(r->workspace_full)) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     json_t *fc = json_array(), *gaps = json_array();
     bool ok = o && fc && gaps && set_output(o, "stdout", &r->out) == 0 &&
               set_output(o, "stderr", &r->err) == 0;
@@ -447,6 +451,7 @@ ph_status ph_wire_get_result(const json_t *o, ph_execution_result **out, ph_diag
     r->timeout_ms = ph_wire_int(o, "timeout_ms", 0, &ok);
     r->duration_ms = ph_wire_int(o, "duration_ms", 0, &ok);
     r->files_changed_truncated = json_is_true(json_object_get(o, "files_changed_truncated"));
+    r->workspace_full = json_is_true(json_object_get(o, "workspace_full"));
     ok = ok && bound_from_code(ph_wire_str(o, "timeout_bound"), &r->timeout_bound) &&
          get_output(o, "stdout", &r->out) && get_output(o, "stderr", &r->err);
     json_t *fc = json_object_get(o, "files_changed");

@@ -4,7 +4,10 @@
  * encoding for each, used by every place that prints one (docs/sandbox.md):
  *  - JSON: the bytes as a string under the text key when they are valid
  *    UTF-8 (jansson's own check, so what is accepted here is exactly what
- *    json_stringn accepts), else their standard base64 under the base64 key.
+ *    json_stringn accepts) without a NUL, else their standard base64 under
+ *    the base64 key. A NUL would go out as \u0000, which a reader without
+ *    JSON_ALLOW_NUL (ours included) refuses: binary output would break the
+ *    whole frame.
  *    Never dropped: jansson returns NULL for invalid UTF-8 and
  *    json_pack/json_object_set_new with that NULL fail quietly.
  *  - text: printable bytes as they are; a backslash doubled; newline,
@@ -32,7 +35,8 @@ bool ph_bytes_are_utf8(const char *s, size_t len)
 int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_key,
                       const void *data, size_t len)
 {
-    json_t *v = json_stringn(len ? (const char *)data : "", len);
+    bool text = len == 0 || memchr(data, '\0', len) == NULL;
+    json_t *v = text ? json_stringn(len ? (const char *)data : "", len) : NULL;
     const char *key = text_key;
     if (v == NULL) {
         if (len > SIZE_MAX / 4 * 3 - 4)

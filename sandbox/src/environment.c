@@ -762,6 +762,8 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
         .stdin_fd = stdin_fd,
         .timeout_ms = tc.ms,
         .output_cap = out_cap == PH_SANDBOX_UNSET ? DEFAULT_OUTPUT_BYTES : (size_t)out_cap,
+        .on_output = cmd->on_output,
+        .on_output_ctx = cmd->on_output_ctx,
     };
     ph_mech_outcome o = {0};
     st = ph_fault_point("exec_mechanism", diag);

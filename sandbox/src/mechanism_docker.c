@@ -435,6 +435,7 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
     cli_env_free(env);
     if (st != PH_OK)
         goto out;
+    ph_capture_stream(caps, a);
     int ws = 0;
     if (ph_cli_collect(pid, pidfd, caps, 2, deadline, &ws) == PH_E_TIMEOUT) {
         /* The init dies, and with it every process of the container. */

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -311,12 +312,53 @@ static void run_command(const ph_mech_exec_args *a, int out_fd, int err_fd, bool
     _exit(err == ENOENT ? 127 : 126);
 }
 
+/* The init is a fork of the service that never execs, so /proc/1/environ
+ * (read from the kernel's record of where the environment block was at the
+ * service's exec) would show the service's startup environment to the
+ * command. Zero that block in this copy of the memory; the service's own is
+ * untouched. Raw syscalls and a stack buffer: this runs after a raw clone. */
+static void wipe_startup_environment(void)
+{
+    char buf[2048];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (p == NULL)
+        return;
+    /* After ")": field 3 onwards; env_start and env_end are fields 50, 51. */
+    unsigned long v[2] = {0, 0};
+    int field = 2;
+    for (p++; *p != '\0' && field < 51;) {
+        while (*p == ' ')
+            p++;
+        field++;
+        unsigned long x = 0;
+        while (*p >= '0' && *p <= '9')
+            x = x * 10 + (unsigned long)(*p++ - '0');
+        while (*p != '\0' && *p != ' ')
+            p++;
+        if (field == 50)
+            v[0] = x;
+        else if (field == 51)
+            v[1] = x;
+    }
+    if (field == 51 && v[0] != 0 && v[1] > v[0])
+        memset((void *)(uintptr_t)v[0], 0, v[1] - v[0]);
+}
+
 /* The init of the PID namespace: starts the command, reaps everything, hands
  * the command's wait status to the service, and exits (which kills any
  * process the command left behind). */
 static void namespace_init(const fake_state *fs, const ph_mech_exec_args *a, int out_fd,
                            int err_fd, int setup_fd, int status_fd)
 {
+    wipe_startup_environment();
     assemble_root(fs, setup_fd);
     /* A raw clone again: glibc's fork would wait for the locks above. */
     pid_t cmd = (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
@@ -407,6 +449,7 @@ static ph_status fake_execute(void *state, const ph_mech_exec_args *a, ph_mech_o
 
     ph_capture caps[2] = {{.fd = out_p[0], .dst = &o->out, .cap = a->output_cap},
                           {.fd = err_p[0], .dst = &o->err, .cap = a->output_cap}};
+    ph_capture_stream(caps, a);
     int64_t deadline = start + a->timeout_ms;
     bool exited = false;
     int wstatus = 0;

@@ -490,6 +490,7 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
     if ((st = ph_runsc_spawn_captured(&gs->rt, gs->host_uds, tail, a->stdin_fd, &o->out, &o->err,
                                       a->output_cap, &pid, &pidfd, caps, diag)) != PH_OK)
         return st;
+    ph_capture_stream(caps, a);
     int ws = 0;
     if (ph_cli_collect(pid, pidfd, caps, 2, deadline, &ws) == PH_E_TIMEOUT) {
         o->timed_out = true;

@@ -54,9 +54,20 @@ bool ph_capture_read(ph_capture *c)
             }
             memcpy(o->data + o->len, buf, keep);
             o->len += keep;
+            if (c->on_output != NULL)
+                c->on_output(c->on_output_ctx, c->stream, buf, keep);
         }
         if ((size_t)n > keep)
             o->truncated = true;
+    }
+}
+
+void ph_capture_stream(ph_capture caps[static 2], const ph_mech_exec_args *a)
+{
+    for (int i = 0; i < 2; i++) {
+        caps[i].on_output = a->on_output;
+        caps[i].on_output_ctx = a->on_output_ctx;
+        caps[i].stream = i == 0 ? PH_STREAM_STDOUT : PH_STREAM_STDERR;
     }
 }
 

@@ -188,8 +188,12 @@ ph_status ph_state_write(int dir_fd, const char *name, const void *data, size_t 
  * length (len may be NULL). PH_E_DENIED (state_file_*) for anything else. */
 ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, ph_diag *diag);
 
-/* PH_OK when path names a unix socket (O_PATH|O_NOFOLLOW + fstat
- * S_ISSOCK); PH_E_INVAL (proxy_socket_*) otherwise. */
+/* PH_OK when path names a unix socket reached through directories only
+ * root or the euid can change (a walk from "/" with O_NOFOLLOW, no
+ * symlink on the way; in a sticky shared directory the socket must be
+ * root's or ours); PH_E_INVAL (proxy_socket_not_absolute, _missing,
+ * _symlink, _not_socket, _untrusted_ancestor, _untrusted_owner,
+ * _not_canonical) otherwise. */
 ph_status ph_state_check_socket(const char *path, ph_diag *diag);
 
 /* Pins the proxy socket: checks socket_path as ph_state_check_socket does,
@@ -273,6 +277,10 @@ typedef struct ph_mech_exec_args {
     int stdin_fd;                /* a readable descriptor at offset 0 (memfd) */
     int64_t timeout_ms;          /* kill the whole tree after this */
     size_t output_cap;           /* per stream */
+    /* ph_execution_command.on_output (may be NULL): the mechanism passes it
+     * to its captures with ph_capture_stream. */
+    void (*on_output)(void *ctx, int stream, const uint8_t *data, size_t len);
+    void *on_output_ctx;
 } ph_mech_exec_args;
 
 typedef struct ph_mech_outcome {
@@ -321,7 +329,15 @@ typedef struct ph_capture {
     ph_output *dst;
     size_t cap;   /* bytes kept at most */
     size_t alloc; /* bytes allocated in dst->data (without the NUL) */
+    /* Called with every piece kept, as it is kept (NULL: none). */
+    void (*on_output)(void *ctx, int stream, const uint8_t *data, size_t len);
+    void *on_output_ctx;
+    int stream;   /* PH_STREAM_STDOUT or PH_STREAM_STDERR */
 } ph_capture;
+
+/* Connects the exec args' output callback to caps[0] (stdout) and caps[1]
+ * (stderr). */
+void ph_capture_stream(ph_capture caps[static 2], const ph_mech_exec_args *a);
 
 /* Reads what is available on every open capture fd (closing each at EOF)
  * until all are closed or deadline_ms (CLOCK_MONOTONIC) passes. */

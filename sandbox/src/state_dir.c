@@ -321,26 +321,126 @@ ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, p
     return PH_OK;
 }
 
-ph_status ph_state_check_socket(const char *path, ph_diag *diag)
+/* Opens the proxy socket at path (O_PATH) through a walk from "/" that
+ * trusts only what root, the euid or the socket's own user can change:
+ *   - every directory above the socket's is trusted_ancestor's (owned by
+ *     root or euid, writable by nobody else unless sticky);
+ *   - the socket's directory may instead belong to one other user (the
+ *     proxy's, which runs unprivileged and owns its runtime directory) when
+ *     nobody else can write in it; the socket is then that user's, root's
+ *     or ours;
+ *   - in a sticky directory others can write in, the socket is root's or
+ *     ours (anyone could have bound one under that name);
+ *   - no component is a symlink.
+ * Otherwise a third local user could swap the path for their own socket, or
+ * for a symlink to one such as the container runtime's, and the sandbox's
+ * egress would reach it instead of the proxy. */
+/* Whether exactly one more component follows at p. */
+static bool next_is_last(const char *p)
 {
+    char c[256];
+    bool too_long = false;
+    return next_component(&p, c, sizeof c, &too_long) &&
+           !next_component(&p, c, sizeof c, &too_long);
+}
+
+static ph_status open_socket(const char *path, int *out, ph_diag *diag)
+{
+    *out = -1;
     if (path == NULL || path[0] != '/')
         return ph_diag_set(diag, PH_E_INVAL, 0,
                            "proxy_socket_not_absolute: spec.network.proxy_socket_path must be an "
                            "absolute path");
-    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return ph_diag_set(diag, PH_E_INVAL, 0,
-                           "proxy_socket_missing: spec.network.proxy_socket_path cannot be "
-                           "opened: %s",
-                           strerror(errno));
+    int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     struct stat sb;
-    bool sock = fstat(fd, &sb) == 0 && S_ISSOCK(sb.st_mode);
-    close(fd);
-    if (!sock)
-        return ph_diag_set(diag, PH_E_INVAL, 0,
-                           "proxy_socket_not_socket: spec.network.proxy_socket_path is not a "
-                           "unix socket (a symlink is not followed)");
+    bool sticky_open = false;
+    if (dir < 0 || fstat(dir, &sb) != 0 || !trusted_ancestor(&sb, &sticky_open)) {
+        if (dir >= 0)
+            close(dir);
+        return ph_diag_set(diag, PH_E_INVAL, 0, "proxy_socket_untrusted_ancestor: /");
+    }
+    const char *p = path;
+    char comp[256];
+    bool too_long = false;
+    uid_t dir_user = (uid_t)-1; /* the socket directory's other user, if any */
+    ph_status st = PH_OK;
+    while (st == PH_OK && next_component(&p, comp, sizeof comp, &too_long)) {
+        const char *rest = p;
+        char peek[256];
+        bool last = !next_component(&rest, peek, sizeof peek, &too_long);
+        if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+            st = ph_diag_set(diag, PH_E_INVAL, 0,
+                             "proxy_socket_not_canonical: spec.network.proxy_socket_path must "
+                             "not contain '.' or '..'");
+            break;
+        }
+        int next = openat(dir, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY));
+        struct stat lsb;
+        bool opened = next >= 0 && fstat(next, &sb) == 0;
+        bool ours = opened && (sb.st_uid == 0 || sb.st_uid == geteuid());
+        if (!opened) {
+            bool link = fstatat(dir, comp, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lsb.st_mode);
+            st = link ? ph_diag_set(diag, PH_E_INVAL, 0,
+                                    "proxy_socket_symlink: a directory of "
+                                    "spec.network.proxy_socket_path is a symlink (give the real "
+                                    "path)")
+                      : ph_diag_set(diag, PH_E_INVAL, 0,
+                                    "proxy_socket_missing: spec.network.proxy_socket_path cannot "
+                                    "be opened: %s",
+                                    strerror(errno));
+        } else if (last && !S_ISSOCK(sb.st_mode)) {
+            st = ph_diag_set(diag, PH_E_INVAL, 0,
+                             "proxy_socket_not_socket: spec.network.proxy_socket_path is not a "
+                             "unix socket (a symlink is not followed)");
+        } else if (last && !ours &&
+                   (sticky_open || (dir_user != (uid_t)-1 && sb.st_uid != dir_user))) {
+            st = ph_diag_set(diag, PH_E_INVAL, 0,
+                             "proxy_socket_untrusted_owner: spec.network.proxy_socket_path "
+                             "belongs to uid %u, who does not control its directory",
+                             (unsigned)sb.st_uid);
+        } else if (!last) {
+            /* The socket's own directory may be one other user's. */
+            bool shared = (sb.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+            bool socket_dir = next_is_last(p);
+            if (!S_ISDIR(sb.st_mode) || (shared && (sb.st_mode & S_ISVTX) == 0) ||
+                (!ours && (!socket_dir || shared)))
+                st = ph_diag_set(diag, PH_E_INVAL, 0,
+                                 "proxy_socket_untrusted_ancestor: a directory of "
+                                 "spec.network.proxy_socket_path is owned by uid %u or "
+                                 "writable by others",
+                                 (unsigned)sb.st_uid);
+            sticky_open = shared;
+            dir_user = ours ? (uid_t)-1 : sb.st_uid;
+        }
+        close(dir);
+        dir = next;
+        if (last)
+            break;
+    }
+    if (st == PH_OK && too_long)
+        st = ph_diag_set(diag, PH_E_INVAL, 0,
+                         "proxy_socket_missing: a component of spec.network.proxy_socket_path is "
+                         "too long");
+    if (st == PH_OK && (dir < 0 || fstat(dir, &sb) != 0 || !S_ISSOCK(sb.st_mode)))
+        st = ph_diag_set(diag, PH_E_INVAL, 0,
+                         "proxy_socket_not_socket: spec.network.proxy_socket_path is not a unix "
+                         "socket");
+    if (st != PH_OK) {
+        if (dir >= 0)
+            close(dir);
+        return st;
+    }
+    *out = dir;
     return PH_OK;
+}
+
+ph_status ph_state_check_socket(const char *path, ph_diag *diag)
+{
+    int fd;
+    ph_status st = open_socket(path, &fd, diag);
+    if (st == PH_OK)
+        close(fd);
+    return st;
 }
 
 /* ---- fault injection (tests only set it) ---- */
@@ -361,17 +461,10 @@ ph_status ph_fault_point(const char *step, ph_diag *diag)
 
 ph_status ph_state_pin_socket(int dir_fd, const char *name, const char *socket_path, ph_diag *diag)
 {
-    ph_status st = ph_state_check_socket(socket_path, diag);
+    int sock;
+    ph_status st = open_socket(socket_path, &sock, diag);
     if (st != PH_OK)
         return st;
-    int sock = open(socket_path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    struct stat sb;
-    if (sock < 0 || fstat(sock, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
-        if (sock >= 0)
-            close(sock);
-        return ph_diag_set(diag, PH_E_INVAL, 0,
-                           "proxy_socket_not_socket: spec.network.proxy_socket_path changed");
-    }
     int stub = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (stub < 0) {
         int e = errno;

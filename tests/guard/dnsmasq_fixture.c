@@ -87,10 +87,15 @@ static uint16_t pick_port(void)
     return ok ? port : 0;
 }
 
-static pid_t spawn(uint16_t port)
+static pid_t spawn(uint16_t port, const char *hosts_file)
 {
-    char portarg[32];
+    char portarg[32], hostsarg[4200];
     snprintf(portarg, sizeof portarg, "--port=%u", port);
+    /* Without a hosts file the argument repeats one already given. */
+    if (hosts_file != NULL)
+        snprintf(hostsarg, sizeof hostsarg, "--addn-hosts=%s", hosts_file);
+    else
+        snprintf(hostsarg, sizeof hostsarg, "--no-hosts");
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -109,6 +114,7 @@ static pid_t spawn(uint16_t port)
             "--txt-record=empty.test,nothing-here",
             "--address=/evil.example.test/93.184.215.14",
             "--address=/loop.test/127.0.0.1",
+            hostsarg,
             NULL,
         };
         /* Dies with the test, even when the test crashes: an orphan would
@@ -133,7 +139,9 @@ bool ph_dnsmasq_installed(void)
     return false;
 }
 
-bool ph_dnsmasq_start(ph_dnsmasq *d)
+bool ph_dnsmasq_start(ph_dnsmasq *d) { return ph_dnsmasq_start_hosts(d, NULL); }
+
+bool ph_dnsmasq_start_hosts(ph_dnsmasq *d, const char *hosts_file)
 {
     d->pid = -1;
     if (DNSMASQ[0] == '\0')
@@ -144,7 +152,7 @@ bool ph_dnsmasq_start(ph_dnsmasq *d)
         uint16_t port = pick_port();
         if (port == 0)
             continue;
-        pid_t pid = spawn(port);
+        pid_t pid = spawn(port, hosts_file);
         snprintf(d->server, sizeof d->server, "127.0.0.1:%u", port);
         /* Ready when it answers a query from the zone (asking, rather than
          * probing its port, never races dnsmasq for the bind). */
@@ -173,6 +181,30 @@ bool ph_dnsmasq_start(ph_dnsmasq *d)
         }
     }
     fail_msg("no free loopback port for dnsmasq after 10 attempts");
+    return false;
+}
+
+void ph_dnsmasq_set_hosts(ph_dnsmasq *d, const char *path, const char *text)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.new", path);
+    assert_int_equal(ph_test_write_file(tmp, text, strlen(text)), 0);
+    assert_int_equal(rename(tmp, path), 0);
+    if (d != NULL && d->pid > 0)
+        kill(d->pid, SIGHUP);
+}
+
+bool ph_dnsmasq_wait_refused(const ph_dnsmasq *d, const char *name, ph_reason reason)
+{
+    ph_resolver_config cfg = {.servers = d->server, .timeout_ms = 500};
+    for (int i = 0; i < 200; i++) {
+        ph_pinned_addrs a;
+        ph_reason why = PH_REASON_ALLOWED;
+        if (ph_resolve_blocking(&cfg, name, 80, &a, &why, NULL) == PH_E_DENIED && why == reason)
+            return true;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
     return false;
 }
 

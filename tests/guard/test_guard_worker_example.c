@@ -1,9 +1,9 @@
 /* test_guard_worker_example.c - examples/worker_libcurl.c end to end (label
  * "e2e"): dnsmasq for names, a tiny HTTP server on loopback as the tenant's
- * upstream. Shows that the worker re-checks every redirect hop itself: a
- * redirect to an allowlisted name that resolves to the metadata address, or
- * to a name not on the list, is refused before any connection; a redirect to
- * an allowed name is followed. The upstream is on 127.0.0.1, so those runs
+ * upstream. Shows that the worker (through libpinhole-curl) re-checks every
+ * redirect hop: a redirect to an allowlisted name that resolves to the
+ * metadata address, or to a name not on the list, is refused before any
+ * connection; a redirect to an allowed name is followed. The upstream is on 127.0.0.1, so those runs
  * use the example linked with a loopback-exempt libpinhole; the normal build
  * must refuse the same upstream. */
 #include "test_support.h"
@@ -169,8 +169,8 @@ static void test_followed_redirect_is_rechecked_and_fetched(void **state)
     (void)state;
     assert_int_equal(run_worker(PH_WORKER_LOOPBACK, "/start-ok"), 0);
     assert_string_equal(out, "page-body\n");
-    assert_non_null(strstr(err, "hop 0 http://loop.test:"));
-    assert_non_null(strstr(err, "hop 1 http://loop.test:"));
+    assert_non_null(strstr(err, "worker: 200 from http://loop.test:"));
+    assert_non_null(strstr(err, "after 1 redirect(s), at 127.0.0.1"));
     /* Two requests, both made by the worker (curl followed nothing). */
     char want[256];
     snprintf(want, sizeof want, "GET /start-ok loop.test:%u\nGET /ok loop.test:%u\n",

@@ -92,6 +92,50 @@ static void test_errors_are_positioned_and_change_nothing(void **state)
     assert_error_at("workers: 1\n\tbad: 2\n", ":2:", "");
 }
 
+/* The strict reader's refusals (pinhole/yaml_reader.h), each positioned and
+ * each leaving the settings as they were. */
+static void test_reader_refusals(void **state)
+{
+    (void)state;
+    assert_error_at("workers: 1\ndns_timeout_ms: *t\n", ":2:17:", "aliases are not accepted");
+    assert_error_at("listen: [127.0.0.1:1]\nworkers: 2\nlisten: [127.0.0.1:2]\n", ":3:1:",
+                    "duplicate setting 'listen'");
+    assert_error_at("table: !!str t\n", ":1:8:", "tags are not accepted");
+    assert_error_at("table: !<tag:yaml.org,2002:str> t\n", ":1:8:", "tags are not accepted");
+    assert_error_at("%TAG !e! tag:example.com,2000:\n---\nworkers: 1\n", ":", "%TAG directives");
+    assert_error_at("%YAML 1.1\n---\nworkers: 1\n", ":", "%YAML directives");
+    assert_error_at("workers: 1\n---\n", ":2:1:", "one YAML document");
+    assert_error_at("? [workers]\n: 1\n", ":1:3:", "expected a setting name");
+    assert_error_at("workers: 1\nworkers_x: 2\n", ":2:1:", "unknown setting 'workers_x'");
+    assert_error_at("listen: [\"127.0.0.1:1\\0x\"]\n", ":1:10:", "NUL byte");
+    /* Too deep: refused where the 17th collection starts (the root mapping
+     * is the first), before libyaml's quadratic flow scanning gets far. */
+    char deep[256] = "workers: ";
+    size_t o = strlen(deep);
+    for (int i = 0; i < 40; i++)
+        deep[o++] = '[';
+    for (int i = 0; i < 40; i++)
+        deep[o++] = ']';
+    deep[o++] = '\n';
+    deep[o] = '\0';
+    assert_error_at(deep, ":1:25:", "nested more than 16 levels deep");
+    /* A scalar longer than the limit. */
+    char *big = malloc(8192);
+    assert_non_null(big);
+    memcpy(big, "table: ", 7);
+    memset(big + 7, 'x', 5000);
+    memcpy(big + 5007, "\n", 2);
+    assert_error_at(big, ":1:8:", "a value longer than 4096 bytes");
+    free(big);
+    /* The whole message: path, line, column, text. */
+    px_config cfg;
+    ph_diag d;
+    assert_int_equal(load("workers: &w 1\n", &cfg, &d), PH_E_INVAL);
+    char want[1200];
+    snprintf(want, sizeof want, "%s/proxy.yaml:1:10: anchors are not accepted", ph_test_dir);
+    assert_string_equal(d.message, want);
+}
+
 static void test_bad_utf8_is_positioned(void **state)
 {
     (void)state;
@@ -147,6 +191,7 @@ int main(void)
         cmocka_unit_test(test_a_good_file_sets_every_kind_of_value),
         cmocka_unit_test(test_booleans_are_plain_true_or_false),
         cmocka_unit_test(test_errors_are_positioned_and_change_nothing),
+        cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_bad_utf8_is_positioned),
         cmocka_unit_test(test_command_line_overrides_the_file),
         cmocka_unit_test(test_command_line_errors),

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "pinhole/proxy_request.h"
+#include "proxy_request.h"
 #include "test_support.h"
 
 static ph_preq_result parse(const char *s, ph_proxy_request *r)

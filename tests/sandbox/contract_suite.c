@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CAP_MS 10000
@@ -149,6 +150,89 @@ static void test_output_is_capped_per_stream(void **state)
     assert_int_equal(r->err.len, 999);
     assert_false(r->err.truncated);
     assert_int_equal(r->exit_code, 0);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&env);
+}
+
+/* Output is bytes: NUL, invalid UTF-8 and every other byte come back as
+ * written. */
+static void test_binary_output_is_kept_byte_for_byte(void **state)
+{
+    (void)state;
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    const char *argv[] = {"sh", "-c", "printf 'a\\000b\\377\\000'; printf '\\000\\n' >&2", NULL};
+    ph_execution_result *r = sbx_run(env, argv);
+    assert_int_equal(r->out.len, 5);
+    assert_memory_equal(r->out.data, "a\0b\377\0", 5);
+    assert_int_equal(r->err.len, 2);
+    assert_memory_equal(r->err.data, "\0\n", 2);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&env);
+}
+
+/* ---- streamed output ---- */
+
+typedef struct stream_log {
+    uint8_t data[2][4096]; /* [0] stdout, [1] stderr */
+    size_t len[2];
+    int64_t first_ms[2];   /* when each stream's first piece came */
+    int bad_stream;
+} stream_log;
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
+{
+    stream_log *l = ctx;
+    if (stream != PH_STREAM_STDOUT && stream != PH_STREAM_STDERR) {
+        l->bad_stream = stream;
+        return;
+    }
+    int i = stream == PH_STREAM_STDOUT ? 0 : 1;
+    if (l->len[i] == 0)
+        l->first_ms[i] = now_ms();
+    size_t room = sizeof l->data[i] - l->len[i];
+    memcpy(l->data[i] + l->len[i], data, len < room ? len : room);
+    l->len[i] += len;
+}
+
+/* The output arrives while the command runs, in order, and the pieces are
+ * exactly what the result keeps (the cap applies to both). */
+static void test_output_is_streamed_while_running(void **state)
+{
+    (void)state;
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    spec.limits.output_bytes = 1000;
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    const char *argv[] = {"sh", "-c", "echo first; echo early-err >&2; sleep 2; "
+                                      "head -c 3000 /dev/zero | tr '\\0' x; echo late-err >&2",
+                          NULL};
+    stream_log l = {0};
+    ph_execution_command cmd = {.argv = argv, .timeout_seconds = PH_SANDBOX_UNSET,
+                                .run_budget_ms = PH_SANDBOX_UNSET, .on_output = on_output,
+                                .on_output_ctx = &l};
+    ph_execution_result *r = exec_cmd(env, &cmd);
+    int64_t end = now_ms();
+    assert_int_equal(l.bad_stream, 0);
+    assert_int_equal(r->exit_code, 0);
+    /* Both streams' first pieces came before the command's 2 s sleep ended. */
+    assert_true(l.first_ms[0] > 0 && end - l.first_ms[0] >= 1500);
+    assert_true(l.first_ms[1] > 0 && end - l.first_ms[1] >= 1500);
+    assert_int_equal(l.len[0], r->out.len);
+    assert_memory_equal(l.data[0], r->out.data, r->out.len);
+    assert_int_equal(l.len[1], r->err.len);
+    assert_memory_equal(l.data[1], r->err.data, r->err.len);
+    assert_int_equal(r->out.len, 1000);
+    assert_true(r->out.truncated);
+    assert_memory_equal(r->out.data, "first\nxx", 8);
+    assert_string_equal((char *)r->err.data, "early-err\nlate-err\n");
+    assert_int_equal(r->stream_dropped_bytes, 0);
     ph_execution_result_free(&r);
     ph_environment_destroy(&env);
 }
@@ -526,6 +610,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_argv_reaches_the_program_verbatim),
         cmocka_unit_test(test_stdin_bytes_reach_the_command),
         cmocka_unit_test(test_output_is_capped_per_stream),
+        cmocka_unit_test(test_binary_output_is_kept_byte_for_byte),
+        cmocka_unit_test(test_output_is_streamed_while_running),
         cmocka_unit_test(test_exit_codes_and_signals),
         cmocka_unit_test(test_timeout_each_bound_wins),
         cmocka_unit_test(test_timeout_service_cap_wins_alone),

@@ -78,3 +78,37 @@ ph_add_script_test(NAME execd.python_client
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/python_client.py
             $<TARGET_FILE:pinhole-execd>)
 set_tests_properties(execd.python_client PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# The escape test (harness case 26), unchanged, through the service: client ->
+# pinhole-execd -> gvisor. Host files (the daemon's state with both tenants'
+# workspaces, canaries, sockets) stay off /tmp, as in-process.
+add_executable(execd_escape ${CMAKE_CURRENT_LIST_DIR}/test_escape.c
+               ${CMAKE_CURRENT_LIST_DIR}/escape_support.c ${PH_SANDBOX_TEST_SUPPORT})
+target_compile_options(execd_escape PRIVATE -include pinhole/execd_as_port.h)
+target_link_libraries(execd_escape PRIVATE pinhole_execd_client pinhole_sandbox_internal
+                      PkgConfig::CMOCKA pinhole_flags)
+target_include_directories(execd_escape PRIVATE ${PROJECT_SOURCE_DIR}/tests/support
+                           ${CMAKE_CURRENT_LIST_DIR})
+target_compile_definitions(execd_escape PRIVATE
+    PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
+add_dependencies(execd_escape pinhole-execd pinhole-forwarder)
+if(TARGET pinhole-sandbox-rootfs)
+    add_dependencies(execd_escape pinhole-sandbox-rootfs)
+endif()
+string(FIND "${PROJECT_BINARY_DIR}/" "/tmp/" ph_tmp_build)
+if(ph_tmp_build EQUAL 0)
+    set(ph_escape_tmp /var/tmp/pinhole-escape-tmp)
+else()
+    set(ph_escape_tmp ${PROJECT_BINARY_DIR}/escape-tmp)
+endif()
+# gvisor: every attack fails; fake (the negative control): the attacks that
+# docs/security.md lists succeed through the service too.
+foreach(mechanism gvisor fake)
+    add_test(NAME execd.escape_${mechanism}
+             COMMAND env PH_EXECD_TMPDIR=${ph_escape_tmp}
+                     bash ${CMAKE_CURRENT_LIST_DIR}/execd_contract.sh
+                     $<TARGET_FILE:pinhole-execd> $<TARGET_FILE:execd_escape> ${mechanism}
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(execd.escape_${mechanism} PROPERTIES LABELS "e2e;isolation"
+                         SKIP_RETURN_CODE 77 TIMEOUT 240)
+endforeach()

@@ -6,7 +6,19 @@
 # available (the daemon exits 69), the suite's status otherwise.
 set -u
 execd=$1 suite=$2 mechanism=$3
-tmp=$(mktemp -d)
+# PH_EXECD_TMPDIR: where the daemon's socket and state go (the escape test
+# keeps host files off /tmp).
+if [ -n "${PH_EXECD_TMPDIR:-}" ]; then
+    mkdir -p "$PH_EXECD_TMPDIR" && chmod 755 "$PH_EXECD_TMPDIR"
+    tmp=$(mktemp -d -p "$PH_EXECD_TMPDIR")
+else
+    tmp=$(mktemp -d)
+fi
+chmod 755 "$tmp"
+# A canary in the daemon's environment (and the suite's): the escape test
+# looks for it inside the sandboxes.
+PH_ESCAPE_DAEMON_CANARY="canary-service-env-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+export PH_ESCAPE_DAEMON_CANARY
 daemon=
 proxy=
 cleanup() {
@@ -26,7 +38,7 @@ proxy=$!
 # one, passing on only the mechanism's own settings.
 pass=()
 for v in PINHOLE_GVISOR_ROOTFS PINHOLE_FORWARDER PINHOLE_RUNSC PINHOLE_SANDBOX_UID \
-         PINHOLE_SANDBOX_GID PINHOLE_DOCKER TMPDIR; do
+         PINHOLE_SANDBOX_GID PINHOLE_DOCKER TMPDIR PH_ESCAPE_DAEMON_CANARY; do
     [ -n "${!v:-}" ] && pass+=("$v=${!v}")
 done
 env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${pass[@]}" \
@@ -46,7 +58,8 @@ for _ in $(seq 100); do
     fi
     sleep 0.1
 done
-PINHOLE_EXECD_SOCKET="$tmp/execd.sock" "$suite" "$mechanism"
+PINHOLE_EXECD_SOCKET="$tmp/execd.sock" PINHOLE_EXECD_STATE_DIR="$tmp/state" \
+    PINHOLE_EXECD_PROXY_SOCKET="$tmp/proxy.sock" "$suite" "$mechanism"
 rc=$?
 # A clean stop is part of the test: every sandbox destroyed, exit 0 (and,
 # in sanitizer builds, no report).

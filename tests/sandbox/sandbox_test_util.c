@@ -23,8 +23,13 @@ bool sbx_open(sbx_fixture *f, ph_sandbox_mechanism m, int64_t cap_ms)
                diag.message);
         return false;
     }
+#ifdef PINHOLE_EXECD_AS_PORT_H
+    const char *daemon_state = getenv("PINHOLE_EXECD_STATE_DIR");
+    f->state_dir = daemon_state ? strdup(daemon_state) : NULL;
+#else
     f->state_dir = ph_test_mkdtemp();
     assert_non_null(f->state_dir);
+#endif
     ph_service_config cfg = {
         .mode = PH_SERVICE_MODE_DEVELOPMENT,
         .mechanism = m,
@@ -43,7 +48,9 @@ void sbx_close(sbx_fixture *f)
 {
     ph_execution_service_close(&f->svc);
     if (f->state_dir) {
+#ifndef PINHOLE_EXECD_AS_PORT_H
         ph_test_rmtree(f->state_dir);
+#endif
         free(f->state_dir);
         f->state_dir = NULL;
     }

@@ -13,7 +13,10 @@
 #include "pinhole/workspace.h"
 
 typedef struct sbx_fixture {
-    char *state_dir;          /* the service's state directory (a fresh temp dir) */
+    /* The service's state directory: a fresh temp dir; compiled against
+     * pinhole-execd (pinhole/execd_as_port.h), the daemon's, from
+     * $PINHOLE_EXECD_STATE_DIR (NULL when unset), which is not removed. */
+    char *state_dir;
     ph_execution_service *svc;
     ph_sandbox_mechanism mechanism;
     char warnings[8192];      /* every warning line, '\n'-separated */

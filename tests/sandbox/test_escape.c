@@ -79,6 +79,15 @@ static int group_setup(void **state)
     /* The secret must be in the service's environment before anything is
      * created: nothing of it may reach a sandbox, by any path. */
     esc_canary(g_service_secret, sizeof g_service_secret, "service-env");
+#ifdef PINHOLE_EXECD_AS_PORT_H
+    /* Through pinhole-execd the service is the daemon: its wrapper put the
+     * canary in the daemon's environment (under a name that is not a
+     * credential's: the daemon refuses to start with one) and in ours, the
+     * worker's, which also gets it under the names below. */
+    const char *given = getenv("PH_ESCAPE_DAEMON_CANARY");
+    assert_non_null(given);
+    snprintf(g_service_secret, sizeof g_service_secret, "%s", given);
+#endif
     setenv("PH_ESCAPE_SERVICE_SECRET", g_service_secret, 1);
     setenv("OPENAI_API_KEY", g_service_secret, 1);
     if (!sbx_open(&g_fx, g_mechanism, 20000))
@@ -93,6 +102,13 @@ static int group_setup(void **state)
     chmod(g_dir, 0755);
     chmod(g_secret_path, 0644); /* readable by any host user: only isolation protects it */
     snprintf(g_proxy_path, sizeof g_proxy_path, "%s/proxy.sock", g_dir);
+#ifdef PINHOLE_EXECD_AS_PORT_H
+    /* The daemon hands granted sandboxes its own --proxy-socket (a host path
+     * never crosses the socket): this test's listener takes that path. */
+    const char *daemon_proxy = getenv("PINHOLE_EXECD_PROXY_SOCKET");
+    assert_non_null(daemon_proxy);
+    snprintf(g_proxy_path, sizeof g_proxy_path, "%s", daemon_proxy);
+#endif
     snprintf(g_other_sock_path, sizeof g_other_sock_path, "%s/other.sock", g_dir);
     g_proxy = esc_unix_listener(g_proxy_path);
     g_other_sock = esc_unix_listener(g_other_sock_path);

@@ -430,6 +430,101 @@ static void test_proxy_socket_must_be_a_socket(void **state)
     ph_execution_service_close(&svc);
 }
 
+/* Another local user must not be able to swap the proxy socket for their
+ * own (or for a symlink to the container runtime's): every directory on
+ * the path is root's or ours and writable by nobody else unless sticky,
+ * no component is a symlink, and in a sticky shared directory the socket
+ * itself is root's or ours. */
+static void test_proxy_socket_path_others_can_change(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        print_message("needs root to make another user's files; skipped part\n");
+        return;
+    }
+    char dir[512], path[700];
+    ph_execution_service *svc = open_named("sock-path-svc", dir);
+    ph_environment_spec s = fake_spec();
+    s.network.grant_token = "grant";
+    struct {
+        const char *sub;  /* a directory under g_top */
+        unsigned mode;
+        uid_t owner;
+        uid_t sock_owner;
+        const char *code; /* NULL: accepted */
+    } cases[] = {
+        {"open", 0777, 0, 0, "proxy_socket_untrusted_ancestor"},
+        {"group-writable", 0775, 0, 0, "proxy_socket_untrusted_ancestor"},
+        {"sticky-their-socket", 01777, 0, OTHER_UID, "proxy_socket_untrusted_owner"},
+        {"sticky-our-socket", 01777, 0, 0, NULL},
+        {"ours", 0755, 0, OTHER_UID, NULL}, /* a trusted directory: its owner put it there */
+        /* The proxy's user, unprivileged, owns its runtime directory. */
+        {"proxy-user", 0755, OTHER_UID, OTHER_UID, NULL},
+        {"proxy-user-root-socket", 0755, OTHER_UID, 0, NULL},
+        {"proxy-user-third-socket", 0755, OTHER_UID, OTHER_UID + 1, "proxy_socket_untrusted_owner"},
+        {"proxy-user-shared", 01777, OTHER_UID, OTHER_UID, "proxy_socket_untrusted_ancestor"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char sub[600];
+        snprintf(sub, sizeof sub, "%s/sockpath-%s", g_top, cases[i].sub);
+        if (mkdir(sub, 0700) != 0)
+            fail_msg("mkdir %s: %s", sub, strerror(errno));
+        snprintf(path, sizeof path, "%s/proxy.sock", sub);
+        int fd = bound_socket(path);
+        assert_int_equal(chown(path, cases[i].sock_owner, 0), 0);
+        assert_int_equal(chown(sub, cases[i].owner, 0), 0);
+        assert_int_equal(chmod(sub, cases[i].mode), 0);
+        s.network.proxy_socket_path = path;
+        ph_environment *env = NULL;
+        ph_diag diag = {0};
+        ph_status st = ph_environment_create(svc, &s, &env, &diag);
+        if (cases[i].code == NULL) {
+            if (st != PH_OK)
+                fail_msg("%s: %s", cases[i].sub, diag.message);
+            ph_environment_destroy(&env);
+        } else {
+            assert_int_equal(st, PH_E_INVAL);
+            assert_null(env);
+            if (strstr(diag.message, cases[i].code) == NULL)
+                fail_msg("%s: expected %s, got: %s", cases[i].sub, cases[i].code, diag.message);
+        }
+        close(fd);
+    }
+    /* Another user's directory higher up: they could swap what is below. */
+    char theirs[300], below[400];
+    snprintf(theirs, sizeof theirs, "%s/sockpath-theirs", g_top);
+    snprintf(below, sizeof below, "%s/sub", theirs);
+    if (mkdir(theirs, 0755) != 0 || mkdir(below, 0755) != 0)
+        fail_msg("%s: %s", below, strerror(errno));
+    snprintf(path, sizeof path, "%s/proxy.sock", below);
+    int tfd = bound_socket(path);
+    assert_int_equal(chown(theirs, OTHER_UID, 0), 0);
+    s.network.proxy_socket_path = path;
+    ph_environment *tenv = NULL;
+    ph_diag tdiag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &tenv, &tdiag), PH_E_INVAL);
+    if (strstr(tdiag.message, "proxy_socket_untrusted_ancestor") == NULL)
+        fail_msg("another user's ancestor: %s", tdiag.message);
+    close(tfd);
+    /* A symlinked directory on the way: its target could change. */
+    char real[600], alias[600];
+    snprintf(real, sizeof real, "%s/sockpath-real", g_top);
+    snprintf(alias, sizeof alias, "%s/sockpath-alias", g_top);
+    if (mkdir(real, 0755) != 0 || symlink(real, alias) != 0)
+        fail_msg("%s: %s", real, strerror(errno));
+    snprintf(path, sizeof path, "%s/proxy.sock", real);
+    int fd = bound_socket(path);
+    snprintf(path, sizeof path, "%s/proxy.sock", alias);
+    s.network.proxy_socket_path = path;
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_INVAL);
+    assert_non_null(strstr(diag.message, "proxy_socket_symlink"));
+    close(fd);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
 static void test_pinned_socket_survives_a_swap(void **state)
 {
     (void)state;
@@ -541,6 +636,7 @@ int main(void)
         cmocka_unit_test(test_stale_destroy_keeps_another_claim),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
+        cmocka_unit_test(test_proxy_socket_path_others_can_change),
         cmocka_unit_test(test_pinned_socket_survives_a_swap),
     };
     return cmocka_run_group_tests(tests, top_setup, top_teardown);

@@ -44,6 +44,9 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_UNKNOWN_LIST] = "unknown_list",
     [PH_REASON_UPSTREAM_TIMEOUT] = "upstream_timeout",
     [PH_REASON_WILDCARD_DNS] = "wildcard_dns",
+    [PH_REASON_REDIRECT_DOWNGRADE] = "redirect_downgrade",
+    [PH_REASON_REDIRECT_LIMIT] = "redirect_limit",
+    [PH_REASON_REDIRECT_BAD_LOCATION] = "redirect_bad_location",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -67,6 +70,11 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_UNKNOWN_LIST] = 403,
     [PH_REASON_UPSTREAM_TIMEOUT] = 504,
     [PH_REASON_WILDCARD_DNS] = 403,
+    /* A redirect the worker will not follow: a policy refusal (403) for a
+     * downgrade, the upstream's misbehaviour (502) otherwise. */
+    [PH_REASON_REDIRECT_DOWNGRADE] = 403,
+    [PH_REASON_REDIRECT_LIMIT] = 502,
+    [PH_REASON_REDIRECT_BAD_LOCATION] = 502,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -29,6 +29,8 @@
 #define ph_environment_create ph_execd_environment_create
 #define ph_environment_execute ph_execd_environment_execute
 #define ph_environment_destroy ph_execd_environment_destroy
+#define ph_environment_workspace ph_execd_environment_workspace
+#define ph_environment_id ph_execd_environment_id
 
 #define ph_workspace_close ph_execd_workspace_close
 #define ph_workspace_stat ph_execd_workspace_stat

@@ -201,7 +201,24 @@ typedef struct ph_execution_command {
     int64_t run_budget_ms;    /* remaining run budget; PH_SANDBOX_UNSET if none */
     const uint8_t *stdin_data; /* NULL: stdin is empty (/dev/null) */
     size_t stdin_len;
+    /* Optional streaming of the output while the command runs: called with
+     * each piece of stdout (stream PH_STREAM_STDOUT) or stderr
+     * (PH_STREAM_STDERR) as it is read, in order. The pieces are exactly the
+     * bytes the result keeps (the first output cap bytes of each stream), so
+     * their concatenation equals result->out / result->err. Called on the
+     * executing thread from inside ph_environment_execute; data is valid only
+     * during the call. It must return promptly and must not call back into
+     * this environment: the deadline is checked between reads, so a callback
+     * that blocks delays the kill (pinhole-execd's never waits: a peer that
+     * does not read loses stream pieces, never the deadline). NULL: no
+     * streaming. */
+    void (*on_output)(void *ctx, int stream, const uint8_t *data, size_t len);
+    void *on_output_ctx;
 } ph_execution_command;
+
+/* Streams of ph_execution_command.on_output. */
+#define PH_STREAM_STDOUT 1
+#define PH_STREAM_STDERR 2
 
 /* Which bound set the timeout (decision 7). */
 typedef enum ph_timeout_bound {
@@ -270,6 +287,10 @@ typedef struct ph_execution_result {
      * the command hit spec.limits.workspace_bytes or workspace_inodes (its
      * writes failed with ENOSPC). */
     bool workspace_full;
+    /* Bytes of the kept output that on_output was not given: a streaming
+     * consumer that fell behind (pinhole-execd drops pieces rather than wait
+     * for a slow peer). The result above still holds them. 0 in-process. */
+    uint64_t stream_dropped_bytes;
 } ph_execution_result;
 
 /*

@@ -9,7 +9,7 @@ import time
 
 SRC = os.environ.get("PH_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-sys.path.insert(0, os.path.join(SRC, "sandbox", "python"))
+sys.path.insert(0, os.path.join(SRC, "guard", "python"))
 
 MECHANISM_SETTINGS = ("PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER", "PINHOLE_RUNSC")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""execd.python_client - pinhole.execd (sandbox/python/pinhole/execd.py)
+"""execd.python_client - pinhole.execd (guard/python/pinhole/execd.py)
 against a fake-mechanism daemon: the ports and the lease through Python,
 non-UTF-8 bytes both ways, the error codes.
 
@@ -29,6 +29,12 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(r["stdout"] == b"\xffok\x00in", "stdout bytes: %r" % r["stdout"])
         expect(r["stderr"] == b"err", "stderr")
         expect([c_["path"] for c_ in r["files_changed"]] == [b"n\xff"], "files_changed bytes")
+        pieces = []
+        r = c.execute("t1", env, ["sh", "-c", "echo one; echo two >&2; sleep 1; echo three"],
+                      on_output=lambda stream, data: pieces.append((stream, data)))
+        expect(b"".join(d for s_, d in pieces if s_ == "stdout") == r["stdout"] == b"one\nthree\n"
+               and b"".join(d for s_, d in pieces if s_ == "stderr") == r["stderr"] == b"two\n",
+               "streamed output: %r" % pieces)
         r = c.execute("t1", env, [b"printf", b"%s", b"\xfe"])
         expect(r["stdout"] == b"\xfe", "a non-UTF-8 argv element")
         ws = c.workspace("t1", env)

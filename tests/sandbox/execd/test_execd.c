@@ -436,12 +436,83 @@ static void test_disconnect_kills_the_command(void **state)
         usleep(20 * 1000);
     assert_false(sbx_process_with_arg_exists("71.33"));
     assert_false(sbx_process_with_arg_exists("71.34"));
-    /* The daemon goes on serving. */
+    /* The daemon goes on serving, and the killed execution is over (its
+     * thread returns just after the processes are gone). */
     fd = raw_hello(&d);
-    json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
-    assert_true(json_is_true(json_object_get(h, "ok")));
-    assert_int_equal(json_integer_value(json_object_get(h, "executions")), 0);
-    json_decref(h);
+    json_int_t executions = -1;
+    for (int i = 0; i < 100 && executions != 0; i++) {
+        if (executions > 0)
+            usleep(20 * 1000);
+        json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+        assert_true(json_is_true(json_object_get(h, "ok")));
+        executions = json_integer_value(json_object_get(h, "executions"));
+        json_decref(h);
+    }
+    assert_int_equal(executions, 0);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* stream_output with a peer that reads nothing while the command runs: the
+ * daemon drops pieces past its backlog instead of waiting, so the deadline
+ * kill comes on time; what was streamed plus what was dropped is exactly the
+ * kept output, and the frames come before the response. */
+static void test_slow_stream_peer_cannot_delay_the_deadline(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:{s:I}}", "op", "environment.create",
+                                       "tenant", "t1", "lease", "lease-1", "limits",
+                                       "output_bytes", (json_int_t)32 * 1024 * 1024));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *id = strdup(ph_wire_str(r, "environment"));
+    json_decref(r);
+    const char *const argv[] = {"sh", "-c", "while :; do head -c 1048576 /dev/zero; done", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    json_object_set_new(req, "stream_output", json_true());
+    json_object_set_new(req, "timeout_seconds", json_integer(2));
+    assert_int_equal(ph_wire_send(fd, req), 0);
+    json_decref(req);
+    sleep(5); /* read nothing while the command runs and well past its deadline */
+    uint64_t streamed = 0;
+    size_t frames = 0;
+    json_t *resp = NULL;
+    for (;;) {
+        json_t *f = NULL;
+        assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &f), 0);
+        if (json_object_get(f, "ok") != NULL) {
+            resp = f;
+            break;
+        }
+        assert_string_equal(ph_wire_str(f, "output"), "stdout");
+        uint8_t *data = NULL;
+        size_t len = 0;
+        assert_int_equal(ph_wire_get_bytes(f, NULL, "data_base64", &data, &len), 0);
+        streamed += len;
+        frames++;
+        free(data);
+        json_decref(f);
+    }
+    if (!json_is_true(json_object_get(resp, "ok")))
+        fail_msg("execute: %s", ph_wire_str(resp, "message"));
+    json_t *res = json_object_get(resp, "result");
+    assert_true(json_is_true(json_object_get(res, "timed_out")));
+    int64_t duration = json_integer_value(json_object_get(res, "duration_ms"));
+    uint64_t dropped = (uint64_t)json_integer_value(json_object_get(resp, "stream_dropped_bytes"));
+    printf("deadline 2000 ms, killed after %lld ms; %zu frames, %llu bytes streamed, "
+           "%llu dropped\n", (long long)duration, frames, (unsigned long long)streamed,
+           (unsigned long long)dropped);
+    assert_true(duration >= 2000 && duration < 3500);
+    assert_true(dropped > 0);
+    ph_execution_result *er = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_wire_get_result(res, &er, &diag), PH_OK);
+    assert_int_equal(streamed + dropped, er->out.len);
+    ph_execution_result_free(&er);
+    json_decref(resp);
     close(fd);
     free(id);
     assert_int_equal(daemon_stop(&d), 0);
@@ -925,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_restart_destroys_what_a_previous_run_left),
         cmocka_unit_test(test_disconnect_kills_the_command),
         cmocka_unit_test(test_queue_full_answers_busy),
+        cmocka_unit_test(test_slow_stream_peer_cannot_delay_the_deadline),
         cmocka_unit_test(test_files_are_served_beside_a_running_command),
         cmocka_unit_test(test_limits_on_sandboxes_and_requests),
         cmocka_unit_test(test_connections_are_bounded),

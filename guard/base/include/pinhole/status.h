@@ -59,6 +59,12 @@ typedef enum ph_reason {
     PH_REASON_WILDCARD_DNS = 15, /* the host is at or under a wildcard-DNS or
                                   * DNS-rebinding service (nip.io, rbndr.us, ...):
                                   * refused even when a rule allows it */
+    /* Redirect rules (pinhole/redirect.h): a worker following a Location. */
+    PH_REASON_REDIRECT_DOWNGRADE = 16,    /* https redirected to http, not asked for */
+    PH_REASON_REDIRECT_LIMIT = 17,        /* more redirects than the hop limit */
+    PH_REASON_REDIRECT_BAD_LOCATION = 18, /* a Location that is empty, too long, has
+                                           * bytes parsers read differently, or is
+                                           * not an http(s) reference */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

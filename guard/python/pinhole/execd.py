@@ -119,10 +119,17 @@ class Client:
             raise ExecdError("protocol", "frame of %d bytes" % n)
         return json.loads(self._recv_exact(n))
 
-    def call(self, request):
-        """One request, its response; ExecdError for {"ok": false}."""
+    def call(self, request, on_frame=None):
+        """One request, its response; ExecdError for {"ok": false}. Frames
+        before the response (streamed output: no "ok" key) go to on_frame."""
         self.send(request)
         resp = self.recv()
+        while "ok" not in resp:
+            if on_frame is None:
+                self.close()
+                raise ExecdError("protocol", "an unexpected streamed frame")
+            on_frame(resp)
+            resp = self.recv()
         if resp.get("ok") is not True:
             raise ExecdError(resp.get("error", "internal"), resp.get("message", ""))
         return resp
@@ -138,9 +145,11 @@ class Client:
         return self.call(req)["environment"]
 
     def execute(self, tenant, env, argv, cwd=None, timeout_seconds=None, run_budget_ms=None,
-                stdin=None):
+                stdin=None, on_output=None):
         """The result object, with "stdout" and "stderr" as bytes and every
-        files_changed "path" as bytes."""
+        files_changed "path" as bytes. With on_output, fn(stream, data) gets
+        each piece of output while the command runs ("stdout" or "stderr",
+        bytes; docs/execd.md, streamed output)."""
         req = {"op": "environment.execute", "tenant": tenant, "environment": env,
                "argv": [_arg(a) for a in argv]}
         if cwd is not None:
@@ -152,7 +161,13 @@ class Client:
         if stdin is not None:
             req["stdin_base64"] = base64.b64encode(
                 stdin.encode("utf-8") if isinstance(stdin, str) else stdin).decode("ascii")
-        r = self.call(req)["result"]
+        frame = None
+        if on_output is not None:
+            req["stream_output"] = True
+
+            def frame(f):
+                on_output(f["output"], base64.b64decode(f["data_base64"], validate=True))
+        r = self.call(req, frame)["result"]
         r["stdout"], r["stderr"] = get_bytes(r, "stdout"), get_bytes(r, "stderr")
         r.pop("stdout_base64", None)
         r.pop("stderr_base64", None)

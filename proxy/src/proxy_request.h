@@ -1,6 +1,7 @@
 /*
- * pinhole/proxy_request.h - the strict HTTP/1.1 request-head parser of
- * pinhole-proxy.
+ * proxy_request.h - the strict HTTP/1.1 request-head parser of
+ * pinhole-proxy. Private to the proxy (its tests and fuzzer link
+ * pinhole_proxy_request); not installed.
  *
  * A pure function over bytes (no allocation, no I/O, no globals) so it can be
  * fuzzed and unit-tested in isolation. It classifies a request head and says
@@ -17,8 +18,8 @@
  *   501 an absolute-form request ("GET http://host/"): forward proxying is
  *       not implemented
  */
-#ifndef PINHOLE_PROXY_REQUEST_H
-#define PINHOLE_PROXY_REQUEST_H
+#ifndef PX_PROXY_REQUEST_H
+#define PX_PROXY_REQUEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -66,4 +67,4 @@ ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_r
 #ifdef __cplusplus
 }
 #endif
-#endif /* PINHOLE_PROXY_REQUEST_H */
+#endif /* PX_PROXY_REQUEST_H */

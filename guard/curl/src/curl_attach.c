@@ -1,0 +1,359 @@
+/* curl_attach.c - libpinhole-curl: pinning, the socket check, the protocol
+ * and proxy restrictions and the redirect chain for a libcurl easy handle
+ * (pinhole/curl.h). Every hop goes through the guard's own calls
+ * (ph_guard_check_and_resolve, ph_redirect_check): nothing here decides. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "pinhole/curl.h"
+#include "pinhole/dial.h"
+
+#if LIBCURL_VERSION_NUM < 0x075500
+#error "libpinhole-curl needs libcurl 7.85 or later (CURLOPT_PROTOCOLS_STR)"
+#endif
+
+/* At most this many request headers in ph_curl_options. */
+#define HEADERS_MAX 64
+
+struct ph_curl {
+    CURL *c;         /* borrowed */
+    ph_guard *g;     /* borrowed */
+    char *list;      /* owned copy */
+    ph_redirect_options redirect;
+    char **headers;  /* owned copies, NULL-terminated */
+    ph_curl_write_cb write;
+    void *write_arg;
+    ph_pinned_addrs pins;          /* the current hop's checked addresses */
+    struct curl_slist *resolve;    /* owned; set as CURLOPT_RESOLVE */
+    struct curl_slist *http_hdrs;  /* owned; set as CURLOPT_HTTPHEADER */
+    bool dropped;                  /* credentials dropped for the rest of the chain */
+    bool socket_refused;           /* the open-socket check refused an address */
+    char refused_addr[64];
+};
+
+static ph_status fail(ph_diag *diag, ph_status st, const char *msg)
+{
+    if (diag != NULL) {
+        diag->status = st;
+        diag->offset = 0;
+        snprintf(diag->message, sizeof diag->message, "%s", msg);
+    }
+    return st;
+}
+
+/* libcurl asks for every socket it opens: only to a checked address. */
+static curl_socket_t open_checked_socket(void *arg, curlsocktype purpose,
+                                         struct curl_sockaddr *a)
+{
+    ph_curl *pc = arg;
+    if (purpose == CURLSOCKTYPE_IPCXN &&
+        ph_pinned_addrs_contains(&pc->pins, &a->addr, a->addrlen))
+        return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    pc->socket_refused = true;
+    snprintf(pc->refused_addr, sizeof pc->refused_addr, "family %d", a->family);
+    return CURL_SOCKET_BAD;
+}
+
+static bool is_redirect(long code)
+{
+    return code == 301 || code == 302 || code == 303 || code == 307 || code == 308;
+}
+
+/* The raw Location of the last response, or NULL. */
+static const char *location_of(CURL *c)
+{
+    struct curl_header *h = NULL;
+    if (curl_easy_header(c, "Location", 0, CURLH_HEADER, -1, &h) != CURLHE_OK || h == NULL)
+        return NULL;
+    return h->value;
+}
+
+/* The body of a redirect the chain follows (or refuses) is not the
+ * caller's: only a final response reaches the caller's callback. */
+static size_t on_write(char *data, size_t size, size_t n, void *arg)
+{
+    ph_curl *pc = arg;
+    long code = 0;
+    curl_easy_getinfo(pc->c, CURLINFO_RESPONSE_CODE, &code);
+    if (is_redirect(code) && location_of(pc->c) != NULL)
+        return size * n;
+    if (pc->write == NULL)
+        return size * n;
+    return pc->write(data, size, n, pc->write_arg);
+}
+
+/* "Name:" of a header line, case-insensitive. */
+static bool header_is(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+    return strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+/* CURLOPT_HTTPHEADER from the caller's headers, without credentials once
+ * the origin changed. NULL list: none (curl's own headers only). */
+static ph_status build_headers(ph_curl *pc)
+{
+    curl_slist_free_all(pc->http_hdrs);
+    pc->http_hdrs = NULL;
+    for (char **h = pc->headers; h != NULL && *h != NULL; h++) {
+        if (pc->dropped && (header_is(*h, "Authorization") ||
+                            header_is(*h, "Proxy-Authorization") || header_is(*h, "Cookie")))
+            continue;
+        struct curl_slist *n = curl_slist_append(pc->http_hdrs, *h);
+        if (n == NULL)
+            return PH_E_NOMEM;
+        pc->http_hdrs = n;
+    }
+    return PH_OK;
+}
+
+/* The options every hop runs with, set again before each transfer. */
+static ph_status apply(ph_curl *pc)
+{
+    CURL *c = pc->c;
+    CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                                                             \
+    do {                                                                                          \
+        if (rc == CURLE_OK)                                                                       \
+            rc = curl_easy_setopt(c, opt, val);                                                   \
+    } while (0)
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_PROXY, "");
+    SET(CURLOPT_PRE_PROXY, "");
+    SET(CURLOPT_NOPROXY, "*");
+    SET(CURLOPT_FOLLOWLOCATION, 0L);
+    SET(CURLOPT_UNRESTRICTED_AUTH, 0L);
+    SET(CURLOPT_CONNECT_TO, (struct curl_slist *)NULL);
+    SET(CURLOPT_OPENSOCKETFUNCTION, open_checked_socket);
+    SET(CURLOPT_OPENSOCKETDATA, pc);
+    SET(CURLOPT_WRITEFUNCTION, on_write);
+    SET(CURLOPT_WRITEDATA, pc);
+    SET(CURLOPT_HTTPHEADER, pc->http_hdrs);
+    SET(CURLOPT_RESOLVE, pc->resolve);
+#if LIBCURL_VERSION_NUM >= 0x074000
+    if (rc == CURLE_OK && curl_easy_setopt(c, CURLOPT_ALTSVC_CTRL, 0L) == CURLE_UNKNOWN_OPTION)
+        rc = CURLE_OK; /* a build without Alt-Svc follows none */
+#endif
+#if LIBCURL_VERSION_NUM >= 0x074a00
+    if (rc == CURLE_OK && curl_easy_setopt(c, CURLOPT_HSTS_CTRL, 0L) == CURLE_UNKNOWN_OPTION)
+        rc = CURLE_OK;
+#endif
+    if (pc->dropped) {
+        SET(CURLOPT_USERPWD, (char *)NULL);
+        SET(CURLOPT_USERNAME, (char *)NULL);
+        SET(CURLOPT_PASSWORD, (char *)NULL);
+        SET(CURLOPT_XOAUTH2_BEARER, (char *)NULL);
+        SET(CURLOPT_COOKIE, (char *)NULL);
+    }
+#undef SET
+    return rc == CURLE_OK ? PH_OK : PH_E_UNSUPPORTED;
+}
+
+static void free_headers(char **h)
+{
+    for (char **p = h; p != NULL && *p != NULL; p++)
+        free(*p);
+    free(h);
+}
+
+ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list, const ph_curl_options *opts,
+                         ph_curl **out, ph_diag *diag)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL || g == NULL || list == NULL || out == NULL)
+        return fail(diag, PH_E_INVAL, "curl attach: missing argument");
+    size_t nh = 0;
+    if (opts != NULL && opts->headers != NULL)
+        while (opts->headers[nh] != NULL)
+            if (++nh > HEADERS_MAX)
+                return fail(diag, PH_E_LIMIT, "curl attach: more than 64 headers");
+    ph_curl *pc = calloc(1, sizeof *pc);
+    if (pc == NULL)
+        return fail(diag, PH_E_NOMEM, "out of memory");
+    pc->c = c;
+    pc->g = g;
+    pc->list = strdup(list);
+    pc->headers = calloc(nh + 1, sizeof *pc->headers);
+    bool ok = pc->list != NULL && pc->headers != NULL;
+    for (size_t i = 0; ok && i < nh; i++)
+        ok = (pc->headers[i] = strdup(opts->headers[i])) != NULL;
+    if (opts != NULL) {
+        pc->redirect = opts->redirect;
+        pc->write = opts->write;
+        pc->write_arg = opts->write_arg;
+    }
+    if (!ok || build_headers(pc) != PH_OK) {
+        ph_curl_detach(&pc);
+        return fail(diag, PH_E_NOMEM, "out of memory");
+    }
+    ph_status st = apply(pc);
+    if (st != PH_OK) {
+        ph_curl_detach(&pc);
+        return fail(diag, st, "curl attach: this libcurl refuses an option the guard needs");
+    }
+    *out = pc;
+    return PH_OK;
+}
+
+/* CURLOPT_RESOLVE for the hop: the old entry removed, then host:port to
+ * exactly the checked addresses. */
+static ph_status pin(ph_curl *pc, const ph_verdict *v)
+{
+    curl_slist_free_all(pc->resolve);
+    pc->resolve = NULL;
+    char entry[PH_HOST_MAX + 16 + PH_PINNED_MAX * (46 + 3)];
+    int n = snprintf(entry, sizeof entry, "-%s:%u", v->host, (unsigned)v->port);
+    struct curl_slist *l = curl_slist_append(NULL, entry);
+    if (l == NULL)
+        return PH_E_NOMEM;
+    pc->resolve = l;
+    n = snprintf(entry, sizeof entry, "%s:%u:", v->host, (unsigned)v->port);
+    size_t len = (size_t)n;
+    for (size_t i = 0; i < pc->pins.count; i++) {
+        char a[46];
+        if (ph_pinned_addr_string(&pc->pins, i, a, sizeof a) != PH_OK)
+            return PH_E_INTERNAL;
+        bool v6 = pc->pins.addr[i].ss_family == AF_INET6;
+        n = snprintf(entry + len, sizeof entry - len, "%s%s%s%s", i > 0 ? "," : "",
+                     v6 ? "[" : "", a, v6 ? "]" : "");
+        if (n < 0 || (size_t)n >= sizeof entry - len)
+            return PH_E_LIMIT;
+        len += (size_t)n;
+    }
+    l = curl_slist_append(pc->resolve, entry);
+    if (l == NULL)
+        return PH_E_NOMEM;
+    pc->resolve = l;
+    return PH_OK;
+}
+
+static ph_status refused(ph_curl_result *res, ph_reason r, ph_status st, const char *detail)
+{
+    res->reason = r;
+    res->verdict.allowed = false;
+    snprintf(res->detail, sizeof res->detail, "%s", detail);
+    return st;
+}
+
+ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
+{
+    if (res == NULL)
+        return PH_E_INVAL;
+    memset(res, 0, sizeof *res);
+    res->reason = PH_REASON_PARSE_ERROR;
+    res->curl_code = CURLE_OK;
+    if (pc == NULL || url == NULL)
+        return refused(res, PH_REASON_PARSE_ERROR, PH_E_INVAL, "curl perform: missing argument");
+    size_t ulen = strnlen(url, PH_URL_MAX_LEN + 1);
+    if (ulen > PH_URL_MAX_LEN)
+        return refused(res, PH_REASON_PARSE_ERROR, PH_E_DENIED, "URL too long");
+    memcpy(res->url, url, ulen + 1);
+    pc->dropped = false;
+    if (build_headers(pc) != PH_OK)
+        return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
+    char cur[PH_URL_MAX_LEN + 1];
+    memcpy(cur, url, ulen + 1);
+    for (unsigned hop = 0;; hop++) {
+        res->hops = hop;
+        ph_diag d;
+        d.message[0] = '\0';
+        ph_status st = ph_guard_check_and_resolve(pc->g, pc->list, cur, strlen(cur),
+                                                  &res->verdict, &pc->pins, &d);
+        memcpy(res->url, cur, strlen(cur) + 1);
+        if (st != PH_OK)
+            return refused(res, res->verdict.reason, st == PH_E_DENIED ? PH_E_DENIED : st,
+                           res->verdict.detail[0] != '\0' ? res->verdict.detail : d.message);
+        st = pin(pc, &res->verdict);
+        if (st == PH_OK)
+            st = apply(pc);
+        if (st != PH_OK)
+            return refused(res, PH_REASON_PARSE_ERROR, st, "curl perform: cannot set options");
+        if (curl_easy_setopt(pc->c, CURLOPT_URL, cur) != CURLE_OK)
+            return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "curl perform: CURLOPT_URL");
+        pc->socket_refused = false;
+        CURLcode rc = curl_easy_perform(pc->c);
+        char *ip = NULL;
+        if (curl_easy_getinfo(pc->c, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL)
+            snprintf(res->addr_text, sizeof res->addr_text, "%s", ip);
+        if (rc != CURLE_OK) {
+            res->curl_code = rc;
+            char line[PH_DIAG_MESSAGE_MAX];
+            if (pc->socket_refused) {
+                snprintf(line, sizeof line, "libcurl tried an address that was not checked (%s)",
+                         pc->refused_addr);
+                return refused(res, PH_REASON_DENIED_ADDRESS, PH_E_DENIED, line);
+            }
+            snprintf(line, sizeof line, "%.200s: %s", res->verdict.host, curl_easy_strerror(rc));
+            return refused(res,
+                           rc == CURLE_OPERATION_TIMEDOUT ? PH_REASON_UPSTREAM_TIMEOUT
+                                                          : PH_REASON_UPSTREAM_UNREACHABLE,
+                           PH_E_IO, line);
+        }
+        long code = 0;
+        curl_easy_getinfo(pc->c, CURLINFO_RESPONSE_CODE, &code);
+        res->http_status = code;
+        const char *location = is_redirect(code) ? location_of(pc->c) : NULL;
+        if (location == NULL) {
+            res->reason = PH_REASON_ALLOWED;
+            return PH_OK;
+        }
+        ph_redirect *rd = malloc(sizeof *rd);
+        if (rd == NULL)
+            return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
+        st = ph_redirect_check(pc->g, pc->list, cur, location, hop, &pc->redirect, rd, &d);
+        res->verdict = rd->verdict;
+        if (rd->url[0] != '\0') {
+            memcpy(res->url, rd->url, strlen(rd->url) + 1);
+        } else { /* the refused Location, printable for a log line */
+            size_t k = 0;
+            for (; location[k] != '\0' && k < PH_URL_MAX_LEN; k++) {
+                unsigned char ch = (unsigned char)location[k];
+                res->url[k] = ch > 0x20 && ch < 0x7f ? (char)ch : '?';
+            }
+            res->url[k] = '\0';
+        }
+        bool drop = rd->drop_credentials;
+        if (st == PH_OK)
+            memcpy(cur, rd->url, strlen(rd->url) + 1);
+        free(rd);
+        if (st != PH_OK)
+            return refused(res, res->verdict.reason, PH_E_DENIED, res->verdict.detail);
+        if (drop && !pc->dropped) {
+            pc->dropped = true;
+            res->credentials_dropped = true;
+            if (build_headers(pc) != PH_OK)
+                return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
+        }
+        /* 303, and 301/302 after a POST, continue as GET (RFC 9110 15.4). */
+        char *method = NULL;
+        curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
+        bool head = method != NULL && strcmp(method, "HEAD") == 0;
+        bool post = method != NULL && strcmp(method, "POST") == 0;
+        if ((code == 303 && !head) || ((code == 301 || code == 302) && post))
+            curl_easy_setopt(pc->c, CURLOPT_HTTPGET, 1L);
+    }
+}
+
+void ph_curl_detach(ph_curl **pp)
+{
+    if (pp == NULL || *pp == NULL)
+        return;
+    ph_curl *pc = *pp;
+    curl_easy_setopt(pc->c, CURLOPT_RESOLVE, (struct curl_slist *)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_HTTPHEADER, (struct curl_slist *)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_OPENSOCKETFUNCTION, (curl_opensocket_callback)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_OPENSOCKETDATA, (void *)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_WRITEFUNCTION, (curl_write_callback)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_WRITEDATA, (void *)NULL);
+    curl_slist_free_all(pc->resolve);
+    curl_slist_free_all(pc->http_hdrs);
+    free_headers(pc->headers);
+    free(pc->list);
+    free(pc);
+    *pp = NULL;
+}

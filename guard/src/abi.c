@@ -1,0 +1,105 @@
+/* abi.c - sizes and field offsets of the public structs a binding mirrors
+ * (pinhole/abi.h). One table: a struct or field a binding mirrors is listed
+ * here, so the binding can check it. */
+#include "pinhole/abi.h"
+
+#include <string.h>
+
+#include "pinhole/dial.h"
+#include "pinhole/guard.h"
+#include "pinhole/redirect.h"
+#include "pinhole/resolve.h"
+
+typedef struct abi_field {
+    const char *type;
+    const char *field; /* NULL: the row gives sizeof(type) */
+    size_t value;
+} abi_field;
+
+#define ABI_SIZE(T) {#T, NULL, sizeof(T)}
+#define ABI_FIELD(T, F) {#T, #F, offsetof(T, F)}
+
+static const abi_field abi_table[] = {
+    ABI_SIZE(ph_diag),
+    ABI_FIELD(ph_diag, status),
+    ABI_FIELD(ph_diag, offset),
+    ABI_FIELD(ph_diag, message),
+
+    ABI_SIZE(ph_guard_options),
+    ABI_FIELD(ph_guard_options, dns_servers),
+    ABI_FIELD(ph_guard_options, dns_timeout_ms),
+    ABI_FIELD(ph_guard_options, reload_interval_ms),
+    ABI_FIELD(ph_guard_options, grant_keys_path),
+
+    ABI_SIZE(ph_pinned_addrs),
+    ABI_FIELD(ph_pinned_addrs, count),
+    ABI_FIELD(ph_pinned_addrs, addr),
+    ABI_FIELD(ph_pinned_addrs, addr_len),
+
+    ABI_SIZE(ph_verdict),
+    ABI_FIELD(ph_verdict, allowed),
+    ABI_FIELD(ph_verdict, reason),
+    ABI_FIELD(ph_verdict, scheme),
+    ABI_FIELD(ph_verdict, host),
+    ABI_FIELD(ph_verdict, port),
+    ABI_FIELD(ph_verdict, has_rule),
+    ABI_FIELD(ph_verdict, rule_index),
+    ABI_FIELD(ph_verdict, rule_list),
+    ABI_FIELD(ph_verdict, rule_host),
+    ABI_FIELD(ph_verdict, rule_file),
+    ABI_FIELD(ph_verdict, rule_line),
+    ABI_FIELD(ph_verdict, rule_reason),
+    ABI_FIELD(ph_verdict, policy_id),
+    ABI_FIELD(ph_verdict, detail),
+
+    ABI_SIZE(ph_dial_options),
+    ABI_FIELD(ph_dial_options, timeout_ms),
+    ABI_FIELD(ph_dial_options, stagger_ms),
+
+    ABI_SIZE(ph_dial_result),
+    ABI_FIELD(ph_dial_result, verdict),
+    ABI_FIELD(ph_dial_result, addr),
+    ABI_FIELD(ph_dial_result, addr_len),
+    ABI_FIELD(ph_dial_result, addr_text),
+    ABI_FIELD(ph_dial_result, checked),
+    ABI_FIELD(ph_dial_result, resolve_ms),
+    ABI_FIELD(ph_dial_result, elapsed_ms),
+
+    ABI_SIZE(ph_redirect_options),
+    ABI_FIELD(ph_redirect_options, max_hops),
+    ABI_FIELD(ph_redirect_options, allow_downgrade),
+
+    ABI_SIZE(ph_redirect),
+    ABI_FIELD(ph_redirect, url),
+    ABI_FIELD(ph_redirect, same_origin),
+    ABI_FIELD(ph_redirect, drop_credentials),
+    ABI_FIELD(ph_redirect, verdict),
+};
+
+static const abi_field *abi_find(const char *type, const char *field)
+{
+    if (type == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof abi_table / sizeof *abi_table; i++) {
+        const abi_field *f = &abi_table[i];
+        if (strcmp(f->type, type) != 0)
+            continue;
+        if (field == NULL ? f->field == NULL : f->field != NULL && strcmp(f->field, field) == 0)
+            return f;
+    }
+    return NULL;
+}
+
+size_t ph_abi_struct_size(const char *name)
+{
+    const abi_field *f = abi_find(name, NULL);
+    return f != NULL ? f->value : PH_ABI_UNKNOWN;
+}
+
+size_t ph_abi_field_offset(const char *struct_name, const char *field)
+{
+    if (field == NULL)
+        return PH_ABI_UNKNOWN;
+    const abi_field *f = abi_find(struct_name, field);
+    return f != NULL ? f->value : PH_ABI_UNKNOWN;
+}

@@ -1,0 +1,799 @@
+/* execd_ops.c - pinhole-execd's operations (docs/execd.md), each run as a
+ * job on a pool thread: the two ports (ExecutionEnvironment,
+ * WorkspaceFiles), the lease operations, and the daemon's own maintenance.
+ * An object in use by a job is marked (xd_use); a request whose use it
+ * excludes gets `busy` rather than waiting. */
+#include "execd_state-int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pinhole/base64.h"
+
+static _Thread_local json_t *t_warnings; /* the current request's, or NULL */
+
+void xd_sandbox_log(void *ctx, const char *json_line)
+{
+    (void)ctx;
+    json_t *w = json_loads(json_line, 0, NULL);
+    if (t_warnings != NULL && w != NULL) {
+        json_array_append_new(t_warnings, w);
+        return;
+    }
+    xd_log_line(json_line);
+    json_decref(w);
+}
+
+/* ---- request helpers ---- */
+
+static json_t *ok_resp(void)
+{
+    return json_pack("{s:b}", "ok", 1);
+}
+
+static json_t *diag_resp(ph_status st, const ph_diag *d)
+{
+    return ph_wire_error(ph_wire_error_code(st), d->message[0] ? d->message : ph_strerror(st));
+}
+
+static json_t *not_found(const char *what)
+{
+    char msg[64];
+    snprintf(msg, sizeof msg, "no such %s", what);
+    return ph_wire_error("not_found", msg);
+}
+
+json_t *xd_busy(const char *why)
+{
+    __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
+    return ph_wire_error("busy", why);
+}
+
+/* Decodes the spec fields of a create or lease.open request. The strings
+ * point into req. tier1 gets the passthrough pairs. NULL or an error. */
+static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_block *tier1)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->tenant = ph_wire_str(req, "tenant");
+    spec->lease = ph_wire_str(req, "lease");
+    const char *mech = ph_wire_str(req, "mechanism");
+    ph_diag d = {0};
+    if (mech == NULL)
+        spec->mechanism = g_cfg->mechanism;
+    else if (ph_sandbox_mechanism_from_name(mech, &spec->mechanism, &d) != PH_OK)
+        return ph_wire_error("invalid", d.message);
+    if (!ph_wire_get_limits(req, &spec->limits))
+        return ph_wire_error("invalid", "limits: every field is an integer");
+    json_t *net = json_object_get(req, "network");
+    if (net != NULL) {
+        bool ok = json_is_object(net);
+        spec->network.grant_token = ph_wire_str(net, "grant_token");
+        int64_t port = ph_wire_int(net, "proxy_port", 0, &ok);
+        if (!ok || port < 0 || port > 65535)
+            return ph_wire_error("invalid", "network.proxy_port must be 0-65535");
+        spec->network.proxy_port = (uint16_t)port;
+        if (spec->network.grant_token != NULL) {
+            if (g_cfg->proxy_socket == NULL)
+                return ph_wire_error("unsupported",
+                                     "this service has no proxy socket (--proxy-socket)");
+            spec->network.proxy_socket_path = g_cfg->proxy_socket;
+        }
+    }
+    json_t *pass = json_object_get(req, "passthrough");
+    if (pass != NULL && (!json_is_array(pass) || json_array_size(pass) > 256))
+        return ph_wire_error("invalid", "passthrough must be an array of at most 256");
+    for (size_t i = 0; pass && i < json_array_size(pass); i++) {
+        json_t *e = json_array_get(pass, i);
+        const char *name = ph_wire_str(e, "name");
+        uint8_t *value;
+        size_t len;
+        if (name == NULL || ph_wire_get_bytes(e, "value", "value_base64", &value, &len) != 0)
+            return ph_wire_error("invalid", "passthrough[]: name and value");
+        bool bad = memchr(value, '\0', len) != NULL || strchr(name, '=') != NULL;
+        ph_status st = bad ? PH_E_INVAL : ph_env_set(tier1, name, (const char *)value);
+        free(value);
+        if (st != PH_OK)
+            return ph_wire_error("invalid", "passthrough[]: a name or value is malformed");
+    }
+    return NULL;
+}
+
+/* Under g_mu: reserves one sandbox of --max-sandboxes. */
+static bool reserve_sandbox(void)
+{
+    if (g_live >= g_cfg->max_sandboxes)
+        return false;
+    g_live++;
+    return true;
+}
+
+/* ---- ExecutionEnvironment ---- */
+
+static void op_env_create(xd_job *job)
+{
+    ph_environment_spec spec;
+    ph_env_block tier1 = {0};
+    job->resp = get_spec(job->req, &spec, &tier1);
+    if (job->resp != NULL) {
+        ph_env_block_clear(&tier1);
+        return;
+    }
+    ph_diag d = {0};
+    pthread_mutex_lock(&g_mu);
+    ph_execution_service *svc = xd_service_for(job->cap_ms, &d);
+    bool reserved = svc != NULL && reserve_sandbox();
+    pthread_mutex_unlock(&g_mu);
+    if (svc == NULL) {
+        job->resp = diag_resp(d.status ? d.status : PH_E_IO, &d);
+        ph_env_block_clear(&tier1);
+        return;
+    }
+    if (!reserved) {
+        job->resp = xd_busy("the service is at --max-sandboxes");
+        ph_env_block_clear(&tier1);
+        return;
+    }
+    json_t *warnings = json_array();
+    ph_environment *env = NULL;
+    t_warnings = warnings;
+    ph_env_tier1_supplied = &tier1;
+    ph_status st = ph_environment_create(svc, &spec, &env, &d);
+    ph_env_tier1_supplied = NULL;
+    t_warnings = NULL;
+    ph_env_block_clear(&tier1);
+    if (st == PH_OK && ph_environment_persist_spec(env, &d) != PH_OK) {
+        st = d.status;
+        ph_environment_destroy(&env);
+    }
+    xd_env *e = st == PH_OK ? calloc(1, sizeof *e) : NULL;
+    if (st == PH_OK && e == NULL) {
+        ph_environment_destroy(&env);
+        st = ph_diag_set(&d, PH_E_NOMEM, 0, "out of memory");
+    }
+    pthread_mutex_lock(&g_mu);
+    if (st != PH_OK || e == NULL) {
+        g_live--;
+    } else {
+        snprintf(e->id, sizeof e->id, "%s", ph_environment_id(env));
+        snprintf(e->tenant, sizeof e->tenant, "%s", spec.tenant);
+        snprintf(e->owner, sizeof e->owner, "%s", job->owner);
+        e->env = env;
+        e->next = g_envs;
+        g_envs = e;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (st != PH_OK) {
+        json_decref(warnings);
+        job->resp = diag_resp(st, &d);
+        return;
+    }
+    job->resp = json_pack("{s:b, s:s, s:o}", "ok", 1, "environment", e->id, "warnings", warnings);
+}
+
+/* Takes the environment of the request for this job for use u. NULL and
+ * job->resp set when there is none or it is in a use that excludes u. */
+static xd_env *take_env(xd_job *job, const char *id, xd_use u)
+{
+    const char *tenant = ph_wire_str(job->req, "tenant");
+    pthread_mutex_lock(&g_mu);
+    xd_env *e = xd_env_find(id, job->owner, tenant);
+    if (e == NULL)
+        job->resp = not_found("environment");
+    else if ((e->lease && e->lease->busy) || e->exclusive ||
+             (u == XD_USE_EXEC && e->executing) || (u == XD_USE_EXCLUSIVE && e->users > 0))
+        job->resp = xd_busy("the environment is serving another request");
+    else {
+        e->users++;
+        e->executing |= u == XD_USE_EXEC;
+        e->exclusive = u == XD_USE_EXCLUSIVE;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return job->resp ? NULL : e;
+}
+
+static void release_env(xd_env *e, xd_use u)
+{
+    pthread_mutex_lock(&g_mu);
+    e->users--;
+    if (u == XD_USE_EXEC)
+        e->executing = false;
+    e->exclusive = false;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- streamed responses ---- */
+
+/* Queues one intermediate frame of job's streamed response and waits while
+ * the peer is slow. false when the connection is gone. */
+static bool stream_send(xd_job *job, json_t *frame_obj)
+{
+    xd_frame *fr = xd_frame_new(frame_obj);
+    if (fr == NULL)
+        return false;
+    for (;;) {
+        if (xd_job_cancelled(job)) {
+            xd_frame_free(fr);
+            return false;
+        }
+        if (!xd_peer_behind(job))
+            break;
+        usleep(1000);
+    }
+    xd_frame_queue(job, fr);
+    return true;
+}
+
+/* environment.execute with stream_output: each piece of output the command
+ * writes goes out as {"output": "stdout"|"stderr", "data_base64": ...}
+ * before the response. Called on the pool thread between the mechanism's
+ * reads, so it never waits: while the peer is behind by XD_STREAM_BACKLOG
+ * the pieces are dropped (counted in the result's stream_dropped_bytes), and
+ * the deadline kill is never delayed by a peer that does not read. */
+typedef struct xd_output_stream {
+    xd_job *job;
+    uint64_t dropped;
+} xd_output_stream;
+
+static void stream_output(void *ctx, int stream, const uint8_t *data, size_t len)
+{
+    xd_output_stream *os = ctx;
+    xd_frame *fr = NULL;
+    if (!xd_peer_behind(os->job) && !xd_job_cancelled(os->job)) {
+        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
+        char *b64 = len <= (size_t)INT32_MAX / 2 ? malloc(cap) : NULL;
+        if (b64 != NULL) {
+            ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
+            fr = xd_frame_new(json_pack("{s:s, s:s}", "output",
+                                     stream == PH_STREAM_STDERR ? "stderr" : "stdout",
+                                     "data_base64", b64));
+            free(b64);
+        }
+    }
+    if (fr == NULL) {
+        os->dropped += len;
+        return;
+    }
+    xd_frame_queue(os->job, fr);
+}
+
+static void op_env_execute(xd_job *job)
+{
+    char **argv = NULL;
+    uint8_t *cwd = NULL, *in = NULL;
+    size_t cwd_len = 0, in_len = 0;
+    bool ok = true;
+    ph_execution_command cmd = {0};
+    cmd.timeout_seconds = ph_wire_int(job->req, "timeout_seconds", PH_SANDBOX_UNSET, &ok);
+    cmd.run_budget_ms = ph_wire_int(job->req, "run_budget_ms", PH_SANDBOX_UNSET, &ok);
+    int cwd_rc = ph_wire_get_bytes(job->req, "cwd", "cwd_base64", &cwd, &cwd_len);
+    int in_rc = ph_wire_get_bytes(job->req, "stdin", "stdin_base64", &in, &in_len);
+    if (!ok || cwd_rc < 0 || in_rc < 0 || ph_wire_argv(json_object_get(job->req, "argv"),
+                                                       &argv) != 0 ||
+        (cwd && memchr(cwd, '\0', cwd_len))) {
+        job->resp = ph_wire_error("invalid", "argv, cwd, stdin, timeout_seconds, run_budget_ms");
+        goto out;
+    }
+    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXEC);
+    if (e == NULL)
+        goto out;
+    cmd.argv = (const char *const *)argv;
+    cmd.cwd = (const char *)cwd;
+    cmd.stdin_data = in;
+    cmd.stdin_len = in_len;
+    xd_output_stream os = {.job = job};
+    if (json_is_true(json_object_get(job->req, "stream_output")) && job->conn != NULL) {
+        cmd.on_output = stream_output;
+        cmd.on_output_ctx = &os;
+    }
+    ph_execution_result *r = NULL;
+    ph_diag d = {0};
+    ph_status st = ph_environment_execute(e->env, &cmd, &r, &d);
+    release_env(e, XD_USE_EXEC);
+    if (st != PH_OK) {
+        job->resp = diag_resp(st, &d);
+        goto out;
+    }
+    json_t *res = ph_wire_result(r);
+    ph_execution_result_free(&r);
+    job->resp = res ? json_pack("{s:b, s:o}", "ok", 1, "result", res)
+                    : ph_wire_error("nomem", "out of memory");
+    /* Beside the result: it is the transport's, not the command's. */
+    if (job->resp && cmd.on_output != NULL)
+        json_object_set_new(job->resp, "stream_dropped_bytes", json_integer((json_int_t)os.dropped));
+out:
+    ph_wire_argv_free(argv);
+    free(cwd);
+    free(in);
+}
+
+static void op_env_destroy(xd_job *job)
+{
+    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXCLUSIVE);
+    if (e == NULL)
+        return;
+    if (e->lease != NULL) {
+        release_env(e, XD_USE_EXCLUSIVE);
+        job->resp = ph_wire_error("invalid", "a lease's environment ends with the lease");
+        return;
+    }
+    pthread_mutex_lock(&g_mu);
+    xd_env_unlink(e);
+    pthread_mutex_unlock(&g_mu);
+    ph_environment_destroy(&e->env);
+    free(e);
+    pthread_mutex_lock(&g_mu);
+    g_live--;
+    pthread_mutex_unlock(&g_mu);
+    job->resp = ok_resp();
+}
+
+/* A new workspace id on environment record e (under g_mu). */
+static json_t *new_workspace(const char *owner, const char *tenant, const char *env_id)
+{
+    xd_ws *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        return ph_wire_error("nomem", "out of memory");
+    xd_new_id("ws-", w->id);
+    snprintf(w->tenant, sizeof w->tenant, "%s", tenant);
+    snprintf(w->owner, sizeof w->owner, "%s", owner);
+    snprintf(w->env_id, sizeof w->env_id, "%s", env_id);
+    w->next = g_wss;
+    g_wss = w;
+    return json_pack("{s:b, s:s}", "ok", 1, "workspace", w->id);
+}
+
+static void op_env_workspace(xd_job *job)
+{
+    const char *tenant = ph_wire_str(job->req, "tenant");
+    pthread_mutex_lock(&g_mu);
+    xd_env *e = xd_env_find(ph_wire_str(job->req, "environment"), job->owner, tenant);
+    job->resp = e ? new_workspace(job->owner, tenant, e->id) : not_found("environment");
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- WorkspaceFiles ---- */
+
+/* workspace.read with chunk_bytes: the header frame (stat), one frame per
+ * chunk, and the final response; memory stays at one chunk whatever the
+ * file's size. */
+static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chunk)
+{
+    if (!stream_send(job, json_pack("{s:b, s:b, s:o}", "ok", 1, "stream", 1, "stat",
+                                    ph_wire_stat(st))))
+        return ph_wire_error("io", "the connection is gone");
+    uint8_t *buf = malloc(chunk);
+    uint64_t sent = 0;
+    if (buf == NULL)
+        return ph_wire_error("nomem", "out of memory");
+    while (sent < st->size) {
+        size_t want = st->size - sent < chunk ? (size_t)(st->size - sent) : chunk;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break; /* shrunk since: send what is there */
+        /* Chunks are always base64: a chunk boundary can split a UTF-8
+         * sequence, so "text when valid" would not round-trip. */
+        size_t cap = ph_b64_encoded_len((size_t)n, PH_B64_STD_PAD) + 1;
+        char *b64 = malloc(cap);
+        json_t *c = NULL;
+        if (b64 != NULL) {
+            ph_b64_encode(buf, (size_t)n, PH_B64_STD_PAD, b64, cap);
+            c = json_pack("{s:s}", "chunk_base64", b64);
+            free(b64);
+        }
+        if (c == NULL || !stream_send(job, c)) {
+            free(buf);
+            return ph_wire_error("io", "the connection is gone");
+        }
+        sent += (uint64_t)n;
+    }
+    free(buf);
+    return json_pack("{s:b, s:b, s:I}", "ok", 1, "end", 1, "size", (json_int_t)sent);
+}
+
+static void op_workspace(xd_job *job)
+{
+    const char *tenant = ph_wire_str(job->req, "tenant");
+    const char *op = job->op + strlen("workspace.");
+    if (strcmp(op, "close") == 0) {
+        pthread_mutex_lock(&g_mu);
+        xd_ws *w = xd_ws_find(ph_wire_str(job->req, "workspace"), job->owner, tenant);
+        for (xd_ws **p = &g_wss; w && *p; p = &(*p)->next) {
+            if (*p == w) {
+                *p = w->next;
+                break;
+            }
+        }
+        pthread_mutex_unlock(&g_mu);
+        job->resp = w ? ok_resp() : not_found("workspace");
+        free(w);
+        return;
+    }
+    char env_id[PH_EXECD_ID_MAX] = "";
+    pthread_mutex_lock(&g_mu);
+    xd_ws *w = xd_ws_find(ph_wire_str(job->req, "workspace"), job->owner, tenant);
+    if (w)
+        memcpy(env_id, w->env_id, sizeof env_id);
+    pthread_mutex_unlock(&g_mu);
+    if (w == NULL) {
+        job->resp = not_found("workspace");
+        return;
+    }
+    uint8_t *path = NULL, *data = NULL;
+    size_t path_len = 0, data_len = 0;
+    bool ok = true;
+    int64_t max = ph_wire_int(job->req, strcmp(op, "list") ? "max_bytes" : "max_entries",
+                              16 * 1024 * 1024, &ok);
+    int64_t mode = ph_wire_int(job->req, "mode", 0644, &ok);
+    int prc = ph_wire_get_bytes(job->req, "path", "path_base64", &path, &path_len);
+    int drc = ph_wire_get_bytes(job->req, "data", "data_base64", &data, &data_len);
+    if (!ok || prc != 0 || drc < 0 || max < 0 || memchr(path, '\0', path_len)) {
+        job->resp = ph_wire_error("invalid", "path, data, max_bytes, max_entries, mode");
+        goto out;
+    }
+    /* The environment it was opened on is gone: every file is gone. */
+    xd_env *e = take_env(job, env_id, XD_USE_SHARED);
+    if (e == NULL) {
+        if (strstr(ph_wire_str(job->resp, "error"), "not_found")) {
+            json_decref(job->resp);
+            job->resp = ph_wire_error("not_found", "the workspace's sandbox no longer exists");
+        }
+        goto out;
+    }
+    ph_workspace *ws = NULL;
+    ph_diag d = {0};
+    ph_status st = ph_environment_workspace(e->env, &ws, &d);
+    json_t *resp = NULL;
+    if (st == PH_OK && strcmp(op, "stat") == 0) {
+        ph_ws_stat s;
+        st = ph_workspace_stat(ws, (const char *)path, &s, &d);
+        if (st == PH_OK)
+            resp = json_pack("{s:b, s:o}", "ok", 1, "stat", ph_wire_stat(&s));
+    } else if (st == PH_OK && strcmp(op, "read") == 0) {
+        int fd = -1;
+        ph_ws_stat s;
+        bool chunk_ok = true;
+        int64_t chunk = ph_wire_int(job->req, "chunk_bytes", 0, &chunk_ok);
+        /* A whole-file answer is one frame held in memory: bounded; larger
+         * files are read with chunk_bytes. */
+        if (chunk == 0 && max > XD_READ_WHOLE_MAX)
+            max = XD_READ_WHOLE_MAX;
+        if (!chunk_ok || chunk < 0 || chunk > 8 * 1024 * 1024)
+            st = ph_diag_set(&d, PH_E_INVAL, 0, "chunk_bytes must be 1..8388608");
+        else
+            st = ph_workspace_open_read(ws, (const char *)path, (uint64_t)max, &fd, &s, &d);
+        if (st == PH_OK && chunk > 0) {
+            resp = stream_file(job, fd, &s, (size_t)chunk);
+            close(fd);
+            fd = -1;
+        }
+        uint8_t *buf = st == PH_OK && resp == NULL ? malloc(s.size + 1) : NULL;
+        size_t got = 0;
+        if (st == PH_OK && resp == NULL && buf == NULL)
+            st = ph_diag_set(&d, PH_E_NOMEM, 0, "out of memory");
+        while (st == PH_OK && buf && got < s.size) {
+            ssize_t n = read(fd, buf + got, s.size - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break; /* shrunk since: send what is there */
+            got += (size_t)n;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (st == PH_OK && buf) {
+            s.size = got;
+            resp = json_pack("{s:b, s:o}", "ok", 1, "stat", ph_wire_stat(&s));
+            if (resp && ph_json_set_bytes(resp, "data", "data_base64", buf, got) != 0) {
+                json_decref(resp);
+                resp = NULL;
+            }
+        }
+        free(buf);
+    } else if (st == PH_OK && strcmp(op, "write") == 0) {
+        if (drc != 0)
+            st = ph_diag_set(&d, PH_E_INVAL, 0, "workspace.write needs data or data_base64");
+        else
+            st = ph_workspace_write(ws, (const char *)path, data, data_len,
+                                    (uint32_t)mode & 07777, &d);
+        if (st == PH_OK)
+            resp = ok_resp();
+    } else if (st == PH_OK && strcmp(op, "list") == 0) {
+        ph_ws_list *list = NULL;
+        st = ph_workspace_list(ws, (const char *)path, (size_t)max, &list, &d);
+        json_t *arr = st == PH_OK ? json_array() : NULL;
+        for (size_t i = 0; arr && i < list->count; i++) {
+            json_t *en = ph_wire_stat(&list->entries[i].st);
+            if (en == NULL || ph_json_set_bytes(en, "name", "name_base64", list->entries[i].name,
+                                                strlen(list->entries[i].name)) != 0 ||
+                json_array_append_new(arr, en) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        if (arr)
+            resp = json_pack("{s:b, s:o, s:b}", "ok", 1, "entries", arr, "truncated",
+                             list->truncated);
+        ph_ws_list_free(&list);
+    } else if (st == PH_OK) {
+        st = ph_diag_set(&d, PH_E_INVAL, 0, "unknown operation");
+    }
+    ph_workspace_close(&ws);
+    release_env(e, XD_USE_SHARED);
+    job->resp = st != PH_OK ? diag_resp(st, &d)
+                            : resp ? resp : ph_wire_error("nomem", "out of memory");
+    if (st != PH_OK)
+        json_decref(resp);
+out:
+    free(path);
+    free(data);
+}
+
+/* ---- leases ---- */
+
+static void op_lease_open(xd_job *job)
+{
+    ph_environment_spec spec;
+    ph_env_block tier1 = {0};
+    bool ok = true;
+    int64_t hold = ph_wire_int(job->req, "approval_hold_seconds", 0, &ok);
+    job->resp = get_spec(job->req, &spec, &tier1);
+    if (job->resp == NULL && !ok)
+        job->resp = ph_wire_error("invalid", "approval_hold_seconds must be an integer");
+    ph_diag d = {0};
+    xd_lease *l = job->resp ? NULL : calloc(1, sizeof *l);
+    if (job->resp == NULL && l == NULL)
+        job->resp = ph_wire_error("nomem", "out of memory");
+    pthread_mutex_lock(&g_mu);
+    ph_execution_service *svc = l ? xd_service_for(job->cap_ms, &d) : NULL;
+    pthread_mutex_unlock(&g_mu);
+    if (l != NULL && svc == NULL)
+        job->resp = diag_resp(d.status ? d.status : PH_E_IO, &d);
+    /* The lease copies the spec; tenant and lease are validated by the first
+     * create, so check them now for an error at open. */
+    ph_status st = PH_OK;
+    if (job->resp == NULL) {
+        st = ph_sandbox_lease_open(svc, &spec, hold, &l->lease, &d);
+        if (st == PH_OK && (spec.tenant == NULL || strlen(spec.tenant) > 128))
+            st = ph_diag_set(&d, PH_E_INVAL, 0, "spec.tenant must be 1-128 of [A-Za-z0-9._-]");
+        if (st != PH_OK)
+            job->resp = diag_resp(st, &d);
+    }
+    if (job->resp != NULL) {
+        if (l)
+            ph_sandbox_lease_end(&l->lease);
+        free(l);
+        ph_env_block_clear(&tier1);
+        return;
+    }
+    xd_new_id("lse-", l->id);
+    snprintf(l->tenant, sizeof l->tenant, "%s", spec.tenant);
+    snprintf(l->owner, sizeof l->owner, "%s", job->owner);
+    l->tier1 = tier1;
+    l->hold_seconds = hold;
+    pthread_mutex_lock(&g_mu);
+    l->next = g_leases;
+    g_leases = l;
+    pthread_mutex_unlock(&g_mu);
+    job->resp = json_pack("{s:b, s:s}", "ok", 1, "handle", l->id);
+}
+
+/* Under g_mu: whether a job is using the lease's environment (a lease
+ * operation may destroy it). */
+bool xd_lease_env_in_use(const xd_lease *l)
+{
+    const xd_env *e = l->env_id[0] ? xd_env_find(l->env_id, l->owner, l->tenant) : NULL;
+    return e != NULL && e->users > 0;
+}
+
+static xd_lease *take_lease(xd_job *job)
+{
+    const char *tenant = ph_wire_str(job->req, "tenant");
+    pthread_mutex_lock(&g_mu);
+    xd_lease *l = xd_lease_find(ph_wire_str(job->req, "handle"), job->owner, tenant);
+    if (l == NULL)
+        job->resp = not_found("lease");
+    else if (l->busy || xd_lease_env_in_use(l))
+        job->resp = xd_busy("the lease is serving another request");
+    else
+        l->busy = true;
+    pthread_mutex_unlock(&g_mu);
+    return job->resp ? NULL : l;
+}
+
+static void release_lease(xd_lease *l)
+{
+    pthread_mutex_lock(&g_mu);
+    xd_lease_reconcile(l);
+    l->busy = false;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* Ends a lease this job holds (busy): out of the registry, its sandbox
+ * destroyed (outside the mutex), its record freed. */
+static void lease_destroy(xd_lease *l)
+{
+    pthread_mutex_lock(&g_mu);
+    xd_lease_unlink(l);
+    pthread_mutex_unlock(&g_mu);
+    ph_sandbox_lease_end(&l->lease);
+    pthread_mutex_lock(&g_mu);
+    xd_lease_reconcile(l);
+    pthread_mutex_unlock(&g_mu);
+    ph_env_block_clear(&l->tier1);
+    free(l);
+}
+
+/* The lease's environment, created now if needed (lease busy). */
+static ph_status lease_env(xd_lease *l, json_t *warnings, ph_environment **env, ph_diag *d)
+{
+    bool fresh = !ph_sandbox_lease_has_sandbox(l->lease);
+    if (fresh) {
+        pthread_mutex_lock(&g_mu);
+        bool ok = reserve_sandbox();
+        pthread_mutex_unlock(&g_mu);
+        if (!ok)
+            return ph_diag_set(d, PH_E_LIMIT, 0, "busy: the service is at --max-sandboxes");
+    }
+    t_warnings = warnings;
+    ph_env_tier1_supplied = &l->tier1;
+    ph_status st = ph_sandbox_lease_environment(l->lease, env, d);
+    ph_env_tier1_supplied = NULL;
+    t_warnings = NULL;
+    if (st == PH_OK && fresh && ph_environment_persist_spec(*env, d) != PH_OK)
+        st = d->status;
+    pthread_mutex_lock(&g_mu);
+    if (fresh && st != PH_OK && !ph_sandbox_lease_has_sandbox(l->lease))
+        g_live--;
+    if (fresh && ph_sandbox_lease_has_sandbox(l->lease)) {
+        xd_env *e = calloc(1, sizeof *e);
+        if (e != NULL) {
+            snprintf(e->id, sizeof e->id, "%s", ph_environment_id(*env));
+            snprintf(e->tenant, sizeof e->tenant, "%s", l->tenant);
+            snprintf(e->owner, sizeof e->owner, "%s", l->owner);
+            e->env = *env;
+            e->lease = l;
+            e->next = g_envs;
+            g_envs = e;
+            memcpy(l->env_id, e->id, sizeof l->env_id);
+        } else {
+            st = ph_diag_set(d, PH_E_NOMEM, 0, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    return st;
+}
+
+static void op_lease(xd_job *job)
+{
+    const char *op = job->op + strlen("lease.");
+    xd_lease *l = take_lease(job);
+    if (l == NULL)
+        return;
+    ph_diag d = {0};
+    bool ok = true;
+    int64_t now = ph_wire_int(job->req, "now_seconds", 0, &ok);
+    if (strcmp(op, "environment") == 0 || strcmp(op, "workspace") == 0) {
+        json_t *warnings = json_array();
+        ph_environment *env = NULL;
+        ph_status st = lease_env(l, warnings, &env, &d);
+        if (st != PH_OK) {
+            json_decref(warnings);
+            job->resp = strncmp(d.message, "busy:", 5) == 0 ? xd_busy(d.message + 6)
+                                                            : diag_resp(st, &d);
+        } else if (op[0] == 'e') {
+            job->resp = json_pack("{s:b, s:s, s:o}", "ok", 1, "environment",
+                                  ph_environment_id(env), "warnings", warnings);
+        } else {
+            pthread_mutex_lock(&g_mu);
+            job->resp = new_workspace(l->owner, l->tenant, ph_environment_id(env));
+            pthread_mutex_unlock(&g_mu);
+            json_object_set_new(job->resp, "warnings", warnings);
+        }
+    } else if (strcmp(op, "status") == 0) {
+        job->resp = json_pack("{s:b, s:b}", "ok", 1, "has_sandbox",
+                              ph_sandbox_lease_has_sandbox(l->lease));
+    } else if (!ok) {
+        job->resp = ph_wire_error("invalid", "now_seconds must be an integer");
+    } else if (strcmp(op, "hold_begin") == 0) {
+        if (!l->held) {
+            l->held = true;
+            l->hold_client_start = now;
+            l->hold_daemon_start = ph_monotonic_ms();
+        }
+        ph_sandbox_lease_hold_begin(l->lease, now);
+        job->resp = ok_resp();
+    } else if (strcmp(op, "hold_tick") == 0 || strcmp(op, "hold_end") == 0) {
+        bool end = strcmp(op, "hold_end") == 0;
+        bool destroyed = end ? ph_sandbox_lease_hold_end(l->lease, now)
+                             : ph_sandbox_lease_hold_tick(l->lease, now);
+        if (end)
+            l->held = false;
+        job->resp = json_pack("{s:b, s:b}", "ok", 1, "destroyed", destroyed);
+    } else if (strcmp(op, "end") == 0) {
+        lease_destroy(l);
+        job->resp = ok_resp();
+        return;
+    } else {
+        job->resp = ph_wire_error("invalid", "unknown operation");
+    }
+    release_lease(l);
+}
+
+/* ---- the daemon's own jobs ---- */
+
+/* Destroys everything owned by job->owner that is not xd_busy (owner gone), or
+ * ticks held leases (owner ""). */
+void xd_op_maintain(xd_job *job)
+{
+    for (;;) {
+        xd_env *victim = NULL;
+        xd_lease *lvictim = NULL;
+        int64_t lease_now = 0;
+        pthread_mutex_lock(&g_mu);
+        for (xd_lease *l = g_leases; l && !lvictim; l = l->next) {
+            if (l->busy || xd_lease_env_in_use(l))
+                continue;
+            if (job->owner[0] ? strcmp(l->owner, job->owner) == 0 : l->held) {
+                lease_now = l->hold_client_start + (ph_monotonic_ms() - l->hold_daemon_start) / 1000;
+                if (job->owner[0] || (l->env_id[0] &&
+                                      lease_now - l->hold_client_start >= l->hold_seconds)) {
+                    lvictim = l;
+                    l->busy = true;
+                }
+            }
+        }
+        for (xd_env *e = g_envs; job->owner[0] && e && !lvictim && !victim; e = e->next) {
+            if (e->users == 0 && e->lease == NULL && strcmp(e->owner, job->owner) == 0) {
+                victim = e;
+                xd_env_unlink(e);
+            }
+        }
+        pthread_mutex_unlock(&g_mu);
+        if (lvictim && !job->owner[0]) {
+            (void)ph_sandbox_lease_hold_tick(lvictim->lease, lease_now);
+            release_lease(lvictim);
+            continue;
+        }
+        if (lvictim) {
+            lease_destroy(lvictim);
+            continue;
+        }
+        if (victim == NULL)
+            break;
+        ph_environment_destroy(&victim->env);
+        free(victim);
+        pthread_mutex_lock(&g_mu);
+        g_live--;
+        pthread_mutex_unlock(&g_mu);
+    }
+    job->resp = ok_resp();
+}
+
+static const struct {
+    const char *op;
+    xd_job_fn *fn;
+} g_ops[] = {
+    {"environment.create", op_env_create},   {"environment.execute", op_env_execute},
+    {"environment.destroy", op_env_destroy}, {"environment.workspace", op_env_workspace},
+    {"workspace.stat", op_workspace},        {"workspace.read", op_workspace},
+    {"workspace.write", op_workspace},       {"workspace.list", op_workspace},
+    {"workspace.close", op_workspace},       {"lease.open", op_lease_open},
+    {"lease.environment", op_lease},         {"lease.workspace", op_lease},
+    {"lease.status", op_lease},              {"lease.hold_begin", op_lease},
+    {"lease.hold_tick", op_lease},           {"lease.hold_end", op_lease},
+    {"lease.end", op_lease},
+};
+
+xd_job_fn *xd_op_find(const char *op)
+{
+    for (size_t i = 0; op && i < sizeof g_ops / sizeof g_ops[0]; i++)
+        if (strcmp(g_ops[i].op, op) == 0)
+            return g_ops[i].fn;
+    return NULL;
+}

@@ -1,0 +1,214 @@
+/* execd_pool.c - pinhole-execd's thread pool: jobs wait in a queue bounded
+ * by the loop (--queue), run on --max-executions threads, and come back to
+ * the loop on a done list with the frames of streamed responses (both
+ * under g_pool_mu; the loop is woken through its done event). Only the
+ * loop touches a connection's bufferevent. */
+#include "execd_state-int.h"
+
+#include <dirent.h>
+#include <event2/event.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_pool_cv = PTHREAD_COND_INITIALIZER;
+static xd_job *g_queue_head, *g_queue_tail, *g_done;
+size_t g_queued, g_running;
+static bool g_quit;
+static struct event *g_done_ev;
+static pthread_t *g_threads;
+static size_t g_started;
+static xd_frame *g_frames_head, *g_frames_tail;
+
+void xd_job_free(xd_job *job)
+{
+    json_decref(job->req);
+    json_decref(job->resp);
+    free(job);
+}
+
+void xd_enqueue(xd_job *job)
+{
+    job->next = NULL;
+    if (g_queue_tail)
+        g_queue_tail->next = job;
+    else
+        g_queue_head = job;
+    g_queue_tail = job;
+    g_queued++;
+    pthread_cond_signal(&g_pool_cv);
+}
+
+static void *pool_main(void *arg)
+{
+    (void)arg;
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    pthread_mutex_lock(&g_pool_mu);
+    for (;;) {
+        while (!g_quit && g_queue_head == NULL)
+            pthread_cond_wait(&g_pool_cv, &g_pool_mu);
+        if (g_queue_head == NULL)
+            break;
+        xd_job *job = g_queue_head;
+        g_queue_head = job->next;
+        if (g_queue_head == NULL)
+            g_queue_tail = NULL;
+        g_queued--;
+        g_running++;
+        pthread_mutex_unlock(&g_pool_mu);
+
+        pthread_mutex_lock(&g_mu);
+        job->tid = tid;
+        bool cancelled = job->cancelled;
+        pthread_mutex_unlock(&g_mu);
+        if (g_quit || cancelled)
+            job->resp = ph_wire_error(g_quit ? "shutting_down" : "io", "not run");
+        else
+            job->fn(job);
+        pthread_mutex_lock(&g_mu);
+        job->tid = 0;
+        pthread_mutex_unlock(&g_mu);
+
+        pthread_mutex_lock(&g_pool_mu);
+        g_running--;
+        job->next = g_done;
+        g_done = job;
+        pthread_mutex_unlock(&g_pool_mu);
+        event_active(g_done_ev, EV_READ, 0);
+        pthread_mutex_lock(&g_pool_mu);
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+    return NULL;
+}
+
+/* Kills what the pool thread tid started (its direct children: the fake
+ * mechanism's PID-namespace init or plain session leader, the runtime's
+ * client), so a blocked execute returns at once. Under g_mu. */
+void xd_kill_children_of(pid_t tid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)tid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return;
+    int pid;
+    while (fscanf(f, "%d", &pid) == 1) {
+        if (pid <= 0)
+            continue;
+        (void)kill(pid, SIGKILL);
+        if (getsid(pid) == pid)
+            ph_kill_session(pid);
+    }
+    fclose(f);
+}
+
+bool xd_job_cancelled(xd_job *job)
+{
+    pthread_mutex_lock(&g_mu);
+    bool gone = job->cancelled;
+    pthread_mutex_unlock(&g_mu);
+    return gone;
+}
+
+bool xd_peer_behind(const xd_job *job)
+{
+    return __atomic_load_n(&job->conn->backlog, __ATOMIC_ACQUIRE) >= XD_STREAM_BACKLOG;
+}
+
+/* Hands fr (owned from here on) to the loop for job's connection. */
+void xd_frame_queue(xd_job *job, xd_frame *fr)
+{
+    fr->conn = job->conn;
+    __atomic_add_fetch(&job->conn->backlog, fr->len, __ATOMIC_ACQ_REL);
+    pthread_mutex_lock(&g_pool_mu);
+    if (g_frames_tail)
+        g_frames_tail->next = fr;
+    else
+        g_frames_head = fr;
+    g_frames_tail = fr;
+    pthread_mutex_unlock(&g_pool_mu);
+    event_active(g_done_ev, EV_READ, 0);
+}
+
+/* frame_obj (consumed) as a wire frame, or NULL. */
+xd_frame *xd_frame_new(json_t *frame_obj)
+{
+    xd_frame *fr = calloc(1, sizeof *fr);
+    bool ok = fr && frame_obj && ph_wire_frame(frame_obj, &fr->data, &fr->len) == 0;
+    json_decref(frame_obj);
+    if (!ok) {
+        free(fr);
+        return NULL;
+    }
+    return fr;
+}
+
+void xd_frame_free(xd_frame *fr)
+{
+    free(fr->data);
+    free(fr);
+}
+
+size_t xd_pool_start(size_t n, struct event *done_ev)
+{
+    g_done_ev = done_ev;
+    g_threads = calloc(n, sizeof *g_threads);
+    for (g_started = 0; g_threads && g_started < n; g_started++)
+        if (pthread_create(&g_threads[g_started], NULL, pool_main, NULL) != 0)
+            break;
+    return g_started;
+}
+
+void xd_pool_stop(void)
+{
+    pthread_mutex_lock(&g_pool_mu);
+    g_quit = true;
+    pthread_cond_broadcast(&g_pool_cv);
+    pthread_mutex_unlock(&g_pool_mu);
+    pthread_mutex_lock(&g_mu);
+    pthread_mutex_lock(&g_pool_mu);
+    for (xd_job *j = g_queue_head; j; j = j->next)
+        j->cancelled = true;
+    pthread_mutex_unlock(&g_pool_mu);
+    pthread_mutex_unlock(&g_mu);
+    /* Running jobs: their commands are killed through their threads. */
+    for (int round = 0; round < 50; round++) {
+        pthread_mutex_lock(&g_pool_mu);
+        size_t running = g_running;
+        pthread_mutex_unlock(&g_pool_mu);
+        if (running == 0)
+            break;
+        DIR *d = opendir("/proc/self/task");
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL) {
+            pid_t tid = (pid_t)atoi(de->d_name);
+            if (tid > 0 && tid != (pid_t)syscall(SYS_gettid)) {
+                pthread_mutex_lock(&g_mu);
+                xd_kill_children_of(tid);
+                pthread_mutex_unlock(&g_mu);
+            }
+        }
+        if (d)
+            closedir(d);
+        usleep(100 * 1000);
+    }
+    for (size_t i = 0; i < g_started; i++)
+        pthread_join(g_threads[i], NULL);
+    free(g_threads);
+    g_threads = NULL;
+    g_started = 0;
+}
+
+void xd_pool_take(xd_job **done, xd_frame **frames)
+{
+    pthread_mutex_lock(&g_pool_mu);
+    *done = g_done;
+    g_done = NULL;
+    *frames = g_frames_head;
+    g_frames_head = g_frames_tail = NULL;
+    pthread_mutex_unlock(&g_pool_mu);
+}

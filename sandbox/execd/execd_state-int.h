@@ -1,0 +1,201 @@
+/* execd_state-int.h - what the parts of pinhole-execd's serving loop share:
+ * the registry (execd_registry.c), the thread pool and the frames it hands
+ * the loop (execd_pool.c), the operations (execd_ops.c) and the loop itself
+ * (execd_service.c). The ownership rules are at the top of
+ * execd_service.c. */
+#ifndef PINHOLE_EXECD_STATE_INT_H
+#define PINHOLE_EXECD_STATE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "execd_service-int.h"
+#include "pinhole/sandbox_lease.h"
+
+struct bufferevent;
+struct event;
+
+/* ---- the registry (execd_registry.c), under g_mu ---- */
+
+typedef struct xd_identity {
+    char name[XD_IDENTITY_MAX]; /* "uid:<n>" or "cert:<subject>" */
+    int conns;
+    int64_t gone_since_ms;
+    struct xd_identity *next;
+} xd_identity;
+
+typedef struct xd_lease xd_lease;
+
+typedef struct xd_env {
+    char id[PH_EXECD_ID_MAX];
+    char tenant[129];
+    char owner[XD_IDENTITY_MAX];
+    ph_environment *env;  /* owned, unless lease != NULL (then the lease's) */
+    xd_lease *lease;
+    /* In use by jobs: file operations share it with each other and with one
+     * execute (as in-process: a workspace object and the environment are
+     * independent); destroy needs it unused. */
+    int users;
+    bool executing;
+    bool exclusive;
+    struct xd_env *next;
+} xd_env;
+
+typedef enum xd_use {
+    XD_USE_SHARED,    /* WorkspaceFiles */
+    XD_USE_EXEC,      /* one execute at a time */
+    XD_USE_EXCLUSIVE, /* destroy */
+} xd_use;
+
+typedef struct xd_ws {
+    char id[PH_EXECD_ID_MAX];
+    char tenant[129];
+    char owner[XD_IDENTITY_MAX];
+    char env_id[PH_EXECD_ID_MAX];
+    struct xd_ws *next;
+} xd_ws;
+
+struct xd_lease {
+    char id[PH_EXECD_ID_MAX];
+    char tenant[129];
+    char owner[XD_IDENTITY_MAX];
+    ph_sandbox_lease *lease;
+    ph_env_block tier1;        /* what the worker sent, for every (re)creation */
+    int64_t hold_seconds;
+    bool busy;
+    bool held;
+    int64_t hold_client_start; /* the worker's clock at hold_begin */
+    int64_t hold_daemon_start; /* ours at the same moment */
+    char env_id[PH_EXECD_ID_MAX]; /* its current environment's record, "" if none */
+    struct xd_lease *next;
+};
+
+extern const xd_config *g_cfg;
+extern pthread_mutex_t g_mu;     /* the registry's; never held across a sandbox call */
+extern xd_identity *g_identities;
+extern xd_env *g_envs;
+extern xd_ws *g_wss;
+extern xd_lease *g_leases;
+extern size_t g_live;            /* sandboxes that exist or are being created */
+extern unsigned long g_requests, g_busy_total, g_errors_total; /* atomic */
+
+/* Counts one finished request of op in its latency histogram (the three
+ * ExecutionEnvironment operations; others are ignored). Thread-safe. */
+void xd_observe(const char *op, int64_t ms);
+/* Appends the histograms in the text exposition format to out (cap bytes). */
+void xd_print_histograms(char *out, size_t cap);
+/* A fresh id: prefix and 16 hex digits from getrandom. */
+void xd_new_id(const char *prefix, char out[PH_EXECD_ID_MAX]);
+/* Under g_mu. The service for a connection's cap (created on first use). */
+ph_execution_service *xd_service_for(int64_t cap_ms, ph_diag *diag);
+/* Under g_mu: the object with id that owner created for tenant, or NULL
+ * (another identity's or tenant's object is not found, like a missing one). */
+xd_env *xd_env_find(const char *id, const char *owner, const char *tenant);
+xd_lease *xd_lease_find(const char *id, const char *owner, const char *tenant);
+xd_ws *xd_ws_find(const char *id, const char *owner, const char *tenant);
+/* Under g_mu: unlinks the record (not freed). */
+void xd_env_unlink(xd_env *e);
+void xd_lease_unlink(xd_lease *l);
+/* Under g_mu, lease busy: makes the environment record match whether the
+ * lease has a sandbox now (a hold or the end may have destroyed it). */
+void xd_lease_reconcile(xd_lease *l);
+/* Destroys every object left (after the pool has stopped); returns how many
+ * sandboxes that was. */
+size_t xd_destroy_all(void);
+
+/* ---- jobs and the pool (execd_pool.c) ---- */
+
+typedef struct xd_conn xd_conn;
+typedef struct xd_job xd_job;
+typedef void xd_job_fn(xd_job *job);
+
+struct xd_job {
+    xd_conn *conn;       /* NULL for the daemon's own jobs (holds, reaping) */
+    char owner[XD_IDENTITY_MAX];
+    int64_t cap_ms;
+    json_t *req;
+    json_t *resp;
+    char op[40];
+    xd_job_fn *fn;
+    pid_t tid;           /* the pool thread running it, 0 before (under g_mu) */
+    bool cancelled;      /* its connection went away */
+    int64_t start_ms;
+    xd_job *next;
+};
+
+struct xd_conn {
+    struct bufferevent *bev;
+    xd_identity *ident;
+    int64_t cap_ms;
+    xd_job *job;         /* in flight, or NULL */
+    bool dead;           /* closed while its job runs: freed when it returns */
+    bool close_after_write;
+    bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
+    bool tls_pending;     /* TLS: identified once the handshake verified a certificate */
+    size_t backlog;       /* output not yet written to the peer (atomic: a streaming
+                           * job reads it to wait for a slow peer) */
+    struct xd_conn *prev, *next; /* g_conns: every live connection */
+};
+
+/* Frames of streamed responses, from pool threads to the loop (under
+ * g_pool_mu, flushed by on_done before the jobs that finished, so a job's
+ * frames always precede its final response). Only the loop touches a
+ * bufferevent. */
+typedef struct xd_frame {
+    xd_conn *conn;
+    uint8_t *data;
+    size_t len;
+    struct xd_frame *next;
+} xd_frame;
+
+#define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
+#define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
+
+extern pthread_mutex_t g_pool_mu; /* the queue, the done list, the frames */
+extern size_t g_queued, g_running;
+
+/* Starts n pool threads that hand finished jobs (and frames) to the loop by
+ * activating done_ev; returns how many started. */
+size_t xd_pool_start(size_t n, struct event *done_ev);
+/* Stops the pool: queued jobs are cancelled, running commands killed, the
+ * threads joined. */
+void xd_pool_stop(void);
+/* Under g_pool_mu: queues job (owned by the pool until it is done). */
+void xd_enqueue(xd_job *job);
+/* Takes the finished jobs and the frames queued since the last call (the
+ * loop's, in on_done). */
+void xd_pool_take(xd_job **done, xd_frame **frames);
+void xd_job_free(xd_job *job);
+/* Under g_mu: kills what the pool thread tid started. */
+void xd_kill_children_of(pid_t tid);
+/* Whether job's connection went away. */
+bool xd_job_cancelled(xd_job *job);
+/* Whether job's peer has XD_STREAM_BACKLOG bytes or more not yet written. */
+bool xd_peer_behind(const xd_job *job);
+/* frame_obj (consumed) as a wire frame, or NULL. */
+xd_frame *xd_frame_new(json_t *frame_obj);
+void xd_frame_free(xd_frame *fr);
+/* Hands fr (owned from here on) to the loop for job's connection. */
+void xd_frame_queue(xd_job *job, xd_frame *fr);
+
+/* ---- the operations (execd_ops.c, on pool threads) ---- */
+
+/* The operation named op, or NULL when there is none. */
+xd_job_fn *xd_op_find(const char *op);
+/* The daemon's own job: destroys what job->owner left (owner gone), or ends
+ * holds past approval_hold_seconds. */
+void xd_op_maintain(xd_job *job);
+/* A `busy` error response (counted). */
+json_t *xd_busy(const char *why);
+/* Under g_mu: whether a job is using the lease's environment. */
+bool xd_lease_env_in_use(const xd_lease *l);
+
+/* ---- the loop (execd_service.c) ---- */
+
+/* Writes one line to stderr under the log lock. */
+void xd_log_line(const char *line);
+
+#endif

@@ -1,1 +1,0 @@
-"""Pinhole for Python workers: pinhole.execd talks to pinhole-execd."""

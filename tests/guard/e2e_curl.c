@@ -1,0 +1,474 @@
+/* e2e_curl.c - libpinhole-curl end to end (label "e2e"): real libcurl
+ * against local HTTP and HTTPS servers named by dnsmasq, on the
+ * PINHOLE_TEST_LOOPBACK_UPSTREAM build (127.0.0.0/8 and ::1 exempt from the
+ * denylist, every other block denied). Every refused hop asserts its reason
+ * code and that no request reached the refused target; the servers record
+ * the credentials they were sent. */
+#include "test_support.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "dnsmasq_fixture.h"
+#include "pinhole/curl.h"
+#include "pinhole/dial.h"
+
+static ph_dnsmasq dns = {-1, ""};
+static char *dir;
+static char table[4200], hosts[4200], cert[4200], key[4200];
+static ph_guard *G;
+static SSL_CTX *tls_ctx;
+
+typedef struct server {
+    const char *tag; /* "A", "B", "T" in the log */
+    bool tls;
+    int fd;
+    uint16_t port;
+    pthread_t thread;
+} server;
+static server A = {"A", false, -1, 0, 0}, B = {"B", false, -1, 0, 0}, T = {"T", true, -1, 0, 0};
+static atomic_bool stop;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static char request_log[8192]; /* "TAG /path auth=<v> cookie=<v>\n" per request */
+
+/* The value of header name in the request head, or "-". */
+static void header_value(const char *req, const char *name, char *out, size_t cap)
+{
+    snprintf(out, cap, "-");
+    for (const char *p = strstr(req, "\r\n"); p != NULL; p = strstr(p + 2, "\r\n")) {
+        size_t n = strlen(name);
+        if (strncasecmp(p + 2, name, n) == 0 && p[2 + n] == ':') {
+            const char *v = p + 2 + n + 1;
+            while (*v == ' ')
+                v++;
+            size_t k = strcspn(v, "\r");
+            snprintf(out, cap, "%.*s", (int)(k < cap - 1 ? k : cap - 1), v);
+            return;
+        }
+    }
+}
+
+/* The response to path on server s. */
+static void respond(const server *s, const char *path, char *resp, size_t cap)
+{
+    static const struct {
+        const char *path, *location;
+        int which; /* 0: as written; "%u" is 1: A's port, 2: B's port */
+    } redirects[] = {
+        {"/to-metadata-literal", "http://169.254.169.254/latest/meta-data/", 0},
+        {"/to-metadata-name", "http://metadata.test:%u/ok", 1},
+        {"/to-literal", "http://127.0.0.1:%u/ok", 1},
+        {"/to-unlisted", "http://private.test:%u/ok", 1},
+        {"/to-port", "http://loop.test:%u/ok", 2},
+        {"/loop", "/loop", 0},
+        {"/to-other", "http://other.test:%u/echo", 2},
+        {"/to-same", "/echo", 0},
+        {"/body-redirect", "/ok", 0},
+        {"/down", "http://loop.test:%u/ok", 1},
+        {"/to-bad", "/\t/evil.example/", 0}, /* WHATWG would strip the tab */
+    };
+    for (size_t i = 0; i < sizeof redirects / sizeof *redirects; i++) {
+        if (strcmp(path, redirects[i].path) != 0)
+            continue;
+        char loc[256];
+        snprintf(loc, sizeof loc, "%s", redirects[i].location);
+        if (redirects[i].which != 0) { /* "%u" replaced by the port */
+            const char *fmt = redirects[i].location;
+            const char *pct = strstr(fmt, "%u");
+            snprintf(loc, sizeof loc, "%.*s%u%s", (int)(pct - fmt), fmt,
+                     (unsigned)(redirects[i].which == 1 ? A.port : B.port), pct + 2);
+        }
+        snprintf(resp, cap,
+                 "HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 17\r\n"
+                 "Connection: close\r\n\r\nSHOULD-NOT-APPEAR",
+                 loc);
+        return;
+    }
+    const char *body = s->tls ? "tls-body\n" : strcmp(path, "/echo") == 0 ? "echo\n" : "page-body\n";
+    snprintf(resp, cap, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+             strlen(body), body);
+}
+
+static void serve(server *s, int c)
+{
+    SSL *ssl = NULL;
+    if (s->tls) {
+        ssl = SSL_new(tls_ctx);
+        SSL_set_fd(ssl, c);
+        if (SSL_accept(ssl) != 1) {
+            SSL_free(ssl);
+            return;
+        }
+    }
+    char req[4096];
+    size_t n = 0;
+    while (n < sizeof req - 1) {
+        struct pollfd p = {.fd = c, .events = POLLIN};
+        if (!(ssl != NULL && SSL_pending(ssl) > 0) && poll(&p, 1, 2000) <= 0)
+            break;
+        int r = ssl != NULL ? SSL_read(ssl, req + n, (int)(sizeof req - 1 - n))
+                            : (int)read(c, req + n, sizeof req - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        req[n] = '\0';
+        if (strstr(req, "\r\n\r\n") != NULL)
+            break;
+    }
+    req[n] = '\0';
+    char path[256] = "", auth[256], cookie[256];
+    sscanf(req, "GET %255s", path);
+    header_value(req, "Authorization", auth, sizeof auth);
+    header_value(req, "Cookie", cookie, sizeof cookie);
+    pthread_mutex_lock(&log_lock);
+    size_t at = strlen(request_log);
+    snprintf(request_log + at, sizeof request_log - at, "%s %s auth=%s cookie=%s\n", s->tag, path,
+             auth, cookie);
+    pthread_mutex_unlock(&log_lock);
+    char resp[1024];
+    respond(s, path, resp, sizeof resp);
+    if (ssl != NULL) {
+        SSL_write(ssl, resp, (int)strlen(resp));
+        SSL_shutdown(ssl);
+        SSL_free(ssl);
+    } else if (write(c, resp, strlen(resp)) < 0) {
+        return;
+    }
+}
+
+static void *server_main(void *arg)
+{
+    server *s = arg;
+    while (!atomic_load(&stop)) {
+        struct pollfd p = {.fd = s->fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int c = accept(s->fd, NULL, NULL);
+        if (c >= 0) {
+            serve(s, c);
+            close(c);
+        }
+    }
+    return NULL;
+}
+
+static void start(server *s)
+{
+    s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s->fd, (struct sockaddr *)&sin, sizeof sin), 0);
+    assert_int_equal(listen(s->fd, 16), 0);
+    socklen_t len = sizeof sin;
+    getsockname(s->fd, (struct sockaddr *)&sin, &len);
+    s->port = ntohs(sin.sin_port);
+}
+
+static void run(const char *cmd)
+{
+    int st = system(cmd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("failed: %s", cmd);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = ph_test_mkdtemp();
+    start(&A);
+    start(&B);
+    start(&T);
+    /* A self-signed certificate for tls.test (the name, never the address). */
+    snprintf(cert, sizeof cert, "%s/cert.pem", dir);
+    snprintf(key, sizeof key, "%s/key.pem", dir);
+    char cmd[13000];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+             "-subj /CN=tls.test -addext subjectAltName=DNS:tls.test -keyout '%s' -out '%s' "
+             ">/dev/null 2>&1",
+             key, cert);
+    run(cmd);
+    tls_ctx = SSL_CTX_new(TLS_server_method());
+    assert_non_null(tls_ctx);
+    assert_int_equal(SSL_CTX_use_certificate_file(tls_ctx, cert, SSL_FILETYPE_PEM), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey_file(tls_ctx, key, SSL_FILETYPE_PEM), 1);
+    snprintf(hosts, sizeof hosts, "%s/hosts", dir);
+    ph_dnsmasq_set_hosts(NULL, hosts,
+                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n127.0.0.1 flip.test\n");
+    char yaml[2048], src[4300];
+    snprintf(yaml, sizeof yaml,
+             "version: 1\nlists:\n  default:\n    rules:\n"
+             "      - host: loop.test\n        ports: [%u]\n"
+             "      - host: other.test\n        ports: [%u]\n"
+             "      - host: tls.test\n        ports: [%u]\n"
+             "      - host: metadata.test\n        ports: [%u]\n"
+             "      - host: flip.test\n        ports: [%u]\n",
+             A.port, B.port, T.port, A.port, A.port);
+    snprintf(src, sizeof src, "%s/allow.yaml", dir);
+    snprintf(table, sizeof table, "%s/allow.ptab", dir);
+    assert_int_equal(ph_test_write_file(src, yaml, strlen(yaml)), 0);
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s' -o '%s' >/dev/null", PH_POLICYC, src, table);
+    run(cmd);
+    ph_dnsmasq_start_hosts(&dns, hosts);
+    ph_guard_options o = {.dns_servers = dns.server, .dns_timeout_ms = 2000};
+    assert_int_equal(ph_guard_open(table, &o, &G, NULL), PH_OK);
+    assert_int_equal(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+    server *all[] = {&A, &B, &T};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&all[i]->thread, NULL, server_main, all[i]), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    atomic_store(&stop, true);
+    server *all[] = {&A, &B, &T};
+    for (size_t i = 0; i < 3; i++) {
+        pthread_join(all[i]->thread, NULL);
+        close(all[i]->fd);
+    }
+    SSL_CTX_free(tls_ctx);
+    curl_global_cleanup();
+    ph_guard_close(&G);
+    ph_dnsmasq_stop(&dns);
+    ph_test_rmtree(dir);
+    free(dir);
+    return 0;
+}
+
+/* The body sink of one fetch. */
+typedef struct body {
+    char data[4096];
+    size_t len;
+} body;
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    body *b = arg;
+    size_t k = size * n;
+    if (k > sizeof b->data - 1 - b->len)
+        return 0;
+    memcpy(b->data + b->len, data, k);
+    b->len += k;
+    b->data[b->len] = '\0';
+    return k;
+}
+
+static const char *const credentials[] = {"Authorization: Bearer secret-token",
+                                          "Cookie: session=abc", "X-Trace: 1", NULL};
+
+/* Fetches url (a path on A, or a full URL) on a fresh guarded handle. */
+static ph_status fetch(const char *path_or_url, unsigned max_hops, const char *userpwd,
+                       ph_curl_result *r, body *b)
+{
+    char url[512];
+    if (path_or_url[0] == '/')
+        snprintf(url, sizeof url, "http://loop.test:%u%s", (unsigned)A.port, path_or_url);
+    else
+        snprintf(url, sizeof url, "%s", path_or_url);
+    pthread_mutex_lock(&log_lock);
+    request_log[0] = '\0';
+    pthread_mutex_unlock(&log_lock);
+    memset(b, 0, sizeof *b);
+    CURL *c = curl_easy_init();
+    assert_non_null(c);
+    curl_easy_setopt(c, CURLOPT_CAINFO, cert);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    if (userpwd != NULL)
+        curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
+    /* Set before attaching: the attachment overrides all of these. */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_PROXY, "http://127.0.0.1:9/");
+    ph_curl_options o = {.redirect = {.max_hops = max_hops},
+                         .headers = userpwd == NULL ? credentials : NULL,
+                         .write = on_body,
+                         .write_arg = b};
+    ph_curl *pc = NULL;
+    ph_diag d;
+    assert_int_equal(ph_curl_attach(c, G, "default", &o, &pc, &d), PH_OK);
+    ph_status st = ph_curl_perform(pc, url, r);
+    ph_curl_detach(&pc);
+    assert_null(pc);
+    curl_easy_cleanup(c);
+    return st;
+}
+
+static void allowed_fetch_http_and_https(void **state)
+{
+    (void)state;
+    ph_curl_result r;
+    body b;
+    assert_int_equal(fetch("/ok", 0, NULL, &r, &b), PH_OK);
+    assert_int_equal(r.reason, PH_REASON_ALLOWED);
+    assert_int_equal(r.http_status, 200);
+    assert_string_equal(b.data, "page-body\n");
+    assert_string_equal(r.addr_text, "127.0.0.1");
+    assert_int_equal(r.hops, 0);
+    assert_string_equal(r.verdict.rule_file, "allow.yaml");
+    assert_string_equal(request_log, "A /ok auth=Bearer secret-token cookie=session=abc\n");
+    /* https: pinned to the address, the certificate checked for the name. */
+    char url[128];
+    snprintf(url, sizeof url, "https://tls.test:%u/ok-tls", (unsigned)T.port);
+    assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_OK);
+    assert_string_equal(b.data, "tls-body\n");
+    /* A followed redirect: its body is not the caller's. */
+    assert_int_equal(fetch("/body-redirect", 0, NULL, &r, &b), PH_OK);
+    assert_string_equal(b.data, "page-body\n");
+    assert_int_equal(r.hops, 1);
+    assert_false(r.credentials_dropped);
+}
+
+typedef struct refusal {
+    const char *path;
+    ph_reason want;
+    const char *url_has; /* in r.url: the refused target */
+} refusal;
+
+static void refused_redirects_carry_their_reason(void **state)
+{
+    (void)state;
+    static const refusal cases[] = {
+        {"/to-metadata-literal", PH_REASON_IP_LITERAL, "169.254.169.254"},
+        {"/to-metadata-name", PH_REASON_DENIED_ADDRESS, "metadata.test"},
+        {"/to-literal", PH_REASON_IP_LITERAL, "127.0.0.1"},
+        {"/to-unlisted", PH_REASON_NOT_ALLOWLISTED, "private.test"},
+        {"/to-port", PH_REASON_PORT_NOT_ALLOWED, "loop.test"},
+        {"/to-bad", PH_REASON_REDIRECT_BAD_LOCATION, "/?/evil.example/"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        ph_curl_result r;
+        body b;
+        ph_status st = fetch(cases[i].path, 0, NULL, &r, &b);
+        if (st != PH_E_DENIED || r.reason != cases[i].want)
+            fail_msg("%s: %s %s (%s)", cases[i].path, ph_strerror(st), ph_reason_code(r.reason),
+                     r.detail);
+        assert_non_null(strstr(r.url, cases[i].url_has));
+        assert_string_equal(b.data, ""); /* the redirect's body is not delivered */
+        /* One request, to A: nothing reached the target. */
+        char want[256];
+        snprintf(want, sizeof want, "A %s auth=Bearer secret-token cookie=session=abc\n",
+                 cases[i].path);
+        assert_string_equal(request_log, want);
+    }
+    /* The denied address is named. */
+    ph_curl_result r;
+    body b;
+    assert_int_equal(fetch("/to-metadata-name", 0, NULL, &r, &b), PH_E_DENIED);
+    assert_non_null(strstr(r.detail, "169.254.169.254"));
+}
+
+static void downgrade_and_hop_limit(void **state)
+{
+    (void)state;
+    ph_curl_result r;
+    body b;
+    char url[128];
+    snprintf(url, sizeof url, "https://tls.test:%u/down", (unsigned)T.port);
+    assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_E_DENIED);
+    assert_int_equal(r.reason, PH_REASON_REDIRECT_DOWNGRADE);
+    assert_string_equal(request_log, "T /down auth=Bearer secret-token cookie=session=abc\n");
+    /* /loop redirects to itself: three hops followed, the fourth refused. */
+    assert_int_equal(fetch("/loop", 3, NULL, &r, &b), PH_E_DENIED);
+    assert_int_equal(r.reason, PH_REASON_REDIRECT_LIMIT);
+    assert_int_equal(r.hops, 3);
+    const char *line = "A /loop auth=Bearer secret-token cookie=session=abc\n";
+    char want[512];
+    snprintf(want, sizeof want, "%s%s%s%s", line, line, line, line);
+    assert_string_equal(request_log, want);
+}
+
+static void cross_origin_redirect_drops_credentials(void **state)
+{
+    (void)state;
+    ph_curl_result r;
+    body b;
+    assert_int_equal(fetch("/to-other", 0, NULL, &r, &b), PH_OK);
+    assert_string_equal(b.data, "echo\n");
+    assert_true(r.credentials_dropped);
+    assert_string_equal(request_log, "A /to-other auth=Bearer secret-token cookie=session=abc\n"
+                                     "B /echo auth=- cookie=-\n");
+    /* Same origin: they follow. */
+    assert_int_equal(fetch("/to-same", 0, NULL, &r, &b), PH_OK);
+    assert_false(r.credentials_dropped);
+    assert_string_equal(request_log, "A /to-same auth=Bearer secret-token cookie=session=abc\n"
+                                     "A /echo auth=Bearer secret-token cookie=session=abc\n");
+    /* CURLOPT_USERPWD (curl's own Authorization) is dropped too. */
+    assert_int_equal(fetch("/to-other", 0, "user:pass", &r, &b), PH_OK);
+    assert_string_equal(request_log, "A /to-other auth=Basic dXNlcjpwYXNz cookie=-\n"
+                                     "B /echo auth=- cookie=-\n");
+}
+
+static void rebinding_second_request_refused(void **state)
+{
+    (void)state;
+    ph_curl_result r;
+    body b;
+    char url[128];
+    snprintf(url, sizeof url, "http://flip.test:%u/ok", (unsigned)A.port);
+    assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_OK);
+    assert_string_equal(b.data, "page-body\n");
+    ph_dnsmasq_set_hosts(&dns, hosts,
+                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n169.254.169.254 flip.test\n");
+    assert_true(ph_dnsmasq_wait_refused(&dns, "flip.test", PH_REASON_DENIED_ADDRESS));
+    assert_int_equal(fetch(url, 0, NULL, &r, &b), PH_E_DENIED);
+    assert_int_equal(r.reason, PH_REASON_DENIED_ADDRESS);
+    assert_string_equal(request_log, ""); /* no connection at all */
+}
+
+static void socket_check_refuses_unchecked_addresses(void **state)
+{
+    (void)state;
+    ph_pinned_addrs a = {0};
+    struct sockaddr_in s4 = {.sin_family = AF_INET, .sin_port = htons(A.port)};
+    s4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    memcpy(&a.addr[0], &s4, sizeof s4);
+    a.addr_len[0] = sizeof s4;
+    a.count = 1;
+    assert_true(ph_pinned_addrs_contains(&a, (struct sockaddr *)&s4, sizeof s4));
+    struct sockaddr_in other = s4;
+    other.sin_port = htons(B.port);
+    assert_false(ph_pinned_addrs_contains(&a, (struct sockaddr *)&other, sizeof other));
+    other = s4;
+    other.sin_addr.s_addr = htonl(0x7f000002);
+    assert_false(ph_pinned_addrs_contains(&a, (struct sockaddr *)&other, sizeof other));
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6, .sin6_port = htons(A.port)};
+    assert_false(ph_pinned_addrs_contains(&a, (struct sockaddr *)&s6, sizeof s6));
+    assert_false(ph_pinned_addrs_contains(NULL, (struct sockaddr *)&s4, sizeof s4));
+    /* Missing arguments. */
+    ph_curl *pc = (ph_curl *)&a;
+    assert_int_equal(ph_curl_attach(NULL, G, "default", NULL, &pc, NULL), PH_E_INVAL);
+    assert_null(pc);
+    ph_curl_result r;
+    assert_int_equal(ph_curl_perform(NULL, "http://loop.test/", &r), PH_E_INVAL);
+    ph_curl_detach(NULL);
+}
+
+int main(void)
+{
+    if (!ph_dnsmasq_installed())
+        return 77;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allowed_fetch_http_and_https),
+        cmocka_unit_test(refused_redirects_carry_their_reason),
+        cmocka_unit_test(downgrade_and_hop_limit),
+        cmocka_unit_test(cross_origin_redirect_drops_credentials),
+        cmocka_unit_test(rebinding_second_request_refused),
+        cmocka_unit_test(socket_check_refuses_unchecked_addresses),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
