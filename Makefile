@@ -5,7 +5,7 @@
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench install clean
+.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench bench-ab install clean
 
 all: build
 
@@ -39,6 +39,14 @@ bench: deps
 	@cmake --preset release -B build/bench -DPINHOLE_BUILD_BENCH=ON -DPINHOLE_BUILD_TESTS=ON >/dev/null
 	@MAKEFLAGS= cmake --build build/bench -j $(JOBS)
 	@sh scripts/bench.sh build/bench
+
+# bench_proxy A/B in one run: OLD's pinhole-proxy (a git revision, built in
+# build/ab/OLD) against this tree's, the same rounds interleaved.
+OLD ?= 4acfad0
+bench-ab: deps
+	@cmake --preset release -B build/bench -DPINHOLE_BUILD_BENCH=ON -DPINHOLE_BUILD_TESTS=ON >/dev/null
+	@MAKEFLAGS= cmake --build build/bench -j $(JOBS)
+	@sh scripts/bench.sh --ab $(OLD) build/bench
 
 install: build
 	@cmake --install build/dev

@@ -4,19 +4,33 @@
  *   transactions/s   one small request/response per tunnel (connect,
  *                    CONNECT + grant for the proxy, 64 B each way, close),
  *                    4 client threads, best of 3 alternating 1 s rounds;
- *                    target >= 0.5x direct. With it, the CPU time per
+ *                    target >= 0.44x direct. With it, the CPU time per
  *                    transaction of each party (client threads, upstream,
  *                    proxy; /proc/PID/stat, ended threads included): with
  *                    every core busy, the ratio can be no better than the
  *                    direct transaction's CPU over the proxied one's.
  *   added latency    median per transaction, one client, direct and proxied
- *                    alternating one by one, proxied - direct; <= 100 us.
+ *                    alternating one by one, proxied - direct; <= 80 us.
  *                    With it the medians of the two phases: opening the
  *                    tunnel (connect; CONNECT up to the 200) and the echo.
  *   bulk throughput  one tunnel, 256 MiB echoed (both directions at once),
  *                    best of 3 alternating runs; target >= 0.8x direct
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
- *                    target <= 64 MiB
+ *                    target <= 24 MiB
+ *
+ * The run ends with the targets, each beside its baseline of the same run:
+ * the proxy's CPU per transaction against the floor (client + upstream CPU
+ * of a direct transaction; <= 1.15x), transactions/s against direct
+ * (>= 0.44x) and against tinyproxy (>= 1.5x), the added latency (<= 80 us)
+ * and the idle tunnels' RSS (<= 24 MiB).
+ *
+ * A/B: --proxy given two or more times starts each binary beside the
+ * others and runs --rounds rounds; in each, the event-driven load against
+ * direct and then every proxy in turn, then one client alternating direct
+ * and every proxy transaction by transaction. Printed per proxy: median
+ * and [min-max] over the rounds of transactions/s, added median latency and
+ * the proxy's CPU per transaction, and each against the first proxy's
+ * median with the first's spread as the noise.
  *
  * tinyproxy and squid, when installed, run the same workload after Pinhole
  * (the first three figures), asked for "localhost:PORT" (their own name
@@ -24,7 +38,8 @@
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
  * --clients N (client threads, default 4), --idle-tunnels N (default
- * 10000), --proxy PATH (A/B runs), --no-peers (Pinhole alone), --help. Exit codes: 0 figures printed,
+ * 10000), --proxy PATH (repeatable: A/B runs), --rounds N, --no-peers (Pinhole alone), --help.
+ * Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
  * The proxy is the PINHOLE_TEST_LOOPBACK_UPSTREAM build (the upstream is on
@@ -60,7 +75,7 @@
 #define DOMAIN "pinhole-e2e.test"
 #define TARGET_HOST "ok." DOMAIN
 
-static int upstream_port, proxy_port, dns_port, admin_port;
+static int upstream_port, dns_port;
 static int clients = 4; /* blocking client threads of the transactions/s rounds */
 #define ASYNC_THREADS 2     /* event-driven client threads */
 #define ASYNC_IN_FLIGHT 64  /* transactions in flight in each */
@@ -517,11 +532,18 @@ static double rate_with_cpu(const target *t, load_fn load, long *failed, tx_cpu 
     return rate;
 }
 
+/* The figures of one load against direct: best rounds and the CPU time
+ * per transaction of each party in them. */
+typedef struct rate_fig {
+    double direct, proxied;
+    tx_cpu cd, cp;
+} rate_fig;
+
 /* Best of three alternating 1 s rounds each (the machine is shared, and
  * alternating lets both see the same neighbours), printed with the CPU
- * time per transaction of each party. */
+ * time per transaction of each party; *out gets the figures. */
 static void rate_lines(const char *label, load_fn load, const target *direct_t, const target *px,
-                       bool targets)
+                       bool targets, rate_fig *out)
 {
     long f1 = 0, f2 = 0, f;
     double direct = 0, proxied = 0;
@@ -539,12 +561,13 @@ static void rate_lines(const char *label, load_fn load, const target *direct_t, 
     printf("transactions/s, %s\n"
            "                    direct %9.0f  proxied %9.0f  ratio %.2fx%s; failed (not counted): "
            "direct %ld, proxied %ld\n",
-           label, direct, proxied, proxied / direct, targets ? " (target >= 0.50x)" : "", f1, f2);
+           label, direct, proxied, proxied / direct, targets ? " (target >= 0.44x)" : "", f1, f2);
     printf("  CPU per transaction (us): direct  client %5.1f  upstream %5.1f               total %5.1f\n"
            "                            proxied client %5.1f  upstream %5.1f  proxy %5.1f  total %5.1f\n",
            cd.client, cd.upstream, cd.client + cd.upstream, cp.client, cp.upstream, cp.proxy,
            cp.client + cp.upstream + cp.proxy);
     fflush(stdout);
+    *out = (rate_fig){ direct, proxied, cd, cp };
 }
 
 /* Median seconds of n transactions each, direct and proxied alternating one
@@ -650,12 +673,15 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
-static pid_t spawn(char *const argv[], const char *out)
+/* Starts argv with stdout to `out` and, unless NULL, stderr to `err`. */
+static pid_t spawn(char *const argv[], const char *out, const char *err)
 {
     fflush(NULL); /* or the child's freopen() writes our buffered lines again */
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(out, "w", stdout);
+        if (err != NULL)
+            f = freopen(err, "a", stderr);
         (void)f;
         execv(argv[0], argv);
         _exit(127);
@@ -687,17 +713,26 @@ static int wait_port(int port)
     return -1;
 }
 
+/* What compare measured of one proxy, for the summary of the targets:
+ * the event-driven load and the added median latency (-1: none). */
+typedef struct compare_fig {
+    rate_fig async;
+    double added_us;
+} compare_fig;
+
 /* Transactions/s (with CPU per transaction), median added latency and bulk
  * throughput of one proxy against direct, printed; `targets` adds the
- * issue's targets to the lines. */
-static void compare(const target *direct_t, const target *px, bool targets)
+ * targets to the lines; *out gets the figures of the summary. */
+static void compare(const target *direct_t, const target *px, bool targets, compare_fig *out)
 {
     char label[128];
+    rate_fig blocking;
     snprintf(label, sizeof label, "%d blocking client threads", clients);
-    rate_lines(label, blocking_load, direct_t, px, targets);
+    rate_lines(label, blocking_load, direct_t, px, targets, &blocking);
     snprintf(label, sizeof label, "%d event-driven client threads x %d transactions in flight",
              ASYNC_THREADS, ASYNC_IN_FLIGHT);
-    rate_lines(label, async_load, direct_t, px, targets);
+    rate_lines(label, async_load, direct_t, px, targets, &out->async);
+    out->added_us = -1;
 
     double ld[3], lp[3];
     int lfail[2];
@@ -710,7 +745,8 @@ static void compare(const target *direct_t, const target *px, bool targets)
         printf("median transaction  direct %7.1f us  proxied %7.1f us  added %.1f us%s; "
                "failed (left out): direct %d, proxied %d of %d\n",
                ld[0] * 1e6, lp[0] * 1e6, (lp[0] - ld[0]) * 1e6,
-               targets ? " (target <= 100 us)" : "", lfail[0], lfail[1], ln);
+               targets ? " (target <= 80 us)" : "", lfail[0], lfail[1], ln);
+        out->added_us = (lp[0] - ld[0]) * 1e6;
         printf("  of which (medians) open    direct %7.1f us  proxied %7.1f us (connect; CONNECT "
                "to 200)\n"
                "                     echo    direct %7.1f us  proxied %7.1f us (64 bytes there and "
@@ -762,7 +798,7 @@ static pid_t start_peer(const char *dir, const char *name, const char *bin, cons
     snprintf(f2, sizeof f2, "%s", conf_flag);
     if (access(bin, X_OK) != 0 || !write_file(path, conf))
         return 0;
-    return spawn(argv, "/dev/null");
+    return spawn(argv, "/dev/null", NULL);
 }
 
 /* tinyproxy on 127.0.0.1:port, CONNECT allowed to the upstream's port. */
@@ -791,19 +827,268 @@ static pid_t start_squid(const char *dir, int port)
     return start_peer(dir, "squid", "/usr/sbin/squid", "-N", "-f", conf);
 }
 
+/* ---- system calls per transaction ------------------------------------------ */
+
+/* Counts the proxy's system calls over n sequential transactions of one
+ * client (strace -f -c attached to every thread of px->pid) and prints them
+ * per transaction, the most frequent first: the kernel work a transaction
+ * costs the proxy, against the minimum a CONNECT needs. The counts, not the
+ * times, are the figure (strace slows every call alike). */
+static void syscall_counts(const target *px, int n, const char *dir)
+{
+    char out[600], pid[16];
+    snprintf(out, sizeof out, "%s/strace-%d.txt", dir, (int)px->pid);
+    snprintf(pid, sizeof pid, "%d", (int)px->pid);
+    if (access("/usr/bin/strace", X_OK) != 0) {
+        printf("syscalls per tx     strace not installed: no count (apt-get install strace)\n");
+        return;
+    }
+    char *argv[] = { "/usr/bin/strace", "-f", "-c", "-q", "-o", out, "-p", pid, NULL };
+    pid_t st = spawn(argv, "/dev/null", "/dev/null");
+    usleep(500000); /* attached to every thread */
+    transaction(px);
+    usleep(100000);
+    int failed = 0;
+    for (int i = 0; i < n; i++)
+        failed += transaction(px) != 0;
+    usleep(100000);
+    kill(st, SIGINT);
+    waitpid(st, NULL, 0);
+    FILE *f = fopen(out, "r");
+    char line[256], names[64][32];
+    double calls[64];
+    int k = 0;
+    long total = 0;
+    while (f && fgets(line, sizeof line, f) && k < 64) {
+        char tok[6][32];
+        int nt = sscanf(line, "%31s %31s %31s %31s %31s %31s", tok[0], tok[1], tok[2], tok[3],
+                        tok[4], tok[5]);
+        if ((nt != 5 && nt != 6) || strcmp(tok[nt - 1], "total") == 0 ||
+            tok[0][0] < '0' || tok[0][0] > '9')
+            continue;
+        calls[k] = atof(tok[3]);
+        snprintf(names[k], sizeof names[k], "%s", tok[nt - 1]);
+        total += (long)calls[k];
+        k++;
+    }
+    if (f)
+        fclose(f);
+    if (k == 0) {
+        printf("syscalls per tx     no strace output (attach refused?)\n");
+        return;
+    }
+    /* The warm-up transaction is in the counts too: n + 1 transactions. */
+    double per = (double)(n + 1 - failed);
+    printf("syscalls per tx     %s: %.1f (%d sequential transactions of one client, %d failed):",
+           px->name, (double)total / per, n + 1, failed);
+    for (int i = 0; i < k; i++) {
+        int best = i;
+        for (int j = i + 1; j < k; j++)
+            if (calls[j] > calls[best])
+                best = j;
+        double c = calls[best];
+        char nm[32];
+        memcpy(nm, names[best], sizeof nm);
+        calls[best] = calls[i], memcpy(names[best], names[i], sizeof nm);
+        calls[i] = c, memcpy(names[i], nm, sizeof nm);
+        if (c / per >= 0.05)
+            printf(" %s %.2f", names[i], c / per);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* ---- A/B: several pinhole-proxy binaries, rounds interleaved ------------- */
+
+#define AB_MAX 4
+
+/* The figures of one round of one proxy. */
+typedef struct ab_round {
+    double rate;     /* transactions/s, event-driven clients */
+    double cpu;      /* the proxy's CPU per transaction in that load, us */
+    double added_us; /* median added latency, one client */
+} ab_round;
+
+static double median_of(const double *v, int n)
+{
+    double c[64];
+    for (int i = 0; i < n; i++)
+        c[i] = v[i];
+    return bench_quantile(c, n, 0.5);
+}
+
+static void min_max(const double *v, int n, double *lo, double *hi)
+{
+    *lo = *hi = v[0];
+    for (int i = 1; i < n; i++) {
+        *lo = v[i] < *lo ? v[i] : *lo;
+        *hi = v[i] > *hi ? v[i] : *hi;
+    }
+}
+
+/* `rounds` rounds; in each, every proxy in turn (A B ... A B ...) runs the
+ * event-driven load for 1 s (direct first, as the round's own baseline),
+ * then one client alternates direct and every proxy transaction by
+ * transaction (lat_n each) for the added median latency. Printed per round
+ * and as median [min-max] per proxy, with each proxy's medians against the
+ * first's and the first's own spread (the run-to-run noise). */
+static void ab_compare(const target *direct_t, const target *px, int n, int rounds)
+{
+    static ab_round r[AB_MAX][64];
+    double drate[64];
+    const int lat_n = 400;
+    printf("A/B: %d rounds, each: event-driven load (%d threads x %d in flight, 1 s) direct, then "
+           "each proxy in turn (order reversed every other round); then %d transactions of one "
+           "client, direct and each proxy alternating (order rotating)\n",
+           rounds, ASYNC_THREADS, ASYNC_IN_FLIGHT, lat_n);
+    for (int k = 0; k < rounds; k++) {
+        long f;
+        tx_cpu c = { 0, 0, 0 };
+        drate[k] = rate_with_cpu(direct_t, async_load, &f, &c);
+        /* A B ... in odd rounds, ... B A in even ones: neither always
+         * runs right after the other (its connections' teardown). */
+        for (int j = 0; j < n; j++) {
+            int p = k % 2 == 0 ? j : n - 1 - j;
+            c = (tx_cpu){ 0, 0, 0 };
+            r[p][k].rate = rate_with_cpu(&px[p], async_load, &f, &c);
+            r[p][k].cpu = c.proxy;
+        }
+        double *v[AB_MAX + 1];
+        int ok[AB_MAX + 1] = { 0 };
+        for (int p = 0; p <= n; p++)
+            v[p] = calloc((size_t)lat_n, sizeof(double));
+        /* The order rotates transaction by transaction: each target follows
+         * each other equally often, so none always pays for the previous
+         * one's teardown (a proxy's EOFs, closes and log line still run
+         * when the next transaction starts). */
+        for (int i = 0; i < lat_n; i++)
+            for (int j = 0; j <= n; j++) {
+                int p = (i + j) % (n + 1);
+                double took[2];
+                if (transaction_timed(p == 0 ? direct_t : &px[p - 1], took) == 0)
+                    v[p][ok[p]++] = took[0] + took[1];
+            }
+        double dmed = ok[0] ? bench_quantile(v[0], ok[0], 0.5) : 0;
+        printf("  round %d: direct %7.0f tx/s", k + 1, drate[k]);
+        for (int p = 0; p < n; p++) {
+            r[p][k].added_us = ok[p + 1] ? (bench_quantile(v[p + 1], ok[p + 1], 0.5) - dmed) * 1e6
+                                         : 1e9;
+            printf(" | %c %7.0f tx/s %5.1f us cpu, +%5.1f us", 'A' + p, r[p][k].rate,
+                   r[p][k].cpu, r[p][k].added_us);
+        }
+        printf("\n");
+        fflush(stdout);
+        for (int p = 0; p <= n; p++)
+            free(v[p]);
+    }
+    double dlo, dhi;
+    min_max(drate, rounds, &dlo, &dhi);
+    printf("  direct           %8.0f tx/s [%.0f-%.0f]\n", median_of(drate, rounds), dlo, dhi);
+    double base_rate = 0, base_lat = 0, base_rate_spread = 0, base_lat_spread = 0;
+    for (int p = 0; p < n; p++) {
+        double rate[64], lat[64], cpu[64], rlo, rhi, llo, lhi, clo, chi;
+        for (int k = 0; k < rounds; k++)
+            rate[k] = r[p][k].rate, lat[k] = r[p][k].added_us, cpu[k] = r[p][k].cpu;
+        min_max(rate, rounds, &rlo, &rhi);
+        min_max(lat, rounds, &llo, &lhi);
+        min_max(cpu, rounds, &clo, &chi);
+        double rm = median_of(rate, rounds), lm = median_of(lat, rounds);
+        double rel[64], ab_rel[64], xlo, xhi, ylo, yhi;
+        for (int k = 0; k < rounds; k++) {
+            rel[k] = r[p][k].rate / drate[k];
+            ab_rel[k] = r[p][k].rate / r[0][k].rate;
+        }
+        min_max(rel, rounds, &xlo, &xhi);
+        min_max(ab_rel, rounds, &ylo, &yhi);
+        printf("  %c %s\n    transactions/s %8.0f [%.0f-%.0f], %.2fx direct [%.2f-%.2f]  added "
+               "median latency %6.1f us [%.1f-%.1f]  proxy CPU/tx %5.1f us [%.1f-%.1f]\n",
+               'A' + p, px[p].name, rm, rlo, rhi, median_of(rel, rounds), xlo, xhi, lm, llo, lhi,
+               median_of(cpu, rounds), clo, chi);
+        if (p > 0)
+            printf("    transactions/s against A in the same round: %.2fx [%.2f-%.2f]\n",
+                   median_of(ab_rel, rounds), ylo, yhi);
+        if (p == 0) {
+            base_rate = rm, base_lat = lm;
+            base_rate_spread = rhi - rlo, base_lat_spread = lhi - llo;
+            continue;
+        }
+        /* Beyond the noise: further from A's median than A's own rounds
+         * spread (max - min). */
+        double drate_ab = rm - base_rate, dlat = lm - base_lat;
+        printf("    against A: transactions/s %+.0f (%.2fx; A's spread %.0f): %s;  added latency "
+               "%+.1f us (A's spread %.1f us): %s\n",
+               drate_ab, rm / base_rate, base_rate_spread,
+               drate_ab >= -base_rate_spread ? (drate_ab > base_rate_spread ? "better beyond the noise" : "within the noise")
+                                             : "LOSS beyond the noise",
+               dlat, base_lat_spread,
+               dlat <= base_lat_spread ? (dlat < -base_lat_spread ? "better beyond the noise" : "within the noise")
+                                       : "LOSS beyond the noise");
+    }
+    fflush(stdout);
+}
+
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH] [--no-peers]\n"
+    fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]... "
+               "[--rounds N] [--syscalls N] [--no-peers]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
                "  --workers N        proxy worker threads (default 0: one per core)\n"
                "  --idle-tunnels N   idle tunnels held open for the RSS figure (default 10000)\n"
-               "  --proxy PATH       another pinhole-proxy-testloopback binary (A/B runs)\n"
+               "  --proxy PATH       a pinhole-proxy-testloopback binary; given two or more\n"
+               "                     times (at most %d), an A/B run: the same rounds against each,\n"
+               "                     interleaved, with the spread across rounds\n"
+               "  --rounds N         rounds of an A/B run, 3-64 (default 7)\n"
+               "  --syscalls N       count each proxy's system calls over N transactions\n"
+               "                     (strace; default 1000, 0: no count)\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --help             this text\n"
-               "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n");
+               "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n",
+            AB_MAX);
+}
+
+/* Starts the pinhole-proxy binary `path` on 127.0.0.1:*port (a free port),
+ * with the bench's table, key and resolver; its pid, or -1. */
+static pid_t start_pinhole(const char *path, const char *dir, const char *workers, int *port)
+{
+    char cmd_buf[700];
+    char listen[64], admin[64], dnss[64], table[512], key[512], bin[512];
+    *port = free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", *port);
+    snprintf(admin, sizeof admin, "127.0.0.1:%d", free_port());
+    snprintf(dnss, sizeof dnss, "127.0.0.1:%d", dns_port);
+    snprintf(table, sizeof table, "%s/t.ptab", dir);
+    snprintf(key, sizeof key, "%s/g.key", dir);
+    snprintf(bin, sizeof bin, "%s", path);
+    char wk[16];
+    snprintf(wk, sizeof wk, "%s", workers);
+    char *px_argv[] = { bin, "--listen", listen, "--admin-listen", admin, "--table", table,
+                        "--grant-key", key, "--dns-servers", dnss, "--max-connections", "30000",
+                        "--max-connections-per-lease", "30000", "--header-timeout-ms", "60000",
+                        "--workers", wk,
+                        geteuid() == 0 ? "--user" : NULL, "nobody", NULL };
+    /* Its event lines go to DIR/proxy-PORT.log (printed when it fails). */
+    char log[600];
+    snprintf(log, sizeof log, "%s/proxy-%d.log", dir, *port);
+    pid_t px = spawn(px_argv, "/dev/null", log);
+    usleep(200000);
+    if (wait_port(*port) != 0) {
+        snprintf(cmd_buf, sizeof cmd_buf, "cat %s >&2", log);
+        if (system(cmd_buf) != 0)
+            fprintf(stderr, "bench_proxy: no log of %s\n", path);
+        kill(px, SIGKILL);
+        waitpid(px, NULL, 0);
+        return -1;
+    }
+    return px;
+}
+
+/* A figure against its target, for the summary. */
+static const char *met(bool ok)
+{
+    return ok ? "met" : "NOT met";
 }
 
 int main(int argc, char **argv)
@@ -811,12 +1096,15 @@ int main(int argc, char **argv)
     static const struct option opts[] = { { "workers", required_argument, NULL, 'w' },
                                            { "idle-tunnels", required_argument, NULL, 'i' },
                                            { "proxy", required_argument, NULL, 'p' },
+                                           { "rounds", required_argument, NULL, 'r' },
+                                           { "syscalls", required_argument, NULL, 's' },
                                            { "clients", required_argument, NULL, 'c' },
                                            { "no-peers", no_argument, NULL, 'n' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
-    char *proxy_path = PX_PROXY;
+    const char *proxy_paths[AB_MAX] = { PX_PROXY };
+    int nproxies = 0, rounds = 7, sys_n = 1000;
     int want = 10000, o;
     bool peers = true;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -824,8 +1112,12 @@ int main(int argc, char **argv)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
         else if (o == 'i' && atoi(optarg) >= 0)
             want = atoi(optarg);
-        else if (o == 'p')
-            proxy_path = optarg;
+        else if (o == 'p' && nproxies < AB_MAX && access(optarg, X_OK) == 0)
+            proxy_paths[nproxies++] = optarg;
+        else if (o == 'r' && atoi(optarg) >= 3 && atoi(optarg) <= 64)
+            rounds = atoi(optarg);
+        else if (o == 's' && atoi(optarg) >= 0)
+            sys_n = atoi(optarg);
         else if (o == 'c' && atoi(optarg) >= 1 && atoi(optarg) <= 16)
             clients = atoi(optarg);
         else if (o == 'n')
@@ -834,6 +1126,9 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         } else {
+            if (o == 'p')
+                fprintf(stderr, "bench_proxy: --proxy %s: %s\n", optarg,
+                        nproxies >= AB_MAX ? "too many proxies" : "not an executable");
             usage(stderr);
             return 2;
         }
@@ -842,6 +1137,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (nproxies == 0)
+        nproxies = 1;
+    bool ab = nproxies > 1;
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl = { 65536, 65536 };
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
@@ -854,12 +1152,10 @@ int main(int argc, char **argv)
         return 1;
     char cmd[4096];
     upstream_port = 18000 + (int)(getpid() % 900);
-    proxy_port = free_port();
-    admin_port = free_port();
     dns_port = free_port();
 
     snprintf(cmd, sizeof cmd,
-             "%s compile %s/tests/proxy/data/e2e-allowlist.yaml -o %s/t.ptab >/dev/null && "
+             "%s compile %s/tests/proxy/data/e2e-allowlist.yaml -o %s/t.ptab >/dev/null 2>&1 && "
              "%s keygen --kid bench --output %s/g.key && "
              "%s grant issue --keys %s/g.key --tenant bench --lease bench --list e2e",
              PX_POLICYC, PH_SOURCE_DIR, dir, PX_GUARD_CLI, dir, PX_GUARD_CLI, dir);
@@ -875,61 +1171,78 @@ int main(int argc, char **argv)
                          "--listen-address=127.0.0.1", dport, "--pid-file=", "--user=root",
                          "--group=root", "--local=/" DOMAIN "/", "--local-ttl=300", hrec,
                          NULL };
-    pid_t dns = spawn(dns_argv, "/dev/null");
+    pid_t dns = spawn(dns_argv, "/dev/null", NULL);
     pid_t up = upstream_pid = start_upstream(upstream_port);
 
-    char listen[64], admin[64], dnss[64], table[512], key[512];
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", proxy_port);
-    snprintf(admin, sizeof admin, "127.0.0.1:%d", admin_port);
-    snprintf(dnss, sizeof dnss, "127.0.0.1:%d", dns_port);
-    snprintf(table, sizeof table, "%s/t.ptab", dir);
-    snprintf(key, sizeof key, "%s/g.key", dir);
     if (geteuid() == 0) {
-        snprintf(cmd, sizeof cmd, "chown nobody %s %s %s", dir, table, key);
+        snprintf(cmd, sizeof cmd, "chown nobody %s %s/t.ptab %s/g.key", dir, dir, dir);
         if (system(cmd) != 0)
             return 1;
     }
-    char *px_argv[] = { proxy_path, "--listen", listen, "--admin-listen", admin, "--table", table,
-                        "--grant-key", key, "--dns-servers", dnss, "--max-connections", "30000",
-                        "--max-connections-per-lease", "30000", "--header-timeout-ms", "60000",
-                        "--workers", workers,
-                        geteuid() == 0 ? "--user" : NULL, "nobody", NULL };
-    pid_t px = spawn(px_argv, "/dev/null");
-    usleep(200000);
-    if (wait_port(proxy_port) != 0 || wait_port(upstream_port) != 0) {
+    target direct_t = { "direct", upstream_port, NULL, 0 };
+    target px_t[AB_MAX];
+    bool started = wait_port(upstream_port) == 0;
+    for (int p = 0; p < nproxies; p++) {
+        int port = 0;
+        pid_t pid = started ? start_pinhole(proxy_paths[p], dir, workers, &port) : -1;
+        started = started && pid > 0;
+        px_t[p] = (target){ ab ? proxy_paths[p] : "pinhole-proxy", port, TARGET_HOST,
+                            pid > 0 ? pid : 0 };
+    }
+    if (!started) {
         fprintf(stderr, "bench_proxy: proxy or upstream did not start\n");
-        kill(px, SIGKILL), kill(up, SIGKILL), kill(dns, SIGKILL);
+        for (int p = 0; p < nproxies; p++)
+            if (px_t[p].pid > 0)
+                kill(px_t[p].pid, SIGKILL);
+        kill(up, SIGKILL), kill(dns, SIGKILL);
         return 1;
     }
-    target direct_t = { "direct", upstream_port, NULL, 0 };
-    target pinhole_t = { "pinhole-proxy", proxy_port, TARGET_HOST, px };
-    transaction(&pinhole_t); /* warm the DNS cache */
+    for (int p = 0; p < nproxies; p++)
+        transaction(&px_t[p]); /* warm the DNS cache */
     printf("pinhole-proxy benchmark (PINHOLE_TEST_LOOPBACK_UPSTREAM build, %ld CPUs, "
            "%s proxy workers (0: one per core), descriptor limit %ld)\n",
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
-    compare(&direct_t, &pinhole_t, true);
-
-    long base = rss_kib(px);
-    int opened = 0;
-    int *fds = calloc((size_t)want, sizeof *fds);
-    for (int i = 0; i < want; i++) {
-        fds[i] = open_tunnel(&pinhole_t);
-        if (fds[i] >= 0)
-            opened++;
+    for (int p = 0; sys_n > 0 && p < nproxies; p++)
+        syscall_counts(&px_t[p], sys_n, dir);
+    if (ab) {
+        ab_compare(&direct_t, px_t, nproxies, rounds);
+        for (int p = 0; p < nproxies; p++) {
+            kill(px_t[p].pid, SIGTERM);
+            waitpid(px_t[p].pid, NULL, 0);
+        }
+        peers = false;
     }
-    usleep(300000);
-    long rss = rss_kib(px);
-    /* The proxy needs two descriptors per tunnel: under a limit of 20000,
-     * 10,000 tunnels cannot all open; the count printed is what did. */
-    printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before; target <= 64 MiB)\n",
-           opened, (double)rss / 1024, (double)base / 1024);
-    for (int i = 0; i < want; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
-    kill(px, SIGTERM);
-    waitpid(px, NULL, 0);
+    target pinhole_t = px_t[0];
+    pid_t px = pinhole_t.pid;
+    compare_fig fig = { { 0, 0, { 0, 0, 0 }, { 0, 0, 0 } }, -1 }, peer_fig[2];
+    bool have_peer[2] = { false, false };
+    long rss = -1;
+    int opened = 0;
+    if (!ab) {
+        compare(&direct_t, &pinhole_t, true, &fig);
+
+        long base = rss_kib(px);
+        int *fds = calloc((size_t)want, sizeof *fds);
+        for (int i = 0; i < want; i++) {
+            fds[i] = open_tunnel(&pinhole_t);
+            if (fds[i] >= 0)
+                opened++;
+        }
+        usleep(300000);
+        rss = rss_kib(px);
+        /* The proxy needs two descriptors per tunnel: under a limit of 20000,
+         * 10,000 tunnels cannot all open; the count printed is what did. */
+        printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before; target <= 24 "
+               "MiB)\n",
+               opened, (double)rss / 1024, (double)base / 1024);
+        for (int i = 0; i < want; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(fds);
+        kill(px, SIGTERM);
+        waitpid(px, NULL, 0);
+    }
 
     for (int i = 0; peers && i < 2; i++) {
         target other = { i == 0 ? "tinyproxy" : "squid", free_port(), "localhost", 0 };
@@ -944,10 +1257,46 @@ int main(int argc, char **argv)
         } else {
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
-            compare(&direct_t, &other, false);
+            compare(&direct_t, &other, false, &peer_fig[i]);
+            have_peer[i] = true;
         }
         kill(other.pid, SIGTERM);
         waitpid(other.pid, NULL, 0);
+    }
+    if (!ab) {
+        /* Every target beside its baseline of this run. */
+        const rate_fig *a = &fig.async;
+        double floor_us = a->cd.client + a->cd.upstream;
+        printf("\ntargets (event-driven clients; each beside its baseline in this run)\n");
+        printf("  proxy CPU per transaction   %6.1f us, floor (direct client + upstream) %6.1f "
+               "us: %.2fx (target <= 1.15x: %s)\n",
+               a->cp.proxy, floor_us, a->cp.proxy / floor_us,
+               met(a->cp.proxy <= 1.15 * floor_us));
+        printf("  transactions/s vs direct    %8.0f vs %8.0f: %.2fx (target >= 0.44x: %s)\n",
+               a->proxied, a->direct, a->proxied / a->direct,
+               met(a->proxied >= 0.44 * a->direct));
+        for (int i = 0; i < 2; i++) {
+            const char *name = i == 0 ? "tinyproxy" : "squid";
+            if (!have_peer[i]) {
+                printf("  transactions/s vs %-9s no %s in this run%s\n", name, name,
+                       i == 0 ? " (target >= 1.5x: not measured)" : "");
+                continue;
+            }
+            /* The peer's ratio to its own direct rounds, against ours: the
+             * direct rounds are the same workload, minutes apart. */
+            double ours = a->proxied / a->direct,
+                   theirs = peer_fig[i].async.proxied / peer_fig[i].async.direct;
+            printf("  transactions/s vs %-9s %.2fx direct vs %.2fx: %.2fx%s%s\n", name, ours,
+                   theirs, ours / theirs, i == 0 ? " (target >= 1.5x: " : "",
+                   i == 0 ? (ours >= 1.5 * theirs ? "met)" : "NOT met)") : "");
+        }
+        printf("  added median latency        %6.1f us", fig.added_us);
+        for (int i = 0; i < 2; i++)
+            if (have_peer[i])
+                printf(", %s %.1f us", i == 0 ? "tinyproxy" : "squid", peer_fig[i].added_us);
+        printf(" (target <= 80 us: %s)\n", met(fig.added_us >= 0 && fig.added_us <= 80));
+        printf("  %d idle tunnels           %6.1f MiB RSS (target <= 24 MiB for 10000: %s)\n",
+               opened, (double)rss / 1024, met(opened >= 10000 && rss <= 24 * 1024));
     }
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);

@@ -11,6 +11,7 @@ ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel
 busybox-static runsc docker.io e2fsprogs
+strace tinyproxy squid
 "
 
 missing=""
@@ -29,6 +30,19 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 echo "deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# Daemons in the list (tinyproxy, squid: bench_proxy's peers, started by it
+# in the foreground) must not be started by their packages: without systemd
+# (a container) a start would fail the install or leave a daemon running.
+# policy-rc.d exit 101 tells invoke-rc.d not to start anything; one already
+# in place is left alone.
+rcd=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+    rcd=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$rcd" >/dev/null && $SUDO chmod 755 "$rcd"
+fi
 # shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+st=0
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || st=$?
+[ -z "$rcd" ] || $SUDO rm -f "$rcd"
+[ "$st" -eq 0 ] || exit "$st"
 echo "deps: done"

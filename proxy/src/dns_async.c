@@ -65,6 +65,13 @@ static void loop_timer(void *arg, long ms)
         evtimer_del(d->timer);
         return;
     }
+    if (ms == 0) {
+        /* Answers are ready (a cache hit): run them in this loop pass
+         * rather than after another epoll_wait, as a zero timer would. */
+        evtimer_del(d->timer);
+        event_active(d->timer, EV_TIMEOUT, 1);
+        return;
+    }
     struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
     evtimer_add(d->timer, &tv);
 }

@@ -4,6 +4,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +23,12 @@
 /* How long accepting pauses after EMFILE/ENFILE: long enough for tunnels to
  * end and free descriptors, short enough not to be noticed otherwise. */
 #define ACCEPT_BACKOFF_MS 100
+
+/* How long the kernel holds a connection that sent nothing before handing
+ * it to accept anyway (TCP_DEFER_ACCEPT; a SYN-ACK retransmission later):
+ * the shortest, so a silent client meets the head timeout about a second
+ * later than one that sent part of a head. */
+#define DEFER_ACCEPT_S 1
 
 ph_status px_sockaddr_parse(const char *text, px_sockaddr *out, ph_diag *diag)
 {
@@ -243,6 +251,17 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
         close(fd);
         return -1;
     }
+    /* Accepted sockets inherit TCP_NODELAY (tunnels carry interactive
+     * protocols: no Nagle delay on top of the peer's own), which saves a
+     * setsockopt per connection. TCP_DEFER_ACCEPT: a connection is handed
+     * to accept only once its first bytes arrived, so the request head is
+     * read right after accept(2) without waiting for readiness; a client
+     * that sends nothing is accepted after DEFER_ACCEPT_S and then meets
+     * the head timeout. Both are optimisations: a kernel without them
+     * still serves. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int defer = DEFER_ACCEPT_S;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof defer);
     return fd;
 }
 

@@ -62,9 +62,11 @@ void px_log_connection(const px_log_record *r)
     if (o == NULL)
         return;
     put_time(o);
-    json_object_set_new(o, "event", json_string("connection"));
+    json_object_set_new(o, "event", json_string(r->method ? "request" : "connection"));
     json_object_set_new(o, "conn_id", json_integer((json_int_t)r->conn_id));
     put_str(o, "peer", r->peer);
+    if (r->method)
+        put_str(o, "method", r->method);
     put_str(o, "tenant", r->tenant);
     put_str(o, "lease", r->lease);
     put_str(o, "list", r->list);
@@ -73,7 +75,8 @@ void px_log_connection(const px_log_record *r)
     put_str(o, "dialed", r->dialed);
     put_list(o, "checked", r->checked);
     json_object_set_new(o, "status", json_integer(r->status));
-    put_str(o, "verdict", r->status == 200 ? "allowed" : "refused");
+    /* A forwarded request is allowed whatever status its upstream answered. */
+    put_str(o, "verdict", r->status != 0 && r->reason == PH_REASON_ALLOWED ? "allowed" : "refused");
     put_str(o, "reason", r->status == 0 ? NULL : ph_reason_code(r->reason));
     put_str(o, "detail", r->detail);
     if (r->rule_file) {

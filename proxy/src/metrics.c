@@ -68,7 +68,7 @@ void px_metrics_accept_backoff(void)
 
 void px_metrics_render(struct evbuffer *o)
 {
-    evbuffer_add_printf(o, "# HELP pinhole_proxy_requests_total CONNECT requests by verdict and reason.\n"
+    evbuffer_add_printf(o, "# HELP pinhole_proxy_requests_total Requests (CONNECT and forwarded) by verdict and reason.\n"
                            "# TYPE pinhole_proxy_requests_total counter\n");
     for (int r = 0; r < PH_REASON_COUNT_; r++)
         evbuffer_add_printf(o, "pinhole_proxy_requests_total{verdict=\"%s\",reason=\"%s\"} %lu\n",
@@ -84,7 +84,8 @@ void px_metrics_render(struct evbuffer *o)
                         "# HELP pinhole_proxy_connections_active Client connections open.\n"
                         "# TYPE pinhole_proxy_connections_active gauge\n"
                         "pinhole_proxy_connections_active %ld\n"
-                        "# HELP pinhole_proxy_bytes_total Bytes relayed by closed tunnels.\n"
+                        "# HELP pinhole_proxy_bytes_total Bytes relayed by closed tunnels"
+                        " and ended forwarded requests.\n"
                         "# TYPE pinhole_proxy_bytes_total counter\n"
                         "pinhole_proxy_bytes_total{direction=\"upstream\"} %lu\n"
                         "pinhole_proxy_bytes_total{direction=\"downstream\"} %lu\n",

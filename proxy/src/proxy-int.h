@@ -156,19 +156,21 @@ void px_dns_cancel(struct px_dns_query *q);
 typedef struct px_relay px_relay;
 typedef void (*px_relay_done_cb)(void *arg, const char *why);
 
-/* Relays between two connected bufferevents until both directions have
- * ended (EOF propagated as shutdown(SHUT_WR)), an error, the idle timeout,
- * life_s seconds from now (then done gets life_end) or px_relay_stop. On
- * success takes ownership of both (their
- * sockets move into the relay, the bufferevents are freed); on NULL (out of
- * memory) the caller still owns both. greeting (copied) is sent to the
- * client before any upstream byte and is not counted. *up / *down count the
- * bytes client->upstream and upstream->client, including bytes the client
- * bufferevent had already read. Nothing moves before px_relay_run. */
-px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
-                         struct bufferevent *upstream, const char *greeting, size_t greeting_len,
-                         const px_config *cfg, long life_s, const char *life_end,
-                         uint64_t *up, uint64_t *down, px_relay_done_cb done, void *arg);
+/* Relays between two connected non-blocking sockets (no event of the
+ * caller's may watch them any more) until both directions have ended (EOF
+ * propagated as shutdown(SHUT_WR)), an error, the idle timeout, life_s
+ * seconds from now (then done gets life_end) or px_relay_stop. On success
+ * takes ownership of both sockets; on NULL (out of memory) the caller still
+ * owns both. early (copied): bytes already read from the client, the first
+ * to go upstream. greeting (copied) is sent to the client before any
+ * upstream byte and is not counted. *up / *down count the bytes
+ * client->upstream (early included) and upstream->client. Nothing moves
+ * before px_relay_run. */
+px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd,
+                         const void *early, size_t early_len, const char *greeting,
+                         size_t greeting_len, const px_config *cfg, long life_s,
+                         const char *life_end, uint64_t *up, uint64_t *down,
+                         px_relay_done_cb done, void *arg);
 /* Sends the greeting and the early bytes at once and starts relaying. done
  * runs once, at the end (possibly already within this call: the caller must
  * not touch what done frees afterwards). */
@@ -256,9 +258,11 @@ typedef struct px_log_record {
     uint64_t bytes_up, bytes_down;
     double duration_s;
     const char *end;          /* why the tunnel ended, or NULL */
+    const char *method;       /* a forwarded request's method; NULL for a CONNECT */
 } px_log_record;
 
-/* One JSON line on stdout per connection (single write(2)). */
+/* One JSON line on stdout per connection, or per forwarded request (method
+ * set: event "request"), with a single write(2). */
 void px_log_connection(const px_log_record *rec);
 /* A JSON event line ("start", "reload", "warning", ...) on stderr. */
 void px_log_event(const char *level, const char *event, const char *fmt, ...)

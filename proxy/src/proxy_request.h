@@ -15,8 +15,11 @@
  *       version, duplicate Proxy-Authorization, a body on CONNECT, ...)
  *   405 a method other than CONNECT
  *   431 a head longer than PH_PREQ_HEAD_MAX bytes (or too many fields)
- *   501 an absolute-form request ("GET http://host/"): forward proxying is
- *       not implemented
+ *   501 an absolute-form request ("GET http://host/"): not a CONNECT
+ * pinhole-proxy hands a connection whose first request is not a CONNECT to
+ * its forwarding (proxy/src/forward.c, framed by http1.h) before
+ * this parser sees it, so the 405 and 501 concern callers of the parser
+ * alone.
  */
 #ifndef PX_PROXY_REQUEST_H
 #define PX_PROXY_REQUEST_H

@@ -1,13 +1,14 @@
 /* relay.c - moves bytes both ways between client and upstream.
  *
- * The relay takes the two sockets out of their bufferevents and drives them
- * with plain events and one evbuffer per direction: a readable socket is
- * read and what was read is written to the other socket at once, in the
- * same callback. A small transaction then costs one read(2) and one write(2)
- * per hop, with no event-loop round trip and no epoll_ctl in between; a
- * write event is armed only while the sink is not taking bytes (measured
- * with bench_proxy against the bufferevent relay it replaced, see
- * docs/pinhole-proxy.md).
+ * The relay drives the two sockets with plain events and one evbuffer per
+ * direction: a readable socket is read (recv(2) into a per-thread scratch
+ * buffer, no FIONREAD probe as evbuffer_read makes) and what was read is
+ * sent to the other socket at once, in the same callback; only what the
+ * sink does not take is buffered. A small transaction then costs one
+ * recv(2) and one send(2) per hop, with no event-loop round trip and no
+ * epoll_ctl in between, and an idle tunnel holds no buffer memory; a write
+ * event is armed only while the sink is not taking bytes (measured with
+ * bench_proxy, see docs/pinhole-proxy.md).
  *
  * Backpressure: a direction stops reading its source while its buffer holds
  * buffer_bytes (the reads never go past it) and resumes as soon as the sink
@@ -41,7 +42,6 @@
 #include <unistd.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "pinhole/clock.h"
@@ -55,6 +55,11 @@
  * few bytes never create pipes; a bulk transfer soon does). */
 #define SPLICE_AFTER_BYTES (256 * 1024)
 
+/* One read's bytes on their way through, per worker thread: reads larger
+ * than this are a bulk transfer, which soon moves to splice(2). */
+#define SCRATCH_BYTES 65536
+static _Thread_local unsigned char scratch[SCRATCH_BYTES];
+
 typedef struct relay_side {
     struct px_relay *r;
     int i;
@@ -63,28 +68,27 @@ typedef struct relay_side {
 struct px_relay {
     relay_side side[2];         /* the events' argument */
     int fd[2];                  /* 0 client, 1 upstream; owned */
-    struct evbuffer *buf[2];    /* bytes read from side i, not yet written to !i */
+    struct evbuffer *buf[2];    /* bytes read from side i, not yet written to !i;
+                                 * NULL while there are none (an idle tunnel) */
     int pipe[2][2];             /* splice(2) pipe of direction i, {-1,-1} until used */
     size_t piped[2];            /* bytes in that pipe (they follow buf[i]'s) */
     size_t pipe_cap[2];
-    struct event *rd[2], *wr[2];
+    struct event_base *base;
+    struct event *ev[2];        /* one per socket, for what watching[i] says */
+    short watching[2];          /* EV_READ / EV_WRITE wanted on side i's socket */
     bool eof[2];                /* side i sent EOF (its read side ended) */
     bool shut[2];               /* we shut the write side towards i */
     uint64_t *count[2];         /* bytes read from side i */
-    struct event *idle, *life;
-    const char *life_end;       /* the end reason when life fires */
-    time_t last_activity;
-    long idle_s;
+    struct event *timer;        /* the idle timeout and the end of life, whichever is next */
+    int64_t life_at;            /* when life ends (ph_monotonic_ms) */
+    const char *life_end;       /* the end reason then */
+    int64_t last_activity;      /* ms: the last byte read */
+    int64_t idle_ms;
     size_t high, step;
     px_relay_done_cb done;
     void *arg;
     bool finished;
 };
-
-static time_t now_s(void)
-{
-    return (time_t)(ph_monotonic_ms() / 1000);
-}
 
 static const char *side_error(int side)
 {
@@ -99,7 +103,15 @@ static bool again(void)
 /* Bytes direction `from` holds: read from its source, not yet written. */
 static size_t held(const px_relay *r, int from)
 {
-    return evbuffer_get_length(r->buf[from]) + r->piped[from];
+    return (r->buf[from] ? evbuffer_get_length(r->buf[from]) : 0) + r->piped[from];
+}
+
+/* Direction from's buffer, made when first needed; NULL: out of memory. */
+static struct evbuffer *buffer(px_relay *r, int from)
+{
+    if (r->buf[from] == NULL)
+        r->buf[from] = evbuffer_new();
+    return r->buf[from];
 }
 
 static void finish(px_relay *r, const char *why)
@@ -107,13 +119,33 @@ static void finish(px_relay *r, const char *why)
     if (r->finished)
         return;
     r->finished = true;
-    for (int i = 0; i < 2; i++) {
-        event_del(r->rd[i]);
-        event_del(r->wr[i]);
-    }
-    evtimer_del(r->idle);
-    evtimer_del(r->life);
+    for (int i = 0; i < 2; i++)
+        event_del(r->ev[i]);
+    evtimer_del(r->timer);
     r->done(r->arg, why);
+}
+
+static void io_cb(evutil_socket_t fd, short what, void *arg);
+
+/* Starts or stops watching side i's socket for `bit` (EV_READ, EV_WRITE):
+ * one event per socket, its flags changed in place (the epoll changelist
+ * folds the delete and the add into one change). */
+static void watch(px_relay *r, int i, short bit, bool on)
+{
+    short f = (short)(on ? (r->watching[i] | bit) : (r->watching[i] & ~bit));
+    if (f == r->watching[i])
+        return;
+    r->watching[i] = f;
+    event_del(r->ev[i]);
+    if (f == 0)
+        return;
+    event_assign(r->ev[i], r->base, r->fd[i], (short)(f | EV_PERSIST), io_cb, &r->side[i]);
+    event_add(r->ev[i], NULL);
+}
+
+static bool watched(const px_relay *r, int i, short bit)
+{
+    return (r->watching[i] & bit) != 0;
 }
 
 /* A direction moves through a pipe with splice(2) (the bytes never enter
@@ -150,12 +182,18 @@ static bool flush(px_relay *r, int from)
 {
     int to = !from;
     struct evbuffer *b = r->buf[from];
-    if (evbuffer_get_length(b) > 0 && evbuffer_write(b, r->fd[to]) < 0 && !again()) {
+    if (b != NULL && evbuffer_get_length(b) > 0 && evbuffer_write(b, r->fd[to]) < 0 &&
+        !again()) {
         finish(r, side_error(to));
         return false;
     }
+    if (b != NULL && evbuffer_get_length(b) == 0) {
+        /* Drained: an idle tunnel keeps no buffer. */
+        evbuffer_free(b);
+        r->buf[from] = b = NULL;
+    }
 #ifdef __linux__
-    while (evbuffer_get_length(b) == 0 && r->piped[from] > 0) {
+    while (b == NULL && r->piped[from] > 0) {
         ssize_t n = splice(r->pipe[from][0], NULL, r->fd[to], NULL, r->piped[from],
                            SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n < 0 && again())
@@ -169,16 +207,14 @@ static bool flush(px_relay *r, int from)
 #endif
     size_t left = held(r, from);
     if (left > 0) {
-        if (!event_pending(r->wr[to], EV_WRITE, NULL))
-            event_add(r->wr[to], NULL);
+        watch(r, to, EV_WRITE, true);
         if (left >= r->high)
-            event_del(r->rd[from]);
-        else if (!r->eof[from] && !event_pending(r->rd[from], EV_READ, NULL))
-            event_add(r->rd[from], NULL);
+            watch(r, from, EV_READ, false);
+        else if (!r->eof[from])
+            watch(r, from, EV_READ, true);
         return true;
     }
-    if (event_pending(r->wr[to], EV_WRITE, NULL))
-        event_del(r->wr[to]);
+    watch(r, to, EV_WRITE, false);
     if (r->eof[from]) {
         /* Both ways ended and drained: close(2) sends the last FIN. */
         if (r->eof[to] && held(r, to) == 0) {
@@ -189,18 +225,40 @@ static bool flush(px_relay *r, int from)
             r->shut[to] = true;
             shutdown(r->fd[to], SHUT_WR);
         }
-    } else if (!event_pending(r->rd[from], EV_READ, NULL)) {
-        event_add(r->rd[from], NULL);
+    } else {
+        watch(r, from, EV_READ, true);
     }
     return true;
 }
 
-static void read_cb(evutil_socket_t fd, short what, void *arg)
+/* Passes n bytes read from side `from` on to the other side: sent at once
+ * when nothing of that direction is waiting before them, the rest (what
+ * the socket did not take) buffered in order. Returns false when the relay
+ * ended (done ran: the caller must not touch r). */
+static bool pass_on(px_relay *r, int from, const unsigned char *p, size_t n)
 {
-    (void)what;
-    relay_side *s = arg;
-    px_relay *r = s->r;
-    int from = s->i;
+    int to = !from;
+    size_t sent = 0;
+    if (held(r, from) == 0) {
+        ssize_t w = send(r->fd[to], p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && !again()) {
+            finish(r, side_error(to));
+            return false;
+        }
+        sent = w > 0 ? (size_t)w : 0;
+    }
+    struct evbuffer *b = sent < n ? buffer(r, from) : NULL;
+    if (sent < n && (b == NULL || evbuffer_add(b, p + sent, n - sent) != 0)) {
+        finish(r, "out_of_memory");
+        return false;
+    }
+    return true;
+}
+
+/* Side `from`'s socket is readable. */
+static void read_side(px_relay *r, int from)
+{
+    int fd = r->fd[from];
     size_t have = held(r, from);
     size_t room = have < r->high ? r->high - have : 0;
     if (room > r->step)
@@ -212,7 +270,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
         if (room > pipe_room)
             room = pipe_room;
         if (room == 0) {
-            event_del(r->rd[from]);
+            watch(r, from, EV_READ, false);
             return;
         }
         n = splice(fd, NULL, r->pipe[from][1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -223,10 +281,14 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 #endif
     } else {
         if (room == 0) {
-            event_del(r->rd[from]);
+            watch(r, from, EV_READ, false);
             return;
         }
-        n = evbuffer_read(r->buf[from], fd, (int)room);
+        if (room > sizeof scratch)
+            room = sizeof scratch;
+        n = recv(fd, scratch, room, 0);
+        if (n > 0 && !pass_on(r, from, scratch, (size_t)n))
+            return;
     }
     if (n < 0) {
         if (again())
@@ -236,52 +298,51 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
     }
     if (n == 0) {
         r->eof[from] = true;
-        event_del(r->rd[from]);
+        watch(r, from, EV_READ, false);
     } else {
         *r->count[from] += (uint64_t)n;
-        r->last_activity = now_s();
+        r->last_activity = ph_monotonic_ms();
     }
     (void)flush(r, from);
 }
 
-static void write_cb(evutil_socket_t fd, short what, void *arg)
+static void io_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
-    (void)what;
     relay_side *s = arg;
-    (void)flush(s->r, !s->i); /* side i can take bytes: the direction towards it */
+    px_relay *r = s->r;
+    int i = s->i;
+    /* Side i can take bytes: the direction towards it first (it may end
+     * the relay, and then r is not touched again). */
+    if ((what & EV_WRITE) && !flush(r, !i))
+        return;
+    if ((what & EV_READ) && watched(r, i, EV_READ))
+        read_side(r, i);
 }
 
-static void idle_cb(evutil_socket_t fd, short what, void *arg)
+/* One timer for both deadlines (an event less per tunnel): the end of life
+ * first, then the idle timeout; otherwise re-armed for the nearer one. In
+ * milliseconds: whole seconds would count a pause of just over half a
+ * second across a second boundary as a quiet second. */
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     px_relay *r = arg;
-    time_t quiet = now_s() - r->last_activity;
-    if (quiet >= r->idle_s) {
+    int64_t now = ph_monotonic_ms(), quiet = now - r->last_activity;
+    if (now >= r->life_at) {
+        finish(r, r->life_end);
+        return;
+    }
+    if (quiet >= r->idle_ms) {
         finish(r, "idle_timeout");
         return;
     }
-    struct timeval tv = { r->idle_s - quiet, 0 };
-    evtimer_add(r->idle, &tv);
-}
-
-static void life_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    px_relay *r = arg;
-    finish(r, r->life_end);
-}
-
-/* Takes the socket out of a bufferevent and frees it (the socket stays
- * open); what it had read moves to *in. */
-static void take_socket(struct bufferevent *b, struct evbuffer *in)
-{
-    evbuffer_add_buffer(in, bufferevent_get_input(b));
-    bufferevent_disable(b, EV_READ | EV_WRITE);
-    bufferevent_setfd(b, -1);
-    bufferevent_free(b);
+    int64_t next = r->idle_ms - quiet;
+    if (r->life_at - now < next)
+        next = r->life_at - now;
+    struct timeval tv = { (time_t)(next / 1000), (suseconds_t)(next % 1000 * 1000) };
+    evtimer_add(r->timer, &tv);
 }
 
 static void relay_release(px_relay *r)
@@ -292,24 +353,21 @@ static void relay_release(px_relay *r)
         for (int k = 0; k < 2; k++)
             if (r->pipe[i][k] >= 0)
                 close(r->pipe[i][k]);
-        if (r->rd[i])
-            event_free(r->rd[i]);
-        if (r->wr[i])
-            event_free(r->wr[i]);
+        if (r->ev[i])
+            event_free(r->ev[i]);
         if (r->buf[i])
             evbuffer_free(r->buf[i]);
     }
-    if (r->idle)
-        event_free(r->idle);
-    if (r->life)
-        event_free(r->life);
+    if (r->timer)
+        event_free(r->timer);
     free(r);
 }
 
-px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
-                         struct bufferevent *upstream, const char *greeting, size_t greeting_len,
-                         const px_config *cfg, long life_s, const char *life_end,
-                         uint64_t *up, uint64_t *down, px_relay_done_cb done, void *arg)
+px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd,
+                         const void *early, size_t early_len, const char *greeting,
+                         size_t greeting_len, const px_config *cfg, long life_s,
+                         const char *life_end, uint64_t *up, uint64_t *down,
+                         px_relay_done_cb done, void *arg)
 {
     px_relay *r = calloc(1, sizeof *r);
     if (r == NULL)
@@ -320,44 +378,44 @@ px_relay *px_relay_start(struct event_base *base, struct bufferevent *client,
     r->step = r->high / 2 > MIN_STEP ? r->high / 2 : MIN_STEP;
     if (r->step > r->high)
         r->step = r->high;
-    r->idle_s = cfg->idle_timeout_s;
+    r->idle_ms = (int64_t)cfg->idle_timeout_s * 1000;
     r->life_end = life_end;
     r->done = done;
     r->arg = arg;
-    r->last_activity = now_s();
-    bool ok = true;
+    r->last_activity = ph_monotonic_ms();
+    r->base = base;
+    r->life_at = r->last_activity + (life_s > 0 ? (int64_t)life_s * 1000 : 0);
     for (int i = 0; i < 2; i++) {
         r->side[i] = (relay_side){ r, i };
         r->pipe[i][0] = r->pipe[i][1] = -1;
-        ok = ok && (r->buf[i] = evbuffer_new()) != NULL;
     }
-    r->idle = evtimer_new(base, idle_cb, r);
-    r->life = evtimer_new(base, life_cb, r);
-    /* The client socket must stay with its bufferevent until everything is
-     * allocated: on failure the caller still owns (and frees) both. An
-     * empty greeting is not added: evbuffer_add allocates a chain even for
-     * no bytes (1 KiB per idle tunnel, measured). */
-    ok = ok && r->idle && r->life &&
-         (greeting_len == 0 || evbuffer_add(r->buf[1], greeting, greeting_len) == 0);
-    int fd[2] = { bufferevent_getfd(client), bufferevent_getfd(upstream) };
+    r->timer = evtimer_new(base, timer_cb, r);
+    /* On failure the caller still owns (and closes) both sockets. An empty
+     * greeting or early part is not added: evbuffer_add allocates a chain
+     * even for no bytes (1 KiB per idle tunnel, measured). Bytes the client
+     * sent right after its request head (before our 200) are the tunnel's
+     * first upstream bytes. */
+    bool ok = r->timer != NULL &&
+              (greeting_len == 0 ||
+               (buffer(r, 1) != NULL && evbuffer_add(r->buf[1], greeting, greeting_len) == 0)) &&
+              (early_len == 0 ||
+               (buffer(r, 0) != NULL && evbuffer_add(r->buf[0], early, early_len) == 0));
+    int fd[2] = { client_fd, upstream_fd };
     for (int i = 0; ok && i < 2; i++) {
         r->fd[i] = fd[i];
-        ok = (r->rd[i] = event_new(base, fd[i], EV_READ | EV_PERSIST, read_cb, &r->side[i])) &&
-             (r->wr[i] = event_new(base, fd[i], EV_WRITE | EV_PERSIST, write_cb, &r->side[i]));
+        /* Assigned (and added) by watch(); nothing is watched yet. */
+        ok = (r->ev[i] = event_new(base, -1, 0, io_cb, &r->side[i])) != NULL;
     }
     if (!ok) {
         relay_release(r);
         return NULL;
     }
-    /* Bytes the client sent right after its request head (before our 200)
-     * are the tunnel's first upstream bytes. */
-    size_t early = evbuffer_get_length(bufferevent_get_input(client));
-    take_socket(client, r->buf[0]);
-    take_socket(upstream, r->buf[1]);
-    *r->count[0] += early;
-    struct timeval idle = { cfg->idle_timeout_s, 0 }, life = { life_s > 0 ? life_s : 0, 0 };
-    evtimer_add(r->idle, &idle);
-    evtimer_add(r->life, &life);
+    *r->count[0] += early_len;
+    int64_t first = r->life_at - r->last_activity;
+    if (first > r->idle_ms)
+        first = r->idle_ms;
+    struct timeval tv = { (time_t)(first / 1000), (suseconds_t)(first % 1000 * 1000) };
+    evtimer_add(r->timer, &tv);
     return r;
 }
 

@@ -7,30 +7,7 @@
 #include <string.h>
 
 #include "pinhole/host.h"
-
-/* RFC 9110 tchar. */
-static int is_tchar(int c)
-{
-    if (ph_is_digit(c) || ph_is_lower(c) || ph_is_upper(c))
-        return 1;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* Field-value bytes: VCHAR, SP, HTAB, obs-text. No other control byte. */
-static int is_field_byte(int c)
-{
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
-}
-
-static int ascii_ieq(const uint8_t *a, size_t len, const char *lit)
-{
-    if (strlen(lit) != len)
-        return 0;
-    for (size_t i = 0; i < len; i++)
-        if (ph_ascii_lower(a[i]) != ph_ascii_lower((unsigned char)lit[i]))
-            return 0;
-    return 1;
-}
+#include "http1.h" /* the token and field-byte classes, shared */
 
 static ph_preq_result refuse(ph_proxy_request *out, int status, const char *msg, size_t off)
 {
@@ -83,7 +60,7 @@ static ph_preq_result parse_request_line(const uint8_t *buf, size_t end, ph_prox
                                          int *is_connect)
 {
     size_t i = 0;
-    while (i < end && is_tchar(buf[i]))
+    while (i < end && ph_h1_is_tchar(buf[i]))
         i++;
     if (i == 0 || i >= end || buf[i] != ' ')
         return refuse(out, 400, "malformed request line: bad method", i);
@@ -107,7 +84,7 @@ static ph_preq_result parse_request_line(const uint8_t *buf, size_t end, ph_prox
     if (!*is_connect) {
         if (is_absolute_form(buf + tstart, tlen))
             return refuse(out, 501,
-                          "absolute-form requests are not implemented: use CONNECT host:port", tstart);
+                          "absolute-form request: this parser takes CONNECT host:port", tstart);
         return refuse(out, 405, "method not allowed: only CONNECT host:port is accepted", 0);
     }
     if (tlen > PH_PREQ_TARGET_MAX)
@@ -122,14 +99,14 @@ static ph_preq_result parse_field(const uint8_t *buf, size_t pos, size_t end, ph
     if (buf[pos] == ' ' || buf[pos] == '\t')
         return refuse(out, 400, "malformed header: line folding is not accepted", pos);
     size_t i = pos;
-    while (i < end && is_tchar(buf[i]))
+    while (i < end && ph_h1_is_tchar(buf[i]))
         i++;
     if (i == pos || i >= end || buf[i] != ':')
         return refuse(out, 400, "malformed header: bad field name", i);
     size_t nlen = i - pos;
     i++;
     for (size_t j = i; j < end; j++)
-        if (!is_field_byte(buf[j]))
+        if (!ph_h1_is_field_byte(buf[j]))
             return refuse(out, 400, "malformed header: control byte in field value", j);
     while (i < end && (buf[i] == ' ' || buf[i] == '\t'))
         i++;
@@ -137,14 +114,14 @@ static ph_preq_result parse_field(const uint8_t *buf, size_t pos, size_t end, ph
     while (vend > i && (buf[vend - 1] == ' ' || buf[vend - 1] == '\t'))
         vend--;
     const uint8_t *name = buf + pos;
-    if (ascii_ieq(name, nlen, "proxy-authorization")) {
+    if (ph_h1_name_is(name, nlen, "proxy-authorization")) {
         if (out->has_authorization)
             return refuse(out, 400, "malformed request: duplicate Proxy-Authorization", pos);
         out->has_authorization = 1;
         out->authorization.off = i;
         out->authorization.len = vend - i;
-    } else if (ascii_ieq(name, nlen, "content-length") ||
-               ascii_ieq(name, nlen, "transfer-encoding")) {
+    } else if (ph_h1_name_is(name, nlen, "content-length") ||
+               ph_h1_name_is(name, nlen, "transfer-encoding")) {
         /* A CONNECT request has no content (RFC 9110 9.3.6); a body here is
          * either a client bug or an attempt to smuggle bytes past the head. */
         return refuse(out, 400, "malformed request: CONNECT carries no body", pos);

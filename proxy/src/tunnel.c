@@ -11,16 +11,25 @@
  *           grant's expiry; a reload decides open connections again)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
- * request-head caps (503 limit_exceeded, answered without reading).
+ * request-head caps (503 limit_exceeded, answered without reading). A
+ * connection whose first bytes cannot be a CONNECT goes to forward.c
+ * (plain-HTTP forwarding), which serves it from then on (forward.h).
  *
  * This file decides nothing itself: every verdict, and the HTTP status of
  * every refusal for a reason (ph_reason_http_status), comes from libpinhole.
  * The statuses written here are the request framing's (the parser's 4xx,
  * 408) and the proxy's own overload (503).
  *
+ * The head: the listener defers accept until the client's first bytes
+ * arrived (TCP_DEFER_ACCEPT), so px_conn_accept reads the head at once,
+ * with whatever tunnel bytes followed it, in one recv(2) into head_buf; only
+ * a head that is not complete yet arms a read event. The client socket gets
+ * a bufferevent only to answer a refusal (client_bev).
+ *
  * Ownership: a px_conn is freed only by conn_free, and every callback that
- * can reach conn_free (bufferevent callbacks, the timer, the DNS answer, the
- * relay's done) returns without touching c afterwards. Callbacks that are
+ * can reach conn_free (bufferevent callbacks, the head's read event, the
+ * timer, the DNS answer, the relay's done) returns without touching c
+ * afterwards; so does px_conn_accept, which may reach it too. Callbacks that are
  * not the connection's own never run synchronously inside a call of this
  * file: the DNS answer comes from the loop (dns_async.c), bufferevent
  * callbacks are not run inside bufferevent_write/enable/connect (libevent
@@ -46,19 +55,26 @@
 #include "proxy_request.h"
 #include "pinhole/url.h"
 #include "proxy-int.h"
+#include "forward.h"
 
-typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY } conn_state;
+/* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
+typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
 
 typedef struct px_conn {
     px_worker *w;
     struct px_conn *prev, *next;
     uint64_t id;
     conn_state state;
-    struct bufferevent *client, *upstream;
+    int fd;                     /* the client socket; -1 once client or the relay owns it */
+    struct bufferevent *client, *upstream; /* client: only to answer a refusal */
+    struct event *head_ev;      /* head reads after the first (NULL until needed) */
+    uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
+    size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
     struct event *timer;        /* head timeout, then connect timeout */
     struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
-    int64_t started_ns; /* ph_monotonic_ns() at accept */
+    struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
+    int64_t started_ns;         /* ph_monotonic_ns() at accept */
     char peer[64];
     char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
     bool in_head;               /* holds a request-head slot */
@@ -89,6 +105,35 @@ static void conn_free(px_conn *c);
 static void dial_next(px_conn *c);
 static void leave_head(px_conn *c);
 
+/* The most one head read takes: a whole head and the tunnel bytes a client
+ * sent right behind it (a TLS ClientHello fits). */
+#define HEAD_READ_MAX (PH_PREQ_HEAD_MAX + 4096)
+
+/* The client socket as a bufferevent, made on first use (a refusal is
+ * written through it) with the bytes read so far in its input; the socket
+ * is then the bufferevent's. NULL when out of memory. */
+static struct bufferevent *client_bev(px_conn *c)
+{
+    if (c->client != NULL)
+        return c->client;
+    struct bufferevent *b = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
+    if (b == NULL)
+        return NULL;
+    if (c->head_got > 0 &&
+        evbuffer_add(bufferevent_get_input(b), c->head_buf, c->head_got) != 0) {
+        bufferevent_setfd(b, -1);
+        bufferevent_free(b);
+        return NULL;
+    }
+    if (c->head_ev != NULL) {
+        event_free(c->head_ev);
+        c->head_ev = NULL;
+    }
+    c->client = b;
+    c->fd = -1;
+    return b;
+}
+
 /* ---- replies ------------------------------------------------------------- */
 
 static const char *status_text(int status)
@@ -100,6 +145,7 @@ static const char *status_text(int status)
     case 405: return "Method Not Allowed";
     case 407: return "Proxy Authentication Required";
     case 408: return "Request Timeout";
+    case 414: return "URI Too Long";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
@@ -111,7 +157,7 @@ static const char *status_text(int status)
 }
 
 /* Formats a refusal: status line, Pinhole-Reason, a one-line body. */
-static size_t format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
+size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
 {
     int n = snprintf(buf, cap,
                      "HTTP/1.1 %d %s\r\n"
@@ -139,6 +185,13 @@ static void reply_event_cb(struct bufferevent *b, short what, void *arg)
     conn_free(arg);
 }
 
+static void reply_unbuffered_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_free(arg);
+}
+
 /* Answers a refusal and closes once it is written (bounded by a timeout so
  * a client that does not read cannot hold the connection). */
 static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
@@ -150,7 +203,7 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         snprintf(c->detail, sizeof c->detail, "%s", detail);
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
              c->detail[0] ? ": " : "", c->detail);
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     px_metrics_request(reason);
     leave_head(c);
     c->state = ST_REPLY;
@@ -164,13 +217,24 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         bufferevent_free(c->upstream);
         c->upstream = NULL;
     }
-    bufferevent_disable(c->client, EV_READ);
-    bufferevent_setcb(c->client, NULL, reply_written_cb, reply_event_cb, c);
-    bufferevent_setwatermark(c->client, EV_WRITE, 0, 0);
+    struct bufferevent *b = client_bev(c);
+    if (b == NULL) {
+        /* Out of memory: what the socket takes now, then the end, from the
+         * loop (the callers still use c after this returns). */
+        ssize_t wr = send(c->fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)wr;
+        struct timeval now = { 0, 0 };
+        evtimer_assign(c->timer, c->w->base, reply_unbuffered_cb, c);
+        evtimer_add(c->timer, &now);
+        return;
+    }
+    bufferevent_disable(b, EV_READ);
+    bufferevent_setcb(b, NULL, reply_written_cb, reply_event_cb, c);
+    bufferevent_setwatermark(b, EV_WRITE, 0, 0);
     struct timeval tv = { 5, 0 };
-    bufferevent_set_timeouts(c->client, NULL, &tv);
-    bufferevent_write(c->client, resp, n);
-    bufferevent_enable(c->client, EV_WRITE);
+    bufferevent_set_timeouts(b, NULL, &tv);
+    bufferevent_write(b, resp, n);
+    bufferevent_enable(b, EV_WRITE);
 }
 
 /* A refusal for a reason, answered with the guard's status for it. */
@@ -215,9 +279,14 @@ static void conn_log(const px_conn *c)
 static void conn_free(px_conn *c)
 {
     px_worker *w = c->w;
-    if (c->status == 0 && c->end == NULL)
-        c->end = "client_closed"; /* closed before any answer */
-    conn_log(c);
+    if (c->fwd != NULL) {
+        /* A forwarding connection logs each request, not itself. */
+        px_forward_free(&c->fwd, c->end != NULL ? c->end : "closed");
+    } else {
+        if (c->status == 0 && c->end == NULL)
+            c->end = "client_closed"; /* closed before any answer */
+        conn_log(c);
+    }
     if (c->query)
         px_dns_cancel(c->query);
     leave_head(c);
@@ -226,8 +295,13 @@ static void conn_free(px_conn *c)
     free(c->answer);
     free(c->token);
     free(c->checked);
+    free(c->head_buf);
     if (c->timer)
         event_free(c->timer);
+    if (c->head_ev)
+        event_free(c->head_ev);
+    if (c->fd >= 0)
+        close(c->fd);
     if (c->relay) {
         px_relay_free(&c->relay); /* closes both sockets */
         px_metrics_tunnel_close();
@@ -267,7 +341,7 @@ void px_conn_close_idle_heads(px_worker *w)
     px_conn *c = w->conns, *next;
     for (; c; c = next) {
         next = c->next;
-        if (c->state == ST_HEAD) {
+        if (c->state == ST_HEAD || (c->state == ST_FORWARD && px_forward_idle(c->fwd))) {
             c->end = "shutdown";
             conn_free(c);
         }
@@ -324,7 +398,7 @@ static void relay_done(void *arg, const char *why)
     conn_free(c);
 }
 
-static void set_nodelay(struct bufferevent *b)
+void px_set_nodelay(struct bufferevent *b)
 {
     /* Tunnels carry interactive protocols (TLS handshakes): no Nagle delay
      * on top of the peer's own. */
@@ -340,15 +414,17 @@ static void start_relay(px_conn *c)
      * the upstream's first bytes are read only by the relay. What the
      * socket does not take now (never, in practice), the relay sends; an
      * error, the relay meets again and ends the tunnel with. */
-    ssize_t sent = send(bufferevent_getfd(c->client), ok, sizeof ok - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t sent = send(c->fd, ok, sizeof ok - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0)
         sent = 0;
-    evtimer_del(c->timer);
+    /* The relay keeps the tunnel's deadlines: the connection's timer (head,
+     * then connect timeout) is done with. */
+    event_free(c->timer);
+    c->timer = NULL;
     free(c->answer);
     c->answer = NULL;
-    set_nodelay(c->upstream);
-    if (c->peer[0] != 'u') /* not a unix socket */
-        set_nodelay(c->client);
+    /* The client socket inherited TCP_NODELAY from its listener. */
+    px_set_nodelay(c->upstream);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     c->detail[0] = '\0';
@@ -363,15 +439,25 @@ static void start_relay(px_conn *c)
         life = left > 0 ? (long)left : 0;
         life_end = "grant_expired";
     }
-    c->relay = px_relay_start(c->w->base, c->client, c->upstream, ok + sent,
-                              sizeof ok - 1 - (size_t)sent, c->w->cfg, life, life_end,
-                              &c->up, &c->down, relay_done, c);
+    int ufd = bufferevent_getfd(c->upstream);
+    c->relay = px_relay_start(c->w->base, c->fd, ufd, c->head_buf + c->head_len,
+                              c->head_got - c->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
+                              c->w->cfg, life, life_end, &c->up, &c->down, relay_done, c);
     if (c->relay == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
-    c->client = c->upstream = NULL; /* the relay owns the sockets now */
+    /* The relay owns the sockets now: the upstream's leaves its bufferevent
+     * (whose connect event is deleted before the loop applies it). */
+    bufferevent_disable(c->upstream, EV_READ | EV_WRITE);
+    bufferevent_setfd(c->upstream, -1);
+    bufferevent_free(c->upstream);
+    c->upstream = NULL;
+    c->fd = -1;
+    free(c->head_buf);
+    c->head_buf = NULL;
+    c->head_got = c->head_len = 0;
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
@@ -467,7 +553,7 @@ static void dial_next(px_conn *c)
 
 /* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
  * dial_next may dial, for the log. NULL when out of memory. */
-static char *format_checked(const px_dns_answer *a)
+char *px_format_checked(const px_dns_answer *a)
 {
     size_t cap = (size_t)a->naddrs * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
     char *s = malloc(cap);
@@ -498,7 +584,7 @@ static void resolved(const px_dns_answer *a, void *arg)
         return;
     }
     *c->answer = *a;
-    c->checked = format_checked(a);
+    c->checked = px_format_checked(a);
     c->state = ST_CONNECT;
     c->next_addr = 0;
     dial_next(c);
@@ -567,16 +653,80 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
         refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
-static void head_read_cb(struct bufferevent *b, void *arg)
+static void head_read(px_conn *c);
+static void head_parse(px_conn *c, const uint8_t *in, size_t n);
+
+/* Not a CONNECT: forward.c serves the connection from here on, starting
+ * with the bytes read so far (client_bev puts them in its input). */
+static void forward_handoff(px_conn *c)
 {
-    px_conn *c = arg;
-    struct evbuffer *in = bufferevent_get_input(b);
-    size_t len = evbuffer_get_length(in);
-    size_t n = len < PH_PREQ_HEAD_MAX ? len : PH_PREQ_HEAD_MAX;
-    const uint8_t *head = evbuffer_pullup(in, (ev_ssize_t)n);
+    evtimer_del(c->timer);
+    struct bufferevent *b = client_bev(c);
+    struct px_fwd *f = b ? px_forward_start(c, c->w, b, c->id, c->peer) : NULL;
+    if (f == NULL) {
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
+    c->client = NULL;
+    c->fwd = f;
+    c->state = ST_FORWARD;
+    px_forward_run(f); /* never frees c within the call (forward.h) */
+}
+
+void px_conn_forward_head_done(px_conn *c)
+{
+    leave_head(c);
+}
+
+void px_conn_forward_end(px_conn *c, const char *end)
+{
+    c->end = end;
+    conn_free(c);
+}
+
+static void head_ev_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    head_read(arg);
+}
+
+/* The first read's bytes, per worker thread: most connections send their
+ * whole head at once and keep only a copy of its size. */
+static _Thread_local uint8_t head_scratch[HEAD_READ_MAX];
+
+/* Parses the head read so far (in[0..n): head_buf, or the first read in
+ * head_scratch, which is then kept in head_buf: of its own size when the
+ * head is complete, HEAD_READ_MAX when the rest is still to come): decides
+ * a complete head, refuses a bad one, waits for more of an incomplete one. */
+static void head_parse(px_conn *c, const uint8_t *in, size_t n)
+{
     ph_proxy_request req;
-    switch (ph_proxy_request_parse(head, n, &req)) {
+    ph_preq_result st = ph_proxy_request_parse(in, n, &req);
+    if (c->head_buf == NULL && n > 0) {
+        if ((c->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
+            c->end = "out_of_memory";
+            conn_free(c);
+            return;
+        }
+        memcpy(c->head_buf, in, n);
+        c->head_got = n;
+    }
+    const uint8_t *head = c->head_buf;
+    if (px_forward_wants(head, c->head_got)) {
+        forward_handoff(c);
+        return;
+    }
+    switch (st) {
     case PH_PREQ_INCOMPLETE:
+        if (c->head_ev == NULL) {
+            c->head_ev = event_new(c->w->base, c->fd, EV_READ | EV_PERSIST, head_ev_cb, c);
+            if (c->head_ev == NULL || event_add(c->head_ev, NULL) != 0) {
+                c->end = "out_of_memory";
+                conn_free(c);
+            }
+        }
         return;
     case PH_PREQ_REFUSED:
         refuse(c, req.http_status, PH_REASON_PARSE_ERROR, req.message);
@@ -585,21 +735,39 @@ static void head_read_cb(struct bufferevent *b, void *arg)
         break;
     }
     evtimer_del(c->timer);
-    bufferevent_disable(b, EV_READ);
+    if (c->head_ev != NULL) {
+        event_free(c->head_ev);
+        c->head_ev = NULL;
+    }
     leave_head(c);
+    /* The spans point into head_buf; bytes after the head stay there for
+     * the upstream (the relay's early bytes). */
+    c->head_len = req.head_len;
     decide(c, head, &req);
-    /* Only now drop the head: the spans pointed into it. Bytes after it stay
-     * queued for the upstream. */
-    if (c->state != ST_REPLY)
-        evbuffer_drain(in, req.head_len);
 }
 
-static void head_event_cb(struct bufferevent *b, short what, void *arg)
+/* Reads what the client sent (right after accept: TCP_DEFER_ACCEPT means
+ * the head is normally there already) and parses it. */
+static void head_read(px_conn *c)
 {
-    (void)b;
-    px_conn *c = arg;
-    c->end = (what & BEV_EVENT_EOF) ? "client_closed" : "client_error";
-    conn_free(c);
+    uint8_t *to = c->head_buf != NULL ? c->head_buf + c->head_got : head_scratch;
+    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - c->head_got, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (c->head_got == 0)
+            head_parse(c, head_scratch, 0); /* nothing yet: arms the read event */
+        return;
+    }
+    if (r <= 0) {
+        c->end = r == 0 ? "client_closed" : "client_error";
+        conn_free(c);
+        return;
+    }
+    if (c->head_buf == NULL) {
+        head_parse(c, head_scratch, (size_t)r);
+        return;
+    }
+    c->head_got += (size_t)r;
+    head_parse(c, c->head_buf, c->head_got);
 }
 
 static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -613,7 +781,7 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
 {
     char resp[400];
-    size_t n = format_refusal(resp, sizeof resp, status, reason, body);
+    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
     (void)wr;
     px_metrics_request(reason);
@@ -702,6 +870,7 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         return;
     }
     c->w = w;
+    c->fd = fd;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
     c->started_ns = ph_monotonic_ns();
     snprintf(c->peer, sizeof c->peer, "%s", peer_log);
@@ -713,20 +882,14 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     w->conns = c;
     w->nconns++;
     /* fd is non-blocking already: evconnlistener accepts with SOCK_NONBLOCK. */
-    c->client = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
     c->timer = evtimer_new(w->base, head_timeout_cb, c);
-    if (c->client == NULL || c->timer == NULL) {
-        if (c->client == NULL)
-            close(fd);
+    if (c->timer == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
-    bufferevent_setcb(c->client, head_read_cb, NULL, head_event_cb, c);
-    /* Never buffer more than a head: a longer one is 431 anyway. */
-    bufferevent_setwatermark(c->client, EV_READ, 0, PH_PREQ_HEAD_MAX);
-    bufferevent_enable(c->client, EV_READ);
     struct timeval tv = { w->cfg->header_timeout_ms / 1000,
                           (w->cfg->header_timeout_ms % 1000) * 1000 };
     evtimer_add(c->timer, &tv);
+    head_read(c); /* may free c */
 }

@@ -323,6 +323,12 @@ static void every_corpus_row_and_reason_decides_alike(void **state)
     for (size_t i = 0; i < sizeof decision_reasons / sizeof *decision_reasons; i++)
         if (F.seen[decision_reasons[i]] == 0)
             fail_msg("no input was decided %s", ph_reason_code(decision_reasons[i]));
+    /* The HTTP framing reasons belong to the proxy's forwarding (its parser
+     * refuses before anything is decided, proxy/src/http1.c): no decision
+     * gives them. */
+    for (unsigned r = PH_REASON_HTTP_CL_TE; r <= PH_REASON_UPSTREAM_BAD_RESPONSE; r++)
+        if (F.seen[r] != 0)
+            fail_msg("a decision gave the proxy-only reason %s", ph_reason_code((ph_reason)r));
     char *docs = ph_test_read_file(ph_test_source_path("docs/pinhole-proxy.md"), &len);
     assert_non_null(docs);
     for (unsigned r = 1; r < PH_REASON_COUNT_; r++) {

@@ -68,8 +68,8 @@ auth407=$(printf 'CONNECT ok.%s:%s HTTP/1.1\r\n\r\n' "$D" "$TLS_PORT" |
 check "407 carries Proxy-Authenticate" 'Proxy-Authenticate: Basic realm="pinhole"' "$auth407"
 
 # Request-level refusals.
-check "other method is 405" "405" "$(e2e_raw 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')"
-check "absolute-form is 501" "501" "$(e2e_raw 'GET http://ok.pinhole-e2e.test/ HTTP/1.1\r\n\r\n')"
+check "origin-form is 400" "400" "$(e2e_raw 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')"
+check "absolute-form without a grant is 407" "407" "$(e2e_raw 'GET http://ok.pinhole-e2e.test/ HTTP/1.1\r\n\r\n')"
 check "malformed is 400" "400" "$(e2e_raw 'CONNECT ok.pinhole-e2e.test:443 HTTP/1.1\n\n')"
 check "bad authority is 400" "400" "$(e2e_raw 'CONNECT ok.pinhole-e2e.test HTTP/1.1\r\n\r\n')"
 big=$(head -c 9000 /dev/zero | tr '\0' a)

@@ -13,7 +13,7 @@
                                      closed <m>" (closed: no answer, EOF)
   flood PORT DOMAIN AUTH N           N times: a CONNECT to n<i>.DOMAIN:443
                                      (an uncached name) kept open, plus one
-                                     more idle connection; prints the count
+                                     more idle connection (half a head); prints the count
                                      of each status line seen, e.g.
                                      "503:40 502:12 none:0"
   rst-upstream                       an upstream that, per connection, reads
@@ -118,7 +118,11 @@ def cmd_flood(port, domain, auth, n):
             code, _, _ = status_of(s)
             counts[code] = counts.get(code, 0) + 1
             held.append(s)
-            held.append(dial(port))
+            # Half a request head: the listener defers accept until a
+            # connection's first bytes, and this one must hold descriptors.
+            idle = dial(port)
+            idle.sendall(b"CONNECT ")
+            held.append(idle)
         except OSError:
             counts["error"] = counts.get("error", 0) + 1
     print(" ".join(f"{k}:{v}" for k, v in sorted(counts.items())))

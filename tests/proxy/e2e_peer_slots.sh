@@ -39,8 +39,9 @@ for a in addrs[:64]:
     s = socket.socket()
     s.bind((a, 0))
     s.connect(("127.0.0.1", port))
+    s.sendall(b"C")  # a first byte: the listener defers accept until one came
     held.append(s)
-time.sleep(0.3)  # the proxy accepted them all (they send nothing: head phase)
+time.sleep(0.3)  # the proxy accepted them all (half a head: head phase)
 v = socket.create_connection(("127.0.0.1", port), timeout=5)
 v.sendall(("CONNECT %s:1 HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n" % (host, token)).encode())
 print(len(held), v.recv(200).split(b"\r\n")[0].decode())

@@ -52,6 +52,7 @@ run_client "unix socket listener" "$E2E_TMP/proxy.sock" 65536 65536
 # Reload during a transfer: with keep_tunnels_on_reload the open tunnel is
 # unaffected (e2e_faults.sh: without it, it ends), new requests see the new
 # table; a bad table is refused and counted, the good one stays.
+reload_before=$(wc -l <"$E2E_TMP/server.out")
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "$AUTH" 30000000 30000000 0 20000000 \
     >"$E2E_TMP/reload_client.out" 2>&1 &
 RC_PID=$!
@@ -66,7 +67,11 @@ st=$(printf 'CONNECT ok.%s:%s HTTP/1.1\r\nProxy-Authorization: %s\r\n\r\n' "$D" 
 check "after SIGHUP the new table decides" "403" "$st"
 check "reload counted" "1" "$(e2e_metric 'pinhole_proxy_table_reloads_total{result="ok"}')"
 wait "$RC_PID"; rc=$?
-sl=$(grep -c . "$E2E_TMP/server.out")
+# The server writes its line once its side is closed, which can be just
+# after the client is done: wait for it as run_client does.
+for _ in $(seq 1 50); do
+    [ "$(wc -l <"$E2E_TMP/server.out")" -gt "$reload_before" ] && break; sleep 0.1
+done
 cl=$(cat "$E2E_TMP/reload_client.out")
 check "transfer across the reload completed" "0" "$rc"
 same_stream "bytes intact across the reload" "$cl" "$(tail -n 1 "$E2E_TMP/server.out")" 30000000 30000000

@@ -47,6 +47,21 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_REDIRECT_DOWNGRADE] = "redirect_downgrade",
     [PH_REASON_REDIRECT_LIMIT] = "redirect_limit",
     [PH_REASON_REDIRECT_BAD_LOCATION] = "redirect_bad_location",
+    [PH_REASON_HTTP_CL_TE] = "http_cl_te",
+    [PH_REASON_HTTP_BAD_CONTENT_LENGTH] = "http_bad_content_length",
+    [PH_REASON_HTTP_BAD_TRANSFER_ENCODING] = "http_bad_transfer_encoding",
+    [PH_REASON_HTTP_OBS_FOLD] = "http_obs_fold",
+    [PH_REASON_HTTP_BARE_CR] = "http_bare_cr",
+    [PH_REASON_HTTP_BARE_LF] = "http_bare_lf",
+    [PH_REASON_HTTP_BAD_FIELD] = "http_bad_field",
+    [PH_REASON_HTTP_TARGET_TOO_LONG] = "http_target_too_long",
+    [PH_REASON_HTTP_HEAD_TOO_LARGE] = "http_head_too_large",
+    [PH_REASON_HTTP_HEAD_TIMEOUT] = "http_head_timeout",
+    [PH_REASON_HTTP_BAD_CHUNK] = "http_bad_chunk",
+    [PH_REASON_HTTP_BAD_REQUEST_LINE] = "http_bad_request_line",
+    [PH_REASON_HTTPS_USE_CONNECT] = "https_use_connect",
+    [PH_REASON_ORIGIN_FORM] = "origin_form",
+    [PH_REASON_UPSTREAM_BAD_RESPONSE] = "upstream_bad_response",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -75,6 +90,21 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_REDIRECT_DOWNGRADE] = 403,
     [PH_REASON_REDIRECT_LIMIT] = 502,
     [PH_REASON_REDIRECT_BAD_LOCATION] = 502,
+    [PH_REASON_HTTP_CL_TE] = 400,
+    [PH_REASON_HTTP_BAD_CONTENT_LENGTH] = 400,
+    [PH_REASON_HTTP_BAD_TRANSFER_ENCODING] = 400,
+    [PH_REASON_HTTP_OBS_FOLD] = 400,
+    [PH_REASON_HTTP_BARE_CR] = 400,
+    [PH_REASON_HTTP_BARE_LF] = 400,
+    [PH_REASON_HTTP_BAD_FIELD] = 400,
+    [PH_REASON_HTTP_TARGET_TOO_LONG] = 414,
+    [PH_REASON_HTTP_HEAD_TOO_LARGE] = 431,
+    [PH_REASON_HTTP_HEAD_TIMEOUT] = 408,
+    [PH_REASON_HTTP_BAD_CHUNK] = 400,
+    [PH_REASON_HTTP_BAD_REQUEST_LINE] = 400,
+    [PH_REASON_HTTPS_USE_CONNECT] = 400,
+    [PH_REASON_ORIGIN_FORM] = 400,
+    [PH_REASON_UPSTREAM_BAD_RESPONSE] = 502,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -65,6 +65,23 @@ typedef enum ph_reason {
     PH_REASON_REDIRECT_BAD_LOCATION = 18, /* a Location that is empty, too long, has
                                            * bytes parsers read differently, or is
                                            * not an http(s) reference */
+    /* The proxy's HTTP/1.1 framing (RFC 9112) of a forwarded request or of
+     * its upstream's response: refused before a byte of it is relayed. */
+    PH_REASON_HTTP_CL_TE = 19,                 /* Content-Length with Transfer-Encoding */
+    PH_REASON_HTTP_BAD_CONTENT_LENGTH = 20,    /* several, a list, not 1*DIGIT, overflow */
+    PH_REASON_HTTP_BAD_TRANSFER_ENCODING = 21, /* anything but one final "chunked" */
+    PH_REASON_HTTP_OBS_FOLD = 22,              /* a field line starting with SP/HTAB */
+    PH_REASON_HTTP_BARE_CR = 23,               /* CR not followed by LF */
+    PH_REASON_HTTP_BARE_LF = 24,               /* LF not preceded by CR */
+    PH_REASON_HTTP_BAD_FIELD = 25,             /* field name, value byte, space before ':' */
+    PH_REASON_HTTP_TARGET_TOO_LONG = 26,       /* request target over the limit */
+    PH_REASON_HTTP_HEAD_TOO_LARGE = 27,        /* head over its size or field limit */
+    PH_REASON_HTTP_HEAD_TIMEOUT = 28,          /* head not complete within the timeout */
+    PH_REASON_HTTP_BAD_CHUNK = 29,             /* chunk size, extension, CRLF, trailers */
+    PH_REASON_HTTP_BAD_REQUEST_LINE = 30,      /* method, target, version */
+    PH_REASON_HTTPS_USE_CONNECT = 31,          /* an https:// absolute-form request */
+    PH_REASON_ORIGIN_FORM = 32,                /* a request not in absolute form */
+    PH_REASON_UPSTREAM_BAD_RESPONSE = 33,      /* a response the proxy cannot frame */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""e2e_forward_peer.py - the upstream and the raw client of e2e_forward.sh.
+
+  serve DIR       an HTTP/1.1 upstream on 127.0.0.1:0 (port written to
+                  DIR/port) that appends every byte it receives to DIR/recv.bin
+                  (the test checks a refused request sent it nothing), a line
+                  per connection to DIR/conns, keeps
+                  connections alive, and answers by path:
+                    /echo       200, body "sha256 <hex> <length>" of the request body
+                    /chunked    200, a chunked body of three chunks
+                    /close      200 without framing, ended by closing
+                    /bad-cl-te  a response with Content-Length and Transfer-Encoding
+                    /bad-cl     a response with two Content-Length values
+                    /bad-fold   a response with an obs-fold line
+                    /blob       10 MiB with Content-Length (blob-sha256: its digest)
+                    /blob-chunked  the same, chunked
+                    /cut        a Content-Length response cut short
+                    anything else: 200, body "hello <path>"
+                  HEAD gets the GET head without a body; Expect: 100-continue
+                  gets "100 Continue" before the body is read.
+  raw PORT DATA   sends DATA (with backslash escapes: \\r, \\n, \\xNN)
+                  to 127.0.0.1:PORT, half-closes (unless RAW_KEEP_OPEN is
+                  set), prints every response it
+                  reads as "STATUS REASON" lines (Pinhole-Reason or "-"), then
+                  "BODY <body of the last response>".
+"""
+import hashlib
+import os
+import signal
+import socket
+import socketserver
+import sys
+import threading
+
+
+# 10 MiB the test can hash on its own: blob-sha256 prints its digest.
+BLOB = hashlib.sha256(b"pinhole").digest() * (10 * 1024 * 1024 // 32)
+
+
+def read_head(f):
+    lines = []
+    while True:
+        line = f.readline(65536)
+        if not line:
+            return None
+        if line in (b"\r\n", b"\n"):
+            return lines
+        lines.append(line.rstrip(b"\r\n"))
+
+
+def read_body(f, fields):
+    te = fields.get(b"transfer-encoding", b"").lower()
+    if te == b"chunked":
+        out = b""
+        while True:
+            size = int(f.readline().split(b";")[0].strip(), 16)
+            if size == 0:
+                while f.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return out
+            out += f.read(size)
+            f.readline()
+    n = int(fields.get(b"content-length", b"0"))
+    return f.read(n) if n else b""
+
+
+class Recorder:
+    """A file-like reader that records every byte read from the socket."""
+
+    def __init__(self, sock, path, lock):
+        self.sock, self.path, self.lock, self.buf = sock, path, lock, b""
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if data:
+            with self.lock, open(self.path, "ab") as out:
+                out.write(data)
+        self.buf += data
+        return bool(data)
+
+    def readline(self, limit=65536):
+        while b"\n" not in self.buf and len(self.buf) < limit:
+            if not self._fill():
+                break
+        i = self.buf.find(b"\n")
+        n = i + 1 if i >= 0 else len(self.buf)
+        line, self.buf = self.buf[:n], self.buf[n:]
+        return line
+
+    def read(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                break
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+
+def respond(sock, status, fields, body, head_only=False):
+    head = "HTTP/1.1 %s\r\n" % status + "".join("%s: %s\r\n" % kv for kv in fields) + "\r\n"
+    sock.sendall(head.encode() + (b"" if head_only else body))
+
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        s = self.request
+        with self.server.lock, open(self.server.conns_path, "a") as out:
+            out.write("connection\n")
+        f = Recorder(s, self.server.recv_path, self.server.lock)
+        while True:
+            head = read_head(f)
+            if not head:
+                return
+            method, target, _ = head[0].split(b" ", 2)
+            fields = {}
+            for line in head[1:]:
+                k, _, v = line.partition(b":")
+                fields[k.strip().lower()] = v.strip()
+            if fields.get(b"expect", b"").lower() == b"100-continue":
+                s.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            body = read_body(f, fields)
+            path = target.decode()
+            is_head = method == b"HEAD"
+            if path == "/echo":
+                text = ("sha256 %s %d" % (hashlib.sha256(body).hexdigest(), len(body))).encode()
+                respond(s, "200 OK", [("Content-Length", len(text))], text, is_head)
+            elif path == "/chunked":
+                s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                          b"5\r\nhello\r\n1;ext=1\r\n \r\n7\r\nchunked\r\n0\r\nX-T: 1\r\n\r\n")
+            elif path == "/close":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close")
+                return
+            elif path == "/bad-cl-te":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n"
+                          b"\r\n0\r\n\r\nSMUGGLED")
+                return
+            elif path == "/bad-cl":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 8, 8\r\n\r\nSMUGGLED")
+                return
+            elif path == "/bad-fold":
+                s.sendall(b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 8\r\n\r\nSMUGGLED")
+                return
+            elif path == "/blob":
+                respond(s, "200 OK", [("Content-Length", len(BLOB))], BLOB, is_head)
+            elif path == "/blob-chunked":
+                s.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for i in range(0, len(BLOB), 65536):
+                    part = BLOB[i:i + 65536]
+                    s.sendall(b"%x\r\n" % len(part) + part + b"\r\n")
+                s.sendall(b"0\r\n\r\n")
+            elif path == "/cut":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
+                return
+            else:
+                text = ("hello " + path).encode()
+                respond(s, "200 OK", [("Content-Length", len(text))], text, is_head)
+
+
+class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve(directory):
+    srv = Server(("127.0.0.1", 0), Handler)
+    srv.recv_path = os.path.join(directory, "recv.bin")
+    srv.conns_path = os.path.join(directory, "conns")
+    srv.lock = threading.Lock()
+    open(srv.recv_path, "wb").close()
+    open(srv.conns_path, "w").close()
+    with open(os.path.join(directory, "port.tmp"), "w") as out:
+        out.write("%d\n" % srv.server_address[1])
+    os.rename(os.path.join(directory, "port.tmp"), os.path.join(directory, "port"))
+    srv.serve_forever()
+
+
+def raw(port, data):
+    payload = data.encode().decode("unicode_escape").encode("latin-1")  # \r, \n, \xNN escapes
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(payload)
+    if not os.environ.get("RAW_KEEP_OPEN"):
+        s.shutdown(socket.SHUT_WR)
+    got = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except (socket.timeout, ConnectionResetError):
+        pass
+    last_body = b""
+    while got.startswith(b"HTTP/"):
+        head, sep, rest = got.partition(b"\r\n\r\n")
+        if not sep:
+            break
+        lines = head.split(b"\r\n")
+        status = lines[0].split(b" ")[1].decode()
+        reason, length, chunked = "-", None, False
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            k, v = k.strip().lower(), v.strip()
+            if k == b"pinhole-reason":
+                reason = v.decode()
+            elif k == b"content-length":
+                length = int(v)
+            elif k == b"transfer-encoding":
+                chunked = True
+        print(status, reason)
+        if status.startswith("1"):
+            got = rest
+            continue
+        if length is not None:
+            last_body, got = rest[:length], rest[length:]
+        elif chunked:
+            last_body = b""
+            while True:
+                line, _, rest = rest.partition(b"\r\n")
+                n = int(line.split(b";")[0], 16)
+                if n == 0:
+                    got = rest.partition(b"\r\n")[2]
+                    break
+                last_body += rest[:n]
+                rest = rest[n + 2:]
+        else:
+            last_body, got = rest, b""
+    print("BODY", last_body.decode(errors="replace"))
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `raw ... | head -1`
+    if sys.argv[1] == "blob-sha256":
+        print(hashlib.sha256(BLOB).hexdigest())
+    elif sys.argv[1] == "serve":
+        serve(sys.argv[2])
+    else:
+        raw(sys.argv[2], sys.argv[3])

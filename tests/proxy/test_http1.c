@@ -1,0 +1,274 @@
+/* test_http1.c - the forwarding's HTTP/1.1 framing parser: what it accepts,
+ * each smuggling case's reason (and its status from the guard's one table),
+ * response framing, chunked bodies whole and byte by byte. */
+#include <stdio.h>
+#include <string.h>
+
+#include "http1.h"
+#include "test_support.h"
+
+#define REQ "GET http://ok.example/p HTTP/1.1\r\nHost: ok.example\r\n"
+
+static ph_h1_head H;
+
+static ph_h1_result req(const char *s)
+{
+    return ph_h1_parse_request((const uint8_t *)s, strlen(s), &H);
+}
+
+static void assert_refused(const char *s, ph_reason reason)
+{
+    ph_h1_result r = req(s);
+    if (r != PH_H1_REFUSED || H.reason != reason)
+        fprintf(stderr, "input: %s\ngot %d %s\n", s, r,
+                r == PH_H1_REFUSED ? ph_reason_code(H.reason) : "");
+    assert_int_equal(r, PH_H1_REFUSED);
+    assert_int_equal(H.reason, reason);
+    assert_non_null(H.message);
+    /* Byte by byte: no prefix is accepted (it is incomplete or refused for
+     * the same reason). */
+    for (size_t n = 0; n < strlen(s); n++) {
+        ph_h1_result p = ph_h1_parse_request((const uint8_t *)s, n, &H);
+        assert_true(p == PH_H1_INCOMPLETE || (p == PH_H1_REFUSED && H.reason == reason));
+    }
+}
+
+static void test_requests_are_framed(void **state)
+{
+    (void)state;
+    const char *s = REQ "Content-Length: 5\r\nConnection: keep-alive, X-Hop\r\n"
+                        "Expect: 100-Continue\r\n\r\nhello";
+    assert_int_equal(req(s), PH_H1_DONE);
+    assert_int_equal(H.head_len, strlen(s) - 5);
+    assert_int_equal(H.body, PH_H1_BODY_LENGTH);
+    assert_int_equal(H.content_length, 5);
+    assert_true(H.conn_keep_alive && !H.conn_close && H.expect_continue);
+    assert_int_equal(H.host_field, 0);
+    assert_memory_equal(s + H.target.off, "http://ok.example/p", H.target.len);
+    assert_true(ph_h1_connection_lists((const uint8_t *)s, &H, (const uint8_t *)"x-hop", 5));
+    assert_false(ph_h1_connection_lists((const uint8_t *)s, &H, (const uint8_t *)"host", 4));
+
+    assert_int_equal(req(REQ "Transfer-Encoding: CHUNKED\r\n\r\n"), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_CHUNKED);
+    assert_int_equal(req(REQ "\r\n"), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_NONE);
+    assert_int_equal(req("GET http://a/ HTTP/1.0\r\n\r\n"), PH_H1_DONE);
+    assert_int_equal(H.version_minor, 0);
+    assert_int_equal(req(REQ "X-A: 1\r\n"), PH_H1_INCOMPLETE);
+}
+
+static void test_smuggling_is_refused_with_a_stable_reason(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        ph_reason reason;
+    } cases[] = {
+        { REQ "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", PH_REASON_HTTP_CL_TE },
+        { REQ "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", PH_REASON_HTTP_CL_TE },
+        { REQ "Content-Length: 1, 1\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 1\r\nContent-Length: 1\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: +1\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: -1\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 1 0\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: \r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 0x10\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 99999999999999999999\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 4611686018427387904\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Transfer-Encoding: gzip, chunked\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "Transfer-Encoding: chunked, chunked\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+          PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "Transfer-Encoding: identity\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "Transfer-Encoding: xchunked\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "Transfer-Encoding: \"chunked\"\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { "POST http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+          PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { REQ "X-A: 1\r\n folded\r\n\r\n", PH_REASON_HTTP_OBS_FOLD },
+        { REQ "X-A: 1\r\n\tfolded\r\n\r\n", PH_REASON_HTTP_OBS_FOLD },
+        { REQ "X-A: 1\rX-B: 2\r\n\r\n", PH_REASON_HTTP_BARE_CR },
+        { "GET http://a/ HTTP/1.1\r\r\n\r\n", PH_REASON_HTTP_BARE_CR },
+        { REQ "X-A: 1\n\r\n", PH_REASON_HTTP_BARE_LF },
+        { "GET http://a/ HTTP/1.1\n\n", PH_REASON_HTTP_BARE_LF },
+        { REQ "Content-Length : 1\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "X-A\t: 1\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "X@A: 1\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ ": 1\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "X-A 1\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "X-A: a\x01" "b\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "X-A: a\x7f" "b\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { REQ "Host: b\r\n\r\n", PH_REASON_HTTP_BAD_FIELD },
+        { "GET http://a/ HTTP/1.2\r\n\r\n", PH_REASON_HTTP_BAD_REQUEST_LINE },
+        { "GET http://a/ HTTP/2\r\n\r\n", PH_REASON_HTTP_BAD_REQUEST_LINE },
+        { "GET  http://a/ HTTP/1.1\r\n\r\n", PH_REASON_HTTP_BAD_REQUEST_LINE },
+        { "G(T http://a/ HTTP/1.1\r\n\r\n", PH_REASON_HTTP_BAD_REQUEST_LINE },
+        { "\r\nGET http://a/ HTTP/1.1\r\n\r\n", PH_REASON_HTTP_BAD_REQUEST_LINE },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        assert_refused(cases[i].in, cases[i].reason);
+        /* The smuggling cases are answered 400 (the guard's table). */
+        assert_int_equal(ph_reason_http_status(cases[i].reason), 400);
+    }
+    /* A NUL is a control byte too (strlen would stop at it). */
+    static const char nul[] = REQ "X-A: a\0b\r\n\r\n";
+    assert_int_equal(ph_h1_parse_request((const uint8_t *)nul, sizeof nul - 1, &H), PH_H1_REFUSED);
+    assert_int_equal(H.reason, PH_REASON_HTTP_BAD_FIELD);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    static char buf[PH_H1_REQUEST_HEAD_MAX + 64];
+    /* A target over the limit is refused before its line ends. */
+    size_t n = (size_t)snprintf(buf, sizeof buf, "GET http://a/");
+    memset(buf + n, 'a', PH_H1_TARGET_MAX);
+    buf[n + PH_H1_TARGET_MAX] = '\0';
+    assert_refused(buf, PH_REASON_HTTP_TARGET_TOO_LONG);
+    assert_int_equal(ph_reason_http_status(PH_REASON_HTTP_TARGET_TOO_LONG), 414);
+    /* A head over 8 KiB. */
+    n = (size_t)snprintf(buf, sizeof buf, REQ "X-A: ");
+    memset(buf + n, 'a', sizeof buf - n - 1);
+    buf[sizeof buf - 1] = '\0';
+    assert_int_equal(req(buf), PH_H1_REFUSED);
+    assert_int_equal(H.reason, PH_REASON_HTTP_HEAD_TOO_LARGE);
+    assert_int_equal(ph_reason_http_status(PH_REASON_HTTP_HEAD_TOO_LARGE), 431);
+    /* Over 100 fields. */
+    n = (size_t)snprintf(buf, sizeof buf, "GET http://a/ HTTP/1.1\r\n");
+    for (int i = 0; i <= PH_H1_FIELDS_MAX; i++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "X: %d\r\n", i);
+    snprintf(buf + n, sizeof buf - n, "\r\n");
+    assert_int_equal(req(buf), PH_H1_REFUSED);
+    assert_int_equal(H.reason, PH_REASON_HTTP_HEAD_TOO_LARGE);
+    /* The largest Content-Length. */
+    assert_int_equal(req(REQ "Content-Length: 4611686018427387903\r\n\r\n"), PH_H1_DONE);
+    assert_int_equal(H.content_length, PH_H1_LENGTH_MAX);
+}
+
+static ph_h1_result resp(const char *s, bool was_head)
+{
+    return ph_h1_parse_response((const uint8_t *)s, strlen(s), was_head, &H);
+}
+
+static void test_responses_are_framed_as_strictly(void **state)
+{
+    (void)state;
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_LENGTH);
+    assert_int_equal(H.status, 200);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_NONE);
+    assert_true(H.has_content_length);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_CLOSE);
+    assert_int_equal(resp("HTTP/1.1 204 \r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 304 Not Modified\r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 100 Continue\r\n\r\n", false), PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false),
+                     PH_H1_DONE);
+    assert_int_equal(H.body, PH_H1_BODY_CHUNKED);
+
+    static const struct {
+        const char *in;
+        ph_reason reason;
+    } bad[] = {
+        { "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n",
+          PH_REASON_HTTP_CL_TE },
+        { "HTTP/1.1 200 OK\r\nContent-Length: 8, 8\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { "HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\n\r\n", PH_REASON_HTTP_OBS_FOLD },
+        { "HTTP/1.1 200 OK\nContent-Length: 1\n\n", PH_REASON_HTTP_BARE_LF },
+        { "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+          PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
+        { "HTTP/1.1 20 OK\r\n\r\n", PH_REASON_UPSTREAM_BAD_RESPONSE },
+        { "HTTP/1.1 099 OK\r\n\r\n", PH_REASON_UPSTREAM_BAD_RESPONSE },
+        { "HTTP/2 200 OK\r\n\r\n", PH_REASON_UPSTREAM_BAD_RESPONSE },
+        { "ICY 200 OK\r\n\r\n", PH_REASON_UPSTREAM_BAD_RESPONSE },
+        { "HTTP/1.1 200OK\r\n\r\n", PH_REASON_UPSTREAM_BAD_RESPONSE },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (resp(bad[i].in, false) != PH_H1_REFUSED || H.reason != bad[i].reason)
+            fprintf(stderr, "response: %s\n", bad[i].in);
+        assert_int_equal(resp(bad[i].in, false), PH_H1_REFUSED);
+        assert_int_equal(H.reason, bad[i].reason);
+    }
+    assert_int_equal(ph_reason_http_status(PH_REASON_UPSTREAM_BAD_RESPONSE), 502);
+}
+
+/* Decodes s in pieces of at most piece bytes; the data into out. */
+static ph_h1_result chunks(const char *s, size_t len, size_t piece, char *out, size_t *out_len,
+                           ph_h1_chunked *c)
+{
+    ph_h1_chunked_init(c);
+    size_t pos = 0;
+    *out_len = 0;
+    ph_h1_result r = PH_H1_INCOMPLETE;
+    while (pos < len && r == PH_H1_INCOMPLETE) {
+        size_t n = len - pos < piece ? len - pos : piece;
+        ph_h1_chunk_step st;
+        r = ph_h1_chunked_step(c, (const uint8_t *)s + pos, n, &st);
+        memcpy(out + *out_len, s + pos + st.data_off, st.data_len);
+        *out_len += st.data_len;
+        pos += st.consumed;
+    }
+    return r;
+}
+
+static void test_chunked_bodies(void **state)
+{
+    (void)state;
+    static const char good[] = "5\r\nhello\r\n1;ext=\"a b\"\r\n \r\nA  ;x\r\n0123456789\r\n"
+                               "0\r\nX-T: 1\r\nX-U:\r\n\r\nNEXT";
+    char out[64];
+    size_t len;
+    ph_h1_chunked c;
+    for (size_t piece = 1; piece <= sizeof good; piece++) {
+        assert_int_equal(chunks(good, sizeof good - 1, piece, out, &len, &c), PH_H1_DONE);
+        assert_int_equal(len, 16);
+        assert_memory_equal(out, "hello 0123456789", 16);
+    }
+    static const char *const bad[] = {
+        "fffffffffffffffff\r\n",           /* overflows */
+        "g\r\n",                           /* not hex */
+        "\r\n",                            /* no size */
+        ";x\r\n",                          /* no size */
+        "5\nhello\r\n0\r\n\r\n",           /* bare LF */
+        "5\r\nhelloXX0\r\n\r\n",           /* data not followed by CRLF */
+        "5 5\r\nhello\r\n0\r\n\r\n",       /* space inside the size */
+        "1;a\x01\r\nx\r\n0\r\n\r\n",       /* control byte in an extension */
+        "0\r\nX-T: 1\r\n folded\r\n\r\n",  /* obs-fold in the trailers */
+        "0\r\nX T: 1\r\n\r\n",             /* bad trailer name */
+        "0\r\n\r\r",                       /* bare CR at the end */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (chunks(bad[i], strlen(bad[i]), 64, out, &len, &c) != PH_H1_REFUSED)
+            fprintf(stderr, "chunked: %s\n", bad[i]);
+        assert_int_equal(chunks(bad[i], strlen(bad[i]), 64, out, &len, &c), PH_H1_REFUSED);
+        assert_int_equal(c.reason, PH_REASON_HTTP_BAD_CHUNK);
+        assert_int_equal(chunks(bad[i], strlen(bad[i]), 1, out, &len, &c), PH_H1_REFUSED);
+    }
+    /* A chunk-size line over the limit (a long extension). */
+    static char longext[PH_H1_CHUNK_LINE_MAX + 16];
+    memset(longext, 'a', sizeof longext - 1);
+    memcpy(longext, "1;", 2);
+    assert_int_equal(chunks(longext, sizeof longext - 1, 64, out, &len, &c), PH_H1_REFUSED);
+    /* Trailers over the limit. */
+    static char trailers[PH_H1_TRAILERS_MAX + 64];
+    size_t n = (size_t)snprintf(trailers, sizeof trailers, "0\r\n");
+    while (n + 12 < sizeof trailers)
+        n += (size_t)snprintf(trailers + n, sizeof trailers - n, "X: 1234567\r\n");
+    assert_int_equal(chunks(trailers, n, 64, out, &len, &c), PH_H1_REFUSED);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_requests_are_framed),
+        cmocka_unit_test(test_smuggling_is_refused_with_a_stable_reason),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_responses_are_framed_as_strictly),
+        cmocka_unit_test(test_chunked_bodies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
