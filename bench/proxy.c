@@ -32,8 +32,11 @@
  * the proxy's CPU per transaction, and each against the first proxy's
  * median with the first's spread as the noise.
  *
+ *   plain HTTP       keep-alive GETs of 64 bytes, absolute-form through the
+ *                    proxy against origin-form direct (proxy_http.c)
+ *
  * tinyproxy and squid, when installed, run the same workload after Pinhole
- * (the first three figures), asked for "localhost:PORT" (their own name
+ * (all but the idle tunnels), asked for "localhost:PORT" (their own name
  * lookup, /etc/hosts) with CONNECT allowed to the upstream's port.
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
@@ -71,6 +74,7 @@
 #include <event2/listener.h>
 
 #include "bench_util.h"
+#include "proxy_http.h"
 
 #define DOMAIN "pinhole-e2e.test"
 #define TARGET_HOST "ok." DOMAIN
@@ -1221,6 +1225,7 @@ int main(int argc, char **argv)
     int opened = 0;
     if (!ab) {
         compare(&direct_t, &pinhole_t, true, &fig);
+        bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients);
 
         long base = rss_kib(px);
         int *fds = calloc((size_t)want, sizeof *fds);
@@ -1258,11 +1263,13 @@ int main(int argc, char **argv)
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
             compare(&direct_t, &other, false, &peer_fig[i]);
+            bench_http_compare(other.name, other.port, other.pid, "localhost", NULL, clients);
             have_peer[i] = true;
         }
         kill(other.pid, SIGTERM);
         waitpid(other.pid, NULL, 0);
     }
+    bench_http_stop();
     if (!ab) {
         /* Every target beside its baseline of this run. */
         const rate_fig *a = &fig.async;

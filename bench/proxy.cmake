@@ -1,7 +1,8 @@
 # bench_proxy: pinhole-proxy vs a direct connection to the same local upstream
-# (transactions/s, added latency, bulk throughput, RSS of 10,000 idle tunnels).
+# (transactions/s, added latency, bulk throughput, RSS of 10,000 idle tunnels,
+# keep-alive plain-HTTP GETs).
 if(TARGET pinhole-proxy-testloopback)
-    add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c)
+    add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c ${CMAKE_CURRENT_LIST_DIR}/proxy_http.c)
     target_link_libraries(bench_proxy PRIVATE PkgConfig::LIBEVENT Threads::Threads pinhole_flags)
     target_compile_definitions(bench_proxy PRIVATE
         PX_PROXY="$<TARGET_FILE:pinhole-proxy-testloopback>"

@@ -30,19 +30,21 @@ if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 echo "deps: installing:$missing"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# Daemons in the list (tinyproxy, squid: bench_proxy's peers, started by it
-# in the foreground) must not be started by their packages: without systemd
-# (a container) a start would fail the install or leave a daemon running.
-# policy-rc.d exit 101 tells invoke-rc.d not to start anything; one already
-# in place is left alone.
-rcd=""
-if [ ! -e /usr/sbin/policy-rc.d ]; then
-    rcd=/usr/sbin/policy-rc.d
-    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$rcd" >/dev/null && $SUDO chmod 755 "$rcd"
+# squid and tinyproxy are only bench_proxy's peers (it starts its own on
+# kernel-assigned ports with private configs): their post-install scripts
+# must not start the system daemons. Unless a policy-rc.d is already there
+# (containers have one), one that denies exactly those two for the install;
+# where systemd runs, they are disabled too.
+rcd=/usr/sbin/policy-rc.d
+if [ ! -e "$rcd" ]; then
+    printf '#!/bin/sh\ncase "$1" in squid|tinyproxy) exit 101 ;; esac\nexit 0\n' |
+        $SUDO tee "$rcd" >/dev/null
+    $SUDO chmod 755 "$rcd"
+    trap '$SUDO rm -f "$rcd"' EXIT
 fi
 # shellcheck disable=SC2086
-st=0
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || st=$?
-[ -z "$rcd" ] || $SUDO rm -f "$rcd"
-[ "$st" -eq 0 ] || exit "$st"
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+if [ -d /run/systemd/system ]; then
+    for s in squid tinyproxy; do $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true; done
+fi
 echo "deps: done"

@@ -13,6 +13,8 @@
 # Ports come from the kernel (bind to port 0, read it back); a daemon that
 # loses the race for its port is restarted on a fresh one.
 # Exit status: 0 up, 77 ceph is not installed, 1 anything else.
+# The gateway answers virtual-host requests for <bucket>.localhost (rgw dns
+# name): use endpoint http://localhost:PORT with addressing = virtual-host.
 # Stop with scripts/stop-ceph-rgw.sh DATA_DIR.
 set -eu
 
@@ -118,6 +120,10 @@ rgw init timeout = 60
 rgw frontends = beast endpoint=127.0.0.1:$2 tcp_nodelay=1
 rgw data = $D/rgw
 rgw enable usage log = false
+# Virtual-host addressing: a Host of <bucket>.localhost names the bucket
+# (libcurl resolves every *.localhost name to loopback itself); other hosts,
+# 127.0.0.1 among them, stay path-style.
+rgw dns name = localhost
 # Deleted objects' data is freed by RGW's garbage collector, by default two
 # hours later: a disposable cluster frees it within seconds instead, so a
 # memstore OSD does not fill up across test and benchmark runs.

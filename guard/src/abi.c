@@ -30,6 +30,10 @@ static const abi_field abi_table[] = {
     ABI_FIELD(ph_guard_options, dns_timeout_ms),
     ABI_FIELD(ph_guard_options, reload_interval_ms),
     ABI_FIELD(ph_guard_options, grant_keys_path),
+    ABI_FIELD(ph_guard_options, dns_cache_entries),
+    ABI_FIELD(ph_guard_options, dns_cache_max_ttl_s),
+    ABI_FIELD(ph_guard_options, dns_negative_ttl_s),
+    ABI_FIELD(ph_guard_options, dns_cache_off),
 
     ABI_SIZE(ph_pinned_addrs),
     ABI_FIELD(ph_pinned_addrs, count),

@@ -13,6 +13,7 @@
 
 #include "pinhole/diag.h"
 #include "guard-int.h"
+#include "resolve-int.h"
 #include "pinhole/clock.h"
 #include "pinhole/dial.h"
 
@@ -226,11 +227,11 @@ static ph_status dial(ph_guard *g, const char *list, const char *target, size_t 
     ph_resolver_config cfg = *ph_guard_resolver_config(g);
     unsigned dns_ms = cfg.timeout_ms != 0 ? cfg.timeout_ms : PH_RESOLVE_TIMEOUT_MS_DEFAULT;
     cfg.timeout_ms = dns_ms < total ? dns_ms : total;
-    cfg.cache_entries = 0;
     ph_reason why = PH_REASON_DNS_FAILURE;
     ph_diag rd;
     rd.message[0] = '\0';
-    st = ph_resolve_blocking(&cfg, r->verdict.host, r->verdict.port, &r->checked, &why, &rd);
+    st = ph_resolve_blocking_shared(&cfg, ph_guard_dns_cache(g), r->verdict.host,
+                                    r->verdict.port, &r->checked, &why, NULL, &rd);
     r->resolve_ms = elapsed_since(start);
     if (st != PH_OK) {
         r->checked.count = 0;

@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "dns_cache-int.h"
 #include "pinhole/grant.h"
 #include "pinhole/guard.h"
 
@@ -21,8 +22,12 @@ struct ph_guard_snapshot {
     char keyring_id[PH_KEYRING_ID_HEX_LEN + 1]; /* "" without a keyring */
 };
 
-/* The resolver settings checks use. */
+/* The resolver settings checks use (cache_entries 0: the guard's cache is
+ * ph_guard_dns_cache, shared, not a per-resolver one). */
 const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g);
+/* The guard's DNS cache (NULL when off); owned by the guard, lives until
+ * ph_guard_close. */
+ph_dns_cache *ph_guard_dns_cache(const ph_guard *g);
 /* Runs the automatic reload when its interval has passed; never waits
  * behind another reload, never fails a check (errors are remembered). */
 void ph_guard_reload_if_due(ph_guard *g);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "pinhole/diag.h"
+#include "dns_cache-int.h"
 #include "pinhole/clock.h"
 #include "guard-int.h"
 #include "pinhole/resolve.h"
@@ -33,7 +34,8 @@ struct ph_guard {
     file_id loaded, keys_loaded;
     ph_diag last_error;          /* status PH_OK when the last reload worked */
     char *dns_servers;
-    ph_resolver_config resolver;
+    ph_resolver_config resolver; /* servers, timeout, TTL caps; cache_entries 0 */
+    ph_dns_cache *cache;         /* shared by every worker call; NULL: off */
     unsigned reload_interval_ms;
     _Atomic int64_t next_check_ms;
 };
@@ -179,6 +181,19 @@ static ph_status guard_new(const ph_guard_options *opts, ph_guard **out, ph_diag
     }
     g->resolver.servers = g->dns_servers;
     g->resolver.timeout_ms = opts != NULL ? opts->dns_timeout_ms : 0;
+    if (opts == NULL || !opts->dns_cache_off) {
+        unsigned entries = opts != NULL ? opts->dns_cache_entries : 0;
+        unsigned max_ttl = opts != NULL ? opts->dns_cache_max_ttl_s : 0;
+        unsigned neg_ttl = opts != NULL ? opts->dns_negative_ttl_s : 0;
+        g->resolver.cache_max_ttl_s = max_ttl != 0 ? max_ttl : PH_GUARD_DNS_CACHE_MAX_TTL_S_DEFAULT;
+        g->resolver.negative_ttl_s = neg_ttl != 0 ? neg_ttl : PH_GUARD_DNS_NEGATIVE_TTL_S_DEFAULT;
+        ph_status st = ph_dns_cache_new(entries != 0 ? entries : PH_GUARD_DNS_CACHE_ENTRIES_DEFAULT,
+                                        &g->cache, diag);
+        if (st != PH_OK) {
+            ph_guard_close(&g);
+            return st;
+        }
+    }
     g->reload_interval_ms = opts != NULL ? opts->reload_interval_ms : 0;
     atomic_init(&g->next_check_ms, ph_monotonic_ms() + g->reload_interval_ms);
     *out = g;
@@ -250,6 +265,7 @@ void ph_guard_close(ph_guard **g)
     free((*g)->path);
     free((*g)->keys_path);
     free((*g)->dns_servers);
+    ph_dns_cache_free(&(*g)->cache);
     free(*g);
     *g = NULL;
 }
@@ -295,6 +311,8 @@ static ph_status reload_locked(ph_guard *g, ph_reload_report *r, ph_diag *diag)
         r->keys_changed = strcmp(s->keyring_id, g->current->keyring_id) != 0;
     }
     swap_in(g, s);
+    /* A new policy version starts with fresh answers. */
+    ph_dns_cache_clear(g->cache);
     g->loaded = tid;
     g->keys_loaded = kid;
     g->last_error.status = PH_OK;
@@ -376,3 +394,5 @@ void ph_guard_policy_info(ph_guard *g, ph_policy_info *out)
 }
 
 const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g) { return &g->resolver; }
+
+ph_dns_cache *ph_guard_dns_cache(const ph_guard *g) { return g->cache; }

@@ -5,6 +5,7 @@
 
 #include "pinhole/diag.h"
 #include "guard-int.h"
+#include "resolve-int.h"
 #include "wildcard_dns-int.h"
 
 /* Resets what a reader may look at (the verdict is ~1.5 KiB: clearing only
@@ -200,7 +201,8 @@ ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *
     ph_reason r = PH_REASON_DNS_FAILURE;
     ph_diag d;
     memset(&d, 0, sizeof d);
-    st = ph_resolve_blocking(ph_guard_resolver_config(g), v->host, v->port, addrs, &r, &d);
+    st = ph_resolve_blocking_shared(ph_guard_resolver_config(g), ph_guard_dns_cache(g), v->host,
+                                    v->port, addrs, &r, NULL, &d);
     if (st == PH_OK)
         return PH_OK;
     addrs->count = 0;

@@ -6,6 +6,7 @@
 
 #include <ares.h>
 
+#include "dns_cache-int.h"
 #include "pinhole/resolve.h"
 
 /* Fills *opts and *optmask with the options every Pinhole channel uses
@@ -32,5 +33,19 @@ ph_status ph_resolve_check_answer(const struct ares_addrinfo *ai, uint16_t port,
 unsigned ph_resolve_outcome(int status, const struct ares_addrinfo *res, const char *name,
                             uint16_t port, unsigned max_ttl_s, unsigned negative_ttl_s,
                             ph_resolve_answer *a);
+
+/* ph_resolver_new whose cache is shared (not NULL: used instead of one of
+ * cfg->cache_entries slots; borrowed, must outlive the resolver). The TTL
+ * caps stay cfg's. */
+ph_status ph_resolver_new_shared(const ph_resolver_config *cfg, const ph_resolver_loop *loop,
+                                 ph_dns_cache *shared, ph_resolver **out, ph_diag *diag);
+
+/* ph_resolve_blocking answered from cache when it holds the name (no DNS
+ * channel made), else on a private resolver sharing cache, which the answer
+ * then fills (cfg's TTL caps). cache NULL: exactly ph_resolve_blocking.
+ * Thread-safe. *from_cache (may be NULL) says which. */
+ph_status ph_resolve_blocking_shared(const ph_resolver_config *cfg, ph_dns_cache *cache,
+                                     const char *name, uint16_t port, ph_pinned_addrs *out,
+                                     ph_reason *reason, bool *from_cache, ph_diag *diag);
 
 #endif

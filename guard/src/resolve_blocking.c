@@ -8,6 +8,7 @@
 #include "pinhole/diag.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
+#include "resolve-int.h"
 
 typedef struct blocking_result {
     bool done;
@@ -96,9 +97,12 @@ ph_status ph_resolver_resolve(ph_resolver *res, const char *name, uint16_t port,
     return ph_diag_set(diag, r.answer.st, 0, "%s", r.answer.detail);
 }
 
-ph_status ph_resolve_blocking(const ph_resolver_config *cfg, const char *name, uint16_t port,
-                              ph_pinned_addrs *out, ph_reason *reason, ph_diag *diag)
+ph_status ph_resolve_blocking_shared(const ph_resolver_config *cfg, ph_dns_cache *cache,
+                                     const char *name, uint16_t port, ph_pinned_addrs *out,
+                                     ph_reason *reason, bool *from_cache, ph_diag *diag)
 {
+    if (from_cache != NULL)
+        *from_cache = false;
     if (reason != NULL)
         *reason = PH_REASON_PARSE_ERROR;
     if (name == NULL || out == NULL)
@@ -108,11 +112,30 @@ ph_status ph_resolve_blocking(const ph_resolver_config *cfg, const char *name, u
     ph_status st = check_name(name, reason, diag);
     if (st != PH_OK)
         return st;
+    /* A cached outcome is a checked one (only checked outcomes are stored). */
+    ph_resolve_answer a;
+    if (ph_dns_cache_find(cache, name, port, &a)) {
+        if (from_cache != NULL)
+            *from_cache = true;
+        if (reason != NULL)
+            *reason = a.reason;
+        if (a.st == PH_OK) {
+            *out = a.addrs;
+            return PH_OK;
+        }
+        return ph_diag_set(diag, a.st, 0, "%s", a.detail);
+    }
     ph_resolver *res = NULL;
-    st = ph_resolver_new(cfg, NULL, &res, diag);
+    st = ph_resolver_new_shared(cfg, NULL, cache, &res, diag);
     if (st != PH_OK)
         return st;
     st = ph_resolver_resolve(res, name, port, out, reason, diag);
     ph_resolver_free(&res);
     return st;
+}
+
+ph_status ph_resolve_blocking(const ph_resolver_config *cfg, const char *name, uint16_t port,
+                              ph_pinned_addrs *out, ph_reason *reason, ph_diag *diag)
+{
+    return ph_resolve_blocking_shared(cfg, NULL, name, port, out, reason, NULL, diag);
 }

@@ -1,4 +1,5 @@
 /* resolver.c - the one resolver driver: a c-ares channel, a bounded cache
+ * (its own or a guard's, dns_cache.c)
  * and the queries, driven from any event loop by descriptor readiness and
  * one timer (pinhole/resolve.h).
  *
@@ -20,25 +21,10 @@
 #include <string.h>
 
 #include "pinhole/diag.h"
+#include "dns_cache-int.h"
 #include "pinhole/clock.h"
 #include "pinhole/host.h"
 #include "resolve-int.h"
-
-#define CACHE_PROBE 8
-
-/* One cached outcome; addresses without port (the query's is set on load). */
-typedef struct cache_entry {
-    char host[PH_HOST_MAX + 1];
-    int64_t expires_ms; /* monotonic; 0 = empty */
-    ph_status st;
-    ph_reason reason;
-    char detail[PH_DIAG_MESSAGE_MAX];
-    unsigned naddrs;
-    struct {
-        sa_family_t family;
-        uint8_t bytes[16];
-    } addrs[PH_PINNED_MAX];
-} cache_entry;
 
 typedef struct query_list {
     struct ph_resolve_query *head, *tail;
@@ -48,8 +34,8 @@ struct ph_resolver {
     ares_channel channel;
     ph_resolver_loop loop;
     unsigned timeout_ms, max_ttl_s, negative_ttl_s;
-    cache_entry *cache;
-    size_t ncache;
+    ph_dns_cache *cache; /* NULL: none */
+    bool own_cache;      /* made from the config (else borrowed, outlives r) */
     query_list pending; /* waiting for DNS, in deadline order (one timeout for all) */
     query_list ready;   /* answered, waiting for ph_resolver_process to deliver */
     uint64_t seq;       /* numbers ready queries, so one delivery pass is bounded */
@@ -132,103 +118,6 @@ static void list_unlink(query_list *l, ph_resolve_query *q)
 
 static query_list *list_of(ph_resolve_query *q) { return q->ready ? &q->r->ready : &q->r->pending; }
 
-/* ---- cache ----------------------------------------------------------------- */
-
-static uint64_t hash_host(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a: names are canonical, no secret */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static cache_entry *cache_find(ph_resolver *r, const char *host, int64_t now)
-{
-    if (r->ncache == 0)
-        return NULL;
-    uint64_t h = hash_host(host);
-    for (size_t k = 0; k < CACHE_PROBE; k++) {
-        cache_entry *e = &r->cache[(h + k) % r->ncache];
-        if (e->expires_ms > now && strcmp(e->host, host) == 0)
-            return e;
-    }
-    return NULL;
-}
-
-/* The slot for host: its own, an empty or expired one, else the one that
- * expires soonest in the probe window (bounded: never grows). */
-static cache_entry *cache_slot(ph_resolver *r, const char *host, int64_t now)
-{
-    uint64_t h = hash_host(host);
-    cache_entry *victim = NULL;
-    for (size_t k = 0; k < CACHE_PROBE; k++) {
-        cache_entry *e = &r->cache[(h + k) % r->ncache];
-        if (strcmp(e->host, host) == 0 || e->expires_ms <= now)
-            return e;
-        if (victim == NULL || e->expires_ms < victim->expires_ms)
-            victim = e;
-    }
-    return victim;
-}
-
-static void cache_store(ph_resolver *r, const char *host, const ph_resolve_answer *a,
-                        unsigned ttl_s)
-{
-    if (r->ncache == 0 || ttl_s == 0)
-        return;
-    int64_t now = ph_monotonic_ms();
-    cache_entry *e = cache_slot(r, host, now);
-    memset(e, 0, sizeof *e);
-    snprintf(e->host, sizeof e->host, "%s", host);
-    e->expires_ms = now + (int64_t)ttl_s * 1000;
-    e->st = a->st;
-    e->reason = a->reason;
-    snprintf(e->detail, sizeof e->detail, "%s", a->detail);
-    e->naddrs = (unsigned)a->addrs.count;
-    for (size_t i = 0; i < a->addrs.count; i++) {
-        const struct sockaddr *sa = (const struct sockaddr *)&a->addrs.addr[i];
-        e->addrs[i].family = sa->sa_family;
-        if (sa->sa_family == AF_INET)
-            memcpy(e->addrs[i].bytes, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, 4);
-        else
-            memcpy(e->addrs[i].bytes,
-                   &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, 16);
-    }
-}
-
-static void set_port(ph_pinned_addrs *a, uint16_t port)
-{
-    for (size_t i = 0; i < a->count; i++) {
-        if (a->addr[i].ss_family == AF_INET)
-            ((struct sockaddr_in *)(void *)&a->addr[i])->sin_port = htons(port);
-        else
-            ((struct sockaddr_in6 *)(void *)&a->addr[i])->sin6_port = htons(port);
-    }
-}
-
-static void cache_load(const cache_entry *e, ph_resolve_answer *a)
-{
-    memset(a, 0, sizeof *a);
-    a->st = e->st;
-    a->reason = e->reason;
-    a->from_cache = true;
-    snprintf(a->detail, sizeof a->detail, "%s", e->detail);
-    a->addrs.count = e->naddrs;
-    for (unsigned i = 0; i < e->naddrs; i++) {
-        if (e->addrs[i].family == AF_INET) {
-            struct sockaddr_in *s = (struct sockaddr_in *)(void *)&a->addrs.addr[i];
-            s->sin_family = AF_INET;
-            memcpy(&s->sin_addr, e->addrs[i].bytes, 4);
-            a->addrs.addr_len[i] = sizeof *s;
-        } else {
-            struct sockaddr_in6 *s = (struct sockaddr_in6 *)(void *)&a->addrs.addr[i];
-            s->sin6_family = AF_INET6;
-            memcpy(&s->sin6_addr, e->addrs[i].bytes, 16);
-            a->addrs.addr_len[i] = sizeof *s;
-        }
-    }
-}
-
 /* ---- loop integration ------------------------------------------------------ */
 
 static void sock_state_cb(void *data, ares_socket_t fd, int readable, int writable)
@@ -295,7 +184,7 @@ static void make_ready(ph_resolve_query *q, const ph_resolve_answer *a)
         q->lookup = NULL;
     }
     q->answer = *a;
-    set_port(&q->answer.addrs, q->port);
+    ph_pinned_addrs_set_port(&q->answer.addrs, q->port);
     int64_t el = ph_monotonic_us() - q->started_us;
     q->answer.elapsed_us = el > 0 ? (uint64_t)el : 0;
     list_unlink(&r->pending, q);
@@ -327,7 +216,7 @@ static void addrinfo_cb(void *arg, int status, int timeouts, struct ares_addrinf
         memset(&a, 0, sizeof a);
         unsigned ttl = ph_resolve_outcome(status, res, l->host, 0, r->max_ttl_s,
                                           r->negative_ttl_s, &a);
-        cache_store(r, l->host, &a, ttl);
+        ph_dns_cache_store(r->cache, l->host, &a, ttl);
         if (l->q != NULL)
             make_ready(l->q, &a);
     }
@@ -406,17 +295,14 @@ ph_status ph_resolver_start(ph_resolver *r, const char *name, uint16_t port, ph_
     list_push(&r->pending, q);
     *out = q;
 
-    cache_entry *e = cache_find(r, q->name, ph_monotonic_ms());
-    if (e != NULL) {
-        ph_resolve_answer a;
-        cache_load(e, &a);
+    ph_resolve_answer a;
+    if (ph_dns_cache_find(r->cache, q->name, port, &a)) {
         make_ready(q, &a);
         arm(r);
         return PH_OK;
     }
     lookup *l = calloc(1, sizeof *l);
     if (l == NULL) {
-        ph_resolve_answer a;
         memset(&a, 0, sizeof a);
         a.st = PH_E_DENIED;
         a.reason = PH_REASON_DNS_FAILURE;
@@ -455,6 +341,12 @@ void ph_resolver_cancel(ph_resolve_query *q)
 ph_status ph_resolver_new(const ph_resolver_config *cfg, const ph_resolver_loop *loop,
                           ph_resolver **out, ph_diag *diag)
 {
+    return ph_resolver_new_shared(cfg, loop, NULL, out, diag);
+}
+
+ph_status ph_resolver_new_shared(const ph_resolver_config *cfg, const ph_resolver_loop *loop,
+                                 ph_dns_cache *shared, ph_resolver **out, ph_diag *diag)
+{
     static const ph_resolver_config defaults = {0};
     if (out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "resolver: missing argument");
@@ -472,10 +364,15 @@ ph_status ph_resolver_new(const ph_resolver_config *cfg, const ph_resolver_loop 
     r->timeout_ms = cfg->timeout_ms != 0 ? cfg->timeout_ms : PH_RESOLVE_TIMEOUT_MS_DEFAULT;
     r->max_ttl_s = cfg->cache_max_ttl_s;
     r->negative_ttl_s = cfg->negative_ttl_s;
-    r->ncache = cfg->cache_entries;
-    if (r->ncache != 0 && (r->cache = calloc(r->ncache, sizeof *r->cache)) == NULL) {
-        free(r);
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory for the DNS cache");
+    if (shared != NULL) {
+        r->cache = shared;
+    } else {
+        ph_status cst = ph_dns_cache_new(cfg->cache_entries, &r->cache, diag);
+        if (cst != PH_OK) {
+            free(r);
+            return cst;
+        }
+        r->own_cache = true;
     }
     struct ares_options o;
     int mask = 0;
@@ -487,7 +384,8 @@ ph_status ph_resolver_new(const ph_resolver_config *cfg, const ph_resolver_loop 
     }
     int rc = ares_init_options(&r->channel, &o, mask);
     if (rc != ARES_SUCCESS) {
-        free(r->cache);
+        if (r->own_cache)
+            ph_dns_cache_free(&r->cache);
         free(r);
         return ph_diag_set(diag, rc == ARES_ENOMEM ? PH_E_NOMEM : PH_E_IO, 0,
                            "c-ares cannot start: %s", ares_strerror(rc));
@@ -514,7 +412,8 @@ void ph_resolver_free(ph_resolver **rp)
         query_free(r->ready.head);
     /* Calls addrinfo_cb for every lookup still running: frees them. */
     ares_destroy(r->channel);
-    free(r->cache);
+    if (r->own_cache)
+        ph_dns_cache_free(&r->cache);
     free(r);
     *rp = NULL;
 }

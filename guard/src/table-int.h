@@ -83,6 +83,22 @@ static inline const uint8_t *ph_tab_group(const ph_table *t, size_t i)
 enum { PH_TAB_C_BAD = 0, PH_TAB_C_LDH = 1, PH_TAB_C_DOT = 2 };
 extern const uint8_t ph_tab_host_class[256];
 
+/* Whether the LDH label l[0..n) is a number (decimal or 0x-hex): a last
+ * label like that spells an IPv4 address (127.1, 0x7f.1). */
+static inline bool ph_tab_label_numeric(const char *l, size_t n)
+{
+    size_t i = 0;
+    if (n >= 2 && l[0] == '0' && l[1] == 'x') {
+        for (i = 2; i < n; i++)
+            if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
+                break;
+    } else {
+        while (i < n && l[i] >= '0' && l[i] <= '9')
+            i++;
+    }
+    return i == n;
+}
+
 static inline size_t ph_tab_host_scan(const char *h, size_t len, size_t *first_len)
 {
     if (len == 0 || len > 253)
@@ -104,18 +120,7 @@ static inline size_t ph_tab_host_scan(const char *h, size_t len, size_t *first_l
     size_t n = len - start;
     if (n == 0 || n > 63 || h[start] == '-' || h[len - 1] == '-' || ++labels < 2)
         return 0;
-    /* The last label must not be a number (127.1, 0x7f.1): IPv4 spellings. */
-    const char *l = h + start;
-    size_t i = 0;
-    if (n >= 2 && l[0] == '0' && l[1] == 'x') {
-        for (i = 2; i < n; i++)
-            if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
-                break;
-    } else {
-        while (i < n && l[i] >= '0' && l[i] <= '9')
-            i++;
-    }
-    if (i == n)
+    if (ph_tab_label_numeric(h + start, n))
         return 0;
     *first_len = first;
     return labels;
@@ -126,6 +131,99 @@ static inline bool ph_tab_host_canonical(const char *h, size_t len)
     size_t first;
     return ph_tab_host_scan(h, len, &first) != 0;
 }
+
+/*
+ * The same test for a name of at most PH_TAB_HOST_WIDE bytes that may be
+ * read PH_TAB_HOST_WIDE bytes wide (the bytes past len are ignored): the
+ * verifier's check of every host of a table, where the image lies beyond.
+ * The byte classes become bit masks (bit i: byte i), so the label rules are
+ * mask tests: a label starts at 0 or after a dot and ends before a dot or
+ * at len - 1; no dot and no '-' may sit at a label's start or end (empty
+ * label, '-' at an edge); with at most 64 bytes and one dot no label can
+ * exceed 63 bytes. Tests compare it with the byte loop.
+ */
+#define PH_TAB_HOST_WIDE 64u
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* The class masks of the 16 bytes at p: any allowed byte, dots, hyphens. */
+static inline void ph_tab_host_chunk(const char *p, unsigned *ok, unsigned *dot, unsigned *hyph)
+{
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Signed compares: bytes >= 0x80 are negative, in no range. */
+    __m128i lower = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('a' - 1)),
+                                  _mm_cmplt_epi8(v, _mm_set1_epi8('z' + 1)));
+    __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8('0' - 1)),
+                                  _mm_cmplt_epi8(v, _mm_set1_epi8('9' + 1)));
+    __m128i hy = _mm_cmpeq_epi8(v, _mm_set1_epi8('-'));
+    __m128i dt = _mm_cmpeq_epi8(v, _mm_set1_epi8('.'));
+    __m128i any = _mm_or_si128(_mm_or_si128(lower, digit), _mm_or_si128(hy, dt));
+    *ok = (unsigned)_mm_movemask_epi8(any);
+    *dot = (unsigned)_mm_movemask_epi8(dt);
+    *hyph = (unsigned)_mm_movemask_epi8(hy);
+}
+
+/* The label rules on the masks of h[0..len), 3 <= len <= 64. */
+static inline bool ph_tab_host_masks_ok(const char *h, size_t len, uint64_t ok, uint64_t dot,
+                                        uint64_t hyph)
+{
+    uint64_t all = len == 64 ? ~(uint64_t)0 : ((uint64_t)1 << len) - 1;
+    dot &= all;
+    hyph &= all;
+    if ((ok & all) != all || dot == 0)
+        return false;
+    uint64_t edges = 1u | ((dot << 1) & all) | ((uint64_t)1 << (len - 1)) | (dot >> 1);
+    if ((dot | hyph) & edges)
+        return false;
+    size_t last = (size_t)(64 - __builtin_clzll(dot)); /* after the last dot */
+    return !ph_tab_label_numeric(h + last, len - last);
+}
+
+static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
+{
+    if (len < 3 || len > PH_TAB_HOST_WIDE)
+        return len > 0 && len <= PH_TAB_HOST_WIDE && ph_tab_host_canonical(h, len);
+    uint64_t ok = 0, dot = 0, hyph = 0;
+    for (unsigned k = 0; k < PH_TAB_HOST_WIDE / 16; k++) {
+        unsigned o, d, y;
+        ph_tab_host_chunk(h + 16 * k, &o, &d, &y);
+        ok |= (uint64_t)o << (16 * k);
+        dot |= (uint64_t)d << (16 * k);
+        hyph |= (uint64_t)y << (16 * k);
+    }
+    return ph_tab_host_masks_ok(h, len, ok, dot, hyph);
+}
+
+/* ph_tab_host_canonical for a name that may not be read past its end (a
+ * caller's): 16 to 64 bytes by masks, whole chunks and a last one that
+ * overlaps the one before (its bytes classify the same), else the byte loop. */
+static inline bool ph_tab_host_canonical_exact(const char *h, size_t len)
+{
+    if (len < 16 || len > PH_TAB_HOST_WIDE)
+        return ph_tab_host_canonical(h, len);
+    uint64_t ok = 0, dot = 0, hyph = 0;
+    unsigned o, d, y;
+    for (size_t k = 0; k + 16 <= len; k += 16) {
+        ph_tab_host_chunk(h + k, &o, &d, &y);
+        ok |= (uint64_t)o << k;
+        dot |= (uint64_t)d << k;
+        hyph |= (uint64_t)y << k;
+    }
+    ph_tab_host_chunk(h + len - 16, &o, &d, &y);
+    ok |= (uint64_t)o << (len - 16);
+    dot |= (uint64_t)d << (len - 16);
+    hyph |= (uint64_t)y << (len - 16);
+    return ph_tab_host_masks_ok(h, len, ok, dot, hyph);
+}
+#else
+static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
+{
+    return len <= PH_TAB_HOST_WIDE && ph_tab_host_canonical(h, len);
+}
+static inline bool ph_tab_host_canonical_exact(const char *h, size_t len)
+{
+    return ph_tab_host_canonical(h, len);
+}
+#endif
 
 /* Fills *rule for rule i (< t->nrules). */
 void ph_table_fill_rule(const ph_table *t, uint32_t i, ph_table_rule *rule);

@@ -64,12 +64,44 @@ static inline unsigned group_match(const uint8_t *g, uint8_t tag)
 }
 #endif
 
+static inline uint64_t load64(const void *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+static inline uint32_t load32(const void *p)
+{
+    uint32_t w;
+    memcpy(&w, p, sizeof w);
+    return w;
+}
+
+/* a[0..n) == b[0..n) for n <= PH_TAB_ENTRY_PREFIX_LEN, inline, reading
+ * neither past its end (the caller's name has no slack): whole words, the
+ * last one overlapping the one before. */
+static inline bool short_equal(const uint8_t *a, const char *b, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            if (load64(a + i) != load64(b + i))
+                return false;
+        return load64(a + n - 8) == load64(b + n - 8);
+    }
+    if (n >= 4)
+        return load32(a) == load32(b) && load32(a + n - 4) == load32(b + n - 4);
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != (uint8_t)b[i])
+            return false;
+    return true;
+}
+
 /* Whether the entry's host is host[0..len): the inline prefix, then (for a
  * long name only) the rest from STRINGS. */
 static inline bool entry_host_is(const ph_table *t, const uint8_t *e, const char *host, size_t len)
 {
     if (len <= PH_TAB_ENTRY_PREFIX_LEN)
-        return memcmp(e + PH_TAB_ENTRY_PREFIX, host, len) == 0;
+        return short_equal(e + PH_TAB_ENTRY_PREFIX, host, len);
     return memcmp(e + PH_TAB_ENTRY_PREFIX, host, PH_TAB_ENTRY_PREFIX_LEN) == 0 &&
            memcmp(t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF) + PH_TAB_ENTRY_PREFIX_LEN,
                   host + PH_TAB_ENTRY_PREFIX_LEN, len - PH_TAB_ENTRY_PREFIX_LEN) == 0;
@@ -227,7 +259,7 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
         return refuse_host(r);
     uint32_t li = find_list(t, list);
     if (li == NO_INDEX) {
-        if (!ph_tab_host_canonical(host, len))
+        if (!ph_tab_host_canonical_exact(host, len))
             return refuse_host(r);
         deny(r, PH_REASON_UNKNOWN_LIST);
         return PH_OK;
@@ -265,7 +297,7 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
     }
     if (rule == NO_INDEX) {
         bool named = *exact != NULL || *wild != NULL;
-        if (!named && !ph_tab_host_canonical(host, len))
+        if (!named && !ph_tab_host_canonical_exact(host, len))
             return refuse_host(r);
         deny(r, named ? PH_REASON_PORT_NOT_ALLOWED : PH_REASON_NOT_ALLOWLISTED);
         return PH_OK;

@@ -142,12 +142,27 @@ static bool text_ok(const ph_table *t, const uint8_t *ref, text_seen *seen)
     return true;
 }
 
+/* Bytes of the image from p to its end. */
+static size_t image_after(const ph_table *t, const void *p)
+{
+    return (size_t)(t->bytes + t->len - (const uint8_t *)p);
+}
+
+/* Whether h[0..len) (inside the image) is canonical: a short name that can
+ * be read wide (the image goes on past it) by masks, others byte by byte. */
+static bool canonical(const ph_table *t, const char *h, uint32_t len)
+{
+    if (len <= PH_TAB_HOST_WIDE && image_after(t, h) >= PH_TAB_HOST_WIDE)
+        return ph_tab_host_canonical_wide(h, len);
+    return ph_tab_host_canonical(h, len);
+}
+
 /* A rule's host: canonical, or "*." + a canonical base. */
-static bool host_ok(const char *h, uint32_t len)
+static bool host_ok(const ph_table *t, const char *h, uint32_t len)
 {
     if (len > 2 && h[0] == '*' && h[1] == '.')
-        return ph_tab_host_canonical(h + 2, len - 2);
-    return ph_tab_host_canonical(h, len);
+        return canonical(t, h + 2, len - 2);
+    return canonical(t, h, len);
 }
 
 /* Sorted, non-empty, inclusive ranges; merged ones may not even touch. */
@@ -172,6 +187,30 @@ static int cmp_str(const char *a, uint32_t al, const char *b, uint32_t bl)
     return c != 0 ? c : (al > bl) - (al < bl);
 }
 
+/* cmp_str for two strings inside the image, eight bytes at a time: a word
+ * read past a string's end stays inside the image and the bytes past the
+ * shorter length are masked off (the last eight bytes of the image go byte
+ * by byte). Rules and entries are verified in order, so each compares its
+ * host with its neighbour's: this is the verifier's hottest compare. */
+static int cmp_image(const ph_table *t, const char *a, uint32_t al, const char *b, uint32_t bl)
+{
+    const unsigned char *pa = (const unsigned char *)a, *pb = (const unsigned char *)b;
+    uint32_t n = al < bl ? al : bl;
+    size_t room = image_after(t, pa) < image_after(t, pb) ? image_after(t, pa) : image_after(t, pb);
+    for (uint32_t i = 0; i < n; i += 8) {
+        if (room - i < 8)
+            return cmp_str(a + i, al - i, b + i, bl - i);
+        uint64_t x = ph_tab_word(pa + i) ^ ph_tab_word(pb + i);
+        if (n - i < 8)
+            x &= ((uint64_t)1 << (8 * (n - i))) - 1;
+        if (x != 0) {
+            unsigned k = (unsigned)__builtin_ctzll(x) / 8;
+            return pa[i + k] < pb[i + k] ? -1 : 1;
+        }
+    }
+    return (al > bl) - (al < bl);
+}
+
 static int cmp_ref(const ph_table *t, const uint8_t *a, const uint8_t *b)
 {
     return cmp_str(ph_tab_str(t, a), ph_tab_get32(a + PH_TAB_STR_LEN), ph_tab_str(t, b),
@@ -179,15 +218,18 @@ static int cmp_ref(const ph_table *t, const uint8_t *a, const uint8_t *b)
 }
 
 /* The canonical rule order (the compiler sorts with the same key): base host,
- * kind (exact first), ports, reason (none first), file, line. */
-static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b)
+ * kind (exact first), ports, reason (none first), file, line. *key_differs
+ * receives whether a and b differ in the first two (the entry key). */
+static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b, bool *key_differs)
 {
     const char *ha = ph_tab_str(t, a + PH_TAB_RULE_HOST), *hb = ph_tab_str(t, b + PH_TAB_RULE_HOST);
     uint32_t la = ph_tab_get32(a + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
     uint32_t lb = ph_tab_get32(b + PH_TAB_RULE_HOST + PH_TAB_STR_LEN);
     bool wa = ha[0] == '*', wb = hb[0] == '*';
-    int c = cmp_str(ha + (wa ? 2 : 0), la - (wa ? 2 : 0), hb + (wb ? 2 : 0), lb - (wb ? 2 : 0));
-    if (c != 0 || wa != wb)
+    int c = cmp_image(t, ha + (wa ? 2 : 0), la - (wa ? 2 : 0), hb + (wb ? 2 : 0),
+                      lb - (wb ? 2 : 0));
+    *key_differs = c != 0 || wa != wb;
+    if (*key_differs)
         return c != 0 ? c : (wa ? 1 : -1);
     uint32_t na = ph_tab_get32(a + PH_TAB_RULE_PORT_COUNT), nb = ph_tab_get32(b + PH_TAB_RULE_PORT_COUNT);
     const uint8_t *pa = ph_tab_port(t, ph_tab_get32(a + PH_TAB_RULE_PORT_FIRST));
@@ -216,8 +258,11 @@ static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b)
     return (xa > xb) - (xa < xb);
 }
 
+/* Also numbers the rules' entry keys: keyrank[r] counts the (base, kind)
+ * changes from the list's first rule to rule r, so with the rules in order
+ * keyrank[a] < keyrank[b] exactly when rule a's key sorts before rule b's. */
 static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, uint32_t count,
-                              uint32_t *next_port, ph_diag *diag)
+                              uint32_t *next_port, uint32_t *keyrank, ph_diag *diag)
 {
     text_seen file = {0}, reason = {0};
     for (uint32_t r = first; r < first + count; r++) {
@@ -230,7 +275,7 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
                                           ph_tab_get64(rec - PH_TAB_RULE_SIZE + PH_TAB_RULE_HOST);
         if (!same_host &&
             (!str_bounds_ok(t, rec + PH_TAB_RULE_HOST, 3, PH_TAB_MAX_NAME + 2, &s, &l) ||
-             !host_ok(s, l))) /* a canonical host has no NUL: no memchr */
+             !host_ok(t, s, l))) /* a canonical host has no NUL: no memchr */
             return BAD(at + PH_TAB_RULE_HOST, "rule %u: bad host", r);
         if (!text_ok(t, rec + PH_TAB_RULE_FILE, &file))
             return BAD(at + PH_TAB_RULE_FILE, "rule %u: bad source file", r);
@@ -250,8 +295,10 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
         if (!ports_ok(ph_tab_port(t, pf), pc, PH_TAB_PORT_SIZE, true))
             return BAD(at + PH_TAB_RULE_PORT_FIRST, "rule %u: ports not sorted and merged", r);
         *next_port = pf + pc;
-        if (r > first && cmp_rules(t, rec - PH_TAB_RULE_SIZE, rec) >= 0)
+        bool key_differs = false;
+        if (r > first && cmp_rules(t, rec - PH_TAB_RULE_SIZE, rec, &key_differs) >= 0)
             return BAD(at, "rule %u: rules out of canonical order or duplicated", r);
+        keyrank[r] = r > first ? keyrank[r - 1] + key_differs : 0;
     }
     return PH_OK;
 }
@@ -270,6 +317,32 @@ static bool entry_host_ok(const ph_table *t, const uint8_t *e, const uint8_t *ru
     return eo == ro + skip && el + skip == rl && el > 0 && wild_rule == (skip != 0);
 }
 
+/* The low n bytes of a word (n may be past 8 or negative). */
+static uint64_t low_bytes(long n)
+{
+    return n >= 8 ? ~(uint64_t)0 : n <= 0 ? 0 : ((uint64_t)1 << (8 * n)) - 1;
+}
+
+/* p[0..PH_TAB_ENTRY_PREFIX_LEN) is h[0..n) then zeros: by words when the
+ * image goes on past h (the host's bytes beyond n are masked off). */
+static bool prefix_ok(const ph_table *t, const uint8_t *p, const uint8_t *h, uint32_t n)
+{
+    _Static_assert(PH_TAB_ENTRY_PREFIX_LEN == 28, "prefix compare is by 3 words and a half");
+    if (image_after(t, h) < PH_TAB_ENTRY_PREFIX_LEN) {
+        if (memcmp(p, h, n) != 0)
+            return false;
+        for (uint32_t i = n; i < PH_TAB_ENTRY_PREFIX_LEN; i++)
+            if (p[i] != 0)
+                return false;
+        return true;
+    }
+    uint64_t diff = 0;
+    for (long k = 0; k < 24; k += 8)
+        diff |= (ph_tab_word(h + k) & low_bytes((long)n - k)) ^ ph_tab_word(p + k);
+    diff |= (ph_tab_get32(h + 24) & (uint32_t)low_bytes((long)n - 24)) ^ ph_tab_get32(p + 24);
+    return diff == 0;
+}
+
 /* The inline host prefix equals the host's first bytes, the rest zero; the
  * first range and its rule's provenance equal the originals. */
 static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
@@ -278,11 +351,8 @@ static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
     uint32_t l = e[PH_TAB_ENTRY_HOST_LEN];
     uint32_t n = l < PH_TAB_ENTRY_PREFIX_LEN ? l : PH_TAB_ENTRY_PREFIX_LEN;
     const uint8_t *p = e + PH_TAB_ENTRY_PREFIX;
-    if (memcmp(p, h, n) != 0)
+    if (!prefix_ok(t, p, h, n))
         return false;
-    for (uint32_t i = n; i < PH_TAB_ENTRY_PREFIX_LEN; i++)
-        if (p[i] != 0)
-            return false;
     const uint8_t *r0 = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
     uint32_t rule = ph_tab_get32(r0 + PH_TAB_RANGE_RULE);
     const uint8_t *rr = ph_tab_rule(t, rule); /* verified: inside the list */
@@ -319,19 +389,16 @@ static bool entry_slot_ok(const ph_table *t, const uint8_t *e, const slot_info *
            ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full;
 }
 
-static int cmp_entry_host(const ph_table *t, const uint8_t *a, const uint8_t *b)
-{
-    return cmp_str((const char *)t->strings + ph_tab_get32(a + PH_TAB_ENTRY_HOST_OFF),
-                   a[PH_TAB_ENTRY_HOST_LEN],
-                   (const char *)t->strings + ph_tab_get32(b + PH_TAB_ENTRY_HOST_OFF),
-                   b[PH_TAB_ENTRY_HOST_LEN]);
-}
-
+/* Entries must be in (host, kind) order, without duplicates. An entry's
+ * host and kind are its rules' base and kind (entry_host_ok), and the rules
+ * are in order with their keys numbered (verify_rules), so the order of two
+ * entries is the order of their first ranges' rules' key numbers: no string
+ * compare. */
 static ph_status verify_entries(const ph_table *t, const slot_info *where, uint32_t li,
                                 uint32_t rfirst, uint32_t rcount, uint32_t first, uint32_t count,
-                                uint32_t *next_range, ph_diag *diag)
+                                uint32_t *next_range, const uint32_t *keyrank, ph_diag *diag)
 {
-    const uint8_t *prev = NULL;
+    uint32_t prev_key = 0;
     for (uint32_t e = first; e < first + count; e++) {
         /* The groups are visited in entry order, i.e. at random: fetch a few
          * entries ahead so those reads overlap instead of queueing. */
@@ -360,12 +427,10 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
                            rule);
         }
         /* Hosts are known good now: order, copies, slot. */
-        if (prev != NULL) {
-            int c = cmp_entry_host(t, prev, rec);
-            if (c > 0 || (c == 0 && prev[PH_TAB_ENTRY_KIND] >= kind))
-                return BAD(at, "entry %u: entries out of order or duplicated", e);
-        }
-        prev = rec;
+        uint32_t key = keyrank[ph_tab_get32(ph_tab_range(t, rf) + PH_TAB_RANGE_RULE)];
+        if (e > first && key <= prev_key)
+            return BAD(at, "entry %u: entries out of order or duplicated", e);
+        prev_key = key;
         if (!entry_copies_ok(t, rec))
             return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: a copied field differs", e);
         if (!entry_slot_ok(t, rec, &where[e]))
@@ -375,7 +440,8 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
     return PH_OK;
 }
 
-static ph_status verify_lists(const ph_table *t, const slot_info *where, ph_diag *diag)
+static ph_status verify_lists(const ph_table *t, const slot_info *where, uint32_t *keyrank,
+                              ph_diag *diag)
 {
     uint32_t next_rule = 0, next_entry = 0, next_port = 0, next_range = 0;
     const char *prev = NULL;
@@ -398,9 +464,9 @@ static ph_status verify_lists(const ph_table *t, const slot_info *where, ph_diag
             return BAD(at + PH_TAB_LIST_RULE_FIRST, "list %u: bad rule range", li);
         if (ef != next_entry || ec == 0 || ec > t->nentries - ef)
             return BAD(at + PH_TAB_LIST_ENTRY_FIRST, "list %u: bad entry range", li);
-        ph_status st = verify_rules(t, li, rf, rc, &next_port, diag);
+        ph_status st = verify_rules(t, li, rf, rc, &next_port, keyrank, diag);
         if (st == PH_OK)
-            st = verify_entries(t, where, li, rf, rc, ef, ec, &next_range, diag);
+            st = verify_entries(t, where, li, rf, rc, ef, ec, &next_range, keyrank, diag);
         if (st != PH_OK)
             return st;
         next_rule = rf + rc;
@@ -498,11 +564,16 @@ ph_status ph_table_verify(ph_table *t, ph_diag *diag)
     if (t->strings_len == 0 || t->strings[0] != 0 || t->strings[t->strings_len - 1] != 0)
         return BAD((size_t)(t->strings - t->bytes), "string section must start and end with NUL");
     slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
-    if (where == NULL)
+    uint32_t *keyrank = malloc(((size_t)t->nrules + 1) * sizeof *keyrank);
+    if (where == NULL || keyrank == NULL) {
+        free(where);
+        free(keyrank);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
     st = verify_groups(t, where, diag);
     if (st == PH_OK)
-        st = verify_lists(t, where, diag);
+        st = verify_lists(t, where, keyrank, diag);
+    free(keyrank);
     free(where);
     return st;
 }

@@ -18,6 +18,7 @@
 #include "host_alabel-int.h"
 #include "load-int.h"
 #include "pinhole/host.h"
+#include "table-int.h"
 #include "wildcard_dns-int.h"
 #include "scalar.h"
 
@@ -242,7 +243,15 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
 
     candidate c;
     make_candidate(name, len, &c);
-    if (ph_host_is_ip_literal(name, len) || (!c.unicode_failed && ph_host_is_ip_literal(c.text, c.len))) {
+    /* The common case, a name already canonical, in one pass: canonical
+     * means ph_host_check passes, so it is no IP literal either (the
+     * candidate is the name itself). Anything else takes the checks below,
+     * in their order, for the exact report. */
+    bool canonical = c.len == len && memcmp(c.text, name, len) == 0 &&
+                     ph_tab_host_canonical(c.text, c.len);
+    if (!canonical &&
+        (ph_host_is_ip_literal(name, len) ||
+         (!c.unicode_failed && ph_host_is_ip_literal(c.text, c.len)))) {
         pc_report(L, PC_E_HOST_IP, s->pos, "name the destination by its DNS name",
                   "'%s' is an IP address: destinations are host names only", pc_quote_scalar(q, s));
         return false;
@@ -253,7 +262,7 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
         return false;
     }
     size_t where = 0;
-    ph_host_error e = ph_host_check(c.text, c.len, &where);
+    ph_host_error e = canonical ? PH_HOST_OK : ph_host_check(c.text, c.len, &where);
     if (e == PH_HOST_SINGLE_LABEL && *wildcard) {
         pc_report(L, PC_E_WILDCARD_PUBLIC, s->pos, "list the exact hosts you need",
                   "wildcard '%s' covers a top-level domain", pc_quote_scalar(q, s));

@@ -20,7 +20,9 @@ static void *g_hook_arg;
 
 ph_status px_policy_init(const px_config *cfg, ph_diag *diag)
 {
-    ph_guard_options opts = { .grant_keys_path = cfg->grant_key };
+    /* The proxy resolves through its workers' own resolvers (dns_async.c),
+     * never through the guard's worker calls: no guard-level cache. */
+    ph_guard_options opts = { .grant_keys_path = cfg->grant_key, .dns_cache_off = true };
     return ph_guard_open(cfg->table, &opts, &g_policy, diag);
 }
 

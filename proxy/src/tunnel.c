@@ -119,8 +119,16 @@ static struct bufferevent *client_bev(px_conn *c)
     struct bufferevent *b = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
     if (b == NULL)
         return NULL;
-    if (c->head_got > 0 &&
-        evbuffer_add(bufferevent_get_input(b), c->head_buf, c->head_got) != 0) {
+    /* A socket bufferevent's input is frozen at its end for everyone but
+     * its own reads: thawed for the bytes read before it existed. */
+    struct evbuffer *in = bufferevent_get_input(b);
+    int added = 0;
+    if (c->head_got > 0) {
+        evbuffer_unfreeze(in, 0);
+        added = evbuffer_add(in, c->head_buf, c->head_got);
+        evbuffer_freeze(in, 0);
+    }
+    if (added != 0) {
         bufferevent_setfd(b, -1);
         bufferevent_free(b);
         return NULL;

@@ -387,6 +387,10 @@ static void happy_eyeballs_both_listening_v6_wins(void **state)
     assert_int_equal(poll(&p, 1, 100), 0);
 }
 
+/* A name whose answer changes to the metadata address. G has the default
+ * DNS cache (dnsmasq answers with TTL 60): within the TTL it dials the
+ * answer it checked before, never the new one; a guard with the cache off
+ * asks again and refuses the new answer. */
 static void rebinding_second_dial_refused(void **state)
 {
     (void)state;
@@ -395,14 +399,25 @@ static void rebinding_second_dial_refused(void **state)
     assert_int_equal(dial("flip.test", port, NULL, &fd, &r), PH_OK);
     assert_accepted(l4);
     close(fd);
-    /* The answer changes to the metadata address. */
     ph_dnsmasq_set_hosts(&dns, hosts,
                          "169.254.169.254 flip.test\n127.0.0.1 he.test\n::1 he.test\n");
     assert_true(ph_dnsmasq_wait_refused(&dns, "flip.test", PH_REASON_DENIED_ADDRESS));
-    assert_int_equal(dial("flip.test", port, NULL, &fd, &r), PH_E_DENIED);
+    /* Cached: the checked address, not the new answer. */
+    assert_int_equal(dial("flip.test", port, NULL, &fd, &r), PH_OK);
+    assert_string_equal(r.addr_text, "127.0.0.1");
+    assert_accepted(l4);
+    close(fd);
+    ph_guard_options o = {.dns_servers = dns.server, .dns_timeout_ms = 2000, .dns_cache_off = true};
+    ph_guard *nocache = NULL;
+    assert_int_equal(ph_guard_open(table, &o, &nocache, NULL), PH_OK);
+    char url[512];
+    snprintf(url, sizeof url, "http://flip.test:%u/path", (unsigned)port);
+    assert_int_equal(ph_dial_url(nocache, "default", url, strlen(url), NULL, &fd, &r, NULL),
+                     PH_E_DENIED);
     assert_int_equal(r.verdict.reason, PH_REASON_DENIED_ADDRESS);
     assert_int_equal(fd, -1);
     assert_non_null(strstr(r.verdict.detail, "169.254.169.254"));
+    ph_guard_close(&nocache);
 }
 
 #define THREADS 8

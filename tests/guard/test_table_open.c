@@ -95,6 +95,24 @@ static void check_agrees(const char *h)
     bool full = ph_host_check(h, len, NULL) == PH_HOST_OK;
     if (fast != full)
         fail_msg("'%s': one-pass check says %d, ph_host_check says %d", h, fast, full);
+    /* The lookup's check, on an exact-size copy (ASan sees any over-read). */
+    char *exact = malloc(len + 1);
+    assert_non_null(exact);
+    memcpy(exact, h, len);
+    bool masked_exact = ph_tab_host_canonical_exact(exact, len);
+    free(exact);
+    if (masked_exact != full)
+        fail_msg("'%s': exact-size check says %d, ph_host_check says %d", h, masked_exact, full);
+    /* The verifier's wide check reads PH_TAB_HOST_WIDE bytes: the name
+     * followed by bytes that would be wrong in a name, which it must ignore. */
+    if (len <= PH_TAB_HOST_WIDE) {
+        char wide[PH_TAB_HOST_WIDE];
+        memset(wide, '.', sizeof wide);
+        memcpy(wide, h, len);
+        bool masked = ph_tab_host_canonical_wide(wide, len);
+        if (masked != full)
+            fail_msg("'%s': wide check says %d, ph_host_check says %d", h, masked, full);
+    }
 }
 
 static void fast_canonical_check_agrees_with_ph_host_check(void **state)
@@ -131,6 +149,26 @@ static void fast_canonical_check_agrees_with_ph_host_check(void **state)
         for (size_t i = 0; i < len; i++)
             name[i] = alphabet[rand() % (int)(sizeof alphabet - 1)];
         name[len] = '\0';
+        check_agrees(name);
+    }
+    /* Longer names, mostly letters, around the wide check's 64 bytes (every
+     * 16-byte chunk, the last bit of the masks, labels of 62 to 64 bytes),
+     * and bytes of 0x80 and up. */
+    static const char letters[] = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa0x-.\x80\xff";
+    for (int n = 0; n < 200000; n++) {
+        size_t len = 40 + (size_t)(rand() % 30);
+        for (size_t i = 0; i < len; i++)
+            name[i] = letters[rand() % (int)(sizeof letters - 1)];
+        name[len] = '\0';
+        check_agrees(name);
+    }
+    for (size_t cut = 60; cut <= 66; cut++) {
+        memset(name, 'a', cut);
+        name[1] = '.';
+        name[cut] = '\0';
+        check_agrees(name);
+        name[1] = 'a';
+        name[cut - 2] = '.';
         check_agrees(name);
     }
 }

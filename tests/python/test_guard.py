@@ -116,6 +116,16 @@ def main():
             lambda: g.resolve("http://meta.%s:%d/" % (D, srv.port)))
     refused("resolve NXDOMAIN", "dns_failure",
             lambda: g.resolve("http://nx.%s:%d/" % (D, srv.port)))
+    # The guard's DNS cache (on by default): the NXDOMAIN is kept for the
+    # negative TTL (5 s) though the name now exists; a guard with the cache
+    # off asks and sees it.
+    dns.set("nx." + D, ["127.0.0.1"])
+    refused("resolve NXDOMAIN again within the negative TTL (cached)", "dns_failure",
+            lambda: g.resolve("http://nx.%s:%d/" % (D, srv.port)))
+    with pinhole.Guard(table, dns_servers=dns.server, dns_cache=False) as g_nc:
+        check("dns_cache=False: the new answer", ["127.0.0.1"],
+              [a.host for a in g_nc.resolve("http://nx.%s:%d/" % (D, srv.port))])
+    dns.set("nx." + D, [])
     refused("resolve unlisted", "not_allowlisted",
             lambda: g.resolve("http://unlisted.%s:%d/" % (D, srv.port)))
     sock, res = g.dial_with_result("http://ok.%s:%d/" % (D, srv.port), "default", timeout=5)

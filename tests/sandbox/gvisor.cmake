@@ -60,3 +60,16 @@ endif()
 if(TARGET sandbox.test_state_dir_hostile)
     set_tests_properties(sandbox.test_state_dir_hostile PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# Plain HTTP from inside gVisor: busybox wget with the tier-2 http_proxy
+# through pinhole-forwarder and the test-loopback proxy's plain-HTTP
+# forwarding, to the file-serving origin of the proxy's client tests.
+if(TARGET pinhole-proxy-testloopback AND TARGET proxy_e2e_peer AND TARGET pinhole-sandbox)
+    ph_add_script_test(NAME sandbox.e2e_gvisor_wget
+        COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/e2e_gvisor_wget.sh
+                $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+                $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:proxy_e2e_peer>
+                $<TARGET_FILE:pinhole-sandbox> ${PROJECT_SOURCE_DIR}/scripts/build-rootfs.sh)
+    set_tests_properties(sandbox.e2e_gvisor_wget PROPERTIES
+        LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -9,11 +9,11 @@
  *      grant): parse_error, ip_literal, unknown_list, not_allowlisted,
  *      port_not_allowed, wildcard_dns;
  *   2. exactly the canonical host resolved with the guard's resolver
- *      settings (servers, timeout): a private resolver per call
- *      (ph_resolve_blocking), so calls share no DNS state and each call
- *      sees the answer of its own query (no cache: a name whose answer
- *      changes between two calls is checked afresh each time);
- *      dns_failure, dns_timeout;
+ *      settings (servers, timeout) and its DNS cache (ph_guard_options): a
+ *      cached outcome was checked when it was stored, and is used as is
+ *      (an allowed answer until its TTL, capped; a refused one for the
+ *      negative TTL); otherwise a private resolver for the call asks DNS
+ *      and fills the cache; dns_failure, dns_timeout;
  *   3. every address of the answer checked (pinhole/addr.h); one denied
  *      address refuses the whole answer: denied_address;
  *   4. a TCP connection to the checked addresses only, RFC 8305 "happy
@@ -25,8 +25,8 @@
  * One overall deadline covers steps 2 to 4.
  *
  * Threads: every function may be called concurrently on one guard (the
- * decision pins one policy version; resolution and connection use no state
- * shared between calls). Each call blocks for at most the deadline.
+ * decision pins one policy version; the DNS cache is the only state calls
+ * share, behind its own lock). Each call blocks for at most the deadline.
  */
 #ifndef PINHOLE_DIAL_H
 #define PINHOLE_DIAL_H

@@ -54,7 +54,26 @@ typedef struct ph_guard_options {
      * the table as one policy version; NULL: no keyring, and
      * ph_decide_connect accepts only callers that name the list. */
     const char *grant_keys_path;
+    /* The guard's DNS cache, one per guard, shared by every
+     * ph_guard_check_and_resolve, ph_dial_url and ph_dial_authority call on
+     * it from any thread (thread-safe). It keeps only checked outcomes: an
+     * allowed answer (every address already checked) for its DNS TTL capped
+     * at dns_cache_max_ttl_s; an NXDOMAIN, empty or denied answer (mixed or
+     * private) for dns_negative_ttl_s, refused again without asking;
+     * timeouts and server failures never. A reload that puts a new policy
+     * version in force empties it. 0 in a field = its default below, so a
+     * zero-initialized struct (or NULL options) has the cache on;
+     * dns_cache_off true: no cache, every call asks DNS. */
+    unsigned dns_cache_entries;   /* slots, bounded; 0 = PH_GUARD_DNS_CACHE_ENTRIES_DEFAULT */
+    unsigned dns_cache_max_ttl_s; /* 0 = PH_GUARD_DNS_CACHE_MAX_TTL_S_DEFAULT */
+    unsigned dns_negative_ttl_s;  /* 0 = PH_GUARD_DNS_NEGATIVE_TTL_S_DEFAULT */
+    bool dns_cache_off;
 } ph_guard_options;
+
+/* The guard's DNS cache defaults (ph_guard_options). */
+#define PH_GUARD_DNS_CACHE_ENTRIES_DEFAULT 1024
+#define PH_GUARD_DNS_CACHE_MAX_TTL_S_DEFAULT 60
+#define PH_GUARD_DNS_NEGATIVE_TTL_S_DEFAULT 5
 
 /* Provenance strings longer than these are truncated in a verdict. */
 #define PH_VERDICT_FILE_MAX 128
@@ -176,7 +195,8 @@ PH_API ph_status ph_guard_check_authority(ph_guard *g, const char *list, const c
 
 /*
  * ph_guard_check_url, then (when allowed) resolves the host with the guard's
- * resolver settings (ph_resolve_blocking) and checks every address. On PH_OK
+ * resolver settings and its DNS cache (ph_guard_options: a cached outcome
+ * is returned without asking DNS) and checks every address. On PH_OK
  * *addrs holds the addresses to dial (with the port), for ph_connect_pinned
  * or CURLOPT_RESOLVE. Refusals add dns_failure, dns_timeout and
  * denied_address; addrs->count is then 0. Blocks for up to the DNS timeout.

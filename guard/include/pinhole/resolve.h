@@ -185,8 +185,9 @@ PH_API ph_status ph_resolver_resolve(ph_resolver *r, const char *name, uint16_t 
  * resolver made from cfg (NULL = defaults), freed before returning.
  * Thread-safe (no shared state). Same results as ph_resolver_resolve, plus
  * PH_E_INVAL / PH_E_LIMIT for a bad server list and PH_E_IO when the DNS
- * library cannot start. A worker that wants the cache keeps a ph_resolver
- * per thread and calls ph_resolver_resolve.
+ * library cannot start. cfg->cache_entries only lives for the call: a
+ * worker that wants a cache uses the guard's (ph_guard_check_and_resolve,
+ * ph_dial_url: pinhole/guard.h ph_guard_options).
  */
 PH_API ph_status ph_resolve_blocking(const ph_resolver_config *cfg, const char *name,
                                      uint16_t port, ph_pinned_addrs *out, ph_reason *reason,

@@ -70,6 +70,10 @@ class GuardOptions(ctypes.Structure):
         ("dns_timeout_ms", ctypes.c_uint),
         ("reload_interval_ms", ctypes.c_uint),
         ("grant_keys_path", ctypes.c_char_p),
+        ("dns_cache_entries", ctypes.c_uint),
+        ("dns_cache_max_ttl_s", ctypes.c_uint),
+        ("dns_negative_ttl_s", ctypes.c_uint),
+        ("dns_cache_off", ctypes.c_bool),
     ]
 
 

@@ -177,18 +177,25 @@ class Guard:
     """A policy (compiled allowlist table) and the resolver settings.
 
     Guard(table_path, dns_servers=None, *, dns_timeout_ms=0,
-          reload_interval_ms=1000)
+          reload_interval_ms=1000, dns_cache=True, dns_cache_entries=0,
+          dns_cache_max_ttl_s=0, dns_negative_ttl_s=0)
       dns_servers: "ip[:port][,ip[:port]...]" (IPv6 as "[addr]:port");
         None: the system's resolv.conf.
       dns_timeout_ms: overall resolution timeout (0: libpinhole's default).
       reload_interval_ms: how often at most to look for a replaced table
         (0: never automatically; call reload()).
+      dns_cache: the guard's DNS cache, shared by resolve() and dial() from
+        every thread: checked answers for their TTL capped at
+        dns_cache_max_ttl_s (0: 60 s), NXDOMAIN and denied answers for
+        dns_negative_ttl_s (0: 5 s), dns_cache_entries slots (0: 1024).
+        False: every call asks DNS.
     Raises GuardError when the table cannot be opened (status "io",
     "format", ...) or dns_servers is malformed ("invalid").
     """
 
     def __init__(self, table_path, dns_servers=None, *, dns_timeout_ms=0,
-                 reload_interval_ms=1000):
+                 reload_interval_ms=1000, dns_cache=True, dns_cache_entries=0,
+                 dns_cache_max_ttl_s=0, dns_negative_ttl_s=0):
         self._lib = _lib.lib()
         self._lock = threading.Lock()
         self._idle = threading.Event()
@@ -198,7 +205,8 @@ class Guard:
         self.dns_servers = dns_servers
         self._dns_bytes = _cstr(dns_servers, "dns_servers") if dns_servers is not None else None
         opts = _lib.GuardOptions(self._dns_bytes, int(dns_timeout_ms), int(reload_interval_ms),
-                                 None)
+                                 None, int(dns_cache_entries), int(dns_cache_max_ttl_s),
+                                 int(dns_negative_ttl_s), not dns_cache)
         handle = ctypes.c_void_p()
         diag = _lib.Diag()
         st = self._lib.ph_guard_open(_cstr(str(table_path), "table_path"), ctypes.byref(opts),
