@@ -35,21 +35,6 @@ bool pc_code_point_hidden(uint32_t cp)
     return (cp >= 0x80 && cp <= 0x9F) || ph_unicode_is_invisible(cp);
 }
 
-size_t pc_line_break_len(const char *data, size_t len, size_t i)
-{
-    const unsigned char *p = (const unsigned char *)data + i;
-    size_t avail = len - i;
-    if (p[0] == '\n')
-        return 1;
-    if (p[0] == '\r')
-        return avail >= 2 && p[1] == '\n' ? 2 : 1;
-    if (avail >= 2 && p[0] == 0xC2 && p[1] == 0x85)
-        return 2;
-    if (avail >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
-        return 3;
-    return 0;
-}
-
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset)
 {
     /* The reader's own count: a position from an offset and one from the
@@ -68,7 +53,7 @@ static int build_index(pc_source *src)
         goto fail;
     starts[n++] = 0;
     for (size_t i = 0; i < src->len;) {
-        size_t br = pc_line_break_len(src->data, src->len, i);
+        size_t br = ph_yaml_line_break_len(src->data, src->len, i);
         if (!br) {
             i++;
             continue;
@@ -102,7 +87,7 @@ char *pc_source_line_text(pc_source *src, uint32_t line)
         return NULL;
     size_t o = 0;
     for (unsigned chars = 0; i < src->len && chars < PC_SOURCE_LINE_MAX; chars++) {
-        if (pc_line_break_len(src->data, src->len, i))
+        if (ph_yaml_line_break_len(src->data, src->len, i))
             break;
         const unsigned char *p = (const unsigned char *)src->data + i;
         uint32_t cp;

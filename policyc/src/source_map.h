@@ -47,9 +47,6 @@ bool pc_code_point_hidden(uint32_t cp);
  * differ from what libyaml parses. */
 bool pc_code_point_deceptive(uint32_t cp);
 
-/* Length in bytes of the line break at data[i], 0 if there is none. */
-size_t pc_line_break_len(const char *data, size_t len, size_t i);
-
 /* The 1-based position of byte `offset` (clamped to len), as the YAML
  * reader counts (ph_yaml_pos_of_offset). O(offset). */
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset);

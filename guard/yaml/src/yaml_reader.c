@@ -176,6 +176,11 @@ static size_t line_break_len(const unsigned char *p, size_t avail)
     return 0;
 }
 
+size_t ph_yaml_line_break_len(const char *data, size_t len, size_t i)
+{
+    return i < len ? line_break_len((const unsigned char *)data + i, len - i) : 0;
+}
+
 /* Counted as libyaml's marks are, so both kinds of position agree. */
 ph_yaml_pos ph_yaml_pos_of_offset(const char *text, size_t len, size_t offset)
 {
