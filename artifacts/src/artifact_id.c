@@ -5,8 +5,8 @@
 
 #include <openssl/rand.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "ids-int.h"
 #include "pinhole/artifact_store.h"
 
@@ -27,7 +27,7 @@ ph_status ph_artifact_id_generate(char id[static PH_ARTIFACT_ID_LEN + 1], ph_dia
     unsigned char raw[PH_ARTIFACT_ID_LEN / 2];
     if (RAND_bytes(raw, (int)sizeof raw) != 1)
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "RAND_bytes failed: no artifact id");
-    ph_art_hex_encode(raw, sizeof raw, id);
+    ph_hex_encode(raw, sizeof raw, id);
     return PH_OK;
 }
 

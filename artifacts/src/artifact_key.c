@@ -9,8 +9,8 @@
 
 #include <openssl/evp.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "ids-int.h"
 #include "pinhole/artifact_store.h"
 
@@ -44,6 +44,6 @@ ph_status ph_artifact_key(const void *tenant_id, size_t tenant_id_len, const cha
     EVP_MD_CTX_free(ctx);
     if (!ok)
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 failed while deriving a key");
-    ph_art_hex_encode(digest, 32, key);
+    ph_hex_encode(digest, 32, key);
     return PH_OK;
 }

@@ -6,15 +6,14 @@
 #include <string.h>
 
 #include "pinhole/artifact_name.h"
-#include "utf8-int.h"
+#include "pinhole/hex.h"
+#include "pinhole/utf8.h"
 
 /* RFC 8187 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" /
  * "." / "^" / "_" / "`" / "|" / "~" */
-static bool attr_char(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != 0 && strchr("!#$&+-.^_`|~", c) != NULL);
-}
+/* RFC 5987 attr-char: ALPHA DIGIT "!#$&+-.^_`|~", the RFC 3986 unreserved
+ * set and these. */
+static const char ATTR_CHAR_MORE[] = "!#$&+^`|";
 
 size_t ph_content_disposition(const void *name, size_t len, const char *artifact_id,
                               char out[static PH_CONTENT_DISPOSITION_MAX + 1])
@@ -26,13 +25,12 @@ size_t ph_content_disposition(const void *name, size_t len, const char *artifact
     size_t a = 0;
     for (size_t i = 0; i < n;) {
         uint32_t cp;
-        i += ph_art_utf8_decode((const unsigned char *)safe + i, n - i, &cp);
+        i += ph_utf8_decode((const unsigned char *)safe + i, n - i, &cp);
         ascii[a++] = (cp >= 0x20 && cp < 0x7f && cp != '%') ? (char)cp : '_';
     }
     char fallback_name[PH_FILENAME_SAFE_MAX + 1];
     size_t f = ph_filename_sanitize(ascii, a, artifact_id, fallback_name);
 
-    static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
     static const char head[] = "attachment; filename=\"";
     memcpy(out + o, head, sizeof head - 1);
@@ -42,19 +40,9 @@ size_t ph_content_disposition(const void *name, size_t len, const char *artifact
     static const char mid[] = "\"; filename*=UTF-8''";
     memcpy(out + o, mid, sizeof mid - 1);
     o += sizeof mid - 1;
-    /* 22 + 255 + 20 + 3 * 255 < PH_CONTENT_DISPOSITION_MAX: no overflow. */
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)safe[i];
-        if (attr_char(c)) {
-            out[o++] = (char)c;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-        }
-    }
-    out[o] = '\0';
-    return o;
+    /* 22 + 255 + 20 + 3 * 255 < PH_CONTENT_DISPOSITION_MAX: always fits. */
+    return o + ph_percent_encode(safe, n, ATTR_CHAR_MORE, out + o,
+                                 PH_CONTENT_DISPOSITION_MAX + 1 - o);
 }
 
 size_t ph_artifact_content_disposition(const ph_artifact_metadata *m,

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_export.h"
 #include "store-int.h"
 

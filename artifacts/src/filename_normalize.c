@@ -8,7 +8,7 @@
 #include <unistr.h>
 
 #include "filename_rules-int.h"
-#include "utf8-int.h"
+#include "pinhole/utf8.h"
 
 /* NFKC of one code point never exceeds 18 code points (U+FDFA), at most
  * 3 bytes each; anything longer still works through the malloc path. */
@@ -45,7 +45,7 @@ static bool nfkc_of(uint32_t cp0, uint32_t *cps, size_t max, size_t *count)
     size_t c = 0;
     for (size_t i = 0; i < n && c < max;) {
         uint32_t cp;
-        i += ph_art_utf8_decode((const unsigned char *)r + i, n - i, &cp);
+        i += ph_utf8_decode((const unsigned char *)r + i, n - i, &cp);
         cps[c++] = cp;
     }
     if (r != small)
@@ -64,8 +64,8 @@ bool ph_fn_compat_is_unsafe(uint32_t cp)
         return true;
     for (size_t i = 0; i < count; i++)
         if (ph_fn_is_separator(cps[i]) || ph_fn_is_forbidden_punct(cps[i]) ||
-            ph_fn_is_control(cps[i]) || ph_fn_is_invisible(cps[i]) ||
-            cps[i] == PH_ART_UTF8_INVALID)
+            ph_fn_is_control(cps[i]) || ph_unicode_is_invisible(cps[i]) ||
+            cps[i] == PH_UTF8_INVALID)
             return true;
     return false;
 }

@@ -7,12 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinhole/utf8.h"
+
 /* C0 controls, DEL, C1 controls. */
 bool ph_fn_is_control(uint32_t cp);
-/* Invisible: Unicode Cf (bidi overrides and isolates, zero-width characters,
- * soft hyphen, BOM, tags, ...), Default_Ignorable code points, line and
- * paragraph separators, noncharacters. */
-bool ph_fn_is_invisible(uint32_t cp);
+/* Invisible characters: ph_unicode_is_invisible (pinhole/utf8.h). */
 /* Path separators '/' and '\\'. */
 bool ph_fn_is_separator(uint32_t cp);
 /* Characters drawn as '/' or '\\' that NFKC leaves alone but Windows'

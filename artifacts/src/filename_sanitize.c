@@ -11,7 +11,7 @@
 
 #include "filename_rules-int.h"
 #include "pinhole/artifact_name.h"
-#include "utf8-int.h"
+#include "pinhole/utf8.h"
 
 /* What the checker says per broken rule, for the name itself and for its
  * NFKC form; indexed by rule. */
@@ -80,12 +80,12 @@ static rule check_rules(const char *name, size_t len, bool nfkc)
         return RULE_LONG;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        i += ph_art_utf8_decode((const unsigned char *)name + i, len - i, &cp);
-        if (cp == PH_ART_UTF8_INVALID)
+        i += ph_utf8_decode((const unsigned char *)name + i, len - i, &cp);
+        if (cp == PH_UTF8_INVALID)
             return RULE_UTF8;
         if (ph_fn_is_control(cp))
             return RULE_CONTROL;
-        if (ph_fn_is_invisible(cp))
+        if (ph_unicode_is_invisible(cp))
             return RULE_INVISIBLE;
         if (ph_fn_is_separator(cp))
             return RULE_SEPARATOR;
@@ -178,7 +178,7 @@ static size_t apply_name_rules(char *buf, size_t len, size_t cap, size_t max, bo
     uint32_t cp, first, last;
     size_t start = 0;
     while (start < len) {
-        size_t used = ph_art_utf8_decode((unsigned char *)buf + start, len - start, &cp);
+        size_t used = ph_utf8_decode((unsigned char *)buf + start, len - start, &cp);
         ph_fn_compat_ends(cp, &first, &last);
         if (!is_trim_char(first))
             break;
@@ -188,14 +188,14 @@ static size_t apply_name_rules(char *buf, size_t len, size_t cap, size_t max, bo
     len -= start;
     while (len > 0) {
         size_t at = last_char_start(buf, len);
-        ph_art_utf8_decode((unsigned char *)buf + at, len - at, &cp);
+        ph_utf8_decode((unsigned char *)buf + at, len - at, &cp);
         ph_fn_compat_ends(cp, &first, &last);
         if (!is_trim_char(last))
             break;
         len = at;
     }
     if (len > 0 && len + 1 <= cap) {
-        ph_art_utf8_decode((unsigned char *)buf, len, &cp);
+        ph_utf8_decode((unsigned char *)buf, len, &cp);
         ph_fn_compat_ends(cp, &first, &last);
         if (first == '-' || ph_fn_is_device_name(buf, len)) {
             memmove(buf + 1, buf, len);
@@ -276,11 +276,11 @@ static size_t filter_chars(const unsigned char *in, size_t len, char *buf)
     size_t n = 0;
     for (size_t i = 0; i < len;) {
         uint32_t cp;
-        size_t used = ph_art_utf8_decode(in + i, len - i, &cp);
-        if (cp == PH_ART_UTF8_INVALID || ph_fn_is_forbidden_punct(cp) ||
+        size_t used = ph_utf8_decode(in + i, len - i, &cp);
+        if (cp == PH_UTF8_INVALID || ph_fn_is_forbidden_punct(cp) ||
             ph_fn_is_separator(cp) || ph_fn_is_separator_lookalike(cp)) {
             buf[n++] = '_';
-        } else if (ph_fn_is_control(cp) || ph_fn_is_invisible(cp)) {
+        } else if (ph_fn_is_control(cp) || ph_unicode_is_invisible(cp)) {
             /* dropped */
         } else if (ph_fn_compat_is_unsafe(cp)) {
             buf[n++] = '_';

@@ -6,10 +6,10 @@
 
 #include <jansson.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "pinhole/artifact_metadata.h"
-#include "utf8-int.h"
+#include "pinhole/utf8.h"
 
 #define FORMAT_VERSION 1
 
@@ -66,7 +66,7 @@ ph_status ph_artifact_metadata_check(const ph_artifact_metadata *m, ph_diag *dia
                            PH_ARTIFACT_FIELD_MAX);
     const char *sp = m->source_path ? m->source_path : "";
     size_t spl = strlen(sp);
-    if (spl > PH_ARTIFACT_SOURCE_PATH_MAX || !ph_art_utf8_valid(sp, spl) || has_control(sp, spl) ||
+    if (spl > PH_ARTIFACT_SOURCE_PATH_MAX || !ph_utf8_valid(sp, spl) || has_control(sp, spl) ||
         sp[0] == '/')
         return ph_diag_set(diag, PH_E_INVAL, 0,
                            "source path must be workspace-relative UTF-8 without control "
@@ -90,7 +90,7 @@ static json_t *hex_string(const void *p, size_t len)
     char *h = malloc(2 * len + 1);
     if (h == NULL)
         return NULL;
-    ph_art_hex_encode(p, len, h);
+    ph_hex_encode(p, len, h);
     json_t *s = json_stringn(h, 2 * len);
     free(h);
     return s;
@@ -110,7 +110,7 @@ ph_status ph_artifact_metadata_encode(const ph_artifact_metadata *m, char **out,
               set(o, "artifact_id", json_string(m->artifact_id));
     if (ok) {
         const char *fn = m->filename ? m->filename : "";
-        if (ph_art_utf8_valid(fn, m->filename_len))
+        if (ph_utf8_valid(fn, m->filename_len))
             ok = set(o, "filename", json_stringn(fn, m->filename_len));
         else
             ok = set(o, "filename_hex", hex_string(fn, m->filename_len));
@@ -199,7 +199,7 @@ static ph_status get_hex(decoder *d, const char *k, size_t max_bytes, unsigned c
     unsigned char *buf = malloc(len / 2 + 1);
     if (buf == NULL)
         return ph_diag_set(d->diag, PH_E_NOMEM, 0, "out of memory");
-    if (!ph_art_hex_decode(s, len, buf)) {
+    if (!ph_hex_decode(s, len, buf, NULL)) {
         free(buf);
         return bad(d, k, "is not lowercase hex");
     }
@@ -219,7 +219,7 @@ static ph_status decode_filename(decoder *d, ph_artifact_metadata *m)
         unsigned char *b = NULL;
         ph_status st = get_hex(d, "filename_hex", PH_ARTIFACT_FILENAME_MAX, &b, &m->filename_len);
         m->filename = (char *)b;
-        if (st == PH_OK && ph_art_utf8_valid(m->filename, m->filename_len))
+        if (st == PH_OK && ph_utf8_valid(m->filename, m->filename_len))
             return bad(d, "filename_hex", "holds valid UTF-8 (must be filename)");
         return st;
     }

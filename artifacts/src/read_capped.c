@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "read_capped-int.h"
 
 ph_status ph_art_read_capped(int fd, size_t cap, const char *what, char **out, size_t *len,

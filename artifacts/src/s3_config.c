@@ -13,7 +13,7 @@
 
 #include <openssl/crypto.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "read_capped-int.h"
 #include "s3-int.h"
 

@@ -6,7 +6,8 @@
  * entities. fuzz/s3_xml.c holds it to that. */
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "s3-int.h"
 
 ph_status ph_s3_xml_check(const char *doc, size_t len, ph_diag *diag)
@@ -60,17 +61,6 @@ ph_status ph_s3_xml_next(const char *doc, size_t len, size_t *pos, const char *t
     return PH_OK;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 bool ph_s3_xml_text(ph_s3_span in, char *out, size_t cap)
 {
     static const struct {
@@ -107,7 +97,7 @@ bool ph_s3_xml_text(ph_s3_span in, char *out, size_t cap)
                 long v = 0;
                 size_t digits = 0;
                 while (j < left && e[j] != ';' && digits < 6) {
-                    int d = hexval(e[j]);
+                    int d = ph_hex_value_any_case((unsigned char)e[j]);
                     if (d < 0 || d >= base)
                         return false;
                     v = v * base + d;

@@ -11,8 +11,8 @@
 #include <openssl/crypto.h>
 #include <openssl/hmac.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "sigv4-int.h"
 
 /* An append-only string over a caller's buffer; overflow is sticky. */
@@ -38,24 +38,18 @@ static void sb_str(sbuf *b, const char *s)
     sb_add(b, s, strlen(s));
 }
 
-static int unreserved(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
-}
-
+/* Appends in[0..len) percent-encoded (pinhole/hex.h), "/" kept when asked. */
 static void sb_encoded(sbuf *b, const char *in, size_t len, int keep_slash)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)in[i];
-        if (unreserved(c) || (keep_slash && c == '/')) {
-            sb_add(b, (const char *)&c, 1);
-        } else {
-            char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-            sb_add(b, e, 3);
-        }
+    if (b->overflow)
+        return;
+    size_t n = ph_percent_encode(in, len, keep_slash ? "/" : NULL, b->p + b->len, b->cap - b->len);
+    if (n == PH_PERCENT_TOO_LONG) {
+        b->p[b->len] = '\0';
+        b->overflow = 1;
+        return;
     }
+    b->len += n;
 }
 
 static ph_status too_long(ph_diag *diag)
@@ -66,12 +60,9 @@ static ph_status too_long(ph_diag *diag)
 ph_status ph_sigv4_encode(const char *in, size_t len, int keep_slash, char *out, size_t cap,
                           ph_diag *diag)
 {
-    sbuf b = {.p = out, .cap = cap};
-    if (cap == 0)
+    if (ph_percent_encode(in, len, keep_slash ? "/" : NULL, out, cap) == PH_PERCENT_TOO_LONG)
         return too_long(diag);
-    out[0] = '\0';
-    sb_encoded(&b, in, len, keep_slash);
-    return b.overflow ? too_long(diag) : PH_OK;
+    return PH_OK;
 }
 
 /* Sort keys: the encoded name, then the encoded value (byte order). */
@@ -217,7 +208,7 @@ void ph_sigv4_sha256_hex(const void *data, size_t len, char hex[static 65])
     unsigned char md[32];
     unsigned int n = 0;
     EVP_Digest(data, len, md, &n, EVP_sha256(), NULL);
-    ph_art_hex_encode(md, 32, hex);
+    ph_hex_encode(md, 32, hex);
 }
 
 static int hmac(const void *key, size_t key_len, const char *msg, unsigned char out[static 32])
@@ -272,7 +263,7 @@ ph_status ph_sigv4_authorization(const ph_sigv4_request *req, const ph_sigv4_cre
     if (!ok)
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "sigv4: HMAC failed");
     char sig_hex[65];
-    ph_art_hex_encode(sig, 32, sig_hex);
+    ph_hex_encode(sig, 32, sig_hex);
     int n = snprintf(out, cap, "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s",
                      creds->access_key, scope, names, sig_hex);
     if (n < 0 || (size_t)n >= cap)

@@ -9,7 +9,7 @@
 
 #include <openssl/evp.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_metadata.h"
 #include "put_pipeline-int.h"
 #include "store-int.h"

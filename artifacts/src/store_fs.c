@@ -26,8 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_backend.h"
+#include "pinhole/io.h"
+#include "pinhole/tree_remove.h"
 #include "read_capped-int.h"
 
 #define CONTENT "content"
@@ -88,38 +90,15 @@ static void close_fd(int *fd)
 
 static ph_status write_all(int fd, const void *buf, size_t len, ph_diag *diag)
 {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return io_error(diag, "write");
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return PH_OK;
+    return ph_write_all(fd, buf, len) == 0 ? PH_OK : io_error(diag, "write");
 }
 
-/* Removes a staging directory (files only) by name; ENOENT is not an error
- * because a concurrent sweeper or deleter may have got there first. */
+/* Removes a staging directory by name (pinhole/tree_remove.h: no link
+ * followed, one filesystem); nothing there is not an error because a
+ * concurrent sweeper or deleter may have got there first. */
 static void remove_staging_entry(fs_backend *fs, const char *name)
 {
-    int fd = open_dir_at(fs->staging_fd, name);
-    if (fd >= 0) {
-        DIR *d = fdopendir(fd);
-        if (d == NULL) {
-            close(fd);
-        } else {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL)
-                if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-                    unlinkat(dirfd(d), e->d_name, 0);
-            closedir(d);
-        }
-    }
-    unlinkat(fs->staging_fd, name, AT_REMOVEDIR);
+    (void)ph_tree_remove_at(fs->staging_fd, name, PH_TREE_ONE_FS, NULL);
 }
 
 static ph_status random_name(char *out, size_t cap, const char *suffix, ph_diag *diag)

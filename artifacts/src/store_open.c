@@ -15,7 +15,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_metadata.h"
 #include "store-int.h"
 

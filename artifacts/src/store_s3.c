@@ -46,8 +46,8 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "s3-int.h"
 #include "sigv4-int.h"
 

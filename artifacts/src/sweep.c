@@ -3,7 +3,7 @@
  * its expires_at, and an expired ref is already not-found at open. */
 #include <stdlib.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/artifact_metadata.h"
 #include "store-int.h"
 

@@ -17,10 +17,10 @@
 #include "pinhole/artifact_metadata.h"
 #include "pinhole/artifact_name.h"
 #include "pinhole/artifact_store.h"
-
-#ifndef PINHOLE_VERSION
-#define PINHOLE_VERSION "dev"
-#endif
+#include "pinhole/file_atomic.h"
+#include "pinhole/hex.h"
+#include "pinhole/io.h"
+#include "pinhole/version.h"
 
 enum {
     EXIT_OK = 0,
@@ -103,13 +103,8 @@ static int set_tenant_hex(cli *c, const char *hex)
         return -1;
     free(c->tenant);
     c->tenant = malloc(n / 2);
-    for (size_t i = 0; i < n; i += 2) {
-        unsigned v;
-        if (sscanf(hex + i, "%2x", &v) != 1 || !strchr("0123456789abcdef", hex[i]) ||
-            !strchr("0123456789abcdef", hex[i + 1]))
-            return -1;
-        c->tenant[i / 2] = (unsigned char)v;
-    }
+    if (c->tenant == NULL || !ph_hex_decode(hex, n, c->tenant, NULL))
+        return -1;
     c->tenant_len = n / 2;
     return 0;
 }
@@ -254,17 +249,7 @@ static int cmd_put(cli *c, int argc, char **argv)
 
 static ph_status write_all(int fd, const void *buf, size_t len)
 {
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return PH_E_IO;
-        p += n;
-        len -= (size_t)n;
-    }
-    return PH_OK;
+    return ph_write_all(fd, buf, len) == 0 ? PH_OK : PH_E_IO;
 }
 
 /* Streams the artifact into fd; PH_OK only at the verified end. */
@@ -287,25 +272,21 @@ static ph_status copy_out(ph_artifact_stream *s, int fd, ph_diag *d)
  * stream verified, and never over an existing file. */
 static int get_to_file(ph_artifact_stream *s, const ph_artifact_metadata *m, const char *dir)
 {
-    char safe[PH_FILENAME_SAFE_MAX + 1], tmp[4096], final[4096];
+    char safe[PH_FILENAME_SAFE_MAX + 1], final[4096];
     ph_artifact_safe_filename(m, safe);
     snprintf(final, sizeof final, "%s/%s", dir, safe);
-    snprintf(tmp, sizeof tmp, "%s/.%s.partial-XXXXXX", dir, m->artifact_id);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return report(PH_E_IO, strerror(errno));
     ph_diag d = {0};
-    ph_status st = copy_out(s, fd, &d);
-    if (st == PH_OK && fsync(fd) != 0)
-        st = PH_E_IO, snprintf(d.message, sizeof d.message, "fsync: %s", strerror(errno));
-    close(fd);
-    if (st == PH_OK && renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) != 0)
-        st = errno == EEXIST ? PH_E_INVAL : PH_E_IO,
-        snprintf(d.message, sizeof d.message, "%.200s: %s", safe, strerror(errno));
+    ph_atomic_file af;
+    ph_status st = ph_atomic_file_begin(&af, final, 0600, &d);
+    if (st != PH_OK)
+        return report(st, d.message);
+    st = copy_out(s, af.fd, &d);
     if (st != PH_OK) {
-        unlink(tmp);
+        ph_atomic_file_abort(&af);
         return report(st, d.message);
     }
+    if (ph_atomic_file_commit(&af, PH_WRITE_NO_REPLACE, &d) != PH_OK)
+        return report(errno == EEXIST ? PH_E_INVAL : PH_E_IO, d.message);
     json_t *o = json_pack("{s:s, s:s}", "artifact_id", m->artifact_id, "written", final);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     printf("%s\n", text ? text : "{}");
@@ -453,7 +434,7 @@ int main(int argc, char **argv)
         case 'B': backend = optarg; break;
         case 'S': s3_config = optarg; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
-        case 'V': printf("pinhole-artifacts %s\n", PINHOLE_VERSION); return EXIT_OK;
+        case 'V': printf("pinhole-artifacts %s\n", ph_version()); return EXIT_OK;
         default: return usage_error("unknown option");
         }
     }

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "addr-int.h"
-#include "diag-int.h"
+#include "pinhole/diag.h"
 
 /* Longest bucket; checked when indexing (a longer one would be a table bug
  * caught by test_addr_table, and the lookup then denies everything). */

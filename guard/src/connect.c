@@ -9,8 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag-int.h"
-#include "monotonic-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/clock.h"
 #include "pinhole/connect.h"
 
 /* One attempt. Returns the connected socket, or -1 with *err set (ETIMEDOUT

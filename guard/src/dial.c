@@ -11,10 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "guard-int.h"
 #include "resolve-int.h"
-#include "monotonic-int.h"
+#include "pinhole/clock.h"
 #include "pinhole/dial.h"
 
 ph_status ph_verdict_refuse(ph_verdict *v, ph_reason reason, ph_status st, const char *detail,

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "grant-int.h"
 #include "grant_keyring-int.h"
 #include "pinhole/grant.h"

@@ -17,7 +17,8 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "grant-int.h"
 #include "grant_keyring-int.h"
 
@@ -105,7 +106,6 @@ ph_status ph_grant_keygen(uint8_t *key, size_t len, ph_diag *diag)
 ph_status ph_grant_format_key_line(const char *kid, const uint8_t *key, size_t len, char *out,
                                    size_t cap, ph_diag *diag)
 {
-    static const char HEX[] = "0123456789abcdef";
     if (kid == NULL || key == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "key line: missing argument");
     size_t kidlen = strnlen(kid, PH_GRANT_KID_MAX + 1);
@@ -117,22 +117,11 @@ ph_status ph_grant_format_key_line(const char *kid, const uint8_t *key, size_t l
     memcpy(out, kid, kidlen);
     n += kidlen;
     out[n++] = ' ';
-    for (size_t i = 0; i < len; i++) {
-        out[n++] = HEX[key[i] >> 4];
-        out[n++] = HEX[key[i] & 15];
-    }
+    ph_hex_encode(key, len, out + n);
+    n += 2 * len;
     out[n++] = '\n';
     out[n] = '\0';
     return PH_OK;
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
 }
 
 /* One non-comment line: "<kid> <hex>". off is the line's byte offset. */
@@ -153,7 +142,7 @@ static ph_status parse_key_line(ph_keyring *kr, const char *line, size_t len, si
     size_t hexlen = len - kidlen - 1;
     uint8_t key[PH_GRANT_KEY_MAX];
     for (size_t i = 0; i < hexlen; i++)
-        if (hex_value((unsigned char)hex[i]) < 0)
+        if (ph_hex_value((unsigned char)hex[i]) < 0)
             return ph_diag_set(diag, PH_E_FORMAT, off + kidlen + 1 + i,
                                "line %zu column %zu: the key must be lowercase hex digits only",
                                lineno, kidlen + 2 + i);
@@ -163,9 +152,7 @@ static ph_status parse_key_line(ph_keyring *kr, const char *line, size_t len, si
                            "(an even number of %d to %d digits)",
                            lineno, hexlen, PH_GRANT_KEY_MIN, PH_GRANT_KEY_MAX,
                            2 * PH_GRANT_KEY_MIN, 2 * PH_GRANT_KEY_MAX);
-    for (size_t i = 0; i < hexlen / 2; i++)
-        key[i] = (uint8_t)(hex_value((unsigned char)hex[2 * i]) << 4 |
-                           hex_value((unsigned char)hex[2 * i + 1]));
+    (void)ph_hex_decode(hex, hexlen, key, NULL); /* every digit checked above */
     char kid[PH_GRANT_KID_MAX + 1];
     memcpy(kid, line, kidlen);
     kid[kidlen] = '\0';
@@ -314,12 +301,7 @@ ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_
     EVP_MD_CTX_free(ctx);
     if (!ok)
         return PH_E_INTERNAL;
-    static const char hexdig[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof md; i++) {
-        out[2 * i] = hexdig[md[i] >> 4];
-        out[2 * i + 1] = hexdig[md[i] & 15];
-    }
-    out[PH_KEYRING_ID_HEX_LEN] = '\0';
+    ph_hex_encode(md, sizeof md, out); /* PH_KEYRING_ID_HEX_LEN digits and a NUL */
     OPENSSL_cleanse(md, sizeof md);
     return PH_OK;
 }

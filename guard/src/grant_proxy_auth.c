@@ -8,7 +8,7 @@
 
 #include <openssl/crypto.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "grant-int.h"
 #include "pinhole/grant.h"
 

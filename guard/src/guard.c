@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "dns_cache-int.h"
-#include "monotonic-int.h"
+#include "pinhole/clock.h"
 #include "guard-int.h"
 #include "pinhole/resolve.h"
 #include "resolve-int.h"

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "guard-int.h"
 #include "resolve-int.h"
 #include "wildcard_dns-int.h"

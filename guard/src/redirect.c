@@ -6,7 +6,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "guard-int.h"
 #include "pinhole/redirect.h"
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/addr.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"

@@ -5,7 +5,7 @@
 #include <poll.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
 #include "resolve-int.h"

@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "dns_cache-int.h"
-#include "monotonic-int.h"
+#include "pinhole/clock.h"
 #include "pinhole/host.h"
 #include "resolve-int.h"
 

@@ -19,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "table-int.h"
 
 static void *mmap_or_null(size_t len, int flags)
@@ -107,13 +108,7 @@ static ph_status table_finish(ph_table *t, ph_table **table, ph_diag *diag)
         table_free(t);
         return st;
     }
-    static const char hexdig[] = "0123456789abcdef";
-    const uint8_t *id = t->bytes + PH_TAB_OFF_POLICY_ID;
-    for (unsigned i = 0; i < PH_TAB_ID_LEN; i++) {
-        t->id_hex[2 * i] = hexdig[id[i] >> 4];
-        t->id_hex[2 * i + 1] = hexdig[id[i] & 15];
-    }
-    t->id_hex[PH_TABLE_ID_HEX_LEN] = '\0';
+    ph_hex_encode(t->bytes + PH_TAB_OFF_POLICY_ID, PH_TAB_ID_LEN, t->id_hex);
     *table = t;
     return PH_OK;
 }

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "table-int.h"
 
 #define BAD(off, ...) ph_diag_set(diag, PH_E_FORMAT, (off), "corrupt table: " __VA_ARGS__)

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "host_alabel-int.h"
 
 /* What the caller of parse_host_port gets back. */

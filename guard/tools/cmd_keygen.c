@@ -12,7 +12,7 @@
 
 #include <openssl/crypto.h>
 
-#include "file_write_atomic-int.h"
+#include "pinhole/file_atomic.h"
 #include "pinhole/grant.h"
 #include "tools.h"
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "pinhole/addr.h"
+#include "pinhole/version.h"
 #include "tools.h"
 
 static const struct {
@@ -87,7 +88,7 @@ int main(int argc, char **argv)
         return EXIT_ALLOWED;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("pinhole-guard %s%s\n", PINHOLE_VERSION,
+        printf("pinhole-guard %s%s\n", ph_version(),
                ph_build_is_test_loopback()
                    ? " (TEST BUILD: loopback exempt from the address denylist)"
                    : "");

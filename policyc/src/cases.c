@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/yaml_reader.h"
 
 static const char *const case_keys[] = {"destination", "list", "expect", "reason"};

@@ -14,7 +14,7 @@
 #include "compile.h"
 #include "load.h"
 #include "pinhole/table.h"
-#include "file_write_atomic-int.h"
+#include "pinhole/file_atomic.h"
 
 static void usage(FILE *out)
 {

@@ -11,7 +11,7 @@
 
 #include <openssl/evp.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "load.h"
 #include "pinhole/host.h"
 #include "table-int.h"

@@ -34,10 +34,10 @@ const char *pc_quote(char *buf, size_t size, const char *s, size_t len)
     const size_t room = size - 4; /* "..." and NUL */
     while (i < len) {
         unsigned char c = (unsigned char)s[i];
-        size_t n = pc_utf8_char_len((const unsigned char *)s + i, len - i);
+        uint32_t cp;
+        size_t n = ph_utf8_decode((const unsigned char *)s + i, len - i, &cp);
         /* A hidden character (C1, bidi control, zero-width...) is spelled
          * out: raw, it would reorder or forge the message in a terminal. */
-        uint32_t cp = n > 1 ? pc_utf8_code_point((const unsigned char *)s + i, n) : c;
         bool hidden = n > 1 && pc_code_point_hidden(cp);
         bool printable = !hidden && (n > 1 || (c >= 0x20 && c < 0x7F));
         size_t need = printable ? n : hidden ? 6 : 4;
@@ -114,14 +114,14 @@ static bool encoding_ok(pc_loader *L, const char *data, size_t len, bool had_bom
                 i++;
             continue;
         }
-        size_t n = pc_utf8_char_len(p + i, len - i);
+        uint32_t cp;
+        size_t n = ph_utf8_decode(p + i, len - i, &cp);
         if (n == 1) {
             if (p[i] >= 0x80)
                 return true;
             i++;
             continue;
         }
-        uint32_t cp = pc_utf8_code_point(p + i, n);
         if (pc_code_point_deceptive(cp)) {
             bool line_break = cp == 0x85 || cp == 0x2028 || cp == 0x2029;
             pc_report(L, PC_E_ENCODING, pc_source_pos_of_offset(&L->src, i),

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "pinhole/version.h"
 #include "commands.h"
 
 static const struct {
@@ -38,7 +39,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        puts("policyc " PINHOLE_VERSION);
+        printf("policyc %s\n", ph_version());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

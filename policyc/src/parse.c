@@ -38,13 +38,13 @@ static bool string_ok(pc_loader *L, const pc_scalar *s, const char *what)
         /* C0 and DEL would forge lines in logs and terminals; the hidden
          * characters (C1, LS, PS, bidi controls, zero-width) would forge or
          * reorder what explain and the logs show. */
-        size_t n = pc_utf8_char_len(p + i, s->len - i);
+        uint32_t cp;
+        size_t n = ph_utf8_decode(p + i, s->len - i, &cp);
         if (p[i] < 0x20 || p[i] == 0x7F) {
             pc_report(L, PC_E_STRING, s->pos, "write it on one line without escapes",
                       "%s contains a control character", what);
             return false;
         }
-        uint32_t cp = pc_utf8_code_point(p + i, n);
         if (n > 1 && pc_code_point_hidden(cp)) {
             pc_report(L, PC_E_STRING, s->pos, "write it on one line with visible characters only",
                       "%s contains an invisible or bidirectional control character (U+%04X)",

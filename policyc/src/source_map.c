@@ -1,6 +1,8 @@
 /* source_map.c - byte offsets to (line, column) and line texts; see source_map.h. */
 #include "source_map.h"
 
+#include "pinhole/utf8.h"
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,72 +23,16 @@ void pc_source_free(pc_source *src)
     src->nlines = 0;
 }
 
-size_t pc_utf8_char_len(const unsigned char *p, size_t avail)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, min = 0x10000;
-    else
-        return 1;
-    if (avail < n)
-        return 1;
-    unsigned cp = c & (0xFFu >> (n + 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 1;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 1;
-    return n;
-}
-
-uint32_t pc_utf8_code_point(const unsigned char *p, size_t n)
-{
-    if (n <= 1)
-        return p[0];
-    uint32_t cp = p[0] & (0xFFu >> (n + 1));
-    for (size_t i = 1; i < n; i++)
-        cp = (cp << 6) | (p[i] & 0x3Fu);
-    return cp;
-}
-
 bool pc_code_point_deceptive(uint32_t cp)
 {
     return cp == 0x85 || cp == 0x2028 || cp == 0x2029 || /* line breaks to libyaml only */
-           (cp >= 0x202A && cp <= 0x202E) ||             /* LRE RLE PDF LRO RLO */
-           (cp >= 0x2066 && cp <= 0x2069) ||             /* LRI RLI FSI PDI */
+           ph_unicode_is_bidi_override(cp) ||             /* LRE RLE PDF LRO RLO LRI RLI FSI PDI */
            cp == 0xFEFF;
 }
 
 bool pc_code_point_hidden(uint32_t cp)
 {
-    return (cp >= 0x80 && cp <= 0x9F) || cp == 0xAD || cp == 0x061C || cp == 0x180E ||
-           (cp >= 0x200B && cp <= 0x200F) || (cp >= 0x2028 && cp <= 0x202E) ||
-           (cp >= 0x2060 && cp <= 0x206F) || cp == 0xFEFF || (cp >= 0xFFF9 && cp <= 0xFFFB);
-}
-
-size_t pc_line_break_len(const char *data, size_t len, size_t i)
-{
-    const unsigned char *p = (const unsigned char *)data + i;
-    size_t avail = len - i;
-    if (p[0] == '\n')
-        return 1;
-    if (p[0] == '\r')
-        return avail >= 2 && p[1] == '\n' ? 2 : 1;
-    if (avail >= 2 && p[0] == 0xC2 && p[1] == 0x85)
-        return 2;
-    if (avail >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
-        return 3;
-    return 0;
+    return (cp >= 0x80 && cp <= 0x9F) || ph_unicode_is_invisible(cp);
 }
 
 pc_pos pc_source_pos_of_offset(const pc_source *src, size_t offset)
@@ -107,7 +53,7 @@ static int build_index(pc_source *src)
         goto fail;
     starts[n++] = 0;
     for (size_t i = 0; i < src->len;) {
-        size_t br = pc_line_break_len(src->data, src->len, i);
+        size_t br = ph_yaml_line_break_len(src->data, src->len, i);
         if (!br) {
             i++;
             continue;
@@ -141,13 +87,14 @@ char *pc_source_line_text(pc_source *src, uint32_t line)
         return NULL;
     size_t o = 0;
     for (unsigned chars = 0; i < src->len && chars < PC_SOURCE_LINE_MAX; chars++) {
-        if (pc_line_break_len(src->data, src->len, i))
+        if (ph_yaml_line_break_len(src->data, src->len, i))
             break;
         const unsigned char *p = (const unsigned char *)src->data + i;
-        size_t n = pc_utf8_char_len(p, src->len - i);
+        uint32_t cp;
+        size_t n = ph_utf8_decode(p, src->len - i, &cp);
         /* Control characters (C0 but tab, DEL, C1) would garble a terminal. */
         bool control = (n == 1 && ((p[0] < 0x20 && p[0] != '\t') || p[0] == 0x7F)) ||
-                       (n > 1 && pc_code_point_hidden(pc_utf8_code_point(p, n)));
+                       (n > 1 && pc_code_point_hidden(cp));
         if ((n == 1 && p[0] >= 0x80) || control) {
             out[o++] = '?';
         } else {

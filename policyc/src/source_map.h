@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinhole/utf8.h"
 #include "policy.h"
 
 typedef struct pc_source {
@@ -27,19 +28,16 @@ typedef struct pc_source {
 void pc_source_init(pc_source *src, const char *data, size_t len);
 void pc_source_free(pc_source *src);
 
-/* Length in bytes of the character at p (1..4), valid or not (an invalid byte
- * counts as a character of length 1). avail > 0. */
-size_t pc_utf8_char_len(const unsigned char *p, size_t avail);
-
-/* The code point of the valid UTF-8 sequence of length n (from
- * pc_utf8_char_len) at p; for n == 1 the byte itself. */
-uint32_t pc_utf8_code_point(const unsigned char *p, size_t n);
+/* Characters are decoded with ph_utf8_decode (pinhole/utf8.h): an invalid
+ * byte counts as a character of length 1. */
 
 /* A character a reader cannot see or that changes how the text around it is
- * displayed: C1 controls, NEL, LS, PS, bidirectional embeddings, overrides,
- * isolates and marks, zero-width characters, the soft hyphen, the byte order
- * mark and interlinear annotations. Such characters are escaped in messages,
- * shown as '?' in source lines and refused in reasons. */
+ * displayed: C1 controls (NEL included) and every invisible code point
+ * (ph_unicode_is_invisible: LS, PS, bidirectional marks, embeddings,
+ * overrides and isolates, zero-width characters, the soft hyphen, the byte
+ * order mark, interlinear annotations, variation selectors, tags, ...).
+ * Such characters are escaped in messages, shown as '?' in source lines and
+ * refused in reasons. */
 bool pc_code_point_hidden(uint32_t cp);
 
 /* The subset of pc_code_point_hidden refused anywhere in a file, comments
@@ -48,9 +46,6 @@ bool pc_code_point_hidden(uint32_t cp);
  * Source"), and U+FEFF past the start. Each can make the text a reviewer sees
  * differ from what libyaml parses. */
 bool pc_code_point_deceptive(uint32_t cp);
-
-/* Length in bytes of the line break at data[i], 0 if there is none. */
-size_t pc_line_break_len(const char *data, size_t len, size_t i);
 
 /* The 1-based position of byte `offset` (clamped to len), as the YAML
  * reader counts (ph_yaml_pos_of_offset). O(offset). */

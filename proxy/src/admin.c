@@ -11,7 +11,7 @@
 #include <event2/http.h>
 #include <event2/listener.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "proxy-int.h"
 
 static atomic_bool g_draining;

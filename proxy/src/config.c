@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/yaml_reader.h"
 
 enum kind { K_STR, K_LONG, K_BOOL, K_LISTEN, K_MODE };

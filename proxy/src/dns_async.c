@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "proxy-int.h"
 
 typedef struct sock_watch {

@@ -45,6 +45,7 @@
 #include <event2/event.h>
 
 #include "forward.h"
+#include "pinhole/clock.h"
 #include "pinhole/host.h"
 #include "http1.h"
 #include "pinhole/url.h"
@@ -98,7 +99,7 @@ struct px_fwd {
 
     /* the request in flight */
     bool in_request;
-    struct timespec started;
+    int64_t started_ns; /* ph_monotonic_ns() when forwarding began */
     char method[40];
     bool is_head;
     bool has_grant, lease_slot;
@@ -157,11 +158,9 @@ static struct timeval msecs(long ms)
     return (struct timeval){ ms / 1000, (ms % 1000) * 1000 };
 }
 
-static double since(const struct timespec *t)
+static double since(int64_t started_ns)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
+    return (double)(ph_monotonic_ns() - started_ns) / 1e9;
 }
 
 static void bev_free(struct bufferevent **b)
@@ -214,7 +213,7 @@ static void fwd_kill(px_fwd *f, const char *end)
 static void begin_request(px_fwd *f)
 {
     f->in_request = true;
-    clock_gettime(CLOCK_MONOTONIC, &f->started);
+    f->started_ns = ph_monotonic_ns();
     f->method[0] = '\0';
     f->is_head = false;
     f->has_grant = f->lease_slot = f->has_host = f->has_rule = false;
@@ -254,7 +253,7 @@ static void end_request(px_fwd *f, const char *end)
             .policy_id = f->policy_id[0] ? f->policy_id : NULL,
             .bytes_up = f->bytes_up,
             .bytes_down = f->bytes_down,
-            .duration_s = since(&f->started),
+            .duration_s = since(f->started_ns),
             .end = end,
             .method = f->method,
         };

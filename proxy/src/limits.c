@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "pinhole/clock.h"
 #include "proxy-int.h"
 
 #define KEY_SLOTS 8192 /* distinct leases (or peers) with connections at once */
@@ -110,10 +111,9 @@ static void hash_key_init(void)
     if (getrandom(g_hash_key, sizeof g_hash_key, 0) != (ssize_t)sizeof g_hash_key) {
         /* No entropy source: a key that differs per process and start time
          * still keeps a client from computing windows offline. */
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        g_hash_key[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
-        g_hash_key[1] = (uint64_t)ts.tv_sec ^ (uint64_t)(uintptr_t)&ts;
+        int64_t now = ph_monotonic_ns();
+        g_hash_key[0] = (uint64_t)now * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+        g_hash_key[1] = (uint64_t)(now / 1000000000) ^ (uint64_t)(uintptr_t)&now;
     }
 }
 

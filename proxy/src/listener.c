@@ -17,7 +17,7 @@
 
 #include <event2/listener.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "proxy-int.h"
 
 /* How long accepting pauses after EMFILE/ENFILE: long enough for tunnels to

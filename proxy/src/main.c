@@ -13,17 +13,15 @@
 #include <event2/http.h>
 #include <event2/thread.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "pinhole/addr.h"
+#include "pinhole/file_atomic.h"
+#include "pinhole/version.h"
 #include "proxy-int.h"
-
-#ifndef PINHOLE_VERSION
-#define PINHOLE_VERSION "0.0.0"
-#endif
 
 static void print_version(void)
 {
-    printf("pinhole-proxy %s\n", PINHOLE_VERSION);
+    printf("pinhole-proxy %s\n", ph_version());
     if (ph_build_is_test_loopback())
         printf("build option: PINHOLE_TEST_LOOPBACK_UPSTREAM (TEST BUILD: loopback upstreams "
                "127.0.0.0/8 and ::1 are NOT denied; never deploy this binary)\n");
@@ -77,16 +75,16 @@ static long open_fds(void)
     return n - 3; /* ".", "..", and the directory's own descriptor */
 }
 
-/* Writes the bound addresses to path atomically (temp, then rename), one
- * per line: "listen ADDR:PORT", "unix PATH", "admin ADDR:PORT". */
+/* Writes the bound addresses to path atomically (pinhole/file_atomic.h),
+ * one per line: "listen ADDR:PORT", "unix PATH", "admin ADDR:PORT". */
 static ph_status write_ready_file(const char *path, const px_sockaddr *addrs, int n,
                                   const char *unix_path, const px_sockaddr *admin, ph_diag *diag)
 {
-    char tmp[PX_PATH_MAX + 16], a[PX_ADDR_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    char a[PX_ADDR_MAX], *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
     if (f == NULL)
-        return ph_diag_set(diag, PH_E_IO, 0, "%s: %s", tmp, strerror(errno));
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "%s: %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
         px_sockaddr_format((const struct sockaddr *)&addrs[i].ss, a, sizeof a);
         fprintf(f, "listen %s\n", a);
@@ -97,11 +95,13 @@ static ph_status write_ready_file(const char *path, const px_sockaddr *addrs, in
         px_sockaddr_format((const struct sockaddr *)&admin->ss, a, sizeof a);
         fprintf(f, "admin %s\n", a);
     }
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
+    if (fclose(f) != 0) {
+        free(text);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "%s: %s", path, strerror(errno));
     }
-    return PH_OK;
+    ph_status st = ph_file_write_atomic(path, text, len, 0644, PH_WRITE_REPLACE, diag);
+    free(text);
+    return st;
 }
 
 typedef struct worker_set {

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "proxy-int.h"
 
 ph_status px_drop_privileges(const char *user, ph_diag *diag)

@@ -44,7 +44,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
-#include "monotonic-int.h"
+#include "pinhole/clock.h"
 #include "proxy-int.h"
 
 /* Bytes per read(2): larger steps cut the system calls of a bulk transfer

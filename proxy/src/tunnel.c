@@ -51,6 +51,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "pinhole/clock.h"
 #include "proxy_request.h"
 #include "pinhole/url.h"
 #include "proxy-int.h"
@@ -73,7 +74,7 @@ typedef struct px_conn {
     struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
     px_relay *relay;
     struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
-    struct timespec started;
+    int64_t started_ns;         /* ph_monotonic_ns() at accept */
     char peer[64];
     char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
     bool in_head;               /* holds a request-head slot */
@@ -254,10 +255,7 @@ static void refuse_for(px_conn *c, ph_reason reason, const char *detail)
 
 static double elapsed(const px_conn *c)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (double)(now.tv_sec - c->started.tv_sec) +
-           (double)(now.tv_nsec - c->started.tv_nsec) / 1e9;
+    return (double)(ph_monotonic_ns() - c->started_ns) / 1e9;
 }
 
 static void conn_log(const px_conn *c)
@@ -882,7 +880,7 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     c->w = w;
     c->fd = fd;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
-    clock_gettime(CLOCK_MONOTONIC, &c->started);
+    c->started_ns = ph_monotonic_ns();
     snprintf(c->peer, sizeof c->peer, "%s", peer_log);
     snprintf(c->peer_key, sizeof c->peer_key, "%s", peer_key);
     c->in_head = true;

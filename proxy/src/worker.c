@@ -7,7 +7,7 @@
 
 #include <event2/listener.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "proxy-int.h"
 
 ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr *addrs,

@@ -16,7 +16,8 @@
 
 #include <netdb.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
+#include "pinhole/base64.h"
+#include "pinhole/io.h"
 #include <openssl/ssl.h>
 
 #include "execd-int.h"
@@ -495,11 +496,10 @@ ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execu
     }
     /* stdin is binary: always base64. */
     if (req && cmd->stdin_data) {
-        char *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2
-                        ? malloc(4 * ((cmd->stdin_len + 2) / 3) + 1)
-                        : NULL;
+        size_t cap = ph_b64_encoded_len(cmd->stdin_len, PH_B64_STD_PAD) + 1;
+        char *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2 ? malloc(cap) : NULL;
         if (b64 != NULL) {
-            EVP_EncodeBlock((unsigned char *)b64, cmd->stdin_data, (int)cmd->stdin_len);
+            ph_b64_encode(cmd->stdin_data, cmd->stdin_len, PH_B64_STD_PAD, b64, cap);
             json_object_set_new(req, "stdin_base64", json_string(b64));
             free(b64);
         } else {
@@ -668,13 +668,7 @@ static ph_status stream_into(ph_execd_workspace *ws, json_t *req, int fd, uint64
         size_t len = 0;
         ok = ph_wire_get_bytes(f, NULL, "chunk_base64", &chunk, &len) == 0 &&
              len <= STREAM_CHUNK && got + len <= max_bytes;
-        for (size_t off = 0; ok && off < len;) {
-            ssize_t n = write(fd, chunk + off, len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            ok = n > 0;
-            off += ok ? (size_t)n : 0;
-        }
+        ok = ok && ph_write_all(fd, chunk, len) == 0;
         got += len;
         free(chunk);
         json_decref(f);
@@ -727,14 +721,14 @@ ph_status ph_execd_workspace_write(ph_execd_workspace *ws, const char *path, con
     if (ws == NULL || path == NULL || (data == NULL && len > 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     json_t *req = ws_request(ws, "workspace.write", path);
-    size_t n = 4 * ((len + 2) / 3) + 1;
-    char *b64 = req ? malloc(n) : NULL;
-    if (b64 == NULL || len > (size_t)INT32_MAX) {
+    size_t n = len <= (size_t)INT32_MAX ? ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1 : 0;
+    char *b64 = req && n ? malloc(n) : NULL;
+    if (b64 == NULL) {
         json_decref(req);
         free(b64);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    EVP_EncodeBlock((unsigned char *)b64, data ? data : (const void *)"", (int)len);
+    ph_b64_encode(data, len, PH_B64_STD_PAD, b64, n);
     json_object_set_new(req, "data_base64", json_string(b64));
     json_object_set_new(req, "mode", json_integer(mode));
     free(b64);

@@ -23,9 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#ifndef PINHOLE_VERSION
-#define PINHOLE_VERSION "0.0.0"
-#endif
+#include "pinhole/version.h"
 
 enum {
     XD_EXIT_OK = 0,
@@ -119,7 +117,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         bool ok = true;
         switch (c) {
         case 'h': usage(stdout); return -1;
-        case 'V': printf("pinhole-execd %s\n", PINHOLE_VERSION); return -1;
+        case 'V': printf("pinhole-execd %s\n", ph_version()); return -1;
         case O_SOCKET: cfg->socket_path = optarg; break;
         case O_SOCKET_MODE:
             ok = parse_u64(optarg, 8, 0777, &v);

@@ -6,12 +6,13 @@
 #include "execd_state-int.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "pinhole/base64.h"
 
 static _Thread_local json_t *t_warnings; /* the current request's, or NULL */
 
@@ -260,9 +261,10 @@ static void stream_output(void *ctx, int stream, const uint8_t *data, size_t len
     xd_output_stream *os = ctx;
     xd_frame *fr = NULL;
     if (!xd_peer_behind(os->job) && !xd_job_cancelled(os->job)) {
-        char *b64 = len <= (size_t)INT32_MAX / 2 ? malloc(4 * ((len + 2) / 3) + 1) : NULL;
+        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
+        char *b64 = len <= (size_t)INT32_MAX / 2 ? malloc(cap) : NULL;
         if (b64 != NULL) {
-            EVP_EncodeBlock((unsigned char *)b64, data, (int)len);
+            ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
             fr = xd_frame_new(json_pack("{s:s, s:s}", "output",
                                      stream == PH_STREAM_STDERR ? "stderr" : "stdout",
                                      "data_base64", b64));
@@ -397,10 +399,11 @@ static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chu
             break; /* shrunk since: send what is there */
         /* Chunks are always base64: a chunk boundary can split a UTF-8
          * sequence, so "text when valid" would not round-trip. */
-        char *b64 = malloc(4 * (((size_t)n + 2) / 3) + 1);
+        size_t cap = ph_b64_encoded_len((size_t)n, PH_B64_STD_PAD) + 1;
+        char *b64 = malloc(cap);
         json_t *c = NULL;
         if (b64 != NULL) {
-            EVP_EncodeBlock((unsigned char *)b64, buf, (int)n);
+            ph_b64_encode(buf, (size_t)n, PH_B64_STD_PAD, b64, cap);
             c = json_pack("{s:s}", "chunk_base64", b64);
             free(b64);
         }

@@ -49,7 +49,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define FWD_VERSION "0.1.0"
+#include "pinhole/version.h"
+
 #define FWD_BUF_SIZE 65536
 #define FWD_ROUNDS 16 /* read+send rounds per connection per wake-up */
 #define FWD_DEFAULT_MAX_CONNS 64
@@ -224,7 +225,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             usage(stdout);
             exit(0);
         case 'V':
-            puts("pinhole-forwarder " FWD_VERSION);
+            puts("pinhole-forwarder " PH_VERSION_STRING);
             exit(0);
         default:
             usage(stderr);

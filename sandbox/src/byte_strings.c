@@ -17,8 +17,10 @@
  *    and no name can start a new line. */
 #include "sandbox-int.h"
 
+#include "pinhole/base64.h"
+#include "pinhole/hex.h"
+
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,12 +39,13 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
     json_t *v = text ? json_stringn(len ? (const char *)data : "", len) : NULL;
     const char *key = text_key;
     if (v == NULL) {
-        if (len > (size_t)INT32_MAX / 4 * 3)
+        if (len > SIZE_MAX / 4 * 3 - 4)
             return -1;
-        char *b64 = malloc(4 * ((len + 2) / 3) + 1);
+        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
+        char *b64 = malloc(cap);
         if (b64 == NULL)
             return -1;
-        EVP_EncodeBlock((unsigned char *)b64, data, (int)len);
+        ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
         v = json_string(b64);
         free(b64);
         key = b64_key;
@@ -52,7 +55,6 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
 
 char *ph_text_escape(const char *s, size_t len)
 {
-    static const char hex[] = "0123456789abcdef";
     bool utf8 = ph_bytes_are_utf8(s, len);
     char *out = malloc(4 * len + 1);
     if (out == NULL)
@@ -67,14 +69,14 @@ char *ph_text_escape(const char *s, size_t len)
         } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8) || c1) {
             out[o++] = '\\';
             out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
+            out[o++] = ph_hex_digit(c >> 4);
+            out[o++] = ph_hex_digit(c);
             if (c1) { /* the second byte of a C1 control too */
                 c = (unsigned char)s[++i];
                 out[o++] = '\\';
                 out[o++] = 'x';
-                out[o++] = hex[c >> 4];
-                out[o++] = hex[c & 15];
+                out[o++] = ph_hex_digit(c >> 4);
+                out[o++] = ph_hex_digit(c);
             }
         } else {
             out[o++] = (char)c;

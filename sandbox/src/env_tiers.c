@@ -12,6 +12,8 @@
  * and a warning: never the parent environment, never a failed run. */
 #include "sandbox-int.h"
 
+#include "pinhole/hex.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -334,23 +336,8 @@ static int read_passthrough(const ph_env_inputs *in, char *buf, size_t cap, char
 /* Percent-encodes s outside RFC 3986 unreserved, for URL userinfo. */
 static ph_status url_userinfo_escape(const char *s, char *out, size_t cap)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        bool plain = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-                     (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_' || *p == '~';
-        if (o + (plain ? 1 : 3) + 1 > cap)
-            return PH_E_LIMIT;
-        if (plain) {
-            out[o++] = (char)*p;
-        } else {
-            out[o++] = '%';
-            out[o++] = hex[*p >> 4];
-            out[o++] = hex[*p & 15];
-        }
-    }
-    out[o] = '\0';
-    return PH_OK;
+    return ph_percent_encode(s, strlen(s), NULL, out, cap) == PH_PERCENT_TOO_LONG ? PH_E_LIMIT
+                                                                                  : PH_OK;
 }
 
 static ph_status add_tier2(const ph_env_inputs *in, ph_env_block *env)

@@ -4,6 +4,9 @@
  * tiers, the timeout rule, the pre-command snapshot and files_changed. */
 #include "sandbox-int.h"
 
+#include "pinhole/tree_remove.h"
+#include "pinhole/io.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -284,81 +287,10 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
 
 /* ---- removal of a workspace tree, never following a symlink ---- */
 
-/* A command can nest directories thousands deep; recursing that far would
- * run out of descriptors. Below SPILL_DEPTH a subtree is moved up into the
- * environment's state directory ("spill") and removed from there later, so
- * the recursion, and the descriptors it holds, stay bounded. */
-#define SPILL_DEPTH 48
-
-typedef struct remover {
-    int spill_fd;     /* the environment's state directory */
-    unsigned spilled; /* spill entries made so far: .spill-0 ... */
-} remover;
-
-static void remove_tree_at(remover *rm, int parent_fd, const char *name, int depth)
-{
-    if (unlinkat(parent_fd, name, 0) == 0 || errno == ENOENT)
-        return;
-    if (depth >= SPILL_DEPTH && rm->spill_fd >= 0) {
-        char spill[32];
-        snprintf(spill, sizeof spill, ".spill-%u", rm->spilled);
-        if (renameat(parent_fd, name, rm->spill_fd, spill) == 0) {
-            rm->spilled++;
-            return;
-        }
-    }
-    int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-            remove_tree_at(rm, dirfd(d), de->d_name, depth + 1);
-    closedir(d);
-    (void)unlinkat(parent_fd, name, AT_REMOVEDIR);
-}
-
-/* Removes name under state_fd, then every spilled subtree in turn (each
- * spill is SPILL_DEPTH levels shallower, so this ends). */
-static void remove_workspace_tree(int state_fd, const char *name)
-{
-    remover rm = {.spill_fd = state_fd};
-    remove_tree_at(&rm, state_fd, name, 0);
-    for (unsigned i = 0; i < rm.spilled && i < 1000000; i++) {
-        char spill[32];
-        snprintf(spill, sizeof spill, ".spill-%u", i);
-        remove_tree_at(&rm, state_fd, spill, 0);
-    }
-}
-
-/* Empties the directory root_fd (spilling deep subtrees into root_fd
- * itself: it is the only place on the same filesystem). */
-static void remove_contents(int root_fd)
-{
-    remover rm = {.spill_fd = root_fd};
-    int fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    struct dirent *de;
-    while (d != NULL && (de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0 &&
-            strncmp(de->d_name, ".spill-", 7) != 0)
-            remove_tree_at(&rm, root_fd, de->d_name, 0);
-    if (d != NULL)
-        closedir(d);
-    else if (fd >= 0)
-        close(fd);
-    for (unsigned i = 0; i < rm.spilled && i < 1000000; i++) {
-        char spill[32];
-        snprintf(spill, sizeof spill, ".spill-%u", i);
-        remove_tree_at(&rm, root_fd, spill, 0);
-    }
-}
-
+/* A workspace is the command's: any depth, any names, links anywhere.
+ * ph_tree_remove_at (pinhole/tree_remove.h) walks it from descriptors
+ * without following a link or recursing, and stays on the filesystem it
+ * started on (a mount inside is not the workspace's to delete). */
 /* Removes env_fd/workspace: its volume is unmounted (which frees all of it
  * at once); when something still holds the volume (a workspace capability
  * outliving destroy) its files are deleted first, so that holder finds an
@@ -368,12 +300,12 @@ static void remove_workspace(int env_fd, const char *env_path)
     if (ph_ws_volume_unmount(env_fd, env_path, false) < 0) {
         int root = openat(env_fd, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (root >= 0) {
-            remove_contents(root);
+            (void)ph_tree_empty(root, PH_TREE_ONE_FS, NULL);
             close(root);
         }
         (void)ph_ws_volume_unmount(env_fd, env_path, true);
     }
-    remove_workspace_tree(env_fd, "workspace");
+    (void)ph_tree_remove_at(env_fd, "workspace", PH_TREE_ONE_FS, NULL);
 }
 
 /* ---- create / execute / destroy ---- */
@@ -719,16 +651,9 @@ static int make_stdin(const ph_execution_command *cmd)
     int fd = memfd_create("pinhole-stdin", MFD_CLOEXEC);
     if (fd < 0)
         return -1;
-    size_t off = 0;
-    while (cmd->stdin_data && off < cmd->stdin_len) {
-        ssize_t n = write(fd, cmd->stdin_data + off, cmd->stdin_len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)n;
+    if (cmd->stdin_data && ph_write_all(fd, cmd->stdin_data, cmd->stdin_len) != 0) {
+        close(fd);
+        return -1;
     }
     if (lseek(fd, 0, SEEK_SET) != 0) {
         close(fd);

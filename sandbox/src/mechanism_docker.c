@@ -22,6 +22,8 @@
  */
 #include "mechanism_gvisor-int.h"
 
+#include "pinhole/tree_remove.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -318,7 +320,7 @@ static ph_status docker_create(const ph_mech_create_args *args, void **state, ph
     return PH_OK;
 fail:
     if (ds->env_fd >= 0)
-        (void)ph_gvisor_remove_tree(ds->env_fd, "docker");
+        (void)ph_tree_remove_at(ds->env_fd, "docker", PH_TREE_ONE_FS, NULL);
     free_state(ds);
     return st;
 }
@@ -347,7 +349,7 @@ static void docker_destroy(void **state)
             break;
         usleep(200 * 1000);
     }
-    (void)ph_gvisor_remove_tree(ds->env_fd, "docker");
+    (void)ph_tree_remove_at(ds->env_fd, "docker", PH_TREE_ONE_FS, NULL);
     free_state(ds);
     *state = NULL;
 }

@@ -33,10 +33,6 @@ ph_status ph_gvisor_check_rootfs(const char *rootfs, ph_diag *diag);
  * docker exec) onto the outcome: 128 + N (N <= 64) is signal N. */
 void ph_gvisor_map_status(int code, ph_mech_outcome *o);
 
-/* Removes name (a file or a whole tree, never following a symlink) under
- * the directory parent (AT_FDCWD allowed). Returns unlinkat's result. */
-int ph_gvisor_remove_tree(int parent, const char *name);
-
 extern const ph_mechanism_ops ph_mechanism_gvisor;
 extern const ph_mechanism_ops ph_mechanism_docker;
 

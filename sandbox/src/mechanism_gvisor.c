@@ -39,6 +39,8 @@
  */
 #include "mechanism_gvisor-int.h"
 
+#include "pinhole/tree_remove.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -238,25 +240,6 @@ static ph_status start_sandbox(gvisor_state *gs, ph_diag *diag)
     return PH_OK;
 }
 
-int ph_gvisor_remove_tree(int parent, const char *name)
-{
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return unlinkat(parent, name, 0);
-    DIR *d = fdopendir(fd);
-    if (d == NULL) {
-        close(fd);
-        return -1;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
-            (void)ph_gvisor_remove_tree(dirfd(d), de->d_name);
-    }
-    closedir(d);
-    return unlinkat(parent, name, AT_REMOVEDIR);
-}
-
 /* Whether runsc reports the sandbox as running. */
 static bool sandbox_alive(gvisor_state *gs)
 {
@@ -372,7 +355,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     *state = gs;
     return PH_OK;
 fail:
-    (void)ph_gvisor_remove_tree(gs->env_fd, "gvisor");
+    (void)ph_tree_remove_at(gs->env_fd, "gvisor", PH_TREE_ONE_FS, NULL);
     free_state(gs);
     return st;
 }
@@ -393,7 +376,7 @@ static void gvisor_destroy(void **state)
     gvisor_state *gs = *state;
     pthread_mutex_lock(&gs->lock);
     force_delete(gs);
-    (void)ph_gvisor_remove_tree(gs->env_fd, "gvisor");
+    (void)ph_tree_remove_at(gs->env_fd, "gvisor", PH_TREE_ONE_FS, NULL);
     pthread_mutex_unlock(&gs->lock);
     free_state(gs);
     *state = NULL;

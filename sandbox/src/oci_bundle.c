@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 #include "sandbox-int.h"
 
 #define DEFAULT_TMP_BYTES (64ull * 1024 * 1024)

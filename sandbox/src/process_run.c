@@ -14,13 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t ph_monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 bool ph_capture_read(ph_capture *c)
 {
     uint8_t buf[16384];

@@ -8,7 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "diag-int.h"
+#include "pinhole/clock.h"
+#include "pinhole/diag.h"
 #include "pinhole/sandbox.h"
 #include "pinhole/workspace.h"
 
@@ -346,7 +347,6 @@ bool ph_capture_read(ph_capture *c);
 /* Makes sure dst has a NUL-terminated buffer (possibly empty). */
 ph_status ph_output_finish(ph_output *dst);
 
-int64_t ph_monotonic_ms(void);
 /* Searches PATH of envp for argv0 and execve()s it; returns only on failure
  * (errno set: ENOENT when nowhere). For use in a child between fork and exec. */
 void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[]);

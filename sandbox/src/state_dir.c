@@ -25,6 +25,8 @@
  */
 #include "sandbox-int.h"
 
+#include "pinhole/file_atomic.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -260,32 +262,11 @@ ph_status ph_state_opendir(int dir_fd, const char *name, int *fd_out, ph_diag *d
 ph_status ph_state_write(int dir_fd, const char *name, const void *data, size_t len,
                          mode_t mode, ph_diag *diag)
 {
-    char tmp[300];
-    if (snprintf(tmp, sizeof tmp, ".%s.tmp", name) >= (int)sizeof tmp)
-        return ph_diag_set(diag, PH_E_LIMIT, 0, "state file name too long");
-    (void)unlinkat(dir_fd, tmp, 0); /* a leftover of a crash; never followed */
-    int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-    if (fd < 0)
-        return ph_diag_set(diag, PH_E_IO, 0, "state_write_failed: %s: %s", name,
-                           strerror(errno));
-    size_t off = 0;
-    bool ok = true;
-    while (ok && off < len) {
-        ssize_t n = write(fd, (const char *)data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        ok = n > 0;
-        if (ok)
-            off += (size_t)n;
-    }
-    int saved = errno;
-    ok = close(fd) == 0 && ok;
-    if (ok && renameat(dir_fd, tmp, dir_fd, name) == 0)
-        return PH_OK;
-    if (ok)
-        saved = errno;
-    (void)unlinkat(dir_fd, tmp, 0);
-    return ph_diag_set(diag, PH_E_IO, 0, "state_write_failed: %s: %s", name, strerror(saved));
+    ph_status st = ph_file_write_atomic_at(dir_fd, name, data, len, mode, PH_WRITE_REPLACE, NULL);
+    if (st != PH_OK)
+        return ph_diag_set(diag, st, 0,
+                           "state_write_failed: %s: %s", name, strerror(errno));
+    return PH_OK;
 }
 
 ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, ph_diag *diag)

@@ -2,13 +2,15 @@
  * workspace-relative path, every resolution beneath the root descriptor. */
 #include "sandbox-int.h"
 
+#include "pinhole/file_atomic.h"
+#include "pinhole/io.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -294,15 +296,8 @@ static ph_status copy_source(int out_fd, const struct write_source *src, const c
                              ph_diag *diag)
 {
     if (src->fd < 0) {
-        size_t off = 0;
-        while (off < src->len) {
-            ssize_t n = write(out_fd, src->data + off, src->len - off);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return ph_diag_set(diag, PH_E_IO, 0, "writing '%s': %s", path, strerror(errno));
-            off += (size_t)n;
-        }
+        if (ph_write_all(out_fd, src->data, src->len) != 0)
+            return ph_diag_set(diag, PH_E_IO, 0, "writing '%s': %s", path, strerror(errno));
         return PH_OK;
     }
     uint8_t buf[65536];
@@ -348,32 +343,27 @@ static ph_status atomic_write(ph_workspace *ws, const char *path, const struct w
     if (real_dir < 0)
         return ph_ws_errno_status(errno, path, diag);
 
-    uint8_t rnd[8] = {0};
-    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
-        /* O_EXCL below still refuses a clash; the name only has to be rare */
-        rnd[0] = (uint8_t)getpid();
-    }
-    char tmp[64];
-    snprintf(tmp, sizeof tmp, ".ph-write-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
-             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    int fd = openat(real_dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    (mode_t)(mode & 0777));
-    if (fd < 0) {
+    /* The temporary file and the rename stay inside real_dir: the leaf is
+     * never resolved through a path. */
+    ph_atomic_file af;
+    st = ph_atomic_file_begin_at(&af, real_dir, leaf, (mode_t)(mode & 0777), NULL);
+    if (st != PH_OK) {
         int saved = errno;
         close(real_dir);
         return ph_ws_errno_status(saved, path, diag);
     }
-    give_to_workspace_owner(ws->root_fd, fd, "");
-    st = copy_source(fd, src, path, diag);
-    if (st == PH_OK && fchmod(fd, (mode_t)(mode & 0777)) != 0)
+    give_to_workspace_owner(ws->root_fd, af.fd, "");
+    st = copy_source(af.fd, src, path, diag);
+    /* The chown above clears no permission bit of mode & 0777, but set them
+     * once more after it: what the caller asked for is what the file has. */
+    if (st == PH_OK && fchmod(af.fd, (mode_t)(mode & 0777)) != 0)
         st = ph_diag_set(diag, PH_E_IO, 0, "chmod '%s': %s", path, strerror(errno));
-    if (st == PH_OK && fsync(fd) != 0)
-        st = ph_diag_set(diag, PH_E_IO, 0, "fsync '%s': %s", path, strerror(errno));
-    close(fd);
-    if (st == PH_OK && renameat(real_dir, tmp, real_dir, leaf) != 0)
-        st = ph_ws_errno_status(errno == EISDIR || errno == ENOTEMPTY ? EISDIR : errno, path, diag);
-    if (st != PH_OK)
-        (void)unlinkat(real_dir, tmp, 0);
+    if (st != PH_OK) {
+        ph_atomic_file_abort(&af);
+    } else if (ph_atomic_file_commit(&af, PH_WRITE_REPLACE, NULL) != PH_OK) {
+        int e = errno;
+        st = ph_ws_errno_status(e == EISDIR || e == ENOTEMPTY ? EISDIR : e, path, diag);
+    }
     close(real_dir);
     return st;
 }

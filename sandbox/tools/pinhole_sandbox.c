@@ -13,12 +13,9 @@
 
 #include "pinhole/sandbox.h"
 #include "pinhole/sandbox_lease.h"
+#include "pinhole/version.h"
 #include "pinhole/workspace.h"
 #include "sandbox-int.h"
-
-#ifndef PINHOLE_VERSION
-#define PINHOLE_VERSION "0.0.0"
-#endif
 
 /* Exit codes of the non-exec commands. */
 enum { EXIT_OK = 0, EXIT_NOT_FOUND = 1, EXIT_USAGE = 2, EXIT_REFUSED = 3, EXIT_FAILURE_ = 4 };
@@ -456,7 +453,7 @@ int main(int argc, char **argv)
             break;
         case OPT_JSON: c.json = true; break;
         case OPT_HELP: fputs(usage_text, stdout); return EXIT_OK;
-        case OPT_VERSION: printf("pinhole-sandbox %s\n", PINHOLE_VERSION); return EXIT_OK;
+        case OPT_VERSION: printf("pinhole-sandbox %s\n", ph_version()); return EXIT_OK;
         default: return EXIT_USAGE;
         }
     }

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "artifact_test_util.h"
-#include "diag-int.h"
-#include "hex-int.h"
+#include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "pinhole/artifact_metadata.h"
 #include "s3-int.h"
 #include "test_support.h"

@@ -30,20 +30,10 @@ if(TARGET guard.test_guard_cli AND TARGET pinhole-guard)
 endif()
 
 # The default denylist refuses 127.0.0.0/8, so the end-to-end tests that
-# dial local servers link a libpinhole compiled with
-# PINHOLE_TEST_LOOPBACK_UPSTREAM (exempts exactly 127.0.0.0/8 and ::1;
-# DESIGN section 7). Test-only: never installed, never linked by a product
-# binary. Defined here unless the guard's build defines it.
-if(NOT TARGET pinhole_testloopback)
-    get_target_property(PH_GUARD_SOURCES pinhole_objects SOURCES)
-    add_library(pinhole_testloopback STATIC ${PH_GUARD_SOURCES})
-    target_include_directories(pinhole_testloopback
-        PUBLIC ${PROJECT_SOURCE_DIR}/guard/include PRIVATE ${PROJECT_SOURCE_DIR}/guard/src)
-    target_compile_definitions(pinhole_testloopback PRIVATE PINHOLE_TEST_LOOPBACK_UPSTREAM=1)
-    # The same dependencies as libpinhole itself, whatever they become.
-    get_target_property(PH_GUARD_LIBS pinhole_objects LINK_LIBRARIES)
-    target_link_libraries(pinhole_testloopback PUBLIC ${PH_GUARD_LIBS})
-endif()
+# dial local servers link pinhole_testloopback (guard/CMakeLists.txt: the
+# guard compiled with PINHOLE_TEST_LOOPBACK_UPSTREAM, exempting exactly
+# 127.0.0.0/8 and ::1; DESIGN section 7). Test-only: never installed, never
+# linked by a product binary.
 
 # ph_dial_url and libpinhole-curl against local servers named by dnsmasq
 # (tables compiled by the policyc binary: policyc_core would link the

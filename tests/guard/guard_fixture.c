@@ -7,7 +7,7 @@
 #include "compile.h"
 #include "guard_fixture.h"
 #include "load.h"
-#include "file_write_atomic-int.h"
+#include "pinhole/file_atomic.h"
 
 uint8_t *ph_fixture_compile(const char *yaml, const char *name, size_t *len)
 {

@@ -3,7 +3,10 @@
 # include path and a poisoned <ares.h> first: a worker or an FFI binding
 # needs no c-ares headers. Also fails if any c-ares identifier survives
 # preprocessing.
-# Usage: cmake -DCC=... -DINC=guard/include -DLIB=libpinhole.so -DLIBDIR=dir -DWORK=dir
+# The base library's headers (BASE_INC, a list) are public too and compiled
+# with them.
+# Usage: cmake -DCC=... -DINC=guard/include -DBASE_INC="dirs" -DLIB=libpinhole.so -DLIBDIR=dir
+#              -DBASE_LIB=libpinhole-base.so -DBASE_LIBDIR=dir -DWORK=dir
 #              [-DLDFLAGS=flags a sanitizer build needs] -P public_headers.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK}/poison)
@@ -11,6 +14,12 @@ foreach(h ares.h ares_build.h ares_rules.h ares_version.h ares_dns.h)
     file(WRITE ${WORK}/poison/${h} "#error \"a public Pinhole header includes <${h}>\"\n")
 endforeach()
 file(GLOB headers RELATIVE ${INC} ${INC}/pinhole/*.h)
+set(incflags -I${INC})
+foreach(dir ${BASE_INC})
+    file(GLOB base_headers RELATIVE ${dir} ${dir}/pinhole/*.h)
+    list(APPEND headers ${base_headers})
+    list(APPEND incflags -I${dir})
+endforeach()
 set(src "")
 foreach(h ${headers})
     string(APPEND src "#include <${h}>\n")
@@ -30,13 +39,14 @@ int main(void)
 ")
 file(WRITE ${WORK}/consumer.c "${src}")
 separate_arguments(ldflags UNIX_COMMAND "${LDFLAGS}")
-execute_process(COMMAND ${CC} -std=c11 -Wall -Wextra -Werror -I${WORK}/poison -I${INC}
-                        ${WORK}/consumer.c ${LIB} ${ldflags} -Wl,-rpath,${LIBDIR} -o ${WORK}/consumer
+execute_process(COMMAND ${CC} -std=c11 -Wall -Wextra -Werror -I${WORK}/poison ${incflags}
+                        ${WORK}/consumer.c ${LIB} ${BASE_LIB} ${ldflags} -Wl,-rpath,${LIBDIR}
+                        -Wl,-rpath,${BASE_LIBDIR} -o ${WORK}/consumer
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
     message(FATAL_ERROR "public headers need c-ares or do not compile:\n${out}${err}")
 endif()
-execute_process(COMMAND ${CC} -std=c11 -E -P -I${WORK}/poison -I${INC} ${WORK}/consumer.c
+execute_process(COMMAND ${CC} -std=c11 -E -P -I${WORK}/poison ${incflags} ${WORK}/consumer.c
                 RESULT_VARIABLE rc OUTPUT_VARIABLE pre)
 string(REGEX MATCH "[^A-Za-z0-9_](ares_[A-Za-z0-9_]*)" hit "${pre}")
 if(hit)

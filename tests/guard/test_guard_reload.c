@@ -15,7 +15,7 @@
 #include "compile.h"
 #include "guard_fixture.h"
 #include "pinhole/guard.h"
-#include "file_write_atomic-int.h"
+#include "pinhole/file_atomic.h"
 
 /* Version A allows a.example.com, version B b.example.com; each names its
  * own provenance file, so a torn verdict (A's answer, B's rule) shows. */

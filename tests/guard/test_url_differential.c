@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pinhole/hex.h"
 #include "pinhole/url.h"
 #include "url_tsv.h"
 
@@ -264,11 +265,6 @@ static void test_mutants_of_accepted_rows_agree_with_curl(void **state)
 
 /* ---- oracle mode for scripts/url-differential.mjs ---- */
 
-static int hex_nibble(int c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 static int run_oracle(void)
 {
     static char line[2 * PH_URL_MAX_LEN + 16], url[PH_URL_MAX_LEN + 8];
@@ -279,7 +275,7 @@ static int run_oracle(void)
             return 2;
         }
         for (size_t i = 0; i < n; i += 2) {
-            int hi = hex_nibble(line[i]), lo = hex_nibble(line[i + 1]);
+            int hi = ph_hex_value(line[i]), lo = ph_hex_value(line[i + 1]);
             if (hi < 0 || lo < 0) {
                 fprintf(stderr, "oracle: bad hex\n");
                 return 2;

@@ -8,16 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include "pinhole/hex.h"
 
 size_t url_tsv_unescape(const char *in, char *out, size_t cap, const char *file, unsigned line)
 {
@@ -38,8 +29,10 @@ size_t url_tsv_unescape(const char *in, char *out, size_t cap, const char *file,
             out[n++] = '\r';
         } else if (e == 'n') {
             out[n++] = '\n';
-        } else if (e == 'x' && hex_value(in[i + 1]) >= 0 && hex_value(in[i + 2]) >= 0) {
-            out[n++] = (char)(hex_value(in[i + 1]) * 16 + hex_value(in[i + 2]));
+        } else if (e == 'x' && ph_hex_value_any_case((unsigned char)in[i + 1]) >= 0 &&
+                   ph_hex_value_any_case((unsigned char)in[i + 2]) >= 0) {
+            out[n++] = (char)(ph_hex_value_any_case((unsigned char)in[i + 1]) * 16 +
+                              ph_hex_value_any_case((unsigned char)in[i + 2]));
             i += 2;
         } else {
             fail_msg("%s:%u: bad escape", file, line);

@@ -10,7 +10,7 @@
 
 #include "commands.h"
 #include "table_fixture.h"
-#include "file_write_atomic-int.h"
+#include "pinhole/file_atomic.h"
 
 static const char *const POLICY = "version: 1\nlists:\n  default:\n    rules:\n"
                                   "      - host: api.github.com\n        ports: [443]\n";

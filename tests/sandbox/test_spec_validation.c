@@ -110,7 +110,8 @@ static void test_destroy_removes_a_very_deep_tree(void **state)
     assert_true(sbx_open(&f, PH_MECHANISM_FAKE, 20000));
     ph_environment_spec s = sbx_spec(&f);
     ph_environment *env = sbx_create(&f, &s);
-    /* 400 levels: several spills (one per 48) are needed to remove it. */
+    /* 400 levels, more than the remover keeps open (PH_TREE_OPEN_LEVELS),
+     * and a link to / it must not follow. */
     const char *argv[] = {"sh", "-c",
                           "i=0; while [ $i -lt 400 ]; do mkdir d && cd d || exit 1; "
                           "i=$((i+1)); done; echo leaf > f; ln -s / up",

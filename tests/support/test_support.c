@@ -1,12 +1,14 @@
 /* test_support.c - helpers shared by the unit tests. */
 #include "test_support.h"
 
-#include <ftw.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "pinhole/tree_remove.h"
 
 const char *ph_test_source_path(const char *relative)
 {
@@ -46,16 +48,23 @@ int ph_test_dir_teardown(void **state)
     return 0;
 }
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
+/* The base library's remover: never follows a link out of the scratch tree,
+ * whatever a test left in it. */
 void ph_test_rmtree(const char *path)
 {
-    if (path)
-        nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    if (path == NULL || *path == '\0')
+        return;
+    const char *slash = strrchr(path, '/');
+    char parent[4096];
+    if (slash == NULL)
+        snprintf(parent, sizeof parent, ".");
+    else
+        snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    (void)ph_tree_remove_at(fd, slash ? slash + 1 : path, 0, NULL);
+    close(fd);
 }
 
 char *ph_test_read_file(const char *path, size_t *len)

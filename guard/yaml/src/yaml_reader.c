@@ -16,6 +16,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "pinhole/utf8.h"
+
 /* ---- arena ---------------------------------------------------------------- */
 
 typedef struct chunk {
@@ -159,35 +161,6 @@ static ph_yaml_pos mark_pos(yaml_mark_t m)
     return p;
 }
 
-/* Length of the UTF-8 sequence at p if it is valid (1..4), else 0. */
-static size_t utf8_valid_len(const unsigned char *p, size_t avail)
-{
-    unsigned c = p[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        n = 3, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    if (avail < n)
-        return 0;
-    unsigned cp = c & (0xFFu >> (n + 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-        return 0;
-    return n;
-}
-
 /* Length of the line break at p (as libyaml's scanner counts them: CR LF, CR,
  * LF, NEL, LS, PS), or 0. */
 static size_t line_break_len(const unsigned char *p, size_t avail)
@@ -201,6 +174,11 @@ static size_t line_break_len(const unsigned char *p, size_t avail)
     if (avail >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9))
         return 3;
     return 0;
+}
+
+size_t ph_yaml_line_break_len(const char *data, size_t len, size_t i)
+{
+    return i < len ? line_break_len((const unsigned char *)data + i, len - i) : 0;
 }
 
 /* Counted as libyaml's marks are, so both kinds of position agree. */
@@ -218,8 +196,8 @@ ph_yaml_pos ph_yaml_pos_of_offset(const char *text, size_t len, size_t offset)
             pos.col = 1;
             continue;
         }
-        size_t n = utf8_valid_len(data + i, len - i);
-        i += n ? n : 1;
+        uint32_t cp; /* an invalid byte is one column, as libyaml counts it */
+        i += ph_utf8_decode(data + i, len - i, &cp);
         pos.col++;
     }
     return pos;
@@ -228,13 +206,8 @@ ph_yaml_pos ph_yaml_pos_of_offset(const char *text, size_t len, size_t offset)
 /* The offset of the first invalid UTF-8 sequence at or before limit, else limit. */
 static size_t first_invalid_utf8(const unsigned char *data, size_t len, size_t limit)
 {
-    for (size_t i = 0; i < len && i <= limit;) {
-        size_t n = utf8_valid_len(data + i, len - i);
-        if (n == 0)
-            return i;
-        i += n;
-    }
-    return limit;
+    size_t bad = ph_utf8_first_invalid(data, len);
+    return bad < limit ? bad : limit;
 }
 
 /* ---- the reader ------------------------------------------------------------ */

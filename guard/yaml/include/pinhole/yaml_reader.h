@@ -205,6 +205,11 @@ bool ph_yaml_scalar_is(const ph_yaml_node *node, const char *s);
  * a caller that positions its own findings in the same text. O(offset). */
 ph_yaml_pos ph_yaml_pos_of_offset(const char *data, size_t len, size_t offset);
 
+/* The length of the line break at data[i] (i < len) as the reader counts
+ * them: 2 for CR LF and NEL, 3 for LS and PS, 1 for a lone CR or LF; 0 when
+ * there is none. */
+size_t ph_yaml_line_break_len(const char *data, size_t len, size_t i);
+
 /* The index of key in schema's keys, or -1. */
 long ph_yaml_schema_key(const ph_yaml_schema *schema, const char *key, size_t len);
 

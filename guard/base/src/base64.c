@@ -1,6 +1,6 @@
-/* grant_base64.c - strict, canonical base64 (standard with padding, and
- * base64url without) for grant tokens and Proxy-Authorization values. */
-#include "grant-int.h"
+/* base64.c - strict, canonical base64 (standard with padding, and
+ * base64url without): pinhole/base64.h. */
+#include "pinhole/base64.h"
 
 static const char STD_ALPHABET[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -18,7 +18,7 @@ size_t ph_b64_encode(const uint8_t *in, size_t n, ph_b64_alphabet a, char *out, 
 {
     const char *alpha = a == PH_B64_STD_PAD ? STD_ALPHABET : URL_ALPHABET;
     size_t need = ph_b64_encoded_len(n, a);
-    if (n == 0 || cap < need + 1)
+    if (cap < need + 1)
         return 0;
     size_t o = 0, i = 0;
     for (; i + 3 <= n; i += 3) {

@@ -1,11 +1,13 @@
-/* status.c - names for ph_status and ph_reason, and diagnostics. */
+/* status.c - names for ph_status and ph_reason, and diagnostics
+ * (pinhole/status.h, pinhole/diag.h). */
 #include "pinhole/status.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "diag-int.h"
+#include "pinhole/diag.h"
 
 const char *ph_strerror(ph_status st)
 {
@@ -134,11 +136,13 @@ ph_status ph_diag_set(ph_diag *diag, ph_status st, size_t offset, const char *fm
 {
     if (diag == NULL)
         return st;
+    int saved = errno; /* callers report errno after this */
     diag->status = st;
     diag->offset = offset;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(diag->message, sizeof diag->message, fmt, ap);
     va_end(ap);
+    errno = saved;
     return st;
 }

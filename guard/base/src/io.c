@@ -1,0 +1,24 @@
+/* io.c - writing a whole buffer (pinhole/io.h). */
+#include "pinhole/io.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+int ph_write_all(int fd, const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            if (n == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
