@@ -286,12 +286,16 @@ static void recover(const xd_config *cfg)
 
 static int bind_socket(const xd_config *cfg, int *out)
 {
+    /* Bound and listening under a temporary name, then renamed into place:
+     * a client that sees the path can connect (no window between bind and
+     * listen where a connect is refused). */
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    if (strlen(cfg->socket_path) >= sizeof sun.sun_path) {
+    int n = snprintf(sun.sun_path, sizeof sun.sun_path, "%s.%d.tmp", cfg->socket_path,
+                     (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof sun.sun_path) {
         fprintf(stderr, "pinhole-execd: --socket path is too long\n");
         return XD_EXIT_USAGE;
     }
-    strcpy(sun.sun_path, cfg->socket_path);
     struct stat st;
     if (lstat(cfg->socket_path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
@@ -300,10 +304,13 @@ static int bind_socket(const xd_config *cfg, int *out)
         }
         unlink(cfg->socket_path);
     }
+    (void)unlink(sun.sun_path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 ||
-        chmod(cfg->socket_path, cfg->socket_mode) != 0 || listen(fd, 128) != 0) {
+        chmod(sun.sun_path, cfg->socket_mode) != 0 || listen(fd, 128) != 0 ||
+        rename(sun.sun_path, cfg->socket_path) != 0) {
         fprintf(stderr, "pinhole-execd: cannot listen on the socket: %s\n", strerror(errno));
+        (void)unlink(sun.sun_path);
         if (fd >= 0)
             close(fd);
         return XD_EXIT_OS;

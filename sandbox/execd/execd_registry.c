@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define XD_MAX_SERVICES 16
+#define XD_MAX_SERVICES 24 /* the steps of xd_cap_bucket and the daemon's own */
 
 typedef struct xd_svc {
     int64_t cap_ms;
@@ -98,12 +98,13 @@ int64_t xd_cap_bucket(int64_t want_ms)
     /* Few distinct caps, so a peer cannot fill the service table with
      * caps of its own: the largest step at most the wanted one, and never
      * above the daemon's. */
-    static const int64_t steps[] = {1000,   2000,   5000,    10000,   20000,   30000,  60000,
-                                    120000, 300000, 600000,  1800000, 3600000, 7200000};
+    static const int64_t steps[] = {XD_CAP_MIN_MS, 200,    300,    500,     1000,    2000,
+                                    5000,          10000,  20000,  30000,   60000,   120000,
+                                    300000,        600000, 1800000, 3600000, 7200000};
     int64_t cap = g_cfg->hard_cap_ms;
     if (want_ms >= cap)
         return cap;
-    int64_t got = steps[0];
+    int64_t got = want_ms; /* below the first step: refused by hello */
     for (size_t i = 0; i < sizeof steps / sizeof steps[0] && steps[i] <= want_ms; i++)
         got = steps[i];
     return got < cap ? got : cap;

@@ -224,8 +224,8 @@ static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
     if (strcmp(op, "hello") == 0) {
         bool ok = true;
         int64_t cap = ph_wire_int(req, "hard_cap_ms", g_cfg->hard_cap_ms, &ok);
-        if (!ok || cap <= 0)
-            return ph_wire_error("invalid", "hard_cap_ms must be a positive integer");
+        if (!ok || cap < XD_CAP_MIN_MS)
+            return ph_wire_error("invalid", "hard_cap_ms must be an integer of at least 100");
         c->cap_ms = xd_cap_bucket(cap);
         return json_pack("{s:b, s:i, s:s, s:s, s:I, s:s}", "ok", 1, "protocol", PH_EXECD_PROTOCOL,
                          "mechanism", ph_sandbox_mechanism_name(g_cfg->mechanism), "mode",

@@ -102,8 +102,10 @@ void xd_env_unlink(xd_env *e);
 /* Under g_mu: the workspace ids of env_id; the leases of owner (NULL: all). */
 size_t xd_ws_count(const char *env_id);
 size_t xd_lease_count(const char *owner);
-/* The hard cap a connection gets for the one it asked: one of a few fixed
- * steps (at most the asked one), never above --hard-cap. */
+/* The hard cap a connection gets for the one it asked (at least
+ * XD_CAP_MIN_MS): one of a few fixed steps, at most the asked one, never
+ * above --hard-cap. */
+#define XD_CAP_MIN_MS 100
 int64_t xd_cap_bucket(int64_t want_ms);
 void xd_lease_unlink(xd_lease *l);
 /* Under g_mu, lease busy: makes the environment record match whether the

@@ -10,13 +10,14 @@
  * a command sees, what the result says, what the workspace holds. */
 #include "sandbox_test_util.h"
 
+#include "pinhole/clock.h"
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #define CAP_MS 10000
@@ -180,13 +181,6 @@ typedef struct stream_log {
     int bad_stream;
 } stream_log;
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
 {
     stream_log *l = ctx;
@@ -196,7 +190,7 @@ static void on_output(void *ctx, int stream, const uint8_t *data, size_t len)
     }
     int i = stream == PH_STREAM_STDOUT ? 0 : 1;
     if (l->len[i] == 0)
-        l->first_ms[i] = now_ms();
+        l->first_ms[i] = ph_monotonic_ms();
     size_t room = sizeof l->data[i] - l->len[i];
     memcpy(l->data[i] + l->len[i], data, len < room ? len : room);
     l->len[i] += len;
@@ -218,7 +212,7 @@ static void test_output_is_streamed_while_running(void **state)
                                 .run_budget_ms = PH_SANDBOX_UNSET, .on_output = on_output,
                                 .on_output_ctx = &l};
     ph_execution_result *r = exec_cmd(env, &cmd);
-    int64_t end = now_ms();
+    int64_t end = ph_monotonic_ms();
     assert_int_equal(l.bad_stream, 0);
     assert_int_equal(r->exit_code, 0);
     /* Both streams' first pieces came before the command's 2 s sleep ended. */
