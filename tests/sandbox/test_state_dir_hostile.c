@@ -430,6 +430,20 @@ static void test_proxy_socket_must_be_a_socket(void **state)
     ph_execution_service_close(&svc);
 }
 
+/* A granted create with the proxy socket at path is refused with code. */
+static void expect_socket_refused(ph_execution_service *svc, const char *path, const char *code)
+{
+    ph_environment_spec s = fake_spec();
+    s.network.grant_token = "grant";
+    s.network.proxy_socket_path = path;
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_INVAL);
+    assert_null(env);
+    if (strstr(diag.message, code) == NULL)
+        fail_msg("%s: expected %s, got: %s", path, code, diag.message);
+}
+
 /* Another local user must not be able to swap the proxy socket for their
  * own (or for a symlink to the container runtime's): every directory on
  * the path is root's or ours and writable by nobody else unless sticky,
@@ -501,12 +515,7 @@ static void test_proxy_socket_path_others_can_change(void **state)
     int qfd = bound_socket(path);
     assert_int_equal(chown(path, OTHER_UID, 0), 0);
     assert_int_equal(chown(squat, OTHER_UID, 0), 0);
-    s.network.proxy_socket_path = path;
-    ph_environment *qenv = NULL;
-    ph_diag qdiag = {0};
-    assert_int_equal(ph_environment_create(svc, &s, &qenv, &qdiag), PH_E_INVAL);
-    if (strstr(qdiag.message, "proxy_socket_untrusted_ancestor") == NULL)
-        fail_msg("a squatted directory in a shared one: %s", qdiag.message);
+    expect_socket_refused(svc, path, "proxy_socket_untrusted_ancestor");
     close(qfd);
     /* Another user's directory higher up: they could swap what is below. */
     char theirs[300], below[400];
@@ -517,12 +526,7 @@ static void test_proxy_socket_path_others_can_change(void **state)
     snprintf(path, sizeof path, "%s/proxy.sock", below);
     int tfd = bound_socket(path);
     assert_int_equal(chown(theirs, OTHER_UID, 0), 0);
-    s.network.proxy_socket_path = path;
-    ph_environment *tenv = NULL;
-    ph_diag tdiag = {0};
-    assert_int_equal(ph_environment_create(svc, &s, &tenv, &tdiag), PH_E_INVAL);
-    if (strstr(tdiag.message, "proxy_socket_untrusted_ancestor") == NULL)
-        fail_msg("another user's ancestor: %s", tdiag.message);
+    expect_socket_refused(svc, path, "proxy_socket_untrusted_ancestor");
     close(tfd);
     /* A symlinked directory on the way: its target could change. */
     char real[600], alias[600];
