@@ -16,7 +16,15 @@
 # the test on any report.
 set -u
 
-E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-proxy-e2e.XXXXXX")
+# The test's files live in E2E_TMP, which tests hand to the proxy's user
+# (chown nobody); it sits in a directory only we control, as a deployment's
+# /run/pinhole-proxy does under /run: a directory of another user's directly
+# in a shared one like /tmp could have been made by anyone, and a sandbox
+# refuses a proxy socket there (docs/sandbox.md).
+E2E_TOP=$(mktemp -d "${TMPDIR:-/tmp}/pinhole-proxy-e2e.XXXXXX")
+chmod 755 "$E2E_TOP"
+E2E_TMP=$E2E_TOP/run
+mkdir "$E2E_TMP"
 E2E_PIDS=""
 E2E_FAILS=0
 E2E_DOMAIN=pinhole-e2e.test
@@ -37,7 +45,7 @@ e2e_cleanup() {
     if [ "${E2E_KEEP:-0}" = 1 ] || [ "$E2E_FAILS" -ne 0 ]; then
         echo "# kept $E2E_TMP"; tail -n 20 "$E2E_TMP"/proxy.err 2>/dev/null
     else
-        rm -rf "$E2E_TMP"
+        rm -rf "$E2E_TOP"
     fi
 }
 trap e2e_cleanup EXIT
