@@ -363,6 +363,7 @@ static ph_status open_socket(const char *path, int *out, ph_diag *diag)
     char comp[256];
     bool too_long = false;
     uid_t dir_user = (uid_t)-1; /* the socket directory's other user, if any */
+    dev_t parent_dev = sb.st_dev;
     ph_status st = PH_OK;
     while (st == PH_OK && next_component(&p, comp, sizeof comp, &too_long)) {
         const char *rest = p;
@@ -388,6 +389,13 @@ static ph_status open_socket(const char *path, int *out, ph_diag *diag)
                                     "proxy_socket_missing: spec.network.proxy_socket_path cannot "
                                     "be opened: %s",
                                     strerror(errno));
+        } else if (sticky_open && sb.st_dev != parent_dev) {
+            /* What fstat sees of a mount point is the mounted root, which
+             * can claim any owner (a user's FUSE mount over a directory of
+             * theirs in /tmp says root). */
+            st = ph_diag_set(diag, PH_E_INVAL, 0,
+                             "proxy_socket_untrusted_ancestor: a mount point in a directory "
+                             "others can write in is on spec.network.proxy_socket_path");
         } else if (last && !S_ISSOCK(sb.st_mode)) {
             st = ph_diag_set(diag, PH_E_INVAL, 0,
                              "proxy_socket_not_socket: spec.network.proxy_socket_path is not a "
@@ -414,6 +422,7 @@ static ph_status open_socket(const char *path, int *out, ph_diag *diag)
                                  (unsigned)sb.st_uid);
             sticky_open = shared;
             dir_user = ours ? (uid_t)-1 : sb.st_uid;
+            parent_dev = sb.st_dev;
         }
         close(dir);
         dir = next;

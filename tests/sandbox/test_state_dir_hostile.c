@@ -517,6 +517,18 @@ static void test_proxy_socket_path_others_can_change(void **state)
     assert_int_equal(chown(squat, OTHER_UID, 0), 0);
     expect_socket_refused(svc, path, "proxy_socket_untrusted_ancestor");
     close(qfd);
+    /* A mount over another user's directory in a shared one: its root may
+     * claim root's ownership (a tmpfs with uid=0 plays a FUSE mount). */
+    char mnt[400];
+    snprintf(mnt, sizeof mnt, "%s/mounted", shared);
+    if (mkdir(mnt, 0755) != 0 || chown(mnt, OTHER_UID, 0) != 0 ||
+        mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, "uid=0,gid=0,mode=0755") != 0)
+        fail_msg("%s: %s", mnt, strerror(errno));
+    snprintf(path, sizeof path, "%s/proxy.sock", mnt);
+    int mfd = bound_socket(path);
+    expect_socket_refused(svc, path, "proxy_socket_untrusted_ancestor");
+    close(mfd);
+    assert_int_equal(umount2(mnt, MNT_DETACH), 0);
     /* Another user's directory higher up: they could swap what is below. */
     char theirs[300], below[400];
     snprintf(theirs, sizeof theirs, "%s/sockpath-theirs", g_top);
