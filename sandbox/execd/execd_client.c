@@ -16,7 +16,6 @@
 
 #include <netdb.h>
 #include <openssl/err.h>
-#include "pinhole/base64.h"
 #include "pinhole/io.h"
 #include <openssl/ssl.h>
 
@@ -496,13 +495,10 @@ ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execu
     }
     /* stdin is binary: always base64. */
     if (req && cmd->stdin_data) {
-        size_t cap = ph_b64_encoded_len(cmd->stdin_len, PH_B64_STD_PAD) + 1;
-        char *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2 ? malloc(cap) : NULL;
-        if (b64 != NULL) {
-            ph_b64_encode(cmd->stdin_data, cmd->stdin_len, PH_B64_STD_PAD, b64, cap);
-            json_object_set_new(req, "stdin_base64", json_string(b64));
-            free(b64);
-        } else {
+        json_t *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2
+                          ? ph_json_b64(cmd->stdin_data, cmd->stdin_len)
+                          : NULL;
+        if (b64 == NULL || json_object_set_new(req, "stdin_base64", b64) != 0) {
             json_decref(req);
             req = NULL;
         }
@@ -721,17 +717,12 @@ ph_status ph_execd_workspace_write(ph_execd_workspace *ws, const char *path, con
     if (ws == NULL || path == NULL || (data == NULL && len > 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     json_t *req = ws_request(ws, "workspace.write", path);
-    size_t n = len <= (size_t)INT32_MAX ? ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1 : 0;
-    char *b64 = req && n ? malloc(n) : NULL;
-    if (b64 == NULL) {
+    json_t *b64 = req && len <= (size_t)INT32_MAX ? ph_json_b64(data, len) : NULL;
+    if (b64 == NULL || json_object_set_new(req, "data_base64", b64) != 0) {
         json_decref(req);
-        free(b64);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    ph_b64_encode(data, len, PH_B64_STD_PAD, b64, n);
-    json_object_set_new(req, "data_base64", json_string(b64));
     json_object_set_new(req, "mode", json_integer(mode));
-    free(b64);
     ph_status st;
     json_decref(call(ws->svc, req, &st, diag));
     return st;

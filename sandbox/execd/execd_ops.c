@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pinhole/base64.h"
 
 static _Thread_local json_t *t_warnings; /* the current request's, or NULL */
 
@@ -260,17 +259,11 @@ static void stream_output(void *ctx, int stream, const uint8_t *data, size_t len
 {
     xd_output_stream *os = ctx;
     xd_frame *fr = NULL;
-    if (!xd_peer_behind(os->job) && !xd_job_cancelled(os->job)) {
-        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
-        char *b64 = len <= (size_t)INT32_MAX / 2 ? malloc(cap) : NULL;
-        if (b64 != NULL) {
-            ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
-            fr = xd_frame_new(json_pack("{s:s, s:s}", "output",
-                                     stream == PH_STREAM_STDERR ? "stderr" : "stdout",
-                                     "data_base64", b64));
-            free(b64);
-        }
-    }
+    json_t *b64 = NULL;
+    if (!xd_peer_behind(os->job) && !xd_job_cancelled(os->job) && (b64 = ph_json_b64(data, len)))
+        fr = xd_frame_new(json_pack("{s:s, s:o}", "output",
+                                    stream == PH_STREAM_STDERR ? "stderr" : "stdout",
+                                    "data_base64", b64));
     if (fr == NULL) {
         os->dropped += len;
         return;
@@ -399,14 +392,8 @@ static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chu
             break; /* shrunk since: send what is there */
         /* Chunks are always base64: a chunk boundary can split a UTF-8
          * sequence, so "text when valid" would not round-trip. */
-        size_t cap = ph_b64_encoded_len((size_t)n, PH_B64_STD_PAD) + 1;
-        char *b64 = malloc(cap);
-        json_t *c = NULL;
-        if (b64 != NULL) {
-            ph_b64_encode(buf, (size_t)n, PH_B64_STD_PAD, b64, cap);
-            c = json_pack("{s:s}", "chunk_base64", b64);
-            free(b64);
-        }
+        json_t *b64 = ph_json_b64(buf, (size_t)n);
+        json_t *c = b64 ? json_pack("{s:o}", "chunk_base64", b64) : NULL;
         if (c == NULL || !stream_send(job, c)) {
             free(buf);
             return ph_wire_error("io", "the connection is gone");

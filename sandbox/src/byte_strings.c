@@ -32,6 +32,20 @@ bool ph_bytes_are_utf8(const char *s, size_t len)
     return ok;
 }
 
+json_t *ph_json_b64(const void *data, size_t len)
+{
+    if (len > SIZE_MAX / 4 * 3 - 4)
+        return NULL;
+    size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
+    char *b64 = malloc(cap);
+    if (b64 == NULL)
+        return NULL;
+    ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
+    json_t *v = json_string(b64);
+    free(b64);
+    return v;
+}
+
 int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_key,
                       const void *data, size_t len)
 {
@@ -39,15 +53,7 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
     json_t *v = text ? json_stringn(len ? (const char *)data : "", len) : NULL;
     const char *key = text_key;
     if (v == NULL) {
-        if (len > SIZE_MAX / 4 * 3 - 4)
-            return -1;
-        size_t cap = ph_b64_encoded_len(len, PH_B64_STD_PAD) + 1;
-        char *b64 = malloc(cap);
-        if (b64 == NULL)
-            return -1;
-        ph_b64_encode(data, len, PH_B64_STD_PAD, b64, cap);
-        v = json_string(b64);
-        free(b64);
+        v = ph_json_b64(data, len);
         key = b64_key;
     }
     return v == NULL ? -1 : json_object_set_new(obj, key, v);

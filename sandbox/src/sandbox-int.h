@@ -120,6 +120,9 @@ ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
 struct json_t;
 /* Whether the len bytes at s are valid UTF-8 (as jansson takes them). */
 bool ph_bytes_are_utf8(const char *s, size_t len);
+/* A new JSON string of the standard (padded) base64 of the len bytes at
+ * data, or NULL when out of memory. */
+struct json_t *ph_json_b64(const void *data, size_t len);
 /* Sets obj[text_key] to the len bytes at data when they are valid UTF-8,
  * else obj[b64_key] to their standard base64 (padded). Returns 0, or -1
  * when out of memory (nothing set). */
