@@ -65,19 +65,18 @@ static int recv_locked(ph_execd_service *svc, json_t **resp)
  * false ends the exchange as malformed. Runs with svc->mu held. */
 typedef bool frame_fn(const void *ctx, const json_t *frame);
 
-/* Sends req (a new reference, consumed) and returns the response of an ok
- * call (new reference), or NULL with the status in *st and the message in
- * diag. Frames before the response (those without "ok") go to on_frame;
- * without one, such a frame is a protocol error. */
-static json_t *call_streamed(ph_execd_service *svc, json_t *req, frame_fn *on_frame, const void *ctx,
-                             ph_status *st, ph_diag *diag)
+/* With svc->mu held: sends req (a new reference, consumed) and returns the
+ * response of an ok call (new reference), or NULL with the status in *st
+ * and the message in diag. Frames before the response (those without "ok")
+ * go to on_frame; without one, such a frame is a protocol error. */
+static json_t *exchange_locked(ph_execd_service *svc, json_t *req, frame_fn *on_frame,
+                               const void *ctx, ph_status *st, ph_diag *diag)
 {
     if (req == NULL) {
         *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
         return NULL;
     }
     json_t *resp = NULL;
-    pthread_mutex_lock(&svc->mu);
     int rc = -1;
     if (svc->ssl != NULL)
         (void)ph_wire_send_io(ph_wire_ssl_write, svc->ssl, req);
@@ -102,7 +101,6 @@ static json_t *call_streamed(ph_execd_service *svc, json_t *req, frame_fn *on_fr
         }
     }
     int saved = errno;
-    pthread_mutex_unlock(&svc->mu);
     json_decref(req);
     if (rc != 0) {
         *st = ph_diag_set(diag, PH_E_IO, 0, "pinhole-execd connection: %s", strerror(saved));
@@ -122,6 +120,16 @@ static json_t *call_streamed(ph_execd_service *svc, json_t *req, frame_fn *on_fr
         *st = ph_diag_set(diag, s, 0, "%s", msg ? msg : (code ? code : "error"));
     json_decref(resp);
     return NULL;
+}
+
+/* exchange_locked under svc->mu: one request and its response, whole. */
+static json_t *call_streamed(ph_execd_service *svc, json_t *req, frame_fn *on_frame, const void *ctx,
+                             ph_status *st, ph_diag *diag)
+{
+    pthread_mutex_lock(&svc->mu);
+    json_t *resp = exchange_locked(svc, req, on_frame, ctx, st, diag);
+    pthread_mutex_unlock(&svc->mu);
+    return resp;
 }
 
 static json_t *call(ph_execd_service *svc, json_t *req, ph_status *st, ph_diag *diag)
@@ -637,14 +645,18 @@ static ph_status stream_into(ph_execd_workspace *ws, json_t *req, int fd, uint64
 {
     ph_execd_service *svc = ws->svc;
     ph_status st;
-    json_t *head = call(svc, req, &st, diag); /* the header, or the error */
-    if (head == NULL)
+    /* One hold of the connection for the header, the chunks and the end:
+     * another thread's request cannot land in the middle of the stream. */
+    pthread_mutex_lock(&svc->mu);
+    json_t *head = exchange_locked(svc, req, NULL, NULL, &st, diag); /* the header, or the error */
+    if (head == NULL) {
+        pthread_mutex_unlock(&svc->mu);
         return st;
+    }
     bool ok = json_is_true(json_object_get(head, "stream")) &&
               ph_wire_get_stat(json_object_get(head, "stat"), st_out);
     json_decref(head);
     uint64_t got = 0;
-    pthread_mutex_lock(&svc->mu);
     while (ok) {
         json_t *f = NULL;
         if (recv_locked(svc, &f) != 0) {
