@@ -309,8 +309,9 @@ static void *blocking_thread(void *p)
 }
 
 /* CPU time (user + system, ns) of a process so far, threads that ended
- * included (a thread-per-connection proxy's are gone by the time we look). */
-static double cpu_ns(pid_t pid)
+ * included (a thread-per-connection proxy's are gone by the time we look);
+ * *sys_ns (unless NULL) the system part of it. */
+static double cpu_ns_split(pid_t pid, double *sys_ns)
 {
     char path[64], line[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -326,7 +327,14 @@ static double cpu_ns(pid_t pid)
     if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
                             &stime) != 2)
         return 0;
+    if (sys_ns != NULL)
+        *sys_ns = (double)stime * 1e9 / (double)sysconf(_SC_CLK_TCK);
     return (double)(utime + stime) * 1e9 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double cpu_ns(pid_t pid)
+{
+    return cpu_ns_split(pid, NULL);
 }
 
 static double self_cpu_ns(void)
@@ -340,6 +348,7 @@ static double self_cpu_ns(void)
 /* CPU time per transaction of each party, in microseconds. */
 typedef struct tx_cpu {
     double client, upstream, proxy;
+    double proxy_sys; /* of proxy: in the kernel */
 } tx_cpu;
 
 /* Runs n client threads of one kind against t for `seconds`; returns the
@@ -528,14 +537,17 @@ typedef long (*load_fn)(const target *t, double seconds, long *failed);
 /* Transactions/s of a load, and the CPU time per transaction of each party. */
 static double rate_with_cpu(const target *t, load_fn load, long *failed, tx_cpu *cpu)
 {
-    double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid), p0 = t->pid ? cpu_ns(t->pid) : 0;
+    double ps0 = 0, ps1 = 0;
+    double c0 = self_cpu_ns(), u0 = cpu_ns(upstream_pid),
+           p0 = t->pid ? cpu_ns_split(t->pid, &ps0) : 0;
     double start = bench_now_s();
     long done = load(t, 1.0, failed);
     double rate = (double)done / (bench_now_s() - start);
     if (done > 0)
         *cpu = (tx_cpu){ (self_cpu_ns() - c0) / 1e3 / (double)done,
                          (cpu_ns(upstream_pid) - u0) / 1e3 / (double)done,
-                         (t->pid ? cpu_ns(t->pid) - p0 : 0) / 1e3 / (double)done };
+                         (t->pid ? cpu_ns_split(t->pid, &ps1) - p0 : 0) / 1e3 / (double)done,
+                         (ps1 - ps0) / 1e3 / (double)done };
     return rate;
 }
 
@@ -554,7 +566,7 @@ static void rate_lines(const char *label, load_fn load, const target *direct_t, 
 {
     long f1 = 0, f2 = 0, f;
     double direct = 0, proxied = 0;
-    tx_cpu cd = { 0, 0, 0 }, cp = { 0, 0, 0 }, c = { 0, 0, 0 };
+    tx_cpu cd = { 0 }, cp = { 0 }, c = { 0 };
     for (int i = 0; i < 3; i++) {
         double d = rate_with_cpu(direct_t, load, &f, &c);
         f1 += f;
@@ -955,6 +967,7 @@ static void syscall_counts(const target *px, int n, const char *dir)
 typedef struct ab_round {
     double rate;     /* transactions/s, event-driven clients */
     double cpu;      /* the proxy's CPU per transaction in that load, us */
+    double sys;      /* the kernel's share of it */
     double added_us; /* median added latency, one client */
 } ab_round;
 
@@ -992,16 +1005,17 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
            rounds, ASYNC_THREADS, ASYNC_IN_FLIGHT, lat_n);
     for (int k = 0; k < rounds; k++) {
         long f;
-        tx_cpu c = { 0, 0, 0 };
+        tx_cpu c = { 0 };
         drate[k] = rate_with_cpu(direct_t, async_load, &f, &c);
         floor_us[k] = c.client + c.upstream; /* the floor of docs/pinhole-proxy.md */
         /* A B ... in odd rounds, ... B A in even ones: neither always
          * runs right after the other (its connections' teardown). */
         for (int j = 0; j < n; j++) {
             int p = k % 2 == 0 ? j : n - 1 - j;
-            c = (tx_cpu){ 0, 0, 0 };
+            c = (tx_cpu){ 0 };
             r[p][k].rate = rate_with_cpu(&px[p], async_load, &f, &c);
             r[p][k].cpu = c.proxy;
+            r[p][k].sys = c.proxy > 0 ? c.proxy_sys / c.proxy : 0;
         }
         double *v[AB_MAX + 1];
         int ok[AB_MAX + 1] = { 0 };
@@ -1046,8 +1060,10 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
         min_max(lat, rounds, &llo, &lhi);
         min_max(cpu, rounds, &clo, &chi);
         double rm = median_of(rate, rounds), lm = median_of(lat, rounds);
-        double rel[64], ab_rel[64], fl[64], ab_cpu[64], xlo, xhi, ylo, yhi, flo, fhi, alo, ahi;
+        double rel[64], ab_rel[64], fl[64], ab_cpu[64], sys[64], xlo, xhi, ylo, yhi, flo, fhi, alo,
+            ahi, slo, shi;
         for (int k = 0; k < rounds; k++) {
+            sys[k] = r[p][k].sys * 100;
             rel[k] = r[p][k].rate / drate[k];
             ab_rel[k] = r[p][k].rate / r[0][k].rate;
             fl[k] = r[p][k].cpu / floor_us[k];
@@ -1055,6 +1071,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
         }
         min_max(fl, rounds, &flo, &fhi);
         min_max(ab_cpu, rounds, &alo, &ahi);
+        min_max(sys, rounds, &slo, &shi);
         min_max(rel, rounds, &xlo, &xhi);
         min_max(ab_rel, rounds, &ylo, &yhi);
         printf("  %c %s\n    transactions/s %8.0f [%.0f-%.0f], %.2fx direct [%.2f-%.2f]  added "
@@ -1062,8 +1079,8 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
                'A' + p, px[p].name, rm, rlo, rhi, median_of(rel, rounds), xlo, xhi, lm, llo, lhi,
                median_of(cpu, rounds), clo, chi);
         printf("    proxy CPU/tx against the floor of the same round: %.2fx [%.2f-%.2f] (target <= "
-               "1.15x)\n",
-               median_of(fl, rounds), flo, fhi);
+               "1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
+               median_of(fl, rounds), flo, fhi, median_of(sys, rounds), slo, shi);
         if (p > 0)
             printf("    against A in the same round: transactions/s %.2fx [%.2f-%.2f], proxy CPU/tx "
                    "%.2fx [%.2f-%.2f]\n",
@@ -1277,7 +1294,7 @@ int main(int argc, char **argv)
     }
     target pinhole_t = px_t[0];
     pid_t px = pinhole_t.pid;
-    compare_fig fig = { { 0, 0, { 0, 0, 0 }, { 0, 0, 0 } }, -1 }, peer_fig[2];
+    compare_fig fig = { .added_us = -1 }, peer_fig[2];
     bool have_peer[2] = { false, false };
     long rss = -1;
     int opened = 0;
