@@ -30,7 +30,8 @@
  * direct and then every proxy in turn, then one client alternating direct
  * and every proxy transaction by transaction. Printed per proxy: median
  * and [min-max] over the rounds of transactions/s, added median latency and
- * the proxy's CPU per transaction (also against the floor of its round),
+ * the proxy's CPU per transaction (also against the floor of its round,
+ * and the kernel's share of it),
  * and each against the first proxy's median with the first's spread as the
  * noise. For a proxy with an io_uring, --syscalls adds the SQEs and CQEs
  * per transaction (strace sees one io_uring_enter however many it carries).

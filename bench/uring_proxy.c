@@ -37,11 +37,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <grp.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,6 +55,7 @@
 
 #include "pinhole/guard.h"
 #include "pinhole/resolve.h"
+#include "proxy-int.h" /* px_drop_privileges (proxy/src/privdrop.c) */
 #include "proxy_request.h"
 
 #define RING_ENTRIES 4096
@@ -570,17 +569,6 @@ static int listen_on(const char *hostport)
     return fd;
 }
 
-static int drop_to(const char *user)
-{
-    if (user == NULL || geteuid() != 0)
-        return 0;
-    struct passwd *pw = getpwnam(user);
-    if (pw == NULL || pw->pw_uid == 0 || setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
-        setuid(pw->pw_uid) != 0)
-        return -1;
-    return 0;
-}
-
 static int setup_ring(void)
 {
     struct io_uring_params p = { 0 };
@@ -665,8 +653,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "uring_proxy: io_uring: %s\n", strerror(-rc));
         return 1;
     }
-    if (drop_to(user) != 0) {
-        fprintf(stderr, "uring_proxy: cannot run as %s\n", user);
+    if (px_drop_privileges(user, &diag) != PH_OK) {
+        fprintf(stderr, "uring_proxy: %s\n", diag.message);
         return 1;
     }
     sockopt_by_ring = probe_sockopt_by_ring();
