@@ -94,6 +94,8 @@ typedef struct dir {
     uint64_t moved;
 } dir;
 
+/* One client connection and its tunnel (ownership: the rule at the top of
+ * this file; freed only by op_done). */
 typedef struct conn {
     int fd[2]; /* client, upstream; -1 when none */
     conn_state state;
