@@ -569,14 +569,15 @@ static void pump_response(px_fwd *f)
 
 /* ---- heads --------------------------------------------------------------- */
 
-/* Fields a proxy removes in either direction (RFC 9110 section 7.6.1), and
- * the framing fields it writes itself. */
+/* Fields a proxy removes in either direction (RFC 9110 section 7.6.1), the
+ * framing fields it writes itself, and Pinhole-Reason, which only the
+ * proxy's own refusals carry (an upstream must not forge one). */
 static bool dropped_field(const uint8_t *buf, const ph_h1_head *h, const ph_h1_field *fl)
 {
     static const char *const names[] = {
         "connection", "keep-alive",          "proxy-connection",   "te",
         "trailer",    "upgrade",             "proxy-authorization", "proxy-authenticate",
-        "host",       "transfer-encoding",   "content-length",
+        "host",       "transfer-encoding",   "content-length",     "pinhole-reason",
     };
     const uint8_t *n = buf + fl->name.off;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)

@@ -5,7 +5,8 @@
 # memory, and a forwarded request ends at the earliest of max_lifetime_s and
 # its grant's expiry however its upstream keeps it busy (1xx every 0.5 s, a
 # body trickled a byte at a time): 504 upstream_timeout or 407
-# grant_expired before a response started, the response cut short after.
+# grant_expired before a response started, the response cut short after;
+# and an upstream cannot forge the proxy's Pinhole-Reason.
 # Usage: e2e_forward_hostile.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -80,6 +81,11 @@ took=$(secs_since "$t0")
 check "grant expiring during the response: cut near the expiry" "yes" "$(under "$took" 4)"
 check "grant expiring during the response: logged end=grant_expired" "1" \
     "$(req_line '"lease":"lease-short2"' | grep -c '"end":"grant_expired"')"
+
+# An upstream's own Pinhole-Reason never reaches the client: only the
+# proxy's refusals carry one.
+check "a forged Pinhole-Reason is removed" "403 -" \
+    "$(raw "GET http://ok.$D:$UP/forged-reason HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
 
 # A request that completes in time is not touched, and the connection serves
 # the next request (the deadline belongs to one request).

@@ -19,6 +19,7 @@
                                 end, as fast as they are taken
                     /interim-slow   a 102 every 0.5 s for 20 s, then 200
                     /trickle    200 with 40 body bytes, one per 0.5 s
+                    /forged-reason  403 with Pinhole-Reason: denied_address
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
@@ -166,6 +167,9 @@ class Handler(socketserver.BaseRequestHandler):
                     s.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
                     time.sleep(0.5)
                 respond(s, "200 OK", [("Content-Length", 2)], b"ok")
+            elif path == "/forged-reason":
+                respond(s, "403 Forbidden", [("Pinhole-Reason", "denied_address"),
+                                             ("Content-Length", 0)], b"")
             elif path == "/trickle":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")
                 for _ in range(40):
