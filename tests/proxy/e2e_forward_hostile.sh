@@ -66,19 +66,19 @@ check "trickled body: cut at max_lifetime_s" "yes" "$(under "$took" 7.5)"
 check "trickled body: logged end=max_lifetime" "1" \
     "$(req_line '"status":200' | grep -c '"end":"max_lifetime"')"
 
-SHORT=$(e2e_issue lease-short e2e --ttl 2)
+SHORT=$(e2e_issue lease-short e2e --ttl 3)
 t0=$(now)
 out=$(raw "GET http://ok.$D:$UP/interim-slow HTTP/1.1\r\nProxy-Authorization: Bearer $SHORT\r\n\r\n")
 took=$(secs_since "$t0")
 check "grant expiring during the request: 407 grant_expired" "407 grant_expired" \
     "$(printf '%s\n' "$out" | grep -v '^BODY' | grep -v '^102 ' | tail -1)"
-check "grant expiring during the request: ended near the expiry" "yes" "$(under "$took" 4)"
+check "grant expiring during the request: ended near the expiry" "yes" "$(under "$took" 5.5)"
 
-SHORT=$(e2e_issue lease-short2 e2e --ttl 2)
+SHORT=$(e2e_issue lease-short2 e2e --ttl 3)
 t0=$(now)
 out=$(raw "GET http://ok.$D:$UP/trickle HTTP/1.1\r\nProxy-Authorization: Bearer $SHORT\r\n\r\n")
 took=$(secs_since "$t0")
-check "grant expiring during the response: cut near the expiry" "yes" "$(under "$took" 4)"
+check "grant expiring during the response: cut near the expiry" "yes" "$(under "$took" 5.5)"
 check "grant expiring during the response: logged end=grant_expired" "1" \
     "$(req_line '"lease":"lease-short2"' | grep -c '"end":"grant_expired"')"
 
