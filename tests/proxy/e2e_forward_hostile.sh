@@ -10,17 +10,12 @@
 # Usage: e2e_forward_hostile.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
-UPEER="/usr/bin/python3 $PH_SOURCE_DIR/tests/proxy/e2e_forward_peer.py"
 
 e2e_start_dns
 e2e_make_policy
 e2e_start_proxy --max-lifetime-s 4 --idle-timeout-s 3 --buffer-bytes 65536
 D=$E2E_DOMAIN
-mkdir -p "$E2E_TMP/up"
-$UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
-for _ in $(seq 1 200); do [ -s "$E2E_TMP/up/port" ] && break; sleep 0.025; done
-UP=$(cat "$E2E_TMP/up/port")
-[ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
+e2e_start_forward_peer
 BEARER="Proxy-Authorization: Bearer $TOKEN"
 raw() { $UPEER raw "$PROXY_PORT" "$1"; }
 rss() { awk '$1=="VmRSS:"{print $2}' "/proc/$PROXY_PID/status"; }
