@@ -6,8 +6,9 @@
  *     and an offset inside the input;
  *   - DONE: the head is inside the input and its limit, ends in CRLF CRLF,
  *     every span lies inside it, the method is a token, the target within
- *     PH_H1_TARGET_MAX, a Content-Length is no larger than its digits allow
- *     and within PH_H1_LENGTH_MAX, the body kind agrees with the fields;
+ *     PH_H1_TARGET_MAX, a Content-Length is exactly its field's digits
+ *     (leading zeros aside: a value that wrapped around would differ) and
+ *     within PH_H1_LENGTH_MAX, the body kind agrees with the fields;
  *   - the parser never looks past the head: the head alone, and the head
  *     with more bytes after it, parse the same;
  *   - incremental: every prefix of a complete head is INCOMPLETE, and a
@@ -90,15 +91,19 @@ static void check_head(bool request, bool was_head, const uint8_t *d, size_t n)
     }
     CHECK(h.content_length <= PH_H1_LENGTH_MAX);
     if (h.has_content_length) {
-        /* The value has at most as many digits as its field's value bytes. */
-        uint64_t v = h.content_length;
-        size_t digits = 1;
-        while (v >= 10)
-            v /= 10, digits++;
+        /* The value is the field's digits, written back in decimal. */
+        char dec[24];
+        size_t dn = (size_t)snprintf(dec, sizeof dec, "%llu", (unsigned long long)h.content_length);
         bool found = false;
-        for (unsigned i = 0; i < h.nfields; i++)
-            if (ph_h1_name_is(d + h.fields[i].name.off, h.fields[i].name.len, "content-length"))
-                found = h.fields[i].value.len >= digits;
+        for (unsigned i = 0; i < h.nfields; i++) {
+            if (!ph_h1_name_is(d + h.fields[i].name.off, h.fields[i].name.len, "content-length"))
+                continue;
+            const uint8_t *fv = d + h.fields[i].value.off;
+            size_t fl = h.fields[i].value.len;
+            while (fl > 1 && fv[0] == '0')
+                fv++, fl--;
+            found = fl == dn && memcmp(fv, dec, dn) == 0;
+        }
         CHECK(found);
     } else {
         CHECK(h.content_length == 0 && h.body != PH_H1_BODY_LENGTH);

@@ -274,7 +274,10 @@ static int get_to_file(ph_artifact_stream *s, const ph_artifact_metadata *m, con
 {
     char safe[PH_FILENAME_SAFE_MAX + 1], final[4096];
     ph_artifact_safe_filename(m, safe);
-    snprintf(final, sizeof final, "%s/%s", dir, safe);
+    /* A cut path would name another file (a shorter name, or another
+     * directory): refused. */
+    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, safe) >= sizeof final)
+        return report(PH_E_LIMIT, "output path too long");
     ph_diag d = {0};
     ph_atomic_file af;
     ph_status st = ph_atomic_file_begin(&af, final, 0600, &d);
@@ -287,7 +290,21 @@ static int get_to_file(ph_artifact_stream *s, const ph_artifact_metadata *m, con
     }
     if (ph_atomic_file_commit(&af, PH_WRITE_NO_REPLACE, &d) != PH_OK)
         return report(errno == EEXIST ? PH_E_INVAL : PH_E_IO, d.message);
-    json_t *o = json_pack("{s:s, s:s}", "artifact_id", m->artifact_id, "written", final);
+    /* An output directory that is not UTF-8 (json_string refuses it) is
+     * reported as written_hex, never dropped from the line. */
+    json_t *o = json_pack("{s:s}", "artifact_id", m->artifact_id);
+    json_t *w = json_string(final);
+    const char *key = "written";
+    if (w == NULL) {
+        char hex[2 * sizeof final + 1];
+        ph_hex_encode(final, strlen(final), hex);
+        w = json_string(hex);
+        key = "written_hex";
+    }
+    if (o != NULL)
+        json_object_set_new(o, key, w); /* takes w, NULL included */
+    else
+        json_decref(w);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     printf("%s\n", text ? text : "{}");
     free(text);

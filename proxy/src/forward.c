@@ -89,6 +89,8 @@ struct px_fwd {
     fwd_dest idle_dest;
     struct event *timer;      /* head or keep-alive timeout; connect timeout */
     struct event *reap;       /* ends the connection from the loop */
+    struct event *deadline;   /* the request's end of life (decide_deadline) */
+    const char *deadline_end; /* "max_lifetime" or "grant_expired" */
     const char *reap_end;
     bool head_timer;          /* the timer counts a head's arrival */
     bool client_close;        /* close after this response */
@@ -203,6 +205,7 @@ static void fwd_kill(px_fwd *f, const char *end)
         }
     }
     evtimer_del(f->timer);
+    evtimer_del(f->deadline);
     if (f->query != NULL) {
         px_dns_cancel(f->query);
         f->query = NULL;
@@ -233,6 +236,7 @@ static void begin_request(px_fwd *f)
 /* The request's log line and metrics, once; then its resources go. */
 static void end_request(px_fwd *f, const char *end)
 {
+    evtimer_del(f->deadline);
     if (f->in_request) {
         f->in_request = false;
         px_log_record r = {
@@ -565,14 +569,15 @@ static void pump_response(px_fwd *f)
 
 /* ---- heads --------------------------------------------------------------- */
 
-/* Fields a proxy removes in either direction (RFC 9110 section 7.6.1), and
- * the framing fields it writes itself. */
+/* Fields a proxy removes in either direction (RFC 9110 section 7.6.1), the
+ * framing fields it writes itself, and Pinhole-Reason, which only the
+ * proxy's own refusals carry (an upstream must not forge one). */
 static bool dropped_field(const uint8_t *buf, const ph_h1_head *h, const ph_h1_field *fl)
 {
     static const char *const names[] = {
         "connection", "keep-alive",          "proxy-connection",   "te",
         "trailer",    "upgrade",             "proxy-authorization", "proxy-authenticate",
-        "host",       "transfer-encoding",   "content-length",
+        "host",       "transfer-encoding",   "content-length",     "pinhole-reason",
     };
     const uint8_t *n = buf + fl->name.off;
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
@@ -648,6 +653,14 @@ static void up_read_cb(struct bufferevent *b, void *arg)
         size_t len = evbuffer_get_length(in);
         if (len == 0)
             return;
+        /* Interim responses are relayed too: an upstream sending them
+         * without end must not grow the client's buffer past its bound
+         * (client_write_cb resumes). */
+        if (evbuffer_get_length(bufferevent_get_output(f->client)) >= cap_bytes(f)) {
+            f->paused_up = true;
+            bufferevent_disable(f->up, EV_READ);
+            return;
+        }
         size_t n = len < PH_H1_RESPONSE_HEAD_MAX ? len : PH_H1_RESPONSE_HEAD_MAX;
         const uint8_t *buf = evbuffer_pullup(in, (ev_ssize_t)n);
         ph_h1_head *h = &f->head;
@@ -910,6 +923,48 @@ static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, con
     evbuffer_add(o, "Via: 1.1 pinhole\r\n\r\n", 20);
 }
 
+/* A forwarded request lives, like a tunnel, until the earliest of
+ * max_lifetime_s (from its decision) and its grant's expiry, however its
+ * upstream keeps it busy (interim responses, a trickled body) and however
+ * long its client streams a body. */
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    px_fwd *f = arg;
+    if (!f->in_request || (f->state != F_RESOLVE && f->state != F_CONNECT &&
+                           f->state != F_EXCHANGE))
+        return;
+    bool expired = strcmp(f->deadline_end, "grant_expired") == 0;
+    if (!f->resp_head_done) {
+        if (expired)
+            fwd_refuse(f, PH_REASON_GRANT_EXPIRED, "the grant expired during the request", NULL);
+        else
+            fwd_refuse(f, PH_REASON_UPSTREAM_TIMEOUT,
+                       "the request did not complete within max_lifetime_s", NULL);
+        return;
+    }
+    /* Part of the response was relayed: the client sees it cut short. */
+    snprintf(f->detail, sizeof f->detail, "%s",
+             expired ? "the grant expired during the response"
+                     : "the response did not complete within max_lifetime_s");
+    bev_free(&f->up);
+    close_after_flush(f, f->deadline_end);
+}
+
+static void arm_deadline(px_fwd *f)
+{
+    long life = f->w->cfg->max_lifetime_s;
+    f->deadline_end = "max_lifetime";
+    int64_t left = f->grant.expires - (int64_t)time(NULL);
+    if (left < life) {
+        life = left > 0 ? (long)left : 0;
+        f->deadline_end = "grant_expired";
+    }
+    struct timeval tv = secs(life);
+    evtimer_add(f->deadline, &tv);
+}
+
 static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
 {
     const uint8_t *t = buf + h->target.off;
@@ -985,6 +1040,7 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         return;
     }
     f->lease_slot = true;
+    arm_deadline(f);
     rewrite_head(f, buf, h, &u);
     f->req_body = h->body;
     f->req_left = h->content_length;
@@ -1061,7 +1117,7 @@ static void client_write_cb(struct bufferevent *b, void *arg)
     if (f->state == F_EXCHANGE && f->paused_up) {
         f->paused_up = false;
         bufferevent_enable(f->up, EV_READ);
-        pump_response(f);
+        up_read_cb(f->up, f); /* the rest of an interim response, or the body */
     }
 }
 
@@ -1133,12 +1189,15 @@ struct px_fwd *px_forward_start(struct px_conn *owner, px_worker *w, struct buff
     f->peer = peer;
     f->timer = evtimer_new(w->base, timer_cb, f);
     f->reap = event_new(w->base, -1, 0, reap_cb, f);
+    f->deadline = evtimer_new(w->base, deadline_cb, f);
     f->up_head = evbuffer_new();
-    if (f->timer == NULL || f->reap == NULL || f->up_head == NULL) {
+    if (f->timer == NULL || f->reap == NULL || f->deadline == NULL || f->up_head == NULL) {
         if (f->timer)
             event_free(f->timer);
         if (f->reap)
             event_free(f->reap);
+        if (f->deadline)
+            event_free(f->deadline);
         if (f->up_head)
             evbuffer_free(f->up_head);
         free(f);
@@ -1177,6 +1236,7 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     bev_free(&f->client);
     event_free(f->timer);
     event_free(f->reap);
+    event_free(f->deadline);
     evbuffer_free(f->up_head);
     free(f);
 }

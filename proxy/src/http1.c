@@ -131,9 +131,12 @@ static bool parse_length(const uint8_t *v, size_t len, uint64_t *out)
     for (size_t i = 0; i < len; i++) {
         if (!ph_is_digit(v[i]))
             return false;
-        n = n * 10 + (uint64_t)(v[i] - '0');
-        if (n > PH_H1_LENGTH_MAX)
+        uint64_t d = (uint64_t)(v[i] - '0');
+        /* Checked before the multiplication: a 20-digit value can wrap
+         * uint64_t back into range (18446744073709551617 would be 1). */
+        if (n > (PH_H1_LENGTH_MAX - d) / 10)
             return false;
+        n = n * 10 + d;
     }
     *out = n;
     return true;

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "pinhole/hex.h"
 #include "test_support.h"
 
 /* Runs the CLI with args in ph_test_dir; returns its exit status, stdout in *out. */
@@ -141,6 +142,55 @@ static void test_corrupt_get_leaves_no_file(void **state)
     free(id);
 }
 
+/* get -O into a directory whose name is not UTF-8 still says what it wrote
+ * (jansson refuses the string: the line was "{}"), and an output path that
+ * would be cut is refused, never written under a shorter name. */
+static void test_get_output_dir_odd_and_long(void **state)
+{
+    (void)state;
+    char path[8192], *out = NULL;
+    char *id = put_file("o.txt", "odd\n", "-t acme --filename o.txt", &out);
+    free(out);
+    snprintf(path, sizeof path, "%s/out\xff", ph_test_dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(run(&out, "get -t acme --output-dir $(printf 'out\\377') %s", id), 0);
+    json_t *o = json_loads(out, 0, NULL);
+    assert_non_null(o);
+    const char *got_id = json_string_value(json_object_get(o, "artifact_id"));
+    const char *got_hex = json_string_value(json_object_get(o, "written_hex"));
+    assert_non_null(got_id);
+    assert_non_null(got_hex);
+    assert_string_equal(got_id, id);
+    char want[8192 * 2 + 1];
+    snprintf(path, sizeof path, "out\xff/o.txt");
+    ph_hex_encode(path, strlen(path), want);
+    assert_string_equal(got_hex, want);
+    json_decref(o);
+    free(out);
+
+    /* A directory of 4092 bytes: "<dir>/o.txt" would be cut to "<dir>/o.",
+     * a name the sanitizer never gives. Built and used relative to the test
+     * directory (each component under NAME_MAX). */
+    static char deep[4093], cmd[9000];
+    size_t n = 0;
+    while (n < sizeof deep - 1) {
+        deep[n] = (n + 1) % 201 == 0 ? '/' : 'd';
+        n++;
+    }
+    deep[n] = '\0';
+    snprintf(cmd, sizeof cmd, "cd '%s' && mkdir -p %s && '%s' --root '%s/store' get -t acme "
+             "--output-dir %s %s 2>/dev/null >/dev/null", ph_test_dir, deep, PH_ARTIFACTS_CLI,
+             ph_test_dir, deep, id);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 3);
+    snprintf(cmd, sizeof cmd, "cd '%s' && ls -A %s | wc -l", ph_test_dir, deep);
+    assert_int_equal(ph_test_capture(cmd, &out), 0);
+    assert_string_equal(out, "0\n"); /* nothing written there */
+    free(out);
+    free(id);
+}
+
 static void test_usage_and_sweep(void **state)
 {
     (void)state;
@@ -166,6 +216,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_get_leaves_no_file),
         cmocka_unit_test(test_expired_is_not_found_everywhere),
         cmocka_unit_test(test_usage_and_sweep),
+        cmocka_unit_test(test_get_output_dir_odd_and_long),
     };
     return cmocka_run_group_tests(tests, ph_test_dir_setup, ph_test_dir_teardown);
 }

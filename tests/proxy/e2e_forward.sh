@@ -18,11 +18,7 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_proxy --header-timeout-ms 1500
 D=$E2E_DOMAIN
-mkdir -p "$E2E_TMP/up"
-$UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
-for _ in $(seq 1 200); do [ -s "$E2E_TMP/up/port" ] && break; sleep 0.025; done
-UP=$(cat "$E2E_TMP/up/port")
-[ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
+e2e_start_forward_peer
 RECV=$E2E_TMP/up/recv.bin
 P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 BEARER="Proxy-Authorization: Bearer $TOKEN"

@@ -15,12 +15,18 @@
                     /blob       10 MiB with Content-Length (blob-sha256: its digest)
                     /blob-chunked  the same, chunked
                     /cut        a Content-Length response cut short
+                    /interim-flood  100 responses (16 KB reason phrases) without
+                                end, as fast as they are taken
+                    /interim-slow   a 102 every 0.5 s for 20 s, then 200
+                    /trickle    200 with 40 body bytes, one per 0.5 s
+                    /forged-reason  403 with Pinhole-Reason: denied_address
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
   raw PORT DATA   sends DATA (with backslash escapes: \\r, \\n, \\xNN)
                   to 127.0.0.1:PORT, half-closes (unless RAW_KEEP_OPEN is
-                  set), prints every response it
+                  set; RAW_STALL_S: reads nothing for that many seconds
+                  first, on a small receive buffer), prints every response it
                   reads as "STATUS REASON" lines (Pinhole-Reason or "-"), then
                   "BODY <body of the last response>".
 """
@@ -31,6 +37,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 
 
 # 10 MiB the test can hash on its own: blob-sha256 prints its digest.
@@ -150,6 +157,24 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/cut":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly this")
                 return
+            elif path == "/interim-flood":
+                one = b"HTTP/1.1 100 " + b"C" * 16000 + b"\r\n\r\n"
+                for _ in range(4096):
+                    s.sendall(one * 16)
+                return
+            elif path == "/interim-slow":
+                for _ in range(40):
+                    s.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
+                    time.sleep(0.5)
+                respond(s, "200 OK", [("Content-Length", 2)], b"ok")
+            elif path == "/forged-reason":
+                respond(s, "403 Forbidden", [("Pinhole-Reason", "denied_address"),
+                                             ("Content-Length", 0)], b"")
+            elif path == "/trickle":
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")
+                for _ in range(40):
+                    time.sleep(0.5)
+                    s.sendall(b"x")
             else:
                 text = ("hello " + path).encode()
                 respond(s, "200 OK", [("Content-Length", len(text))], text, is_head)
@@ -175,8 +200,14 @@ def serve(directory):
 
 def raw(port, data):
     payload = data.encode().decode("unicode_escape").encode("latin-1")  # \r, \n, \xNN escapes
-    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    stall = float(os.environ.get("RAW_STALL_S", "0"))
+    s = socket.socket()
+    if stall:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(("127.0.0.1", int(port)))
     s.sendall(payload)
+    time.sleep(stall)
     if not os.environ.get("RAW_KEEP_OPEN"):
         s.shutdown(socket.SHUT_WR)
     got = b""
@@ -227,7 +258,8 @@ def raw(port, data):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `raw ... | head -1`
+    if sys.argv[1] != "serve":  # the server outlives a client that went away
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `raw ... | head -1`
     if sys.argv[1] == "blob-sha256":
         print(hashlib.sha256(BLOB).hexdigest())
     elif sys.argv[1] == "serve":

@@ -195,6 +195,19 @@ e2e_start_proxy() {
     fail "proxy did not start"; cat "$E2E_TMP/$n.err"; exit 1
 }
 
+# The byte-recording HTTP upstream of the forwarding tests
+# (tests/proxy/e2e_forward_peer.py serve) on a port the kernel chose: sets
+# UPEER (the peer's command, also its raw client) and UP (its port);
+# $E2E_TMP/up holds what it received (recv.bin) and its connections (conns).
+e2e_start_forward_peer() {
+    UPEER="/usr/bin/python3 $PH_SOURCE_DIR/tests/proxy/e2e_forward_peer.py"
+    mkdir -p "$E2E_TMP/up"
+    $UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
+    for _ in $(seq 1 200); do [ -s "$E2E_TMP/up/port" ] && break; sleep 0.025; done
+    UP=$(cat "$E2E_TMP/up/port")
+    [ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
+}
+
 # A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT (the
 # kernel's choice: it prints "ACCEPT 127.0.0.1:PORT").
 e2e_start_tls() {

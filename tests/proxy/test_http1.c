@@ -75,6 +75,9 @@ static void test_smuggling_is_refused_with_a_stable_reason(void **state)
         { REQ "Content-Length: 0x10\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
         { REQ "Content-Length: 99999999999999999999\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
         { REQ "Content-Length: 4611686018427387904\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        /* 2^64 + 1 and 2^64 + 8: must not wrap around to 1 and 8. */
+        { REQ "Content-Length: 18446744073709551617\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { REQ "Content-Length: 18446744073709551624\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
         { REQ "Transfer-Encoding: gzip, chunked\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
         { REQ "Transfer-Encoding: chunked, chunked\r\n\r\n", PH_REASON_HTTP_BAD_TRANSFER_ENCODING },
         { REQ "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -177,6 +180,8 @@ static void test_responses_are_framed_as_strictly(void **state)
         { "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n",
           PH_REASON_HTTP_CL_TE },
         { "HTTP/1.1 200 OK\r\nContent-Length: 8, 8\r\n\r\n", PH_REASON_HTTP_BAD_CONTENT_LENGTH },
+        { "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551624\r\n\r\n",
+          PH_REASON_HTTP_BAD_CONTENT_LENGTH },
         { "HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\n\r\n", PH_REASON_HTTP_OBS_FOLD },
         { "HTTP/1.1 200 OK\nContent-Length: 1\n\n", PH_REASON_HTTP_BARE_LF },
         { "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
