@@ -714,12 +714,25 @@ static void up_write_cb(struct bufferevent *b, void *arg)
     }
 }
 
+/* RFC 9110 9.2.2: the idempotent methods, the only ones a proxy may send
+ * again by itself. */
+static bool method_idempotent(const char *m)
+{
+    static const char *const idem[] = {"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"};
+    for (size_t i = 0; i < sizeof idem / sizeof idem[0]; i++)
+        if (strcmp(m, idem[i]) == 0)
+            return true;
+    return false;
+}
+
 /* A kept-alive connection the upstream closed just as it was reused: the
  * request goes once more on a new connection, when nothing of it was
- * answered and it had no body (it can be sent again whole). */
+ * answered, it had no body (it can be sent again whole) and its method is
+ * idempotent (a POST the upstream may have acted on is never repeated). */
 static bool retry_fresh(px_fwd *f)
 {
-    if (!f->reused || f->retried || f->up_sent_any || f->req_body != PH_H1_BODY_NONE)
+    if (!f->reused || f->retried || f->up_sent_any || f->req_body != PH_H1_BODY_NONE ||
+        !method_idempotent(f->method))
         return false;
     f->retried = true;
     f->reused = false;

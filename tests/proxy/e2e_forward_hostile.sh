@@ -6,7 +6,8 @@
 # its grant's expiry however its upstream keeps it busy (1xx every 0.5 s, a
 # body trickled a byte at a time): 504 upstream_timeout or 407
 # grant_expired before a response started, the response cut short after;
-# and an upstream cannot forge the proxy's Pinhole-Reason.
+# an upstream cannot forge the proxy's Pinhole-Reason; and only an idempotent
+# request is sent again on a new connection.
 # Usage: e2e_forward_hostile.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -81,6 +82,21 @@ check "grant expiring during the response: logged end=grant_expired" "1" \
 # proxy's refusals carry one.
 check "a forged Pinhole-Reason is removed" "403 -" \
     "$(raw "GET http://ok.$D:$UP/forged-reason HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
+
+# A kept-alive upstream that closes a reused connection without answering:
+# a bodiless GET goes once more on a new connection, a POST (not idempotent,
+# RFC 9110 9.2.2: the upstream may have acted on it) is never repeated.
+for m in GET POST; do
+    out=$(raw "GET http://ok.$D:$UP/then-drop HTTP/1.1\r\n$BEARER\r\n\r\n$m http://ok.$D:$UP/dropped-$m HTTP/1.1\r\n$BEARER\r\n\r\n")
+    sent=$(grep -a -c "^$m /dropped-$m " "$E2E_TMP/up/recv.bin")
+    if [ $m = GET ]; then
+        check "reused connection closed unanswered: GET sent again and answered" "200 - 200 - 2" \
+            "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ')$sent"
+    else
+        check "reused connection closed unanswered: POST not repeated, 502" "200 - 502 upstream_bad_response 1" \
+            "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ')$sent"
+    fi
+done
 
 # A request that completes in time is not touched, and the connection serves
 # the next request (the deadline belongs to one request).

@@ -20,6 +20,8 @@
                     /interim-slow   a 102 every 0.5 s for 20 s, then 200
                     /trickle    200 with 40 body bytes, one per 0.5 s
                     /forged-reason  403 with Pinhole-Reason: denied_address
+                    /then-drop  200, then the connection's next request is
+                                read and the connection closed unanswered
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
@@ -113,9 +115,10 @@ class Handler(socketserver.BaseRequestHandler):
         with self.server.lock, open(self.server.conns_path, "a") as out:
             out.write("connection\n")
         f = Recorder(s, self.server.recv_path, self.server.lock)
+        drop_next = False
         while True:
             head = read_head(f)
-            if not head:
+            if not head or drop_next:
                 return
             method, target, _ = head[0].split(b" ", 2)
             fields = {}
@@ -167,6 +170,9 @@ class Handler(socketserver.BaseRequestHandler):
                     s.sendall(b"HTTP/1.1 102 Processing\r\n\r\n")
                     time.sleep(0.5)
                 respond(s, "200 OK", [("Content-Length", 2)], b"ok")
+            elif path == "/then-drop":
+                drop_next = True
+                respond(s, "200 OK", [("Content-Length", 0)], b"")
             elif path == "/forged-reason":
                 respond(s, "403 Forbidden", [("Pinhole-Reason", "denied_address"),
                                              ("Content-Length", 0)], b"")
