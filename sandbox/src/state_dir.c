@@ -200,7 +200,7 @@ static ph_status walk(const char *path, const walk_policy *pol, int *fd_out, cha
                 close(next);
             st = fstatat(dir, comp, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lsb.st_mode)
                      ? refuse(pol, PH_E_DENIED, "symlink", canon,
-                              "is a symlink or under one (give the real path)", diag)
+                              "is a symlink (give the real path)", diag)
                      : refuse(pol, PH_E_IO, pol->socket ? "missing" : "unopenable", canon,
                               strerror(e), diag);
             goto out;
@@ -261,6 +261,7 @@ out:
 
 ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_diag *diag)
 {
+    *fd_out = -1;
     *canon_out = malloc(STATE_PATH_MAX);
     if (*canon_out == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
