@@ -221,11 +221,12 @@ extern ph_sandbox_fault_fn *ph_sandbox_fault;
 ph_status ph_fault_point(const char *step, ph_diag *diag);
 
 /* ---- workspace volumes (workspace_volume.c) ----
- * The kernel's byte and inode limit on a workspace: a sparse image file,
- * attached to a loop device and formatted ext4 (no journal, -N inodes, no
- * reserved blocks), mounted nosuid,nodev on the workspace directory. The
- * image is unlinked once the loop device holds it, so the mount is the only
- * thing to undo. */
+ * The kernel's byte and inode limit on a workspace: an image file whose
+ * every block is allocated on the host at create (fallocate), attached to a
+ * loop device with discard off and formatted ext4 (no journal, -N inodes,
+ * no reserved blocks), mounted nosuid,nodev,nodiscard on the workspace
+ * directory. The image is unlinked once the loop device holds it, so the
+ * mount is the only thing to undo. */
 #define PH_WORKSPACE_DEFAULT_BYTES (1024ll * 1024 * 1024)
 #define PH_WORKSPACE_DEFAULT_INODES 100000ll
 #define PH_WORKSPACE_MIN_BYTES (16ll * 1024 * 1024)
@@ -237,7 +238,9 @@ ph_status ph_fault_point(const char *step, ph_diag *diag);
  * must exist and be empty), its root owned by uid:gid. env_path is env_fd's
  * path (for umount2, which cannot take a descriptor of a mount it is to
  * remove: the descriptor keeps the mount busy). PH_OK, or an error
- * with nothing left behind. */
+ * with nothing left behind: PH_E_LIMIT "workspace_host_space" when the host
+ * filesystem cannot reserve bytes, PH_E_UNSUPPORTED when it cannot reserve
+ * at all or discard cannot be switched off. */
 ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
                               uid_t uid, gid_t gid, ph_diag *diag);
 /* Unmounts the volume on env_fd/"workspace" when one is mounted there (its

@@ -90,38 +90,90 @@ ph_status ph_state_verify_dir(int fd, bool exact_0700, const char *what, ph_diag
     return PH_OK;
 }
 
-ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_diag *diag)
+/* What one walk from "/" accepts and how it names its refusals: the state
+ * directory (missing directories are made, ancestors 0755 and the last
+ * 0700; "." is skipped; the last is checked by ph_state_verify_dir), or
+ * the proxy socket (nothing is made; "." is refused; the last is a unix
+ * socket, and its own directory may be one other user's, below). */
+typedef struct walk_policy {
+    const char *code;   /* the stable codes' prefix */
+    const char *name;   /* what messages call the path; NULL: the path walked so far */
+    bool socket;        /* the last component is a unix socket; every refusal PH_E_INVAL */
+    bool theirs_ok;     /* the last component's directory may be one other user's */
+} walk_policy;
+
+static const walk_policy STATE_DIR = {"state_dir", NULL, false, false};
+static const walk_policy PROXY_SOCKET = {"proxy_socket", "spec.network.proxy_socket_path", true,
+                                         true};
+
+static ph_status refuse(const walk_policy *pol, ph_status st, const char *what,
+                        const char *canon, const char *why, ph_diag *diag)
+{
+    /* Every refusal of the socket is PH_E_INVAL: its path is the spec's. */
+    return ph_diag_set(diag, pol->socket ? PH_E_INVAL : st, 0, "%s_%s: %s: %s", pol->code, what,
+                       pol->name ? pol->name : canon[0] ? canon : "/", why);
+}
+
+/* Whether exactly one more component follows at p. */
+static bool next_is_last(const char *p)
+{
+    char c[256];
+    bool too_long = false;
+    return next_component(&p, c, sizeof c, &too_long) &&
+           !next_component(&p, c, sizeof c, &too_long);
+}
+
+/* Opens path through a walk from "/", one O_NOFOLLOW component at a time,
+ * that trusts only what root, the euid or (pol->theirs_ok) the socket's own
+ * user can change:
+ *  - no component is a symlink, "..", or (the socket) ".";
+ *  - every directory above the last is trusted_ancestor's; with theirs_ok
+ *    the last one's directory may instead belong to one other user (the
+ *    proxy's, which runs unprivileged and owns its runtime directory) when
+ *    nobody else can write in it and it is not itself in a directory others
+ *    write in (anyone can make /tmp/pinhole-proxy before the proxy does);
+ *  - in a directory others can write in, the next component is on its
+ *    filesystem: what fstat sees of a mount point is the mounted root,
+ *    which can claim any owner (a user's FUSE mount over a directory of
+ *    theirs in /tmp says root, 0700);
+ *  - the socket is a socket, and root's, ours, or its directory's other
+ *    user's; in a sticky directory others write in, root's or ours (anyone
+ *    could have bound one under that name).
+ * Otherwise a third local user could swap the state directory under the
+ * service, or the proxy socket for their own or for a symlink to the
+ * container runtime's, and the sandbox's egress would reach it. canon
+ * (STATE_PATH_MAX bytes) gets the walked path. */
+static ph_status walk(const char *path, const walk_policy *pol, int *fd_out, char *canon,
+                      ph_diag *diag)
 {
     *fd_out = -1;
-    *canon_out = NULL;
-    if (path == NULL || path[0] != '/')
-        return ph_diag_set(diag, PH_E_INVAL, 0, "state_dir_not_absolute: the state directory "
-                                                "must be an absolute path");
-    if (strlen(path) >= STATE_PATH_MAX)
-        return ph_diag_set(diag, PH_E_LIMIT, 0, "state_dir_too_long");
-    char *canon = malloc(STATE_PATH_MAX);
-    if (canon == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     canon[0] = '\0';
-    size_t used = 0;
+    if (path == NULL || path[0] != '/')
+        return ph_diag_set(diag, PH_E_INVAL, 0, "%s_not_absolute: %s must be an absolute path",
+                           pol->code, pol->name ? pol->name : "the state directory");
     int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    ph_status st = PH_OK;
     struct stat sb;
-    bool sticky_open = false;
-    if (dir < 0 || fstat(dir, &sb) != 0 || !trusted_ancestor(&sb, &sticky_open)) {
-        st = ph_diag_set(diag, PH_E_DENIED, 0, "state_dir_untrusted_ancestor: /");
+    bool shared = false;        /* the directory walked last is writable by others */
+    uid_t dir_user = (uid_t)-1; /* its other user, when not root or ours */
+    bool too_long = strlen(path) >= STATE_PATH_MAX;
+    char why[128];
+    ph_status st = PH_OK;
+    if (dir < 0 || fstat(dir, &sb) != 0 || !trusted_ancestor(&sb, &shared)) {
+        st = refuse(pol, PH_E_DENIED, "untrusted_ancestor", canon, "untrusted", diag);
         goto out;
     }
     dev_t parent_dev = sb.st_dev;
     const char *p = path;
     char comp[256];
-    bool too_long = false;
-    while (next_component(&p, comp, sizeof comp, &too_long)) {
-        if (strcmp(comp, ".") == 0)
+    size_t used = 0;
+    while (!too_long && next_component(&p, comp, sizeof comp, &too_long)) {
+        bool dot = strcmp(comp, ".") == 0;
+        if (dot && !pol->socket)
             continue;
-        if (strcmp(comp, "..") == 0) {
-            st = ph_diag_set(diag, PH_E_INVAL, 0, "state_dir_dotdot: the state directory path "
-                                                  "must not contain '..'");
+        if (dot || strcmp(comp, "..") == 0) {
+            st = refuse(pol, PH_E_INVAL, pol->socket ? "not_canonical" : "dotdot", path,
+                        pol->socket ? "must not contain '.' or '..'" : "must not contain '..'",
+                        diag);
             goto out;
         }
         const char *rest = p;
@@ -129,80 +181,96 @@ ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_
         bool last;
         do /* "." components after this one do not make it an ancestor */
             last = !next_component(&rest, peek, sizeof peek, &too_long);
-        while (!last && strcmp(peek, ".") == 0);
+        while (!pol->socket && !last && strcmp(peek, ".") == 0);
         if (too_long) /* refused below, before anything is made */
             break;
         used += (size_t)snprintf(canon + used, STATE_PATH_MAX - used, "/%s", comp);
-        /* Missing components are made: ancestors 0755, the directory 0700. */
-        bool made = mkdirat(dir, comp, last ? 0700 : 0755) == 0;
-        if (!made && errno != EEXIST) {
-            st = ph_diag_set(diag, PH_E_IO, 0, "state_dir_create_failed: %s: %s", canon,
-                             strerror(errno));
+        bool made = !pol->socket && mkdirat(dir, comp, last ? 0700 : 0755) == 0;
+        if (!pol->socket && !made && errno != EEXIST) {
+            st = refuse(pol, PH_E_IO, "create_failed", canon, strerror(errno), diag);
             goto out;
         }
-        int next = openat(dir, comp,
-                          (last ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (next < 0) {
+        int flags = pol->socket ? O_PATH | (last ? 0 : O_DIRECTORY)
+                                : (last ? O_RDONLY : O_PATH) | O_DIRECTORY;
+        int next = openat(dir, comp, flags | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0 || fstat(next, &sb) != 0) {
             int e = errno;
             struct stat lsb;
-            bool link = fstatat(dir, comp, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lsb.st_mode);
-            st = ph_diag_set(diag, link ? PH_E_DENIED : PH_E_IO, 0, "%s: %s %s",
-                             link ? "state_dir_symlink" : "state_dir_unopenable", canon,
-                             link ? "is a symlink (give the real path)" : strerror(e));
+            if (next >= 0)
+                close(next);
+            st = fstatat(dir, comp, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lsb.st_mode)
+                     ? refuse(pol, PH_E_DENIED, "symlink", canon,
+                              "is a symlink (give the real path)", diag)
+                     : refuse(pol, PH_E_IO, pol->socket ? "missing" : "unopenable", canon,
+                              strerror(e), diag);
             goto out;
         }
         close(dir);
         dir = next;
         if (made && last)
             (void)fchmod(dir, 0700); /* whatever the umask left */
-        if (fstat(dir, &sb) != 0) {
-            st = ph_diag_set(diag, PH_E_IO, 0, "state_dir_unreadable: %s", canon);
-            goto out;
-        }
-        /* What fstat sees of a mount point is the mounted root, which can
-         * claim any owner (a user's FUSE mount over a directory they made
-         * in /tmp says root, 0700): in a directory others can write in, a
-         * component must be on its parent's filesystem. */
-        if (sticky_open && sb.st_dev != parent_dev) {
-            st = ph_diag_set(diag, PH_E_DENIED, 0,
-                             "state_dir_mount_in_shared_dir: %s is a mount point in a directory "
-                             "others can write in",
-                             canon);
+        if (shared && sb.st_dev != parent_dev) {
+            st = refuse(pol, PH_E_DENIED,
+                        pol->socket ? "untrusted_ancestor" : "mount_in_shared_dir", canon,
+                        "a mount point in a directory others can write in", diag);
             goto out;
         }
         parent_dev = sb.st_dev;
         if (last)
             break;
-        /* In a sticky, world-writable parent only the owner may rename this
-         * entry: it must be root's or ours, like every other ancestor. */
-        if (!trusted_ancestor(&sb, &sticky_open)) {
-            st = ph_diag_set(diag, PH_E_DENIED, 0,
-                             "state_dir_untrusted_ancestor: %s is owned by uid %u or writable "
-                             "by others",
-                             canon, (unsigned)sb.st_uid);
-            goto out;
+        bool ours = sb.st_uid == 0 || sb.st_uid == geteuid();
+        bool was_shared = shared;
+        if (!trusted_ancestor(&sb, &shared)) {
+            if (!pol->theirs_ok || ours || !S_ISDIR(sb.st_mode) || !next_is_last(p) ||
+                was_shared || (sb.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+                snprintf(why, sizeof why, "a directory owned by uid %u or writable by others",
+                         (unsigned)sb.st_uid);
+                st = refuse(pol, PH_E_DENIED, "untrusted_ancestor", canon, why, diag);
+                goto out;
+            }
+            shared = false;
         }
+        dir_user = ours ? (uid_t)-1 : sb.st_uid;
     }
     if (too_long) {
-        st = ph_diag_set(diag, PH_E_LIMIT, 0, "state_dir_too_long: a component is too long");
-        goto out;
+        st = refuse(pol, PH_E_LIMIT, pol->socket ? "missing" : "too_long", canon,
+                    "a component or the path is too long", diag);
+    } else if (pol->socket) {
+        bool ours = sb.st_uid == 0 || sb.st_uid == geteuid();
+        snprintf(why, sizeof why, "belongs to uid %u, who does not control its directory",
+                 (unsigned)sb.st_uid);
+        if (!S_ISSOCK(sb.st_mode))
+            st = refuse(pol, PH_E_INVAL, "not_socket", canon,
+                        "not a unix socket (a symlink is not followed)", diag);
+        else if (!ours && (shared || (dir_user != (uid_t)-1 && sb.st_uid != dir_user)))
+            st = refuse(pol, PH_E_INVAL, "untrusted_owner", canon, why, diag);
+    } else if (used == 0) {
+        st = refuse(pol, PH_E_INVAL, "is_root", canon, "'/' cannot be the state directory", diag);
+    } else {
+        st = ph_state_verify_dir(dir, true, canon, diag);
     }
-    if (used == 0) {
-        st = ph_diag_set(diag, PH_E_INVAL, 0, "state_dir_is_root: '/' cannot be the state "
-                                              "directory");
-        goto out;
-    }
-    st = ph_state_verify_dir(dir, true, canon, diag);
 out:
     if (st != PH_OK) {
         if (dir >= 0)
             close(dir);
-        free(canon);
         return st;
     }
     *fd_out = dir;
-    *canon_out = canon;
     return PH_OK;
+}
+
+ph_status ph_state_dir_open(const char *path, int *fd_out, char **canon_out, ph_diag *diag)
+{
+    *fd_out = -1;
+    *canon_out = malloc(STATE_PATH_MAX);
+    if (*canon_out == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    ph_status st = walk(path, &STATE_DIR, fd_out, *canon_out, diag);
+    if (st != PH_OK) {
+        free(*canon_out);
+        *canon_out = NULL;
+    }
+    return st;
 }
 
 ph_status ph_state_dir_default(char **out, ph_diag *diag)
@@ -321,129 +389,10 @@ ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, p
     return PH_OK;
 }
 
-/* Opens the proxy socket at path (O_PATH) through a walk from "/" that
- * trusts only what root, the euid or the socket's own user can change:
- *   - every directory above the socket's is trusted_ancestor's (owned by
- *     root or euid, writable by nobody else unless sticky);
- *   - the socket's directory may instead belong to one other user (the
- *     proxy's, which runs unprivileged and owns its runtime directory) when
- *     nobody else can write in it; the socket is then that user's, root's
- *     or ours;
- *   - in a sticky directory others can write in, the socket is root's or
- *     ours (anyone could have bound one under that name);
- *   - no component is a symlink.
- * Otherwise a third local user could swap the path for their own socket, or
- * for a symlink to one such as the container runtime's, and the sandbox's
- * egress would reach it instead of the proxy. */
-/* Whether exactly one more component follows at p. */
-static bool next_is_last(const char *p)
-{
-    char c[256];
-    bool too_long = false;
-    return next_component(&p, c, sizeof c, &too_long) &&
-           !next_component(&p, c, sizeof c, &too_long);
-}
-
 static ph_status open_socket(const char *path, int *out, ph_diag *diag)
 {
-    *out = -1;
-    if (path == NULL || path[0] != '/')
-        return ph_diag_set(diag, PH_E_INVAL, 0,
-                           "proxy_socket_not_absolute: spec.network.proxy_socket_path must be an "
-                           "absolute path");
-    int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    struct stat sb;
-    bool sticky_open = false;
-    if (dir < 0 || fstat(dir, &sb) != 0 || !trusted_ancestor(&sb, &sticky_open)) {
-        if (dir >= 0)
-            close(dir);
-        return ph_diag_set(diag, PH_E_INVAL, 0, "proxy_socket_untrusted_ancestor: /");
-    }
-    const char *p = path;
-    char comp[256];
-    bool too_long = false;
-    uid_t dir_user = (uid_t)-1; /* the socket directory's other user, if any */
-    dev_t parent_dev = sb.st_dev;
-    ph_status st = PH_OK;
-    while (st == PH_OK && next_component(&p, comp, sizeof comp, &too_long)) {
-        const char *rest = p;
-        char peek[256];
-        bool last = !next_component(&rest, peek, sizeof peek, &too_long);
-        if (strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
-            st = ph_diag_set(diag, PH_E_INVAL, 0,
-                             "proxy_socket_not_canonical: spec.network.proxy_socket_path must "
-                             "not contain '.' or '..'");
-            break;
-        }
-        int next = openat(dir, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY));
-        struct stat lsb;
-        bool opened = next >= 0 && fstat(next, &sb) == 0;
-        bool ours = opened && (sb.st_uid == 0 || sb.st_uid == geteuid());
-        if (!opened) {
-            bool link = fstatat(dir, comp, &lsb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lsb.st_mode);
-            st = link ? ph_diag_set(diag, PH_E_INVAL, 0,
-                                    "proxy_socket_symlink: a directory of "
-                                    "spec.network.proxy_socket_path is a symlink (give the real "
-                                    "path)")
-                      : ph_diag_set(diag, PH_E_INVAL, 0,
-                                    "proxy_socket_missing: spec.network.proxy_socket_path cannot "
-                                    "be opened: %s",
-                                    strerror(errno));
-        } else if (sticky_open && sb.st_dev != parent_dev) {
-            /* What fstat sees of a mount point is the mounted root, which
-             * can claim any owner (a user's FUSE mount over a directory of
-             * theirs in /tmp says root). */
-            st = ph_diag_set(diag, PH_E_INVAL, 0,
-                             "proxy_socket_untrusted_ancestor: a mount point in a directory "
-                             "others can write in is on spec.network.proxy_socket_path");
-        } else if (last && !S_ISSOCK(sb.st_mode)) {
-            st = ph_diag_set(diag, PH_E_INVAL, 0,
-                             "proxy_socket_not_socket: spec.network.proxy_socket_path is not a "
-                             "unix socket (a symlink is not followed)");
-        } else if (last && !ours &&
-                   (sticky_open || (dir_user != (uid_t)-1 && sb.st_uid != dir_user))) {
-            st = ph_diag_set(diag, PH_E_INVAL, 0,
-                             "proxy_socket_untrusted_owner: spec.network.proxy_socket_path "
-                             "belongs to uid %u, who does not control its directory",
-                             (unsigned)sb.st_uid);
-        } else if (!last) {
-            /* The socket's own directory may be one other user's. */
-            bool shared = (sb.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-            bool socket_dir = next_is_last(p);
-            /* Another user's socket directory is theirs only when nobody
-             * else could have made it: not in a directory others write in
-             * (anyone can create /tmp/pinhole-proxy before the proxy does). */
-            if (!S_ISDIR(sb.st_mode) || (shared && (sb.st_mode & S_ISVTX) == 0) ||
-                (!ours && (!socket_dir || shared || sticky_open)))
-                st = ph_diag_set(diag, PH_E_INVAL, 0,
-                                 "proxy_socket_untrusted_ancestor: a directory of "
-                                 "spec.network.proxy_socket_path is owned by uid %u or "
-                                 "writable by others",
-                                 (unsigned)sb.st_uid);
-            sticky_open = shared;
-            dir_user = ours ? (uid_t)-1 : sb.st_uid;
-            parent_dev = sb.st_dev;
-        }
-        close(dir);
-        dir = next;
-        if (last)
-            break;
-    }
-    if (st == PH_OK && too_long)
-        st = ph_diag_set(diag, PH_E_INVAL, 0,
-                         "proxy_socket_missing: a component of spec.network.proxy_socket_path is "
-                         "too long");
-    if (st == PH_OK && (dir < 0 || fstat(dir, &sb) != 0 || !S_ISSOCK(sb.st_mode)))
-        st = ph_diag_set(diag, PH_E_INVAL, 0,
-                         "proxy_socket_not_socket: spec.network.proxy_socket_path is not a unix "
-                         "socket");
-    if (st != PH_OK) {
-        if (dir >= 0)
-            close(dir);
-        return st;
-    }
-    *out = dir;
-    return PH_OK;
+    char canon[STATE_PATH_MAX];
+    return walk(path, &PROXY_SOCKET, out, canon, diag);
 }
 
 ph_status ph_state_check_socket(const char *path, ph_diag *diag)

@@ -5,19 +5,31 @@
  * be XFS or ext4 mounted with prjquota, which the service cannot assume or
  * change; a loop-mounted image needs only the loop driver and e2fsprogs,
  * holds both limits (size of the image, inode count of mkfs -N), and the
- * host loses at most the image's size however the sandbox writes. The image
- * is sparse, so an empty workspace costs a few hundred KiB of disk.
+ * host loses at most the image's size however the sandbox writes.
  *
- * Steps (creation costs about 10-30 ms, see docs/sandbox.md):
+ * Why the image is allocated in full (fallocate), not sparse: a sparse image
+ * takes host blocks only as the sandbox writes, so N workspaces of limit L
+ * each passed a free-space check that N*L did not, and together they filled
+ * the host filesystem. fallocate makes the kernel hold every block of the
+ * limit at create, atomically and across processes: the create that does
+ * not fit gets ENOSPC. The cost is disk: an empty workspace uses its whole
+ * limit on the host. Nothing may hand the blocks back behind our back: a
+ * discard on the loop device punches holes in its backing file (the
+ * host's fstrim.timer trims every mounted filesystem), so discard is
+ * switched off on the device before mkfs, and mkfs and the mount say
+ * nodiscard too.
+ *
+ * Steps (creation costs about 10-40 ms, see docs/sandbox.md):
  *   1. env/.workspace.img: O_CREAT|O_EXCL|O_NOFOLLOW from the verified
- *      environment descriptor, ftruncate to the limit (sparse);
+ *      environment descriptor, fallocate to the limit;
  *   2. a free loop device (LOOP_CTL_GET_FREE) configured on that descriptor
  *      (LOOP_CONFIGURE, autoclear), then the image is unlinked: the loop
- *      device holds the only reference, so nothing is left by name;
+ *      device holds the only reference, so nothing is left by name; the
+ *      device's discard_max_bytes is set to 0;
  *   3. mkfs.ext4 on /dev/loopN (no journal: the workspace is a cache; no
  *      reserved blocks; -N inodes; the root owned by the sandbox user);
- *   4. fsopen/fsmount (nosuid, nodev) and move_mount onto the workspace
- *      directory's descriptor, never onto a path string;
+ *   4. fsopen/fsmount (nosuid, nodev, nodiscard) and move_mount onto the
+ *      workspace directory's descriptor, never onto a path string;
  *   5. lost+found is removed so the workspace starts empty.
  * Removal unmounts (the loop device then detaches by itself: autoclear);
  * umount2 is the one call given a path (see ph_ws_volume_unmount).
@@ -99,6 +111,35 @@ static ph_status attach_loop(int image_fd, int *loop_fd, char name[static 32], p
     return PH_OK;
 }
 
+/* Switches discard off on the loop device: a discard (FITRIM from the host's
+ * fstrim, a discard mount) would punch holes in the backing file and give
+ * the reserved blocks back to the host. The setting stays with the device
+ * after it is freed. */
+static ph_status no_discard(int loop_fd, ph_diag *diag)
+{
+    struct stat sb;
+    char path[96];
+    int fd = -1;
+    bool ok = fstat(loop_fd, &sb) == 0;
+    if (ok) {
+        snprintf(path, sizeof path, "/sys/dev/block/%u:%u/queue/discard_max_bytes",
+                 major(sb.st_rdev), minor(sb.st_rdev));
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    char back[32] = "";
+    ok = fd >= 0 && write(fd, "0", 1) == 1 && pread(fd, back, sizeof back - 1, 0) > 0 &&
+         strtoull(back, NULL, 10) == 0;
+    int e = errno;
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                           "workspace_volume_discard: cannot switch discard off on the loop "
+                           "device (%s): a trim would give the workspace's reserved blocks back",
+                           back[0] != '\0' ? "still on" : strerror(e));
+    return PH_OK;
+}
+
 static ph_status run_mkfs(const char *dev, uint64_t inodes, uid_t uid, gid_t gid, ph_diag *diag)
 {
     const char *mkfs = mkfs_path();
@@ -129,6 +170,7 @@ static ph_status mount_on(const char *dev, int target_fd, ph_diag *diag)
     ph_status st = PH_OK;
     if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) != 0 ||
         fsconfig(fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) != 0 ||
+        fsconfig(fs, FSCONFIG_SET_FLAG, "nodiscard", NULL, 0) != 0 ||
         fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) != 0 ||
         (mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)) < 0 ||
         move_mount(mnt, "", target_fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
@@ -139,22 +181,59 @@ static ph_status mount_on(const char *dev, int target_fd, ph_diag *diag)
     return st;
 }
 
+/* What unprivileged users can still allocate on the host filesystem after a
+ * reservation: root's fallocate may take ext4's reserved blocks, so
+ * ENOSPC alone would let workspaces fill the disk for everyone else. */
+static uint64_t host_floor(const struct statvfs *v)
+{
+    uint64_t one_percent = (uint64_t)v->f_blocks * v->f_frsize / 100;
+    return one_percent < (1ull << 30) ? one_percent : (1ull << 30);
+}
+
+/* Allocates every block of the image now (fallocate, not posix_fallocate:
+ * glibc's fallback writes zeros, slowly and without the atomic answer).
+ * The free-space check first is only a fast refusal (a fallocate that
+ * cannot succeed takes every free block before it fails); the kernel's
+ * answer and the check after it are what hold across processes. */
+static ph_status reserve(int image, uint64_t bytes, ph_diag *diag)
+{
+    struct statvfs v;
+    if (fstatvfs(image, &v) != 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_image_failed: statvfs: %s",
+                           strerror(errno));
+    uint64_t floor = host_floor(&v), before = (uint64_t)v.f_bavail * v.f_frsize;
+    int err = ENOSPC;
+    ph_status st = ph_fault_point("volume_reserve", diag);
+    if (st != PH_OK)
+        return st;
+    if (before >= bytes + floor)
+        err = fallocate(image, 0, 0, (off_t)bytes) == 0 ? 0 : errno;
+    if (err == 0 && (fstatvfs(image, &v) != 0 || (uint64_t)v.f_bavail * v.f_frsize < floor))
+        err = ENOSPC;
+    if (err == ENOSPC || err == EFBIG)
+        return ph_diag_set(diag, PH_E_LIMIT, 0,
+                           "workspace_host_space: the host filesystem (%llu MiB free) cannot "
+                           "hold the workspace limit of %llu MiB and keep %llu MiB for itself",
+                           (unsigned long long)(before >> 20), (unsigned long long)(bytes >> 20),
+                           (unsigned long long)(floor >> 20));
+    if (err == EOPNOTSUPP)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
+                           "workspace_volume_no_reservation: the state directory's filesystem "
+                           "cannot reserve a workspace's blocks (fallocate: %s); workspace "
+                           "limits need ext4, xfs or tmpfs there",
+                           strerror(err));
+    if (err != 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_image_failed: fallocate: %s",
+                           strerror(err));
+    return PH_OK;
+}
+
 ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
                               uid_t uid, gid_t gid, ph_diag *diag)
 {
     ph_status st;
     if ((st = ph_fault_point("volume_image", diag)) != PH_OK)
         return st;
-    /* The image is sparse: the host gives up its blocks only as the sandbox
-     * writes. A limit the host filesystem cannot hold now is refused rather
-     * than left for the sandbox to discover as the host's own ENOSPC. */
-    struct statvfs vfs;
-    if (fstatvfs(env_fd, &vfs) == 0 && (uint64_t)vfs.f_bavail * vfs.f_frsize < bytes)
-        return ph_diag_set(diag, PH_E_LIMIT, 0,
-                           "workspace_host_space: the host filesystem has %llu MiB free, less "
-                           "than the workspace limit of %llu MiB",
-                           (unsigned long long)((uint64_t)vfs.f_bavail * vfs.f_frsize >> 20),
-                           (unsigned long long)(bytes >> 20));
     int image = openat(env_fd, IMAGE_NAME, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                        0600);
     if (image < 0)
@@ -162,13 +241,15 @@ ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, 
                            strerror(errno));
     int loop = -1;
     char dev[32];
-    if (ftruncate(image, (off_t)bytes) != 0)
-        st = ph_diag_set(diag, PH_E_IO, 0, "workspace_volume_image_failed: %s", strerror(errno));
+    st = reserve(image, bytes, diag);
     if (st == PH_OK && (st = ph_fault_point("volume_loop", diag)) == PH_OK)
         st = attach_loop(image, &loop, dev, diag);
-    /* From here the loop device holds the image: no name is left to clean. */
+    /* From here the loop device holds the image: no name is left to clean
+     * (and a refused reservation's blocks go with the last descriptor). */
     (void)unlinkat(env_fd, IMAGE_NAME, 0);
     close(image);
+    if (st == PH_OK && (st = ph_fault_point("volume_discard", diag)) == PH_OK)
+        st = no_discard(loop, diag);
     if (st == PH_OK && (st = ph_fault_point("volume_mkfs", diag)) == PH_OK)
         st = run_mkfs(dev, inodes, uid, gid, diag);
     int target = -1;

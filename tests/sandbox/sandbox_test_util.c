@@ -122,3 +122,23 @@ bool sbx_process_with_arg_exists(const char *needle)
         closedir(d);
     return found;
 }
+
+int sbx_loop_devices_of(const char *needle)
+{
+    int n = 0;
+    DIR *d = opendir("/sys/block");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "loop", 4) != 0)
+            continue;
+        char path[300];
+        snprintf(path, sizeof path, "/sys/block/%s/loop/backing_file", de->d_name);
+        char *backing = ph_test_read_file(path, NULL);
+        if (backing != NULL && strstr(backing, needle) != NULL)
+            n++;
+        free(backing);
+    }
+    if (d != NULL)
+        closedir(d);
+    return n;
+}

@@ -47,4 +47,7 @@ const ph_file_change *sbx_change(const ph_execution_result *r, const char *path)
  * /proc; use arguments unique to the test, e.g. "sleep 71.25"). */
 bool sbx_process_with_arg_exists(const char *needle);
 
+/* How many loop devices have a backing file whose path contains needle. */
+int sbx_loop_devices_of(const char *needle);
+
 #endif

@@ -130,26 +130,6 @@ static void life(void)
     ph_environment_destroy(&env);
 }
 
-static int loop_devices_of(const char *needle)
-{
-    int n = 0;
-    DIR *d = opendir("/sys/block");
-    struct dirent *de;
-    while (d != NULL && (de = readdir(d)) != NULL) {
-        if (strncmp(de->d_name, "loop", 4) != 0)
-            continue;
-        char path[300];
-        snprintf(path, sizeof path, "/sys/block/%s/loop/backing_file", de->d_name);
-        char *backing = ph_test_read_file(path, NULL);
-        if (backing != NULL && strstr(backing, needle) != NULL)
-            n++;
-        free(backing);
-    }
-    if (d != NULL)
-        closedir(d);
-    return n;
-}
-
 static bool docker_container_exists(const char *id)
 {
     if (g_mechanism != PH_MECHANISM_DOCKER)
@@ -184,7 +164,7 @@ static void assert_nothing_left(const char *what)
         if (docker_container_exists(g_ids[i]))
             fail_msg("%s: the container of %s is left", what, g_ids[i]);
     }
-    if (loop_devices_of(g_fx.state_dir) != 0)
+    if (sbx_loop_devices_of(g_fx.state_dir) != 0)
         fail_msg("%s: a loop device backed by a workspace image is left", what);
 }
 
@@ -202,8 +182,8 @@ static void test_every_failure_cleans_up(void **state)
     /* The steps that must be among them (a renamed one would silently
      * shrink the test). */
     static const char *const expected[] = {"env_dir", "id_claim", "workspace_dir", "proxy_pin",
-                                           "volume_image",
-                                           "volume_loop", "volume_mkfs", "volume_mount",
+                                           "volume_image", "volume_reserve",
+                                           "volume_loop", "volume_discard", "volume_mkfs", "volume_mount",
                                            "volume_ready", "mechanism_create", "spec_write",
                                            "exec_snapshot", "exec_mechanism"};
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {

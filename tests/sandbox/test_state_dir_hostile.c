@@ -620,6 +620,76 @@ static void test_too_long_makes_nothing(void **state)
     assert_int_not_equal(lstat(made, &sb), 0);
 }
 
+/* Each refusal of the walk from "/" has its stable code, for the state
+ * directory and the proxy socket alike. */
+static void test_walk_refusal_codes(void **state)
+{
+    (void)state;
+    char dir[512], sock[600], file[600], link[600], longc[900], dot[700], longp[4200];
+    ph_execution_service *svc = open_named("codes-svc", dir);
+    snprintf(sock, sizeof sock, "%s/codes.sock", g_top);
+    int fd = bound_socket(sock);
+    snprintf(file, sizeof file, "%s/codes.file", g_top);
+    assert_int_equal(ph_test_write_file(file, "x", 1), 0);
+    snprintf(link, sizeof link, "%s/codes.link", g_top);
+    assert_int_equal(symlink(sock, link), 0);
+    int n = snprintf(longc, sizeof longc, "%s/", g_top);
+    memset(longc + n, 'x', 300);
+    snprintf(longc + n + 300, sizeof longc - (size_t)n - 300, "/proxy.sock");
+    snprintf(dot, sizeof dot, "%s/./codes.sock", g_top);
+    const struct {
+        const char *path, *code;
+    } sockets[] = {
+        {"proxy.sock", "proxy_socket_not_absolute"},
+        {dot, "proxy_socket_not_canonical"},
+        {"/nonexistent/proxy.sock", "proxy_socket_missing"},
+        {longc, "proxy_socket_missing"},
+        {"/", "proxy_socket_not_socket"},
+        {file, "proxy_socket_not_socket"},
+        {link, "proxy_socket_not_socket"},
+        {sock, NULL},
+    };
+    for (size_t i = 0; i < sizeof sockets / sizeof sockets[0]; i++) {
+        ph_diag diag = {0};
+        ph_status st = ph_state_check_socket(sockets[i].path, &diag);
+        if (sockets[i].code == NULL) {
+            if (st != PH_OK)
+                fail_msg("%s: %s", sockets[i].path, diag.message);
+            continue;
+        }
+        assert_int_equal(st, PH_E_INVAL);
+        if (strstr(diag.message, sockets[i].code) != diag.message)
+            fail_msg("%s: expected %s, got: %s", sockets[i].path, sockets[i].code, diag.message);
+    }
+    close(fd);
+    ph_execution_service_close(&svc);
+    /* The state directory's own. */
+    memset(longp, 'y', sizeof longp - 1);
+    longp[0] = '/';
+    longp[sizeof longp - 1] = '\0';
+    snprintf(dot, sizeof dot, "%s/../x", g_top);
+    const struct {
+        const char *path, *code;
+        ph_status st;
+    } dirs[] = {
+        {"relative/state", "state_dir_not_absolute", PH_E_INVAL},
+        {dot, "state_dir_dotdot", PH_E_INVAL},
+        {"/", "state_dir_is_root", PH_E_INVAL},
+        {"/.", "state_dir_is_root", PH_E_INVAL},
+        {longp, "state_dir_too_long", PH_E_LIMIT},
+        {file, "state_dir_unopenable", PH_E_IO},
+    };
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        ph_diag diag = {0};
+        int dfd = -1;
+        char *canon = NULL;
+        assert_int_equal(ph_state_dir_open(dirs[i].path, &dfd, &canon, &diag), dirs[i].st);
+        assert_int_equal(dfd, -1);
+        assert_null(canon);
+        assert_code(&diag, dirs[i].code);
+    }
+}
+
 static void test_destroy_after_proxy_socket_gone(void **state)
 {
     (void)state;
@@ -672,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_proxy_socket_path_others_can_change),
         cmocka_unit_test(test_pinned_socket_survives_a_swap),
+        cmocka_unit_test(test_walk_refusal_codes),
     };
     return cmocka_run_group_tests(tests, top_setup, top_teardown);
 }

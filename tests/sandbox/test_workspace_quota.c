@@ -68,8 +68,8 @@ static uint64_t host_free_bytes(void)
 static void test_bytes_limit(void **state)
 {
     (void)state;
-    ph_environment *env = limited_env();
     uint64_t before = host_free_bytes();
+    ph_environment *env = limited_env();
     /* Sixteen times the limit: the write must stop at the limit. */
     ph_execution_result *r = esc_sh(env, "dd if=/dev/zero of=/workspace/fill bs=1M count=1024 "
                                          "2>&1; echo rc=$?; ls -l /workspace/fill");
@@ -82,11 +82,12 @@ static void test_bytes_limit(void **state)
     assert_non_null(c);
     assert_true(c->size <= (uint64_t)LIMIT_BYTES);
     assert_true(c->size >= (uint64_t)LIMIT_BYTES / 2);
-    /* The host lost about the limit, never the 1 GiB the command asked for
-     * (other processes share the disk: their writes meanwhile count too, so
-     * the bound is loose; a quiet host shows the fill alone). */
+    /* The host lost about the limit (reserved at create), never the 1 GiB
+     * the command asked for (other processes share the disk: their writes
+     * meanwhile count too, so the bound is loose; a quiet host shows the
+     * limit alone). */
     int64_t used = (int64_t)before - (int64_t)after;
-    printf("# host free space used by the fill: %lld KiB (limit %lld KiB)\n",
+    printf("# host free space used by the workspace and its fill: %lld KiB (limit %lld KiB)\n",
            (long long)used / 1024, LIMIT_BYTES / 1024);
     assert_true(used < 3 * LIMIT_BYTES);
     ph_execution_result_free(&r);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,12 +36,71 @@ typedef struct xdaemon {
     pid_t pid;
 } xdaemon;
 
+/* The daemons of the running test: a failed assertion jumps out of the test
+ * past its daemon_stop, so the teardown (stop_left) stops and reaps what is
+ * still here, and a daemon whose test process dies gets SIGTERM
+ * (PR_SET_PDEATHSIG). Each dir is the xdaemon's own string; the entry owns
+ * it until daemon_stop or stop_left frees it. */
+#define LIVE_MAX 4
+static struct {
+    char *dir;
+    pid_t pid;
+} g_live[LIVE_MAX];
+
+static int live_slot(const char *dir)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (g_live[i].dir == dir)
+            return i;
+    fail_msg("more than %d daemons in one test", LIVE_MAX);
+    return -1;
+}
+
+/* Stops pid if it is still our running child (SIGTERM; SIGKILL after
+ * 10 s) and reaps it. Its wait status, or -1 when it was reaped before
+ * (then the pid may be another process's: it is not signalled). */
+static int reap(pid_t pid)
+{
+    int status;
+    pid_t r = pid > 0 ? waitpid(pid, &status, WNOHANG) : -1;
+    if (r != 0)
+        return r == pid ? status : -1;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 1000; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid)
+            return status;
+        usleep(10 * 1000);
+    }
+    kill(pid, SIGKILL);
+    return waitpid(pid, &status, 0) == pid ? status : -1;
+}
+
+static void live_end(int i)
+{
+    int status = reap(g_live[i].pid);
+    (void)status;
+    ph_test_rmtree(g_live[i].dir);
+    free(g_live[i].dir);
+    g_live[i].dir = NULL;
+    g_live[i].pid = 0;
+}
+
+static int stop_left(void **state)
+{
+    (void)state;
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (g_live[i].dir != NULL)
+            live_end(i);
+    return 0;
+}
+
 /* A fresh directory for one daemon: socket, state directory, log. */
 static void daemon_prepare(xdaemon *d)
 {
     memset(d, 0, sizeof *d);
     d->dir = ph_test_mkdtemp();
     assert_non_null(d->dir);
+    g_live[live_slot(NULL)].dir = d->dir;
     chmod(d->dir, 0755);
     snprintf(d->sock, sizeof d->sock, "%s/execd.sock", d->dir);
     snprintf(d->state, sizeof d->state, "%s/state", d->dir);
@@ -69,8 +129,11 @@ static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const 
         envp[m++] = strdup(env[i]);
     envp[m] = NULL;
     unlink(d->sock); /* a previous daemon's: "listening" means this one's */
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+            _exit(127);
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         dup2(null, 0);
@@ -83,7 +146,7 @@ static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const 
         free(argv[i]);
     for (size_t i = 0; i < m; i++)
         free(envp[i]);
-    d->pid = pid;
+    d->pid = g_live[live_slot(d->dir)].pid = pid;
     for (int i = 0; i < 200; i++) {
         struct stat st;
         if (stat(d->sock, &st) == 0)
@@ -120,16 +183,13 @@ static void daemon_start(xdaemon *d, const char *const *extra)
 
 static int daemon_stop(xdaemon *d)
 {
-    int status = -1;
-    if (d->pid > 0) {
-        kill(d->pid, SIGTERM);
-        waitpid(d->pid, &status, 0);
-        d->pid = 0;
-    }
-    ph_test_rmtree(d->dir);
-    free(d->dir);
+    int i = live_slot(d->dir);
+    int status = d->pid > 0 ? reap(d->pid) : -1;
+    g_live[i].pid = 0;
+    live_end(i);
     d->dir = NULL;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    d->pid = 0;
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static size_t env_dirs(const char *state)
@@ -1124,23 +1184,23 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refuses_credential_in_environment),
-        cmocka_unit_test(test_usage_errors),
-        cmocka_unit_test(test_wrong_uid_is_refused),
-        cmocka_unit_test(test_other_identity_or_tenant_gets_not_found),
-        cmocka_unit_test(test_restart_destroys_what_a_previous_run_left),
-        cmocka_unit_test(test_disconnect_kills_the_command),
-        cmocka_unit_test(test_queue_full_answers_busy),
-        cmocka_unit_test(test_slow_stream_peer_cannot_delay_the_deadline),
-        cmocka_unit_test(test_one_peer_cannot_exhaust_the_daemon),
-        cmocka_unit_test(test_files_are_served_beside_a_running_command),
-        cmocka_unit_test(test_limits_on_sandboxes_and_requests),
-        cmocka_unit_test(test_connections_are_bounded),
-        cmocka_unit_test(test_lease_hold_and_end_through_the_service),
-        cmocka_unit_test(test_owner_gone_past_grace),
-        cmocka_unit_test(test_shutdown_destroys_everything),
-        cmocka_unit_test(test_tls_mutual_authentication),
-        cmocka_unit_test(test_metrics_over_http),
+        cmocka_unit_test_teardown(test_refuses_credential_in_environment, stop_left),
+        cmocka_unit_test_teardown(test_usage_errors, stop_left),
+        cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
+        cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
+        cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
+        cmocka_unit_test_teardown(test_disconnect_kills_the_command, stop_left),
+        cmocka_unit_test_teardown(test_queue_full_answers_busy, stop_left),
+        cmocka_unit_test_teardown(test_slow_stream_peer_cannot_delay_the_deadline, stop_left),
+        cmocka_unit_test_teardown(test_one_peer_cannot_exhaust_the_daemon, stop_left),
+        cmocka_unit_test_teardown(test_files_are_served_beside_a_running_command, stop_left),
+        cmocka_unit_test_teardown(test_limits_on_sandboxes_and_requests, stop_left),
+        cmocka_unit_test_teardown(test_connections_are_bounded, stop_left),
+        cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
+        cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
+        cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
+        cmocka_unit_test_teardown(test_metrics_over_http, stop_left),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
