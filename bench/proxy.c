@@ -45,7 +45,9 @@
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
  * --clients N (client threads, default 4), --idle-tunnels N (default
- * 10000), --proxy PATH (repeatable: A/B runs), --rounds N, --no-peers (Pinhole alone), --help.
+ * 10000), --proxy PATH (repeatable: A/B runs), --rounds N, --no-peers (Pinhole alone),
+ * --idle-only (only the idle tunnels' RSS, of a proxy that served nothing
+ * before), --help.
  * Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
@@ -1109,7 +1111,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]... "
-               "[--rounds N] [--syscalls N] [--no-peers]\n"
+               "[--rounds N] [--syscalls N] [--no-peers] [--idle-only]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
@@ -1124,6 +1126,7 @@ static void usage(FILE *f)
                "                     (strace; default 1000, 0: no count)\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
+               "  --idle-only        only the idle tunnels' RSS (a fresh proxy: no load before)\n"
                "  --help             this text\n"
                "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n",
             AB_MAX);
@@ -1180,13 +1183,14 @@ int main(int argc, char **argv)
                                            { "syscalls", required_argument, NULL, 's' },
                                            { "clients", required_argument, NULL, 'c' },
                                            { "no-peers", no_argument, NULL, 'n' },
+                                           { "idle-only", no_argument, NULL, 'I' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
     const char *proxy_paths[AB_MAX] = { PX_PROXY };
     int nproxies = 0, rounds = 7, sys_n = 1000;
     int want = 10000, o;
-    bool peers = true;
+    bool peers = true, idle_only = false;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o == 'w' && atoi(optarg) >= 0)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
@@ -1202,6 +1206,8 @@ int main(int argc, char **argv)
             clients = atoi(optarg);
         else if (o == 'n')
             peers = false;
+        else if (o == 'I')
+            idle_only = true;
         else if (o == 'h') {
             usage(stdout);
             return 0;
@@ -1219,6 +1225,12 @@ int main(int argc, char **argv)
     }
     if (nproxies == 0)
         nproxies = 1;
+    if (idle_only && nproxies > 1) {
+        usage(stderr);
+        return 2;
+    }
+    if (idle_only)
+        peers = false, sys_n = 0;
     bool ab = nproxies > 1;
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl = { 65536, 65536 };
@@ -1300,8 +1312,10 @@ int main(int argc, char **argv)
     long rss = -1;
     int opened = 0;
     if (!ab) {
-        compare(&direct_t, &pinhole_t, true, &fig);
-        bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients);
+        if (!idle_only) {
+            compare(&direct_t, &pinhole_t, true, &fig);
+            bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients);
+        }
 
         long base = rss_kib(px);
         int *fds = calloc((size_t)want, sizeof *fds);
@@ -1314,9 +1328,10 @@ int main(int argc, char **argv)
         rss = rss_kib(px);
         /* The proxy needs two descriptors per tunnel: under a limit of 20000,
          * 10,000 tunnels cannot all open; the count printed is what did. */
-        printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before; target <= 24 "
-               "MiB)\n",
-               opened, (double)rss / 1024, (double)base / 1024);
+        printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before, %.2f KiB per "
+               "tunnel; target <= 24 MiB)\n",
+               opened, (double)rss / 1024, (double)base / 1024,
+               opened > 0 ? (double)(rss - base) / opened : 0.0);
         for (int i = 0; i < want; i++)
             if (fds[i] >= 0)
                 close(fds[i]);
@@ -1346,7 +1361,7 @@ int main(int argc, char **argv)
         waitpid(other.pid, NULL, 0);
     }
     bench_http_stop();
-    if (!ab) {
+    if (!ab && !idle_only) {
         /* Every target beside its baseline of this run. */
         const rate_fig *a = &fig.async;
         double floor_us = a->cd.client + a->cd.upstream;

@@ -29,12 +29,15 @@
  * life (the caller's: the earliest of max_lifetime_s and the grant's expiry),
  * or when the caller stops it (its grant or destination was revoked).
  *
- * Callbacks: every event's argument is the relay (or one of its sides);
- * done runs at most once, and once it ran the relay may be freed, so every
- * path that can call finish() returns without touching r afterwards.
+ * Callbacks: every event's argument is the relay (a socket's event tells
+ * its side by its descriptor); the events live inside the relay's own
+ * allocation (set up with event_assign, deleted before it is freed); done
+ * runs at most once, and once it ran the relay may be freed, so every path
+ * that can call finish() returns without touching r afterwards.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -60,13 +63,7 @@
 #define SCRATCH_BYTES 65536
 static _Thread_local unsigned char scratch[SCRATCH_BYTES];
 
-typedef struct relay_side {
-    struct px_relay *r;
-    int i;
-} relay_side;
-
 struct px_relay {
-    relay_side side[2];         /* the events' argument */
     int fd[2];                  /* 0 client, 1 upstream; owned */
     struct evbuffer *buf[2];    /* bytes read from side i, not yet written to !i;
                                  * NULL while there are none (an idle tunnel) */
@@ -74,12 +71,13 @@ struct px_relay {
     size_t piped[2];            /* bytes in that pipe (they follow buf[i]'s) */
     size_t pipe_cap[2];
     struct event_base *base;
-    struct event *ev[2];        /* one per socket, for what watching[i] says */
+    struct event *ev[2];        /* one per socket, for what watching[i] says (in ev_store) */
     short watching[2];          /* EV_READ / EV_WRITE wanted on side i's socket */
     bool eof[2];                /* side i sent EOF (its read side ended) */
     bool shut[2];               /* we shut the write side towards i */
     uint64_t *count[2];         /* bytes read from side i */
-    struct event *timer;        /* the idle timeout and the end of life, whichever is next */
+    struct event *timer;        /* the idle timeout and the end of life, whichever is next
+                                 * (in ev_store) */
     int64_t life_at;            /* when life ends (ph_monotonic_ms) */
     const char *life_end;       /* the end reason then */
     int64_t last_activity;      /* ms: the last byte read */
@@ -88,7 +86,15 @@ struct px_relay {
     px_relay_done_cb done;
     void *arg;
     bool finished;
+    /* ev[0], ev[1] and timer, EVENT_SLOT bytes each: one allocation per
+     * tunnel instead of four (an idle tunnel is mostly its events). */
+    max_align_t ev_store[];
 };
+
+/* libevent's struct event, rounded up to keep each slot aligned. */
+#define EVENT_SLOT \
+    ((event_get_struct_event_size() + sizeof(max_align_t) - 1) / sizeof(max_align_t) * \
+     sizeof(max_align_t))
 
 static const char *side_error(int side)
 {
@@ -139,7 +145,7 @@ static void watch(px_relay *r, int i, short bit, bool on)
     event_del(r->ev[i]);
     if (f == 0)
         return;
-    event_assign(r->ev[i], r->base, r->fd[i], (short)(f | EV_PERSIST), io_cb, &r->side[i]);
+    event_assign(r->ev[i], r->base, r->fd[i], (short)(f | EV_PERSIST), io_cb, r);
     event_add(r->ev[i], NULL);
 }
 
@@ -308,10 +314,8 @@ static void read_side(px_relay *r, int from)
 
 static void io_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)fd;
-    relay_side *s = arg;
-    px_relay *r = s->r;
-    int i = s->i;
+    px_relay *r = arg;
+    int i = fd == r->fd[1]; /* the event watches r->fd[i] (watch) */
     /* Side i can take bytes: the direction towards it first (it may end
      * the relay, and then r is not touched again). */
     if ((what & EV_WRITE) && !flush(r, !i))
@@ -353,13 +357,14 @@ static void relay_release(px_relay *r)
         for (int k = 0; k < 2; k++)
             if (r->pipe[i][k] >= 0)
                 close(r->pipe[i][k]);
-        if (r->ev[i])
-            event_free(r->ev[i]);
         if (r->buf[i])
             evbuffer_free(r->buf[i]);
     }
-    if (r->timer)
-        event_free(r->timer);
+    struct event *ev[3] = { r->ev[0], r->ev[1], r->timer };
+    for (int k = 0; k < 3; k++) {
+        event_del(ev[k]);
+        event_debug_unassign(ev[k]);
+    }
     free(r);
 }
 
@@ -369,9 +374,18 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
                          const char *life_end, uint64_t *up, uint64_t *down,
                          px_relay_done_cb done, void *arg)
 {
-    px_relay *r = calloc(1, sizeof *r);
+    px_relay *r = calloc(1, sizeof *r + 3 * EVENT_SLOT);
     if (r == NULL)
         return NULL;
+    unsigned char *slot = (unsigned char *)r->ev_store;
+    r->ev[0] = (struct event *)slot;
+    r->ev[1] = (struct event *)(slot + EVENT_SLOT);
+    r->timer = (struct event *)(slot + 2 * EVENT_SLOT);
+    /* The sockets' events are assigned (and added) by watch(); nothing is
+     * watched yet. */
+    for (int i = 0; i < 2; i++)
+        event_assign(r->ev[i], base, -1, 0, io_cb, r);
+    evtimer_assign(r->timer, base, timer_cb, r);
     r->count[0] = up;
     r->count[1] = down;
     r->high = (size_t)cfg->buffer_bytes;
@@ -385,27 +399,19 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
     r->last_activity = ph_monotonic_ms();
     r->base = base;
     r->life_at = r->last_activity + (life_s > 0 ? (int64_t)life_s * 1000 : 0);
-    for (int i = 0; i < 2; i++) {
-        r->side[i] = (relay_side){ r, i };
+    for (int i = 0; i < 2; i++)
         r->pipe[i][0] = r->pipe[i][1] = -1;
-    }
-    r->timer = evtimer_new(base, timer_cb, r);
     /* On failure the caller still owns (and closes) both sockets. An empty
      * greeting or early part is not added: evbuffer_add allocates a chain
      * even for no bytes (1 KiB per idle tunnel, measured). Bytes the client
      * sent right after its request head (before our 200) are the tunnel's
      * first upstream bytes. */
-    bool ok = r->timer != NULL &&
-              (greeting_len == 0 ||
+    bool ok = (greeting_len == 0 ||
                (buffer(r, 1) != NULL && evbuffer_add(r->buf[1], greeting, greeting_len) == 0)) &&
               (early_len == 0 ||
                (buffer(r, 0) != NULL && evbuffer_add(r->buf[0], early, early_len) == 0));
-    int fd[2] = { client_fd, upstream_fd };
-    for (int i = 0; ok && i < 2; i++) {
-        r->fd[i] = fd[i];
-        /* Assigned (and added) by watch(); nothing is watched yet. */
-        ok = (r->ev[i] = event_new(base, -1, 0, io_cb, &r->side[i])) != NULL;
-    }
+    r->fd[0] = client_fd;
+    r->fd[1] = upstream_fd;
     if (!ok) {
         relay_release(r);
         return NULL;

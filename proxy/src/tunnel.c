@@ -26,6 +26,14 @@
  * a head that is not complete yet arms a read event. The client socket gets
  * a bufferevent only to answer a refusal (client_bev).
  *
+ * Memory: a connection is a small long-lived px_conn and, until it is a
+ * tunnel (or forward.c's), its head phase (conn_head: the head's bytes, the
+ * decision, the dial, the refusal's buffers), freed once the tunnel is
+ * established; a tunnel keeps only what its log line, its rechecks and its
+ * lease slot need, packed in one conn_tunnel. An idle tunnel is then its
+ * px_conn, its conn_tunnel and its relay (bench_proxy --idle-only measures
+ * the bytes per tunnel).
+ *
  * Ownership: a px_conn is freed only by conn_free, and every callback that
  * can reach conn_free (bufferevent callbacks, the head's read event, the
  * timer, the DNS answer, the relay's done) returns without touching c
@@ -60,45 +68,75 @@
 /* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
 typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
 
+/* The strings of a connection's log line (and of a recheck: host, token),
+ * by index; each may be absent (NULL). */
+enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_DIALED, CS_CHECKED,
+       CS_TOKEN, CS_DETAIL, CS_COUNT };
+
+/* The head phase: from accept until the connection is a tunnel
+ * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
+ * px_conn (c->h) and freed with it (conn_free) or at that hand-over
+ * (head_free). Every libevent object here (the bufferevents, head_ev,
+ * timer) and the DNS query has the px_conn as its callback argument, never
+ * h, and is freed (or handed over) by head_free: no callback of h's can run
+ * once h is gone. */
+typedef struct conn_head {
+    struct bufferevent *client, *upstream; /* client: only to answer a refusal */
+    struct event *head_ev;      /* head reads after the first (NULL until needed) */
+    struct event *timer;        /* head timeout, then connect timeout */
+    struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
+    uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
+    size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
+    char *token;                /* the Proxy-Authorization value, for rechecks */
+    size_t token_len;
+    char *checked;              /* the checked addresses, for the log */
+    px_dns_answer *answer;      /* only while dialing */
+    int next_addr, attempts, timeouts;
+    /* the decision, as far as it got */
+    bool has_grant, has_auth, has_rule;
+    ph_grant grant;
+    char host[PH_HOST_MAX + 1]; /* canonical (has_auth) */
+    /* what the log needs of the guard's verdict (the verdict itself is big) */
+    char rule_file[PH_VERDICT_FILE_MAX + 1];
+    char policy_id[PH_TABLE_ID_HEX_LEN + 1];
+    char dialed[80];
+    char detail[PH_DIAG_MESSAGE_MAX + 64];
+} conn_head;
+
+/* What an established tunnel keeps of its decision, for its log line, its
+ * rechecks and its lease slot: the strings (conn_strings' values then,
+ * each NUL-terminated) packed in one allocation (tunnel_pack), owned by
+ * the px_conn (c->t). */
+#define CS_ABSENT UINT16_MAX
+typedef struct conn_tunnel {
+    uint16_t off[CS_COUNT];     /* each string's start in s, CS_ABSENT when absent */
+    uint16_t token_len;
+    char s[];
+} conn_tunnel;
+
+/* One client connection: the worker's list entry, from accept to the log
+ * line. Small: an idle tunnel is this, its conn_tunnel and its relay. */
 typedef struct px_conn {
     px_worker *w;
     struct px_conn *prev, *next;
     uint64_t id;
-    conn_state state;
-    int fd;                     /* the client socket; -1 once client or the relay owns it */
-    struct bufferevent *client, *upstream; /* client: only to answer a refusal */
-    struct event *head_ev;      /* head reads after the first (NULL until needed) */
-    uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
-    size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
-    struct event *timer;        /* head timeout, then connect timeout */
-    struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
-    px_relay *relay;
-    struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
     int64_t started_ns;         /* ph_monotonic_ns() at accept */
-    char peer[64];
-    char peer_key[64];          /* the per-peer limit's key; "" = no slot held */
-    bool in_head;               /* holds a request-head slot */
-    char *token;                /* the Proxy-Authorization value, for rechecks */
-    size_t token_len;
-    char *checked;              /* the checked addresses, for the log */
-    /* the decision, as far as it got */
-    bool has_grant, lease_slot;
-    ph_grant grant;
-    ph_authority auth;
-    bool has_auth;
-    /* what the log needs of the guard's verdict (the verdict itself is big) */
-    bool has_rule;
-    uint32_t rule_line;
-    char rule_file[PH_VERDICT_FILE_MAX + 1];
-    char policy_id[PH_TABLE_ID_HEX_LEN + 1];
-    px_dns_answer *answer;      /* only while dialing */
-    int next_addr, attempts, timeouts;
-    char dialed[80];
-    int status;
-    ph_reason reason;
-    char detail[PH_DIAG_MESSAGE_MAX + 64];
+    conn_head *h;               /* the head phase; NULL once a tunnel or forward.c's */
+    conn_tunnel *t;             /* ST_RELAY: what the tunnel keeps */
+    px_relay *relay;            /* ST_RELAY: owns both sockets */
+    struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
     const char *end;
     uint64_t up, down;
+    int fd;                     /* the client socket; -1 once h->client or the relay owns it */
+    int status;
+    ph_reason reason;
+    uint32_t rule_line;         /* 0 without a rule */
+    uint16_t port;              /* the authority's (0 without one) */
+    uint8_t state;              /* conn_state */
+    bool in_head;               /* holds a request-head slot */
+    bool lease_slot;
+    uint8_t key_off;            /* the per-peer limit's key: peer + key_off; "" = no slot held */
+    char peer[];                /* who connected, for the log; then the key */
 } px_conn;
 
 static void conn_free(px_conn *c);
@@ -114,8 +152,9 @@ static void leave_head(px_conn *c);
  * is then the bufferevent's. NULL when out of memory. */
 static struct bufferevent *client_bev(px_conn *c)
 {
-    if (c->client != NULL)
-        return c->client;
+    conn_head *h = c->h;
+    if (h->client != NULL)
+        return h->client;
     struct bufferevent *b = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
     if (b == NULL)
         return NULL;
@@ -123,9 +162,9 @@ static struct bufferevent *client_bev(px_conn *c)
      * its own reads: thawed for the bytes read before it existed. */
     struct evbuffer *in = bufferevent_get_input(b);
     int added = 0;
-    if (c->head_got > 0) {
+    if (h->head_got > 0) {
         evbuffer_unfreeze(in, 0);
-        added = evbuffer_add(in, c->head_buf, c->head_got);
+        added = evbuffer_add(in, h->head_buf, h->head_got);
         evbuffer_freeze(in, 0);
     }
     if (added != 0) {
@@ -133,11 +172,11 @@ static struct bufferevent *client_bev(px_conn *c)
         bufferevent_free(b);
         return NULL;
     }
-    if (c->head_ev != NULL) {
-        event_free(c->head_ev);
-        c->head_ev = NULL;
+    if (h->head_ev != NULL) {
+        event_free(h->head_ev);
+        h->head_ev = NULL;
     }
-    c->client = b;
+    h->client = b;
     c->fd = -1;
     return b;
 }
@@ -201,29 +240,31 @@ static void reply_unbuffered_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Answers a refusal and closes once it is written (bounded by a timeout so
- * a client that does not read cannot hold the connection). */
+ * a client that does not read cannot hold the connection). Only in the head
+ * phase (c->h): a tunnel ends through its relay. */
 static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
 {
+    conn_head *h = c->h;
     char body[PH_DIAG_MESSAGE_MAX + 128], resp[PH_DIAG_MESSAGE_MAX + 512];
     c->status = status;
     c->reason = reason;
-    if (detail && detail != c->detail)
-        snprintf(c->detail, sizeof c->detail, "%s", detail);
+    if (detail && detail != h->detail)
+        snprintf(h->detail, sizeof h->detail, "%s", detail);
     snprintf(body, sizeof body, "pinhole: %s%s%s", ph_reason_code(reason),
-             c->detail[0] ? ": " : "", c->detail);
+             h->detail[0] ? ": " : "", h->detail);
     size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     px_metrics_request(reason);
     leave_head(c);
     c->state = ST_REPLY;
-    if (c->timer)
-        evtimer_del(c->timer);
-    if (c->query) {
-        px_dns_cancel(c->query);
-        c->query = NULL;
+    if (h->timer)
+        evtimer_del(h->timer);
+    if (h->query) {
+        px_dns_cancel(h->query);
+        h->query = NULL;
     }
-    if (c->upstream) {
-        bufferevent_free(c->upstream);
-        c->upstream = NULL;
+    if (h->upstream) {
+        bufferevent_free(h->upstream);
+        h->upstream = NULL;
     }
     struct bufferevent *b = client_bev(c);
     if (b == NULL) {
@@ -232,8 +273,8 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
         ssize_t wr = send(c->fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)wr;
         struct timeval now = { 0, 0 };
-        evtimer_assign(c->timer, c->w->base, reply_unbuffered_cb, c);
-        evtimer_add(c->timer, &now);
+        evtimer_assign(h->timer, c->w->base, reply_unbuffered_cb, c);
+        evtimer_add(h->timer, &now);
         return;
     }
     bufferevent_disable(b, EV_READ);
@@ -258,30 +299,121 @@ static double elapsed(const px_conn *c)
     return (double)(ph_monotonic_ns() - c->started_ns) / 1e9;
 }
 
+/* The connection's log strings (and a recheck's) in str[CS_COUNT], NULL
+ * where absent, from wherever they are kept: the head phase's fields, or
+ * the tunnel's packed copy of those same values. *token_len: the token's
+ * length. Valid until h or t changes. */
+static void conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *token_len)
+{
+    const conn_head *h = c->h;
+    const conn_tunnel *t = c->t;
+    *token_len = 0;
+    for (int k = 0; k < CS_COUNT; k++)
+        str[k] = t != NULL && t->off[k] != CS_ABSENT ? t->s + t->off[k] : NULL;
+    if (t != NULL) {
+        *token_len = t->token_len;
+        return;
+    }
+    if (h == NULL)
+        return;
+    if (h->has_grant) {
+        str[CS_TENANT] = h->grant.tenant;
+        str[CS_LEASE] = h->grant.lease;
+        str[CS_LIST] = h->grant.list;
+    }
+    str[CS_HOST] = h->has_auth ? h->host : NULL;
+    str[CS_RULE_FILE] = h->has_rule ? h->rule_file : NULL;
+    str[CS_POLICY_ID] = h->policy_id[0] ? h->policy_id : NULL;
+    str[CS_DIALED] = h->dialed[0] ? h->dialed : NULL;
+    str[CS_CHECKED] = h->checked;
+    str[CS_TOKEN] = h->token;
+    *token_len = h->token_len;
+    str[CS_DETAIL] = h->detail[0] ? h->detail : NULL;
+}
+
+/* One allocation holding copies of str[CS_COUNT] (NULL: absent; the token
+ * token_len bytes, the others NUL-terminated). NULL when out of memory. */
+static conn_tunnel *tunnel_pack(const char *const str[CS_COUNT], size_t token_len)
+{
+    size_t len[CS_COUNT], total = 0;
+    for (int k = 0; k < CS_COUNT; k++) {
+        len[k] = str[k] == NULL ? 0 : (k == CS_TOKEN ? token_len : strlen(str[k]));
+        total += str[k] == NULL ? 0 : len[k] + 1;
+    }
+    /* Bounded by the head (PH_PREQ_HEAD_MAX) and the fields' own caps. */
+    if (total >= CS_ABSENT)
+        return NULL;
+    conn_tunnel *t = malloc(sizeof *t + total);
+    if (t == NULL)
+        return NULL;
+    size_t at = 0;
+    for (int k = 0; k < CS_COUNT; k++) {
+        if (str[k] == NULL) {
+            t->off[k] = CS_ABSENT;
+            continue;
+        }
+        t->off[k] = (uint16_t)at;
+        memcpy(t->s + at, str[k], len[k]);
+        t->s[at + len[k]] = '\0';
+        at += len[k] + 1;
+    }
+    t->token_len = (uint16_t)len[CS_TOKEN];
+    return t;
+}
+
 static void conn_log(const px_conn *c)
 {
+    const char *str[CS_COUNT];
+    size_t token_len;
+    conn_strings(c, str, &token_len);
     px_log_record r = {
         .conn_id = c->id,
         .peer = c->peer,
-        .tenant = c->has_grant ? c->grant.tenant : NULL,
-        .lease = c->has_grant ? c->grant.lease : NULL,
-        .list = c->has_grant ? c->grant.list : NULL,
-        .host = c->has_auth ? c->auth.host : NULL,
-        .port = c->has_auth ? c->auth.port : 0,
-        .dialed = c->dialed[0] ? c->dialed : NULL,
-        .checked = c->checked,
+        .tenant = str[CS_TENANT],
+        .lease = str[CS_LEASE],
+        .list = str[CS_LIST],
+        .host = str[CS_HOST],
+        .port = c->port,
+        .dialed = str[CS_DIALED],
+        .checked = str[CS_CHECKED],
         .status = c->status,
         .reason = c->reason,
-        .detail = c->detail[0] ? c->detail : NULL,
-        .rule_file = c->has_rule ? c->rule_file : NULL,
-        .rule_line = c->has_rule ? c->rule_line : 0,
-        .policy_id = c->policy_id[0] ? c->policy_id : NULL,
+        .detail = str[CS_DETAIL],
+        .rule_file = str[CS_RULE_FILE],
+        .rule_line = c->rule_line,
+        .policy_id = str[CS_POLICY_ID],
         .bytes_up = c->up,
         .bytes_down = c->down,
         .duration_s = elapsed(c),
         .end = c->end,
     };
     px_log_connection(&r);
+}
+
+/* Frees the head phase and everything it holds (its events and
+ * bufferevents: none of their callbacks runs afterwards; the DNS query is
+ * cancelled). NULLs *hp. */
+static void head_free(conn_head **hp)
+{
+    conn_head *h = *hp;
+    if (h == NULL)
+        return;
+    if (h->query)
+        px_dns_cancel(h->query);
+    free(h->answer);
+    free(h->token);
+    free(h->checked);
+    free(h->head_buf);
+    if (h->timer)
+        event_free(h->timer);
+    if (h->head_ev)
+        event_free(h->head_ev);
+    if (h->upstream)
+        bufferevent_free(h->upstream);
+    if (h->client)
+        bufferevent_free(h->client);
+    free(h);
+    *hp = NULL;
 }
 
 static void conn_free(px_conn *c)
@@ -295,33 +427,24 @@ static void conn_free(px_conn *c)
             c->end = "client_closed"; /* closed before any answer */
         conn_log(c);
     }
-    if (c->query)
-        px_dns_cancel(c->query);
     leave_head(c);
-    if (c->peer_key[0])
-        px_limits_peer_release(c->peer_key);
-    free(c->answer);
-    free(c->token);
-    free(c->checked);
-    free(c->head_buf);
-    if (c->timer)
-        event_free(c->timer);
-    if (c->head_ev)
-        event_free(c->head_ev);
+    if (c->peer[c->key_off])
+        px_limits_peer_release(c->peer + c->key_off);
+    if (c->lease_slot) {
+        const char *str[CS_COUNT];
+        size_t token_len;
+        conn_strings(c, str, &token_len);
+        px_limits_lease_release(str[CS_TENANT], str[CS_LEASE]);
+    }
     if (c->fd >= 0)
         close(c->fd);
     if (c->relay) {
         px_relay_free(&c->relay); /* closes both sockets */
         px_metrics_tunnel_close();
         px_metrics_bytes(c->up, c->down);
-    } else {
-        if (c->upstream)
-            bufferevent_free(c->upstream);
-        if (c->client)
-            bufferevent_free(c->client);
     }
-    if (c->lease_slot)
-        px_limits_lease_release(c->grant.tenant, c->grant.lease);
+    head_free(&c->h);
+    free(c->t);
     px_limits_conn_release();
     if (c->prev)
         c->prev->next = c->next;
@@ -359,13 +482,17 @@ void px_conn_close_idle_heads(px_worker *w)
 /* Decides an open connection again against the policy now in force. */
 static void recheck(px_conn *c)
 {
+    const char *str[CS_COUNT];
+    size_t token_len;
+    conn_strings(c, str, &token_len);
     char authority[PH_HOST_MAX + 8];
-    int n = snprintf(authority, sizeof authority, "%s:%u", c->auth.host, c->auth.port);
+    int n = snprintf(authority, sizeof authority, "%s:%u", str[CS_HOST] ? str[CS_HOST] : "",
+                     c->port);
     ph_connect_request r = {
         .authority = authority,
         .authority_len = (size_t)n,
-        .proxy_authorization = c->token,
-        .proxy_authorization_len = c->token_len,
+        .proxy_authorization = str[CS_TOKEN],
+        .proxy_authorization_len = token_len,
         .now = (int64_t)time(NULL),
     };
     ph_decision d;
@@ -378,13 +505,22 @@ static void recheck(px_conn *c)
         end = "policy_revoked";
     else
         return;
-    snprintf(c->detail, sizeof c->detail, "after reload: %s", d.log_detail);
+    char detail[PH_DIAG_MESSAGE_MAX + 64];
+    snprintf(detail, sizeof detail, "after reload: %s", d.log_detail);
     if (c->state == ST_RELAY) {
+        /* The log line gets the detail: the tunnel's strings again, with it
+         * (out of memory: the line goes without it). */
+        str[CS_DETAIL] = detail;
+        conn_tunnel *t = tunnel_pack(str, token_len);
+        if (t != NULL) {
+            free(c->t);
+            c->t = t;
+        }
         px_relay_stop(c->relay, end); /* frees c */
         return;
     }
     c->end = end;
-    refuse(c, d.http_status, d.reason, c->detail);
+    refuse(c, d.http_status, d.reason, detail);
 }
 
 void px_conn_recheck_all(px_worker *w)
@@ -392,7 +528,9 @@ void px_conn_recheck_all(px_worker *w)
     px_conn *c = w->conns, *next;
     for (; c; c = next) {
         next = c->next; /* recheck frees at most c */
-        if (c->token != NULL && c->state != ST_HEAD && c->state != ST_REPLY)
+        /* Past the decision: resolving, dialing or a tunnel (each holds
+         * the token the decision accepted). */
+        if (c->state == ST_RESOLVE || c->state == ST_CONNECT || c->state == ST_RELAY)
             recheck(c);
     }
 }
@@ -417,6 +555,7 @@ void px_set_nodelay(struct bufferevent *b)
 static void start_relay(px_conn *c)
 {
     static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
+    conn_head *h = c->h;
     /* The 200 goes out first, so the client's wake-up overlaps the set-up
      * below. Nothing can precede it: the client has been sent nothing, and
      * the upstream's first bytes are read only by the relay. What the
@@ -427,45 +566,55 @@ static void start_relay(px_conn *c)
         sent = 0;
     /* The relay keeps the tunnel's deadlines: the connection's timer (head,
      * then connect timeout) is done with. */
-    event_free(c->timer);
-    c->timer = NULL;
-    free(c->answer);
-    c->answer = NULL;
+    event_free(h->timer);
+    h->timer = NULL;
+    free(h->answer);
+    h->answer = NULL;
     /* The client socket inherited TCP_NODELAY from its listener. */
-    px_set_nodelay(c->upstream);
+    px_set_nodelay(h->upstream);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
-    c->detail[0] = '\0';
+    h->detail[0] = '\0';
     px_metrics_request(PH_REASON_ALLOWED);
+    /* What the tunnel keeps of the head phase: the log's strings. */
+    const char *str[CS_COUNT];
+    size_t token_len;
+    conn_strings(c, str, &token_len);
+    conn_tunnel *t = tunnel_pack(str, token_len);
+    if (t == NULL) {
+        c->end = "out_of_memory";
+        conn_free(c);
+        return;
+    }
     /* The tunnel lives until the earliest of max_lifetime_s and the grant's
      * expiry (by this clock; the verifier's skew tolerance admits a request,
      * it does not lengthen a tunnel). */
     long life = c->w->cfg->max_lifetime_s;
     const char *life_end = "max_lifetime";
-    int64_t left = c->grant.expires - (int64_t)time(NULL);
+    int64_t left = h->grant.expires - (int64_t)time(NULL);
     if (left < life) {
         life = left > 0 ? (long)left : 0;
         life_end = "grant_expired";
     }
-    int ufd = bufferevent_getfd(c->upstream);
-    c->relay = px_relay_start(c->w->base, c->fd, ufd, c->head_buf + c->head_len,
-                              c->head_got - c->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
+    int ufd = bufferevent_getfd(h->upstream);
+    c->relay = px_relay_start(c->w->base, c->fd, ufd, h->head_buf + h->head_len,
+                              h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->up, &c->down, relay_done, c);
     if (c->relay == NULL) {
+        free(t);
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
     /* The relay owns the sockets now: the upstream's leaves its bufferevent
-     * (whose connect event is deleted before the loop applies it). */
-    bufferevent_disable(c->upstream, EV_READ | EV_WRITE);
-    bufferevent_setfd(c->upstream, -1);
-    bufferevent_free(c->upstream);
-    c->upstream = NULL;
+     * (whose connect event is deleted before the loop applies it), and the
+     * head phase goes (nothing of it is pending: the head was parsed, the
+     * answer came, the timer and the client's read event are gone). */
+    bufferevent_disable(h->upstream, EV_READ | EV_WRITE);
+    bufferevent_setfd(h->upstream, -1);
     c->fd = -1;
-    free(c->head_buf);
-    c->head_buf = NULL;
-    c->head_got = c->head_len = 0;
+    head_free(&c->h);
+    c->t = t;
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
@@ -481,8 +630,8 @@ static void connect_event_cb(struct bufferevent *b, short what, void *arg)
         start_relay(c);
         return;
     }
-    bufferevent_free(c->upstream);
-    c->upstream = NULL;
+    bufferevent_free(c->h->upstream);
+    c->h->upstream = NULL;
     dial_next(c);
 }
 
@@ -491,9 +640,9 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     px_conn *c = arg;
-    c->timeouts++;
-    bufferevent_free(c->upstream);
-    c->upstream = NULL;
+    c->h->timeouts++;
+    bufferevent_free(c->h->upstream);
+    c->h->upstream = NULL;
     dial_next(c);
 }
 
@@ -509,51 +658,52 @@ static bool connected_at_once(int fd)
 
 static void dial_next(px_conn *c)
 {
-    while (c->next_addr < c->answer->naddrs) {
-        struct sockaddr_storage ss = c->answer->addrs[c->next_addr++];
+    conn_head *h = c->h;
+    while (h->next_addr < h->answer->naddrs) {
+        struct sockaddr_storage ss = h->answer->addrs[h->next_addr++];
         socklen_t len;
         if (ss.ss_family == AF_INET) {
-            ((struct sockaddr_in *)&ss)->sin_port = htons(c->auth.port);
+            ((struct sockaddr_in *)&ss)->sin_port = htons(c->port);
             len = sizeof(struct sockaddr_in);
         } else {
-            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->auth.port);
+            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->port);
             len = sizeof(struct sockaddr_in6);
         }
-        px_sockaddr_format((struct sockaddr *)&ss, c->dialed, sizeof c->dialed);
-        c->attempts++;
-        c->upstream = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (c->upstream == NULL)
+        px_sockaddr_format((struct sockaddr *)&ss, h->dialed, sizeof h->dialed);
+        h->attempts++;
+        h->upstream = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (h->upstream == NULL)
             break;
-        bufferevent_setcb(c->upstream, NULL, NULL, connect_event_cb, c);
+        bufferevent_setcb(h->upstream, NULL, NULL, connect_event_cb, c);
         struct timeval tv = { c->w->cfg->connect_timeout_ms / 1000,
                               (c->w->cfg->connect_timeout_ms % 1000) * 1000 };
         /* The previous address's connect timer may still be pending (its
          * connect failed before the timer fired): assigning a pending event
          * corrupts the loop's timer heap, so it is deleted first. */
-        evtimer_del(c->timer);
-        evtimer_assign(c->timer, c->w->base, connect_timeout_cb, c);
-        evtimer_add(c->timer, &tv);
+        evtimer_del(h->timer);
+        evtimer_assign(h->timer, c->w->base, connect_timeout_cb, c);
+        evtimer_add(h->timer, &tv);
         /* The address was checked; connect to exactly it, no name lookup. */
-        if (bufferevent_socket_connect(c->upstream, (struct sockaddr *)&ss, (int)len) == 0) {
+        if (bufferevent_socket_connect(h->upstream, (struct sockaddr *)&ss, (int)len) == 0) {
             /* dial_next runs only from callbacks (the DNS answer, the
              * upstream's events, the connect timer), after the head was
              * consumed, and returns at once: the relay may start here. */
-            if (connected_at_once(bufferevent_getfd(c->upstream)))
+            if (connected_at_once(bufferevent_getfd(h->upstream)))
                 start_relay(c); /* may free c */
             return;
         }
-        evtimer_del(c->timer);
-        bufferevent_free(c->upstream);
-        c->upstream = NULL;
+        evtimer_del(h->timer);
+        bufferevent_free(h->upstream);
+        h->upstream = NULL;
     }
-    c->dialed[0] = '\0';
-    if (c->attempts > 0 && c->timeouts == c->attempts) {
-        snprintf(c->detail, sizeof c->detail, "%d address(es) did not answer within %ld ms",
-                 c->attempts, c->w->cfg->connect_timeout_ms);
-        refuse_for(c, PH_REASON_UPSTREAM_TIMEOUT, c->detail);
+    h->dialed[0] = '\0';
+    if (h->attempts > 0 && h->timeouts == h->attempts) {
+        snprintf(h->detail, sizeof h->detail, "%d address(es) did not answer within %ld ms",
+                 h->attempts, c->w->cfg->connect_timeout_ms);
+        refuse_for(c, PH_REASON_UPSTREAM_TIMEOUT, h->detail);
     } else {
-        snprintf(c->detail, sizeof c->detail, "%d address(es) refused or failed", c->attempts);
-        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, c->detail);
+        snprintf(h->detail, sizeof h->detail, "%d address(es) refused or failed", h->attempts);
+        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, h->detail);
     }
 }
 
@@ -579,22 +729,23 @@ char *px_format_checked(const px_dns_answer *a)
 static void resolved(const px_dns_answer *a, void *arg)
 {
     px_conn *c = arg;
-    c->query = NULL;
+    conn_head *h = c->h;
+    h->query = NULL;
     /* The guard checked every address; any denied one refused the answer
      * (a mixed answer is the DNS-rebinding case). */
     if (a->reason != PH_REASON_ALLOWED) {
         refuse_for(c, a->reason, a->detail);
         return;
     }
-    c->answer = malloc(sizeof *c->answer);
-    if (c->answer == NULL) {
+    h->answer = malloc(sizeof *h->answer);
+    if (h->answer == NULL) {
         refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
         return;
     }
-    *c->answer = *a;
-    c->checked = px_format_checked(a);
+    *h->answer = *a;
+    h->checked = px_format_checked(a);
     c->state = ST_CONNECT;
-    c->next_addr = 0;
+    h->next_addr = 0;
     dial_next(c);
 }
 
@@ -602,6 +753,7 @@ static void resolved(const px_dns_answer *a, void *arg)
 
 static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
 {
+    conn_head *h = c->h;
     /* The guard decides (authority, grant, list) on one policy version. */
     const char *value = req->has_authorization ? (const char *)head + req->authorization.off : NULL;
     size_t vlen = req->has_authorization ? req->authorization.len : 0;
@@ -615,29 +767,28 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     ph_decision d;
     ph_decide_connect(px_policy(), &r, &d);
     if (d.has_authority) {
-        c->has_auth = true;
-        c->auth.port = d.verdict.port;
-        c->auth.host_len = strlen(d.verdict.host);
-        memcpy(c->auth.host, d.verdict.host, c->auth.host_len + 1);
+        h->has_auth = true;
+        c->port = d.verdict.port;
+        snprintf(h->host, sizeof h->host, "%s", d.verdict.host);
     }
     if (d.has_grant) {
-        c->has_grant = true;
-        c->grant = d.grant;
-        snprintf(c->policy_id, sizeof c->policy_id, "%s", d.verdict.policy_id);
+        h->has_grant = true;
+        h->grant = d.grant;
+        snprintf(h->policy_id, sizeof h->policy_id, "%s", d.verdict.policy_id);
     }
     if (!d.allowed) {
         /* The client learns the code and the client-safe detail; the log
          * gets the full line. */
         refuse(c, d.http_status, d.reason, d.client_detail);
-        snprintf(c->detail, sizeof c->detail, "%s", d.log_detail);
+        snprintf(h->detail, sizeof h->detail, "%s", d.log_detail);
         return;
     }
-    c->has_rule = d.verdict.has_rule;
-    c->rule_line = d.verdict.rule_line;
-    snprintf(c->rule_file, sizeof c->rule_file, "%s", d.verdict.rule_file);
+    h->has_rule = d.verdict.has_rule;
+    c->rule_line = d.verdict.has_rule ? d.verdict.rule_line : 0;
+    snprintf(h->rule_file, sizeof h->rule_file, "%s", d.verdict.rule_file);
 
     /* The per-lease limit (from the grant): the proxy's own resource. */
-    if (!px_limits_lease_acquire(c->grant.tenant, c->grant.lease,
+    if (!px_limits_lease_acquire(h->grant.tenant, h->grant.lease,
                                  c->w->cfg->max_connections_per_lease)) {
         refuse_for(c, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease");
         return;
@@ -645,19 +796,19 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     c->lease_slot = true;
 
     /* Kept for rechecks after a reload (px_conn_recheck_all). */
-    if ((c->token = malloc(vlen + 1)) == NULL) {
+    if ((h->token = malloc(vlen + 1)) == NULL) {
         refuse(c, 503, PH_REASON_LIMIT_EXCEEDED, "out of memory");
         return;
     }
-    memcpy(c->token, value != NULL ? value : "", vlen);
-    c->token[vlen] = '\0';
-    c->token_len = vlen;
+    memcpy(h->token, value != NULL ? value : "", vlen);
+    h->token[vlen] = '\0';
+    h->token_len = vlen;
 
     /* What comes next (d.next == PH_NEXT_RESOLVE): resolve exactly this
      * name (the answer comes from the loop). */
     c->state = ST_RESOLVE;
-    c->query = px_dns_resolve(c->w->dns, c->auth.host, resolved, c);
-    if (c->query == NULL)
+    h->query = px_dns_resolve(c->w->dns, h->host, resolved, c);
+    if (h->query == NULL)
         refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
@@ -668,7 +819,7 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n);
  * with the bytes read so far (client_bev puts them in its input). */
 static void forward_handoff(px_conn *c)
 {
-    evtimer_del(c->timer);
+    evtimer_del(c->h->timer);
     struct bufferevent *b = client_bev(c);
     struct px_fwd *f = b ? px_forward_start(c, c->w, b, c->id, c->peer) : NULL;
     if (f == NULL) {
@@ -676,7 +827,11 @@ static void forward_handoff(px_conn *c)
         conn_free(c);
         return;
     }
-    c->client = NULL;
+    /* The client is forward.c's now; the head phase goes (the bytes read
+     * so far are in the client's input, the read event went with
+     * client_bev, nothing else of it is pending). */
+    c->h->client = NULL;
+    head_free(&c->h);
     c->fwd = f;
     c->state = ST_FORWARD;
     px_forward_run(f); /* never frees c within the call (forward.h) */
@@ -710,27 +865,28 @@ static _Thread_local uint8_t head_scratch[HEAD_READ_MAX];
  * a complete head, refuses a bad one, waits for more of an incomplete one. */
 static void head_parse(px_conn *c, const uint8_t *in, size_t n)
 {
+    conn_head *h = c->h;
     ph_proxy_request req;
     ph_preq_result st = ph_proxy_request_parse(in, n, &req);
-    if (c->head_buf == NULL && n > 0) {
-        if ((c->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
+    if (h->head_buf == NULL && n > 0) {
+        if ((h->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
             c->end = "out_of_memory";
             conn_free(c);
             return;
         }
-        memcpy(c->head_buf, in, n);
-        c->head_got = n;
+        memcpy(h->head_buf, in, n);
+        h->head_got = n;
     }
-    const uint8_t *head = c->head_buf;
-    if (px_forward_wants(head, c->head_got)) {
+    const uint8_t *head = h->head_buf;
+    if (px_forward_wants(head, h->head_got)) {
         forward_handoff(c);
         return;
     }
     switch (st) {
     case PH_PREQ_INCOMPLETE:
-        if (c->head_ev == NULL) {
-            c->head_ev = event_new(c->w->base, c->fd, EV_READ | EV_PERSIST, head_ev_cb, c);
-            if (c->head_ev == NULL || event_add(c->head_ev, NULL) != 0) {
+        if (h->head_ev == NULL) {
+            h->head_ev = event_new(c->w->base, c->fd, EV_READ | EV_PERSIST, head_ev_cb, c);
+            if (h->head_ev == NULL || event_add(h->head_ev, NULL) != 0) {
                 c->end = "out_of_memory";
                 conn_free(c);
             }
@@ -742,15 +898,15 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
     case PH_PREQ_DONE:
         break;
     }
-    evtimer_del(c->timer);
-    if (c->head_ev != NULL) {
-        event_free(c->head_ev);
-        c->head_ev = NULL;
+    evtimer_del(h->timer);
+    if (h->head_ev != NULL) {
+        event_free(h->head_ev);
+        h->head_ev = NULL;
     }
     leave_head(c);
     /* The spans point into head_buf; bytes after the head stay there for
      * the upstream (the relay's early bytes). */
-    c->head_len = req.head_len;
+    h->head_len = req.head_len;
     decide(c, head, &req);
 }
 
@@ -758,10 +914,11 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
  * the head is normally there already) and parses it. */
 static void head_read(px_conn *c)
 {
-    uint8_t *to = c->head_buf != NULL ? c->head_buf + c->head_got : head_scratch;
-    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - c->head_got, 0);
+    conn_head *h = c->h;
+    uint8_t *to = h->head_buf != NULL ? h->head_buf + h->head_got : head_scratch;
+    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - h->head_got, 0);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        if (c->head_got == 0)
+        if (h->head_got == 0)
             head_parse(c, head_scratch, 0); /* nothing yet: arms the read event */
         return;
     }
@@ -770,12 +927,12 @@ static void head_read(px_conn *c)
         conn_free(c);
         return;
     }
-    if (c->head_buf == NULL) {
+    if (h->head_buf == NULL) {
         head_parse(c, head_scratch, (size_t)r);
         return;
     }
-    c->head_got += (size_t)r;
-    head_parse(c, c->head_buf, c->head_got);
+    h->head_got += (size_t)r;
+    head_parse(c, h->head_buf, h->head_got);
 }
 
 static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -869,8 +1026,12 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         refuse_at_accept(fd, peer_log, "max_head_connections reached");
         return;
     }
-    px_conn *c = calloc(1, sizeof *c);
-    if (c == NULL) {
+    /* peer_identity's strings fit their 64 bytes: key_off fits a byte. */
+    size_t log_len = strlen(peer_log), key_len = strlen(peer_key);
+    px_conn *c = calloc(1, sizeof *c + log_len + 1 + key_len + 1);
+    conn_head *h = c != NULL ? calloc(1, sizeof *h) : NULL;
+    if (h == NULL) {
+        free(c);
         px_limits_head_release();
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
@@ -878,11 +1039,13 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         return;
     }
     c->w = w;
+    c->h = h;
     c->fd = fd;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
     c->started_ns = ph_monotonic_ns();
-    snprintf(c->peer, sizeof c->peer, "%s", peer_log);
-    snprintf(c->peer_key, sizeof c->peer_key, "%s", peer_key);
+    memcpy(c->peer, peer_log, log_len + 1);
+    c->key_off = (uint8_t)(log_len + 1);
+    memcpy(c->peer + c->key_off, peer_key, key_len + 1);
     c->in_head = true;
     c->next = w->conns;
     if (w->conns)
@@ -890,14 +1053,14 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     w->conns = c;
     w->nconns++;
     /* fd is non-blocking already: evconnlistener accepts with SOCK_NONBLOCK. */
-    c->timer = evtimer_new(w->base, head_timeout_cb, c);
-    if (c->timer == NULL) {
+    h->timer = evtimer_new(w->base, head_timeout_cb, c);
+    if (h->timer == NULL) {
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
     struct timeval tv = { w->cfg->header_timeout_ms / 1000,
                           (w->cfg->header_timeout_ms % 1000) * 1000 };
-    evtimer_add(c->timer, &tv);
+    evtimer_add(h->timer, &tv);
     head_read(c); /* may free c */
 }

@@ -284,16 +284,35 @@ took=$(echo "$(date +%s.%N) - $t0" | bc)
 check "logged as end=grant_expired" "1" "$(log_count expiry '"end":"grant_expired"')"
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
 
-E2E_PROXY_NAME=keyrevoke e2e_start_proxy
+E2E_PROXY_NAME=keyrevoke e2e_start_proxy --dns-servers 127.0.0.1:"$FAKE_DNS_PORT"
 slow_client keyrevoke.out ok.$D 4000000 400000; C=$!
 wait_tunnels 1 || fail "key removal: tunnel did not open"
+# Beside the tunnel, a connection still resolving (its name never answers).
+NET connect "$PROXY_PORT" stall.fake.test:443 "$AUTH" >"$E2E_TMP/keyrevoke-lookup.out" 2>&1 & L=$!
+for _ in $(seq 1 100); do [ "$(metric pinhole_proxy_connections_active)" = 2 ] && break; sleep 0.05; done
 "$GRANT" keygen --kid rotated --output "$E2E_TMP/new.key"
 [ "$(id -u)" = 0 ] && chown nobody "$E2E_TMP/new.key"
 mv "$E2E_TMP/new.key" "$E2E_TMP/grant.key"
 kill -HUP "$PROXY_PID"
 wait "$C"; rc=$?
 [ "$rc" != 0 ] && ok "a tunnel ends when its grant's key is removed" || fail "key removal: transfer completed"
-check "logged as end=key_revoked" "1" "$(log_count keyrevoke '"end":"key_revoked"')"
+wait "$L"
+check "a connection still resolving is refused at the reload" "407 grant_invalid" \
+    "$(cat "$E2E_TMP/keyrevoke-lookup.out")"
+check "both logged as end=key_revoked, the detail after reload" "2" \
+    "$(log_count keyrevoke '"detail":"after reload: .*"end":"key_revoked"')"
+check "the tunnel's line keeps its decision (grant, host, rule, policy, addresses)" "1" \
+    "$(/usr/bin/python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("end") == "key_revoked" and r["status"] == 200:
+        n += (r["tenant"], r["lease"], r["list"], r["host"]) == ("t1", "lease1", "e2e", sys.argv[2]) and \
+             r["port"] > 0 and r["rule"].startswith("e2e-faults-allowlist.yaml:") and \
+             len(r["policy_id"]) == 64 and r["checked"] == ["127.0.0.1"] and \
+             r["dialed"] == "127.0.0.1:%d" % r["port"] and r["bytes_up"] > 0
+print(n)' "$E2E_TMP/keyrevoke.log" "ok.$D")"
 check "a new request with that grant: 407 grant_invalid" "407 grant_invalid" \
     "$(NET connect "$PROXY_PORT" ok.$D:$PEER_PORT "$AUTH")"
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
