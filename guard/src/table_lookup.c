@@ -44,26 +44,6 @@ static uint32_t find_list(const ph_table *t, const char *name)
     return NO_INDEX;
 }
 
-/* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
-#define SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
-#if defined(__SSE2__)
-#include <emmintrin.h>
-static inline unsigned group_match(const uint8_t *g, uint8_t tag)
-{
-    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
-    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
-    return (unsigned)_mm_movemask_epi8(eq) & SLOT_MASK;
-}
-#else
-static inline unsigned group_match(const uint8_t *g, uint8_t tag)
-{
-    unsigned m = 0;
-    for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
-        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
-    return m;
-}
-#endif
-
 static inline uint64_t load64(const void *p)
 {
     uint64_t w;
@@ -122,7 +102,7 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
     uint32_t ecount = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_COUNT);
     for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
         const uint8_t *g = ph_tab_group(t, gi);
-        for (unsigned m = group_match(g, tag); m != 0; m &= m - 1) {
+        for (unsigned m = ph_tab_group_match(g, tag); m != 0; m &= m - 1) {
             unsigned k = (unsigned)__builtin_ctz(m);
             uint32_t ei = ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * k);
             const uint8_t *e = ph_tab_entry(t, ei);
@@ -130,7 +110,7 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
                 e[PH_TAB_ENTRY_KIND] == kind && entry_host_is(t, e, host, len))
                 return e;
         }
-        if (group_match(g, 0) != 0)
+        if (ph_tab_group_match(g, 0) != 0)
             return NULL;
     }
 }
