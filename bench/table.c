@@ -269,7 +269,13 @@ static double plain_read(const char *path, uint8_t *buf, size_t len)
 
 int main(int argc, char **argv)
 {
-    size_t rules = argc > 1 ? strtoul(argv[1], NULL, 10) : 1000000;
+    char *end = NULL;
+    size_t rules = argc > 1 ? strtoul(argv[1], &end, 10) : 1000000;
+    if (argc > 2 || (argc > 1 && (*end != '\0' || rules == 0))) {
+        fprintf(stderr, "usage: bench_table [RULES] (default 1000000; BENCH_TABLE_HOT_ONLY=1 or "
+                        "BENCH_TABLE_SPREAD_ONLY=1 runs one lookup case only)\n");
+        return 2;
+    }
     size_t len;
     double tp, tc, cpu, cpu_parse, floor_s, floor_cpu = 0;
     uint8_t *image = build(rules, &len, &tp, &tc, &cpu, &cpu_parse, &floor_s, &floor_cpu);

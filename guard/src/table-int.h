@@ -183,7 +183,8 @@ static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
     if (len < 3 || len > PH_TAB_HOST_WIDE)
         return len > 0 && len <= PH_TAB_HOST_WIDE && ph_tab_host_canonical(h, len);
     uint64_t ok = 0, dot = 0, hyph = 0;
-    for (unsigned k = 0; k < PH_TAB_HOST_WIDE / 16; k++) {
+    /* Only the chunks holding h[0..len): the masks above len are ignored. */
+    for (unsigned k = 0; 16 * k < len; k++) {
         unsigned o, d, y;
         ph_tab_host_chunk(h + 16 * k, &o, &d, &y);
         ok |= (uint64_t)o << (16 * k);
@@ -222,6 +223,25 @@ static inline bool ph_tab_host_canonical_wide(const char *h, size_t len)
 static inline bool ph_tab_host_canonical_exact(const char *h, size_t len)
 {
     return ph_tab_host_canonical(h, len);
+}
+#endif
+
+/* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
+#define PH_TAB_SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
+#if defined(__SSE2__)
+static inline unsigned ph_tab_group_match(const uint8_t *g, uint8_t tag)
+{
+    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
+    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
+    return (unsigned)_mm_movemask_epi8(eq) & PH_TAB_SLOT_MASK;
+}
+#else
+static inline unsigned ph_tab_group_match(const uint8_t *g, uint8_t tag)
+{
+    unsigned m = 0;
+    for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
+        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
+    return m;
 }
 #endif
 

@@ -44,26 +44,6 @@ static uint32_t find_list(const ph_table *t, const char *name)
     return NO_INDEX;
 }
 
-/* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
-#define SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
-#if defined(__SSE2__)
-#include <emmintrin.h>
-static inline unsigned group_match(const uint8_t *g, uint8_t tag)
-{
-    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
-    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
-    return (unsigned)_mm_movemask_epi8(eq) & SLOT_MASK;
-}
-#else
-static inline unsigned group_match(const uint8_t *g, uint8_t tag)
-{
-    unsigned m = 0;
-    for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
-        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
-    return m;
-}
-#endif
-
 static inline uint64_t load64(const void *p)
 {
     uint64_t w;
@@ -122,7 +102,7 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
     uint32_t ecount = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_COUNT);
     for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
         const uint8_t *g = ph_tab_group(t, gi);
-        for (unsigned m = group_match(g, tag); m != 0; m &= m - 1) {
+        for (unsigned m = ph_tab_group_match(g, tag); m != 0; m &= m - 1) {
             unsigned k = (unsigned)__builtin_ctz(m);
             uint32_t ei = ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * k);
             const uint8_t *e = ph_tab_entry(t, ei);
@@ -130,7 +110,7 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
                 e[PH_TAB_ENTRY_KIND] == kind && entry_host_is(t, e, host, len))
                 return e;
         }
-        if (group_match(g, 0) != 0)
+        if (ph_tab_group_match(g, 0) != 0)
             return NULL;
     }
 }
@@ -200,6 +180,44 @@ static void fill_rule_from_entry(const ph_table *t, const uint8_t *e, ph_table_r
     rule->nports = ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS);
 }
 
+/* The offsets of the first two dots of host[0..len) (len: none), for a name
+ * that may not be read past its end: 16-byte chunks inside it, the last one
+ * overlapping the one before, as bit masks over its first 64 bytes; a name
+ * whose first two dots are not there (rare) is searched by memchr. */
+static inline void two_dots(const char *host, size_t len, size_t *first, size_t *second)
+{
+    uint64_t m = 0;
+#if defined(__SSE2__)
+    if (len >= 16) {
+        const __m128i dot = _mm_set1_epi8('.');
+        size_t k = 0;
+        for (; k + 16 <= len && k < 64; k += 16)
+            m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                     _mm_loadu_si128((const __m128i *)(const void *)(host + k)), dot))
+                 << k;
+        if (k < len && k < 64)
+            m |= (uint64_t)(unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(
+                     _mm_loadu_si128((const __m128i *)(const void *)(host + len - 16)), dot))
+                 << (len - 16);
+    } else
+#endif
+    {
+        for (size_t i = 0; i < len && i < 64; i++)
+            m |= (uint64_t)(host[i] == '.') << i;
+    }
+    uint64_t rest = m & (m - 1);
+    if (rest != 0) {
+        *first = (size_t)__builtin_ctzll(m);
+        *second = (size_t)__builtin_ctzll(rest);
+        return;
+    }
+    /* Fewer than two dots in the first 64 bytes (or the name is shorter). */
+    const char *d = m != 0 ? host + __builtin_ctzll(m) : memchr(host, '.', len);
+    *first = d != NULL ? (size_t)(d - host) : len;
+    const char *e = d != NULL ? memchr(d + 1, '.', len - *first - 1) : NULL;
+    *second = e != NULL ? (size_t)(e - host) : len;
+}
+
 /* The parent of a name with at least three labels (a wildcard base needs two). */
 static bool parent_of(const char *host, size_t len, const char **p, size_t *plen)
 {
@@ -248,7 +266,8 @@ static ph_status refuse_host(ph_table_result *r)
  * (their memory reads are what costs) and only a name that matched nothing
  * pays for the full check; a wildcard match checks the first label.
  */
-static ph_status decide(const ph_table *t, const char *list, const char *host, size_t len,
+static inline __attribute__((always_inline)) ph_status
+decide(const ph_table *t, const char *list, const char *host, size_t len,
                         uint16_t port, ph_table_result *r, uint32_t *li_out,
                         const uint8_t **exact, const uint8_t **wild, uint32_t *rule_out)
 {
@@ -272,11 +291,11 @@ static ph_status decide(const ph_table *t, const char *list, const char *host, s
     const uint8_t *lrec = ph_tab_list(t, li);
     uint64_t he = ph_tab_hash(li, PH_TAB_KIND_EXACT, host, len), hw = 0;
     prefetch_group(t, he);
-    const char *dot = memchr(host, '.', len);
-    size_t first_len = dot != NULL ? (size_t)(dot - host) : len;
-    const char *parent = dot != NULL ? dot + 1 : host;
-    size_t plen = dot != NULL ? len - first_len - 1 : 0;
-    bool has_parent = plen > 0 && memchr(parent, '.', plen) != NULL;
+    size_t first_len, second;
+    two_dots(host, len, &first_len, &second);
+    const char *parent = first_len < len ? host + first_len + 1 : host;
+    size_t plen = first_len < len ? len - first_len - 1 : 0;
+    bool has_parent = second < len;
     if (has_parent) {
         hw = ph_tab_hash(li, PH_TAB_KIND_WILDCARD, parent, plen);
         prefetch_group(t, hw);

@@ -258,14 +258,29 @@ static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b, bool
     return (xa > xb) - (xa < xb);
 }
 
-/* Also numbers the rules' entry keys: keyrank[r] counts the (base, kind)
- * changes from the list's first rule to rule r, so with the rules in order
- * keyrank[a] < keyrank[b] exactly when rule a's key sorts before rule b's. */
-static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, uint32_t count,
-                              uint32_t *next_port, uint32_t *keyrank, ph_diag *diag)
+/* The rules of one list, verified in order, resumably: the entries are
+ * verified in the same pass, each as soon as the rules it names are (a rule
+ * is then still in cache when its entry reads it again). keyrank[r] counts
+ * the (base, kind) changes from the list's first rule to rule r, so with
+ * the rules in order keyrank[a] < keyrank[b] exactly when rule a's key
+ * sorts before rule b's. */
+typedef struct rule_walk {
+    uint32_t li, first, end; /* the list and its rules [first, end) */
+    uint32_t next;           /* the first rule not yet verified */
+    uint32_t next_port;      /* the first port the next rule must own */
+    text_seen file, reason;
+    uint32_t *keyrank;
+} rule_walk;
+
+/* Rules are verified this many ahead of the entry that needs them. */
+#define RULES_AHEAD 256u
+
+/* Verifies the list's rules up to at least rule upto (exclusive). */
+static ph_status verify_rules(const ph_table *t, rule_walk *w, uint32_t upto, ph_diag *diag)
 {
-    text_seen file = {0}, reason = {0};
-    for (uint32_t r = first; r < first + count; r++) {
+    uint32_t first = w->first, li = w->li, *keyrank = w->keyrank;
+    upto = w->end - upto > RULES_AHEAD ? upto + RULES_AHEAD : w->end;
+    for (uint32_t r = w->next; r < upto; r++) {
         const uint8_t *rec = ph_tab_rule(t, r);
         size_t at = (size_t)(rec - t->bytes);
         const char *s;
@@ -277,11 +292,11 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
             (!str_bounds_ok(t, rec + PH_TAB_RULE_HOST, 3, PH_TAB_MAX_NAME + 2, &s, &l) ||
              !host_ok(t, s, l))) /* a canonical host has no NUL: no memchr */
             return BAD(at + PH_TAB_RULE_HOST, "rule %u: bad host", r);
-        if (!text_ok(t, rec + PH_TAB_RULE_FILE, &file))
+        if (!text_ok(t, rec + PH_TAB_RULE_FILE, &w->file))
             return BAD(at + PH_TAB_RULE_FILE, "rule %u: bad source file", r);
         if (ph_tab_get32(rec + PH_TAB_RULE_REASON + PH_TAB_STR_LEN) == 0
                 ? ph_tab_get32(rec + PH_TAB_RULE_REASON + PH_TAB_STR_OFF) != 0
-                : !text_ok(t, rec + PH_TAB_RULE_REASON, &reason))
+                : !text_ok(t, rec + PH_TAB_RULE_REASON, &w->reason))
             return BAD(at + PH_TAB_RULE_REASON, "rule %u: bad reason", r);
         if (ph_tab_get32(rec + PH_TAB_RULE_LINE) == 0)
             return BAD(at + PH_TAB_RULE_LINE, "rule %u: line 0", r);
@@ -290,15 +305,16 @@ static ph_status verify_rules(const ph_table *t, uint32_t li, uint32_t first, ui
                        ph_tab_get32(rec + PH_TAB_RULE_LIST), li);
         uint32_t pf = ph_tab_get32(rec + PH_TAB_RULE_PORT_FIRST);
         uint32_t pc = ph_tab_get32(rec + PH_TAB_RULE_PORT_COUNT);
-        if (pf != *next_port || pc == 0 || pc > t->nports - pf)
+        if (pf != w->next_port || pc == 0 || pc > t->nports - pf)
             return BAD(at + PH_TAB_RULE_PORT_FIRST, "rule %u: bad port range reference", r);
         if (!ports_ok(ph_tab_port(t, pf), pc, PH_TAB_PORT_SIZE, true))
             return BAD(at + PH_TAB_RULE_PORT_FIRST, "rule %u: ports not sorted and merged", r);
-        *next_port = pf + pc;
+        w->next_port = pf + pc;
         bool key_differs = false;
         if (r > first && cmp_rules(t, rec - PH_TAB_RULE_SIZE, rec, &key_differs) >= 0)
             return BAD(at, "rule %u: rules out of canonical order or duplicated", r);
         keyrank[r] = r > first ? keyrank[r - 1] + key_differs : 0;
+        w->next = r + 1;
     }
     return PH_OK;
 }
@@ -368,42 +384,62 @@ static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
            ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE) == ph_tab_get32(rr + PH_TAB_RULE_LINE);
 }
 
-/* Where pass 1 over the hash index found each entry: its group, the number
- * of full groups just before that group (probe order), its slot. */
-typedef struct slot_info {
-    uint32_t group;
-    uint32_t full_slot; /* full << 4 | slot */
-} slot_info;
-
-/* Entry e (host verified) is in the slot its hash leads to: the tag, and
- * the distance from its home group within the run of full groups before
- * its group. */
-static bool entry_slot_ok(const ph_table *t, const uint8_t *e, const slot_info *w)
+/* Entry e is reachable by a lookup for its key, whose hash is h: in a slot
+ * with its tag, in its home group or one after it with only full groups
+ * between (a lookup stops at the first group with an empty slot). Pass 1
+ * (verify_groups) found some group with an empty slot, so this ends. */
+static bool entry_slot_ok(const ph_table *t, uint32_t e, uint64_t h)
 {
-    uint64_t h = ph_tab_hash(ph_tab_get16(e + PH_TAB_ENTRY_LIST), e[PH_TAB_ENTRY_KIND],
-                             (const char *)t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF),
-                             e[PH_TAB_ENTRY_HOST_LEN]);
-    const uint8_t *g = ph_tab_group(t, w->group);
-    uint32_t slot = w->full_slot & 15u, full = w->full_slot >> 4;
-    return ph_tab_tag(h) == g[PH_TAB_GROUP_TAG + slot] &&
-           ((w->group - (uint32_t)h) & (t->ngroups - 1)) <= full;
+    uint32_t mask = t->ngroups - 1;
+    uint8_t tag = ph_tab_tag(h);
+    for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
+        const uint8_t *g = ph_tab_group(t, gi);
+        for (unsigned m = ph_tab_group_match(g, tag); m != 0; m &= m - 1)
+            if (ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * (unsigned)__builtin_ctz(m)) == e)
+                return true;
+        if (ph_tab_group_match(g, 0) != 0)
+            return false;
+    }
 }
+
+/* The hash of entry e's key, when its host reference lies inside STRINGS
+ * (not yet verified: an entry ahead of the one being verified), else 0. */
+static uint64_t entry_hash_early(const ph_table *t, const uint8_t *rec)
+{
+    uint32_t off = ph_tab_get32(rec + PH_TAB_ENTRY_HOST_OFF), len = rec[PH_TAB_ENTRY_HOST_LEN];
+    if (off >= t->strings_len || len > t->strings_len - off)
+        return 0;
+    return ph_tab_hash(ph_tab_get16(rec + PH_TAB_ENTRY_LIST), rec[PH_TAB_ENTRY_KIND],
+                       (const char *)t->strings + off, len);
+}
+
+/* Entries hashed ahead of their verification, so their home groups (read at
+ * random) are fetched while the entries before them are verified. */
+#define HASH_AHEAD 8u
 
 /* Entries must be in (host, kind) order, without duplicates. An entry's
  * host and kind are its rules' base and kind (entry_host_ok), and the rules
  * are in order with their keys numbered (verify_rules), so the order of two
  * entries is the order of their first ranges' rules' key numbers: no string
  * compare. */
-static ph_status verify_entries(const ph_table *t, const slot_info *where, uint32_t li,
-                                uint32_t rfirst, uint32_t rcount, uint32_t first, uint32_t count,
-                                uint32_t *next_range, const uint32_t *keyrank, ph_diag *diag)
+static ph_status verify_entries(const ph_table *t, rule_walk *w, uint32_t first, uint32_t count,
+                                uint32_t *next_range, ph_diag *diag)
 {
+    uint32_t li = w->li, rfirst = w->first, rcount = w->end - w->first;
+    const uint32_t *keyrank = w->keyrank;
     uint32_t prev_key = 0;
+    uint64_t ahead[HASH_AHEAD];
+    for (uint32_t e = first; e < first + count && e < first + HASH_AHEAD; e++)
+        ahead[e % HASH_AHEAD] = entry_hash_early(t, ph_tab_entry(t, e));
     for (uint32_t e = first; e < first + count; e++) {
-        /* The groups are visited in entry order, i.e. at random: fetch a few
-         * entries ahead so those reads overlap instead of queueing. */
-        if (e + 8 < t->nentries)
-            __builtin_prefetch(ph_tab_group(t, where[e + 8].group));
+        /* The groups are visited in entry order, i.e. at random: hash a few
+         * entries ahead and fetch their groups, so those reads overlap. */
+        uint64_t h = ahead[e % HASH_AHEAD];
+        if (e + HASH_AHEAD < first + count) {
+            uint64_t later = entry_hash_early(t, ph_tab_entry(t, e + HASH_AHEAD));
+            ahead[e % HASH_AHEAD] = later;
+            __builtin_prefetch(ph_tab_group(t, (uint32_t)later & (t->ngroups - 1)));
+        }
         const uint8_t *rec = ph_tab_entry(t, e);
         size_t at = (size_t)(rec - t->bytes);
         uint32_t kind = rec[PH_TAB_ENTRY_KIND];
@@ -422,6 +458,11 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
             uint32_t rule = ph_tab_get32(rg + PH_TAB_RANGE_RULE);
             if (rule < rfirst || rule - rfirst >= rcount)
                 return BAD((size_t)(rg - t->bytes), "entry %u: rule id outside its list", e);
+            if (rule >= w->next) {
+                ph_status st = verify_rules(t, w, rule + 1, diag);
+                if (st != PH_OK)
+                    return st;
+            }
             if (!entry_host_ok(t, rec, ph_tab_rule(t, rule), kind))
                 return BAD((size_t)(rg - t->bytes), "entry %u: rule %u is for another host", e,
                            rule);
@@ -433,14 +474,17 @@ static ph_status verify_entries(const ph_table *t, const slot_info *where, uint3
         prev_key = key;
         if (!entry_copies_ok(t, rec))
             return BAD(at + PH_TAB_ENTRY_FIRST_LO, "entry %u: a copied field differs", e);
-        if (!entry_slot_ok(t, rec, &where[e]))
+        /* The early hash read the same bytes, now verified (0: it could not). */
+        if (h == 0)
+            h = entry_hash_early(t, rec);
+        if (!entry_slot_ok(t, e, h))
             return BAD(at, "entry %u is not where its hash leads", e);
         *next_range = rf + rc;
     }
     return PH_OK;
 }
 
-static ph_status verify_lists(const ph_table *t, const slot_info *where, uint32_t *keyrank,
+static ph_status verify_lists(const ph_table *t, uint32_t *keyrank,
                               ph_diag *diag)
 {
     uint32_t next_rule = 0, next_entry = 0, next_port = 0, next_range = 0;
@@ -464,11 +508,14 @@ static ph_status verify_lists(const ph_table *t, const slot_info *where, uint32_
             return BAD(at + PH_TAB_LIST_RULE_FIRST, "list %u: bad rule range", li);
         if (ef != next_entry || ec == 0 || ec > t->nentries - ef)
             return BAD(at + PH_TAB_LIST_ENTRY_FIRST, "list %u: bad entry range", li);
-        ph_status st = verify_rules(t, li, rf, rc, &next_port, keyrank, diag);
-        if (st == PH_OK)
-            st = verify_entries(t, where, li, rf, rc, ef, ec, &next_range, keyrank, diag);
+        rule_walk w = {.li = li, .first = rf, .end = rf + rc, .next = rf,
+                       .next_port = next_port, .keyrank = keyrank};
+        ph_status st = verify_entries(t, &w, ef, ec, &next_range, diag);
+        if (st == PH_OK) /* rules no range names (every port of theirs shadowed) */
+            st = verify_rules(t, &w, w.end, diag);
         if (st != PH_OK)
             return st;
+        next_port = w.next_port;
         next_rule = rf + rc;
         next_entry = ef + ec;
     }
@@ -480,36 +527,23 @@ static ph_status verify_lists(const ph_table *t, const slot_info *where, uint32_
 
 /* The hash index, pass 1: the canonical group count; every group's occupied
  * slots a prefix, in ascending entry order, its empty slots and zero bytes
- * all zero; every entry in exactly one slot. One sequential walk from a
- * group with an empty slot, counting `full`, the full groups just before
- * the current one, records each entry's group, slot and that count in
- * where[] (written at random: stores do not stall; the small seen[] bitmap,
- * read at random, stays in cache). Pass 2 is in verify_entries: each entry,
- * hashed while its host is at hand, must be in its slot (entry_slot_ok). */
-static bool group_has_empty(const uint8_t *g)
-{
-    return g[PH_TAB_GROUP_TAG + PH_TAB_GROUP_SLOTS - 1] == 0;
-}
-
-static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *diag)
+ * all zero; every entry in exactly one slot; some group with an empty slot.
+ * One sequential walk (the small seen[] bitmap, read at random, stays in
+ * cache). Pass 2 is in verify_entries: each entry, hashed while its host is
+ * at hand, must be found by its lookup's probe (entry_slot_ok). */
+static ph_status verify_groups(const ph_table *t, ph_diag *diag)
 {
     uint32_t n = t->ngroups;
     if (n != ph_tab_group_count(t->nentries))
         return BAD(0, "hash index has %u groups for %u entries (expected %llu)", n, t->nentries,
                    (unsigned long long)ph_tab_group_count(t->nentries));
-    uint32_t mask = n - 1, start = UINT32_MAX;
-    for (uint32_t g = 0; g < n && start == UINT32_MAX; g++)
-        if (group_has_empty(ph_tab_group(t, g)))
-            start = g;
-    if (start == UINT32_MAX)
-        return BAD(0, "hash index has no empty slot");
     uint8_t *seen = calloc((size_t)t->nentries / 8 + 1, 1);
     if (seen == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     ph_status st = PH_OK;
-    uint32_t full = 0, found = 0;
-    for (uint32_t i = 1; i <= n && st == PH_OK; i++) {
-        uint32_t g = (start + i) & mask;
+    uint32_t found = 0;
+    bool some_empty = false;
+    for (uint32_t g = 0; g < n && st == PH_OK; g++) {
         const uint8_t *rec = ph_tab_group(t, g);
         size_t at = (size_t)(rec - t->bytes);
         if (ph_tab_get32(rec + PH_TAB_GROUP_ZERO) != 0) {
@@ -539,11 +573,12 @@ static ph_status verify_groups(const ph_table *t, slot_info *where, ph_diag *dia
             }
             prev = e;
             seen[e / 8] |= (uint8_t)(1u << (e % 8));
-            where[e] = (slot_info){g, full << 4 | k};
             found++;
         }
-        full = empty_seen ? 0 : full + 1;
+        some_empty |= empty_seen;
     }
+    if (st == PH_OK && !some_empty)
+        st = BAD(0, "hash index has no empty slot");
     if (st == PH_OK && found != t->nentries)
         st = BAD(0, "%u entries missing from the hash index", t->nentries - found);
     free(seen);
@@ -563,17 +598,13 @@ ph_status ph_table_verify(ph_table *t, ph_diag *diag)
         return st;
     if (t->strings_len == 0 || t->strings[0] != 0 || t->strings[t->strings_len - 1] != 0)
         return BAD((size_t)(t->strings - t->bytes), "string section must start and end with NUL");
-    slot_info *where = malloc(((size_t)t->nentries + 1) * sizeof *where);
     uint32_t *keyrank = malloc(((size_t)t->nrules + 1) * sizeof *keyrank);
-    if (where == NULL || keyrank == NULL) {
-        free(where);
-        free(keyrank);
+    if (keyrank == NULL) {
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    st = verify_groups(t, where, diag);
+    st = verify_groups(t, diag);
     if (st == PH_OK)
-        st = verify_lists(t, where, keyrank, diag);
+        st = verify_lists(t, keyrank, diag);
     free(keyrank);
-    free(where);
     return st;
 }
