@@ -114,9 +114,13 @@ void px_metrics_render(struct evbuffer *o)
                         "# HELP pinhole_proxy_accept_backoffs_total Pauses after EMFILE/ENFILE.\n"
                         "# TYPE pinhole_proxy_accept_backoffs_total counter\n"
                         "pinhole_proxy_accept_backoffs_total %lu\n"
+                        "# HELP pinhole_proxy_admin_refused_total Admin connections refused"
+                        " over max_admin_connections.\n"
+                        "# TYPE pinhole_proxy_admin_refused_total counter\n"
+                        "pinhole_proxy_admin_refused_total %lu\n"
                         "# HELP pinhole_proxy_policy_info The loaded policy id.\n"
                         "# TYPE pinhole_proxy_policy_info gauge\n"
                         "pinhole_proxy_policy_info{policy_id=\"%s\"} 1\n",
                         (double)LOAD(g_dns_sum_us) / 1e6, LOAD(g_dns_count), LOAD(g_reloads_ok),
-                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), id);
+                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), px_admin_refused(), id);
 }

@@ -52,6 +52,7 @@
 
 #include "pinhole/addr.h"
 #include "pinhole/guard.h"
+#include "proxy_request.h"
 #include "url_tsv.h"
 
 #define INPUT_MAX 20000
@@ -192,7 +193,13 @@ static const char *both(parity *p, const char *list, const char *token, const ch
     for (size_t i = 0; i < N_DEST; i++)
         if (strcmp(want, ph_reason_code(DEST_REASONS[i])) == 0)
             p->seen[i]++;
-    if (strcmp(want, got) != 0) {
+    /* A CONNECT head over the proxy's cap is refused by its framing
+     * before anything is decided: that agrees with any refusal. */
+    size_t head = strlen("CONNECT ") + len +
+                  strlen(" HTTP/1.1\r\nProxy-Authorization: Bearer ") + strlen(token) + 4;
+    bool framing = head > PH_PREQ_HEAD_MAX && strcmp(got, "http_head_too_large") == 0 &&
+                   strcmp(want, "allowed") != 0;
+    if (strcmp(want, got) != 0 && !framing) {
         p->mismatches++;
         printf("MISMATCH %s:%u %s \"%.*s\": guard %s, proxy %s\n", p->file, line, what,
                len > 120 ? 120 : (int)len, t, want, got);
