@@ -267,7 +267,8 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         ph_reason reason = PH_REASON_PROXY_OVERLOADED;
         snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason),
                  s->nconns < s->max ? "out of memory" : "max_admin_connections reached");
-        size_t n = px_format_refusal(resp, sizeof resp, ph_reason_http_status(reason), reason, body);
+        size_t n = px_format_refusal(resp, sizeof resp, ph_reason_http_status(reason), reason,
+                                     body);
         /* What already arrived is read first: closing on unread bytes
          * would reset the connection under the answer. */
         char sink[4096];

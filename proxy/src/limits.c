@@ -1,8 +1,8 @@
 /* limits.c - connection slots: overall (one atomic, capped by what the
  * descriptor limit allows, shared with the relay's splice pipes),
- * connections still sending their request head
- * (one atomic), and per key: per lease (tenant+lease, from the grant), per
- * peer (who connected) and per peer in the head phase. Keyed slots live in small locked tables,
+ * connections still sending their request head (one atomic), and per key:
+ * per lease (tenant+lease, from the grant), per peer (who connected) and
+ * per peer in the head phase. Keyed slots live in small locked tables,
  * bounded: a key not in its table when its probe window is full is refused,
  * which fails closed rather than growing without limit. A slot's place
  * comes from a keyed hash (SipHash-2-4 under a key drawn at start): peer
