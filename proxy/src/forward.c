@@ -657,6 +657,7 @@ static void up_read_cb(struct bufferevent *b, void *arg)
         if (buf == NULL ||
             (!ph_h1_head_scan(buf, n, &f->head_scan) && n < PH_H1_RESPONSE_HEAD_MAX))
             return;
+        px_metrics_head_parse();
         switch (ph_h1_parse_response(buf, n, f->is_head, h)) {
         case PH_H1_INCOMPLETE:
             return;
@@ -1027,6 +1028,7 @@ static void client_head(px_fwd *f)
     /* As for a response head (up_read_cb). */
     if (buf == NULL || (!ph_h1_head_scan(buf, n, &f->head_scan) && n < PH_H1_REQUEST_HEAD_MAX))
         return;
+    px_metrics_head_parse();
     switch (ph_h1_parse_request(buf, n, h)) {
     case PH_H1_INCOMPLETE:
         return;

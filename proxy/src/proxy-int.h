@@ -239,6 +239,9 @@ void px_metrics_bytes(uint64_t up, uint64_t down);
 void px_metrics_dns_latency(double seconds);
 void px_metrics_reload(bool ok);
 void px_metrics_accept_backoff(void);
+/* A head parser ran (a head arriving in pieces is parsed a few times, not
+ * once per piece: ph_h1_head_scan). */
+void px_metrics_head_parse(void);
 /* Writes the Prometheus text exposition into buf. Returns the length. */
 struct evbuffer;
 void px_metrics_render(struct evbuffer *out);

@@ -720,8 +720,10 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
     size_t mark = c->head_len;
     bool parse = ph_h1_head_scan(in, n, &mark) || n >= PH_PREQ_HEAD_MAX;
     c->head_len = mark;
-    if (parse)
+    if (parse) {
+        px_metrics_head_parse();
         st = ph_proxy_request_parse(in, n, &req);
+    }
     if (c->head_buf == NULL && n > 0) {
         if ((c->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
             c->end = "out_of_memory";

@@ -1,11 +1,12 @@
 #!/bin/bash
 # e2e_slow_head.sh - request heads arriving slowly.
-# 1. A head near the 8 KiB cap sent a byte at a time costs the proxy CPU time
+# 1. A head near the 8 KiB cap sent a byte at a time is parsed twice (the
+#    proxy's pinhole_proxy_head_parses_total), and costs the proxy CPU time
 #    linear in its size: against a head an eighth of its size sent the same
 #    way, the CPU ratio is near 8, not the 11-16 of re-parsing the head from
 #    its first byte on every piece (ratios of the proxy's own CPU time, from
-#    /proc/PID/task/*/schedstat; no wall-clock constant). CONNECT and
-#    forwarded heads.
+#    /proc/PID/task/*/schedstat; no wall-clock constant). CONNECT heads;
+#    forwarded heads with a looser bound (see below).
 # 2. max_head_connections_per_peer: one peer's slow heads are refused past
 #    the cap (503 peer_head_limit_exceeded, a JSON log line, the metric)
 #    while another peer is served, and the slot comes back once a head is
@@ -20,9 +21,16 @@ D=$E2E_DOMAIN
 
 # ---- 1. CPU linear in the head's size ---------------------------------------
 e2e_start_proxy --workers 1
-out=$(/usr/bin/python3 - "$PROXY_PID" "$PROXY_PORT" "ok.$D" <<'PY'
-import glob, socket, sys, time
-pid, port, host = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+out=$(/usr/bin/python3 - "$PROXY_PID" "$PROXY_PORT" "ok.$D" "$ADMIN_PORT" <<'PY'
+import glob, socket, sys, time, urllib.request
+pid, port, host, admin = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+
+def parses():
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=5).read()
+    for line in text.decode().splitlines():
+        if line.startswith("pinhole_proxy_head_parses_total "):
+            return int(line.split()[1])
+    return -1
 
 def cpu_ns():
     t = 0
@@ -56,27 +64,43 @@ def cost(kind, size):
     status = bytewise(head(kind, size))
     return cpu_ns() - c0, status
 
+def parses_of(kind, size):
+    p0 = parses()
+    bytewise(head(kind, size))
+    p1 = parses()
+    return p1 - p0 if p0 >= 0 and p1 >= 0 else -1
+
 for kind in ("connect", "forward"):
     small, big = [], []
-    for _ in range(3):  # the least of three runs of each: other load only adds
+    for i in range(5):  # the least of several runs of each: other load only adds
         c, st_small = cost(kind, 1000)
         small.append(c)
-        c, st_big = cost(kind, 8000)
-        big.append(c)
+        if i < 3:
+            c, st_big = cost(kind, 8000)
+            big.append(c)
     ratio = min(big) / max(min(small), 1)
-    print("%s %s %s %.1f %.1f %.1f" % (kind, st_small.split()[1], st_big.split()[1],
-                                     min(small) / 1e6, min(big) / 1e6, ratio))
+    print("%s %s %s %.1f %.1f %.1f %d" % (kind, st_small.split()[1], st_big.split()[1],
+                                        min(small) / 1e6, min(big) / 1e6, ratio,
+                                        parses_of(kind, 8000)))
 PY
 )
-echo "$out" | sed 's/^/# kind status(1000 B) status(8000 B) cpu_ms(1000 B) cpu_ms(8000 B) ratio: /'
-while read -r kind s1 s2 c1 c2 ratio; do
+echo "$out" | sed 's/^/# kind status(1000 B) status(8000 B) cpu_ms(1000 B) cpu_ms(8000 B) ratio parses(8000 B): /'
+while read -r kind s1 s2 c1 c2 ratio np; do
+    # The deterministic side: one 8000-byte head sent a byte at a time is
+    # parsed at its first line's end and at its end (the old code: 8000).
+    check "$kind: a head of 8000 pieces is parsed twice" "2" "$np"
     check "$kind: heads sent a byte at a time are decided (no grant: 407)" "407 407" "$s1 $s2"
-    # Linear: 8 (measured 8.0). Re-parsing from byte 0 per piece measured
-    # 16.2 (CONNECT) and 11.5 (forwarded) here; the bound is linear + 30 %.
-    if awk -v r="$ratio" 'BEGIN { exit !(r < 10.4) }'; then
-        ok "$kind: 8x the head, ${ratio}x the CPU (${c1} -> ${c2} ms)"
+    # Linear: 8 (measured 7.8-8.0, dev and asan). Re-parsing from byte 0 per
+    # piece measured 16.2 for CONNECT heads: the bound is 11.5. A forwarded
+    # head's pieces cost more each (a bufferevent), so its quadratic part
+    # showed less (11.5, old code): its bound, 14, only catches a gross
+    # regression; test_http1's parse counts pin its behaviour.
+    bound=11.5
+    [ "$kind" = forward ] && bound=14
+    if awk -v r="$ratio" -v b="$bound" 'BEGIN { exit !(r < b) }'; then
+        ok "$kind: 8x the head, ${ratio}x the CPU (${c1} -> ${c2} ms; bound $bound)"
     else
-        fail "$kind: 8x the head cost ${ratio}x the CPU (${c1} -> ${c2} ms): not linear"
+        fail "$kind: 8x the head cost ${ratio}x the CPU (${c1} -> ${c2} ms): over $bound, not linear"
     fi
 done <<<"$out"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
