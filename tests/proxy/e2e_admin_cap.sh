@@ -72,4 +72,17 @@ o = json.loads(sys.argv[1])
 assert o["level"] == "warning" and "proxy_overloaded" in o["message"], o
 assert "max_admin_connections 2" in o["message"], o
 ' "$line" && ok "the refusal is logged as a JSON line" || fail "log line: $line"
+# Every line the proxy wrote on stderr is one JSON object (libevent's own
+# messages included: they are routed through px_log_event).
+bad=$(/usr/bin/python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    try:
+        assert isinstance(json.loads(line), dict)
+    except Exception:
+        n += 1
+print(n)
+' "$E2E_TMP/proxy.err")
+check "stderr holds JSON lines only" "0" "$bad"
 e2e_finish
