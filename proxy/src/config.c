@@ -52,6 +52,8 @@ static const setting SETTINGS[] = {
     S_LONG(max_connections_per_lease, max_connections_per_lease, 1, 10000000, "N  connections per lease (default 256)"),
     S_LONG(max_connections_per_peer, max_connections_per_peer, 1, 10000000, "N  connections per peer: TCP source address, unix peer process (default 1024)"),
     S_LONG(max_head_connections, max_head_connections, 1, 10000000, "N  connections still sending their request head (default 4096)"),
+    S_LONG(max_head_connections_per_peer, max_head_connections_per_peer, 1, 10000000, "N  connections still sending their request head, per peer (default 64)"),
+    S_LONG(max_admin_connections, max_admin_connections, 1, 1000, "N  open admin connections (default 8)"),
     { "keep_tunnels_on_reload", K_BOOL, offsetof(px_config, keep_tunnels_on_reload), 0, 0, 0,
       "BOOL  true: a reload does not end tunnels its table no longer allows (default false)" },
     S_LONG(drain_timeout_s, drain_timeout_s, 0, 3600, "S  SIGTERM drain deadline (default 30)"),
@@ -80,6 +82,8 @@ void px_config_defaults(px_config *cfg)
     cfg->max_connections_per_lease = 256;
     cfg->max_connections_per_peer = 1024;
     cfg->max_head_connections = 4096;
+    cfg->max_head_connections_per_peer = 64;
+    cfg->max_admin_connections = 8;
     cfg->drain_timeout_s = 30;
     cfg->buffer_bytes = 256 * 1024;
 }

@@ -37,6 +37,8 @@ typedef struct px_config {
     long max_connections_per_lease;
     long max_connections_per_peer;   /* per TCP source address / unix peer process */
     long max_head_connections;       /* still sending their request head, overall */
+    long max_head_connections_per_peer; /* still sending their request head, per peer */
+    long max_admin_connections;      /* open connections to the admin listener */
     int keep_tunnels_on_reload;      /* 1: a reload never ends a tunnel for its destination */
     long drain_timeout_s;
     long buffer_bytes;               /* per-direction high watermark */

@@ -98,6 +98,7 @@ struct px_fwd {
     bool paused_client;       /* client reading stopped: the upstream is full */
     bool paused_up;           /* upstream reading stopped: the client is full */
     ph_h1_head head;          /* the request head, then the response head */
+    size_t head_scan;         /* how far ph_h1_head_scan examined the head being received */
 
     /* the request in flight */
     bool in_request;
@@ -664,6 +665,12 @@ static void up_read_cb(struct bufferevent *b, void *arg)
         size_t n = len < PH_H1_RESPONSE_HEAD_MAX ? len : PH_H1_RESPONSE_HEAD_MAX;
         const uint8_t *buf = evbuffer_pullup(in, (ev_ssize_t)n);
         ph_h1_head *h = &f->head;
+        /* Parsed only when a line worth deciding ended or at the cap: a
+         * head arriving in pieces is not read again from its start. */
+        if (buf == NULL ||
+            (!ph_h1_head_scan(buf, n, &f->head_scan) && n < PH_H1_RESPONSE_HEAD_MAX))
+            return;
+        px_metrics_head_parse();
         switch (ph_h1_parse_response(buf, n, f->is_head, h)) {
         case PH_H1_INCOMPLETE:
             return;
@@ -694,10 +701,12 @@ static void up_read_cb(struct bufferevent *b, void *arg)
                 f->bytes_down += evbuffer_get_length(out) - before;
             }
             evbuffer_drain(in, h->head_len);
+            f->head_scan = 0;
             continue;
         }
         response_head(f, buf, h);
         evbuffer_drain(in, h->head_len);
+        f->head_scan = 0;
         f->resp_head_done = true;
     }
     pump_response(f);
@@ -1061,6 +1070,7 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
                   (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
     f->client_close = f->client_v10 || h->conn_close;
     evbuffer_drain(bufferevent_get_input(f->client), h->head_len);
+    f->head_scan = 0; /* the response head comes next */
     bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
     f->state = F_RESOLVE;
     f->query = px_dns_resolve(f->w->dns, f->host, resolved, f);
@@ -1084,6 +1094,10 @@ static void client_head(px_fwd *f)
     size_t n = len < PH_H1_REQUEST_HEAD_MAX ? len : PH_H1_REQUEST_HEAD_MAX;
     const uint8_t *buf = evbuffer_pullup(in, (ev_ssize_t)n);
     ph_h1_head *h = &f->head;
+    /* As for a response head (up_read_cb). */
+    if (buf == NULL || (!ph_h1_head_scan(buf, n, &f->head_scan) && n < PH_H1_REQUEST_HEAD_MAX))
+        return;
+    px_metrics_head_parse();
     switch (ph_h1_parse_request(buf, n, h)) {
     case PH_H1_INCOMPLETE:
         return;

@@ -22,6 +22,38 @@ bool ph_h1_is_field_byte(int c)
     return c == '\t' || (c >= 0x20 && c != 0x7f);
 }
 
+bool ph_h1_head_scan(const uint8_t *buf, size_t len, size_t *mark)
+{
+    for (size_t i = *mark; i < len; i++) {
+        uint8_t b = buf[i];
+        if (b == '\r') {
+            if (i + 1 >= len) {
+                *mark = i; /* examined again with the byte after it */
+                return false;
+            }
+            i++;
+            if (buf[i] != '\n') {
+                *mark = i; /* a bare CR */
+                return true;
+            }
+            /* A line ended at the LF i: the head's end, or its first line. */
+            if ((i >= 3 && buf[i - 2] == '\n' && buf[i - 3] == '\r') ||
+                memchr(buf, '\n', i) == NULL) {
+                *mark = i + 1;
+                return true;
+            }
+            continue;
+        }
+        if (b == '\n' || !ph_h1_is_field_byte(b)) {
+            *mark = i + 1;
+            return true;
+        }
+    }
+    if (*mark < len)
+        *mark = len;
+    return false;
+}
+
 bool ph_h1_name_is(const uint8_t *n, size_t nlen, const char *lit)
 {
     if (strlen(lit) != nlen)

@@ -132,6 +132,25 @@ ph_h1_result ph_h1_parse_request(const uint8_t *buf, size_t len, ph_h1_head *out
 ph_h1_result ph_h1_parse_response(const uint8_t *buf, size_t len, bool request_was_head,
                                   ph_h1_head *out);
 
+/*
+ * Receiving a head in pieces without reading it again from its start (a
+ * head sent a byte at a time would otherwise cost time quadratic in its
+ * size). Examines buf[*mark..len): the bytes before *mark were examined by
+ * an earlier call on the same head (start a head with *mark = 0; buf grows,
+ * its start stays). Returns true when a head parser (this file's, or the
+ * CONNECT one of proxy_request.h) has something new to decide: the head
+ * ended (CRLF CRLF, the 3 bytes before the LF already examined), its first
+ * line ended (a bad request or status line is refused at once), or a byte
+ * came that every head parser refuses (an LF without CR, a CR followed by
+ * another byte, a byte that is not a field byte: a TLS ClientHello is
+ * refused at its first bytes). Then *mark is past that byte and the caller
+ * parses buf[0..len) once. False: nothing yet; *mark is past every byte
+ * examined, except a CR ending buf (its verdict needs the byte after it).
+ * The caller still parses at its size cap. Each byte is examined once; the
+ * only look back is for the first line's end, which stops there.
+ */
+bool ph_h1_head_scan(const uint8_t *buf, size_t len, size_t *mark);
+
 /* RFC 9110 tchar (token characters: methods, field names). */
 bool ph_h1_is_tchar(int c);
 /* A field-value byte: VCHAR, SP, HTAB or obs-text (no other control byte, no

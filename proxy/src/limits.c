@@ -1,8 +1,8 @@
 /* limits.c - connection slots: overall (one atomic, capped by what the
  * descriptor limit allows, shared with the relay's splice pipes),
- * connections still sending their request head
- * (one atomic), and per key: per lease (tenant+lease, from the grant) and
- * per peer (who connected). Keyed slots live in small locked tables,
+ * connections still sending their request head (one atomic), and per key:
+ * per lease (tenant+lease, from the grant), per peer (who connected) and
+ * per peer in the head phase. Keyed slots live in small locked tables,
  * bounded: a key not in its table when its probe window is full is refused,
  * which fails closed rather than growing without limit. A slot's place
  * comes from a keyed hash (SipHash-2-4 under a key drawn at start): peer
@@ -102,6 +102,7 @@ typedef struct key_table {
 
 static key_table g_leases = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static key_table g_peers = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static key_table g_peer_heads = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static uint64_t g_hash_key[2];
 static pthread_once_t g_hash_once = PTHREAD_ONCE_INIT;
@@ -235,4 +236,14 @@ bool px_limits_peer_acquire(const char *peer_key, long max)
 void px_limits_peer_release(const char *peer_key)
 {
     key_release(&g_peers, peer_key);
+}
+
+bool px_limits_peer_head_acquire(const char *peer_key, long max)
+{
+    return key_acquire(&g_peer_heads, peer_key, max);
+}
+
+void px_limits_peer_head_release(const char *peer_key)
+{
+    key_release(&g_peer_heads, peer_key);
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
 #include <jansson.h>
 
 #include "proxy-int.h"
@@ -109,4 +110,26 @@ void px_log_event(const char *level, const char *event, const char *fmt, ...)
     put_str(o, "event", event);
     put_str(o, "message", msg);
     emit(STDERR_FILENO, o);
+}
+
+const char *px_log_libevent_level(int severity)
+{
+    switch (severity) {
+    case EVENT_LOG_DEBUG: return "debug";
+    case EVENT_LOG_MSG: return "info";
+    case EVENT_LOG_WARN: return "warning";
+    default: return "error"; /* EVENT_LOG_ERR, and anything unknown */
+    }
+}
+
+/* libevent calls this from whichever thread logged, with msg formatted and
+ * borrowed for the call; px_log_event copies it into one line. */
+static void libevent_log_cb(int severity, const char *msg)
+{
+    px_log_event(px_log_libevent_level(severity), "libevent", "%s", msg);
+}
+
+void px_log_route_libevent(void)
+{
+    event_set_log_callback(libevent_log_cb);
 }

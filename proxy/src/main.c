@@ -135,6 +135,7 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
+    px_log_route_libevent();
     /* The guard's resolver initialises its DNS library itself. */
     if (evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-proxy: cannot initialise libevent threads\n");
@@ -161,7 +162,7 @@ int main(int argc, char **argv)
     /* Every failure below goes through the cleanup at the end: a start-up
      * that fails (a held address, say) exits with nothing left allocated. */
     int code = PX_EXIT_OK, started = 0;
-    struct evhttp *admin = NULL;
+    struct px_admin *admin = NULL;
     px_sockaddr admin_addr, addrs[PX_LISTEN_MAX];
     int unix_fd = -1;
     struct event_base *main_base = event_base_new();
@@ -182,7 +183,8 @@ int main(int argc, char **argv)
         goto out;
     }
     if (cfg.admin_listen[0] &&
-        (admin = px_admin_start(main_base, cfg.admin_listen, &admin_addr, &diag)) == NULL) {
+        (admin = px_admin_start(main_base, cfg.admin_listen, cfg.max_admin_connections,
+                                &admin_addr, &diag)) == NULL) {
         code = fail(PX_EXIT_STARTUP, "admin listener", &diag);
         goto out;
     }
@@ -248,8 +250,7 @@ out:
     if (started == nworkers && code != PX_EXIT_STARTUP)
         px_log_event("info", "stopped", "drained");
     free(workers);
-    if (admin)
-        evhttp_free(admin);
+    px_admin_free(&admin);
     if (main_base)
         event_base_free(main_base);
     if (unix_fd >= 0) {

@@ -20,6 +20,7 @@ static atomic_ulong g_dns_bucket[NBUCKETS + 1]; /* last: +Inf */
 static atomic_ulong g_dns_count, g_dns_sum_us;
 static atomic_ulong g_reloads_ok, g_reloads_failed;
 static atomic_ulong g_accept_backoffs;
+static atomic_ulong g_head_parses;
 
 void px_metrics_request(ph_reason reason)
 {
@@ -57,6 +58,11 @@ void px_metrics_dns_latency(double s)
 void px_metrics_reload(bool ok)
 {
     atomic_fetch_add_explicit(ok ? &g_reloads_ok : &g_reloads_failed, 1, memory_order_relaxed);
+}
+
+void px_metrics_head_parse(void)
+{
+    atomic_fetch_add_explicit(&g_head_parses, 1, memory_order_relaxed);
 }
 
 void px_metrics_accept_backoff(void)
@@ -114,9 +120,18 @@ void px_metrics_render(struct evbuffer *o)
                         "# HELP pinhole_proxy_accept_backoffs_total Pauses after EMFILE/ENFILE.\n"
                         "# TYPE pinhole_proxy_accept_backoffs_total counter\n"
                         "pinhole_proxy_accept_backoffs_total %lu\n"
+                        "# HELP pinhole_proxy_admin_refused_total Admin connections refused"
+                        " over max_admin_connections.\n"
+                        "# TYPE pinhole_proxy_admin_refused_total counter\n"
+                        "pinhole_proxy_admin_refused_total %lu\n"
+                        "# HELP pinhole_proxy_head_parses_total Runs of the head parsers"
+                        " (CONNECT, forwarded request and response heads).\n"
+                        "# TYPE pinhole_proxy_head_parses_total counter\n"
+                        "pinhole_proxy_head_parses_total %lu\n"
                         "# HELP pinhole_proxy_policy_info The loaded policy id.\n"
                         "# TYPE pinhole_proxy_policy_info gauge\n"
                         "pinhole_proxy_policy_info{policy_id=\"%s\"} 1\n",
                         (double)LOAD(g_dns_sum_us) / 1e6, LOAD(g_dns_count), LOAD(g_reloads_ok),
-                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), id);
+                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), px_admin_refused(),
+                        LOAD(g_head_parses), id);
 }

@@ -205,6 +205,10 @@ bool px_limits_lease_acquire(const char *tenant, const char *lease, long max);
 void px_limits_lease_release(const char *tenant, const char *lease);
 bool px_limits_peer_acquire(const char *peer_key, long max);
 void px_limits_peer_release(const char *peer_key);
+/* The peer's connections still sending their request head (so one peer's
+ * slow heads cannot take the overall head slots from everyone). */
+bool px_limits_peer_head_acquire(const char *peer_key, long max);
+void px_limits_peer_head_release(const char *peer_key);
 
 /* ---- reload.c: the policy in force (table and keyring) -------------------- */
 
@@ -235,6 +239,9 @@ void px_metrics_bytes(uint64_t up, uint64_t down);
 void px_metrics_dns_latency(double seconds);
 void px_metrics_reload(bool ok);
 void px_metrics_accept_backoff(void);
+/* A head parser ran (a head arriving in pieces is parsed a few times, not
+ * once per piece: ph_h1_head_scan). */
+void px_metrics_head_parse(void);
 /* Writes the Prometheus text exposition into buf. Returns the length. */
 struct evbuffer;
 void px_metrics_render(struct evbuffer *out);
@@ -267,15 +274,30 @@ void px_log_connection(const px_log_record *rec);
 /* A JSON event line ("start", "reload", "warning", ...) on stderr. */
 void px_log_event(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Routes libevent's own messages (its warnings and errors would otherwise
+ * go to stderr as plain text) into event lines: event "libevent", level
+ * from px_log_libevent_level. Call once, before any event base exists
+ * (libevent's rule for event_set_log_callback). */
+void px_log_route_libevent(void);
+/* EVENT_LOG_DEBUG/MSG/WARN/ERR as "debug", "info", "warning", "error". */
+const char *px_log_libevent_level(int severity);
 
 /* ---- admin.c ------------------------------------------------------------- */
 
-struct evhttp;
-/* Serves /metrics, /healthz, /readyz and POST /reload on the main loop;
- * *bound gets the address listened on (port 0: the kernel's choice). */
-struct evhttp *px_admin_start(struct event_base *base, const char *listen_addr,
-                              px_sockaddr *bound, ph_diag *diag);
+/* The admin listener and its connections (ownership: admin.c's header). */
+struct px_admin;
+/* Serves /metrics, /healthz, /readyz and POST /reload on the main loop, at
+ * most max_connections at once (the next is answered 503 proxy_overloaded
+ * and closed); *bound gets the address listened on (port 0: the kernel's
+ * choice). The caller owns the result and frees it with px_admin_free
+ * after the loop ended. NULL: diag says why. */
+struct px_admin *px_admin_start(struct event_base *base, const char *listen_addr,
+                                long max_connections, px_sockaddr *bound, ph_diag *diag);
+/* Closes the listener and every admin connection; *admin becomes NULL. */
+void px_admin_free(struct px_admin **admin);
 void px_admin_set_draining(void);
+/* Admin connections refused over the cap so far (for /metrics). */
+unsigned long px_admin_refused(void);
 
 /* ---- drain.c ------------------------------------------------------------- */
 

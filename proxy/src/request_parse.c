@@ -9,9 +9,9 @@
 #include "pinhole/host.h"
 #include "http1.h" /* the token and field-byte classes, shared */
 
-static ph_preq_result refuse(ph_proxy_request *out, int status, const char *msg, size_t off)
+static ph_preq_result refuse(ph_proxy_request *out, ph_reason reason, const char *msg, size_t off)
 {
-    out->http_status = status;
+    out->reason = reason;
     out->message = msg;
     out->error_offset = off;
     return PH_PREQ_REFUSED;
@@ -63,32 +63,33 @@ static ph_preq_result parse_request_line(const uint8_t *buf, size_t end, ph_prox
     while (i < end && ph_h1_is_tchar(buf[i]))
         i++;
     if (i == 0 || i >= end || buf[i] != ' ')
-        return refuse(out, 400, "malformed request line: bad method", i);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request line: bad method", i);
     size_t mlen = i;
     size_t tstart = ++i;
     while (i < end && buf[i] > 0x20 && buf[i] < 0x7f)
         i++;
     size_t tlen = i - tstart;
     if (tlen == 0 || i >= end || buf[i] != ' ')
-        return refuse(out, 400, "malformed request line: bad request-target", i);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request line: bad request-target", i);
     i++;
     if (end - i != 8 || memcmp(buf + i, "HTTP/1.", 7) != 0 || !ph_is_digit(buf[i + 7]))
-        return refuse(out, 400, "malformed request line: expected HTTP/1.1", i);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request line: expected HTTP/1.1", i);
     /* HTTP/1.0 too: Python's http.client (pip, urllib3) sends its CONNECT
      * as HTTP/1.0; a tunnel is the same either way. */
     if (buf[i + 7] != '1' && buf[i + 7] != '0')
-        return refuse(out, 400, "unsupported HTTP version: HTTP/1.1 and HTTP/1.0 are accepted",
+        return refuse(out, PH_REASON_PARSE_ERROR, "unsupported HTTP version: HTTP/1.1 and HTTP/1.0 are accepted",
                       i + 7);
     /* Methods are case-sensitive (RFC 9110 9.1): "connect" is not CONNECT. */
     *is_connect = mlen == 7 && memcmp(buf, "CONNECT", 7) == 0;
     if (!*is_connect) {
         if (is_absolute_form(buf + tstart, tlen))
-            return refuse(out, 501,
+            return refuse(out, PH_REASON_PARSE_ERROR,
                           "absolute-form request: this parser takes CONNECT host:port", tstart);
-        return refuse(out, 405, "method not allowed: only CONNECT host:port is accepted", 0);
+        return refuse(out, PH_REASON_PARSE_ERROR,
+                      "method not allowed: only CONNECT host:port is accepted", 0);
     }
     if (tlen > PH_PREQ_TARGET_MAX)
-        return refuse(out, 400, "malformed request: CONNECT target too long", tstart);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request: CONNECT target too long", tstart);
     out->target.off = tstart;
     out->target.len = tlen;
     return PH_PREQ_DONE;
@@ -97,17 +98,17 @@ static ph_preq_result parse_request_line(const uint8_t *buf, size_t end, ph_prox
 static ph_preq_result parse_field(const uint8_t *buf, size_t pos, size_t end, ph_proxy_request *out)
 {
     if (buf[pos] == ' ' || buf[pos] == '\t')
-        return refuse(out, 400, "malformed header: line folding is not accepted", pos);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed header: line folding is not accepted", pos);
     size_t i = pos;
     while (i < end && ph_h1_is_tchar(buf[i]))
         i++;
     if (i == pos || i >= end || buf[i] != ':')
-        return refuse(out, 400, "malformed header: bad field name", i);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed header: bad field name", i);
     size_t nlen = i - pos;
     i++;
     for (size_t j = i; j < end; j++)
         if (!ph_h1_is_field_byte(buf[j]))
-            return refuse(out, 400, "malformed header: control byte in field value", j);
+            return refuse(out, PH_REASON_PARSE_ERROR, "malformed header: control byte in field value", j);
     while (i < end && (buf[i] == ' ' || buf[i] == '\t'))
         i++;
     size_t vend = end;
@@ -116,7 +117,7 @@ static ph_preq_result parse_field(const uint8_t *buf, size_t pos, size_t end, ph
     const uint8_t *name = buf + pos;
     if (ph_h1_name_is(name, nlen, "proxy-authorization")) {
         if (out->has_authorization)
-            return refuse(out, 400, "malformed request: duplicate Proxy-Authorization", pos);
+            return refuse(out, PH_REASON_PARSE_ERROR, "malformed request: duplicate Proxy-Authorization", pos);
         out->has_authorization = 1;
         out->authorization.off = i;
         out->authorization.len = vend - i;
@@ -124,7 +125,7 @@ static ph_preq_result parse_field(const uint8_t *buf, size_t pos, size_t end, ph
                ph_h1_name_is(name, nlen, "transfer-encoding")) {
         /* A CONNECT request has no content (RFC 9110 9.3.6); a body here is
          * either a client bug or an attempt to smuggle bytes past the head. */
-        return refuse(out, 400, "malformed request: CONNECT carries no body", pos);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request: CONNECT carries no body", pos);
     }
     return PH_PREQ_DONE;
 }
@@ -138,7 +139,7 @@ ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_r
 
     long end = line_end(buf, scan, pos, &bad);
     if (end == -2)
-        return refuse(out, 400, "malformed request: control byte or line not ending in CRLF", bad);
+        return refuse(out, PH_REASON_PARSE_ERROR, "malformed request: control byte or line not ending in CRLF", bad);
     if (end == -1)
         goto incomplete;
     ph_preq_result r = parse_request_line(buf, (size_t)end, out, &is_connect);
@@ -149,7 +150,7 @@ ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_r
     for (;;) {
         end = line_end(buf, scan, pos, &bad);
         if (end == -2)
-            return refuse(out, 400, "malformed request: control byte or line not ending in CRLF", bad);
+            return refuse(out, PH_REASON_PARSE_ERROR, "malformed request: control byte or line not ending in CRLF", bad);
         if (end == -1)
             goto incomplete;
         if ((size_t)end == pos) {
@@ -157,7 +158,7 @@ ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_r
             return PH_PREQ_DONE;
         }
         if (++fields > PH_PREQ_FIELDS_MAX)
-            return refuse(out, 431, "request header fields too large: too many fields", pos);
+            return refuse(out, PH_REASON_HTTP_HEAD_TOO_LARGE, "request header fields too large: too many fields", pos);
         r = parse_field(buf, pos, (size_t)end, out);
         if (r != PH_PREQ_DONE)
             return r;
@@ -165,8 +166,14 @@ ph_preq_result ph_proxy_request_parse(const uint8_t *buf, size_t len, ph_proxy_r
     }
 
 incomplete:
+    /* A request line that does not end within the head limit holds a target
+     * far over PH_PREQ_TARGET_MAX: malformed, as the guard judges such a
+     * target (parse_error); only header fields make a head too large. */
+    if (len >= PH_PREQ_HEAD_MAX && pos == 0)
+        return refuse(out, PH_REASON_PARSE_ERROR,
+                      "malformed request line: longer than the head limit (8 KiB)", PH_PREQ_HEAD_MAX);
     if (len >= PH_PREQ_HEAD_MAX)
-        return refuse(out, 431, "request header fields too large: the head exceeds 8 KiB",
+        return refuse(out, PH_REASON_HTTP_HEAD_TOO_LARGE, "request header fields too large: the head exceeds 8 KiB",
                       PH_PREQ_HEAD_MAX);
     /* A prefix that is still valid: the spans filled so far mean nothing. */
     memset(out, 0, sizeof *out);

@@ -11,14 +11,14 @@
  *           grant's expiry; a reload decides open connections again)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
- * request-head caps (503 limit_exceeded, answered without reading). A
+ * request-head caps (503 proxy_overloaded, peer_limit_exceeded,
+ * peer_head_limit_exceeded; answered without reading). A
  * connection whose first bytes cannot be a CONNECT goes to forward.c
  * (plain-HTTP forwarding), which serves it from then on (forward.h).
  *
  * This file decides nothing itself: every verdict, and the HTTP status of
- * every refusal for a reason (ph_reason_http_status), comes from libpinhole.
- * The statuses written here are the request framing's (the parser's 4xx,
- * 408) and the proxy's own overload (503).
+ * every refusal (ph_reason_http_status of its reason), comes from
+ * libpinhole; no status is chosen here.
  *
  * The head: the listener defers accept until the client's first bytes
  * arrived (TCP_DEFER_ACCEPT), so px_conn_accept reads the head at once,
@@ -64,6 +64,7 @@
 #include "pinhole/url.h"
 #include "proxy-int.h"
 #include "forward.h"
+#include "http1.h"
 
 /* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
 typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
@@ -797,7 +798,7 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
 
     /* Kept for rechecks after a reload (px_conn_recheck_all). */
     if ((h->token = malloc(vlen + 1)) == NULL) {
-        refuse(c, 503, PH_REASON_LIMIT_EXCEEDED, "out of memory");
+        refuse_for(c, PH_REASON_PROXY_OVERLOADED, "out of memory");
         return;
     }
     memcpy(h->token, value != NULL ? value : "", vlen);
@@ -865,9 +866,20 @@ static _Thread_local uint8_t head_scratch[HEAD_READ_MAX];
  * a complete head, refuses a bad one, waits for more of an incomplete one. */
 static void head_parse(px_conn *c, const uint8_t *in, size_t n)
 {
+    /* A head arriving in pieces is parsed only when ph_h1_head_scan says a
+     * line worth deciding ended, or at the cap; the scan resumes where it
+     * stopped (head_len holds its mark until the head is parsed), so a
+     * head sent a byte at a time costs time linear in its size. */
     conn_head *h = c->h;
     ph_proxy_request req;
-    ph_preq_result st = ph_proxy_request_parse(in, n, &req);
+    ph_preq_result st = PH_PREQ_INCOMPLETE;
+    size_t mark = h->head_len;
+    bool parse = ph_h1_head_scan(in, n, &mark) || n >= PH_PREQ_HEAD_MAX;
+    h->head_len = mark;
+    if (parse) {
+        px_metrics_head_parse();
+        st = ph_proxy_request_parse(in, n, &req);
+    }
     if (h->head_buf == NULL && n > 0) {
         if ((h->head_buf = malloc(st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
             c->end = "out_of_memory";
@@ -893,7 +905,7 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
         }
         return;
     case PH_PREQ_REFUSED:
-        refuse(c, req.http_status, PH_REASON_PARSE_ERROR, req.message);
+        refuse_for(c, req.reason, req.message);
         return;
     case PH_PREQ_DONE:
         break;
@@ -939,7 +951,7 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    refuse(arg, 408, PH_REASON_PARSE_ERROR, "request head not complete in time");
+    refuse_for(arg, PH_REASON_HTTP_HEAD_TIMEOUT, "request head not complete in time");
 }
 
 /* Answers without allocating a connection (a limit at accept). */
@@ -953,21 +965,24 @@ static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
     close(fd);
 }
 
-static void refuse_at_accept(int fd, const char *peer, const char *why)
+static void refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
 {
     char body[200];
-    snprintf(body, sizeof body, "pinhole: limit_exceeded: %s", why);
-    refuse_raw(fd, 503, PH_REASON_LIMIT_EXCEEDED, body);
-    px_log_record r = { .peer = peer, .status = 503, .reason = PH_REASON_LIMIT_EXCEEDED,
-                        .detail = why };
+    int status = ph_reason_http_status(reason);
+    snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason), why);
+    refuse_raw(fd, status, reason, body);
+    px_log_record r = { .peer = peer, .status = status, .reason = reason, .detail = why };
     px_log_connection(&r);
 }
 
+/* The head slots (overall and the peer's) are held together, from accept
+ * until the head was parsed or the connection ends. */
 static void leave_head(px_conn *c)
 {
     if (c->in_head) {
         c->in_head = false;
         px_limits_head_release();
+        px_limits_peer_head_release(c->peer_key);
     }
 }
 
@@ -1009,7 +1024,7 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     char peer_log[64], peer_key[64];
     peer_identity(fd, peer, peer_log, sizeof peer_log, peer_key);
     if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        refuse_at_accept(fd, peer_log,
+        refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
                          px_limits_conn_active() >= w->cfg->max_connections
                              ? "max_connections reached"
                              : "descriptor reserve reached (the descriptor limit caps connections)");
@@ -1017,13 +1032,22 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     }
     if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
         px_limits_conn_release();
-        refuse_at_accept(fd, peer_log, "max_connections_per_peer reached for this peer");
+        refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
+                         "max_connections_per_peer reached for this peer");
+        return;
+    }
+    if (!px_limits_peer_head_acquire(peer_key, w->cfg->max_head_connections_per_peer)) {
+        px_limits_peer_release(peer_key);
+        px_limits_conn_release();
+        refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
+                         "max_head_connections_per_peer reached for this peer");
         return;
     }
     if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
+        px_limits_peer_head_release(peer_key);
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
-        refuse_at_accept(fd, peer_log, "max_head_connections reached");
+        refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED, "max_head_connections reached");
         return;
     }
     /* peer_identity's strings fit their 64 bytes: key_off fits a byte. */
@@ -1033,6 +1057,7 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
     if (h == NULL) {
         free(c);
         px_limits_head_release();
+        px_limits_peer_head_release(peer_key);
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
         close(fd);

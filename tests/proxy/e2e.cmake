@@ -33,7 +33,7 @@ if(TARGET pinhole-proxy-testloopback)
     add_executable(proxy_parity ${CMAKE_CURRENT_SOURCE_DIR}/proxy_parity.c
         ${PROJECT_SOURCE_DIR}/tests/guard/url_tsv.c ${PROJECT_SOURCE_DIR}/tests/support/test_support.c)
     target_include_directories(proxy_parity PRIVATE ${PROJECT_SOURCE_DIR}/tests/guard
-        ${PROJECT_SOURCE_DIR}/tests/support)
+        ${PROJECT_SOURCE_DIR}/tests/support ${PROJECT_SOURCE_DIR}/proxy/src)
     target_compile_definitions(proxy_parity PRIVATE
         PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}" PH_BINARY_DIR="${PROJECT_BINARY_DIR}")
     target_link_libraries(proxy_parity PRIVATE pinhole_static PkgConfig::CMOCKA pinhole_flags)

@@ -143,7 +143,7 @@ kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
 E2E_PROXY_NAME=emfile E2E_PROXY_PREFIX="prlimit --nofile=64:64" e2e_start_proxy --workers 1
 r=$(NET flood "$PROXY_PORT" uncached.$D "$AUTH" 60)
 echo "# 60 CONNECTs to uncached names, each beside one more idle connection: $r"
-case " $r " in *" 503:"*) ok "over the descriptor reserve: 503 limit_exceeded ($r)" ;;
+case " $r " in *" 503:"*) ok "over the descriptor reserve: 503 proxy_overloaded ($r)" ;;
     *) fail "no 503 at the descriptor reserve: $r" ;; esac
 case " $r " in *" 502:"*) ok "uncached names resolved while descriptors were short (502 NXDOMAIN)" ;;
     *) fail "no lookup completed: $r" ;; esac

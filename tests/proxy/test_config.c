@@ -60,9 +60,12 @@ static void test_booleans_are_plain_true_or_false(void **state)
     px_config cfg;
     ph_diag d;
     assert_int_equal(load("keep_tunnels_on_reload: true\nready_file: /tmp/r\n"
-                          "max_connections_per_peer: 7\nmax_head_connections: 9\n",
+                          "max_connections_per_peer: 7\nmax_head_connections: 9\n"
+                          "max_head_connections_per_peer: 3\nmax_admin_connections: 2\n",
                           &cfg, &d),
                      PH_OK);
+    assert_int_equal(cfg.max_head_connections_per_peer, 3);
+    assert_int_equal(cfg.max_admin_connections, 2);
     assert_int_equal(cfg.keep_tunnels_on_reload, 1);
     assert_string_equal(cfg.ready_file, "/tmp/r");
     assert_int_equal(cfg.max_connections_per_peer, 7);
@@ -71,6 +74,8 @@ static void test_booleans_are_plain_true_or_false(void **state)
     assert_int_equal(cfg.keep_tunnels_on_reload, 0);
     assert_int_equal(cfg.max_connections_per_peer, 1024);
     assert_int_equal(cfg.max_head_connections, 4096);
+    assert_int_equal(cfg.max_head_connections_per_peer, 64);
+    assert_int_equal(cfg.max_admin_connections, 8);
     assert_error_at("keep_tunnels_on_reload: yes\n", ":1:25:", "expected true or false");
     assert_error_at("keep_tunnels_on_reload: \"true\"\n", ":1:25:", "must be an unquoted value");
 }

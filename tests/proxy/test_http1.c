@@ -1,6 +1,7 @@
 /* test_http1.c - the forwarding's HTTP/1.1 framing parser: what it accepts,
  * each smuggling case's reason (and its status from the guard's one table),
  * response framing, chunked bodies whole and byte by byte. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -266,6 +267,81 @@ static void test_chunked_bodies(void **state)
     assert_int_equal(chunks(trailers, n, 64, out, &len, &c), PH_H1_REFUSED);
 }
 
+/* Heads fed a byte at a time, parsed only when ph_h1_head_scan says so (as
+ * forward.c and admin.c do): each ends as when parsed whole, request and
+ * response, with at most two parses (the first line's end, then the end or
+ * the refused byte), never one per byte. */
+static ph_h1_result fed(const char *s, bool response, unsigned *parses, ph_h1_head *out)
+{
+    size_t len = strlen(s), mark = 0, max = response ? PH_H1_RESPONSE_HEAD_MAX
+                                                     : PH_H1_REQUEST_HEAD_MAX;
+    ph_h1_result r = PH_H1_INCOMPLETE;
+    *parses = 0;
+    for (size_t n = 1; n <= len && r == PH_H1_INCOMPLETE; n++) {
+        if (!ph_h1_head_scan((const uint8_t *)s, n, &mark) && n < max)
+            continue;
+        (*parses)++;
+        r = response ? ph_h1_parse_response((const uint8_t *)s, n, false, out)
+                     : ph_h1_parse_request((const uint8_t *)s, n, out);
+    }
+    return r;
+}
+
+static void test_heads_in_pieces_are_scanned_once(void **state)
+{
+    (void)state;
+    static const char *const reqs[] = {
+        REQ "\r\n",
+        REQ "Content-Length: 3\r\n\r\nabc",
+        REQ "Content-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        REQ "X-A: 1\r\n folded\r\n\r\n",
+        REQ "X-A: 1\rX-B: 2\r\n\r\n",
+        REQ "X-A: 1\n\r\n",
+        REQ "X-A: a\x01b\r\n\r\n",
+        REQ "Host: a\r\nHost: b\r\n\r\n",
+        "GET http://ok.example/ HTTP/1.2\r\n\r\n",
+        "\r\n\r\n",
+    };
+    static const char *const resps[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi",
+        "HTTP/1.1 100 Continue\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\nContent-Length: 2\n\n",
+        "HTTP/2 200 OK\r\n\r\n",
+    };
+    for (int which = 0; which < 2; which++) {
+        const char *const *set = which ? resps : reqs;
+        size_t count = which ? sizeof resps / sizeof *resps : sizeof reqs / sizeof *reqs;
+        for (size_t i = 0; i < count; i++) {
+            ph_h1_head whole, piecewise;
+            size_t len = strlen(set[i]);
+            ph_h1_result w = which ? ph_h1_parse_response((const uint8_t *)set[i], len, false,
+                                                          &whole)
+                                   : ph_h1_parse_request((const uint8_t *)set[i], len, &whole);
+            unsigned parses;
+            ph_h1_result f = fed(set[i], which, &parses, &piecewise);
+            if (f != w)
+                fprintf(stderr, "input: %s\n", set[i]);
+            assert_int_equal(f, w);
+            if (w == PH_H1_DONE)
+                assert_int_equal(piecewise.head_len, whole.head_len);
+            else
+                assert_int_equal(piecewise.reason, whole.reason);
+            assert_true(parses <= 2);
+        }
+    }
+    /* A response head of 30 KiB sent a byte at a time: two parses. */
+    static char big[PH_H1_RESPONSE_HEAD_MAX];
+    int n = snprintf(big, sizeof big, "HTTP/1.1 200 OK\r\nX-Pad: ");
+    memset(big + n, 'a', 30000);
+    memcpy(big + n + 30000, "\r\n\r\n", 5);
+    unsigned parses;
+    ph_h1_head h;
+    assert_int_equal(fed(big, true, &parses, &h), PH_H1_DONE);
+    assert_int_equal(h.head_len, strlen(big));
+    assert_int_equal(parses, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_responses_are_framed_as_strictly),
         cmocka_unit_test(test_chunked_bodies),
+        cmocka_unit_test(test_heads_in_pieces_are_scanned_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

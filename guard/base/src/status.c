@@ -62,12 +62,15 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_HTTPS_USE_CONNECT] = "https_use_connect",
     [PH_REASON_ORIGIN_FORM] = "origin_form",
     [PH_REASON_UPSTREAM_BAD_RESPONSE] = "upstream_bad_response",
+    [PH_REASON_PROXY_OVERLOADED] = "proxy_overloaded",
+    [PH_REASON_PEER_LIMIT_EXCEEDED] = "peer_limit_exceeded",
+    [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = "peer_head_limit_exceeded",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
  * answers from this table and nothing else; a worker's HTTP API may use it
  * too. limit_exceeded is the per-lease limit (429); the proxy's own overload
- * at accept is a 503 whatever the reason, as is its own lack of memory. */
+ * at accept, and its own lack of memory, have reasons of their own (503). */
 static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_ALLOWED] = 200,
     [PH_REASON_PARSE_ERROR] = 400,
@@ -105,6 +108,11 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_HTTPS_USE_CONNECT] = 400,
     [PH_REASON_ORIGIN_FORM] = 400,
     [PH_REASON_UPSTREAM_BAD_RESPONSE] = 502,
+    /* The proxy's capacity: try again later (a per-peer cap too, since
+     * the peer's other connections ending frees it). */
+    [PH_REASON_PROXY_OVERLOADED] = 503,
+    [PH_REASON_PEER_LIMIT_EXCEEDED] = 503,
+    [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = 503,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -82,6 +82,12 @@ typedef enum ph_reason {
     PH_REASON_HTTPS_USE_CONNECT = 31,          /* an https:// absolute-form request */
     PH_REASON_ORIGIN_FORM = 32,                /* a request not in absolute form */
     PH_REASON_UPSTREAM_BAD_RESPONSE = 33,      /* a response the proxy cannot frame */
+    /* The proxy's own resources, refused at accept before a byte is read. */
+    PH_REASON_PROXY_OVERLOADED = 34,           /* connections overall, the descriptor room,
+                                                * heads overall, or out of memory */
+    PH_REASON_PEER_LIMIT_EXCEEDED = 35,        /* open connections of one peer */
+    PH_REASON_PEER_HEAD_LIMIT_EXCEEDED = 36,   /* one peer's connections still
+                                                * sending their request head */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
