@@ -20,6 +20,7 @@
 
 #include "pinhole/diag.h"
 #include "host_alabel-int.h"
+#include "table-int.h"
 
 /* What the caller of parse_host_port gets back. */
 typedef struct host_port {
@@ -45,15 +46,45 @@ static ph_status refuse_ip(host_port *hp, ph_diag *diag, size_t off, const char 
                        what, (int)(n > 64 ? 64 : n), text);
 }
 
-/* Step 1: the bytes every URL and authority is made of. Returns the index of
- * the first forbidden byte, or n. */
+/* Step 1: the bytes every URL and authority is made of: printable ASCII
+ * (0x21..0x7e) other than '\\'. */
+static bool byte_forbidden(unsigned char c)
+{
+    return c <= 0x20 || c >= 0x7f || c == '\\';
+}
+
+/*
+ * byte_forbidden for the eight bytes of w at once (SWAR): the result has the
+ * high bit of each forbidden byte set and every other bit clear, whatever the
+ * byte order. Each test works on a byte's low seven bits, where adding at
+ * most 0x7f cannot carry into the next byte, so one byte never disturbs
+ * another; a byte >= 0x80 is forbidden by its own high bit.
+ */
+static uint64_t word_forbidden_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t low7 = w & ~high;
+    uint64_t below_0x21 = ~(low7 + ones * (0x80 - 0x21)); /* high bit: low7 < 0x21 */
+    uint64_t is_0x7f = low7 + ones * (0x80 - 0x7f);        /* high bit: low7 == 0x7f */
+    uint64_t is_bslash = ~((low7 ^ ones * '\\') + ones * 0x7f); /* high bit: low7 == '\\' */
+    return (w | below_0x21 | is_0x7f | is_bslash) & high;
+}
+
+/* The index of the first forbidden byte of s[0..n), or n. Whole words are
+ * skipped while none of their bytes is forbidden (a URL is mostly allowed
+ * bytes); the word that has one, and the tail, are read byte by byte. */
 static size_t first_forbidden_byte(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c >= 0x7f || c == '\\')
-            return i;
+    size_t i = 0;
+    for (; n - i >= sizeof(uint64_t); i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, s + i, sizeof w);
+        if (word_forbidden_bytes(w) != 0)
+            break;
     }
+    for (; i < n; i++)
+        if (byte_forbidden((unsigned char)s[i]))
+            return i;
     return n;
 }
 
@@ -146,9 +177,15 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
     if (n == 0)
         return refuse(hp, diag, off, "empty host");
     /* Delimiters that end or split an authority in some parser: each one is a
-     * place where two parsers may disagree on the host, so none may appear. */
+     * place where two parsers may disagree on the host, so none may appear.
+     * The same walk finds the first ':', the end of the host. */
+    const char *colon = NULL;
     for (size_t i = 0; i < n; i++) {
         switch (s[i]) {
+        case ':':
+            if (colon == NULL)
+                colon = s + i;
+            break;
         case '@':
             return refuse(hp, diag, off + i, "userinfo ('@') is not allowed in the authority");
         case '?':
@@ -180,7 +217,6 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
     if (s[0] == '[')
         return bracketed_host(s, n, off, hp, diag);
 
-    const char *colon = memchr(s, ':', n);
     size_t hlen = colon ? (size_t)(colon - s) : n;
     if (hlen == 0) {
         bool v6ish = colon != NULL && memchr(colon + 1, ':', n - 1) != NULL;
@@ -197,17 +233,23 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
     for (size_t i = 0; i < hlen; i++)
         hp->host[i] = (char)ph_ascii_lower((unsigned char)s[i]);
     hp->host[hlen] = '\0';
+    /* The common case, a host that is canonical once folded, in one pass:
+     * ph_tab_host_canonical accepts only names ph_host_check accepts (so no
+     * IP literal either). Anything else takes ph_host_check, whose verdict
+     * and offset make the refusal. */
     size_t where = 0;
-    ph_host_error he = ph_host_check(hp->host, hlen, &where);
-    if (he == PH_HOST_IP_LITERAL) {
-        hp->host[0] = '\0';
-        return refuse_ip(hp, diag, off, "host", s, hlen);
-    }
-    if (he != PH_HOST_OK) {
-        hp->host[0] = '\0';
-        if (he == PH_HOST_BAD_CHAR && s[where] == ':')
-            return refuse(hp, diag, off + where, "unbracketed ':' in the host");
-        return refuse(hp, diag, off + where, ph_host_error_string(he));
+    if (!ph_tab_host_canonical(hp->host, hlen)) {
+        ph_host_error he = ph_host_check(hp->host, hlen, &where);
+        if (he == PH_HOST_IP_LITERAL) {
+            hp->host[0] = '\0';
+            return refuse_ip(hp, diag, off, "host", s, hlen);
+        }
+        if (he != PH_HOST_OK) {
+            hp->host[0] = '\0';
+            if (he == PH_HOST_BAD_CHAR && s[where] == ':')
+                return refuse(hp, diag, off + where, "unbracketed ':' in the host");
+            return refuse(hp, diag, off + where, ph_host_error_string(he));
+        }
     }
     /* WHATWG parsers refuse an invalid "xn--" label, RFC 3986 ones pass it
      * on: two answers, so it is refused (host_alabel.c says why). */
