@@ -88,6 +88,36 @@ static size_t first_forbidden_byte(const char *s, size_t n)
     return n;
 }
 
+/*
+ * ph_ascii_lower for the eight ASCII bytes of w at once (SWAR): each byte in
+ * 'A'..'Z' gets 0x20 added, every other byte is unchanged. Only for bytes
+ * below 0x80 (the input passed first_forbidden_byte): then the sums below
+ * stay inside their byte.
+ */
+static uint64_t word_ascii_lower(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t from_a = w + ones * (0x80 - 'A');       /* high bit: byte >= 'A' */
+    uint64_t past_z = w + ones * (0x80 - 'Z' - 1);   /* high bit: byte > 'Z' */
+    uint64_t upper = from_a & ~past_z & high;        /* high bit: 'A' <= byte <= 'Z' */
+    return w | (upper >> 2);                         /* 0x80 >> 2 == 0x20 */
+}
+
+/* dst[0..n) = src[0..n) folded to lowercase; src is ASCII (passed
+ * first_forbidden_byte). */
+static void copy_ascii_lower(char *dst, const char *src, size_t n)
+{
+    size_t i = 0;
+    for (; n - i >= sizeof(uint64_t); i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, src + i, sizeof w);
+        w = word_ascii_lower(w);
+        memcpy(dst + i, &w, sizeof w);
+    }
+    for (; i < n; i++)
+        dst[i] = (char)ph_ascii_lower((unsigned char)src[i]);
+}
+
 static ph_status refuse_byte(host_port *hp, ph_diag *diag, size_t off, unsigned char c)
 {
     hp->reason = PH_REASON_PARSE_ERROR;
@@ -230,8 +260,7 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
             return refuse_ip(hp, diag, off, "host", s, hlen);
         return refuse(hp, diag, off + PH_HOST_MAX, "host name longer than 253 bytes");
     }
-    for (size_t i = 0; i < hlen; i++)
-        hp->host[i] = (char)ph_ascii_lower((unsigned char)s[i]);
+    copy_ascii_lower(hp->host, s, hlen);
     hp->host[hlen] = '\0';
     /* The common case, a host that is canonical once folded, in one pass:
      * ph_tab_host_canonical accepts only names ph_host_check accepts (so no
@@ -286,6 +315,8 @@ static bool is_scheme_char(unsigned char c, bool first)
 
 static bool scheme_is(const char *s, size_t n, const char *lower)
 {
+    if (strlen(lower) != n) /* a constant once inlined: most schemes are not compared at all */
+        return false;
     size_t i = 0;
     for (; i < n && lower[i]; i++)
         if (ph_ascii_lower((unsigned char)s[i]) != lower[i])
