@@ -9,7 +9,9 @@
  *      with CONNECT (parse_host_port);
  *   4. the host is decided an IP literal or not before any other host rule,
  *      then it must be a canonical name (ph_host_check) whose "xn--" labels
- *      are valid A-labels (host_alabel.c), then the port.
+ *      are valid A-labels (host_alabel.c), then the port. The usual host,
+ *      canonical once folded to lowercase, is recognised in one pass first
+ *      and skips the checks it cannot fail (parse_host_port says why).
  * No allocation; the canonical host is written into the caller's struct.
  */
 #include "pinhole/url.h"
@@ -31,8 +33,10 @@ typedef struct host_port {
     ph_reason reason;
 } host_port;
 
+/* Every refusal leaves no host: hp->host becomes "". */
 static ph_status refuse(host_port *hp, ph_diag *diag, size_t off, const char *msg)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_PARSE_ERROR;
     return ph_diag_set(diag, PH_E_INVAL, off, "%s", msg);
 }
@@ -40,6 +44,7 @@ static ph_status refuse(host_port *hp, ph_diag *diag, size_t off, const char *ms
 static ph_status refuse_ip(host_port *hp, ph_diag *diag, size_t off, const char *what,
                            const char *text, size_t n)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_IP_LITERAL;
     return ph_diag_set(diag, PH_E_DENIED, off,
                        "%s \"%.*s\" is an IP address literal: destinations must be host names",
@@ -120,6 +125,7 @@ static void copy_ascii_lower(char *dst, const char *src, size_t n)
 
 static ph_status refuse_byte(host_port *hp, ph_diag *diag, size_t off, unsigned char c)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_PARSE_ERROR;
     const char *what;
     switch (c) {
@@ -193,29 +199,15 @@ static ph_status bracketed_host(const char *s, size_t n, size_t off, host_port *
     return refuse(hp, diag, off + 1, "bracketed host is not a valid IPv6 address");
 }
 
-/*
- * Steps 3-4: s[0..n) is an authority "host[:port]" found at byte off of the
- * input; its bytes passed first_forbidden_byte. Fills hp, or refuses.
- */
-static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_required,
-                                 uint16_t default_port, host_port *hp, ph_diag *diag)
+/* Delimiters that end or split an authority in some parser: each one is a
+ * place where two parsers may disagree on the host, so none may appear.
+ * Refuses the first one in s[from..n) of the authority s (s[0..from) is
+ * known to hold none), else PH_OK. */
+static ph_status refuse_delimiters(const char *s, size_t from, size_t n, size_t off,
+                                   host_port *hp, ph_diag *diag)
 {
-    hp->port = 0;
-    hp->port_explicit = false;
-    hp->host_len = 0;
-    hp->host[0] = '\0';
-    if (n == 0)
-        return refuse(hp, diag, off, "empty host");
-    /* Delimiters that end or split an authority in some parser: each one is a
-     * place where two parsers may disagree on the host, so none may appear.
-     * The same walk finds the first ':', the end of the host. */
-    const char *colon = NULL;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         switch (s[i]) {
-        case ':':
-            if (colon == NULL)
-                colon = s + i;
-            break;
         case '@':
             return refuse(hp, diag, off + i, "userinfo ('@') is not allowed in the authority");
         case '?':
@@ -244,37 +236,60 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
             break;
         }
     }
-    if (s[0] == '[')
-        return bracketed_host(s, n, off, hp, diag);
+    return PH_OK;
+}
 
+/*
+ * Steps 3-4: s[0..n) is an authority "host[:port]" found at byte off of the
+ * input; its bytes passed first_forbidden_byte. Fills hp, or refuses.
+ */
+static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_required,
+                                 uint16_t default_port, host_port *hp, ph_diag *diag)
+{
+    hp->port = 0;
+    hp->port_explicit = false;
+    hp->host_len = 0;
+    hp->host[0] = '\0';
+    if (n == 0)
+        return refuse(hp, diag, off, "empty host");
+    const char *colon = memchr(s, ':', n);
     size_t hlen = colon ? (size_t)(colon - s) : n;
-    if (hlen == 0) {
-        bool v6ish = colon != NULL && memchr(colon + 1, ':', n - 1) != NULL;
-        return refuse(hp, diag, off,
-                      v6ish ? "empty host (an IPv6 address needs brackets)" : "empty host");
-    }
 
-    /* IP literal or not, before any other rule looks at the host. */
-    if (hlen > PH_HOST_MAX) {
-        if (ph_host_is_ip_literal(s, hlen))
-            return refuse_ip(hp, diag, off, "host", s, hlen);
-        return refuse(hp, diag, off + PH_HOST_MAX, "host name longer than 253 bytes");
+    /* The common case first, in one pass: a host that is canonical once
+     * folded to lowercase. ph_tab_host_canonical accepts only names that
+     * ph_host_check accepts (so no IP literal either), and before folding
+     * their bytes were [A-Za-z0-9.-], so no delimiter: only the port is left
+     * to walk. Any other host takes every check below in order, which
+     * decides the refusal and its offset. */
+    bool canonical = false;
+    if (hlen > 0 && hlen <= PH_HOST_MAX) {
+        copy_ascii_lower(hp->host, s, hlen);
+        hp->host[hlen] = '\0';
+        canonical = ph_tab_host_canonical(hp->host, hlen);
     }
-    copy_ascii_lower(hp->host, s, hlen);
-    hp->host[hlen] = '\0';
-    /* The common case, a host that is canonical once folded, in one pass:
-     * ph_tab_host_canonical accepts only names ph_host_check accepts (so no
-     * IP literal either). Anything else takes ph_host_check, whose verdict
-     * and offset make the refusal. */
+    ph_status st = refuse_delimiters(s, canonical ? hlen : 0, n, off, hp, diag);
+    if (st != PH_OK)
+        return st;
     size_t where = 0;
-    if (!ph_tab_host_canonical(hp->host, hlen)) {
-        ph_host_error he = ph_host_check(hp->host, hlen, &where);
-        if (he == PH_HOST_IP_LITERAL) {
-            hp->host[0] = '\0';
-            return refuse_ip(hp, diag, off, "host", s, hlen);
+    if (!canonical) {
+        if (s[0] == '[')
+            return bracketed_host(s, n, off, hp, diag);
+        if (hlen == 0) {
+            bool v6ish = colon != NULL && memchr(colon + 1, ':', n - 1) != NULL;
+            return refuse(hp, diag, off,
+                          v6ish ? "empty host (an IPv6 address needs brackets)" : "empty host");
         }
+        /* IP literal or not, before any other rule looks at the host (the
+         * folded copy above, when it fits, is what ph_host_check reads). */
+        if (hlen > PH_HOST_MAX) {
+            if (ph_host_is_ip_literal(s, hlen))
+                return refuse_ip(hp, diag, off, "host", s, hlen);
+            return refuse(hp, diag, off + PH_HOST_MAX, "host name longer than 253 bytes");
+        }
+        ph_host_error he = ph_host_check(hp->host, hlen, &where);
+        if (he == PH_HOST_IP_LITERAL)
+            return refuse_ip(hp, diag, off, "host", s, hlen);
         if (he != PH_HOST_OK) {
-            hp->host[0] = '\0';
             if (he == PH_HOST_BAD_CHAR && s[where] == ':')
                 return refuse(hp, diag, off + where, "unbracketed ':' in the host");
             return refuse(hp, diag, off + where, ph_host_error_string(he));
@@ -282,20 +297,15 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
     }
     /* WHATWG parsers refuse an invalid "xn--" label, RFC 3986 ones pass it
      * on: two answers, so it is refused (host_alabel.c says why). */
-    if (!ph_host_a_labels_valid(hp->host, hlen, &where)) {
-        hp->host[0] = '\0';
+    if (!ph_host_a_labels_valid(hp->host, hlen, &where))
         return refuse(hp, diag, off + where,
                       "invalid IDN A-label (\"xn--\" label that is not valid Punycode/IDNA)");
-    }
 
     if (colon != NULL) {
-        ph_status st = parse_port(colon + 1, n - hlen - 1, off + hlen + 1, hp, diag);
-        if (st != PH_OK) {
-            hp->host[0] = '\0';
+        st = parse_port(colon + 1, n - hlen - 1, off + hlen + 1, hp, diag);
+        if (st != PH_OK)
             return st;
-        }
     } else if (port_required) {
-        hp->host[0] = '\0';
         return refuse(hp, diag, off + n, "port required (host:port)");
     } else {
         hp->port = default_port;
