@@ -61,14 +61,15 @@ static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d, ph_diag *d
     return PH_E_DENIED;
 }
 
-/* Looks host:port up in list on the pinned version s and fills the verdict. */
-static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, ph_verdict *v,
-                           ph_diag *diag)
+/* Looks v->host (host_len bytes) :port up in list on the pinned version s
+ * and fills the verdict. */
+static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t host_len,
+                           ph_verdict *v, ph_diag *diag)
 {
     memcpy(v->policy_id, s->policy_id, sizeof v->policy_id);
     ph_table_result res;
     ph_diag d; /* filled by ph_diag_set before any use */
-    ph_status st = ph_table_lookup(s->table, list, v->host, strlen(v->host), v->port, &res);
+    ph_status st = ph_table_lookup(s->table, list, v->host, host_len, v->port, &res);
     if (st != PH_OK) {
         ph_diag_set(&d, PH_E_DENIED, 0, "host %s is not canonical", v->host);
         return refuse(v, PH_REASON_PARSE_ERROR, &d, diag);
@@ -108,7 +109,7 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, ph_verd
                                               " but not port ", port + pn, NULL});
         break;
     case PH_REASON_WILDCARD_DNS: {
-        const ph_wildcard_dns_service *w = ph_wildcard_dns_find(v->host, strlen(v->host));
+        const ph_wildcard_dns_service *w = ph_wildcard_dns_find(v->host, host_len);
         join_detail(&d, (const char *const[]){v->host, " is under ", w != NULL ? w->domain : "?",
                                               ", a wildcard-DNS service (",
                                               w != NULL ? ph_wildcard_dns_describe(w) : "?",
@@ -124,11 +125,12 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, ph_verd
 }
 
 /* Looks host:port up in list on the version in force. */
-static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *diag)
+static ph_status decide(ph_guard *g, const char *list, size_t host_len, ph_verdict *v,
+                        ph_diag *diag)
 {
     ph_guard_reload_if_due(g);
     ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
-    ph_status st = lookup_on(s, list, v, diag);
+    ph_status st = lookup_on(s, list, host_len, v, diag);
     ph_guard_snapshot_release(&s);
     return st;
 }
@@ -137,9 +139,10 @@ static ph_status decide(ph_guard *g, const char *list, ph_verdict *v, ph_diag *d
  * authority. Both fill the same parts of a ph_url. */
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
-/* Parses the target into v->scheme/host/port, or refuses it in *v. */
+/* Parses the target into v->scheme/host/port (*host_len: the host's
+ * length), or refuses it in *v. */
 static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
-                              ph_diag *diag)
+                              size_t *host_len, ph_diag *diag)
 {
     ph_url u;
     ph_diag d;
@@ -162,6 +165,7 @@ static ph_status parse_target(const char *text, size_t len, target_kind kind, ph
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
+    *host_len = u.host_len;
     return PH_OK;
 }
 
@@ -173,8 +177,9 @@ static ph_status check_target(ph_guard *g, const char *list, const char *text, s
     verdict_reset(v);
     if (g == NULL || list == NULL || text == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
-    ph_status st = parse_target(text, len, kind, v, diag);
-    return st != PH_OK ? st : decide(g, list, v, diag);
+    size_t host_len = 0;
+    ph_status st = parse_target(text, len, kind, v, &host_len, diag);
+    return st != PH_OK ? st : decide(g, list, host_len, v, diag);
 }
 
 ph_status ph_guard_check_url(ph_guard *g, const char *list, const char *url, size_t len,
@@ -250,7 +255,9 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
      * else sees them). The parser's message is safe to show: it describes
      * only the client's own bytes. */
     ph_diag pd;
-    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &pd) != PH_OK) {
+    size_t host_len = 0;
+    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len, &pd) !=
+        PH_OK) {
         ph_reason r = d->verdict.reason;
         copy_text(d->client_detail, sizeof d->client_detail,
                   r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
@@ -290,7 +297,7 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
         list = d->grant.list;
     }
     /* 3. The second yes: the list, on the same version. */
-    ph_status st = lookup_on(s, list, &d->verdict, NULL);
+    ph_status st = lookup_on(s, list, host_len, &d->verdict, NULL);
     ph_guard_snapshot_release(&s);
     if (st != PH_OK) {
         copy_text(d->log_detail, sizeof d->log_detail, d->verdict.detail);

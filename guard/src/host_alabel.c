@@ -39,6 +39,9 @@ static bool a_label_valid(const char *label, size_t len)
 
 bool ph_host_a_labels_valid(const char *host, size_t len, size_t *where)
 {
+    /* Most names have no '-' at all, so no "xn--" label: one memchr. */
+    if (len == 0 || memchr(host, '-', len) == NULL)
+        return true;
     size_t start = 0;
     for (size_t i = 0; i <= len; i++) {
         if (i < len && host[i] != '.')

@@ -9,7 +9,9 @@
  *      with CONNECT (parse_host_port);
  *   4. the host is decided an IP literal or not before any other host rule,
  *      then it must be a canonical name (ph_host_check) whose "xn--" labels
- *      are valid A-labels (host_alabel.c), then the port.
+ *      are valid A-labels (host_alabel.c), then the port. The usual host,
+ *      canonical once folded to lowercase, is recognised in one pass first
+ *      and skips the checks it cannot fail (parse_host_port says why).
  * No allocation; the canonical host is written into the caller's struct.
  */
 #include "pinhole/url.h"
@@ -20,6 +22,7 @@
 
 #include "pinhole/diag.h"
 #include "host_alabel-int.h"
+#include "table-int.h"
 
 /* What the caller of parse_host_port gets back. */
 typedef struct host_port {
@@ -30,8 +33,10 @@ typedef struct host_port {
     ph_reason reason;
 } host_port;
 
+/* Every refusal leaves no host: hp->host becomes "". */
 static ph_status refuse(host_port *hp, ph_diag *diag, size_t off, const char *msg)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_PARSE_ERROR;
     return ph_diag_set(diag, PH_E_INVAL, off, "%s", msg);
 }
@@ -39,26 +44,88 @@ static ph_status refuse(host_port *hp, ph_diag *diag, size_t off, const char *ms
 static ph_status refuse_ip(host_port *hp, ph_diag *diag, size_t off, const char *what,
                            const char *text, size_t n)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_IP_LITERAL;
     return ph_diag_set(diag, PH_E_DENIED, off,
                        "%s \"%.*s\" is an IP address literal: destinations must be host names",
                        what, (int)(n > 64 ? 64 : n), text);
 }
 
-/* Step 1: the bytes every URL and authority is made of. Returns the index of
- * the first forbidden byte, or n. */
+/* Step 1: the bytes every URL and authority is made of: printable ASCII
+ * (0x21..0x7e) other than '\\'. */
+static bool byte_forbidden(unsigned char c)
+{
+    return c <= 0x20 || c >= 0x7f || c == '\\';
+}
+
+/*
+ * byte_forbidden for the eight bytes of w at once (SWAR): the result has the
+ * high bit of each forbidden byte set and every other bit clear, whatever the
+ * byte order. Each test works on a byte's low seven bits, where adding at
+ * most 0x7f cannot carry into the next byte, so one byte never disturbs
+ * another; a byte >= 0x80 is forbidden by its own high bit.
+ */
+static uint64_t word_forbidden_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t low7 = w & ~high;
+    uint64_t below_0x21 = ~(low7 + ones * (0x80 - 0x21)); /* high bit: low7 < 0x21 */
+    uint64_t is_0x7f = low7 + ones * (0x80 - 0x7f);        /* high bit: low7 == 0x7f */
+    uint64_t is_bslash = ~((low7 ^ ones * '\\') + ones * 0x7f); /* high bit: low7 == '\\' */
+    return (w | below_0x21 | is_0x7f | is_bslash) & high;
+}
+
+/* The index of the first forbidden byte of s[0..n), or n. Whole words are
+ * skipped while none of their bytes is forbidden (a URL is mostly allowed
+ * bytes); the word that has one, and the tail, are read byte by byte. */
 static size_t first_forbidden_byte(const char *s, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c <= 0x20 || c >= 0x7f || c == '\\')
-            return i;
+    size_t i = 0;
+    for (; n - i >= sizeof(uint64_t); i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, s + i, sizeof w);
+        if (word_forbidden_bytes(w) != 0)
+            break;
     }
+    for (; i < n; i++)
+        if (byte_forbidden((unsigned char)s[i]))
+            return i;
     return n;
+}
+
+/*
+ * ph_ascii_lower for the eight ASCII bytes of w at once (SWAR): each byte in
+ * 'A'..'Z' gets 0x20 added, every other byte is unchanged. Only for bytes
+ * below 0x80 (the input passed first_forbidden_byte): then the sums below
+ * stay inside their byte.
+ */
+static uint64_t word_ascii_lower(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    uint64_t from_a = w + ones * (0x80 - 'A');       /* high bit: byte >= 'A' */
+    uint64_t past_z = w + ones * (0x80 - 'Z' - 1);   /* high bit: byte > 'Z' */
+    uint64_t upper = from_a & ~past_z & high;        /* high bit: 'A' <= byte <= 'Z' */
+    return w | (upper >> 2);                         /* 0x80 >> 2 == 0x20 */
+}
+
+/* dst[0..n) = src[0..n) folded to lowercase; src is ASCII (passed
+ * first_forbidden_byte). */
+static void copy_ascii_lower(char *dst, const char *src, size_t n)
+{
+    size_t i = 0;
+    for (; n - i >= sizeof(uint64_t); i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, src + i, sizeof w);
+        w = word_ascii_lower(w);
+        memcpy(dst + i, &w, sizeof w);
+    }
+    for (; i < n; i++)
+        dst[i] = (char)ph_ascii_lower((unsigned char)src[i]);
 }
 
 static ph_status refuse_byte(host_port *hp, ph_diag *diag, size_t off, unsigned char c)
 {
+    hp->host[0] = '\0';
     hp->reason = PH_REASON_PARSE_ERROR;
     const char *what;
     switch (c) {
@@ -132,22 +199,14 @@ static ph_status bracketed_host(const char *s, size_t n, size_t off, host_port *
     return refuse(hp, diag, off + 1, "bracketed host is not a valid IPv6 address");
 }
 
-/*
- * Steps 3-4: s[0..n) is an authority "host[:port]" found at byte off of the
- * input; its bytes passed first_forbidden_byte. Fills hp, or refuses.
- */
-static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_required,
-                                 uint16_t default_port, host_port *hp, ph_diag *diag)
+/* Delimiters that end or split an authority in some parser: each one is a
+ * place where two parsers may disagree on the host, so none may appear.
+ * Refuses the first one in s[from..n) of the authority s (s[0..from) is
+ * known to hold none), else PH_OK. */
+static ph_status refuse_delimiters(const char *s, size_t from, size_t n, size_t off,
+                                   host_port *hp, ph_diag *diag)
 {
-    hp->port = 0;
-    hp->port_explicit = false;
-    hp->host_len = 0;
-    hp->host[0] = '\0';
-    if (n == 0)
-        return refuse(hp, diag, off, "empty host");
-    /* Delimiters that end or split an authority in some parser: each one is a
-     * place where two parsers may disagree on the host, so none may appear. */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = from; i < n; i++) {
         switch (s[i]) {
         case '@':
             return refuse(hp, diag, off + i, "userinfo ('@') is not allowed in the authority");
@@ -177,54 +236,76 @@ static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_
             break;
         }
     }
-    if (s[0] == '[')
-        return bracketed_host(s, n, off, hp, diag);
+    return PH_OK;
+}
 
+/*
+ * Steps 3-4: s[0..n) is an authority "host[:port]" found at byte off of the
+ * input; its bytes passed first_forbidden_byte. Fills hp, or refuses.
+ */
+static ph_status parse_host_port(const char *s, size_t n, size_t off, bool port_required,
+                                 uint16_t default_port, host_port *hp, ph_diag *diag)
+{
+    hp->port = 0;
+    hp->port_explicit = false;
+    hp->host_len = 0;
+    hp->host[0] = '\0';
+    if (n == 0)
+        return refuse(hp, diag, off, "empty host");
     const char *colon = memchr(s, ':', n);
     size_t hlen = colon ? (size_t)(colon - s) : n;
-    if (hlen == 0) {
-        bool v6ish = colon != NULL && memchr(colon + 1, ':', n - 1) != NULL;
-        return refuse(hp, diag, off,
-                      v6ish ? "empty host (an IPv6 address needs brackets)" : "empty host");
-    }
 
-    /* IP literal or not, before any other rule looks at the host. */
-    if (hlen > PH_HOST_MAX) {
-        if (ph_host_is_ip_literal(s, hlen))
-            return refuse_ip(hp, diag, off, "host", s, hlen);
-        return refuse(hp, diag, off + PH_HOST_MAX, "host name longer than 253 bytes");
+    /* The common case first, in one pass: a host that is canonical once
+     * folded to lowercase. ph_tab_host_canonical accepts only names that
+     * ph_host_check accepts (so no IP literal either), and before folding
+     * their bytes were [A-Za-z0-9.-], so no delimiter: only the port is left
+     * to walk. Any other host takes every check below in order, which
+     * decides the refusal and its offset. */
+    bool canonical = false;
+    if (hlen > 0 && hlen <= PH_HOST_MAX) {
+        copy_ascii_lower(hp->host, s, hlen);
+        hp->host[hlen] = '\0';
+        canonical = ph_tab_host_canonical(hp->host, hlen);
     }
-    for (size_t i = 0; i < hlen; i++)
-        hp->host[i] = (char)ph_ascii_lower((unsigned char)s[i]);
-    hp->host[hlen] = '\0';
+    ph_status st = refuse_delimiters(s, canonical ? hlen : 0, n, off, hp, diag);
+    if (st != PH_OK)
+        return st;
     size_t where = 0;
-    ph_host_error he = ph_host_check(hp->host, hlen, &where);
-    if (he == PH_HOST_IP_LITERAL) {
-        hp->host[0] = '\0';
-        return refuse_ip(hp, diag, off, "host", s, hlen);
-    }
-    if (he != PH_HOST_OK) {
-        hp->host[0] = '\0';
-        if (he == PH_HOST_BAD_CHAR && s[where] == ':')
-            return refuse(hp, diag, off + where, "unbracketed ':' in the host");
-        return refuse(hp, diag, off + where, ph_host_error_string(he));
+    if (!canonical) {
+        if (s[0] == '[')
+            return bracketed_host(s, n, off, hp, diag);
+        if (hlen == 0) {
+            bool v6ish = colon != NULL && memchr(colon + 1, ':', n - 1) != NULL;
+            return refuse(hp, diag, off,
+                          v6ish ? "empty host (an IPv6 address needs brackets)" : "empty host");
+        }
+        /* IP literal or not, before any other rule looks at the host (the
+         * folded copy above, when it fits, is what ph_host_check reads). */
+        if (hlen > PH_HOST_MAX) {
+            if (ph_host_is_ip_literal(s, hlen))
+                return refuse_ip(hp, diag, off, "host", s, hlen);
+            return refuse(hp, diag, off + PH_HOST_MAX, "host name longer than 253 bytes");
+        }
+        ph_host_error he = ph_host_check(hp->host, hlen, &where);
+        if (he == PH_HOST_IP_LITERAL)
+            return refuse_ip(hp, diag, off, "host", s, hlen);
+        if (he != PH_HOST_OK) {
+            if (he == PH_HOST_BAD_CHAR && s[where] == ':')
+                return refuse(hp, diag, off + where, "unbracketed ':' in the host");
+            return refuse(hp, diag, off + where, ph_host_error_string(he));
+        }
     }
     /* WHATWG parsers refuse an invalid "xn--" label, RFC 3986 ones pass it
      * on: two answers, so it is refused (host_alabel.c says why). */
-    if (!ph_host_a_labels_valid(hp->host, hlen, &where)) {
-        hp->host[0] = '\0';
+    if (!ph_host_a_labels_valid(hp->host, hlen, &where))
         return refuse(hp, diag, off + where,
                       "invalid IDN A-label (\"xn--\" label that is not valid Punycode/IDNA)");
-    }
 
     if (colon != NULL) {
-        ph_status st = parse_port(colon + 1, n - hlen - 1, off + hlen + 1, hp, diag);
-        if (st != PH_OK) {
-            hp->host[0] = '\0';
+        st = parse_port(colon + 1, n - hlen - 1, off + hlen + 1, hp, diag);
+        if (st != PH_OK)
             return st;
-        }
     } else if (port_required) {
-        hp->host[0] = '\0';
         return refuse(hp, diag, off + n, "port required (host:port)");
     } else {
         hp->port = default_port;
@@ -244,6 +325,8 @@ static bool is_scheme_char(unsigned char c, bool first)
 
 static bool scheme_is(const char *s, size_t n, const char *lower)
 {
+    if (strlen(lower) != n) /* a constant once inlined: most schemes are not compared at all */
+        return false;
     size_t i = 0;
     for (; i < n && lower[i]; i++)
         if (ph_ascii_lower((unsigned char)s[i]) != lower[i])

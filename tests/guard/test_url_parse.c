@@ -55,6 +55,49 @@ static void test_length_bounded_input(void **state)
     assert_non_null(strstr(d.message, "NUL"));
 }
 
+/* The byte test reads whole words: every byte value, at every offset of a
+ * URL longer than three words (so in every lane of a word and in the tail),
+ * is refused exactly when it is not printable ASCII or is '\\', at its own
+ * offset; and a host of any length folds every letter, wherever it falls
+ * in a word. */
+static void test_every_byte_at_every_offset(void **state)
+{
+    (void)state;
+    const char base[] = "http://h1.example.net/0123456789abcdef";
+    char buf[sizeof base];
+    for (size_t at = 0; at < sizeof base - 1; at++) {
+        for (unsigned c = 0; c < 256; c++) {
+            memcpy(buf, base, sizeof base);
+            buf[at] = (char)c;
+            bool forbidden = c <= 0x20 || c >= 0x7f || c == '\\';
+            ph_url u;
+            ph_diag d = {0};
+            ph_status st = ph_url_parse(buf, sizeof base - 1, &u, &d);
+            if (forbidden) {
+                if (st != PH_E_INVAL || d.offset != at || strstr(d.message, "not allowed") == NULL)
+                    fail_msg("byte 0x%02x at %zu: status %d offset %zu \"%s\"", c, at, st,
+                             d.offset, d.message);
+            } else if (at > 21 && st != PH_OK) { /* after the '/': any allowed byte */
+                fail_msg("allowed byte 0x%02x in the path at %zu refused: %s", c, at, d.message);
+            }
+        }
+    }
+    char url[PH_HOST_MAX + 32] = "http://";
+    char want[PH_HOST_MAX + 1];
+    for (size_t n = 1; n <= 40; n++) {
+        size_t at = strlen("http://");
+        for (size_t i = 0; i < n; i++) {
+            url[at + i] = (char)((i % 2 ? 'A' : 'a') + (int)(i % 26));
+            want[i] = (char)ph_ascii_lower((unsigned char)url[at + i]);
+        }
+        memcpy(url + at + n, ".Example.COM/", sizeof ".Example.COM/");
+        memcpy(want + n, ".example.com", sizeof ".example.com");
+        ph_url u;
+        assert_int_equal(parse(url, &u, NULL), PH_OK);
+        assert_string_equal(u.host, want);
+    }
+}
+
 static void test_diagnostics_name_the_problem_and_its_offset(void **state)
 {
     (void)state;
@@ -252,6 +295,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_result_fields),
         cmocka_unit_test(test_length_bounded_input),
+        cmocka_unit_test(test_every_byte_at_every_offset),
         cmocka_unit_test(test_diagnostics_name_the_problem_and_its_offset),
         cmocka_unit_test(test_ip_literal_is_not_a_parse_error),
         cmocka_unit_test(test_invalid_a_labels_are_refused),
