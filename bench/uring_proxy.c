@@ -358,12 +358,13 @@ static void on_head(conn *c, int res)
     switch (ph_proxy_request_parse(c->head, c->head_got, &req)) {
     case PH_PREQ_INCOMPLETE:
         if (c->head_got == HEAD_MAX)
-            refuse(c, 431, PH_REASON_PARSE_ERROR);
+            refuse(c, ph_reason_http_status(PH_REASON_HTTP_HEAD_TOO_LARGE),
+                   PH_REASON_HTTP_HEAD_TOO_LARGE);
         else
             head_recv(c);
         return;
     case PH_PREQ_REFUSED:
-        refuse(c, req.http_status, PH_REASON_PARSE_ERROR);
+        refuse(c, ph_reason_http_status(req.reason), req.reason);
         return;
     case PH_PREQ_DONE:
         break;

@@ -982,7 +982,7 @@ static void leave_head(px_conn *c)
     if (c->in_head) {
         c->in_head = false;
         px_limits_head_release();
-        px_limits_peer_head_release(c->peer_key);
+        px_limits_peer_head_release(c->peer + c->key_off);
     }
 }
 
