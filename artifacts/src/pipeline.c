@@ -16,7 +16,8 @@ struct ph_pipeline {
     bool threaded;
     bool closing;        /* finish was called: DRAIN drains and ends, FILL stops */
     bool done;           /* FILL: the worker reached the end or failed */
-    unsigned char **buf; /* cfg.slots buffers of cfg.cap bytes */
+    unsigned char **buf; /* nbuf buffers of cfg.cap bytes, cfg.slots in use */
+    size_t nbuf;
     size_t *len;
     size_t head, tail, full;
     ph_status status;    /* the worker's first failure */
@@ -104,7 +105,7 @@ static void *worker_main(void *arg)
 
 static void free_pipeline(ph_pipeline *p)
 {
-    for (size_t i = 0; p->buf && i < p->cfg.slots; i++)
+    for (size_t i = 0; p->buf && i < p->nbuf; i++)
         free(p->buf[i]);
     free(p->buf);
     free(p->len);
@@ -125,7 +126,9 @@ ph_status ph_pipeline_start(const ph_pipeline_config *cfg, ph_pipeline **out, ph
     p->buf = calloc(p->cfg.slots, sizeof *p->buf);
     p->len = calloc(p->cfg.slots, sizeof *p->len);
     bool ok = p->buf && p->len;
-    for (size_t i = 0; ok && i < p->cfg.slots; i++)
+    if (ok)
+        p->nbuf = p->cfg.slots;
+    for (size_t i = 0; ok && i < p->nbuf; i++)
         ok = (p->buf[i] = malloc(cfg->cap ? cfg->cap : 1)) != NULL;
     if (!ok) {
         free_pipeline(p);
