@@ -116,25 +116,6 @@ typedef struct cpu_mark {
     double client, server[CPU_PIDS];
 } cpu_mark;
 
-/* user + sys seconds of pid from /proc/PID/stat, -1 if unreadable. */
-static double proc_cpu(pid_t pid)
-{
-    char path[64], line[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(line, 1, sizeof line - 1, f);
-    fclose(f);
-    line[n] = '\0';
-    char *p = strrchr(line, ')'); /* the name may hold spaces */
-    unsigned long long ut = 0, st = 0;
-    if (p == NULL || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-                            &ut, &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 static double rusage_s(int who)
 {
     struct rusage r;
@@ -170,7 +151,7 @@ static void cpu_mark_now(const cpu_log *c, cpu_mark *m)
 {
     m->client = rusage_s(RUSAGE_SELF) + rusage_s(RUSAGE_CHILDREN);
     for (int i = 0; c && i < c->npids; i++)
-        m->server[i] = proc_cpu(c->pid[i]);
+        m->server[i] = bench_proc_cpu_s(c->pid[i]);
 }
 
 static void cpu_record(cpu_log *c, int op, const cpu_mark *before)
