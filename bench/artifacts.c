@@ -10,7 +10,9 @@
  *   get written to a file (read, verify, write(2))      vs  cp;
  *   get discarded (read and verify only)                vs  cat FILE > /dev/null.
  * The ratio against plain cp is printed for put as well, for reference.
- * PH_BENCH_S3_CONFIG=FILE adds the S3 rows (see s3_rows). */
+ * PH_BENCH_S3_CONFIG=FILE adds the S3 rows (see s3_rows);
+ * PH_BENCH_S3_SERVER_PIDS="PID ..." (the gateway's and the OSD's) adds the
+ * CPU seconds each operation cost the client and each of those processes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +98,88 @@ static double fsync_file(const char *path)
     return bench_now_s() - t;
 }
 
+
+/* ---- CPU seconds per operation (PH_BENCH_S3_SERVER_PIDS) ---- */
+
+enum { OP_CURL_PUT, OP_CURL_GET, OP_PUT, OP_GET, OP_RAW, OP_COUNT };
+#define CPU_PIDS 4
+
+typedef struct cpu_log {
+    int npids;
+    pid_t pid[CPU_PIDS];
+    char name[CPU_PIDS][32];
+    double client[OP_COUNT], server[OP_COUNT][CPU_PIDS];
+    int n[OP_COUNT];
+} cpu_log;
+
+typedef struct cpu_mark {
+    double client, server[CPU_PIDS];
+} cpu_mark;
+
+static double rusage_s(int who)
+{
+    struct rusage r;
+    getrusage(who, &r);
+    return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+static void cpu_log_init(cpu_log *c)
+{
+    memset(c, 0, sizeof *c);
+    const char *env = getenv("PH_BENCH_S3_SERVER_PIDS");
+    for (char *end; env && *env && c->npids < CPU_PIDS; env = end) {
+        long pid = strtol(env, &end, 10);
+        if (end == env)
+            break;
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL || fgets(c->name[c->npids], sizeof c->name[0], f) == NULL) {
+            if (f)
+                fclose(f);
+            continue;
+        }
+        fclose(f);
+        c->name[c->npids][strcspn(c->name[c->npids], "\n")] = '\0';
+        c->pid[c->npids++] = (pid_t)pid;
+    }
+}
+
+/* This process and its waited-for children (curl), and each server. */
+static void cpu_mark_now(const cpu_log *c, cpu_mark *m)
+{
+    m->client = rusage_s(RUSAGE_SELF) + rusage_s(RUSAGE_CHILDREN);
+    for (int i = 0; c && i < c->npids; i++)
+        m->server[i] = bench_proc_cpu_s(c->pid[i]);
+}
+
+static void cpu_record(cpu_log *c, int op, const cpu_mark *before)
+{
+    if (c == NULL || c->npids == 0)
+        return;
+    cpu_mark now;
+    cpu_mark_now(c, &now);
+    c->client[op] += now.client - before->client;
+    for (int i = 0; i < c->npids; i++)
+        c->server[op][i] += now.server[i] - before->server[i];
+    c->n[op]++;
+}
+
+static void cpu_print(const cpu_log *c)
+{
+    static const char *const label[OP_COUNT] = {"curl PUT", "curl GET", "put", "get (verify)",
+                                                "get, raw"};
+    for (int op = 0; op < OP_COUNT && c->npids > 0; op++) {
+        if (c->n[op] == 0)
+            continue;
+        printf("s3 cpu %-16s client %6.3f s", label[op], c->client[op] / c->n[op]);
+        for (int i = 0; i < c->npids; i++)
+            printf("  %s %6.3f s", c->name[i], c->server[op][i] / c->n[op]);
+        printf("  (user+sys per operation, mean of %d)\n", c->n[op]);
+    }
+}
+
 /* Opens ref and reads it to the end, each chunk written to fd (-1: dropped). */
 static ph_status get_into(ph_artifact_store *store, const ph_artifact_ref *ref, int fd, ph_diag *d)
 {
@@ -150,35 +235,43 @@ static double hash_cost(uint64_t size)
 }
 
 /* One put of src and one get of it into out, timed; the artifact is deleted.
- * raw (may be NULL): also the time of a raw_get through backend b. */
+ * raw (may be NULL): also the time of a raw_get through backend b.
+ * cpu (may be NULL): the CPU seconds of put, get and raw get added to it. */
 static ph_status put_and_get(ph_artifact_store *store, const char *src, const char *out,
                              double *t_put, double *t_get, double *t_get_file,
-                             ph_artifact_backend *b, double *raw, ph_diag *d)
+                             ph_artifact_backend *b, double *raw, cpu_log *cpu, ph_diag *d)
 {
+    cpu_mark mark;
     int fd = open(src, O_RDONLY);
     ph_artifact_source source = {.read = ph_artifact_read_fd, .ctx = &fd};
     ph_artifact_spec spec = {.tenant_id = "bench", .tenant_id_len = 5, .filename = "source.bin",
                              .filename_len = 10};
     ph_artifact_metadata *m = NULL;
+    cpu_mark_now(cpu, &mark);
     double t = bench_now_s();
     ph_status st = ph_artifact_put(store, &spec, &source, &m, d);
     *t_put = bench_now_s() - t;
+    cpu_record(cpu, OP_PUT, &mark);
     close(fd);
     if (st != PH_OK)
         return st;
     ph_artifact_ref ref = ph_artifact_metadata_ref(m);
+    cpu_mark_now(cpu, &mark);
     t = bench_now_s();
     st = get_into(store, &ref, -1, d); /* the store's own rate: read + verify */
     *t_get = bench_now_s() - t;
+    cpu_record(cpu, OP_GET, &mark);
     int ofd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     t = bench_now_s();
     if (st == PH_OK)
         st = ofd < 0 ? PH_E_IO : get_into(store, &ref, ofd, d);
     *t_get_file = bench_now_s() - t;
     if (raw && st == PH_OK) {
+        cpu_mark_now(cpu, &mark);
         t = bench_now_s();
         st = raw_get(b, &ref, d);
         *raw = bench_now_s() - t;
+        cpu_record(cpu, OP_RAW, &mark);
     }
     if (ofd >= 0)
         close(ofd);
@@ -245,9 +338,16 @@ static int s3_rows(const char *config, const char *work, const char *src, uint64
     ph_status st = PH_OK;
     char out[4300];
     snprintf(out, sizeof out, "%s/s3get.bin", work);
+    cpu_log cpu;
+    cpu_log_init(&cpu);
     for (int run = 0; run < runs && st == PH_OK; run++) {
+        cpu_mark mark;
+        cpu_mark_now(&cpu, &mark);
         double cp = run_curl(&cfg, curl_cfg, src, "bench-curl.bin");
+        cpu_record(&cpu, OP_CURL_PUT, &mark);
+        cpu_mark_now(&cpu, &mark);
         double cg = run_curl(&cfg, curl_cfg, NULL, "bench-curl.bin");
+        cpu_record(&cpu, OP_CURL_GET, &mark);
         if (cp <= 0 || cg <= 0) {
             fprintf(stderr, "curl --aws-sigv4 failed\n");
             st = PH_E_IO;
@@ -257,7 +357,7 @@ static int s3_rows(const char *config, const char *work, const char *src, uint64
         c_get = cg < c_get ? cg : c_get;
         double p = 0, g = 0, gf = 0;
         double raw = 0;
-        st = put_and_get(store, src, out, &p, &g, &gf, b, &raw, &d);
+        st = put_and_get(store, src, out, &p, &g, &gf, b, &raw, &cpu, &d);
         t_put = p < t_put ? p : t_put;
         t_get = g < t_get ? g : t_get;
         t_raw = raw < t_raw ? raw : t_raw;
@@ -282,6 +382,7 @@ static int s3_rows(const char *config, const char *work, const char *src, uint64
            mib / t_raw, t_raw, c_get / t_raw);
     printf("sha256 in memory        %8.1f MiB/s  (%.3f s)  (the verification's own cost, one core)\n",
            mib / t_hash, t_hash);
+    cpu_print(&cpu);
     return 0;
 }
 
@@ -368,7 +469,7 @@ int main(int argc, char **argv)
         }
         t_cat = k < t_cat ? k : t_cat;
         double p = 0, g = 0, gf = 0;
-        st = put_and_get(store, src, out, &p, &g, &gf, NULL, NULL, &d);
+        st = put_and_get(store, src, out, &p, &g, &gf, NULL, NULL, NULL, &d);
         t_put = p < t_put ? p : t_put;
         t_get = g < t_get ? g : t_get;
         t_get_file = gf < t_get_file ? gf : t_get_file;

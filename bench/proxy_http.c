@@ -145,26 +145,6 @@ void bench_http_stop(void)
     origin_pid = 0;
 }
 
-/* CPU time (user + system, every thread) of process pid in seconds; -1
- * when it cannot be read. */
-static double proc_cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-    unsigned long ut, st;
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-                            &st) != 2)
-        return -1;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* ---- the client --------------------------------------------------------- */
 
 /* Where requests go: the request bytes and the port to connect to. */
@@ -355,10 +335,10 @@ void bench_http_compare(const char *name, int proxy_port, pid_t proxy_pid, const
     for (int r = 0; r < HTTP_ROUNDS; r++) {
         for (int k = 0; k < 2; k++) {
             long d, f, o, a0 = atomic_load(origin_accepts);
-            double c0 = k == 1 ? proc_cpu_s(proxy_pid) : 0;
+            double c0 = k == 1 ? bench_proc_cpu_s(proxy_pid) : 0;
             double rate = http_rate(k == 0 ? &direct : &px, clients, 1.0, &d, &f, &o);
             if (k == 1) {
-                px_cpu += proc_cpu_s(proxy_pid) - c0;
+                px_cpu += bench_proc_cpu_s(proxy_pid) - c0;
                 px_done += d;
                 up_conns += atomic_load(origin_accepts) - a0;
             }

@@ -57,7 +57,9 @@ if [ -z "${PH_BENCH_S3_CONFIG:-}" ] && [ -x "$BUILD_DIR/bench/bench_artifacts" ]
             "$PH_S3_ENDPOINT" "$PH_S3_REGION" "create_bucket = true" \
             "credentials_file = $RGW_DIR/creds" >"$RGW_DIR/bench.conf"
         PH_BENCH_S3_CONFIG=$RGW_DIR/bench.conf
-        export PH_BENCH_S3_CONFIG
+        # The gateway's and the OSD's CPU seconds per operation, too.
+        PH_BENCH_S3_SERVER_PIDS="$(cat "$RGW_DIR/run/client.rgw.a.pid" "$RGW_DIR/run/osd.0.pid" 2>/dev/null | tr '\n' ' ')"
+        export PH_BENCH_S3_CONFIG PH_BENCH_S3_SERVER_PIDS
     else
         echo "bench: no RGW for the S3 rows ($(tail -1 "$BENCH_TMP/start.log"))"
         rm -rf "$BENCH_TMP"

@@ -20,6 +20,10 @@ struct ph_artifact_store {
 /* Chunk size of every streamed copy. */
 #define PH_ARTIFACT_CHUNK ((size_t)1024 * 1024)
 
+/* Chunks in a put's or a large get's pipeline ring (pipeline-int.h): the
+ * side ahead may run this many minus one chunks ahead of the other. */
+#define PH_ARTIFACT_PIPELINE_SLOTS 3
+
 int64_t ph_artifact_store_now(const ph_artifact_store *s);
 
 /* The one expiry rule (ADR-0029 decision 18), for open, list and sweep: an

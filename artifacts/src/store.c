@@ -11,7 +11,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_metadata.h"
-#include "put_pipeline-int.h"
+#include "pipeline-int.h"
 #include "store-int.h"
 
 int64_t ph_artifact_store_now(const ph_artifact_store *s)
@@ -141,26 +141,45 @@ static ph_status new_metadata(const ph_artifact_store *s, const ph_artifact_spec
     return PH_OK;
 }
 
+typedef struct stream_in_ctx {
+    const ph_artifact_backend_ops *ops;
+    ph_artifact_backend_writer *w;
+} stream_in_ctx;
+
+/* The put's pipeline worker: one backend write. */
+static ph_status write_chunk(void *ctx, unsigned char *buf, size_t *len, ph_diag *diag)
+{
+    const stream_in_ctx *c = ctx;
+    return c->ops->write(c->w, buf, *len, diag);
+}
+
 /* Streams src into w, hashing as it goes; fills m->size and m->sha256. The
- * backend write of each chunk overlaps the read and hash of the next. */
+ * backend write of each chunk overlaps the read and hash of the next ones
+ * (pipeline-int.h). */
 static ph_status stream_in(const ph_artifact_store *s, const ph_artifact_source *src,
                            uint64_t limit, ph_artifact_backend_writer *w,
                            ph_artifact_metadata *m, ph_diag *diag)
 {
-    ph_put_pipeline *pipe = NULL;
+    stream_in_ctx c = {.ops = s->backend->ops, .w = w};
+    ph_pipeline_config pc = {.dir = PH_PIPELINE_DRAIN, .fn = write_chunk, .ctx = &c,
+                             .slots = PH_ARTIFACT_PIPELINE_SLOTS, .cap = PH_ARTIFACT_CHUNK,
+                             .threaded = true};
+    ph_pipeline *pipe = NULL;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    ph_status st = md ? ph_put_pipeline_start(s->backend->ops, w, &pipe, diag)
+    ph_status st = md ? ph_pipeline_start(&pc, &pipe, diag)
                       : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     if (st == PH_OK && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
         st = ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 init failed");
     uint64_t total = 0;
     while (st == PH_OK) {
-        unsigned char *buf = ph_put_pipeline_buffer(pipe);
-        size_t got = 0;
-        st = src->read(src->ctx, buf, PH_ARTIFACT_CHUNK, &got, diag);
+        unsigned char *buf = NULL;
+        size_t cap = 0, got = 0;
+        st = ph_pipeline_take(pipe, &buf, &cap, diag);
+        if (st == PH_OK)
+            st = src->read(src->ctx, buf, cap, &got, diag);
         if (st != PH_OK || got == 0)
             break;
-        if (got > PH_ARTIFACT_CHUNK) {
+        if (got > cap) {
             st = ph_diag_set(diag, PH_E_INTERNAL, 0, "source returned more than asked");
             break;
         }
@@ -173,9 +192,9 @@ static ph_status stream_in(const ph_artifact_store *s, const ph_artifact_source 
         if (EVP_DigestUpdate(md, buf, got) != 1)
             st = ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 update failed");
         else
-            st = ph_put_pipeline_submit(pipe, got, diag);
+            st = ph_pipeline_give(pipe, got, diag);
     }
-    ph_status written = ph_put_pipeline_finish(&pipe, st == PH_OK ? diag : NULL);
+    ph_status written = ph_pipeline_finish(&pipe, st == PH_OK ? diag : NULL);
     if (st == PH_OK)
         st = written;
     unsigned int dlen = 0;

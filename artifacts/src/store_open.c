@@ -2,13 +2,14 @@
  *
  * Small artifacts are pulled whole at open, hashed as they are pulled and
  * verified (SHA-256, and that the content neither shrank nor grew) before
- * open returns. Large ones are pulled by a producer thread one buffer ahead
- * of the caller (two buffers, one mutex): the producer only moves bytes and
- * checks the length; the caller's thread hashes each buffer before it
- * delivers its first byte and checks the digest before it delivers any byte
- * of the last one, so no byte is ever handed out unverified, and the hash of
- * buffer N runs while the producer receives buffer N+1. */
-#include <pthread.h>
+ * open returns. Large ones are read ahead by the pipeline's worker thread
+ * (pipeline-int.h, a ring of PH_ARTIFACT_PIPELINE_SLOTS chunks): the worker
+ * only moves bytes and checks the length; the caller's thread hashes each
+ * chunk before it delivers its first byte and checks the digest before it
+ * delivers any byte of the last one, so no byte is ever handed out
+ * unverified, and the hash of chunk N runs while the worker receives the
+ * next ones. Without a thread the same steps run inline. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,36 +18,30 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_metadata.h"
+#include "pipeline-int.h"
 #include "store-int.h"
 
+/* Ownership: the stream owns the reader, the pipeline and the digest; the
+ * pipeline's worker borrows the stream (pull) until ph_pipeline_finish in
+ * close returns, and touches only reader, pulled and ended. */
 struct ph_artifact_stream {
     ph_artifact_store *store;
     ph_artifact_backend_reader *reader;
+    ph_pipeline *pipe;
     EVP_MD_CTX *md;
     unsigned char expected[PH_ARTIFACT_SHA256_LEN];
     uint64_t size;       /* from the metadata */
-    uint64_t pulled;     /* bytes read from the backend and hashed (producer) */
-    size_t cap;
-    unsigned char *buf[2];
-    size_t len[2];
-    bool full[2];        /* filled by the producer, not yet drained */
-    int cur;             /* the buffer the consumer drains */
-    size_t pos;
-    /* Large artifacts: a producer thread pulls and hashes buffer N+1 while
-     * the caller drains buffer N. Small ones are filled inline. */
-    bool threaded, stop, done;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int last;            /* the buffer holding the last byte, or -1 */
-    bool hashed;         /* buf[cur] has been hashed (threaded) */
+    uint64_t pulled;     /* bytes read from the backend (worker) */
+    bool ended;          /* the end was checked: nothing follows (worker) */
+    atomic_bool stop;    /* close: the worker's pull gives up at once */
+    uint64_t hashed;     /* bytes hashed (caller) */
+    bool verified;       /* the digest matched (caller) */
+    unsigned char *cur;  /* the taken chunk being delivered, or NULL */
+    size_t len, pos;
     ph_diag failure;     /* sticky: once corrupt, always corrupt */
 };
 
-static ph_status check_digest(ph_artifact_stream *s, ph_diag *d);
-
-/* The content ended: nothing may follow, and (unthreaded: the caller's
- * thread hashes otherwise) the digest must match. */
+/* The content ended: nothing may follow. */
 static ph_status verify_end(ph_artifact_stream *s, ph_diag *d)
 {
     unsigned char extra;
@@ -56,7 +51,7 @@ static ph_status verify_end(ph_artifact_stream *s, ph_diag *d)
         return st;
     if (got != 0)
         return ph_diag_set(d, PH_E_FORMAT, 0, "artifact corrupt: content longer than recorded");
-    return s->threaded ? PH_OK : check_digest(s, d);
+    return PH_OK;
 }
 
 /* The digest of everything hashed so far against the recorded one. */
@@ -71,72 +66,46 @@ static ph_status check_digest(ph_artifact_stream *s, ph_diag *d)
     return PH_OK;
 }
 
-/* Producer side: fills buf[idx] from the backend (unthreaded: and hashes
- * it); once the last byte is pulled, checks the end before the buffer is
- * ever marked full. */
-static ph_status fill(ph_artifact_stream *s, int idx, ph_diag *d)
+/* The pipeline's worker: fills one chunk from the backend; once the last
+ * byte is pulled, checks the end before the chunk is published. *len 0:
+ * the end. */
+static ph_status pull(void *ctx, unsigned char *buf, size_t *len, ph_diag *d)
 {
-    size_t len = 0;
-    while (len < s->cap && s->pulled < s->size) {
+    ph_artifact_stream *s = ctx;
+    size_t cap = *len, n = 0;
+    *len = 0;
+    while (n < cap && s->pulled < s->size) {
+        if (atomic_load(&s->stop))
+            return ph_diag_set(d, PH_E_IO, 0, "artifact read stopped");
         uint64_t want = s->size - s->pulled;
-        if (want > s->cap - len)
-            want = s->cap - len;
+        if (want > cap - n)
+            want = cap - n;
         size_t got = 0;
-        ph_status st =
-            s->store->backend->ops->read(s->reader, s->buf[idx] + len, (size_t)want, &got, d);
+        ph_status st = s->store->backend->ops->read(s->reader, buf + n, (size_t)want, &got, d);
         if (st != PH_OK)
             return st;
         if (got == 0)
             return ph_diag_set(d, PH_E_FORMAT, 0, "artifact corrupt: content shorter than recorded");
-        if (!s->threaded && EVP_DigestUpdate(s->md, s->buf[idx] + len, got) != 1)
-            return ph_diag_set(d, PH_E_INTERNAL, 0, "SHA-256 update failed");
-        len += got;
+        n += got;
         s->pulled += got;
     }
-    s->len[idx] = len;
-    return s->pulled == s->size ? verify_end(s, d) : PH_OK;
+    if (s->pulled == s->size && !s->ended) {
+        ph_status st = verify_end(s, d);
+        if (st != PH_OK)
+            return st;
+        s->ended = true;
+    }
+    *len = n;
+    return PH_OK;
 }
 
-/* Records the producer's outcome for buffer idx (with s->mu held if threaded). */
-static void produced(ph_artifact_stream *s, int idx, ph_status st, const ph_diag *d)
+/* Called by ph_pipeline_finish while pull may be running. */
+static void interrupt_pull(void *ctx)
 {
-    if (st != PH_OK) {
-        if (s->failure.status == PH_OK) {
-            s->failure = *d;
-            s->failure.status = st;
-        }
-        s->done = true;
-        return;
-    }
-    s->full[idx] = true;
-    if (s->pulled == s->size) {
-        s->last = idx;
-        s->done = true;
-    }
-}
-
-static void *producer_main(void *arg)
-{
-    ph_artifact_stream *s = arg;
-    for (int idx = 0;; idx ^= 1) {
-        pthread_mutex_lock(&s->mu);
-        while (s->full[idx] && !s->stop)
-            pthread_cond_wait(&s->cv, &s->mu);
-        bool stop = s->stop;
-        pthread_mutex_unlock(&s->mu);
-        if (stop)
-            break;
-        ph_diag d = {0};
-        ph_status st = fill(s, idx, &d);
-        pthread_mutex_lock(&s->mu);
-        produced(s, idx, st, &d);
-        bool done = s->done;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        if (done)
-            break;
-    }
-    return NULL;
+    ph_artifact_stream *s = ctx;
+    atomic_store(&s->stop, true);
+    if (s->store->backend->ops->read_interrupt)
+        s->store->backend->ops->read_interrupt(s->reader);
 }
 
 static ph_status failed(const ph_artifact_stream *s, ph_diag *diag)
@@ -146,48 +115,41 @@ static ph_status failed(const ph_artifact_stream *s, ph_diag *diag)
     return s->failure.status;
 }
 
-/* Makes buf[cur] a full, undrained buffer, or reports the end (PH_OK with
- * nothing full: the verified end) or the failure. */
-static ph_status next_buffer(ph_artifact_stream *s, ph_diag *diag)
+/* Makes s->cur the next chunk, hashed, and the last one verified; or
+ * reports the verified end (PH_OK, s->cur NULL) or the failure. */
+static ph_status next_chunk(ph_artifact_stream *s, ph_diag *diag)
 {
-    if (!s->threaded) {
-        if (s->full[s->cur] || s->done)
-            return s->failure.status == PH_OK ? PH_OK : failed(s, diag);
-        ph_diag d = {0};
-        ph_status st = fill(s, s->cur, &d);
-        produced(s, s->cur, st, &d);
-        s->pos = 0;
-        return st == PH_OK ? PH_OK : failed(s, diag);
-    }
-    pthread_mutex_lock(&s->mu);
-    while (!s->full[s->cur] && !s->done)
-        pthread_cond_wait(&s->cv, &s->mu);
-    ph_status st = s->full[s->cur] ? PH_OK : s->failure.status;
-    if (st != PH_OK && diag)
-        *diag = s->failure;
-    bool last = s->full[s->cur] && s->last == s->cur;
-    pthread_mutex_unlock(&s->mu);
-    if (st != PH_OK || !s->full[s->cur] || s->hashed)
-        return st;
-    /* buf[cur] is ours until handed back: hash it before any byte leaves,
-     * and for the last one verify the whole before any byte leaves. */
+    if (s->failure.status != PH_OK)
+        return failed(s, diag);
+    if (s->cur)
+        return PH_OK;
+    unsigned char *buf = NULL;
+    size_t len = 0;
     ph_diag d = {0};
-    if (EVP_DigestUpdate(s->md, s->buf[s->cur], s->len[s->cur]) != 1)
-        st = ph_diag_set(&d, PH_E_INTERNAL, 0, "SHA-256 update failed");
-    else if (last)
+    ph_status st = ph_pipeline_take(s->pipe, &buf, &len, &d);
+    if (st == PH_OK && buf) {
+        if (EVP_DigestUpdate(s->md, buf, len) != 1)
+            st = ph_diag_set(&d, PH_E_INTERNAL, 0, "SHA-256 update failed");
+        s->hashed += len;
+    }
+    if (st == PH_OK && buf == NULL && s->hashed != s->size)
+        st = ph_diag_set(&d, PH_E_INTERNAL, 0, "artifact stream ended early");
+    /* The last byte is hashed: the whole is checked before any byte of the
+     * last chunk leaves. */
+    if (st == PH_OK && !s->verified && s->hashed == s->size) {
         st = check_digest(s, &d);
+        s->verified = st == PH_OK;
+    }
     if (st != PH_OK) {
-        pthread_mutex_lock(&s->mu);
-        if (s->failure.status == PH_OK) {
-            s->failure = d;
-            s->failure.status = st;
-        }
-        s->full[s->cur] = false; /* never delivered */
-        s->done = true;
-        pthread_mutex_unlock(&s->mu);
+        if (buf)
+            ph_pipeline_give(s->pipe, 0, NULL); /* never delivered */
+        s->failure = d;
+        s->failure.status = st;
         return failed(s, diag);
     }
-    s->hashed = true;
+    s->cur = buf;
+    s->len = len;
+    s->pos = 0;
     return PH_OK;
 }
 
@@ -195,28 +157,18 @@ ph_status ph_artifact_stream_read(ph_artifact_stream *s, void *buf, size_t cap, 
                                   ph_diag *diag)
 {
     *got = 0;
-    ph_status st = next_buffer(s, diag);
-    if (st != PH_OK || !s->full[s->cur])
+    ph_status st = next_chunk(s, diag);
+    if (st != PH_OK || s->cur == NULL)
         return st; /* failure, or the verified end */
-    /* buf[cur] is ours until we hand it back: no lock needed to copy. */
-    size_t n = s->len[s->cur] - s->pos;
+    size_t n = s->len - s->pos;
     if (n > cap)
         n = cap;
-    memcpy(buf, s->buf[s->cur] + s->pos, n);
+    memcpy(buf, s->cur + s->pos, n);
     s->pos += n;
     *got = n;
-    if (s->pos == s->len[s->cur]) {
-        /* Drained: give it back to the producer and move on. */
-        if (s->threaded)
-            pthread_mutex_lock(&s->mu);
-        s->full[s->cur] = false;
-        s->cur ^= s->threaded ? 1 : 0;
-        s->pos = 0;
-        s->hashed = false;
-        if (s->threaded) {
-            pthread_cond_broadcast(&s->cv);
-            pthread_mutex_unlock(&s->mu);
-        }
+    if (s->pos == s->len) {
+        s->cur = NULL;
+        ph_pipeline_give(s->pipe, 0, NULL); /* drained: the worker's again */
     }
     return PH_OK;
 }
@@ -226,19 +178,10 @@ void ph_artifact_stream_close(ph_artifact_stream **stream)
     if (stream == NULL || *stream == NULL)
         return;
     ph_artifact_stream *s = *stream;
-    if (s->threaded) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = true;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->thread, NULL);
-    }
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
+    /* Stops and joins the worker, mid-stream or not, before the reader goes. */
+    ph_pipeline_finish(&s->pipe, NULL);
     s->store->backend->ops->read_close(s->reader);
     EVP_MD_CTX_free(s->md);
-    free(s->buf[0]);
-    free(s->buf[1]);
     free(s);
     *stream = NULL;
 }
@@ -254,29 +197,24 @@ static ph_status new_stream(ph_artifact_store *store, ph_artifact_backend_reader
     s->store = store;
     s->reader = r;
     s->size = m->size;
-    s->last = -1;
+    atomic_init(&s->stop, false);
     memcpy(s->expected, m->sha256, sizeof s->expected);
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_cond_init(&s->cv, NULL);
+    /* A small artifact fits one buffer whole, so taking it verifies it. */
     bool small = m->size <= PH_ARTIFACT_PREVERIFY_MAX;
-    /* A small artifact fits one buffer whole, so filling it verifies it. */
-    s->cap = small ? (size_t)m->size : PH_ARTIFACT_CHUNK;
-    s->buf[0] = malloc(s->cap ? s->cap : 1);
-    s->buf[1] = small ? NULL : malloc(s->cap);
+    ph_pipeline_config pc = {.dir = PH_PIPELINE_FILL, .fn = pull, .ctx = s,
+                             .slots = small ? 1 : PH_ARTIFACT_PIPELINE_SLOTS,
+                             .cap = small ? (size_t)m->size : PH_ARTIFACT_CHUNK,
+                             .threaded = !small, .interrupt = interrupt_pull};
     s->md = EVP_MD_CTX_new();
     ph_status st = PH_OK;
-    if (s->buf[0] == NULL || (!small && s->buf[1] == NULL) || s->md == NULL)
+    if (s->md == NULL)
         st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     else if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
         st = ph_diag_set(diag, PH_E_INTERNAL, 0, "SHA-256 init failed");
-    else if (small)
-        st = next_buffer(s, diag);
-    else {
-        /* Set before the thread starts: fill() reads it to leave hashing to us. */
-        s->threaded = true;
-        if (pthread_create(&s->thread, NULL, producer_main, s) != 0)
-            s->threaded = false; /* no thread: nothing reads it concurrently */
-    }
+    if (st == PH_OK)
+        st = ph_pipeline_start(&pc, &s->pipe, diag);
+    if (st == PH_OK && small)
+        st = next_chunk(s, diag);
     if (st != PH_OK) {
         ph_artifact_stream_close(&s);
         return st;

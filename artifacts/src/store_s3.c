@@ -32,11 +32,14 @@
  * from and returned to the backend's small idle pool (mutex). A writer
  * holds one, plus one per part slot (each used only by that slot's thread
  * while the part is in flight, joined before the writer goes); a reader
- * holds one inside its own CURLM, both released by read_close. The curl
+ * holds one inside its own CURLM, both released by read_close; its
+ * interrupted flag and curl_multi_wakeup are the only things another thread
+ * touches (read_interrupt), while that CURLM is alive. The curl
  * callbacks' user pointers (s3_resp, upload_src, the reader) are owned by
  * the call that set them and outlive its transfer. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -796,7 +799,9 @@ static ph_status s3_write_commit(ph_artifact_backend_writer *w, const char *meta
  * <ETag>`) driven through a curl multi handle: the write callback fills a
  * buffer and pauses the transfer when it is full; read() drains it and
  * resumes. A transfer that breaks is resumed from the first byte not yet
- * received, with the same retries and backoff as any request. */
+ * received, with the same retries and backoff as any request.
+ * read_interrupt (another thread) sets interrupted and wakes the poll: the
+ * read in progress gives up and the transfer is aborted by read_close. */
 struct ph_artifact_backend_reader {
     s3_backend *b;
     char content[NAME_MAX_LEN];
@@ -810,6 +815,7 @@ struct ph_artifact_backend_reader {
     unsigned char *direct; /* the caller's buffer during a read, else NULL */
     size_t dcap, dlen;
     bool active, paused;
+    atomic_bool interrupted;
     long code;   /* the HTTP status of the current transfer, once known */
     int attempt;
     s3_resp resp;
@@ -905,6 +911,7 @@ static ph_status s3_open(ph_artifact_backend *base, const char *key, char **meta
     snprintf(rd->content, sizeof rd->content, "%s", content);
     snprintf(rd->etag, sizeof rd->etag, "%s", hr.etag);
     rd->size = hr.length;
+    atomic_init(&rd->interrupted, false);
     *r = rd;
     *content_size = hr.length;
     return PH_OK;
@@ -983,6 +990,8 @@ static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
     for (;;) {
         if (r->len > r->pos || r->dlen > 0)
             return PH_OK;
+        if (atomic_load(&r->interrupted))
+            return ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: interrupted", r->content);
         if (r->received >= r->size && !r->active)
             return PH_OK;
         if (!r->active) {
@@ -1062,6 +1071,12 @@ static ph_status s3_read(ph_artifact_backend_reader *r, void *out, size_t cap, s
     r->pos += n;
     *got = n;
     return PH_OK;
+}
+
+static void s3_read_interrupt(ph_artifact_backend_reader *r)
+{
+    atomic_store(&r->interrupted, true);
+    curl_multi_wakeup(r->m);
 }
 
 static void s3_read_close(ph_artifact_backend_reader *r)
@@ -1403,6 +1418,7 @@ static const ph_artifact_backend_ops s3_ops = {
     .open = s3_open,
     .read = s3_read,
     .read_close = s3_read_close,
+    .read_interrupt = s3_read_interrupt,
     .remove = s3_remove,
     .list = s3_list,
     .clean_staging = s3_clean_staging,

@@ -53,6 +53,11 @@ typedef struct ph_artifact_backend_ops {
     ph_status (*read)(ph_artifact_backend_reader *r, void *buf, size_t cap, size_t *got,
                       ph_diag *diag);
     void (*read_close)(ph_artifact_backend_reader *r); /* NULL-safe */
+    /* Optional (NULL: a read never blocks for long). The one call that may
+     * come from another thread while read runs on r: makes that read and
+     * every later one on r return promptly with an error. r stays owned by
+     * the caller, who still calls read_close once read has returned. */
+    void (*read_interrupt)(ph_artifact_backend_reader *r);
     /* Removes `key` (invisible atomically). PH_E_NOT_FOUND when absent. */
     ph_status (*remove)(ph_artifact_backend *b, const char *key, ph_diag *diag);
     /* Visits every published object's metadata; stops when visit returns false. */
