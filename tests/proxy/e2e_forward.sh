@@ -23,14 +23,24 @@ RECV=$E2E_TMP/up/recv.bin
 P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 BEARER="Proxy-Authorization: Bearer $TOKEN"
 
-# curl through the proxy: prints "<status> <Pinhole-Reason or ->"; the body
-# goes to $E2E_TMP/body.
+# curl through the proxy: prints "<status> <Pinhole-Reason or ->" (the last
+# status curl got: a 100 when it failed after an interim answer), then curl's
+# error when it failed, so a cut transfer never reads as its status alone. The
+# body goes to $E2E_TMP/body, which is removed first: a check of the body never
+# reads the previous request's.
 fcurl() {
-    local out
-    out=$(curl -sS -o "$E2E_TMP/body" --max-time 20 -D - "$@" 2>"$E2E_TMP/curl.err" | tr -d '\r')
+    local out rc
+    rm -f "$E2E_TMP/body"
+    out=$(curl -sS -o "$E2E_TMP/body" --max-time 20 -D - "$@" 2>"$E2E_TMP/curl.err")
+    rc=$?
+    out=$(printf '%s\n' "$out" | tr -d '\r')
     code=$(printf '%s\n' "$out" | awk '/^HTTP\//{c=$2} END{print c}')
     reason=$(printf '%s\n' "$out" | awk -F': ' 'tolower($1)=="pinhole-reason"{print $2; exit}')
-    echo "${code:-none} ${reason:--}"
+    if [ "$rc" -eq 0 ]; then
+        echo "${code:-none} ${reason:--}"
+    else
+        echo "${code:-none} ${reason:--} (curl exit $rc: $(tail -n 1 "$E2E_TMP/curl.err"))"
+    fi
 }
 raw() { $UPEER raw "$PROXY_PORT" "$1"; }
 
@@ -63,6 +73,7 @@ check "close-delimited response" "200 -" "$(fcurl -x "$P" "http://ok.$D:$UP/clos
 check "close-delimited body" "until close" "$(cat "$E2E_TMP/body")"
 
 # Expect: 100-continue: the upstream's 100 reaches curl before it sends the body.
+rm -f "$E2E_TMP/body"
 curl -sS -v -o "$E2E_TMP/body" --max-time 20 -x "$P" -H 'Expect: 100-continue' \
     --expect100-timeout 10 --data-binary @"$E2E_TMP/10m" "http://ok.$D:$UP/echo" 2>"$E2E_TMP/curl.err"
 check "Expect: 100-continue answered 100" "1" "$(grep -c '^< HTTP/1.1 100 Continue' "$E2E_TMP/curl.err")"
