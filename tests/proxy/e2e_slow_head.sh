@@ -1,12 +1,10 @@
 #!/bin/bash
 # e2e_slow_head.sh - request heads arriving slowly.
 # 1. A head near the 8 KiB cap sent a byte at a time is parsed twice (the
-#    proxy's pinhole_proxy_head_parses_total), and costs the proxy CPU time
-#    linear in its size: against a head an eighth of its size sent the same
-#    way, the CPU ratio is near 8, not the 11-16 of re-parsing the head from
-#    its first byte on every piece (ratios of the proxy's own CPU time, from
-#    /proc/PID/task/*/schedstat; no wall-clock constant). CONNECT heads;
-#    forwarded heads with a looser bound (see below).
+#    proxy's pinhole_proxy_head_parses_total; re-parsing from its first byte
+#    on every piece made 8000), CONNECT and forwarded heads; the proxy's CPU
+#    for it against a head an eighth of its size is printed beside (from
+#    /proc/PID/task/*/schedstat).
 # 2. max_head_connections_per_peer: one peer's slow heads are refused past
 #    the cap (503 peer_head_limit_exceeded, a JSON log line, the metric)
 #    while another peer is served, and the slot comes back once a head is
@@ -90,18 +88,12 @@ while read -r kind s1 s2 c1 c2 ratio np; do
     # parsed at its first line's end and at its end (the old code: 8000).
     check "$kind: a head of 8000 pieces is parsed twice" "2" "$np"
     check "$kind: heads sent a byte at a time are decided (no grant: 407)" "407 407" "$s1 $s2"
-    # Linear: 8 (measured 7.8-8.0, dev and asan). Re-parsing from byte 0 per
-    # piece measured 16.2 for CONNECT heads: the bound is 11.5. A forwarded
-    # head's pieces cost more each (a bufferevent), so its quadratic part
-    # showed less (11.5, old code): its bound, 14, only catches a gross
-    # regression; test_http1's parse counts pin its behaviour.
-    bound=11.5
-    [ "$kind" = forward ] && bound=14
-    if awk -v r="$ratio" -v b="$bound" 'BEGIN { exit !(r < b) }'; then
-        ok "$kind: 8x the head, ${ratio}x the CPU (${c1} -> ${c2} ms; bound $bound)"
-    else
-        fail "$kind: 8x the head cost ${ratio}x the CPU (${c1} -> ${c2} ms): over $bound, not linear"
-    fi
+    # The CPU ratio is printed, not asserted: linear is 8 (measured
+    # 7.3-8.0 alone), re-parsing from byte 0 measured 16.2, and a busy
+    # sibling CPU alone doubles a process's CPU time on these VMs (15.0 seen
+    # in a loaded CI run of this code), so no bound separates the two
+    # reliably; the parse count above is what pins the behaviour.
+    echo "# $kind: 8x the head, ${ratio}x the proxy's CPU (${c1} -> ${c2} ms)"
 done <<<"$out"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
