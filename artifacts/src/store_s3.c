@@ -49,6 +49,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "pinhole/clock.h"
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
 #include "s3-int.h"
@@ -369,7 +370,8 @@ static bool transient_curl(CURLcode rc)
     }
 }
 
-static void backoff(const ph_s3_config *c, int attempt)
+/* The wait before retry number attempt + 1, in ms. */
+static long backoff_ms(const ph_s3_config *c, int attempt)
 {
     long base = c->retry_base_ms;
     for (int i = 0; i < attempt && base < 30000; i++)
@@ -377,7 +379,12 @@ static void backoff(const ph_s3_config *c, int attempt)
     uint32_t r = 0;
     if (RAND_bytes((unsigned char *)&r, sizeof r) != 1)
         r = (uint32_t)time(NULL);
-    long ms = base + (long)(r % (uint32_t)(base + 1)); /* full jitter on top of the base */
+    return base + (long)(r % (uint32_t)(base + 1)); /* full jitter on top of the base */
+}
+
+static void backoff(const ph_s3_config *c, int attempt)
+{
+    long ms = backoff_ms(c, attempt);
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
@@ -984,6 +991,17 @@ static ph_status stream_start(ph_artifact_backend_reader *r, ph_diag *diag)
     return PH_OK;
 }
 
+/* The backoff of a broken transfer, cut short by read_interrupt: the wait
+ * is a poll of the reader's multi handle (no transfer in it now), which
+ * curl_multi_wakeup ends; a plain sleep would hold a close for up to a
+ * minute. */
+static void stream_backoff(ph_artifact_backend_reader *r, int attempt)
+{
+    int64_t end = ph_monotonic_ms() + backoff_ms(&r->b->cfg, attempt);
+    for (int64_t left; !atomic_load(&r->interrupted) && (left = end - ph_monotonic_ms()) > 0;)
+        curl_multi_poll(r->m, NULL, 0, (int)left, NULL);
+}
+
 /* Runs the transfer until the buffer holds data or it ends. */
 static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
 {
@@ -1040,7 +1058,7 @@ static ph_status stream_pump(ph_artifact_backend_reader *r, ph_diag *diag)
                        ? ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: %s", r->content,
                                      curl_easy_strerror(rc))
                        : ph_diag_set(diag, PH_E_IO, 0, "s3: GET %s: HTTP %ld", r->content, code);
-        backoff(&r->b->cfg, r->attempt++);
+        stream_backoff(r, r->attempt++);
         if (r->len > 0 || r->dlen > 0)
             return PH_OK; /* deliver what arrived; resume at the next read */
     }

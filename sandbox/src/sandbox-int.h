@@ -196,7 +196,7 @@ ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, p
  * symlink on the way; in a sticky shared directory the socket must be
  * root's or ours); PH_E_INVAL (proxy_socket_not_absolute, _missing,
  * _symlink, _not_socket, _untrusted_ancestor, _untrusted_owner,
- * _not_canonical) otherwise. */
+ * _not_canonical, _linked: a second name of a socket) otherwise. */
 ph_status ph_state_check_socket(const char *path, ph_diag *diag);
 
 /* Pins the proxy socket: checks socket_path as ph_state_check_socket does,

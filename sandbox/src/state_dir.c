@@ -136,9 +136,10 @@ static bool next_is_last(const char *p)
  *    filesystem: what fstat sees of a mount point is the mounted root,
  *    which can claim any owner (a user's FUSE mount over a directory of
  *    theirs in /tmp says root, 0700);
- *  - the socket is a socket, and root's, ours, or its directory's other
- *    user's; in a sticky directory others write in, root's or ours (anyone
- *    could have bound one under that name).
+ *  - the socket is a socket with one name (not a hard link of another),
+ *    and root's, ours, or its directory's other user's; in a sticky
+ *    directory others write in, root's or ours (anyone could have bound one
+ *    under that name).
  * Otherwise a third local user could swap the state directory under the
  * service, or the proxy socket for their own or for a symlink to the
  * container runtime's, and the sandbox's egress would reach it. canon
@@ -244,6 +245,14 @@ static ph_status walk(const char *path, const walk_policy *pol, int *fd_out, cha
                         "not a unix socket (a symlink is not followed)", diag);
         else if (!ours && (shared || (dir_user != (uid_t)-1 && sb.st_uid != dir_user)))
             st = refuse(pol, PH_E_INVAL, "untrusted_owner", canon, why, diag);
+        else if (sb.st_nlink != 1) {
+            /* A second name of a socket (root's, such as the container
+             * runtime's, linked where fs.protected_hardlinks=0 lets anyone)
+             * would pass every owner check above. */
+            snprintf(why, sizeof why, "has %llu names: a hard link of another socket",
+                     (unsigned long long)sb.st_nlink);
+            st = refuse(pol, PH_E_INVAL, "linked", canon, why, diag);
+        }
     } else if (used == 0) {
         st = refuse(pol, PH_E_INVAL, "is_root", canon, "'/' cannot be the state directory", diag);
     } else {

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ typedef struct tweak {
     int64_t grace;             /* staging_grace_seconds; -1: default */
     uint64_t part, threshold;  /* 0: the fixture's */
     bool sign_content;         /* sign_content = always (else the fixture's auto) */
+    long retry_base_ms;        /* 0: the fixture's */
 } tweak;
 
 static ph_status open_store(const tweak *t, ph_artifact_store_options *o, ph_artifact_store **s,
@@ -60,6 +62,8 @@ static ph_status open_store(const tweak *t, ph_artifact_store_options *o, ph_art
         cfg.multipart_threshold = t->threshold;
     if (t && t->sign_content)
         cfg.sign_content = PH_S3_SIGN_ALWAYS;
+    if (t && t->retry_base_ms)
+        cfg.retry_base_ms = t->retry_base_ms;
     ph_artifact_backend *b = NULL;
     st = ph_s3_backend_open_config(&cfg, &b, d);
     if (st != PH_OK)
@@ -693,6 +697,77 @@ static void test_get_closed_mid_stream(void **state)
     ph_artifact_store_close(&s);
 }
 
+/* A backend read waiting out its retry backoff (the gateway gone
+ * mid-transfer), then read_interrupt from another thread. */
+typedef struct backoff_reader {
+    const ph_artifact_backend_ops *ops;
+    ph_artifact_backend_reader *r;
+    unsigned char *buf;
+    ph_status rc;
+    ph_diag d;
+    atomic_bool returned;
+} backoff_reader;
+
+static void *read_until_error(void *arg)
+{
+    backoff_reader *br = arg;
+    size_t got = 0;
+    do
+        br->rc = br->ops->read(br->r, br->buf, 1 << 20, &got, &br->d);
+    while (br->rc == PH_OK && got > 0);
+    atomic_store(&br->returned, true);
+    return NULL;
+}
+
+/* The interrupt ends the wait before a retry at once: a close in the
+ * middle of a backoff of 20-40 s does not wait it out. */
+static void test_interrupt_cuts_a_retry_backoff(void **state)
+{
+    (void)state;
+    tweak t = {.grace = -1, .retry_base_ms = 20000};
+    ph_artifact_store *s = NULL;
+    ph_artifact_backend *b = NULL;
+    assert_int_equal(open_store(&t, NULL, &s, &b, NULL), PH_OK);
+    gen g = {.seed = 17, .len = (uint64_t)64 << 20};
+    ph_artifact_metadata *m = NULL;
+    ph_diag d = {0};
+    assert_int_equal(put_gen(s, "backoff", &g, &m, &d), PH_OK);
+    ph_artifact_ref ref = ph_artifact_metadata_ref(m);
+    char key[PH_ARTIFACT_KEY_LEN + 1], *meta = NULL;
+    size_t meta_len = 0, got = 0;
+    uint64_t size = 0;
+    backoff_reader br = {.ops = b->ops, .buf = malloc(1 << 20)};
+    atomic_init(&br.returned, false);
+    assert_int_equal(ph_artifact_ref_key(&ref, key, &d), PH_OK);
+    assert_int_equal(b->ops->open(b, key, &meta, &meta_len, &br.r, &size, &d), PH_OK);
+    assert_int_equal(b->ops->read(br.r, br.buf, 1 << 20, &got, &d), PH_OK);
+    restart_rgw_hook(&g); /* the transfer breaks: a transient failure */
+    usleep(300 * 1000);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_until_error, &br), 0);
+    usleep(2500 * 1000); /* what the socket held is read: the read waits to retry */
+    bool waiting = !atomic_load(&br.returned);
+    int64_t t0 = ph_monotonic_ms();
+    b->ops->read_interrupt(br.r);
+    pthread_join(th, NULL);
+    int64_t took = ph_monotonic_ms() - t0;
+    int status = 0;
+    while (waitpid(-1, &status, 0) > 0) {
+    }
+    print_message("read in its backoff returned %lld ms after the interrupt: %s\n",
+                  (long long)took, br.d.message);
+    if (!waiting)
+        fail_msg("the read ended before the interrupt: %s", br.d.message);
+    assert_int_equal(br.rc, PH_E_IO);
+    assert_non_null(strstr(br.d.message, "interrupted"));
+    assert_true(took < 3000);
+    b->ops->read_close(br.r);
+    free(meta);
+    free(br.buf);
+    ph_artifact_metadata_free(&m);
+    ph_artifact_store_close(&s);
+}
+
 static void test_config_refusals(void **state)
 {
     (void)state;
@@ -764,6 +839,10 @@ int main(void)
         cmocka_unit_test(test_rgw_restarted_mid_put),
         cmocka_unit_test(test_rgw_restarted_mid_get),
         cmocka_unit_test(test_get_closed_mid_stream),
+        cmocka_unit_test(test_interrupt_cuts_a_retry_backoff),
     };
+    /* PH_TEST_FILTER: only the tests whose names match (cmocka's pattern). */
+    if (getenv("PH_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("PH_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

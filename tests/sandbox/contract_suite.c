@@ -329,17 +329,22 @@ static void test_deadline_kills_the_whole_tree(void **state)
     ph_environment_spec spec = sbx_spec(&g_fx);
     spec.limits.wall_clock_ms = 500;
     ph_environment *env = sbx_create(&g_fx, &spec);
-    /* A background child, and a daemon that left the session. */
-    const char *argv[] = {"sh", "-c",
-                          "sleep 71.25 & (setsid sleep 71.5 > /dev/null 2>&1 &); sleep 71.75",
-                          NULL};
+    /* A background child, and a daemon that left the session. Their
+     * durations carry our pid: the check looks at every process on the
+     * host, and another run of this suite sleeps too. */
+    char arg[3][32], cmd[200];
+    for (int i = 0; i < 3; i++)
+        snprintf(arg[i], sizeof arg[i], "71.%u0%d", (unsigned)getpid(), i + 1);
+    snprintf(cmd, sizeof cmd, "sleep %s & (setsid sleep %s > /dev/null 2>&1 &); sleep %s", arg[0],
+             arg[1], arg[2]);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
     ph_execution_result *r = sbx_run(env, argv);
     assert_true(r->timed_out);
     ph_execution_result_free(&r);
     usleep(200 * 1000);
-    assert_false(sbx_process_with_arg_exists("71.25"));
-    assert_false(sbx_process_with_arg_exists("71.5"));
-    assert_false(sbx_process_with_arg_exists("71.75"));
+    for (int i = 0; i < 3; i++)
+        if (sbx_process_with_arg_exists(arg[i]))
+            fail_msg("sleep %s outlived the deadline", arg[i]);
     ph_environment_destroy(&env);
 }
 

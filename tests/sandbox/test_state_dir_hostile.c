@@ -555,6 +555,31 @@ static void test_proxy_socket_path_others_can_change(void **state)
     assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_INVAL);
     assert_non_null(strstr(diag.message, "proxy_socket_symlink"));
     close(fd);
+    /* A second name of root's socket (the container runtime's, say) in the
+     * proxy user's directory or in a sticky shared one: every owner check
+     * passes, so the name count refuses it (fs.protected_hardlinks=0 lets
+     * any user make such a link). */
+    char runtime[600], lnk_dir[600];
+    snprintf(runtime, sizeof runtime, "%s/sockpath-runtime.sock", g_top);
+    snprintf(lnk_dir, sizeof lnk_dir, "%s/sockpath-linked", g_top);
+    int rfd = bound_socket(runtime);
+    if (mkdir(lnk_dir, 0755) != 0)
+        fail_msg("%s: %s", lnk_dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/proxy.sock", lnk_dir);
+    assert_int_equal(link(runtime, path), 0);
+    assert_int_equal(chown(lnk_dir, OTHER_UID, 0), 0);
+    expect_socket_refused(svc, path, "proxy_socket_linked");
+    assert_int_equal(chown(lnk_dir, 0, 0), 0);
+    assert_int_equal(chmod(lnk_dir, 01777), 0);
+    expect_socket_refused(svc, path, "proxy_socket_linked");
+    /* The same socket by its one remaining name is accepted again. */
+    assert_int_equal(unlink(runtime), 0);
+    s.network.proxy_socket_path = path;
+    env = NULL;
+    if (ph_environment_create(svc, &s, &env, &diag) != PH_OK)
+        fail_msg("%s: %s", path, diag.message);
+    ph_environment_destroy(&env);
+    close(rfd);
     assert_int_equal(entries_in(dir), 0);
     ph_execution_service_close(&svc);
 }
