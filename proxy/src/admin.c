@@ -189,7 +189,7 @@ static void serve(admin_conn *c, const uint8_t *buf, const ph_h1_head *h)
     }
     if (span_is(buf, path, "/reload")) {
         if (!post) {
-            reply_text(c, 405, "Method Not Allowed", "POST only", false);
+            reply_text(c, 405, "Method Not Allowed", "POST only", head);
             return;
         }
         ph_diag diag = { 0 };

@@ -88,6 +88,22 @@ t = time.monotonic() - t0
 print("closed after about 10 s" if 9.5 <= t < 14 else "closed after %.1f s" % t)
 PY
 )
+# A HEAD answer has no body, a 405 too (RFC 9110 9.3.2).
+headrl=$(/usr/bin/python3 - "$ADMIN_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"HEAD /reload HTTP/1.1\r\nHost: x\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    data += d
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].split()[1].decode(), "body", len(body))
+PY
+)
+check "HEAD /reload: 405 without a body" "405 body 0" "$headrl"
 check "a trickled admin request ends 10 s after accept" "closed after about 10 s" "$slow"
 line=$(grep '"event":"admin_refused"' "$E2E_TMP/proxy.err" | head -1)
 echo "# $line"
