@@ -14,8 +14,9 @@
  *   px_admin owns the evconnlistener (which owns the listening socket,
  *   LEV_OPT_CLOSE_ON_FREE) and the list of its admin_conns; px_admin_free
  *   frees them all.
- *   admin_conn owns its bufferevent (BEV_OPT_CLOSE_ON_FREE: the socket);
- *   it is freed only by conn_free, called from the bufferevent's callbacks
+ *   admin_conn owns its bufferevent (BEV_OPT_CLOSE_ON_FREE: the socket)
+ *   and its deadline timer (argument: the admin_conn); it is freed only by
+ *   conn_free, called from the bufferevent's callbacks or the deadline's
  *   (which return at once after) or from px_admin_free.
  *   The EMFILE resume timer is an event_base_once whose argument is the
  *   listener: px_admin_free runs after the main loop ended, so it never
@@ -32,6 +33,7 @@
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/event.h>
 #include <event2/listener.h>
 
 #include "forward.h"
@@ -39,7 +41,8 @@
 #include "pinhole/diag.h"
 #include "proxy-int.h"
 
-#define ADMIN_TIMEOUT_S 10    /* the request must arrive, the answer leave, within it */
+#define ADMIN_TIMEOUT_S 10    /* the request must arrive, the answer leave, within it
+                               * (from accept, however the bytes trickle) */
 #define ADMIN_BODY_MAX 4096   /* a POST /reload needs none */
 #define ADMIN_BACKOFF_MS 100  /* how long accepting pauses when descriptors ran out */
 
@@ -47,6 +50,7 @@ typedef struct admin_conn {
     struct px_admin *srv;
     struct admin_conn *prev, *next;
     struct bufferevent *bev;
+    struct event *deadline;   /* ADMIN_TIMEOUT_S from accept: the connection ends */
     size_t head_scan;         /* ph_h1_head_scan's mark */
     bool replied;             /* the answer is queued: free once written */
 } admin_conn;
@@ -82,6 +86,7 @@ static void conn_free(admin_conn *c)
     if (c->next)
         c->next->prev = c->prev;
     s->nconns--;
+    event_free(c->deadline);
     bufferevent_free(c->bev);
     free(c);
 }
@@ -92,6 +97,15 @@ static void written_cb(struct bufferevent *b, void *arg)
     admin_conn *c = arg;
     if (c->replied)
         conn_free(c);
+}
+
+/* The bufferevent's timeouts bound each wait for bytes; this bounds the
+ * whole connection (a request sent a byte every few seconds). */
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    conn_free(arg);
 }
 
 static void event_cb(struct bufferevent *b, short what, void *arg)
@@ -175,7 +189,7 @@ static void serve(admin_conn *c, const uint8_t *buf, const ph_h1_head *h)
     }
     if (span_is(buf, path, "/reload")) {
         if (!post) {
-            reply_text(c, 405, "Method Not Allowed", "POST only", false);
+            reply_text(c, 405, "Method Not Allowed", "POST only", head);
             return;
         }
         ph_diag diag = { 0 };
@@ -282,8 +296,12 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         return;
     }
     c->srv = s;
-    c->bev = bufferevent_socket_new(evconnlistener_get_base(l), fd, BEV_OPT_CLOSE_ON_FREE);
+    struct event_base *base = evconnlistener_get_base(l);
+    c->deadline = evtimer_new(base, deadline_cb, c);
+    c->bev = c->deadline ? bufferevent_socket_new(base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (c->bev == NULL) {
+        if (c->deadline)
+            event_free(c->deadline);
         close(fd);
         free(c);
         return;
@@ -294,6 +312,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     s->conns = c;
     s->nconns++;
     struct timeval tv = { ADMIN_TIMEOUT_S, 0 };
+    evtimer_add(c->deadline, &tv);
     bufferevent_set_timeouts(c->bev, &tv, &tv);
     bufferevent_setwatermark(c->bev, EV_READ, 0, PH_H1_REQUEST_HEAD_MAX + ADMIN_BODY_MAX);
     bufferevent_setcb(c->bev, read_cb, written_cb, event_cb, c);

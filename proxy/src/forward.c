@@ -33,6 +33,7 @@
  * each body direction (buffer_bytes: reading the source stops while the sink
  * holds that much, and resumes below half).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,8 @@ struct px_fwd {
     fwd_dest idle_dest;
     struct event *timer;      /* head or keep-alive timeout; connect timeout */
     struct event *reap;       /* ends the connection from the loop */
+    struct event *client_watch; /* the client's socket while its request waits (watch_client) */
+    bool watching_client;
     struct event *deadline;   /* the request's end of life (decide_deadline) */
     const char *deadline_end; /* "max_lifetime" or "grant_expired" */
     const char *reap_end;
@@ -190,6 +193,54 @@ static void reap_cb(evutil_socket_t fd, short what, void *arg)
     px_conn_forward_end(f->owner, f->reap_end); /* frees f */
 }
 
+static void unwatch_client(px_fwd *f)
+{
+    if (f->watching_client) {
+        f->watching_client = false;
+        event_del(f->client_watch);
+    }
+}
+
+static void fwd_kill(px_fwd *f, const char *end);
+
+/* The client's socket while its request waits for the answer (the request
+ * was read whole and the client is not read: its next bytes belong to the
+ * next request). A reset (or another socket error) ends the request
+ * (end=client_closed): the upstream and the lease slot are not held for a
+ * client that is gone. Looked at with MSG_PEEK, so nothing is taken from
+ * the socket. Bytes pending (a pipelined request) or an EOF stop the watch
+ * until the next request (the socket stays readable until they are read):
+ * an EOF is a half-close, after which the client still gets its answer
+ * (client_event_cb), so a client that went away with a plain close is seen
+ * only when its answer is written. */
+static void client_watch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    px_fwd *f = arg;
+    char b;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (n >= 0) {
+        unwatch_client(f);
+        return;
+    }
+    snprintf(f->detail, sizeof f->detail, "%s",
+             errno == ECONNRESET ? "the client reset its connection before the response"
+                                 : "the client's connection failed before the response");
+    fwd_kill(f, "client_closed");
+}
+
+/* Watches the client's socket while its request, read whole, waits for its
+ * response (client reading is off: see client_watch_cb). */
+static void watch_client(px_fwd *f)
+{
+    if (f->watching_client || f->resp_head_done)
+        return;
+    if (event_add(f->client_watch, NULL) == 0)
+        f->watching_client = true;
+}
+
 /* Ends the connection from the loop (forward.h: nothing is freed inside a
  * callback of ours). */
 static void fwd_kill(px_fwd *f, const char *end)
@@ -207,6 +258,7 @@ static void fwd_kill(px_fwd *f, const char *end)
     }
     evtimer_del(f->timer);
     evtimer_del(f->deadline);
+    unwatch_client(f);
     if (f->query != NULL) {
         px_dns_cancel(f->query);
         f->query = NULL;
@@ -238,6 +290,7 @@ static void begin_request(px_fwd *f)
 static void end_request(px_fwd *f, const char *end)
 {
     evtimer_del(f->deadline);
+    unwatch_client(f);
     if (f->in_request) {
         f->in_request = false;
         px_log_record r = {
@@ -520,6 +573,7 @@ static void pump_request(px_fwd *f)
     if (f->req_done) {
         bufferevent_disable(f->client, EV_READ); /* the next request waits */
         up_timeouts(f);
+        watch_client(f);
     }
 }
 
@@ -618,6 +672,8 @@ static void upstream_failed(px_fwd *f, ph_reason reason, const char *detail)
  * re-framed) and sets up the body. */
 static void response_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
 {
+    /* From here a client that is gone shows in the writes. */
+    unwatch_client(f);
     f->status = h->status;
     f->reason = PH_REASON_ALLOWED;
     f->resp_body = h->body;
@@ -1072,6 +1128,8 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     evbuffer_drain(bufferevent_get_input(f->client), h->head_len);
     f->head_scan = 0; /* the response head comes next */
     bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
+    if (f->req_done)
+        watch_client(f);
     f->state = F_RESOLVE;
     f->query = px_dns_resolve(f->w->dns, f->host, resolved, f);
     if (f->query == NULL)
@@ -1217,14 +1275,19 @@ struct px_fwd *px_forward_start(struct px_conn *owner, px_worker *w, struct buff
     f->timer = evtimer_new(w->base, timer_cb, f);
     f->reap = event_new(w->base, -1, 0, reap_cb, f);
     f->deadline = evtimer_new(w->base, deadline_cb, f);
+    f->client_watch = event_new(w->base, bufferevent_getfd(client), EV_READ | EV_PERSIST,
+                                client_watch_cb, f);
     f->up_head = evbuffer_new();
-    if (f->timer == NULL || f->reap == NULL || f->deadline == NULL || f->up_head == NULL) {
+    if (f->timer == NULL || f->reap == NULL || f->deadline == NULL || f->client_watch == NULL ||
+        f->up_head == NULL) {
         if (f->timer)
             event_free(f->timer);
         if (f->reap)
             event_free(f->reap);
         if (f->deadline)
             event_free(f->deadline);
+        if (f->client_watch)
+            event_free(f->client_watch);
         if (f->up_head)
             evbuffer_free(f->up_head);
         free(f);
@@ -1258,6 +1321,7 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     end_request(f, end);
     if (f->query != NULL)
         px_dns_cancel(f->query);
+    event_free(f->client_watch); /* before the socket it watches closes */
     bev_free(&f->up);
     bev_free(&f->idle);
     bev_free(&f->client);

@@ -3,7 +3,8 @@
 # max_admin_connections: idle connections past it are answered 503
 # proxy_overloaded at once and closed (counted, logged as one JSON line),
 # and once the held ones close the endpoints answer again. Its requests are
-# framed strictly (bare LF: 400) and served one per connection.
+# framed strictly (bare LF: 400) and served one per connection, within 10 s
+# of accept however slowly the request trickles in.
 # Usage: e2e_admin_cap.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -64,6 +65,46 @@ check "POST /reload with a small body" "200 -" "$(get reload_body)"
 check "POST /reload with a large body" "413 -" "$(get reload_huge)"
 check "the refusals are counted" "2" "$(e2e_metric pinhole_proxy_admin_refused_total)"
 check "the metrics answer" "0" "$(e2e_metric pinhole_proxy_tunnels_active)"
+# A request trickled a byte every 2 s (each wait shorter than the 10 s
+# timeout) is ended 10 s after accept: it cannot hold an admin slot for long.
+slow=$(/usr/bin/python3 - "$ADMIN_PORT" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+t0 = time.monotonic()
+req = b"GET /healthz HTTP/1.1\r\nX-" + b"a" * 40
+for i in range(len(req)):
+    if time.monotonic() - t0 > 20:
+        break
+    try:
+        s.sendall(req[i:i + 1])
+        s.settimeout(2)
+        if s.recv(1) == b"":
+            break
+    except socket.timeout:
+        continue
+    except OSError:
+        break
+t = time.monotonic() - t0
+print("closed after about 10 s" if 9.5 <= t < 14 else "closed after %.1f s" % t)
+PY
+)
+# A HEAD answer has no body, a 405 too (RFC 9110 9.3.2).
+headrl=$(/usr/bin/python3 - "$ADMIN_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"HEAD /reload HTTP/1.1\r\nHost: x\r\n\r\n")
+data = b""
+while True:
+    d = s.recv(4096)
+    if not d:
+        break
+    data += d
+head, _, body = data.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].split()[1].decode(), "body", len(body))
+PY
+)
+check "HEAD /reload: 405 without a body" "405 body 0" "$headrl"
+check "a trickled admin request ends 10 s after accept" "closed after about 10 s" "$slow"
 line=$(grep '"event":"admin_refused"' "$E2E_TMP/proxy.err" | head -1)
 echo "# $line"
 /usr/bin/python3 -c '

@@ -19,6 +19,8 @@
                                 end, as fast as they are taken
                     /interim-slow   a 102 every 0.5 s for 20 s, then 200
                     /trickle    200 with 40 body bytes, one per 0.5 s
+                    /hold       nothing; records in DIR/hold when (and whether)
+                                the proxy closed the connection
                     /forged-reason  403 with Pinhole-Reason: denied_address
                     /then-drop  200, then the connection's next request is
                                 read and the connection closed unanswered
@@ -184,6 +186,20 @@ class Handler(socketserver.BaseRequestHandler):
             elif path == "/forged-reason":
                 respond(s, "403 Forbidden", [("Pinhole-Reason", "denied_address"),
                                              ("Content-Length", 0)], b"")
+            elif path == "/hold":
+                # Answers nothing; waits (up to 20 s) for the proxy to close
+                # the connection and records how long that took in "hold".
+                t0 = time.monotonic()
+                s.settimeout(20)
+                try:
+                    gone = s.recv(1) == b""
+                except socket.timeout:
+                    gone = False
+                except OSError:
+                    gone = True
+                with self.server.lock, open(self.server.hold_path, "a") as out:
+                    out.write("%s %.1f\n" % ("closed" if gone else "open", time.monotonic() - t0))
+                return
             elif path == "/trickle":
                 s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n")
                 for _ in range(40):
@@ -203,6 +219,7 @@ def serve(directory):
     srv = Server(("127.0.0.1", 0), Handler)
     srv.recv_path = os.path.join(directory, "recv.bin")
     srv.conns_path = os.path.join(directory, "conns")
+    srv.hold_path = os.path.join(directory, "hold")
     srv.lock = threading.Lock()
     open(srv.recv_path, "wb").close()
     open(srv.conns_path, "w").close()
