@@ -276,21 +276,9 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     struct px_admin *s = arg;
     admin_conn *c = s->nconns < s->max ? calloc(1, sizeof *c) : NULL;
     if (c == NULL) {
-        /* Over the cap (or out of memory): answered at once, never read. */
-        char resp[400], body[200];
-        ph_reason reason = PH_REASON_PROXY_OVERLOADED;
-        snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason),
-                 s->nconns < s->max ? "out of memory" : "max_admin_connections reached");
-        size_t n = px_format_refusal(resp, sizeof resp, ph_reason_http_status(reason), reason,
-                                     body);
-        /* What already arrived is read first: closing on unread bytes
-         * would reset the connection under the answer. */
-        char sink[4096];
-        ssize_t rd = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-        (void)rd;
-        ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-        (void)wr;
-        close(fd);
+        /* Over the cap (or out of memory): answered at once, never parsed. */
+        px_refuse_socket(fd, PH_REASON_PROXY_OVERLOADED,
+                         s->nconns < s->max ? "out of memory" : "max_admin_connections reached");
         atomic_fetch_add(&g_refused, 1);
         log_refused(s);
         return;

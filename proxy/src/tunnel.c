@@ -220,6 +220,20 @@ size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, co
     return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
 }
 
+void px_refuse_socket(int fd, ph_reason reason, const char *why)
+{
+    char resp[400], body[200], sink[4096];
+    snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason), why);
+    size_t n = px_format_refusal(resp, sizeof resp, ph_reason_http_status(reason), reason, body);
+    /* What already arrived is read first: closing on unread bytes would
+     * reset the connection under the answer. */
+    ssize_t rd = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    (void)rd;
+    ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)wr;
+    close(fd);
+}
+
 static void reply_written_cb(struct bufferevent *b, void *arg)
 {
     (void)b;
@@ -954,24 +968,12 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
     refuse_for(arg, PH_REASON_HTTP_HEAD_TIMEOUT, "request head not complete in time");
 }
 
-/* Answers without allocating a connection (a limit at accept). */
-static void refuse_raw(int fd, int status, ph_reason reason, const char *body)
-{
-    char resp[400];
-    size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
-    ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)wr;
-    px_metrics_request(reason);
-    close(fd);
-}
-
 static void refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
 {
-    char body[200];
-    int status = ph_reason_http_status(reason);
-    snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason), why);
-    refuse_raw(fd, status, reason, body);
-    px_log_record r = { .peer = peer, .status = status, .reason = reason, .detail = why };
+    px_refuse_socket(fd, reason, why);
+    px_metrics_request(reason);
+    px_log_record r = { .peer = peer, .status = ph_reason_http_status(reason), .reason = reason,
+                        .detail = why };
     px_log_connection(&r);
 }
 
