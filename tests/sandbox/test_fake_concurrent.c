@@ -19,8 +19,13 @@
 #define THREADS 4
 #define RUNS 60
 
-/* A short command taking longer than this waited for someone else's. */
-#define SHORT_MS 1500
+/* The long command, and the time a short one may take before it counts as
+ * having waited for the long one. A short command held back waits for the
+ * rest of a LONG_S run: over half of them would take longer than SHORT_MS.
+ * A short command that only lost the CPU to a busy machine takes about 2 s
+ * with both cores loaded, far from either. */
+#define LONG_S "10"
+#define SHORT_MS 5000
 
 typedef struct worker {
     ph_environment *env;
@@ -47,7 +52,7 @@ static void *churn_malloc(void *arg)
 static void *run_long(void *arg)
 {
     ph_environment *env = arg;
-    const char *argv[] = {"sleep", "3", NULL};
+    const char *argv[] = {"sleep", LONG_S, NULL};
     while (!atomic_load(&g_stop)) {
         ph_execution_command cmd = {.argv = argv, .timeout_seconds = PH_SANDBOX_UNSET,
                                     .run_budget_ms = PH_SANDBOX_UNSET};
