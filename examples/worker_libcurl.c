@@ -35,9 +35,9 @@ static int fetch(ph_guard *g, const char *list, unsigned max_redirects, const ch
         return 2;
     curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)16 * 1024 * 1024);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 60000L);
+    /* One deadline for the whole chain, every redirect hop included. */
     ph_curl_options o = {.redirect = {.max_hops = max_redirects},
-                         .write = write_body, .write_arg = stdout};
+                         .write = write_body, .write_arg = stdout, .timeout_ms = 60000};
     ph_curl *pc = NULL;
     ph_diag d;
     if (ph_curl_attach(c, g, list, &o, &pc, &d) != PH_OK) {

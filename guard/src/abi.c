@@ -72,6 +72,8 @@ static const abi_field abi_table[] = {
     ABI_SIZE(ph_redirect_options),
     ABI_FIELD(ph_redirect_options, max_hops),
     ABI_FIELD(ph_redirect_options, allow_downgrade),
+    ABI_FIELD(ph_redirect_options, resend_body),
+    ABI_FIELD(ph_redirect_options, allow_body_cross_origin),
 
     ABI_SIZE(ph_redirect),
     ABI_FIELD(ph_redirect, url),

@@ -234,5 +234,66 @@ ph_status ph_redirect_check(ph_guard *g, const char *list, const char *from_url,
                  d.verdict.host);
         return refuse(out, PH_REASON_REDIRECT_DOWNGRADE, line, diag);
     }
+    /* A body is a secret as much as a header (client_secret=...): it goes
+     * to another origin only when the caller said so for this request. */
+    if (!out->same_origin && opts != NULL && opts->resend_body &&
+        !opts->allow_body_cross_origin) {
+        snprintf(line, sizeof line,
+                 "request body not re-sent to another origin (%.160s) unasked",
+                 d.verdict.host);
+        return refuse(out, PH_REASON_REDIRECT_BODY_CROSS_ORIGIN, line, diag);
+    }
     return PH_OK;
+}
+
+/* Request headers that follow a redirect to another origin: they say how
+ * the client wants the answer and carry nothing the first origin was
+ * trusted with. The list is short on purpose: a header the caller added
+ * (X-Api-Key, Private-Token, a tenant's own) is presumed to be a secret. */
+static const char *const cross_origin_headers[] = {
+    "Accept", "Accept-Encoding", "Accept-Language", "User-Agent", NULL};
+/* The headers that describe a request body: they go wherever it goes. */
+static const char *const body_headers[] = {
+    "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", NULL};
+
+static bool listed(const char *const *names, const char *name, size_t len)
+{
+    for (; *names != NULL; names++)
+        if (strlen(*names) == len && strncasecmp(*names, name, len) == 0)
+            return true;
+    return false;
+}
+
+bool ph_redirect_header_follows(const char *name, size_t len, bool same_origin,
+                                bool body_follows)
+{
+    if (name == NULL)
+        return false;
+    if (listed(body_headers, name, len))
+        return body_follows;
+    return same_origin || listed(cross_origin_headers, name, len);
+}
+
+const char *ph_redirect_cross_origin_header(size_t i)
+{
+    return i < sizeof cross_origin_headers / sizeof *cross_origin_headers
+               ? cross_origin_headers[i]
+               : NULL;
+}
+
+const char *ph_redirect_body_header(size_t i)
+{
+    return i < sizeof body_headers / sizeof *body_headers ? body_headers[i] : NULL;
+}
+
+const char *ph_redirect_next_method(int status, const char *method)
+{
+    if (method == NULL)
+        return NULL;
+    bool head = strcmp(method, "HEAD") == 0;
+    if ((status == 302 || status == 303) && !head)
+        return "GET";
+    if (status == 301 && strcmp(method, "POST") == 0)
+        return "GET";
+    return method;
 }

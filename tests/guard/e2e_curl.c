@@ -24,12 +24,13 @@
 #include <openssl/ssl.h>
 
 #include "dnsmasq_fixture.h"
+#include "pinhole/clock.h"
 #include "pinhole/curl.h"
 #include "pinhole/dial.h"
 
 static ph_dnsmasq dns = {-1, ""};
 static char *dir;
-static char table[4200], hosts[4200], cert[4200], key[4200];
+static char table[4200], hosts[4200], cert[4200], key[4200], ccert[4200], ckey[4200];
 static ph_guard *G;
 static SSL_CTX *tls_ctx;
 
@@ -44,6 +45,9 @@ static server A = {"A", false, -1, 0, 0}, B = {"B", false, -1, 0, 0}, T = {"T", 
 static atomic_bool stop;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char request_log[8192]; /* "TAG /path auth=<v> cookie=<v>\n" per request */
+static char b_heads[8192];     /* every request head B received, with its body */
+static char t_certs[1024];     /* "/path:yes|no\n": T was shown a client certificate */
+static atomic_ullong flood_sent; /* bytes of /flood's body the kernel took */
 
 /* The value of header name in the request head, or "-". */
 static void header_value(const char *req, const char *name, char *out, size_t cap)
@@ -67,19 +71,23 @@ static void respond(const server *s, const char *path, char *resp, size_t cap)
 {
     static const struct {
         const char *path, *location;
-        int which; /* 0: as written; "%u" is 1: A's port, 2: B's port */
+        int which; /* 0: as written; "%u" is 1: A's port, 2: B's port, 3: T's port */
+        int status;
     } redirects[] = {
-        {"/to-metadata-literal", "http://169.254.169.254/latest/meta-data/", 0},
-        {"/to-metadata-name", "http://metadata.test:%u/ok", 1},
-        {"/to-literal", "http://127.0.0.1:%u/ok", 1},
-        {"/to-unlisted", "http://private.test:%u/ok", 1},
-        {"/to-port", "http://loop.test:%u/ok", 2},
-        {"/loop", "/loop", 0},
-        {"/to-other", "http://other.test:%u/echo", 2},
-        {"/to-same", "/echo", 0},
-        {"/body-redirect", "/ok", 0},
-        {"/down", "http://loop.test:%u/ok", 1},
-        {"/to-bad", "/\t/evil.example/", 0}, /* WHATWG would strip the tab */
+        {"/to-metadata-literal", "http://169.254.169.254/latest/meta-data/", 0, 302},
+        {"/to-metadata-name", "http://metadata.test:%u/ok", 1, 302},
+        {"/to-literal", "http://127.0.0.1:%u/ok", 1, 302},
+        {"/to-unlisted", "http://private.test:%u/ok", 1, 302},
+        {"/to-port", "http://loop.test:%u/ok", 2, 302},
+        {"/loop", "/loop", 0, 302},
+        {"/to-other", "http://other.test:%u/echo", 2, 302},
+        {"/to-same", "/echo", 0, 302},
+        {"/body-redirect", "/ok", 0, 302},
+        {"/down", "http://loop.test:%u/ok", 1, 302},
+        {"/to-bad", "/\t/evil.example/", 0, 302}, /* WHATWG would strip the tab */
+        {"/to-other-307", "http://other.test:%u/echo", 2, 307},
+        {"/to-other-303", "http://other.test:%u/echo", 2, 303},
+        {"/to-tls-other", "https://tls2.test:%u/echo", 3, 302},
     };
     for (size_t i = 0; i < sizeof redirects / sizeof *redirects; i++) {
         if (strcmp(path, redirects[i].path) != 0)
@@ -89,13 +97,16 @@ static void respond(const server *s, const char *path, char *resp, size_t cap)
         if (redirects[i].which != 0) { /* "%u" replaced by the port */
             const char *fmt = redirects[i].location;
             const char *pct = strstr(fmt, "%u");
-            snprintf(loc, sizeof loc, "%.*s%u%s", (int)(pct - fmt), fmt,
-                     (unsigned)(redirects[i].which == 1 ? A.port : B.port), pct + 2);
+            uint16_t port = redirects[i].which == 1   ? A.port
+                            : redirects[i].which == 2 ? B.port
+                                                      : T.port;
+            snprintf(loc, sizeof loc, "%.*s%u%s", (int)(pct - fmt), fmt, (unsigned)port,
+                     pct + 2);
         }
         snprintf(resp, cap,
-                 "HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 17\r\n"
+                 "HTTP/1.1 %d Found\r\nLocation: %s\r\nContent-Length: 17\r\n"
                  "Connection: close\r\n\r\nSHOULD-NOT-APPEAR",
-                 loc);
+                 redirects[i].status, loc);
         return;
     }
     const char *body = s->tls ? "tls-body\n" : strcmp(path, "/echo") == 0 ? "echo\n" : "page-body\n";
@@ -130,15 +141,70 @@ static void serve(server *s, int c)
             break;
     }
     req[n] = '\0';
+    /* The body (Content-Length only), so a POST is read whole. */
+    char clen[32];
+    header_value(req, "Content-Length", clen, sizeof clen);
+    char *end = strstr(req, "\r\n\r\n");
+    size_t want = end != NULL ? (size_t)(end + 4 - req) + strtoul(clen, NULL, 10) : n;
+    while (n < want && n < sizeof req - 1) {
+        struct pollfd p = {.fd = c, .events = POLLIN};
+        if (!(ssl != NULL && SSL_pending(ssl) > 0) && poll(&p, 1, 2000) <= 0)
+            break;
+        int r = ssl != NULL ? SSL_read(ssl, req + n, (int)(sizeof req - 1 - n))
+                            : (int)read(c, req + n, sizeof req - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    req[n] = '\0';
     char path[256] = "", auth[256], cookie[256];
-    sscanf(req, "GET %255s", path);
+    sscanf(req, "%*15s %255s", path);
     header_value(req, "Authorization", auth, sizeof auth);
     header_value(req, "Cookie", cookie, sizeof cookie);
     pthread_mutex_lock(&log_lock);
     size_t at = strlen(request_log);
     snprintf(request_log + at, sizeof request_log - at, "%s %s auth=%s cookie=%s\n", s->tag, path,
              auth, cookie);
+    if (s == &B) {
+        at = strlen(b_heads);
+        snprintf(b_heads + at, sizeof b_heads - at, "%s\n", req);
+    }
+    if (ssl != NULL) {
+        X509 *peer = SSL_get1_peer_certificate(ssl);
+        at = strlen(t_certs);
+        snprintf(t_certs + at, sizeof t_certs - at, "%s:%s\n", path, peer != NULL ? "yes" : "no");
+        X509_free(peer);
+    }
     pthread_mutex_unlock(&log_lock);
+    if (strcmp(path, "/flood") == 0) { /* a redirect whose body never ends */
+        static char chunk[65536];
+        memset(chunk, 'f', sizeof chunk);
+        const char *head = "HTTP/1.1 302 Found\r\nLocation: /ok\r\n"
+                           "Content-Length: 1073741824\r\n\r\n";
+        if (send(c, head, strlen(head), MSG_NOSIGNAL) < 0)
+            return;
+        for (unsigned long long sent = 0; sent < (1ULL << 30);) {
+            ssize_t w = send(c, chunk, sizeof chunk, MSG_NOSIGNAL);
+            if (w <= 0)
+                break;
+            sent += (unsigned long long)w;
+            atomic_store(&flood_sent, sent);
+        }
+        return;
+    }
+    if (strcmp(path, "/trickle") == 0) { /* a redirect to itself, its body a byte at a time */
+        const char *head = "HTTP/1.1 302 Found\r\nLocation: /trickle\r\n"
+                           "Content-Length: 4\r\n\r\n";
+        if (send(c, head, strlen(head), MSG_NOSIGNAL) < 0)
+            return;
+        for (int i = 0; i < 4; i++) {
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            if (send(c, "t", 1, MSG_NOSIGNAL) != 1)
+                return;
+        }
+        return;
+    }
     char resp[1024];
     respond(s, path, resp, sizeof resp);
     if (ssl != NULL) {
@@ -178,6 +244,14 @@ static void start(server *s)
     s->port = ntohs(sin.sin_port);
 }
 
+/* T asks every client for a certificate and takes any (it only logs). */
+static int accept_any_certificate(int ok, X509_STORE_CTX *ctx)
+{
+    (void)ok;
+    (void)ctx;
+    return 1;
+}
+
 static void run(const char *cmd)
 {
     int st = system(cmd);
@@ -198,26 +272,38 @@ static int setup(void **state)
     char cmd[13000];
     snprintf(cmd, sizeof cmd,
              "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
-             "-subj /CN=tls.test -addext subjectAltName=DNS:tls.test -keyout '%s' -out '%s' "
-             ">/dev/null 2>&1",
+             "-subj /CN=tls.test -addext subjectAltName=DNS:tls.test,DNS:tls2.test -keyout '%s' "
+             "-out '%s' >/dev/null 2>&1",
              key, cert);
+    run(cmd);
+    /* The worker's client certificate (T asks for one and logs whether it
+     * was shown). */
+    snprintf(ccert, sizeof ccert, "%s/client.pem", dir);
+    snprintf(ckey, sizeof ckey, "%s/client.key", dir);
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+             "-subj /CN=worker -keyout '%s' -out '%s' >/dev/null 2>&1",
+             ckey, ccert);
     run(cmd);
     tls_ctx = SSL_CTX_new(TLS_server_method());
     assert_non_null(tls_ctx);
     assert_int_equal(SSL_CTX_use_certificate_file(tls_ctx, cert, SSL_FILETYPE_PEM), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey_file(tls_ctx, key, SSL_FILETYPE_PEM), 1);
+    SSL_CTX_set_verify(tls_ctx, SSL_VERIFY_PEER, accept_any_certificate);
     snprintf(hosts, sizeof hosts, "%s/hosts", dir);
     ph_dnsmasq_set_hosts(NULL, hosts,
-                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n127.0.0.1 flip.test\n");
+                         "127.0.0.1 other.test\n127.0.0.1 tls.test\n127.0.0.1 tls2.test\n"
+                         "127.0.0.1 flip.test\n");
     char yaml[2048], src[4300];
     snprintf(yaml, sizeof yaml,
              "version: 1\nlists:\n  default:\n    rules:\n"
              "      - host: loop.test\n        ports: [%u]\n"
              "      - host: other.test\n        ports: [%u]\n"
              "      - host: tls.test\n        ports: [%u]\n"
+             "      - host: tls2.test\n        ports: [%u]\n"
              "      - host: metadata.test\n        ports: [%u]\n"
              "      - host: flip.test\n        ports: [%u]\n",
-             A.port, B.port, T.port, A.port, A.port);
+             A.port, B.port, T.port, T.port, A.port, A.port);
     snprintf(src, sizeof src, "%s/allow.yaml", dir);
     snprintf(table, sizeof table, "%s/allow.ptab", dir);
     assert_int_equal(ph_test_write_file(src, yaml, strlen(yaml)), 0);
@@ -275,9 +361,31 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 static const char *const credentials[] = {"Authorization: Bearer secret-token",
                                           "Cookie: session=abc", "X-Trace: 1", NULL};
 
+/* What one fetch does beyond a GET with the credentials above. */
+typedef struct fetch_opts {
+    unsigned max_hops;
+    const char *userpwd;            /* CURLOPT_USERPWD instead of the headers */
+    const char *const *headers;     /* instead of credentials */
+    const char *post;               /* CURLOPT_POSTFIELDS */
+    bool client_cert;               /* CURLOPT_SSLCERT/SSLKEY */
+    bool body_cross_origin;         /* redirect.allow_body_cross_origin */
+    unsigned timeout_ms;            /* ph_curl_options.timeout_ms */
+    long curl_timeout_ms;           /* CURLOPT_TIMEOUT_MS before attaching; 0: none */
+} fetch_opts;
+
+static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl_result *r,
+                          body *b);
+
 /* Fetches url (a path on A, or a full URL) on a fresh guarded handle. */
 static ph_status fetch(const char *path_or_url, unsigned max_hops, const char *userpwd,
                        ph_curl_result *r, body *b)
+{
+    fetch_opts fo = {.max_hops = max_hops, .userpwd = userpwd, .curl_timeout_ms = 5000};
+    return fetch_ex(path_or_url, &fo, r, b);
+}
+
+static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl_result *r,
+                          body *b)
 {
     char url[512];
     if (path_or_url[0] == '/')
@@ -286,21 +394,32 @@ static ph_status fetch(const char *path_or_url, unsigned max_hops, const char *u
         snprintf(url, sizeof url, "%s", path_or_url);
     pthread_mutex_lock(&log_lock);
     request_log[0] = '\0';
+    b_heads[0] = '\0';
+    t_certs[0] = '\0';
     pthread_mutex_unlock(&log_lock);
     memset(b, 0, sizeof *b);
     CURL *c = curl_easy_init();
     assert_non_null(c);
     curl_easy_setopt(c, CURLOPT_CAINFO, cert);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-    if (userpwd != NULL)
-        curl_easy_setopt(c, CURLOPT_USERPWD, userpwd);
+    if (fo->curl_timeout_ms != 0)
+        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, fo->curl_timeout_ms);
+    if (fo->userpwd != NULL)
+        curl_easy_setopt(c, CURLOPT_USERPWD, fo->userpwd);
+    if (fo->post != NULL)
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, fo->post);
+    if (fo->client_cert) {
+        curl_easy_setopt(c, CURLOPT_SSLCERT, ccert);
+        curl_easy_setopt(c, CURLOPT_SSLKEY, ckey);
+    }
     /* Set before attaching: the attachment overrides all of these. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(c, CURLOPT_PROXY, "http://127.0.0.1:9/");
-    ph_curl_options o = {.redirect = {.max_hops = max_hops},
-                         .headers = userpwd == NULL ? credentials : NULL,
-                         .write = on_body,
-                         .write_arg = b};
+    ph_curl_options o = {
+        .redirect = {.max_hops = fo->max_hops, .allow_body_cross_origin = fo->body_cross_origin},
+        .headers = fo->headers != NULL ? fo->headers : fo->userpwd == NULL ? credentials : NULL,
+        .write = on_body,
+        .write_arg = b,
+        .timeout_ms = fo->timeout_ms};
     ph_curl *pc = NULL;
     ph_diag d;
     assert_int_equal(ph_curl_attach(c, G, "default", &o, &pc, &d), PH_OK);
@@ -416,6 +535,86 @@ static void cross_origin_redirect_drops_credentials(void **state)
                                      "B /echo auth=- cookie=-\n");
 }
 
+/* Of the headers the caller set only the short list of the library
+ * reaches another origin; a POST body only when asked for. */
+static void cross_origin_redirect_keeps_secrets_home(void **state)
+{
+    (void)state;
+    static const char *const hdrs[] = {"X-Api-Key: key-123", "Private-Token: tok-456",
+                                       "Accept: application/json", "User-Agent: worker/1",
+                                       "Content-Type: application/x-www-form-urlencoded", NULL};
+    fetch_opts fo = {.headers = hdrs, .curl_timeout_ms = 5000};
+    ph_curl_result r;
+    body b;
+    assert_int_equal(fetch_ex("/to-other", &fo, &r, &b), PH_OK);
+    printf("# headers B saw after a cross-origin 302:\n%s", b_heads);
+    assert_null(strstr(b_heads, "key-123"));
+    assert_null(strstr(b_heads, "tok-456"));
+    assert_null(strstr(b_heads, "Content-Type")); /* GET: no body, no body headers */
+    assert_non_null(strstr(b_heads, "Accept: application/json"));
+    assert_non_null(strstr(b_heads, "User-Agent: worker/1"));
+    /* A 307 would re-send the POST body: refused, B sees nothing. */
+    fo.post = "client_id=x&client_secret=s3cr3t";
+    assert_int_equal(fetch_ex("/to-other-307", &fo, &r, &b), PH_E_DENIED);
+    printf("# B after a cross-origin 307 of a POST: %s\n", b_heads[0] ? b_heads : "(nothing)");
+    assert_int_equal(r.reason, PH_REASON_REDIRECT_BODY_CROSS_ORIGIN);
+    assert_string_equal(b_heads, "");
+    /* 303 continues as GET without the body: followed. */
+    assert_int_equal(fetch_ex("/to-other-303", &fo, &r, &b), PH_OK);
+    assert_non_null(strstr(b_heads, "GET /echo"));
+    assert_null(strstr(b_heads, "s3cr3t"));
+    /* Asked for: the body follows (still without the secrets). */
+    fo.body_cross_origin = true;
+    assert_int_equal(fetch_ex("/to-other-307", &fo, &r, &b), PH_OK);
+    assert_non_null(strstr(b_heads, "POST /echo"));
+    assert_non_null(strstr(b_heads, "client_secret=s3cr3t"));
+    assert_non_null(strstr(b_heads, "Content-Type: application/x-www-form-urlencoded"));
+    assert_null(strstr(b_heads, "key-123"));
+}
+
+/* The client certificate is shown to the origin it was set for, never to
+ * the next one. */
+static void client_certificate_stays_on_its_origin(void **state)
+{
+    (void)state;
+    fetch_opts fo = {.client_cert = true, .curl_timeout_ms = 5000};
+    ph_curl_result r;
+    body b;
+    char url[128];
+    snprintf(url, sizeof url, "https://tls.test:%u/to-tls-other", (unsigned)T.port);
+    assert_int_equal(fetch_ex(url, &fo, &r, &b), PH_OK);
+    printf("# client certificate shown: %s", t_certs);
+    assert_string_equal(t_certs, "/to-tls-other:yes\n/echo:no\n");
+    assert_true(r.credentials_dropped);
+}
+
+/* A redirect's body is read up to the bound, then its connection closed;
+ * the whole chain runs under one deadline, set or defaulted. */
+static void redirect_bodies_and_deadline_are_bounded(void **state)
+{
+    (void)state;
+    fetch_opts fo = {.curl_timeout_ms = 20000};
+    ph_curl_result r;
+    body b;
+    atomic_store(&flood_sent, 0);
+    assert_int_equal(fetch_ex("/flood", &fo, &r, &b), PH_OK);
+    assert_string_equal(b.data, "page-body\n");
+    unsigned long long sent = atomic_load(&flood_sent);
+    printf("# a 1 GiB redirect body: %llu bytes left the server\n", sent);
+    assert_true(sent < 16ULL << 20);
+    /* /trickle redirects to itself, each body a byte per 100 ms: 0.4 s a
+     * hop, 10 hops. One deadline of 1 s ends the chain. */
+    fo = (fetch_opts){.max_hops = 10, .timeout_ms = 1000};
+    int64_t t0 = ph_monotonic_ms();
+    ph_status st = fetch_ex("/trickle", &fo, &r, &b);
+    int64_t took = ph_monotonic_ms() - t0;
+    printf("# trickled chain: %s %s after %lld ms\n", ph_strerror(st),
+           ph_reason_code(r.reason), (long long)took);
+    assert_int_equal(st, PH_E_IO);
+    assert_int_equal(r.reason, PH_REASON_UPSTREAM_TIMEOUT);
+    assert_true(took < 2500);
+}
+
 static void rebinding_second_request_refused(void **state)
 {
     (void)state;
@@ -470,6 +669,9 @@ int main(void)
         cmocka_unit_test(refused_redirects_carry_their_reason),
         cmocka_unit_test(downgrade_and_hop_limit),
         cmocka_unit_test(cross_origin_redirect_drops_credentials),
+        cmocka_unit_test(cross_origin_redirect_keeps_secrets_home),
+        cmocka_unit_test(client_certificate_stays_on_its_origin),
+        cmocka_unit_test(redirect_bodies_and_deadline_are_bounded),
         cmocka_unit_test(rebinding_second_request_refused),
         cmocka_unit_test(socket_check_refuses_unchecked_addresses),
     };

@@ -229,6 +229,7 @@ static void redirect_reasons_have_codes_and_statuses(void **state)
         {PH_REASON_REDIRECT_DOWNGRADE, "redirect_downgrade", 403},
         {PH_REASON_REDIRECT_LIMIT, "redirect_limit", 502},
         {PH_REASON_REDIRECT_BAD_LOCATION, "redirect_bad_location", 502},
+        {PH_REASON_REDIRECT_BODY_CROSS_ORIGIN, "redirect_body_cross_origin", 403},
     };
     char *docs = ph_test_read_file(ph_test_source_path("docs/worker.md"), NULL);
     assert_non_null(docs);
@@ -244,6 +245,79 @@ static void redirect_reasons_have_codes_and_statuses(void **state)
             fail_msg("docs/worker.md has no row \"%s\"", row);
     }
     free(docs);
+}
+
+/* What follows a redirect: every header on the same origin, a short list
+ * to another; the body only on the same origin unless asked for. */
+static void headers_and_body_stay_on_their_origin(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        bool same, body, follows;
+    } cases[] = {
+        {"Authorization", false, true, false},   {"X-Api-Key", false, true, false},
+        {"Private-Token", false, false, false},  {"cookie", false, true, false},
+        {"Proxy-Authorization", false, true, false}, {"Host", false, true, false},
+        {"X-Api-Key", true, true, true},         {"Authorization", true, false, true},
+        {"Accept", false, false, true},          {"user-agent", false, false, true},
+        {"Accept-Language", false, true, true},  {"ACCEPT-ENCODING", false, true, true},
+        {"Content-Type", false, true, true},     {"Content-Type", false, false, false},
+        {"Content-Length", true, false, false},  {"Transfer-Encoding", true, true, true},
+        {"Accepts", false, true, false},         {"Accep", false, true, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        if (ph_redirect_header_follows(cases[i].name, strlen(cases[i].name), cases[i].same,
+                                       cases[i].body) != cases[i].follows)
+            fail_msg("%s (same origin %d, body %d): expected follows=%d", cases[i].name,
+                     cases[i].same, cases[i].body, cases[i].follows);
+    /* A length, not a terminator: "Accept: x" as a whole line. */
+    assert_true(ph_redirect_header_follows("Accept: x", 6, false, false));
+    assert_false(ph_redirect_header_follows(NULL, 0, true, true));
+    /* The accessors enumerate exactly what the function keeps. */
+    size_t n = 0;
+    for (const char *h; (h = ph_redirect_cross_origin_header(n)) != NULL; n++)
+        assert_true(ph_redirect_header_follows(h, strlen(h), false, false));
+    assert_int_equal(n, 4);
+    size_t m = 0;
+    for (const char *h; (h = ph_redirect_body_header(m)) != NULL; m++) {
+        assert_true(ph_redirect_header_follows(h, strlen(h), false, true));
+        assert_false(ph_redirect_header_follows(h, strlen(h), true, false));
+    }
+    assert_int_equal(m, 4);
+    assert_null(ph_redirect_cross_origin_header((size_t)-1));
+    /* The method rule. */
+    assert_string_equal(ph_redirect_next_method(303, "POST"), "GET");
+    assert_string_equal(ph_redirect_next_method(303, "HEAD"), "HEAD");
+    assert_string_equal(ph_redirect_next_method(302, "PUT"), "GET");
+    assert_string_equal(ph_redirect_next_method(301, "POST"), "GET");
+    assert_string_equal(ph_redirect_next_method(301, "PUT"), "PUT");
+    assert_string_equal(ph_redirect_next_method(307, "POST"), "POST");
+    assert_string_equal(ph_redirect_next_method(308, "PATCH"), "PATCH");
+    assert_null(ph_redirect_next_method(307, NULL));
+    /* A body re-sent to another origin: refused unless asked for. */
+    ph_redirect r;
+    ph_redirect_options body = {.resend_body = true};
+    assert_int_equal(ph_redirect_check(G, "default", "https://a.example/t", "https://b.example/t",
+                                       0, &body, &r, NULL),
+                     PH_E_DENIED);
+    assert_int_equal(r.verdict.reason, PH_REASON_REDIRECT_BODY_CROSS_ORIGIN);
+    assert_true(r.drop_credentials);
+    assert_int_equal(ph_redirect_check(G, "default", "https://a.example/t", "/u", 0, &body, &r,
+                                       NULL),
+                     PH_OK);
+    assert_true(r.same_origin);
+    body.allow_body_cross_origin = true;
+    assert_int_equal(ph_redirect_check(G, "default", "https://a.example/t", "https://b.example/t",
+                                       0, &body, &r, NULL),
+                     PH_OK);
+    assert_true(r.drop_credentials);
+    /* The other refusals come first: an IP literal is still ip_literal. */
+    body.allow_body_cross_origin = false;
+    assert_int_equal(ph_redirect_check(G, "default", "https://a.example/t",
+                                       "https://169.254.169.254/", 0, &body, &r, NULL),
+                     PH_E_DENIED);
+    assert_int_equal(r.verdict.reason, PH_REASON_IP_LITERAL);
 }
 
 /* Thousands of checks from 8 threads: every one decides as on one thread. */
@@ -297,6 +371,7 @@ int main(void)
         cmocka_unit_test(references_read_differently_are_refused),
         cmocka_unit_test(redirect_rules),
         cmocka_unit_test(redirect_reasons_have_codes_and_statuses),
+        cmocka_unit_test(headers_and_body_stay_on_their_origin),
         cmocka_unit_test(thousands_of_checks_from_8_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

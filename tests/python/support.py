@@ -290,11 +290,15 @@ class Server:
     """An HTTP/1.1 server on 127.0.0.1, port from the kernel. routes: path ->
     fn(handler) returning (status, headers dict, body bytes), or a tuple.
     Every request is recorded in .seen as (method, path, headers dict with
-    lowercase names, body). tls: (certfile, keyfile) to serve HTTPS."""
+    lowercase names, body). tls: (certfile, keyfile) to serve HTTPS;
+    client_ca: ask every client for a certificate (optional, verified
+    against this CA file) and record in .certs (path, whether one was
+    presented)."""
 
-    def __init__(self, routes=None, tls=None, name="server"):
+    def __init__(self, routes=None, tls=None, name="server", client_ca=None):
         self.routes = dict(routes or {})
         self.seen = []
+        self.certs = []
         self.name = name
         outer = self
 
@@ -309,6 +313,8 @@ class Server:
                 body = self.rfile.read(n) if n else b""
                 outer.seen.append((self.command, self.path,
                                    {k.lower(): v for k, v in self.headers.items()}, body))
+                if client_ca:
+                    outer.certs.append((self.path, bool(self.connection.getpeercert())))
                 route = outer.routes.get(self.path.split("?")[0])
                 if route is None:
                     status, headers, payload = 404, {}, b"not found\n"
@@ -334,6 +340,9 @@ class Server:
         if tls:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*tls)
+            if client_ca:
+                ctx.verify_mode = ssl.CERT_OPTIONAL
+                ctx.load_verify_locations(client_ca)
             self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -65,6 +65,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_OVERLOADED] = "proxy_overloaded",
     [PH_REASON_PEER_LIMIT_EXCEEDED] = "peer_limit_exceeded",
     [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = "peer_head_limit_exceeded",
+    [PH_REASON_REDIRECT_BODY_CROSS_ORIGIN] = "redirect_body_cross_origin",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -113,6 +114,8 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_OVERLOADED] = 503,
     [PH_REASON_PEER_LIMIT_EXCEEDED] = 503,
     [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = 503,
+    /* The worker's own rule, like a downgrade: a policy refusal. */
+    [PH_REASON_REDIRECT_BODY_CROSS_ORIGIN] = 403,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "pinhole/clock.h"
 #include "pinhole/curl.h"
 #include "pinhole/dial.h"
 
@@ -30,7 +31,11 @@ struct ph_curl {
     struct curl_slist *resolve;    /* owned; set as CURLOPT_RESOLVE */
     struct curl_slist *http_hdrs;  /* owned; set as CURLOPT_HTTPHEADER */
     bool dropped;                  /* credentials dropped for the rest of the chain */
+    bool redirected;               /* a redirect was followed: headers filtered */
     bool socket_refused;           /* the open-socket check refused an address */
+    unsigned timeout_ms;           /* the chain's deadline */
+    size_t discarded;              /* bytes of the current redirect body thrown away */
+    bool discard_cut;              /* ... and the transfer cut at the bound */
     char refused_addr[64];
 };
 
@@ -72,35 +77,39 @@ static const char *location_of(CURL *c)
 }
 
 /* The body of a redirect the chain follows (or refuses) is not the
- * caller's: only a final response reaches the caller's callback. */
+ * caller's: only a final response reaches the caller's callback. Past
+ * PH_REDIRECT_BODY_DISCARD_MAX bytes the transfer is cut (a short write
+ * makes curl close the connection) and the chain goes on. */
 static size_t on_write(char *data, size_t size, size_t n, void *arg)
 {
     ph_curl *pc = arg;
     long code = 0;
     curl_easy_getinfo(pc->c, CURLINFO_RESPONSE_CODE, &code);
-    if (is_redirect(code) && location_of(pc->c) != NULL)
+    if (is_redirect(code) && location_of(pc->c) != NULL) {
+        pc->discarded += size * n;
+        if (pc->discarded > PH_REDIRECT_BODY_DISCARD_MAX) {
+            pc->discard_cut = true;
+            return 0;
+        }
         return size * n;
+    }
     if (pc->write == NULL)
         return size * n;
     return pc->write(data, size, n, pc->write_arg);
 }
 
-/* "Name:" of a header line, case-insensitive. */
-static bool header_is(const char *line, const char *name)
-{
-    size_t n = strlen(name);
-    return strncasecmp(line, name, n) == 0 && line[n] == ':';
-}
-
-/* CURLOPT_HTTPHEADER from the caller's headers, without credentials once
- * the origin changed. NULL list: none (curl's own headers only). */
+/* CURLOPT_HTTPHEADER from the caller's headers: all of them on the first
+ * hop; after a redirect those ph_redirect_header_follows keeps (once the
+ * origin changed, only the short list; a body's headers only with the
+ * body). NULL list: none (curl's own headers only). A line is
+ * "Name: value" or curl's "Name;" (empty). */
 static ph_status build_headers(ph_curl *pc)
 {
     curl_slist_free_all(pc->http_hdrs);
     pc->http_hdrs = NULL;
     for (char **h = pc->headers; h != NULL && *h != NULL; h++) {
-        if (pc->dropped && (header_is(*h, "Authorization") ||
-                            header_is(*h, "Proxy-Authorization") || header_is(*h, "Cookie")))
+        if (pc->redirected && !ph_redirect_header_follows(*h, strcspn(*h, ":;"), !pc->dropped,
+                                                          pc->redirect.resend_body))
             continue;
         struct curl_slist *n = curl_slist_append(pc->http_hdrs, *h);
         if (n == NULL)
@@ -148,6 +157,13 @@ static ph_status apply(ph_curl *pc)
         SET(CURLOPT_PASSWORD, (char *)NULL);
         SET(CURLOPT_XOAUTH2_BEARER, (char *)NULL);
         SET(CURLOPT_COOKIE, (char *)NULL);
+        /* A client certificate proves the caller's identity to the origin
+         * it was configured for: never to the next one. */
+        SET(CURLOPT_SSLCERT, (char *)NULL);
+        SET(CURLOPT_SSLKEY, (char *)NULL);
+        SET(CURLOPT_KEYPASSWD, (char *)NULL);
+        SET(CURLOPT_SSLCERT_BLOB, (struct curl_blob *)NULL);
+        SET(CURLOPT_SSLKEY_BLOB, (struct curl_blob *)NULL);
     }
 #undef SET
     return rc == CURLE_OK ? PH_OK : PH_E_UNSUPPORTED;
@@ -186,7 +202,10 @@ ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list, const ph_curl_o
         pc->redirect = opts->redirect;
         pc->write = opts->write;
         pc->write_arg = opts->write_arg;
+        pc->timeout_ms = opts->timeout_ms;
     }
+    if (pc->timeout_ms == 0)
+        pc->timeout_ms = PH_CURL_TIMEOUT_MS_DEFAULT;
     if (!ok || build_headers(pc) != PH_OK) {
         ph_curl_detach(&pc);
         return fail(diag, PH_E_NOMEM, "out of memory");
@@ -254,6 +273,8 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
         return refused(res, PH_REASON_PARSE_ERROR, PH_E_DENIED, "URL too long");
     memcpy(res->url, url, ulen + 1);
     pc->dropped = false;
+    pc->redirected = false;
+    int64_t deadline = ph_monotonic_ms() + pc->timeout_ms;
     if (build_headers(pc) != PH_OK)
         return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
     char cur[PH_URL_MAX_LEN + 1];
@@ -275,8 +296,19 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
             return refused(res, PH_REASON_PARSE_ERROR, st, "curl perform: cannot set options");
         if (curl_easy_setopt(pc->c, CURLOPT_URL, cur) != CURLE_OK)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "curl perform: CURLOPT_URL");
+        int64_t left = deadline - ph_monotonic_ms();
+        if (left <= 0) {
+            res->curl_code = CURLE_OPERATION_TIMEDOUT;
+            return refused(res, PH_REASON_UPSTREAM_TIMEOUT, PH_E_IO,
+                           "the chain's deadline passed before this hop");
+        }
+        curl_easy_setopt(pc->c, CURLOPT_TIMEOUT_MS, (long)left);
         pc->socket_refused = false;
+        pc->discarded = 0;
+        pc->discard_cut = false;
         CURLcode rc = curl_easy_perform(pc->c);
+        if (rc == CURLE_WRITE_ERROR && pc->discard_cut)
+            rc = CURLE_OK; /* a redirect body cut at the bound: the head is all we need */
         char *ip = NULL;
         if (curl_easy_getinfo(pc->c, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip != NULL)
             snprintf(res->addr_text, sizeof res->addr_text, "%s", ip);
@@ -302,6 +334,14 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
             res->reason = PH_REASON_ALLOWED;
             return PH_OK;
         }
+        /* The method of the next hop, and whether it re-sends a body. */
+        char *method = NULL;
+        curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
+        const char *next = ph_redirect_next_method((int)code, method != NULL ? method : "GET");
+        bool to_get = method != NULL && strcmp(next, method) != 0;
+        curl_off_t sent = 0;
+        curl_easy_getinfo(pc->c, CURLINFO_SIZE_UPLOAD_T, &sent);
+        pc->redirect.resend_body = !to_get && sent > 0;
         ph_redirect *rd = malloc(sizeof *rd);
         if (rd == NULL)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
@@ -323,18 +363,12 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
         free(rd);
         if (st != PH_OK)
             return refused(res, res->verdict.reason, PH_E_DENIED, res->verdict.detail);
-        if (drop && !pc->dropped) {
-            pc->dropped = true;
-            res->credentials_dropped = true;
-            if (build_headers(pc) != PH_OK)
-                return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
-        }
-        /* 303, and 301/302 after a POST, continue as GET (RFC 9110 15.4). */
-        char *method = NULL;
-        curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
-        bool head = method != NULL && strcmp(method, "HEAD") == 0;
-        bool post = method != NULL && strcmp(method, "POST") == 0;
-        if ((code == 303 && !head) || ((code == 301 || code == 302) && post))
+        res->credentials_dropped |= drop;
+        pc->dropped |= drop;
+        pc->redirected = true;
+        if (build_headers(pc) != PH_OK)
+            return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
+        if (to_get)
             curl_easy_setopt(pc->c, CURLOPT_HTTPGET, 1L);
     }
 }

@@ -134,7 +134,8 @@ class CDialResult(ctypes.Structure):
 
 
 class RedirectOptions(ctypes.Structure):
-    _fields_ = [("max_hops", ctypes.c_uint), ("allow_downgrade", ctypes.c_bool)]
+    _fields_ = [("max_hops", ctypes.c_uint), ("allow_downgrade", ctypes.c_bool),
+                ("resend_body", ctypes.c_bool), ("allow_body_cross_origin", ctypes.c_bool)]
 
 
 class CRedirect(ctypes.Structure):
@@ -225,6 +226,9 @@ def _declare(lib):
                                       P(c_int), P(CDialResult), P(Diag)]),
         "ph_redirect_check": (c_int, [c_void_p, c_char_p, c_char_p, c_char_p, ctypes.c_uint,
                                       P(RedirectOptions), P(CRedirect), P(Diag)]),
+        "ph_redirect_cross_origin_header": (c_char_p, [c_size_t]),
+        "ph_redirect_body_header": (c_char_p, [c_size_t]),
+        "ph_redirect_next_method": (c_char_p, [c_int, c_char_p]),
     }
     for name, (res, args) in sigs.items():
         try:

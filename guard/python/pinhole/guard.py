@@ -367,15 +367,17 @@ class Guard:
                                 r.resolve_ms, r.elapsed_ms)
 
     def redirect_check(self, from_url, location, hop, list="default", max_hops=0,
-                       allow_downgrade=False):
+                       allow_downgrade=False, resend_body=False, allow_body_cross_origin=False):
         """Whether the response to from_url may be followed to location (its
         Location header), hop being how many redirects the chain already
-        followed (0 for the first). Returns a Redirect (url: the absolute
-        target; same_origin; drop_credentials: Authorization,
-        Proxy-Authorization and Cookie must not follow; verdict). Raises
-        Refused: redirect_limit, redirect_bad_location,
-        redirect_downgrade, or any check reason of the target. Resolves
-        nothing: dial the target to resolve and pin it."""
+        followed (0 for the first); resend_body: the next hop re-sends the
+        request body; allow_body_cross_origin: the caller lets it go to
+        another origin. Returns a Redirect (url: the absolute target;
+        same_origin; drop_credentials: the origin changes, only the headers
+        of libpinhole's short list follow; verdict). Raises Refused:
+        redirect_limit, redirect_bad_location, redirect_downgrade,
+        redirect_body_cross_origin, or any check reason of the target.
+        Resolves nothing: dial the target to resolve and pin it."""
         frm = _encode(from_url, "from_url")
         loc = _encode(location, "location")
         # Both are C strings: a NUL would hide what follows it.
@@ -384,7 +386,8 @@ class Guard:
         if b"\0" in loc:
             raise Refused("redirect_bad_location", "the Location contains a NUL byte",
                           url=location)
-        opts = _lib.RedirectOptions(int(max_hops), bool(allow_downgrade))
+        opts = _lib.RedirectOptions(int(max_hops), bool(allow_downgrade), bool(resend_body),
+                                    bool(allow_body_cross_origin))
         out = _lib.CRedirect()
         diag = _lib.Diag()
         h = self._enter()

@@ -15,15 +15,22 @@ What the transport guarantees, for every request it is handed:
     check_hostname), never the address;
   - redirects are followed here, not by the client: each Location is
     decided by Guard.redirect_check (hop limit, no https->http downgrade,
-    the target checked against the list) and dialed anew;
-    Authorization, Proxy-Authorization and Cookie are dropped when the
-    origin changes. The client never sees a 3xx, so its own
-    follow_redirects does not matter. The hops are in
-    response.extensions["pinhole_redirects"] (a list of (status, url)), the
-    URL that answered in response.extensions["pinhole_url"] (httpx keeps the
-    first URL in response.url). Set-Cookie of a final response from another
-    origin than the request's is removed (the client would store it for the
-    first origin); cookies of intermediate hops are not kept;
+    the target checked against the list, a body to another origin only
+    when asked for) and dialed anew. When the origin changes only the
+    headers of libpinhole's short list follow (Accept, Accept-Encoding,
+    Accept-Language, User-Agent; a body's own headers with the body), and
+    a TLS client certificate (cert=) is not presented. The client never
+    sees a 3xx, so its own follow_redirects does not matter. The hops are
+    in response.extensions["pinhole_redirects"] (a list of (status, url)),
+    the URL that answered in response.extensions["pinhole_url"] (httpx
+    keeps the first URL in response.url). Set-Cookie of a final response
+    from another origin than the request's is removed (the client would
+    store it for the first origin); cookies of intermediate hops are not
+    kept;
+  - a redirect's body is read up to 64 KiB and its connection closed
+    beyond; one deadline (total_timeout, default 30 s; per request the
+    extension "pinhole_total_timeout") covers every hop up to the final
+    response's head: upstream_timeout when it passes;
   - it never routes through a proxy.
 
 Proxies: a transport cannot see whether the client sends a request to it
@@ -39,10 +46,17 @@ Refusals raise Refused (connection-time reasons) or RefusedTimeout
 httpx.ConnectError / httpx.ConnectTimeout.
 
 The async transport needs asyncio (it wraps the guard's socket in asyncio
-streams; the blocking dial runs in the loop's default executor).
+streams). Its dials (resolution and connection, blocking calls into
+libpinhole) run on the package's own pool of DIAL_THREADS threads, never on
+the event loop's default executor, so unreachable tenant URLs cannot delay
+anything else the loop runs; when every dial thread is busy a dial is
+refused at once (limit_exceeded) instead of queued.
 """
 import asyncio
+import concurrent.futures
 import ssl
+import threading
+import time
 
 import httpcore
 import httpx
@@ -72,6 +86,8 @@ __all__ = ["AsyncClient", "AsyncGuardedTransport", "Client", "GuardedTransport",
            "RefusedTimeout", "check_client"]
 
 _TIMEOUT_REASONS = ("dns_timeout", "upstream_timeout")
+# The async transport's dial threads (process-wide).
+DIAL_THREADS = 64
 
 
 class Refused(errors.Refused, httpx.ConnectError):
@@ -103,6 +119,37 @@ def _httpx_refusal(e, request=None):
     return cls(e.reason, e.detail, url=e.url, verdict=e.verdict, request=request)
 
 
+def _hop_timeout(timeout, exc):
+    """timeout capped by the guarded request's deadline; exc when it passed."""
+    try:
+        return _redirect.clamp(timeout)
+    except TimeoutError:
+        raise exc("the guarded request's deadline passed") from None
+
+
+def _connect_timeout(timeout):
+    try:
+        return _redirect.clamp(timeout)
+    except TimeoutError:
+        raise RefusedTimeout("upstream_timeout", "the guarded request's deadline passed "
+                             "before the connection") from None
+
+
+class _DeadlineStream(SyncStream):
+    """httpcore's sync stream, each read and write capped by the deadline."""
+
+    def read(self, max_bytes, timeout=None):
+        return super().read(max_bytes, _hop_timeout(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer, timeout=None):
+        return super().write(buffer, _hop_timeout(timeout, httpcore.WriteTimeout))
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        tls = super().start_tls(ssl_context, server_hostname,
+                                _hop_timeout(timeout, httpcore.ConnectTimeout))
+        return _DeadlineStream(tls._sock)  # noqa: SLF001
+
+
 class _GuardBackend(NetworkBackend):
     """httpcore's network backend: every TCP connection through the guard."""
 
@@ -110,6 +157,11 @@ class _GuardBackend(NetworkBackend):
         self._guard, self._list, self._stagger_ms = guard, list, stagger_ms
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DeadlineStream(self.dial(host, port, _connect_timeout(timeout), local_address,
+                                         socket_options))
+
+    def dial(self, host, port, timeout, local_address, socket_options):
+        """A connected socket to a checked address of host (blocking)."""
         if local_address is not None:
             raise Refused("parse_error", "a local address is not supported through the guard")
         try:
@@ -117,9 +169,13 @@ class _GuardBackend(NetworkBackend):
                                                           self._stagger_ms)[0]
         except errors.Refused as e:
             raise _httpx_refusal(e) from None
-        for opt in socket_options or ():
-            sock.setsockopt(*opt)
-        return SyncStream(sock)
+        try:
+            for opt in socket_options or ():
+                sock.setsockopt(*opt)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise Refused("parse_error", "unix sockets are not dialed through the guard")
@@ -137,6 +193,7 @@ class _AsyncSocketStream(AsyncNetworkStream):
         return cls(reader, writer)
 
     async def read(self, max_bytes, timeout=None):
+        timeout = _hop_timeout(timeout, httpcore.ReadTimeout)
         try:
             return await asyncio.wait_for(self._reader.read(max_bytes), timeout)
         except asyncio.TimeoutError:
@@ -147,6 +204,7 @@ class _AsyncSocketStream(AsyncNetworkStream):
     async def write(self, buffer, timeout=None):
         if not buffer:
             return
+        timeout = _hop_timeout(timeout, httpcore.WriteTimeout)
         try:
             self._writer.write(buffer)
             await asyncio.wait_for(self._writer.drain(), timeout)
@@ -163,6 +221,7 @@ class _AsyncSocketStream(AsyncNetworkStream):
             pass
 
     async def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        timeout = _hop_timeout(timeout, httpcore.ConnectTimeout)
         try:
             await asyncio.wait_for(
                 self._writer.start_tls(ssl_context, server_hostname=server_hostname), timeout)
@@ -190,30 +249,69 @@ class _AsyncSocketStream(AsyncNetworkStream):
         return None
 
 
+class _DialPool:
+    """The async transport's dials: DIAL_THREADS threads of their own, and
+    a refusal at once when all are busy. A shared executor (the loop's
+    default one has min(32, CPUs + 4) threads) would let a few unreachable
+    tenant URLs, each holding a thread for its whole connect timeout, queue
+    every other dial, and anything else the loop runs there, behind them."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self._free = threading.BoundedSemaphore(threads)
+        self._ex = concurrent.futures.ThreadPoolExecutor(threads,
+                                                         thread_name_prefix="pinhole-dial")
+
+    def submit(self, fn, *args):
+        if not self._free.acquire(blocking=False):
+            raise Refused("limit_exceeded", "all %d dial threads of pinhole.httpx are busy "
+                          "(DIAL_THREADS)" % self.threads)
+        try:
+            fut = self._ex.submit(fn, *args)
+        except BaseException:
+            self._free.release()
+            raise
+        fut.add_done_callback(lambda f: self._free.release())
+        return fut
+
+
+_pool_lock = threading.Lock()
+_pool = None
+
+
+def _dial_pool():
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = _DialPool(DIAL_THREADS)
+        return _pool
+
+
+def _close_quietly(f):
+    if not f.cancelled() and f.exception() is None:
+        f.result().close()
+
+
 class _AsyncGuardBackend(AsyncNetworkBackend):
     def __init__(self, guard, list, stagger_ms):
         self._sync = _GuardBackend(guard, list, stagger_ms)
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None,
                           socket_options=None):
-        loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, self._dial, host, port, timeout, local_address,
-                                   socket_options)
+        cf = _dial_pool().submit(self._sync.dial, host, port, _connect_timeout(timeout),
+                                 local_address, socket_options)
+        fut = asyncio.wrap_future(cf)
         try:
             sock = await asyncio.shield(fut)
         except asyncio.CancelledError:
             # The dial finishes in its thread: close what it opens.
-            fut.add_done_callback(lambda f: f.exception() is None and f.result().close())
+            cf.add_done_callback(_close_quietly)
             raise
         try:
             return await _AsyncSocketStream.open(sock)
         except BaseException:
             sock.close()
             raise
-
-    def _dial(self, host, port, timeout, local_address, socket_options):
-        return self._sync.connect_tcp(host, port, timeout, local_address,
-                                      socket_options)._sock  # noqa: SLF001
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise Refused("parse_error", "unix sockets are not dialed through the guard")
@@ -226,13 +324,26 @@ _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
 def _init_guarded(t, guard, lst, follow_redirects, max_redirects, allow_downgrade, stagger_ms,
-                  verify, cert, http1, http2, limits, retries):
+                  verify, cert, http1, http2, limits, retries, allow_body_cross_origin,
+                  total_timeout):
     """The guarded part of both transports: the options, and httpcore's pool
     (which the httpx base class built with the default network backend)
-    replaced by one whose every connection is dialed by the guard."""
+    replaced by one whose every connection is dialed by the guard. With a
+    client certificate, a second transport without it serves every hop on
+    another origin than the request's."""
     t.guard, t.list = guard, lst
     t.follow_redirects, t.max_redirects = follow_redirects, max_redirects
     t.allow_downgrade = allow_downgrade
+    t.allow_body_cross_origin = allow_body_cross_origin
+    if total_timeout is not None and total_timeout <= 0:
+        raise ValueError("total_timeout must be positive seconds")
+    t.total_timeout = _redirect.DEFAULT_TOTAL_TIMEOUT if total_timeout is None \
+        else float(total_timeout)
+    t._nocert = None
+    if cert is not None:
+        t._nocert = type(t)(guard, lst, verify=verify, cert=None, http1=http1, http2=http2,
+                            limits=limits, retries=retries, follow_redirects=False,
+                            stagger_ms=stagger_ms)
     t._pool = t._pool_class(
         network_backend=t._backend_class(guard, lst, stagger_ms),
         ssl_context=httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
@@ -241,14 +352,48 @@ def _init_guarded(t, guard, lst, follow_redirects, max_redirects, allow_downgrad
         keepalive_expiry=limits.keepalive_expiry, http1=http1, http2=http2, retries=retries)
 
 
+def _origin_of(url):
+    return _redirect.origin(url.scheme, url.host, url.port or (443 if url.scheme == "https"
+                                                                else 80))
+
+
+def _has_body(request):
+    h = request.headers
+    return h.get("content-length", "0").strip() not in ("", "0") or "transfer-encoding" in h
+
+
 class _Hops:
-    """The redirect loop both transports run: the check before each hop, the
-    guard's decision on each Location, the next request."""
+    """The redirect loop both transports run: the deadline, the check
+    before each hop, the guard's decision on each Location, the next
+    request."""
 
     def __init__(self, transport, request):
         self.t = transport
         self.first = request
+        self.first_origin = _origin_of(request.url)
         self.hops = []
+        total = request.extensions.get("pinhole_total_timeout", transport.total_timeout)
+        self.total = float(total)
+        self.token = _redirect.deadline_var.set(time.monotonic() + self.total)
+
+    def done(self):
+        _redirect.deadline_var.reset(self.token)
+
+    def sender(self, request):
+        """The transport for this hop: without the client certificate when
+        the hop leaves the request's origin."""
+        if self.t._nocert is not None and _origin_of(request.url) != self.first_origin:
+            return self.t._nocert
+        return self.t
+
+    def timed_out(self, request, e):
+        """e (an httpx timeout) as upstream_timeout when the deadline passed."""
+        left = _redirect.time_left()
+        if left is not None and left < 0.05:
+            return RefusedTimeout("upstream_timeout", "the guarded request's deadline (%gs, "
+                                  "every redirect hop) passed: %s" % (self.total, e),
+                                  url=str(request.url), request=request)
+        return None
 
     def check(self, request):
         url = str(request.url)
@@ -265,28 +410,25 @@ class _Hops:
         location = next((v for k, v in response.headers.raw if k.lower() == b"location"), None)
         if location is None:
             return None
+        method = _redirect.next_method(response.status_code, request.method)
+        resend = method == request.method and _has_body(request)
+        allow_body = request.extensions.get("pinhole_allow_body_cross_origin",
+                                            self.t.allow_body_cross_origin)
         try:
             d = self.t.guard.redirect_check(str(request.url), location, len(self.hops),
                                             self.t.list, self.t.max_redirects,
-                                            self.t.allow_downgrade)
+                                            self.t.allow_downgrade, resend, bool(allow_body))
         except errors.Refused as e:
             raise _httpx_refusal(e, request) from None
-        method = _redirect.next_method(response.status_code, request.method)
         target = httpx.URL(d.url)
         headers = httpx.Headers(request.headers)
+        for name in _redirect.dropped_headers(list(headers.keys()), d.same_origin, resend):
+            del headers[name]
         headers["Host"] = target.netloc.decode("ascii")
-        if d.drop_credentials:
-            for h in _redirect.CREDENTIAL_HEADERS:
-                headers.pop(h, None)
-        stream = request.stream
-        if method != request.method and method == "GET":
-            for h in _redirect.BODY_HEADERS:
-                headers.pop(h, None)
-            stream = None
         self.hops.append((response.status_code, str(request.url)))
-        if stream is None:
+        if not resend:
             return httpx.Request(method, target, headers=headers, extensions=request.extensions)
-        return httpx.Request(method, target, headers=headers, stream=stream,
+        return httpx.Request(method, target, headers=headers, stream=request.stream,
                              extensions=request.extensions)
 
     def finish(self, request, response):
@@ -300,76 +442,146 @@ class _Hops:
         return response
 
 
-class GuardedTransport(httpx.HTTPTransport):
-    """A sync httpx transport whose every connection and redirect hop goes
-    through guard for list (see the module's documentation).
-
+_TRANSPORT_DOC = """
     follow_redirects: follow redirects here (default True; False returns the
       3xx, and a client following it sends the next hop here, checked but
       without the guard's origin rules: keep the default).
     max_redirects: hop limit (0: libpinhole's default, 10).
     allow_downgrade: follow https -> http.
+    allow_body_cross_origin: let a 307/308 re-send the request body to
+      another origin (default False: redirect_body_cross_origin); per
+      request, the extension "pinhole_allow_body_cross_origin".
+    total_timeout: seconds for the whole request, every hop up to the final
+      response's head (None: 30 s); per request, the extension
+      "pinhole_total_timeout".
     stagger_ms: RFC 8305 attempt delay between addresses (0: 250 ms).
-    verify, cert, http1, http2, limits, retries: as httpx.HTTPTransport.
-    """
+    verify, cert, http1, http2, limits, retries: as httpx.HTTPTransport. A
+      client certificate goes in cert= (then it is presented to the
+      request's origin only), never inside an SSLContext given as verify=.
+"""
 
+
+class GuardedTransport(httpx.HTTPTransport):
     _pool_class = httpcore.ConnectionPool
     _backend_class = _GuardBackend
 
     def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
                  http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
-                 max_redirects=0, allow_downgrade=False, stagger_ms=0):
+                 max_redirects=0, allow_downgrade=False, stagger_ms=0,
+                 allow_body_cross_origin=False, total_timeout=None):
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
         _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
-                      stagger_ms, verify, cert, http1, http2, limits, retries)
+                      stagger_ms, verify, cert, http1, http2, limits, retries,
+                      allow_body_cross_origin, total_timeout)
 
     def handle_request(self, request):
         hops = _Hops(self, request)
-        while True:
-            hops.check(request)
-            response = super().handle_request(request)
-            try:
-                nxt = hops.next_request(request, response)
-            except BaseException:
-                response.close()  # a refused hop returns its connection to the pool
-                raise
-            if nxt is None:
-                return hops.finish(request, response)
-            response.read()
-            response.close()
-            request = nxt
+        try:
+            while True:
+                hops.check(request)
+                try:
+                    response = httpx.HTTPTransport.handle_request(hops.sender(request), request)
+                except httpx.TimeoutException as e:
+                    raise hops.timed_out(request, e) or e
+                try:
+                    nxt = hops.next_request(request, response)
+                except BaseException:
+                    response.close()  # a refused hop returns its connection to the pool
+                    raise
+                if nxt is None:
+                    return hops.finish(request, response)
+                try:
+                    _discard(response)
+                except httpx.TimeoutException as e:
+                    raise hops.timed_out(request, e) or e
+                request = nxt
+        finally:
+            hops.done()
+
+    def close(self):
+        super().close()
+        if self._nocert is not None:
+            self._nocert.close()
+
+
+GuardedTransport.__doc__ = """A sync httpx transport whose every connection and
+    redirect hop goes through guard for list (see the module's
+    documentation).
+""" + _TRANSPORT_DOC
+
+
+def _discard(response):
+    """Reads at most BODY_DISCARD_MAX of a redirect's body, then closes it
+    (a response closed before its end closes its connection)."""
+    n = 0
+    try:
+        for chunk in response.stream:
+            n += len(chunk)
+            if n > _redirect.BODY_DISCARD_MAX:
+                break
+    finally:
+        response.close()
+
+
+async def _adiscard(response):
+    n = 0
+    try:
+        async for chunk in response.stream:
+            n += len(chunk)
+            if n > _redirect.BODY_DISCARD_MAX:
+                break
+    finally:
+        await response.aclose()
 
 
 class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
-    """GuardedTransport for httpx.AsyncClient (asyncio)."""
-
     _pool_class = httpcore.AsyncConnectionPool
     _backend_class = _AsyncGuardBackend
 
     def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
                  http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
-                 max_redirects=0, allow_downgrade=False, stagger_ms=0):
+                 max_redirects=0, allow_downgrade=False, stagger_ms=0,
+                 allow_body_cross_origin=False, total_timeout=None):
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
         _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
-                      stagger_ms, verify, cert, http1, http2, limits, retries)
+                      stagger_ms, verify, cert, http1, http2, limits, retries,
+                      allow_body_cross_origin, total_timeout)
 
     async def handle_async_request(self, request):
         hops = _Hops(self, request)
-        while True:
-            hops.check(request)
-            response = await super().handle_async_request(request)
-            try:
-                nxt = hops.next_request(request, response)
-            except BaseException:
-                await response.aclose()
-                raise
-            if nxt is None:
-                return hops.finish(request, response)
-            await response.aread()
-            await response.aclose()
-            request = nxt
+        try:
+            while True:
+                hops.check(request)
+                try:
+                    response = await httpx.AsyncHTTPTransport.handle_async_request(
+                        hops.sender(request), request)
+                except httpx.TimeoutException as e:
+                    raise hops.timed_out(request, e) or e
+                try:
+                    nxt = hops.next_request(request, response)
+                except BaseException:
+                    await response.aclose()
+                    raise
+                if nxt is None:
+                    return hops.finish(request, response)
+                try:
+                    await _adiscard(response)
+                except httpx.TimeoutException as e:
+                    raise hops.timed_out(request, e) or e
+                request = nxt
+        finally:
+            hops.done()
+
+    async def aclose(self):
+        await super().aclose()
+        if self._nocert is not None:
+            await self._nocert.aclose()
+
+
+AsyncGuardedTransport.__doc__ = """GuardedTransport for httpx.AsyncClient (asyncio).
+""" + _TRANSPORT_DOC
 
 
 _GUARDED = (GuardedTransport, AsyncGuardedTransport)

@@ -11,10 +11,20 @@ every URL checked before it is sent; every connection opened by
 Guard.dial_authority, so urllib3 never resolves a name and connects only to
 checked addresses, while TLS verifies the certificate against the host
 name; redirects followed in the adapter, each Location decided by
-Guard.redirect_check and dialed anew, Authorization, Proxy-Authorization and
-Cookie dropped when the origin changes (response.history holds the hops;
-the Session never sees a 3xx, so allow_redirects does not matter); Set-Cookie
-of a final response from another origin than the request's removed.
+Guard.redirect_check and dialed anew; when the origin changes only the
+headers of libpinhole's short list follow, the body only when asked for
+(redirect_body_cross_origin), and the client certificate (cert=) is not
+presented (response.history holds the hops; the Session never sees a 3xx,
+so allow_redirects does not matter); Set-Cookie of the intermediate hops,
+and of a final response from another origin than the request's, removed.
+A redirect's body is read up to 64 KiB, its connection closed beyond; one
+deadline (total_timeout, default 30 s) covers every hop up to the final
+response's head: each hop's timeouts are capped by what is left of it.
+
+An existing Session: guard_session(session, guard, list) mounts the adapter
+on both http:// and https:// and refuses a session with a longer prefix
+mounted (requests picks the longest matching prefix: a mount on
+"http://internal/" would bypass the guard).
 
 Proxies: requests hands the adapter the proxies it would use (from
 trust_env and the environment, or proxies=); any proxy for the URL raises
@@ -25,6 +35,7 @@ Refusals raise Refused (connection-time reasons) or RefusedTimeout
 (dns_timeout, upstream_timeout): pinhole.Refused with .reason, and
 requests.ConnectionError / requests.ConnectTimeout.
 """
+import time
 from urllib.parse import urlsplit
 
 import requests
@@ -36,7 +47,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from . import _redirect
 from . import errors
 
-__all__ = ["GuardedAdapter", "Refused", "RefusedTimeout", "Session"]
+__all__ = ["GuardedAdapter", "ProxyRefused", "Refused", "RefusedTimeout", "Session",
+           "guard_session"]
 
 _TIMEOUT_REASONS = ("dns_timeout", "upstream_timeout")
 
@@ -108,17 +120,27 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
     goes through guard for list.
 
     follow_redirects (default True), max_redirects (0: libpinhole's
-    default, 10), allow_downgrade (follow https -> http), stagger_ms (RFC
-    8305 attempt delay, 0: 250 ms); other keyword arguments as
-    requests.adapters.HTTPAdapter (pool_connections, pool_maxsize, ...;
-    max_retries applies to reads only: a refused dial is never retried).
+    default, 10), allow_downgrade (follow https -> http),
+    allow_body_cross_origin (let a 307/308 re-send the body to another
+    origin; per request: set pinhole_allow_body_cross_origin = True on the
+    PreparedRequest), total_timeout (seconds for every hop up to the final
+    response's head; None: 30 s), stagger_ms (RFC 8305 attempt delay, 0:
+    250 ms); other keyword arguments as requests.adapters.HTTPAdapter
+    (pool_connections, pool_maxsize, ...; max_retries applies to reads
+    only: a refused dial is never retried).
     """
 
     def __init__(self, guard, list="default", *, follow_redirects=True, max_redirects=0,
-                 allow_downgrade=False, stagger_ms=0, **kwargs):
+                 allow_downgrade=False, stagger_ms=0, allow_body_cross_origin=False,
+                 total_timeout=None, **kwargs):
         self.guard, self.list = guard, list
         self.follow_redirects, self.max_redirects = follow_redirects, max_redirects
         self.allow_downgrade, self.stagger_ms = allow_downgrade, stagger_ms
+        self.allow_body_cross_origin = allow_body_cross_origin
+        if total_timeout is not None and total_timeout <= 0:
+            raise ValueError("total_timeout must be positive seconds")
+        self.total_timeout = _redirect.DEFAULT_TOTAL_TIMEOUT if total_timeout is None \
+            else float(total_timeout)
         super().__init__(**kwargs)
 
     def init_poolmanager(self, *args, **kwargs):
@@ -136,53 +158,125 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
                                "the environment, or proxies=): the guard cannot check what a "
                                "proxy dials" % (request.url, proxy), url=request.url)
         first = request
+        first_origin = _origin(first.url)
+        allow_body = getattr(first, "pinhole_allow_body_cross_origin",
+                             self.allow_body_cross_origin)
+        deadline = time.monotonic() + self.total_timeout
         history = []
         while True:
             v = self.guard.check_url(request.url, self.list)
             if not v.allowed:
                 raise _requests_refusal(errors.Refused(v.reason, v.detail, url=request.url,
                                                        verdict=v), request)
+            # The client certificate is for the request's origin only.
+            hop_cert = cert if _origin(request.url) == first_origin else None
             try:
-                response = super().send(request, stream=stream, timeout=timeout,
-                                        verify=verify, cert=cert, proxies=None)
+                response = super().send(request, stream=True,
+                                        timeout=_capped(timeout, deadline, request),
+                                        verify=verify, cert=hop_cert, proxies=None)
             except errors.Refused as e:
                 raise _requests_refusal(e, request) from None
-            nxt = self._next_request(request, response, len(history))
+            except requests.exceptions.Timeout as e:
+                raise _deadline_refusal(deadline, request, self.total_timeout) or e
+            nxt = self._next_request(request, response, len(history), allow_body)
             if nxt is None:
                 break
-            response.content  # noqa: B018 - read the body so the connection is reused
-            response.close()
+            try:
+                _discard(response, deadline)
+            except requests.exceptions.Timeout as e:
+                raise _deadline_refusal(deadline, request, self.total_timeout) or e
+            # Cookies of an intermediate hop are not kept (the Session would
+            # store them from response.history).
+            _drop_set_cookie(response)
             history.append(response)
             request = nxt
         response.history = history
-        if history and _origin(first.url) != _origin(request.url):
+        if history and first_origin != _origin(request.url):
             _drop_set_cookie(response)
         return response
 
-    def _next_request(self, request, response, hop):
+    def _next_request(self, request, response, hop, allow_body):
         if not self.follow_redirects or response.status_code not in \
                 _redirect.REDIRECT_STATUSES or "location" not in response.headers:
             return None
         # http.client decoded the header as Latin-1: these are its bytes.
         location = response.headers["location"].encode("latin-1", "replace")
+        method = _redirect.next_method(response.status_code, request.method)
+        resend = method == request.method and request.body is not None and \
+            request.body != b"" and request.body != ""
         try:
             d = self.guard.redirect_check(request.url, location, hop, self.list,
-                                          self.max_redirects, self.allow_downgrade)
+                                          self.max_redirects, self.allow_downgrade, resend,
+                                          bool(allow_body))
         except errors.Refused as e:
             response.close()
             raise _requests_refusal(e, request) from None
         nxt = request.copy()
         nxt.url = d.url
-        nxt.method = _redirect.next_method(response.status_code, request.method)
+        nxt.method = method
+        for name in _redirect.dropped_headers(list(nxt.headers.keys()), d.same_origin, resend):
+            nxt.headers.pop(name, None)
         nxt.headers.pop("Host", None)
-        if d.drop_credentials:
-            for h in _redirect.CREDENTIAL_HEADERS:
-                nxt.headers.pop(h, None)
-        if nxt.method != request.method and nxt.method == "GET":
-            for h in _redirect.BODY_HEADERS:
-                nxt.headers.pop(h, None)
+        if not resend:
             nxt.body = None
         return nxt
+
+
+def _capped(timeout, deadline, request):
+    """requests' timeout (None, seconds, or (connect, read)) with each part
+    capped by what is left before the deadline."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise RefusedTimeout("upstream_timeout", "the guarded request's deadline passed",
+                             url=request.url, request=request)
+    if isinstance(timeout, tuple):
+        return tuple(left if t is None else min(float(t), left) for t in timeout)
+    if timeout is None:
+        return left
+    if isinstance(timeout, (int, float)):
+        return min(float(timeout), left)
+    return timeout  # an urllib3 Timeout: the caller's own
+
+
+def _deadline_refusal(deadline, request, total):
+    if deadline - time.monotonic() < 0.05:
+        return RefusedTimeout("upstream_timeout", "the guarded request's deadline (%gs, every "
+                              "redirect hop) passed" % total, url=request.url, request=request)
+    return None
+
+
+def _discard(response, deadline):
+    """Reads at most BODY_DISCARD_MAX of a redirect's body, each read
+    bounded by the deadline, then closes the response; a body not read to
+    its end closes its connection rather than return it to the pool."""
+    raw = response.raw
+    fp = getattr(raw, "_fp", None)  # http.client.HTTPResponse: read1 returns what is there
+    conn = getattr(raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    n = 0
+    complete = False
+    try:
+        while n <= _redirect.BODY_DISCARD_MAX:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise requests.exceptions.ReadTimeout("the guarded request's deadline passed")
+            if sock is not None:
+                sock.settimeout(left)
+            try:
+                chunk = fp.read1(8192) if fp is not None else raw.read(8192)
+            except OSError as e:  # socket.timeout included
+                raise requests.exceptions.ReadTimeout(str(e)) from None
+            if not chunk or (fp is not None and fp.length == 0):
+                complete = True
+                if fp is not None:
+                    fp.close()  # read to its end: the connection may be reused
+                break
+            n += len(chunk)
+    finally:
+        response._content, response._content_consumed = b"", True  # noqa: SLF001
+        if not complete:
+            raw.close()  # closes the connection too
+        response.close()
 
 
 def _origin(url):
@@ -201,6 +295,26 @@ def _drop_set_cookie(response):
         original = getattr(raw, "_original_response", None)
         if original is not None:
             del original.msg["set-cookie"]
+
+
+def guard_session(session, guard, list="default", **adapter_options):
+    """Mounts GuardedAdapter(guard, list, **adapter_options) on http:// and
+    https:// of an existing requests.Session and returns the adapter.
+    requests sends a URL to the adapter of the longest matching prefix, so
+    a session with any other prefix mounted for http or https (e.g.
+    "http://internal/") would send some URLs around the guard: refused
+    with ProxyRefused, nothing mounted. Prefixes of other schemes are
+    left alone (requests has no adapter for them that dials)."""
+    for prefix, adapter in session.adapters.items():
+        low = prefix.lower()
+        if low.startswith(("http://", "https://")) and low not in ("http://", "https://") \
+                and not isinstance(adapter, GuardedAdapter):
+            raise ProxyRefused("the session has %r mounted (%s): requests would send those "
+                               "URLs around the guard" % (prefix, type(adapter).__name__))
+    adapter = GuardedAdapter(guard, list, **adapter_options)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return adapter
 
 
 class Session(requests.Session):

@@ -88,6 +88,9 @@ typedef enum ph_reason {
     PH_REASON_PEER_LIMIT_EXCEEDED = 35,        /* open connections of one peer */
     PH_REASON_PEER_HEAD_LIMIT_EXCEEDED = 36,   /* one peer's connections still
                                                 * sending their request head */
+    /* A worker's redirect that would re-send the request body to another
+     * origin without the caller asking for it (pinhole/redirect.h). */
+    PH_REASON_REDIRECT_BODY_CROSS_ORIGIN = 37,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

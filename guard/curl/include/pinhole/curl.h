@@ -65,16 +65,26 @@ typedef size_t (*ph_curl_write_cb)(char *data, size_t size, size_t nmemb, void *
 /* Options of an attachment; read (and copied) by ph_curl_attach. NULL or
  * zero-initialized: the defaults. */
 typedef struct ph_curl_options {
-    ph_redirect_options redirect; /* hop limit (default 10), allow_downgrade */
+    /* hop limit (default 10), allow_downgrade, allow_body_cross_origin
+     * (resend_body is set by ph_curl_perform at each hop) */
+    ph_redirect_options redirect;
     /* Request headers for the chain ("Name: value"), NULL-terminated;
-     * copied. Authorization, Proxy-Authorization and Cookie are dropped
-     * from the first origin change on. Headers set on the handle with
-     * CURLOPT_HTTPHEADER directly are replaced by these at every hop. */
+     * copied. From the first origin change on only the headers
+     * ph_redirect_header_follows keeps for another origin are sent.
+     * Headers set on the handle with CURLOPT_HTTPHEADER directly are
+     * replaced by these at every hop. */
     const char *const *headers;
     /* The final response's body goes here; NULL: discarded. */
     ph_curl_write_cb write;
     void *write_arg;
+    /* One deadline for the whole chain, every hop and redirect body
+     * included (CURLOPT_TIMEOUT_MS of each hop is what is left of it);
+     * 0 = PH_CURL_TIMEOUT_MS_DEFAULT. */
+    unsigned timeout_ms;
 } ph_curl_options;
+
+/* Default deadline of one ph_curl_perform chain. */
+#define PH_CURL_TIMEOUT_MS_DEFAULT PH_REDIRECT_CHAIN_TIMEOUT_MS_DEFAULT
 
 /* The outcome of one ph_curl_perform. Caller-owned, always filled. */
 typedef struct ph_curl_result {
@@ -111,16 +121,23 @@ PH_API ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list,
  *   each hop: the decision and resolution (ph_guard_check_and_resolve:
  *   list, IP literals, every address checked), CURLOPT_RESOLVE pinned to
  *   the checked addresses, the transfer; for a redirect, ph_redirect_check
- *   (hop limit, Location, downgrade, decision on the target); on an origin
- *   change the credentials are dropped for the rest of the chain
- *   (CURLOPT_USERPWD, CURLOPT_XOAUTH2_BEARER, CURLOPT_COOKIE cleared;
- *   Authorization, Proxy-Authorization and Cookie removed from the
- *   headers); 303 (and 301/302 after a POST) continue as GET.
+ *   (hop limit, Location, downgrade, decision on the target, a body to
+ *   another origin); a redirect's body is discarded, at most
+ *   PH_REDIRECT_BODY_DISCARD_MAX bytes of it before its connection is
+ *   closed; on an origin change the credentials are dropped for the rest
+ *   of the chain (CURLOPT_USERPWD, CURLOPT_USERNAME, CURLOPT_PASSWORD,
+ *   CURLOPT_XOAUTH2_BEARER, CURLOPT_COOKIE and the TLS client
+ *   certificate, CURLOPT_SSLCERT(_BLOB), CURLOPT_SSLKEY(_BLOB),
+ *   CURLOPT_KEYPASSWD, cleared; of the headers only those
+ *   ph_redirect_header_follows keeps); the method of the next hop is
+ *   ph_redirect_next_method's. The whole chain runs under one deadline
+ *   (ph_curl_options.timeout_ms): upstream_timeout when it passes.
  * Returns PH_OK when the chain completed (res->http_status is the last
  * response's), PH_E_DENIED when the guard refused a hop (res->reason,
  * res->url, res->detail), PH_E_IO when a transfer failed (res->curl_code),
  * PH_E_INVAL for NULL arguments. Blocks like curl_easy_perform.
- * Credentials cleared on the handle (CURLOPT_USERPWD, ...) stay cleared
+ * Credentials cleared on the handle (CURLOPT_USERPWD, the client
+ * certificate, ...) stay cleared
  * after the chain: set them again before the next perform. A connection
  * kept alive from an earlier transfer to the same host and port may be
  * reused; it goes to an address that was checked when it was opened.

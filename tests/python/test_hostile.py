@@ -1,0 +1,241 @@
+#!/usr/bin/python3
+"""test_hostile.py - what a hostile server can try on a worker's redirect
+path, for httpx (sync and asyncio) and requests through pinhole:
+
+  secrets stay on their origin: of the headers the caller set only
+  libpinhole's short list reaches another origin (X-Api-Key,
+  Private-Token, Authorization do not; Accept, User-Agent do), on 302 and
+  307; a 307 of a POST to another origin is refused
+  (redirect_body_cross_origin) unless the request opts in; a cookie set by
+  an intermediate hop is not kept; a TLS client certificate is presented
+  to the request's origin and not to the next one (the server asks every
+  client for one);
+
+  the worker cannot be exhausted: a redirect whose body never ends (1 GiB
+  announced) costs the worker at most a few MiB (bytes the server got out,
+  RSS growth printed); a chain of redirects whose bodies trickle a byte
+  per 100 ms ends at the request's total deadline (upstream_timeout); 12
+  dials to a black hole in flight on one event loop do not delay a
+  healthy fetch on it (under 0.5 s).
+
+Every figure is printed ("# ..."), so a run against another build shows
+what it did there.
+"""
+import asyncio
+import resource
+import time
+
+import support
+from support import DOMAIN as D, check, refused
+
+support.setup()
+support.need_module("httpx", "python3-httpx")
+support.need_module("requests", "python3-requests")
+import requests  # noqa: E402
+
+import pinhole  # noqa: E402
+import pinhole.httpx  # noqa: E402
+import pinhole.requests  # noqa: E402
+
+SECRET_HEADERS = {"X-Api-Key": "key-123", "Private-Token": "tok-456",
+                  "Authorization": "Bearer s3cret", "Accept": "application/json",
+                  "User-Agent": "worker/1"}
+BODY = b"client_id=x&client_secret=s3cr3t"
+FLOOD = 1 << 30
+
+
+def peak_rss_kib():
+    """The process's peak resident set (a body read whole and freed again
+    still shows here)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, ca=None,
+          timeout=5.0, transport=None, extensions=None, prepared_attrs=None):
+    """One request; returns (status, cookies the client kept)."""
+    transport = dict(transport or {})
+    if flavor == "httpx":
+        with pinhole.httpx.Client(guard, "default", verify=ca or True, cert=cert,
+                                  timeout=timeout, transport_options=transport) as c:
+            r = c.request(method, url, headers=headers, content=body, extensions=extensions)
+            return r.status_code, dict(c.cookies)
+    if flavor == "httpx-async":
+        async def go():
+            async with pinhole.httpx.AsyncClient(guard, "default", verify=ca or True, cert=cert,
+                                                 timeout=timeout,
+                                                 transport_options=transport) as c:
+                r = await c.request(method, url, headers=headers, content=body,
+                                    extensions=extensions)
+                return r.status_code, dict(c.cookies)
+        return asyncio.run(go())
+    with pinhole.requests.Session(guard, "default", **transport) as s:
+        p = s.prepare_request(requests.Request(method, url, headers=headers, data=body))
+        for k, v in (prepared_attrs or {}).items():
+            setattr(p, k, v)
+        r = s.send(p, timeout=timeout, verify=ca or True, cert=cert)
+        return r.status_code, s.cookies.get_dict()
+
+
+def main():
+    names = {n + "." + D: ["127.0.0.1"] for n in ("ok", "other", "tls", "tls2", "bh")}
+    dns = support.Dnsmasq(names)
+    cert, key = support.make_cert(["tls." + D, "tls2." + D])
+    ccert, ckey = support.make_cert(["worker-client." + D])
+    flood_sent = [0]
+
+    def flood(h):
+        """302 announcing a 1 GiB body, then writing it until the client goes."""
+        h.send_response(302)
+        h.send_header("Location", "/hello")
+        h.send_header("Content-Length", str(FLOOD))
+        h.end_headers()
+        chunk = b"f" * 65536
+        sent = 0
+        try:
+            while sent < FLOOD:
+                h.wfile.write(chunk)
+                sent += len(chunk)
+                flood_sent[0] = sent
+        except OSError:
+            pass
+        h.close_connection = True
+        return None, {}, b""
+
+    def trickle(h):
+        """302 to itself, its 4-byte body a byte per 100 ms."""
+        h.send_response(302)
+        h.send_header("Location", "/r/trickle")
+        h.send_header("Content-Length", "4")
+        h.end_headers()
+        try:
+            for _ in range(4):
+                h.wfile.flush()
+                time.sleep(0.1)
+                h.wfile.write(b"t")
+            h.wfile.flush()
+        except OSError:
+            pass
+        return None, {}, b""
+
+    other = support.Server({"/echo": (200, {}, b"echo\n")}, name="other")
+    a = support.Server({"/hello": (200, {}, b"hello\n"), "/r/flood": flood,
+                        "/r/trickle": trickle}, name="a")
+    A = "http://ok.%s:%d" % (D, a.port)
+    O = "http://other.%s:%d" % (D, other.port)
+    a.routes["/r/302"] = (302, {"Location": O + "/echo"}, b"")
+    a.routes["/r/307"] = (307, {"Location": O + "/echo"}, b"")
+    a.routes["/r/307-same"] = (307, {"Location": "/hello"}, b"")
+    a.routes["/r/via-other"] = (302, {"Location": O + "/hop-cookie"}, b"")
+    other.routes["/hop-cookie"] = (302, {"Location": A + "/hello",
+                                         "Set-Cookie": "tracker=1; Path=/"}, b"")
+    a.routes["/r/cookie-hop"] = (302, {"Location": "/hello",
+                                       "Set-Cookie": "hop=1; Path=/"}, b"")
+    tls = support.Server({"/hello": (200, {}, b"tls hello\n")}, tls=(cert, key), name="tls",
+                         client_ca=ccert)
+    T2 = "https://tls2.%s:%d" % (D, tls.port)
+    tls.routes["/to-tls2"] = (302, {"Location": T2 + "/hello"}, b"")
+    bh = support.Blackhole()
+    table = support.compile_table(support.allowlist({"default": [
+        ("ok." + D, [a.port]), ("other." + D, [other.port]), ("tls." + D, [tls.port]),
+        ("tls2." + D, [tls.port]), ("bh." + D, [bh.port])]}))
+    guard = pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=2000)
+
+    for flavor in ("httpx", "httpx-async", "requests"):
+        print("# %s" % flavor, flush=True)
+        for path in ("/r/302", "/r/307"):
+            other.seen.clear()
+            st = fetch(flavor, guard, A + path, headers=SECRET_HEADERS)[0]
+            seen = other.seen[-1][2] if other.seen else {}
+            print("# %s %s: the other origin saw %s" % (flavor, path, sorted(seen)), flush=True)
+            check("%s %s followed" % (flavor, path), 200, st)
+            check("%s %s: no secret header reached the other origin" % (flavor, path), [],
+                  [h for h in ("x-api-key", "private-token", "authorization") if h in seen])
+            check("%s %s: Accept and User-Agent followed" % (flavor, path),
+                  ("application/json", "worker/1"), (seen.get("accept"), seen.get("user-agent")))
+
+        other.seen.clear()
+        refused("%s POST 307 to another origin" % flavor, "redirect_body_cross_origin",
+                lambda: fetch(flavor, guard, A + "/r/307", "POST", body=BODY))
+        print("# %s POST 307: the other origin saw %r" % (
+            flavor, [(m, b) for m, _, _, b in other.seen]), flush=True)
+        check("%s POST 307: nothing reached the other origin" % flavor, [], other.seen)
+        st = fetch(flavor, guard, A + "/r/307-same", "POST", body=BODY)[0]
+        check("%s POST 307 on the same origin: the body follows" % flavor,
+              (200, ("POST", BODY)), (st, (a.seen[-1][0], a.seen[-1][3])))
+        opt = dict(extensions={"pinhole_allow_body_cross_origin": True}) \
+            if flavor.startswith("httpx") else \
+            dict(prepared_attrs={"pinhole_allow_body_cross_origin": True})
+        st = fetch(flavor, guard, A + "/r/307", "POST", body=BODY, **opt)[0]
+        check("%s POST 307 to another origin, opted in for the request" % flavor,
+              (200, "POST", BODY), (st, other.seen[-1][0], other.seen[-1][3]))
+
+        st, cookies = fetch(flavor, guard, A + "/r/via-other")
+        check("%s a cookie set by an intermediate hop of another origin is not kept" % flavor,
+              (200, {}), (st, cookies))
+        st, cookies = fetch(flavor, guard, A + "/r/cookie-hop")
+        check("%s a cookie set by an intermediate hop is not kept" % flavor, (200, {}),
+              (st, cookies))
+
+        tls.certs.clear()
+        st = fetch(flavor, guard, "https://tls.%s:%d/to-tls2" % (D, tls.port),
+                   cert=(ccert, ckey), ca=cert)[0]
+        print("# %s client certificate presented: %s" % (flavor, tls.certs), flush=True)
+        check("%s client certificate: to the first origin only" % flavor,
+              (200, [("/to-tls2", True), ("/hello", False)]), (st, tls.certs))
+
+        flood_sent[0] = 0
+        before = peak_rss_kib()
+        t0 = time.monotonic()
+        try:
+            st = fetch(flavor, guard, A + "/r/flood", timeout=30)[0]
+        except Exception as e:  # noqa: BLE001
+            st = repr(e)
+        grew = (peak_rss_kib() - before) // 1024
+        print("# %s a 1 GiB redirect body: %d MiB left the server, peak RSS grew %d MiB, %.2f s"
+              % (flavor, flood_sent[0] >> 20, grew, time.monotonic() - t0), flush=True)
+        check("%s a flooding redirect: followed, under 16 MiB read, RSS under 64 MiB more"
+              % flavor, (200, True, True), (st, flood_sent[0] < 16 << 20, grew < 64))
+
+        t0 = time.monotonic()
+        e = refused("%s trickled redirect bodies end at the total deadline" % flavor,
+                    "upstream_timeout",
+                    lambda: fetch(flavor, guard, A + "/r/trickle", timeout=2,
+                                  transport={"total_timeout": 1.0}))
+        took = time.monotonic() - t0
+        print("# %s trickled chain: %s after %.2f s" % (
+            flavor, e.reason if e else "not refused", took), flush=True)
+        check("%s trickled chain ended within 2.5 s" % flavor, True, took < 2.5)
+
+    blackholes(guard, A, bh)
+
+
+def blackholes(guard, A, bh):
+    """12 dials to a black hole in flight on one loop; a healthy fetch on
+    the same loop still answers at once."""
+    print("# async dials", flush=True)
+
+    async def go():
+        async with pinhole.httpx.AsyncClient(guard, "default", timeout=3) as c:
+            async def stuck():
+                try:
+                    await c.get("http://bh.%s:%d/" % (D, bh.port))
+                except Exception as e:  # noqa: BLE001
+                    return e
+            tasks = [asyncio.create_task(stuck()) for _ in range(12)]
+            # Let every task reach its dial (scheduling steps, not time).
+            for _ in range(200):
+                await asyncio.sleep(0)
+            t0 = time.monotonic()
+            r = await c.get(A + "/hello")
+            took = time.monotonic() - t0
+            results = await asyncio.gather(*tasks)
+            return r.status_code, took, results
+    st, took, results = asyncio.run(go())
+    print("# healthy fetch with 12 black-holed dials in flight: %.3f s" % took, flush=True)
+    check("healthy fetch beside 12 black-holed dials: 200 in under 0.5 s", (200, True),
+          (st, took < 0.5))
+    reasons = sorted({getattr(e, "reason", type(e).__name__) for e in results})
+    check("the black-holed dials: upstream_timeout", ["upstream_timeout"], reasons)
+
+
+support.run(main)
