@@ -13,19 +13,149 @@ every redirect hop re-checked. This walks the chain and prints one JSON line
 per URL: what it was, the URL, and either the HTTP status or the refusal's
 stable reason code.
 
+The discovery documents come from the server and are validated before a
+field of them is used: a JSON object of at most 1 MiB (no duplicate key,
+no NaN or Infinity), every field RFC 9728 (Protected Resource Metadata)
+and RFC 8414 (Authorization Server Metadata) define of the type they give
+it, "resource" equal to the server URL (RFC 9728 section 3.3), "issuer"
+equal to the issuer the metadata URL was made from (RFC 8414 section
+3.3), at most 16 authorization servers. A document that fails is a result
+like a refusal: its line carries "error" (invalid_json, invalid_metadata,
+document_too_large) and "detail", and nothing in it is dialed. A hop the
+HTTP client cannot complete carries "error": "transport_error".
+
 usage: mcp_client.py --table TABLE [--list LIST] [--dns-server S]
                      [--sse SSE_URL ...] MCP_SERVER_URL
-exit status: 0 the chain was walked (refused hops are results, not
-errors), 2 usage error or unusable table.
+exit status: 0 the chain was walked (refused hops and bad documents are
+results, not errors), 2 usage error or unusable table.
 """
 import argparse
 import json
 import re
 import sys
+import time
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlsplit, urlunsplit
+
+import httpx
 
 import pinhole
 import pinhole.httpx
+
+MAX_DOCUMENT = 1 << 20
+# Seconds to read a document or find the SSE endpoint event, whatever the
+# server trickles (each read is bounded by the client's timeout as well).
+DOCUMENT_SECONDS = 20.0
+MAX_AUTHORIZATION_SERVERS = 16
+# What an HTTP exchange may raise besides a guard refusal: the hop fails,
+# the walk goes on.
+TRANSPORT_ERRORS = (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError, ValueError,
+                    UnicodeError)
+
+# RFC 9728 section 2 and RFC 8414 section 2: each field's JSON type.
+STR, STRS, BOOL = "string", "array of strings", "boolean"
+PRM_FIELDS = {
+    "resource": STR, "authorization_servers": STRS, "jwks_uri": STR,
+    "scopes_supported": STRS, "bearer_methods_supported": STRS,
+    "resource_signing_alg_values_supported": STRS, "resource_name": STR,
+    "resource_documentation": STR, "resource_policy_uri": STR, "resource_tos_uri": STR,
+    "tls_client_certificate_bound_access_tokens": BOOL,
+    "authorization_details_types_supported": STRS,
+    "dpop_signing_alg_values_supported": STRS, "dpop_bound_access_tokens_required": BOOL,
+}
+ASM_FIELDS = {
+    "issuer": STR, "authorization_endpoint": STR, "token_endpoint": STR, "jwks_uri": STR,
+    "registration_endpoint": STR, "scopes_supported": STRS, "response_types_supported": STRS,
+    "response_modes_supported": STRS, "grant_types_supported": STRS,
+    "token_endpoint_auth_methods_supported": STRS,
+    "token_endpoint_auth_signing_alg_values_supported": STRS, "service_documentation": STR,
+    "ui_locales_supported": STRS, "op_policy_uri": STR, "op_tos_uri": STR,
+    "revocation_endpoint": STR, "revocation_endpoint_auth_methods_supported": STRS,
+    "revocation_endpoint_auth_signing_alg_values_supported": STRS,
+    "introspection_endpoint": STR, "introspection_endpoint_auth_methods_supported": STRS,
+    "introspection_endpoint_auth_signing_alg_values_supported": STRS,
+    "code_challenge_methods_supported": STRS,
+}
+
+
+class BadDocument(Exception):
+    """A discovery document that must not be used: .error is the code."""
+
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise BadDocument("invalid_json", "duplicate key %r" % k[:64])
+        out[k] = v
+    return out
+
+
+def _no_constant(name):
+    raise BadDocument("invalid_json", "%s is not JSON" % name)
+
+
+def parse_document(body: bytes) -> Any:
+    """The JSON value of a discovery document, or BadDocument."""
+    if len(body) > MAX_DOCUMENT:
+        raise BadDocument("document_too_large", "more than %d bytes" % MAX_DOCUMENT)
+    try:
+        text = body.decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    except BadDocument:
+        raise
+    except (ValueError, RecursionError) as e:
+        raise BadDocument("invalid_json", "not JSON: %s" % str(e)[:120]) from None
+
+
+def check_fields(doc: Any, fields: Dict[str, str], what: str) -> Dict[str, Any]:
+    """doc as a dict whose known fields have their RFC types."""
+    if not isinstance(doc, dict):
+        raise BadDocument("invalid_metadata", "%s is a JSON %s, not an object"
+                          % (what, type(doc).__name__))
+    for key, kind in fields.items():
+        if key not in doc:
+            continue
+        v = doc[key]
+        good = (isinstance(v, str) if kind == STR else
+                isinstance(v, bool) if kind == BOOL else
+                isinstance(v, list) and all(isinstance(x, str) for x in v))
+        if not good:
+            raise BadDocument("invalid_metadata", "%s field %s is not a %s"
+                              % (what, key, kind))
+    return doc
+
+
+def validate_prm(doc: Any, server_url: str) -> List[str]:
+    """RFC 9728: the authorization servers of valid Protected Resource
+    Metadata retrieved through the server's resource_metadata."""
+    doc = check_fields(doc, PRM_FIELDS, "protected resource metadata")
+    if "resource" not in doc:
+        raise BadDocument("invalid_metadata", "protected resource metadata has no resource")
+    if doc["resource"] != server_url:
+        raise BadDocument("invalid_metadata", "resource %r is not the server URL %r "
+                          "(RFC 9728 section 3.3)" % (doc["resource"][:200], server_url))
+    servers = doc.get("authorization_servers", [])
+    if len(servers) > MAX_AUTHORIZATION_SERVERS:
+        raise BadDocument("invalid_metadata", "more than %d authorization_servers"
+                          % MAX_AUTHORIZATION_SERVERS)
+    return servers
+
+
+def validate_asm(doc: Any, issuer: str) -> Dict[str, Any]:
+    """RFC 8414: valid Authorization Server Metadata of issuer."""
+    doc = check_fields(doc, ASM_FIELDS, "authorization server metadata")
+    if doc.get("issuer") != issuer:
+        raise BadDocument("invalid_metadata", "issuer %r is not %r (RFC 8414 section 3.3)"
+                          % (str(doc.get("issuer"))[:200], issuer))
+    if "response_types_supported" not in doc:
+        raise BadDocument("invalid_metadata", "response_types_supported is missing")
+    return doc
 
 
 def record(kind, url, **fields):
@@ -34,6 +164,39 @@ def record(kind, url, **fields):
 
 def refusal(kind, url, e):
     record(kind, url, allowed=False, reason=e.reason, detail=e.detail)
+
+
+def failure(kind, url, e):
+    record(kind, url, allowed=True, error="transport_error",
+           detail="%s: %s" % (type(e).__name__, str(e)[:200]))
+
+
+def endpoint_event(chunks):
+    """The data of the first `endpoint` event of an SSE stream (its lines
+    cut at CR, LF or CRLF), reading at most MAX_DOCUMENT bytes within
+    DOCUMENT_SECONDS; None when there is none."""
+    buf = b""
+    seen = 0
+    event = None
+    end = time.monotonic() + DOCUMENT_SECONDS
+    for chunk in chunks:
+        seen += len(chunk)
+        if seen > MAX_DOCUMENT or time.monotonic() > end:
+            return None
+        buf += chunk
+        # A CR last may be the first half of a CRLF: keep it for later.
+        hold = buf[:-1] if buf.endswith(b"\r") else buf
+        lines = re.split(rb"\r\n|\r|\n", hold)
+        buf = lines.pop() + buf[len(hold):]
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "endpoint":
+                return line[5:].strip()
+            elif line == "":
+                event = None
+    return None
 
 
 def resource_metadata_url(www_authenticate):
@@ -51,18 +214,38 @@ def as_metadata_url(issuer):
                        "", ""))
 
 
-def fetch_json(client, kind, url):
-    """GET url through the guard; the parsed JSON, or None when refused."""
+def fetch_document(client, kind, url, validate):
+    """GET url through the guard, at most MAX_DOCUMENT bytes of it;
+    validate(parsed JSON) when 200. The validated value, or None (refused,
+    failed, not 200, or a bad document: each gets its line)."""
     try:
-        r = client.get(url)
+        with client.stream("GET", url) as r:
+            body = b""
+            end = time.monotonic() + DOCUMENT_SECONDS
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > MAX_DOCUMENT:
+                    break
+                if time.monotonic() > end:
+                    raise httpx.ReadTimeout("document not read within %gs" % DOCUMENT_SECONDS)
     except pinhole.Refused as e:
         refusal(kind, url, e)
         return None
-    record(kind, url, allowed=True, status=r.status_code,
-           redirects=len(r.extensions.get("pinhole_redirects", [])))
-    if r.status_code != 200:
+    except TRANSPORT_ERRORS as e:
+        failure(kind, url, e)
         return None
-    return r.json()
+    fields = dict(allowed=True, status=r.status_code,
+                  redirects=len(r.extensions.get("pinhole_redirects", [])))
+    if r.status_code != 200:
+        record(kind, url, **fields)
+        return None
+    try:
+        value = validate(parse_document(body))
+    except BadDocument as e:
+        record(kind, url, error=e.error, detail=e.detail, **fields)
+        return None
+    record(kind, url, **fields)
+    return value
 
 
 def discover(client, guard, lst, server_url):
@@ -77,18 +260,26 @@ def discover(client, guard, lst, server_url):
     except pinhole.Refused as e:
         refusal("server", server_url, e)
         return
+    except TRANSPORT_ERRORS as e:
+        failure("server", server_url, e)
+        return
     record("server", server_url, allowed=True, status=r.status_code)
     if r.status_code != 401:
         return
     prm_url = resource_metadata_url(r.headers.get("www-authenticate"))
     if prm_url is None:
         return
-    prm = fetch_json(client, "resource_metadata", prm_url)
-    if prm is None:
-        return
-    for issuer in prm.get("authorization_servers", []):
-        meta_url = as_metadata_url(issuer)
-        meta = fetch_json(client, "authorization_server_metadata", meta_url)
+    servers = fetch_document(client, "resource_metadata", prm_url,
+                             lambda doc: validate_prm(doc, server_url))
+    for issuer in servers or []:
+        try:
+            meta_url = as_metadata_url(issuer)
+        except ValueError as e:
+            record("authorization_server_metadata", issuer, allowed=False,
+                   error="invalid_metadata", detail="issuer is not a URL: %s" % e)
+            continue
+        meta = fetch_document(client, "authorization_server_metadata", meta_url,
+                              lambda doc, iss=issuer: validate_asm(doc, iss))
         if meta is None:
             continue
         # The endpoints the metadata names are dialed later (the browser
@@ -114,15 +305,12 @@ def sse_endpoint(client, guard, lst, sse_url):
     try:
         with client.stream("GET", sse_url, headers={"Accept": "text/event-stream"}) as r:
             record("sse", sse_url, allowed=True, status=r.status_code)
-            event = None
-            for line in r.iter_lines():
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                elif line.startswith("data:") and event == "endpoint":
-                    endpoint = line[5:].strip()
-                    break
+            endpoint = endpoint_event(r.iter_bytes())
     except pinhole.Refused as e:
         refusal("sse", sse_url, e)
+        return
+    except TRANSPORT_ERRORS as e:
+        failure("sse", sse_url, e)
         return
     if endpoint is None:
         return
@@ -140,6 +328,9 @@ def sse_endpoint(client, guard, lst, sse_url):
         r = client.post(d.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
     except pinhole.Refused as e:
         refusal("sse_endpoint", d.url, e)
+        return
+    except TRANSPORT_ERRORS as e:
+        failure("sse_endpoint", d.url, e)
         return
     record("sse_endpoint", d.url, allowed=True, status=r.status_code)
 

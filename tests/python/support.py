@@ -304,6 +304,9 @@ class Server:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Head and body are separate writes: with Nagle's algorithm
+            # each response would wait for the client's delayed ACK.
+            disable_nagle_algorithm = True
 
             def log_message(self, *a):
                 pass

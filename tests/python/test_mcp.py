@@ -1,9 +1,20 @@
 #!/usr/bin/python3
 """test_mcp.py - examples/mcp_client.py walks the MCP discovery chain of a
 hostile server (fake_mcp_server.py) through pinhole.httpx; asserts exactly
-which hops were dialed, which were refused, and the reason code of each."""
+which hops were dialed, which were refused, and the reason code of each.
+
+Then the discovery documents are fuzzed: hostile Protected Resource and
+Authorization Server Metadata (wrong JSON types in every field, a
+top-level list, not JSON, NaN, duplicate keys, deep nesting, a resource or
+issuer that is not the one asked for, over 1 MiB) and a few thousand
+random JSON values served in their place: the walk never raises, every
+line it prints is JSON, a bad document is a line with "error", and no URL
+of a bad document is dialed."""
+import contextlib
+import io
 import json
 import os
+import random
 import subprocess
 import sys
 
@@ -77,6 +88,134 @@ def main():
     got = walk(o % "unlisted" + "/mcp")
     check("an unlisted MCP server is not dialed",
           [("server", o % "unlisted" + "/mcp", "not_allowlisted")], got)
+    fuzz(dns)
+
+
+def random_json(rng, depth=0):
+    kinds = ["null", "bool", "int", "float", "str", "list", "dict"]
+    k = rng.choice(kinds if depth < 3 else kinds[:5])
+    if k == "null":
+        return None
+    if k == "bool":
+        return rng.random() < 0.5
+    if k == "int":
+        return rng.choice([0, -1, 1 << 70, rng.randint(-1000, 1000)])
+    if k == "float":
+        return rng.uniform(-1e9, 1e9)
+    if k == "str":
+        return rng.choice(["", "x", "http://", "http://[::1", "http://127.0.0.1/", "\u0000",
+                           "http://as.example/\ud800", "javascript:alert(1)", "\\\\evil",
+                           "http://fz.%s:1/" % D, "é" * 3])
+    if k == "list":
+        return [random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["resource", "authorization_servers", "issuer", "token_endpoint",
+                        "response_types_supported", "x"]): random_json(rng, depth + 1)
+            for _ in range(rng.randint(0, 4))}
+
+
+def fuzz(dns):
+    """Hostile discovery documents, in process (mcp_client imported)."""
+    import pinhole
+    import pinhole.httpx
+    sys.path.insert(0, os.path.join(support.SOURCE, "examples"))
+    import mcp_client
+    served = {"prm": b"", "as": b""}
+
+    def doc(key):
+        return lambda h: (200, {"Content-Type": "application/json"}, served[key])
+    srv = support.Server({"/.well-known/oauth-protected-resource/mcp": doc("prm"),
+                          "/.well-known/oauth-authorization-server": doc("as")}, name="fz")
+    origin = "http://fz.%s:%d" % (D, srv.port)
+    server_url = origin + "/mcp"
+    srv.routes["/mcp"] = (401, {"WWW-Authenticate": 'Bearer resource_metadata="%s"'
+                                % (origin + "/.well-known/oauth-protected-resource/mcp")}, b"")
+    dns.set("fz." + D, ["127.0.0.1"])
+    table = support.compile_table(support.allowlist({"mcp": [("fz." + D, [srv.port])]}),
+                                  name="fuzz")
+    guard = pinhole.Guard(table, dns_servers=dns.server)
+    good_prm = {"resource": server_url, "authorization_servers": [origin]}
+    good_as = {"issuer": origin, "response_types_supported": ["code"],
+               "token_endpoint": origin + "/token"}
+    hostile_prm = [
+        b"not json", b"", b"[1, 2]", b'"a string"', b"42", b"null",
+        b'{"resource": "%s", "resource": "http://evil.example/mcp"}' % server_url.encode(),
+        b'{"resource": NaN}', b"[" * 100000, b"\xff\xfe",
+        json.dumps({"resource": server_url, "authorization_servers": [1, origin]}).encode(),
+        json.dumps({"resource": server_url, "authorization_servers": origin}).encode(),
+        json.dumps({"resource": server_url, "authorization_servers": {"a": origin}}).encode(),
+        json.dumps({"resource": server_url, "authorization_servers": [None]}).encode(),
+        json.dumps({"resource": 5, "authorization_servers": [origin]}).encode(),
+        json.dumps({"authorization_servers": [origin]}).encode(),
+        json.dumps({"resource": "http://evil.example/mcp",
+                    "authorization_servers": [origin]}).encode(),
+        json.dumps({"resource": server_url, "authorization_servers": [origin] * 17}).encode(),
+        json.dumps({"resource": server_url, "scopes_supported": "all"}).encode(),
+        json.dumps({"resource": server_url, "dpop_bound_access_tokens_required": "yes"}).encode(),
+        json.dumps(dict(good_prm, pad="x" * (1 << 20))).encode(),
+    ]
+    hostile_as = [
+        b"not json", b"[]", b"{}",
+        json.dumps(dict(good_as, token_endpoint={"url": origin})).encode(),
+        json.dumps(dict(good_as, token_endpoint=7)).encode(),
+        json.dumps(dict(good_as, authorization_endpoint=["a"])).encode(),
+        json.dumps(dict(good_as, registration_endpoint=None)).encode(),
+        json.dumps(dict(good_as, issuer="http://other.example")).encode(),
+        json.dumps(dict(good_as, issuer=None)).encode(),
+        json.dumps({"issuer": origin}).encode(),
+        json.dumps(dict(good_as, response_types_supported="code")).encode(),
+        json.dumps(dict(good_as, grant_types_supported=[1])).encode(),
+    ]
+    rng = random.Random(27)
+    randoms = [json.dumps(random_json(rng)).encode() for _ in range(int(os.environ.get("PH_FUZZ_N", "300")))]
+    raised, bad_lines, not_flagged, dialed_bad = [], [], [], []
+
+    def walk(prm, asm):
+        served["prm"], served["as"] = prm, asm
+        before = len(srv.seen)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                mcp_client.discover(client, guard, "mcp", server_url)
+        except BaseException as e:  # noqa: BLE001 - anything escaping is the failure
+            raised.append("%s: %s (prm %r as %r)" % (type(e).__name__, e, prm[:60], asm[:60]))
+            return [], []
+        lines = []
+        for line in out.getvalue().splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                bad_lines.append(line)
+        return lines, [s[1] for s in srv.seen[before:]]
+
+    with pinhole.httpx.Client(guard, "mcp", timeout=10) as client:
+        for prm in hostile_prm:
+            lines, paths = walk(prm, json.dumps(good_as).encode())
+            rm = [h for h in lines if h.get("hop") == "resource_metadata"]
+            if not rm or "error" not in rm[0]:
+                not_flagged.append(("prm", prm[:80], rm))
+            if "/.well-known/oauth-authorization-server" in paths:
+                dialed_bad.append(("prm", prm[:80]))
+        for asm in hostile_as:
+            lines, paths = walk(json.dumps(good_prm).encode(), asm)
+            am = [h for h in lines if h.get("hop") == "authorization_server_metadata"]
+            if not am or "error" not in am[0]:
+                not_flagged.append(("as", asm[:80], am))
+            if any(h.get("checked_only") for h in lines):
+                dialed_bad.append(("as", asm[:80]))
+        for value in randoms:
+            walk(value, json.dumps(good_as).encode())
+            walk(json.dumps(good_prm).encode(), value)
+        # The good documents still walk the whole chain.
+        lines, _ = walk(json.dumps(good_prm).encode(), json.dumps(good_as).encode())
+    print("# fuzz: %d hostile and %d random documents, %d raised, %d not flagged" % (
+        len(hostile_prm) + len(hostile_as), 2 * len(randoms), len(raised), len(not_flagged)))
+    check("fuzz: discover() never raises", [], raised[:5])
+    check("fuzz: every line printed is JSON", [], bad_lines[:5])
+    check("fuzz: every hostile document is a line with an error", [], not_flagged[:5])
+    check("fuzz: nothing named by a hostile document is used", [], dialed_bad[:5])
+    check("fuzz: valid documents walk the chain to the token endpoint",
+          ["server", "resource_metadata", "authorization_server_metadata", "token_endpoint"],
+          [h["hop"] for h in lines])
 
 
 support.run(main)
