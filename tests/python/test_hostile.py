@@ -207,6 +207,42 @@ def main():
         check("%s trickled chain ended within 2.5 s" % flavor, True, took < 2.5)
 
     blackholes(guard, A, bh)
+    sessions(guard, A, a)
+
+
+def sessions(guard, A, a):
+    """An existing requests.Session guarded on both schemes, and one with a
+    longer prefix mounted refused."""
+    print("# existing sessions", flush=True)
+    meta = "http://127.0.0.1:%d/latest/meta-data/" % a.port
+    with requests.Session() as s:
+        s.mount("https://", pinhole.requests.GuardedAdapter(guard, "default"))
+        before = len(a.seen)
+        try:
+            st = s.get(meta, timeout=5).status_code
+        except pinhole.Refused as e:
+            st = e.reason
+        print("# a session guarded on https:// only fetched %s: %s (%d request(s) reached it)"
+              % (meta, st, len(a.seen) - before), flush=True)
+    try:
+        guard_session = pinhole.requests.guard_session
+    except AttributeError:
+        check("pinhole.requests.guard_session exists", True, False)
+        return
+    with requests.Session() as s:
+        guard_session(s, guard, "default")
+        before = len(a.seen)
+        refused("guard_session: http:// is guarded too", "ip_literal",
+                lambda: s.get(meta, timeout=5))
+        check("guard_session: nothing reached the metadata path", before, len(a.seen))
+        check("guard_session: an allowed URL", 200, s.get(A + "/hello", timeout=5).status_code)
+    with requests.Session() as s:
+        s.mount("http://127.0.0.1", requests.adapters.HTTPAdapter())
+        refused("guard_session refuses a session with a longer prefix mounted",
+                "proxy_refused", lambda: guard_session(s, guard, "default"),
+                pinhole.ProxyRefused)
+        check("guard_session mounted nothing on the refused session", False,
+              any(isinstance(v, pinhole.requests.GuardedAdapter) for v in s.adapters.values()))
 
 
 def blackholes(guard, A, bh):
