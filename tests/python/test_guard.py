@@ -64,6 +64,7 @@ def main():
                        capture_output=True, text=True)
     check("PINHOLE_LIBRARY naming nothing: LibraryError", True,
           "LibraryError" in r.stderr and "/nonexistent/libpinhole.so" in r.stderr)
+    package_surface()
 
     # -- check_url ---------------------------------------------------------
     v = g.check_url("HTTP://OK.%s:%d/x?y" % (D.upper(), srv.port), "default")
@@ -230,6 +231,53 @@ def main():
 
     # -- python3 -m pinhole check mirrors pinhole-guard check -------------------
     cli_parity(table, dns, srv)
+
+
+def package_surface():
+    """Every exception the package raises is a pinhole.Error (ExecdError
+    too); the package is typed (py.typed) and every public function and
+    method has annotations for each parameter and its return."""
+    import inspect
+    import pinhole.cli
+    import pinhole.execd
+    import pinhole.httpx
+    import pinhole.requests
+    check("pinhole.execd.ExecdError is a pinhole.Error", (True, True),
+          (issubclass(pinhole.execd.ExecdError, pinhole.Error),
+           pinhole.ExecdError is pinhole.execd.ExecdError))
+    pkg = os.path.dirname(pinhole.__file__)
+    check("py.typed in the package", True, os.path.isfile(os.path.join(pkg, "py.typed")))
+    missing = []
+
+    def look(qual, fn):
+        fn = inspect.unwrap(getattr(fn, "fget", None) or fn)
+        if not callable(fn) or not getattr(fn, "__module__", "").startswith("pinhole"):
+            return
+        sig = inspect.signature(fn)
+        for name, prm in sig.parameters.items():
+            if name not in ("self", "cls") and prm.annotation is inspect.Parameter.empty:
+                missing.append("%s(%s)" % (qual, name))
+        if sig.return_annotation is inspect.Signature.empty:
+            missing.append("%s -> ?" % qual)
+
+    for mod in (pinhole, pinhole.errors, pinhole.execd, pinhole.httpx, pinhole.requests,
+                pinhole.cli):
+        names = getattr(mod, "__all__", None) or [
+            n for n, o in vars(mod).items()
+            if not n.startswith("_") and getattr(o, "__module__", None) == mod.__name__]
+        for name in names:
+            obj = getattr(mod, name)
+            if inspect.isclass(obj):
+                for klass in obj.__mro__:
+                    if not klass.__module__.startswith("pinhole"):
+                        continue
+                    for attr, fn in vars(klass).items():
+                        if attr == "__init__" or not attr.startswith("_"):
+                            look("%s.%s.%s" % (mod.__name__, name, attr),
+                                 fn.__func__ if isinstance(fn, classmethod) else fn)
+            elif inspect.isfunction(obj):
+                look("%s.%s" % (mod.__name__, name), obj)
+    check("every public function and method is annotated", [], missing[:10])
 
 
 def cli_parity(table, dns, srv):

@@ -11,12 +11,12 @@ checks every request and redirect hop and connects only to checked
 addresses. The command line: python3 -m pinhole check --table T URL...
 pinhole.execd is the client of pinhole-execd (the execution service).
 """
-from .errors import Error, GuardError, LibraryError, ProxyRefused, Refused
+from .errors import Error, ExecdError, GuardError, LibraryError, ProxyRefused, Refused
 from .guard import (Address, DialResult, Guard, Redirect, Rule, Verdict, build_is_test_loopback,
                     library_path)
 
 __all__ = [
-    "Address", "DialResult", "Error", "Guard", "GuardError", "LibraryError", "ProxyRefused", "Redirect",
-    "Refused", "Rule", "Verdict", "build_is_test_loopback", "library_path",
+    "Address", "DialResult", "Error", "ExecdError", "Guard", "GuardError", "LibraryError",
+    "ProxyRefused", "Redirect", "Refused", "Rule", "Verdict", "build_is_test_loopback", "library_path",
 ]
 __version__ = "0.1.0"

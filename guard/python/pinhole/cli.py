@@ -4,10 +4,13 @@
 Exit status: 0 every URL allowed, 1 any refused, 2 usage error or unusable
 table.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import sys
+from typing import List, Optional
 
 from . import _lib
 from .errors import Error, GuardError, Refused
@@ -160,7 +163,7 @@ def _cmd_check(argv):
         guard.close()
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if not argv:

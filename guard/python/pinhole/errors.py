@@ -4,6 +4,8 @@
     LibraryError        libpinhole cannot be found, or its structs differ
     GuardError          a call could not do its job (bad table, bad
                         arguments, I/O): .status names the ph_status
+    ExecdError          pinhole-execd refused a request (pinhole.execd):
+                        .code is the stable code of docs/execd.md
     Refused             a decision refused a destination: .reason is the
                         stable reason code ("not_allowlisted",
                         "denied_address", "upstream_timeout", ...), the same
@@ -17,6 +19,9 @@ library's own connection errors, so code catching httpx.ConnectError or
 requests.ConnectionError keeps working and code catching pinhole.Refused
 sees the reason.
 """
+from __future__ import annotations
+
+from typing import Any, Optional
 
 
 class Error(Exception):
@@ -31,7 +36,7 @@ class GuardError(Error):
     """A call could not do its job; status is the ph_status name
     ("invalid", "io", "format", ...), message the diagnostic."""
 
-    def __init__(self, status, message):
+    def __init__(self, status: str, message: str) -> None:
         super().__init__("%s: %s" % (status, message))
         self.status = status
         self.message = message
@@ -42,7 +47,8 @@ class Refused(Error):
     one-line explanation; url: what was asked for; verdict: the Verdict
     when the refusal came from a check (None otherwise)."""
 
-    def __init__(self, reason, detail="", url=None, verdict=None):
+    def __init__(self, reason: str, detail: str = "", url: Optional[str] = None,
+                 verdict: Optional[Any] = None) -> None:
         super().__init__("%s: %s" % (reason, detail) if detail else reason)
         self.reason = reason
         self.detail = detail
@@ -55,5 +61,15 @@ class ProxyRefused(Refused):
     proxy variable, or a proxy configured): the guard cannot check what a
     proxy dials, so the request is refused before it is sent."""
 
-    def __init__(self, detail, url=None):
+    def __init__(self, detail: str, url: Optional[str] = None) -> None:
         super().__init__("proxy_refused", detail, url=url)
+
+
+class ExecdError(Error):
+    """A refusal of pinhole-execd: .code is the stable code ("not_found",
+    "busy", "denied", ...), .message the service's text."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__("%s: %s" % (code, message))
+        self.code = code
+        self.message = message

@@ -15,27 +15,22 @@ here. Errors are ExecdError with the stable code of docs/execd.md section 4.
         data = c.read("tenant-1", ws, "out.txt")
         c.destroy("tenant-1", env)
 """
+from __future__ import annotations
+
 import base64
 import json
 import socket
 import ssl
 import struct
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+from .errors import ExecdError
 
 MAX_RESPONSE = 256 * 1024 * 1024
 __all__ = ["Client", "ExecdError", "get_bytes", "put_bytes"]
 
 
-class ExecdError(Exception):
-    """A refusal of the service: .code is the stable code ("not_found",
-    "busy", "denied", ...), .message the service's text."""
-
-    def __init__(self, code, message):
-        super().__init__("%s: %s" % (code, message))
-        self.code = code
-        self.message = message
-
-
-def get_bytes(obj, key):
+def get_bytes(obj: Dict[str, Any], key: str) -> Optional[bytes]:
     """The bytes under key or key_base64 of a response object (None when
     neither is there)."""
     if key in obj:
@@ -45,7 +40,7 @@ def get_bytes(obj, key):
     return None
 
 
-def put_bytes(obj, key, value):
+def put_bytes(obj: Dict[str, Any], key: str, value: Union[str, bytes]) -> None:
     """Sets key (valid UTF-8) or key_base64 (anything else) in a request."""
     if isinstance(value, str):
         value = value.encode("utf-8")
@@ -68,7 +63,7 @@ class Client:
     """One connection to pinhole-execd. Not for concurrent use by threads:
     one request at a time, as the protocol says."""
 
-    def __init__(self, sock, hard_cap_ms=None):
+    def __init__(self, sock: socket.socket, hard_cap_ms: Optional[int] = None) -> None:
         self._sock = sock
         hello = {"op": "hello"}
         if hard_cap_ms is not None:
@@ -76,26 +71,27 @@ class Client:
         self.hello = self.call(hello)
 
     @classmethod
-    def unix(cls, path, hard_cap_ms=None):
+    def unix(cls, path: str, hard_cap_ms: Optional[int] = None) -> "Client":
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(path)
         return cls(s, hard_cap_ms)
 
     @classmethod
-    def tls(cls, host, port, ca_file, cert_file, key_file, server_name=None, hard_cap_ms=None):
+    def tls(cls, host: str, port: int, ca_file: str, cert_file: str, key_file: str,
+            server_name: Optional[str] = None, hard_cap_ms: Optional[int] = None) -> "Client":
         ctx = ssl.create_default_context(cafile=ca_file)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(cert_file, key_file)
         raw = socket.create_connection((host, port))
         return cls(ctx.wrap_socket(raw, server_hostname=server_name or host), hard_cap_ms)
 
-    def close(self):
+    def close(self) -> None:
         self._sock.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # ---- frames ----
@@ -109,17 +105,18 @@ class Client:
             data += chunk
         return data
 
-    def send(self, request):
+    def send(self, request: Dict[str, Any]) -> None:
         body = json.dumps(request).encode("utf-8")
         self._sock.sendall(struct.pack(">I", len(body)) + body)
 
-    def recv(self):
+    def recv(self) -> Any:
         (n,) = struct.unpack(">I", self._recv_exact(4))
         if n == 0 or n > MAX_RESPONSE:
             raise ExecdError("protocol", "frame of %d bytes" % n)
         return json.loads(self._recv_exact(n))
 
-    def call(self, request, on_frame=None):
+    def call(self, request: Dict[str, Any],
+             on_frame: Optional[Callable[[Dict[str, Any]], None]] = None) -> Dict[str, Any]:
         """One request, its response; ExecdError for {"ok": false}. Frames
         before the response (streamed output: no "ok" key) go to on_frame."""
         self.send(request)
@@ -136,7 +133,8 @@ class Client:
 
     # ---- ExecutionEnvironment ----
 
-    def create(self, tenant, lease, limits=None, grant_token=None, proxy_port=0):
+    def create(self, tenant: str, lease: str, limits: Optional[Dict[str, Any]] = None,
+               grant_token: Optional[str] = None, proxy_port: int = 0) -> Any:
         req = {"op": "environment.create", "tenant": tenant, "lease": lease}
         if limits:
             req["limits"] = limits
@@ -144,8 +142,10 @@ class Client:
             req["network"] = {"grant_token": grant_token, "proxy_port": proxy_port}
         return self.call(req)["environment"]
 
-    def execute(self, tenant, env, argv, cwd=None, timeout_seconds=None, run_budget_ms=None,
-                stdin=None, on_output=None):
+    def execute(self, tenant: str, env: Any, argv: List[Union[str, bytes]],
+                cwd: Optional[Union[str, bytes]] = None, timeout_seconds: Optional[float] = None,
+                run_budget_ms: Optional[int] = None, stdin: Optional[Union[str, bytes]] = None,
+                on_output: Optional[Callable[[str, bytes], None]] = None) -> Dict[str, Any]:
         """The result object, with "stdout" and "stderr" as bytes and every
         files_changed "path" as bytes. With on_output, fn(stream, data) gets
         each piece of output while the command runs ("stdout" or "stderr",
@@ -176,10 +176,10 @@ class Client:
             c.pop("path_base64", None)
         return r
 
-    def destroy(self, tenant, env):
+    def destroy(self, tenant: str, env: Any) -> None:
         self.call({"op": "environment.destroy", "tenant": tenant, "environment": env})
 
-    def workspace(self, tenant, env):
+    def workspace(self, tenant: str, env: Any) -> Any:
         return self.call({"op": "environment.workspace", "tenant": tenant,
                           "environment": env})["workspace"]
 
@@ -191,10 +191,11 @@ class Client:
         req.update(more)
         return req
 
-    def stat(self, tenant, ws, path):
+    def stat(self, tenant: str, ws: Any, path: Union[str, bytes]) -> Dict[str, Any]:
         return self.call(self._ws("workspace.stat", tenant, ws, path))["stat"]
 
-    def read(self, tenant, ws, path, max_bytes=16 * 1024 * 1024, chunk_bytes=1024 * 1024):
+    def read(self, tenant: str, ws: Any, path: Union[str, bytes], max_bytes: int = 16 * 1024 * 1024,
+             chunk_bytes: int = 1024 * 1024) -> bytes:
         """The file's bytes, streamed in chunks (memory: one chunk per frame)."""
         head = self.call(self._ws("workspace.read", tenant, ws, path, max_bytes=max_bytes,
                                   chunk_bytes=chunk_bytes))
@@ -210,13 +211,15 @@ class Client:
                 return data
             parts.append(base64.b64decode(frame["chunk_base64"], validate=True))
 
-    def write(self, tenant, ws, path, data, mode=0o644):
+    def write(self, tenant: str, ws: Any, path: Union[str, bytes], data: Union[str, bytes],
+              mode: int = 0o644) -> None:
         req = self._ws("workspace.write", tenant, ws, path, mode=mode)
         req["data_base64"] = base64.b64encode(
             data.encode("utf-8") if isinstance(data, str) else data).decode("ascii")
         self.call(req)
 
-    def list(self, tenant, ws, path="", max_entries=10000):
+    def list(self, tenant: str, ws: Any, path: Union[str, bytes] = "",
+             max_entries: int = 10000) -> Tuple[List[Dict[str, Any]], bool]:
         """(entries, truncated); each entry's "name" is bytes."""
         r = self.call(self._ws("workspace.list", tenant, ws, path, max_entries=max_entries))
         for e in r["entries"]:
@@ -224,12 +227,13 @@ class Client:
             e.pop("name_base64", None)
         return r["entries"], r["truncated"]
 
-    def close_workspace(self, tenant, ws):
+    def close_workspace(self, tenant: str, ws: Any) -> None:
         self.call({"op": "workspace.close", "tenant": tenant, "workspace": ws})
 
     # ---- leases ----
 
-    def lease_open(self, tenant, lease, approval_hold_seconds, limits=None):
+    def lease_open(self, tenant: str, lease: str, approval_hold_seconds: int,
+                   limits: Optional[Dict[str, Any]] = None) -> Any:
         req = {"op": "lease.open", "tenant": tenant, "lease": lease,
                "approval_hold_seconds": approval_hold_seconds}
         if limits:
@@ -241,31 +245,31 @@ class Client:
         req.update(more)
         return self.call(req)
 
-    def lease_environment(self, tenant, handle):
+    def lease_environment(self, tenant: str, handle: Any) -> Any:
         return self._lease("lease.environment", tenant, handle)["environment"]
 
-    def lease_workspace(self, tenant, handle):
+    def lease_workspace(self, tenant: str, handle: Any) -> Any:
         return self._lease("lease.workspace", tenant, handle)["workspace"]
 
-    def lease_has_sandbox(self, tenant, handle):
+    def lease_has_sandbox(self, tenant: str, handle: Any) -> bool:
         return self._lease("lease.status", tenant, handle)["has_sandbox"]
 
-    def hold_begin(self, tenant, handle, now_seconds):
+    def hold_begin(self, tenant: str, handle: Any, now_seconds: int) -> None:
         self._lease("lease.hold_begin", tenant, handle, now_seconds=now_seconds)
 
-    def hold_tick(self, tenant, handle, now_seconds):
+    def hold_tick(self, tenant: str, handle: Any, now_seconds: int) -> bool:
         return self._lease("lease.hold_tick", tenant, handle, now_seconds=now_seconds)["destroyed"]
 
-    def hold_end(self, tenant, handle, now_seconds):
+    def hold_end(self, tenant: str, handle: Any, now_seconds: int) -> bool:
         return self._lease("lease.hold_end", tenant, handle, now_seconds=now_seconds)["destroyed"]
 
-    def lease_end(self, tenant, handle):
+    def lease_end(self, tenant: str, handle: Any) -> None:
         self._lease("lease.end", tenant, handle)
 
     # ---- health ----
 
-    def health(self):
+    def health(self) -> Dict[str, Any]:
         return self.call({"op": "health"})
 
-    def metrics(self):
+    def metrics(self) -> str:
         return self.call({"op": "metrics"})["prometheus"]

@@ -11,11 +11,15 @@ that often whether the table file was replaced (policyc compile renames the
 new table into place) and switches to it; a table that fails to load leaves
 the old one in force (reload_error() says why).
 """
+from __future__ import annotations
+
 import collections
+import os
 import ctypes
 import socket
 import struct
 import threading
+from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
 from .errors import GuardError, Refused
@@ -31,7 +35,7 @@ class Rule(_Rule):
     __slots__ = ()
 
     @property
-    def location(self):
+    def location(self) -> str:
         return "%s:%d" % (self.file, self.line)
 
 
@@ -47,25 +51,25 @@ class Verdict:
 
     __slots__ = ("allowed", "reason", "_c")
 
-    def __init__(self, c):
+    def __init__(self, c: Any) -> None:
         self._c = c
         self.allowed = bool(c.allowed)
         self.reason = _lib.reason_code(c.reason)
 
     @property
-    def scheme(self):
+    def scheme(self) -> str:
         return {1: "http", 2: "https"}.get(self._c.scheme, "")
 
     @property
-    def host(self):
+    def host(self) -> str:
         return _lib.text(self._c.host)
 
     @property
-    def port(self):
+    def port(self) -> int:
         return self._c.port
 
     @property
-    def rule(self):
+    def rule(self) -> Optional[Rule]:
         c = self._c
         if not c.has_rule:
             return None
@@ -73,20 +77,20 @@ class Verdict:
                     c.rule_line, _lib.text(c.rule_reason), c.rule_index)
 
     @property
-    def policy_id(self):
+    def policy_id(self) -> str:
         return _lib.text(self._c.policy_id)
 
     @property
-    def detail(self):
+    def detail(self) -> str:
         return _lib.text(self._c.detail)
 
     @property
-    def rule_location(self):
+    def rule_location(self) -> Optional[str]:
         """"file:line" of the deciding rule, or None."""
         c = self._c
         return "%s:%d" % (_lib.text(c.rule_file), c.rule_line) if c.has_rule else None
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.allowed
 
     def __repr__(self):
@@ -158,7 +162,8 @@ class DialResult:
 
     __slots__ = ("verdict", "address", "checked", "resolve_ms", "elapsed_ms")
 
-    def __init__(self, verdict, address, checked, resolve_ms=0, elapsed_ms=0):
+    def __init__(self, verdict: Verdict, address: Address, checked: List[Address],
+                 resolve_ms: int = 0, elapsed_ms: int = 0) -> None:
         self.verdict = verdict
         self.address = address
         self.checked = checked
@@ -193,9 +198,11 @@ class Guard:
     "format", ...) or dns_servers is malformed ("invalid").
     """
 
-    def __init__(self, table_path, dns_servers=None, *, dns_timeout_ms=0,
-                 reload_interval_ms=1000, dns_cache=True, dns_cache_entries=0,
-                 dns_cache_max_ttl_s=0, dns_negative_ttl_s=0):
+    def __init__(self, table_path: Union[str, "os.PathLike[str]"],
+                 dns_servers: Optional[str] = None, *, dns_timeout_ms: int = 0,
+                 reload_interval_ms: int = 1000, dns_cache: bool = True,
+                 dns_cache_entries: int = 0, dns_cache_max_ttl_s: int = 0,
+                 dns_negative_ttl_s: int = 0) -> None:
         self._lib = _lib.lib()
         self._lock = threading.Lock()
         self._idle = threading.Event()
@@ -229,7 +236,7 @@ class Guard:
             if self._inflight == 0 and self._handle is None:
                 self._idle.set()
 
-    def close(self):
+    def close(self) -> None:
         """Closes the guard once the calls in flight have returned; later
         calls raise GuardError. Idempotent."""
         with self._lock:
@@ -241,10 +248,10 @@ class Guard:
         self._idle.wait()
         self._lib.ph_guard_close(ctypes.byref(handle))
 
-    def __enter__(self):
+    def __enter__(self) -> "Guard":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __del__(self):
@@ -256,13 +263,13 @@ class Guard:
             pass
 
     # -- decisions --------------------------------------------------------
-    def check_url(self, url, list="default"):
+    def check_url(self, url: Union[str, bytes], list: str = "default") -> Verdict:
         """The Verdict for url (an http or https URL) against list, without
         DNS. Never raises for a refusal: look at verdict.allowed and
         verdict.reason (use dial() or resolve() to act on a URL)."""
         return self._check(self._lib.ph_guard_check_url, url, list)
 
-    def check_authority(self, authority, list="default"):
+    def check_authority(self, authority: Union[str, bytes], list: str = "default") -> Verdict:
         """The Verdict for a "host:port" authority against list."""
         return self._check(self._lib.ph_guard_check_authority, authority, list)
 
@@ -279,7 +286,7 @@ class Guard:
             raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(v.detail))
         return Verdict._from_c(v)
 
-    def resolve(self, url, list="default"):
+    def resolve(self, url: Union[str, bytes], list: str = "default") -> List[Address]:
         """Checks url, resolves its host with the guard's resolver and checks
         every address. Returns the list of checked Address (answer order).
         Raises Refused (reason: any check reason, dns_failure, dns_timeout,
@@ -307,7 +314,8 @@ class Guard:
             raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
         return verdict, pinned
 
-    def dial(self, url, list="default", timeout=10.0):
+    def dial(self, url: Union[str, bytes], list: str = "default",
+             timeout: Optional[float] = 10.0) -> socket.socket:
         """Checks url against list, resolves its host with the guard's
         resolver, checks every address and connects to a checked one (RFC
         8305: IPv6 first when the answer has both, a new attempt every
@@ -318,18 +326,22 @@ class Guard:
         upstream_timeout."""
         return self.dial_with_result(url, list, timeout)[0]
 
-    def dial_with_result(self, url, list="default", timeout=10.0, stagger_ms=0):
+    def dial_with_result(self, url: Union[str, bytes], list: str = "default",
+                         timeout: Optional[float] = 10.0,
+                         stagger_ms: int = 0) -> Tuple[socket.socket, DialResult]:
         """dial(), returning (socket, DialResult)."""
         return self._dial(self._lib.ph_dial_url, _encode(url, "url"), url, list, timeout,
                           stagger_ms)
 
-    def dial_authority(self, host, port, list="default", timeout=10.0):
+    def dial_authority(self, host: Union[str, bytes], port: int, list: str = "default",
+                       timeout: Optional[float] = 10.0) -> socket.socket:
         """dial() for a host and port (what an HTTP library's connection
         pool asks for): the CONNECT-authority form of the same decision."""
         return self.dial_authority_with_result(host, port, list, timeout)[0]
 
-    def dial_authority_with_result(self, host, port, list="default", timeout=10.0,
-                                   stagger_ms=0):
+    def dial_authority_with_result(self, host: Union[str, bytes], port: int,
+                                   list: str = "default", timeout: Optional[float] = 10.0,
+                                   stagger_ms: int = 0) -> Tuple[socket.socket, DialResult]:
         if isinstance(host, bytes):
             host = host.decode("ascii", "surrogateescape")
         if ":" in host:
@@ -366,8 +378,10 @@ class Guard:
         return sock, DialResult(verdict, _sockaddr_to_address(r.addr, r.addr_len), checked,
                                 r.resolve_ms, r.elapsed_ms)
 
-    def redirect_check(self, from_url, location, hop, list="default", max_hops=0,
-                       allow_downgrade=False, resend_body=False, allow_body_cross_origin=False):
+    def redirect_check(self, from_url: Union[str, bytes], location: Union[str, bytes], hop: int,
+                       list: str = "default", max_hops: int = 0, allow_downgrade: bool = False,
+                       resend_body: bool = False,
+                       allow_body_cross_origin: bool = False) -> Redirect:
         """Whether the response to from_url may be followed to location (its
         Location header), hop being how many redirects the chain already
         followed (0 for the first); resend_body: the next hop re-sends the
@@ -407,7 +421,7 @@ class Guard:
         raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
 
     # -- policy -----------------------------------------------------------
-    def reload(self):
+    def reload(self) -> bool:
         """Reloads the table now if the file was replaced; returns whether a
         new table is in force. Raises GuardError when it fails to load (the
         old table stays in force)."""
@@ -423,12 +437,12 @@ class Guard:
         return bool(reloaded.value)
 
 
-def build_is_test_loopback():
+def build_is_test_loopback() -> bool:
     """True when the loaded libpinhole exempts loopback from the denylist
     (a test build: never use one in production)."""
     return bool(_lib.lib().ph_build_is_test_loopback())
 
 
-def library_path():
+def library_path() -> str:
     """The path libpinhole was loaded from."""
     return _lib.library_path()

@@ -52,17 +52,21 @@ the event loop's default executor, so unreachable tenant URLs cannot delay
 anything else the loop runs; when every dial thread is busy a dial is
 refused at once (limit_exceeded) instead of queued.
 """
+from __future__ import annotations
+
 import asyncio
 import concurrent.futures
 import ssl
 import threading
 import time
+from typing import Any, Dict, Optional, Union
 
 import httpcore
 import httpx
 
 from . import _redirect
 from . import errors
+from .guard import Guard, Verdict
 
 try:  # httpcore 0.16/0.17
     from httpcore.backends.base import AsyncNetworkBackend, AsyncNetworkStream, NetworkBackend
@@ -93,7 +97,8 @@ DIAL_THREADS = 64
 class Refused(errors.Refused, httpx.ConnectError):
     """A refusal, as an httpx.ConnectError with the guard's .reason."""
 
-    def __init__(self, reason, detail="", url=None, verdict=None, request=None):
+    def __init__(self, reason: str, detail: str = "", url: Optional[str] = None,
+                 verdict: Optional[Verdict] = None, request: Any = None) -> None:
         errors.Refused.__init__(self, reason, detail, url=url, verdict=verdict)
         self._request = request
 
@@ -101,7 +106,8 @@ class Refused(errors.Refused, httpx.ConnectError):
 class RefusedTimeout(errors.Refused, httpx.ConnectTimeout):
     """dns_timeout / upstream_timeout, as an httpx.ConnectTimeout."""
 
-    def __init__(self, reason, detail="", url=None, verdict=None, request=None):
+    def __init__(self, reason: str, detail: str = "", url: Optional[str] = None,
+                 verdict: Optional[Verdict] = None, request: Any = None) -> None:
         errors.Refused.__init__(self, reason, detail, url=url, verdict=verdict)
         self._request = request
 
@@ -109,7 +115,7 @@ class RefusedTimeout(errors.Refused, httpx.ConnectTimeout):
 class ProxyRefused(errors.ProxyRefused, httpx.ProxyError):
     """The client would send a request through a proxy."""
 
-    def __init__(self, detail, url=None):
+    def __init__(self, detail: str, url: Optional[str] = None) -> None:
         errors.ProxyRefused.__init__(self, detail, url=url)
         self._request = None
 
@@ -465,17 +471,20 @@ class GuardedTransport(httpx.HTTPTransport):
     _pool_class = httpcore.ConnectionPool
     _backend_class = _GuardBackend
 
-    def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
-                 http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
-                 max_redirects=0, allow_downgrade=False, stagger_ms=0,
-                 allow_body_cross_origin=False, total_timeout=None):
+    def __init__(self, guard: Guard, list: str = "default", *, verify: Any = True,
+                 cert: Any = None, http1: bool = True, http2: bool = False,
+                 limits: httpx.Limits = _LIMITS, retries: int = 0,
+                 follow_redirects: bool = True, max_redirects: int = 0,
+                 allow_downgrade: bool = False, stagger_ms: int = 0,
+                 allow_body_cross_origin: bool = False,
+                 total_timeout: Optional[float] = None) -> None:
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
         _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
                       stagger_ms, verify, cert, http1, http2, limits, retries,
                       allow_body_cross_origin, total_timeout)
 
-    def handle_request(self, request):
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
         hops = _Hops(self, request)
         try:
             while True:
@@ -499,7 +508,7 @@ class GuardedTransport(httpx.HTTPTransport):
         finally:
             hops.done()
 
-    def close(self):
+    def close(self) -> None:
         super().close()
         if self._nocert is not None:
             self._nocert.close()
@@ -539,17 +548,20 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     _pool_class = httpcore.AsyncConnectionPool
     _backend_class = _AsyncGuardBackend
 
-    def __init__(self, guard, list="default", *, verify=True, cert=None, http1=True,
-                 http2=False, limits=_LIMITS, retries=0, follow_redirects=True,
-                 max_redirects=0, allow_downgrade=False, stagger_ms=0,
-                 allow_body_cross_origin=False, total_timeout=None):
+    def __init__(self, guard: Guard, list: str = "default", *, verify: Any = True,
+                 cert: Any = None, http1: bool = True, http2: bool = False,
+                 limits: httpx.Limits = _LIMITS, retries: int = 0,
+                 follow_redirects: bool = True, max_redirects: int = 0,
+                 allow_downgrade: bool = False, stagger_ms: int = 0,
+                 allow_body_cross_origin: bool = False,
+                 total_timeout: Optional[float] = None) -> None:
         super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
                          trust_env=False)
         _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
                       stagger_ms, verify, cert, http1, http2, limits, retries,
                       allow_body_cross_origin, total_timeout)
 
-    async def handle_async_request(self, request):
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         hops = _Hops(self, request)
         try:
             while True:
@@ -574,7 +586,7 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
         finally:
             hops.done()
 
-    async def aclose(self):
+    async def aclose(self) -> None:
         await super().aclose()
         if self._nocert is not None:
             await self._nocert.aclose()
@@ -587,7 +599,7 @@ AsyncGuardedTransport.__doc__ = """GuardedTransport for httpx.AsyncClient (async
 _GUARDED = (GuardedTransport, AsyncGuardedTransport)
 
 
-def check_client(client):
+def check_client(client: Union[httpx.Client, httpx.AsyncClient]) -> None:
     """Raises ProxyRefused unless every request of client (httpx.Client or
     AsyncClient) goes to a guarded transport: no proxy mount (from
     trust_env and the environment, or proxies=/mounts=)."""
@@ -614,7 +626,8 @@ class _GuardedClient:
 
     _transport_class = None
 
-    def __init__(self, guard, list="default", *, transport_options=None, **kwargs):
+    def __init__(self, guard: Guard, list: str = "default", *,
+                 transport_options: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
         kwargs = _client_kwargs(kwargs)
         topts = dict(transport_options or {})
         for k in ("verify", "cert", "http1", "http2", "limits"):

@@ -35,7 +35,10 @@ Refusals raise Refused (connection-time reasons) or RefusedTimeout
 (dns_timeout, upstream_timeout): pinhole.Refused with .reason, and
 requests.ConnectionError / requests.ConnectTimeout.
 """
+from __future__ import annotations
+
 import time
+from typing import Any, Optional, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -46,6 +49,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from . import _redirect
 from . import errors
+from .guard import Guard, Verdict
 
 __all__ = ["GuardedAdapter", "ProxyRefused", "Refused", "RefusedTimeout", "Session",
            "guard_session"]
@@ -56,7 +60,8 @@ _TIMEOUT_REASONS = ("dns_timeout", "upstream_timeout")
 class Refused(errors.Refused, requests.exceptions.ConnectionError):
     """A refusal, as a requests.ConnectionError with the guard's .reason."""
 
-    def __init__(self, reason, detail="", url=None, verdict=None, request=None):
+    def __init__(self, reason: str, detail: str = "", url: Optional[str] = None,
+                 verdict: Optional[Verdict] = None, request: Any = None) -> None:
         errors.Refused.__init__(self, reason, detail, url=url, verdict=verdict)
         self.request = request
         self.response = None
@@ -65,14 +70,15 @@ class Refused(errors.Refused, requests.exceptions.ConnectionError):
 class RefusedTimeout(errors.Refused, requests.exceptions.ConnectTimeout):
     """dns_timeout / upstream_timeout, as a requests.ConnectTimeout."""
 
-    def __init__(self, reason, detail="", url=None, verdict=None, request=None):
+    def __init__(self, reason: str, detail: str = "", url: Optional[str] = None,
+                 verdict: Optional[Verdict] = None, request: Any = None) -> None:
         errors.Refused.__init__(self, reason, detail, url=url, verdict=verdict)
         self.request = request
         self.response = None
 
 
 class ProxyRefused(errors.ProxyRefused, requests.exceptions.ProxyError):
-    def __init__(self, detail, url=None):
+    def __init__(self, detail: str, url: Optional[str] = None) -> None:
         errors.ProxyRefused.__init__(self, detail, url=url)
         self.request = None
         self.response = None
@@ -130,9 +136,10 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
     only: a refused dial is never retried).
     """
 
-    def __init__(self, guard, list="default", *, follow_redirects=True, max_redirects=0,
-                 allow_downgrade=False, stagger_ms=0, allow_body_cross_origin=False,
-                 total_timeout=None, **kwargs):
+    def __init__(self, guard: Guard, list: str = "default", *, follow_redirects: bool = True,
+                 max_redirects: int = 0, allow_downgrade: bool = False, stagger_ms: int = 0,
+                 allow_body_cross_origin: bool = False, total_timeout: Optional[float] = None,
+                 **kwargs: Any) -> None:
         self.guard, self.list = guard, list
         self.follow_redirects, self.max_redirects = follow_redirects, max_redirects
         self.allow_downgrade, self.stagger_ms = allow_downgrade, stagger_ms
@@ -143,15 +150,17 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
             else float(total_timeout)
         super().__init__(**kwargs)
 
-    def init_poolmanager(self, *args, **kwargs):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = _classes(self.guard, self.list,
                                                            self.stagger_ms)
 
-    def proxy_manager_for(self, proxy, **proxy_kwargs):
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         raise ProxyRefused("a proxy (%s) would bypass the guard" % proxy)
 
-    def send(self, request, stream=False, timeout=None, verify=True, cert=None, proxies=None):
+    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
+             verify: Union[bool, str] = True, cert: Any = None,
+             proxies: Optional[dict] = None) -> requests.Response:
         proxy = requests.utils.select_proxy(request.url, proxies or {})
         if proxy:
             raise ProxyRefused("requests would send %s through the proxy %s (trust_env and "
@@ -297,7 +306,8 @@ def _drop_set_cookie(response):
             del original.msg["set-cookie"]
 
 
-def guard_session(session, guard, list="default", **adapter_options):
+def guard_session(session: requests.Session, guard: Guard, list: str = "default",
+                  **adapter_options: Any) -> GuardedAdapter:
     """Mounts GuardedAdapter(guard, list, **adapter_options) on http:// and
     https:// of an existing requests.Session and returns the adapter.
     requests sends a URL to the adapter of the longest matching prefix, so
@@ -323,7 +333,7 @@ class Session(requests.Session):
     set it True and a proxy variable in the environment makes every request
     raise ProxyRefused."""
 
-    def __init__(self, guard, list="default", **adapter_options):
+    def __init__(self, guard: Guard, list: str = "default", **adapter_options: Any) -> None:
         super().__init__()
         self.trust_env = False
         self.adapters.clear()
