@@ -6,10 +6,19 @@ The directory comes from, in order: the PINHOLE_PREFIX environment variable
 (its lib/ or lib64/ or the multiarch lib directory holding libpinhole.so), or
 `pkg-config --variable=libdir pinhole` (pinhole.pc, installed by
 `cmake --install`; PKG_CONFIG_PATH is honoured). When neither finds the
-library nothing is recorded and the package falls back to the loader path.
+library LIBDIR is recorded as None and the package falls back to the loader
+path.
+
+The build happens out of the source tree: setuptools' build/ and
+pinhole.egg-info/ go to a temporary directory removed when the build ends,
+so `pip install guard/python` leaves the tree as it was and no later build
+can pick up what an earlier one recorded.
 """
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
@@ -45,12 +54,15 @@ class BuildPyRecordingLibdir(build_py):
     def run(self):
         super().run()
         libdir = find_libdir()
-        if libdir is None:
-            return
         target = os.path.join(self.build_lib, "pinhole", "_config.py")
         with open(target, "w", encoding="utf-8") as f:
-            f.write('"""Written at build time by setup.py: where libpinhole was installed."""\n')
+            f.write('"""Written at build time by setup.py: where libpinhole was installed '
+                    '(None: not found; the loader path is searched)."""\n')
             f.write("LIBDIR = %r\n" % libdir)
 
 
-setup(cmdclass={"build_py": BuildPyRecordingLibdir})
+_scratch = tempfile.mkdtemp(prefix="pinhole-py-build-")
+atexit.register(shutil.rmtree, _scratch, True)
+setup(cmdclass={"build_py": BuildPyRecordingLibdir},
+      options={"build": {"build_base": os.path.join(_scratch, "build")},
+               "egg_info": {"egg_base": _scratch}})

@@ -6,7 +6,11 @@
 # --target (PINHOLE_PREFIX). Neither run sets PINHOLE_LIBRARY or the loader
 # path: the package must find the library from what was recorded at install.
 # `python3 -m pinhole check` must print and exit as the installed
-# `pinhole-guard check` does.
+# `pinhole-guard check` does. The builds leave the source tree as it was;
+# a later build records what it finds, never what an earlier one did; the
+# library is looked up in its documented order (a recorded prefix holding
+# another library is passed over for the loader path) and, when none is
+# usable, the error names every candidate tried.
 # Usage: install_pip.sh BUILD_DIR        (exit 77: venv or pip missing)
 set -eu
 BUILD=$1
@@ -25,7 +29,8 @@ check() { # NAME EXPECTED ACTUAL
 
 P=$scratch/prefix
 cmake --install "$BUILD" --prefix "$P" >/dev/null
-cp -r "$SRC/guard/python" "$scratch/src"   # pip builds in the tree it is given
+cp -r "$SRC/guard/python" "$scratch/src"   # a copy: what pip leaves in it is checked
+(cd "$scratch/src" && find . | sort) >"$scratch/tree.before"
 "$P/bin/policyc" compile "$P/share/doc/pinhole/examples/allowlist.yaml" -o "$scratch/t.ptab" >/dev/null
 URLS="https://api.github.com/repos http://api.github.com/ http://169.254.169.254/ https://evil.example/"
 
@@ -35,6 +40,40 @@ PKG_CONFIG_PATH=$P/lib/pkgconfig $PY -m pip --python "$scratch/venv/bin/python" 
 PTARGET=$scratch/target
 PINHOLE_PREFIX=$P $PY -m pip install -q --no-index --no-build-isolation --target "$PTARGET" \
     "$scratch/src" >"$scratch/pip2.out" 2>&1 || { cat "$scratch/pip2.out"; exit 1; }
+(cd "$scratch/src" && find . | sort) >"$scratch/tree.after"
+check "pip builds out of the source tree (no build/, no egg-info left in it)" "" \
+    "$(diff "$scratch/tree.before" "$scratch/tree.after" | grep '^>' | tr '\n' ' ')"
+# A third build from the same tree finds no library (no prefix, no
+# pinhole.pc): it records none, not the prefix the build before it found.
+T3=$scratch/target3
+env -u PKG_CONFIG_PATH PKG_CONFIG_LIBDIR=/nonexistent $PY -m pip install -q --no-index \
+    --no-build-isolation --target "$T3" "$scratch/src" >"$scratch/pip3.out" 2>&1 || { cat "$scratch/pip3.out"; exit 1; }
+check "a later build records only what it found" "None" \
+    "$(cd "$scratch" && PYTHONPATH=$T3 $PY -c 'import pinhole._config as c; print(c.LIBDIR)')"
+err=$(cd "$scratch" && PYTHONPATH=$T3 $PY -c 'import pinhole; pinhole.library_path()' 2>&1 || true)
+case $err in
+*"LibraryError: no usable libpinhole; tried, in order: "*"loader path libpinhole.so.0"*) check "no library: the error names what was tried" ok ok ;;
+*) check "no library: the error names what was tried" "LibraryError ... loader path" "$err" ;;
+esac
+check "no recorded prefix: the loader path" "$P/lib" \
+    "$(cd "$scratch" && LD_LIBRARY_PATH=$P/lib PYTHONPATH=$T3 $PY -c 'import pinhole, os; print(os.path.dirname(pinhole.library_path()))')"
+# A recorded prefix whose library is another one (here libpinhole-base,
+# which lacks the guard's functions): passed over, named in the error.
+S=$scratch/stale
+mkdir -p "$S/lib"
+base=$(ls "$P"/lib/libpinhole-base.so.* | head -n 1)
+cp "$base" "$S/lib/libpinhole.so.0"
+cp "$base" "$S/lib/libpinhole.so"
+T4=$scratch/target4
+PINHOLE_PREFIX=$S $PY -m pip install -q --no-index --no-build-isolation --target "$T4" \
+    "$scratch/src" >"$scratch/pip4.out" 2>&1 || { cat "$scratch/pip4.out"; exit 1; }
+check "a stale recorded prefix is passed over for the loader path" "$P/lib" \
+    "$(cd "$scratch" && LD_LIBRARY_PATH=$P/lib PYTHONPATH=$T4 $PY -c 'import pinhole, os; print(os.path.dirname(pinhole.library_path()))')"
+err=$(cd "$scratch" && PYTHONPATH=$T4 $PY -c 'import pinhole; pinhole.library_path()' 2>&1 || true)
+case $err in
+*"recorded install prefix $S/lib/libpinhole.so.0: libpinhole has no "*) check "a stale prefix: the error says why it was passed over" ok ok ;;
+*) check "a stale prefix: the error says why it was passed over" "recorded install prefix ... has no" "$err" ;;
+esac
 
 # shellcheck disable=SC2086
 "$P/bin/pinhole-guard" check --table "$scratch/t.ptab" --list default $URLS >"$scratch/c.out" 2>/dev/null && rc_c=0 || rc_c=$?

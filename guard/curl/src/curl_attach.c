@@ -339,9 +339,13 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
         curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
         const char *next = ph_redirect_next_method((int)code, method != NULL ? method : "GET");
         bool to_get = method != NULL && strcmp(next, method) != 0;
+        /* A body is presumed for any method but GET and HEAD: a server
+         * answering "Expect: 100-continue" with a 307 has been sent none
+         * of it yet, and curl would send all of it to the next hop. */
         curl_off_t sent = 0;
         curl_easy_getinfo(pc->c, CURLINFO_SIZE_UPLOAD_T, &sent);
-        pc->redirect.resend_body = !to_get && sent > 0;
+        bool bodiless = method == NULL || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        pc->redirect.resend_body = !to_get && (sent > 0 || !bodiless);
         ph_redirect *rd = malloc(sizeof *rd);
         if (rd == NULL)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");

@@ -1,17 +1,21 @@
 """Loading libpinhole and the ctypes mirror of the structs the binding uses.
 
-Where the library comes from, first match wins:
-  1. the PINHOLE_LIBRARY environment variable (a path to libpinhole.so*);
+Where the library comes from, the first candidate that loads and matches
+wins:
+  1. the PINHOLE_LIBRARY environment variable (a path to libpinhole.so*): an
+     explicit setting, the only candidate when set;
   2. the install prefix: the directory setup.py recorded in pinhole._config
      when the package was built, then a lib/ directory up to four levels
      above the package (a package installed into the same prefix as the
      library);
   3. the dynamic loader's own search (ld.so.cache, LD_LIBRARY_PATH).
 
-Every struct mirrored here is compared, size and field offsets, with what the
-loaded library reports (ph_abi_struct_size / ph_abi_field_offset): a library
-built from other headers is refused at import with LibraryError instead of
-corrupting memory at the first call.
+A candidate matches when it has every function the package calls and every
+struct mirrored here has the library's size and field offsets
+(ph_abi_struct_size / ph_abi_field_offset): a library built from other
+headers (a stale install prefix, an older system package) is passed over
+for the next candidate instead of corrupting memory at the first call. When
+none matches, LibraryError names every candidate tried and why it failed.
 
 ctypes.CDLL releases the GIL around every foreign call, so calls into the
 (thread-safe) guard run in parallel from several threads.
@@ -182,22 +186,45 @@ def _candidates():
     return out
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _file_of(loaded, name):
+    """The file the loader mapped for loaded (dladdr of one of its
+    functions): a name found on the loader path becomes a path."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        addr = ctypes.cast(loaded.ph_guard_open, ctypes.c_void_p).value
+        if dladdr(addr, ctypes.byref(info)) and info.dli_fname:
+            return os.path.abspath(os.fsdecode(info.dli_fname))
+    except (AttributeError, OSError):
+        pass
+    return name
+
+
 def _load():
-    errors = []
+    """The first candidate that loads, has every function and the same
+    struct layouts, with its path; LibraryError naming what was tried."""
+    tried = []
     for origin, path in _candidates():
         if origin != "loader path" and not os.path.exists(path):
-            errors.append("%s: %s does not exist" % (origin, path))
-            if origin == "PINHOLE_LIBRARY":
-                break
-            continue
-        try:
-            return ctypes.CDLL(path, use_errno=True), path
-        except OSError as e:
-            errors.append("%s: %s" % (origin, e))
-            if origin == "PINHOLE_LIBRARY":
-                break
-    raise LibraryError("libpinhole not found (%s); set PINHOLE_LIBRARY to its path"
-                       % "; ".join(errors))
+            tried.append("%s %s: does not exist" % (origin, path))
+        else:
+            try:
+                loaded = ctypes.CDLL(path, use_errno=True)
+                _declare(loaded)
+                _check_abi(loaded)
+                return loaded, _file_of(loaded, path)
+            except (OSError, LibraryError) as e:
+                tried.append("%s %s: %s" % (origin, path, e))
+        if origin == "PINHOLE_LIBRARY":
+            break
+    raise LibraryError("no usable libpinhole; tried, in order: %s. Install libpinhole "
+                       "(cmake --install) or set PINHOLE_LIBRARY to its path" % "; ".join(tried))
 
 
 def _declare(lib):
@@ -269,10 +296,7 @@ def lib():
     global _lib, _path
     with _lock:
         if _lib is None:
-            loaded, path = _load()
-            _declare(loaded)
-            _check_abi(loaded)
-            _lib, _path = loaded, path
+            _lib, _path = _load()
         return _lib
 
 
