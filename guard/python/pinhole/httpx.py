@@ -329,33 +329,45 @@ class _AsyncGuardBackend(AsyncNetworkBackend):
 _LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 
 
-def _init_guarded(t, guard, lst, follow_redirects, max_redirects, allow_downgrade, stagger_ms,
-                  verify, cert, http1, http2, limits, retries, allow_body_cross_origin,
-                  total_timeout):
-    """The guarded part of both transports: the options, and httpcore's pool
-    (which the httpx base class built with the default network backend)
-    replaced by one whose every connection is dialed by the guard. With a
-    client certificate, a second transport without it serves every hop on
-    another origin than the request's."""
-    t.guard, t.list = guard, lst
-    t.follow_redirects, t.max_redirects = follow_redirects, max_redirects
-    t.allow_downgrade = allow_downgrade
-    t.allow_body_cross_origin = allow_body_cross_origin
-    if total_timeout is not None and total_timeout <= 0:
-        raise ValueError("total_timeout must be positive seconds")
-    t.total_timeout = _redirect.DEFAULT_TOTAL_TIMEOUT if total_timeout is None \
-        else float(total_timeout)
-    t._nocert = None
-    if cert is not None:
-        t._nocert = type(t)(guard, lst, verify=verify, cert=None, http1=http1, http2=http2,
-                            limits=limits, retries=retries, follow_redirects=False,
-                            stagger_ms=stagger_ms)
-    t._pool = t._pool_class(
-        network_backend=t._backend_class(guard, lst, stagger_ms),
-        ssl_context=httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry, http1=http1, http2=http2, retries=retries)
+class _Guarded:
+    """What both transports share: the options, and httpcore's pool (which
+    the httpx base class built with the default network backend) replaced
+    by one whose every connection is dialed by the guard. With a client
+    certificate, a second transport without it serves every hop on another
+    origin than the request's."""
+
+    _pool_class: Any = None
+    _backend_class: Any = None
+
+    def __init__(self, guard: Guard, list: str = "default", *, verify: Any = True,
+                 cert: Any = None, http1: bool = True, http2: bool = False,
+                 limits: httpx.Limits = _LIMITS, retries: int = 0,
+                 follow_redirects: bool = True, max_redirects: int = 0,
+                 allow_downgrade: bool = False, stagger_ms: int = 0,
+                 allow_body_cross_origin: bool = False,
+                 total_timeout: Optional[float] = None) -> None:
+        super().__init__(verify=verify, cert=cert, http1=http1, http2=http2,  # type: ignore
+                         limits=limits, trust_env=False)
+        self.guard, self.list = guard, list
+        self.follow_redirects, self.max_redirects = follow_redirects, max_redirects
+        self.allow_downgrade = allow_downgrade
+        self.allow_body_cross_origin = allow_body_cross_origin
+        if total_timeout is not None and total_timeout <= 0:
+            raise ValueError("total_timeout must be positive seconds")
+        self.total_timeout = _redirect.DEFAULT_TOTAL_TIMEOUT if total_timeout is None \
+            else float(total_timeout)
+        self._nocert = None
+        if cert is not None:
+            self._nocert = type(self)(guard, list, verify=verify, cert=None, http1=http1,
+                                      http2=http2, limits=limits, retries=retries,
+                                      follow_redirects=False, stagger_ms=stagger_ms)
+        self._pool = self._pool_class(
+            network_backend=self._backend_class(guard, list, stagger_ms),
+            ssl_context=httpx.create_ssl_context(verify=verify, cert=cert, trust_env=False),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry, http1=http1, http2=http2,
+            retries=retries)
 
 
 def _origin_of(url):
@@ -384,6 +396,23 @@ class _Hops:
 
     def done(self):
         _redirect.deadline_var.reset(self.token)
+
+    def capped(self, request):
+        """request with every httpx timeout (connect, read, write, pool)
+        capped by what is left of the deadline; upstream_timeout when none
+        is left."""
+        left = _redirect.time_left()
+        if left is None:
+            return request
+        if left <= 0:
+            raise RefusedTimeout("upstream_timeout", "the guarded request's deadline (%gs, "
+                                 "every redirect hop) passed" % self.total,
+                                 url=str(request.url), request=request)
+        t = dict(request.extensions.get("timeout") or {})
+        for k in ("connect", "read", "write", "pool"):
+            t[k] = left if t.get(k) is None else min(float(t[k]), left)
+        request.extensions = dict(request.extensions, timeout=t)
+        return request
 
     def sender(self, request):
         """The transport for this hop: without the client certificate when
@@ -467,22 +496,9 @@ _TRANSPORT_DOC = """
 """
 
 
-class GuardedTransport(httpx.HTTPTransport):
+class GuardedTransport(_Guarded, httpx.HTTPTransport):
     _pool_class = httpcore.ConnectionPool
     _backend_class = _GuardBackend
-
-    def __init__(self, guard: Guard, list: str = "default", *, verify: Any = True,
-                 cert: Any = None, http1: bool = True, http2: bool = False,
-                 limits: httpx.Limits = _LIMITS, retries: int = 0,
-                 follow_redirects: bool = True, max_redirects: int = 0,
-                 allow_downgrade: bool = False, stagger_ms: int = 0,
-                 allow_body_cross_origin: bool = False,
-                 total_timeout: Optional[float] = None) -> None:
-        super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
-                         trust_env=False)
-        _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
-                      stagger_ms, verify, cert, http1, http2, limits, retries,
-                      allow_body_cross_origin, total_timeout)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         hops = _Hops(self, request)
@@ -490,7 +506,8 @@ class GuardedTransport(httpx.HTTPTransport):
             while True:
                 hops.check(request)
                 try:
-                    response = httpx.HTTPTransport.handle_request(hops.sender(request), request)
+                    response = httpx.HTTPTransport.handle_request(hops.sender(request),
+                                                                  hops.capped(request))
                 except httpx.TimeoutException as e:
                     raise hops.timed_out(request, e) or e
                 try:
@@ -544,22 +561,9 @@ async def _adiscard(response):
         await response.aclose()
 
 
-class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+class AsyncGuardedTransport(_Guarded, httpx.AsyncHTTPTransport):
     _pool_class = httpcore.AsyncConnectionPool
     _backend_class = _AsyncGuardBackend
-
-    def __init__(self, guard: Guard, list: str = "default", *, verify: Any = True,
-                 cert: Any = None, http1: bool = True, http2: bool = False,
-                 limits: httpx.Limits = _LIMITS, retries: int = 0,
-                 follow_redirects: bool = True, max_redirects: int = 0,
-                 allow_downgrade: bool = False, stagger_ms: int = 0,
-                 allow_body_cross_origin: bool = False,
-                 total_timeout: Optional[float] = None) -> None:
-        super().__init__(verify=verify, cert=cert, http1=http1, http2=http2, limits=limits,
-                         trust_env=False)
-        _init_guarded(self, guard, list, follow_redirects, max_redirects, allow_downgrade,
-                      stagger_ms, verify, cert, http1, http2, limits, retries,
-                      allow_body_cross_origin, total_timeout)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         hops = _Hops(self, request)
@@ -568,7 +572,7 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
                 hops.check(request)
                 try:
                     response = await httpx.AsyncHTTPTransport.handle_async_request(
-                        hops.sender(request), request)
+                        hops.sender(request), hops.capped(request))
                 except httpx.TimeoutException as e:
                     raise hops.timed_out(request, e) or e
                 try:
