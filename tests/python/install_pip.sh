@@ -41,6 +41,8 @@ PTARGET=$scratch/target
 PINHOLE_PREFIX=$P $PY -m pip install -q --no-index --no-build-isolation --target "$PTARGET" \
     "$scratch/src" >"$scratch/pip2.out" 2>&1 || { cat "$scratch/pip2.out"; exit 1; }
 (cd "$scratch/src" && find . | sort) >"$scratch/tree.after"
+check "py.typed is installed with the package" yes \
+    "$([ -f "$PTARGET/pinhole/py.typed" ] && echo yes || echo no)"
 check "pip builds out of the source tree (no build/, no egg-info left in it)" "" \
     "$(diff "$scratch/tree.before" "$scratch/tree.after" | grep '^>' | tr '\n' ' ')"
 # A third build from the same tree finds no library (no prefix, no
