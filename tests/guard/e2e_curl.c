@@ -116,6 +116,22 @@ static void respond(const server *s, const char *path, char *resp, size_t cap)
              strlen(body), body);
 }
 
+/* One read of what the client sent into req[*n..cap-1), NUL-terminated;
+ * false at EOF, on an error or after 2 s of silence. */
+static bool read_some(int c, SSL *ssl, char *req, size_t cap, size_t *n)
+{
+    struct pollfd p = {.fd = c, .events = POLLIN};
+    if (!(ssl != NULL && SSL_pending(ssl) > 0) && poll(&p, 1, 2000) <= 0)
+        return false;
+    int r = ssl != NULL ? SSL_read(ssl, req + *n, (int)(cap - 1 - *n))
+                        : (int)read(c, req + *n, cap - 1 - *n);
+    if (r <= 0)
+        return false;
+    *n += (size_t)r;
+    req[*n] = '\0';
+    return true;
+}
+
 static void serve(server *s, int c)
 {
     SSL *ssl = NULL;
@@ -129,19 +145,9 @@ static void serve(server *s, int c)
     }
     char req[4096];
     size_t n = 0;
-    while (n < sizeof req - 1) {
-        struct pollfd p = {.fd = c, .events = POLLIN};
-        if (!(ssl != NULL && SSL_pending(ssl) > 0) && poll(&p, 1, 2000) <= 0)
-            break;
-        int r = ssl != NULL ? SSL_read(ssl, req + n, (int)(sizeof req - 1 - n))
-                            : (int)read(c, req + n, sizeof req - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-        req[n] = '\0';
+    while (n < sizeof req - 1 && read_some(c, ssl, req, sizeof req, &n))
         if (strstr(req, "\r\n\r\n") != NULL)
             break;
-    }
     req[n] = '\0';
     char path[256] = "", auth[256], cookie[256];
     sscanf(req, "%*15s %255s", path);
@@ -153,16 +159,8 @@ static void serve(server *s, int c)
     size_t want = end != NULL ? (size_t)(end + 4 - req) + strtoul(clen, NULL, 10) : n;
     if (strcmp(path, "/to-other-307-early") == 0)
         want = n;
-    while (n < want && n < sizeof req - 1) {
-        struct pollfd p = {.fd = c, .events = POLLIN};
-        if (!(ssl != NULL && SSL_pending(ssl) > 0) && poll(&p, 1, 2000) <= 0)
-            break;
-        int r = ssl != NULL ? SSL_read(ssl, req + n, (int)(sizeof req - 1 - n))
-                            : (int)read(c, req + n, sizeof req - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
+    while (n < want && n < sizeof req - 1 && read_some(c, ssl, req, sizeof req, &n))
+        ;
     req[n] = '\0';
     header_value(req, "Authorization", auth, sizeof auth);
     header_value(req, "Cookie", cookie, sizeof cookie);
