@@ -97,6 +97,10 @@ void ph_env_block_clear(ph_env_block *env);
 
 #define PH_SNAPSHOT_MAX_ENTRIES 100000
 #define PH_FILES_CHANGED_MAX 10000
+/* The paths of one files_changed, NULs included: what the result (and
+ * pinhole-execd's JSON of it) holds in memory is bounded by this, not by
+ * 10,000 paths of 4 KiB (40 MB). */
+#define PH_FILES_CHANGED_PATH_BYTES (1024 * 1024)
 
 typedef struct ph_snapshot ph_snapshot;
 

@@ -245,7 +245,8 @@ PH_API const char *ph_change_kind_name(ph_change_kind k);
 typedef enum ph_fc_gap {
     PH_FC_GAP_ENTRY_LIMIT = 1u << 0,   /* a walk stopped at its entry limit: only
                                           modifications seen on both sides are reported */
-    PH_FC_GAP_CHANGE_LIMIT = 1u << 1,  /* more changes than the result carries */
+    PH_FC_GAP_CHANGE_LIMIT = 1u << 1,  /* more changes than the result carries (10,000,
+                                          or 1 MiB of paths) */
     PH_FC_GAP_TOO_DEEP = 1u << 2,      /* a non-empty directory nested deeper than the
                                           walk goes was not walked */
     PH_FC_GAP_UNREADABLE = 1u << 3,    /* a directory could not be opened or read */
