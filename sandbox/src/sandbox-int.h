@@ -237,6 +237,16 @@ ph_status ph_fault_point(const char *step, ph_diag *diag);
 #define PH_WORKSPACE_MAX_BYTES (1024ll * 1024 * 1024 * 1024)
 #define PH_WORKSPACE_MIN_INODES 64ll
 #define PH_WORKSPACE_MAX_INODES (64ll * 1024 * 1024)
+/* mkfs.ext4 needs inodes * 256 < bytes; one inode per KiB (its smallest
+ * inode ratio) keeps the inode table at a quarter of the workspace. */
+#define PH_WORKSPACE_MIN_BYTES_PER_INODE 1024ll
+/* An unset inode count: the default, at most one per 4 KiB block. */
+#define PH_WORKSPACE_DEFAULT_BYTES_PER_INODE 4096ll
+
+/* The workspace byte and inode limits of l, defaults applied (the inode
+ * default scaled down for a small workspace so mkfs can make it). */
+uint64_t ph_ws_limit_bytes(const ph_sandbox_limits *l);
+uint64_t ph_ws_limit_inodes(const ph_sandbox_limits *l);
 
 /* Makes the volume for the workspace directory env_fd/"workspace" (which
  * must exist and be empty), its root owned by uid:gid. env_path is env_fd's
@@ -257,6 +267,28 @@ int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy);
  * leaves it so (a write that does not fit fails whole, so up to the size of
  * one write can stay free). */
 bool ph_ws_volume_full(int ws_fd);
+
+/* ---- caps on the disk workspaces reserve (workspace_caps.c) ---- */
+typedef struct ph_ws_caps {
+    uint64_t total_max;  /* every environment of the state directory */
+    uint64_t tenant_max; /* every environment of one tenant */
+} ph_ws_caps;
+
+/* Fills *caps from the configured values; 0 is the default derived from
+ * the filesystem of state_fd (total: half its size; tenant: a quarter of
+ * total). */
+ph_status ph_ws_caps_init(int state_fd, uint64_t total_max, uint64_t tenant_max,
+                          ph_ws_caps *caps, ph_diag *diag);
+/* Makes the environment directory state_fd/id (0700, exclusive, *env_fd
+ * the caller's) and, when bytes > 0, its reservation record for tenant,
+ * both under an exclusive lock on the state directory and only when the
+ * records there plus bytes stay within caps. PH_E_LIMIT
+ * "workspace_service_cap" or "workspace_tenant_cap" otherwise, with
+ * nothing made; ph_state_mkdir's errors. */
+ph_status ph_ws_reserve_env_dir(int state_fd, const ph_ws_caps *caps, const char *id,
+                                const char *tenant, uint64_t bytes, int *env_fd, ph_diag *diag);
+/* Removes the reservation record of the environment directory env_fd. */
+void ph_ws_reserve_release(int env_fd);
 
 /* ---- mechanisms: the internal vtable each adapter fills ---- */
 
