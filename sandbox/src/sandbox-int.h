@@ -48,19 +48,25 @@ typedef struct ph_timeout_choice {
 ph_timeout_choice ph_timeout_compose(int64_t hard_cap_ms, int64_t wall_clock_ms,
                                      int64_t run_budget_ms, int64_t model_seconds);
 
+/* ---- tier 0 (env_tier0.c) ---- */
+
+/* True when name is a tier-0 credential name (the rule of env_tier0.c). */
+bool ph_env_name_is_credential(const char *name);
+/* The static code of the tier-0 value rule value breaks as the value of
+ * variable name ("url_userinfo", "credential_parameter",
+ * "private_key_block", "issuer_token"), or NULL when it breaks none. */
+const char *ph_env_value_credential_rule(const char *name, const char *value);
+/* ph_env_value_credential_rule(name, value) != NULL. */
+bool ph_env_value_is_credential(const char *name, const char *value);
+/* The tier-0 table as text, one row per line ("prefix AWS_ name": kind,
+ * text, where it applies), checked against the tier-0 table of
+ * docs/sandbox.md. Static. */
+const char *ph_env_credential_patterns_text(void);
+
 /* ---- environment tiers (env_tiers.c) ---- */
 
-/* True when name matches a tier-0 credential pattern (ASCII case-insensitive). */
-bool ph_env_name_is_credential(const char *name);
-/* True when value carries a credential: any "scheme://user:secret@" (a
- * non-empty secret in a URL's userinfo) whatever the name, and any userinfo
- * at all ("scheme://user@") when name ends with _URL, _URI or _DSN. */
-bool ph_env_value_is_credential(const char *name, const char *value);
 /* True when name is set by tier 2 (operators cannot pass it through). */
 bool ph_env_name_is_synthesized(const char *name);
-/* The tier-0 pattern table as text, one per line ("prefix AWS_"), for docs
- * and `pinhole-sandbox --list-credential-patterns`. Static. */
-const char *ph_env_credential_patterns_text(void);
 
 typedef struct ph_env_block {
     char **vars;   /* "NAME=value", NULL-terminated; owned */
