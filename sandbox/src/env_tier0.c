@@ -30,6 +30,8 @@
  *     or digit, followed by at least `min` characters of [A-Za-z0-9_-]. */
 #include "sandbox-int.h"
 
+#include "pinhole/ascii.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -160,42 +162,15 @@ static const struct tier0_row {
 #define TIER0_ROWS (sizeof tier0 / sizeof tier0[0])
 #define WORD_MAX 64
 
-static char ascii_upper(char c)
-{
-    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
-}
-
-static bool is_lower(char c)
-{
-    return c >= 'a' && c <= 'z';
-}
-
-static bool is_upper(char c)
-{
-    return c >= 'A' && c <= 'Z';
-}
-
 static bool is_alnum(char c)
 {
-    return is_lower(c) || is_upper(c) || (c >= '0' && c <= '9');
-}
-
-/* Whether the n bytes at s equal pat ASCII case-insensitively (pat is upper
- * case). */
-static bool upper_equal(const char *s, size_t n, const char *pat)
-{
-    if (strlen(pat) != n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (ascii_upper(s[i]) != pat[i])
-            return false;
-    return true;
+    return ph_is_lower(c) || ph_is_upper(c) || ph_is_digit(c);
 }
 
 static bool upper_prefix(const char *s, size_t n, const char *pat)
 {
     size_t pl = strlen(pat);
-    return pl <= n && upper_equal(s, pl, pat);
+    return pl <= n && ph_ascii_equal_nocase(s, pl, pat);
 }
 
 /* Whether the word w (n bytes) matches a row of `kind` that applies to
@@ -204,12 +179,12 @@ static bool word_rule(const char *w, size_t n, unsigned where)
 {
     bool exempt = false;
     for (size_t i = 0; i < TIER0_ROWS; i++)
-        if (tier0[i].kind == WORD_EXEMPT && upper_equal(w, n, tier0[i].text))
+        if (tier0[i].kind == WORD_EXEMPT && ph_ascii_equal_nocase(w, n, tier0[i].text))
             exempt = true;
     for (size_t i = 0; i < TIER0_ROWS; i++) {
         if (!(tier0[i].where & where))
             continue;
-        if (tier0[i].kind == WORD && upper_equal(w, n, tier0[i].text))
+        if (tier0[i].kind == WORD && ph_ascii_equal_nocase(w, n, tier0[i].text))
             return true;
         if (tier0[i].kind == WORD_PREFIX && !exempt && upper_prefix(w, n, tier0[i].text))
             return true;
@@ -226,10 +201,10 @@ static bool any_word(const char *s, size_t n, unsigned where)
         while (i < n && !is_alnum(s[i]))
             i++;
         size_t start = i;
-        while (i < n && is_alnum(s[i]) && !(i > start && is_lower(s[i - 1]) && is_upper(s[i])))
+        while (i < n && is_alnum(s[i]) && !(i > start && ph_is_lower(s[i - 1]) && ph_is_upper(s[i])))
             i++;
         size_t end = i;
-        while (end > start && s[end - 1] >= '0' && s[end - 1] <= '9')
+        while (end > start && ph_is_digit(s[end - 1]))
             end--;
         if (end > start && end - start <= WORD_MAX && word_rule(s + start, end - start, where))
             return true;
@@ -245,7 +220,7 @@ static bool name_rule(const char *name, size_t n, unsigned where)
             continue;
         switch (tier0[i].kind) {
         case NAME_EXACT:
-            if (upper_equal(name, n, p))
+            if (ph_ascii_equal_nocase(name, n, p))
                 return true;
             break;
         case NAME_PREFIX:
@@ -307,7 +282,7 @@ static bool url_userinfo(const char *value, bool any_userinfo)
         const char *s = p;
         while (s > value && scheme_char(s[-1]))
             s--;
-        while (s < p && !(is_lower(*s) || is_upper(*s)))
+        while (s < p && !(ph_is_lower(*s) || ph_is_upper(*s)))
             s++;
         if (s == p)
             continue;
