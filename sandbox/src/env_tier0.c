@@ -43,6 +43,10 @@ enum tier0_kind {
     WORD_PREFIX,   /* a word starts with the text */
     WORD_EXEMPT,   /* a word WORD_PREFIX rows never count (AUTHOR is not AUTH...) */
     TOKEN_PREFIX,  /* in a value: a token of a known issuer (see above) */
+    NAME_ORDINARY, /* a whole name no other row refuses: a login session's
+                      variables (SESSION is a credential word), which carry
+                      no secret and are in the environment of any daemon
+                      started from a desktop terminal */
 };
 
 /* Where a row applies: to variable names, to keys of key=value pairs inside
@@ -141,6 +145,13 @@ static const struct tier0_row {
     {NAME_EXACT, "NETRC", IN_NAME, 0},
     {NAME_EXACT, "PGSERVICEFILE", IN_NAME, 0},
     {NAME_EXACT, "XAUTHORITY", IN_NAME, 0},
+    {NAME_ORDINARY, "XDG_SESSION_ID", IN_NAME, 0},
+    {NAME_ORDINARY, "XDG_SESSION_TYPE", IN_NAME, 0},
+    {NAME_ORDINARY, "XDG_SESSION_CLASS", IN_NAME, 0},
+    {NAME_ORDINARY, "XDG_SESSION_DESKTOP", IN_NAME, 0},
+    {NAME_ORDINARY, "DESKTOP_SESSION", IN_NAME, 0},
+    {NAME_ORDINARY, "DBUS_SESSION_BUS_ADDRESS", IN_NAME, 0},
+    {NAME_ORDINARY, "SESSION_MANAGER", IN_NAME, 0},
     /* Tokens by their issuer's prefix. */
     {TOKEN_PREFIX, "sk_live_", 0, 16},    {TOKEN_PREFIX, "sk_test_", 0, 16},
     {TOKEN_PREFIX, "rk_live_", 0, 16},    {TOKEN_PREFIX, "rk_test_", 0, 16},
@@ -214,6 +225,10 @@ static bool any_word(const char *s, size_t n, unsigned where)
 
 static bool name_rule(const char *name, size_t n, unsigned where)
 {
+    for (size_t i = 0; i < TIER0_ROWS; i++)
+        if (tier0[i].kind == NAME_ORDINARY && (tier0[i].where & where) &&
+            ph_ascii_equal_nocase(name, n, tier0[i].text))
+            return false;
     for (size_t i = 0; i < TIER0_ROWS; i++) {
         const char *p = tier0[i].text;
         if (!(tier0[i].where & where))
@@ -249,7 +264,7 @@ const char *ph_env_credential_patterns_text(void)
     static char text[8192];
     if (text[0] == '\0') {
         static const char *kinds[] = {"name", "prefix", "contains", "word",
-                                      "word-prefix", "not-word", "token"};
+                                      "word-prefix", "not-word", "token", "ordinary"};
         size_t o = 0;
         for (size_t i = 0; i < TIER0_ROWS; i++) {
             unsigned w = tier0[i].where;
