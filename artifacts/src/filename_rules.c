@@ -7,6 +7,8 @@
 
 #include <string.h>
 
+#include "pinhole/ascii.h"
+
 bool ph_fn_is_control(uint32_t cp)
 {
     return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f);
@@ -44,21 +46,6 @@ bool ph_fn_is_forbidden_punct(uint32_t cp)
     return cp != 0 && cp < 0x80 && strchr("\"'<>:|?*", (int)cp) != NULL;
 }
 
-static char ascii_upper(char c)
-{
-    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
-}
-
-static bool equals_upper(const char *s, size_t len, const char *upper)
-{
-    if (strlen(upper) != len)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (ascii_upper(s[i]) != upper[i])
-            return false;
-    return true;
-}
-
 bool ph_fn_is_device_name(const char *name, size_t len)
 {
     const char *dot = memchr(name, '.', len);
@@ -67,10 +54,10 @@ bool ph_fn_is_device_name(const char *name, size_t len)
         stem--;
     static const char *const plain[] = {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        if (equals_upper(name, stem, plain[i]))
+        if (ph_ascii_equal_nocase(name, stem, plain[i]))
             return true;
-    if (!equals_upper(name, stem < 3 ? stem : 3, "COM") &&
-        !equals_upper(name, stem < 3 ? stem : 3, "LPT"))
+    if (!ph_ascii_equal_nocase(name, stem < 3 ? stem : 3, "COM") &&
+        !ph_ascii_equal_nocase(name, stem < 3 ? stem : 3, "LPT"))
         return false;
     if (stem == 4 && name[3] >= '0' && name[3] <= '9')
         return true;

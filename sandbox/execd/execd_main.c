@@ -63,6 +63,10 @@ static void usage(FILE *f)
             "  --tls-ca=FILE            the CA whose client certificates are accepted;\n"
             "                           the certificate subject is the identity\n"
             "  --metrics-listen=HOST:PORT  GET /metrics (Prometheus) and /health over HTTP\n"
+            "  --workspace-total-max=BYTES  workspace bytes all sandboxes may reserve on the\n"
+            "                           host (default: half the state directory's filesystem)\n"
+            "  --workspace-tenant-max=BYTES  workspace bytes one tenant's sandboxes may reserve\n"
+            "                           (default: a quarter of --workspace-total-max's default)\n"
             "  --help, --version\n"
             "\n"
             "Exit: 0 stopped by a signal, 64 usage, 69 mechanism unavailable, 71 OS error,\n"
@@ -84,7 +88,7 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 {
     enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
            O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
-           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN };
+           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN, O_WS_TOTAL, O_WS_TENANT };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
@@ -106,6 +110,8 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         {"tls-ca", required_argument, NULL, O_TLS_CA},
         {"metrics-listen", required_argument, NULL, O_METRICS},
         {"max-connections", required_argument, NULL, O_MAX_CONN},
+        {"workspace-total-max", required_argument, NULL, O_WS_TOTAL},
+        {"workspace-tenant-max", required_argument, NULL, O_WS_TENANT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -169,6 +175,14 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         case O_MAX_CONN:
             ok = parse_u64(optarg, 10, 1000000, &v) && v > 0;
             cfg->max_connections = v;
+            break;
+        case O_WS_TOTAL:
+            ok = parse_u64(optarg, 10, UINT64_MAX, &v) && v > 0;
+            cfg->workspace_total_max_bytes = v;
+            break;
+        case O_WS_TENANT:
+            ok = parse_u64(optarg, 10, UINT64_MAX, &v) && v > 0;
+            cfg->workspace_tenant_max_bytes = v;
             break;
         default: usage(stderr); return XD_EXIT_USAGE;
         }
@@ -253,7 +267,9 @@ static void recover(const xd_config *cfg)
 {
     ph_service_config sc = {.mode = cfg->mode, .mechanism = cfg->mechanism,
                             .hard_cap_ms = cfg->hard_cap_ms, .state_dir = cfg->state_dir,
-                            .log = xd_sandbox_log};
+                            .log = xd_sandbox_log,
+                            .workspace_total_max_bytes = cfg->workspace_total_max_bytes,
+                            .workspace_tenant_max_bytes = cfg->workspace_tenant_max_bytes};
     ph_execution_service *svc = NULL;
     ph_diag d = {0};
     if (ph_execution_service_open(&sc, &svc, &d) != PH_OK)

@@ -123,7 +123,9 @@ ph_execution_service *xd_service_for(int64_t cap_ms, ph_diag *diag)
                             .mechanism = g_cfg->mechanism,
                             .hard_cap_ms = cap_ms,
                             .state_dir = g_cfg->state_dir,
-                            .log = xd_sandbox_log};
+                            .log = xd_sandbox_log,
+                            .workspace_total_max_bytes = g_cfg->workspace_total_max_bytes,
+                            .workspace_tenant_max_bytes = g_cfg->workspace_tenant_max_bytes};
     ph_execution_service *svc = NULL;
     if (ph_execution_service_open(&sc, &svc, diag) != PH_OK)
         return NULL;

@@ -41,6 +41,9 @@ typedef struct xd_config {
     const char *tls_ca;
     /* "host:port" of the admin listener (GET /metrics, /health); NULL: none. */
     const char *metrics_listen;
+    /* ph_service_config's caps on reserved workspace bytes (0: derived). */
+    uint64_t workspace_total_max_bytes;
+    uint64_t workspace_tenant_max_bytes;
 } xd_config;
 
 /* One JSON log line on stderr: {"level":level,"module":"execd","event":event}

@@ -1,8 +1,9 @@
 /* env_tiers.c - decision 3: the environment of a sandboxed command is built
  * from nothing, in three tiers, and never copied from the service.
  *
- *   tier 0  platform and provider credentials: never present. Names matching
- *           the patterns below are refused even when the operator lists them.
+ *   tier 0  platform and provider credentials: never present. Names and
+ *           values matching the rule of env_tier0.c are refused even when
+ *           the operator lists them.
  *   tier 1  the operator's passthrough names (one per line in a file), values
  *           from the service's environment.
  *   tier 2  synthesized: PATH, HOME, TMPDIR, LANG, and the proxy variables
@@ -27,151 +28,6 @@
 #define ENV_NAME_MAX 128
 #define ENV_VALUE_MAX 32768
 #define ENV_MAX_VARS 512
-
-enum pattern_kind { EXACT, PREFIX, SUFFIX, CONTAINS };
-
-/* Upper-case ASCII patterns; names are compared ASCII case-insensitively so
- * "github_token" is refused like "GITHUB_TOKEN". Filtering is not how the
- * environment is made (it is built), so this list is a second line: it stops
- * an operator from configuring a credential in, by mistake or by copy-paste.
- * It errs towards refusing: "PASS" also catches PASSPHRASE, DB_PASS and
- * PGPASSFILE, "PWD" MYSQL_PWD (PWD itself is synthesized). Values are
- * checked too (ph_env_value_is_credential). */
-static const struct {
-    enum pattern_kind kind;
-    const char *text;
-} credential_patterns[] = {
-    {CONTAINS, "PASS"},       {CONTAINS, "PWD"},        {CONTAINS, "SECRET"},
-    {CONTAINS, "TOKEN"},      {CONTAINS, "CREDENTIAL"}, {CONTAINS, "PRIVATE_KEY"},
-    {CONTAINS, "API_KEY"},    {CONTAINS, "APIKEY"},     {CONTAINS, "ACCESS_KEY"},
-    {CONTAINS, "WEBHOOK"},    {CONTAINS, "JWT"},
-    {SUFFIX, "_KEY"},         {SUFFIX, "_PAT"},         {SUFFIX, "_DSN"},
-    {SUFFIX, "_AUTH"},        {SUFFIX, "_COOKIE"},      {SUFFIX, "_SESSION"},
-    {PREFIX, "AWS_"},         {PREFIX, "AMAZON_"},      {PREFIX, "GOOGLE_"},
-    {PREFIX, "GCP_"},         {PREFIX, "GCLOUD_"},      {PREFIX, "CLOUDSDK_"},
-    {PREFIX, "AZURE_"},       {PREFIX, "ARM_"},         {PREFIX, "OPENAI_"},
-    {PREFIX, "ANTHROPIC_"},   {PREFIX, "CLAUDE_"},      {PREFIX, "GEMINI_"},
-    {PREFIX, "MISTRAL_"},     {PREFIX, "COHERE_"},      {PREFIX, "HF_"},
-    {PREFIX, "HUGGINGFACE"},  {PREFIX, "GITHUB_"},      {PREFIX, "GH_"},
-    {PREFIX, "GITLAB_"},      {PREFIX, "VAULT_"},       {PREFIX, "PINHOLE_"},
-    {PREFIX, "DOCKER_"},      {PREFIX, "KUBE"},         {PREFIX, "K8S_"},
-    {PREFIX, "SSH_"},         {PREFIX, "GPG_"},         {PREFIX, "NPM_CONFIG_"},
-    {EXACT, "DATABASE_URL"},  {EXACT, "REDIS_URL"},     {EXACT, "MONGODB_URI"},
-    {EXACT, "MONGO_URL"},     {EXACT, "AMQP_URL"},      {EXACT, "NETRC"},
-    {EXACT, "PGPASSFILE"},    {EXACT, "PGSERVICEFILE"},
-};
-
-static char ascii_upper(char c)
-{
-    return (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
-}
-
-static bool prefix_at(const char *name, size_t at, const char *pat)
-{
-    for (size_t i = 0; pat[i]; i++)
-        if (ascii_upper(name[at + i]) != pat[i])
-            return false;
-    return true;
-}
-
-bool ph_env_name_is_credential(const char *name)
-{
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof credential_patterns / sizeof credential_patterns[0]; i++) {
-        const char *p = credential_patterns[i].text;
-        size_t pl = strlen(p);
-        if (pl > n)
-            continue;
-        switch (credential_patterns[i].kind) {
-        case EXACT:
-            if (pl == n && prefix_at(name, 0, p))
-                return true;
-            break;
-        case PREFIX:
-            if (prefix_at(name, 0, p))
-                return true;
-            break;
-        case SUFFIX:
-            if (prefix_at(name, n - pl, p))
-                return true;
-            break;
-        case CONTAINS:
-            for (size_t at = 0; at + pl <= n; at++)
-                if (prefix_at(name, at, p))
-                    return true;
-            break;
-        }
-    }
-    return false;
-}
-
-const char *ph_env_credential_patterns_text(void)
-{
-    static char text[4096];
-    if (text[0] == '\0') {
-        static const char *kinds[] = {"exact", "prefix", "suffix", "contains"};
-        size_t o = 0;
-        for (size_t i = 0; i < sizeof credential_patterns / sizeof credential_patterns[0]; i++) {
-            int n = snprintf(text + o, sizeof text - o, "%s %s\n",
-                             kinds[credential_patterns[i].kind], credential_patterns[i].text);
-            if (n < 0 || (size_t)n >= sizeof text - o)
-                break;
-            o += (size_t)n;
-        }
-    }
-    return text;
-}
-
-/* A URL-ish name: its value is refused when it carries any userinfo. */
-static bool url_name(const char *name)
-{
-    static const char *const suffixes[] = {"_URL", "_URI", "_DSN"};
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
-        if (n >= 4 && prefix_at(name, n - 4, suffixes[i]))
-            return true;
-    return n == 3 && (prefix_at(name, 0, "URL") || prefix_at(name, 0, "URI") ||
-                      prefix_at(name, 0, "DSN"));
-}
-
-static bool scheme_char(char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '-' || c == '.';
-}
-
-bool ph_env_value_is_credential(const char *name, const char *value)
-{
-    bool any_userinfo = url_name(name);
-    for (const char *p = strstr(value, "://"); p != NULL; p = strstr(p + 1, "://")) {
-        /* A scheme: a letter, then letters, digits, '+', '-', '.'. */
-        const char *s = p;
-        while (s > value && scheme_char(s[-1]))
-            s--;
-        while (s < p && !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z')))
-            s++;
-        if (s == p)
-            continue;
-        /* The authority ends at '/', '?', '#', whitespace or the end; its
-         * userinfo is everything before its last '@'. */
-        const char *a = p + 3, *end = a;
-        while (*end && !strchr("/?#", *end) && *end != ' ' && *end != '\t' && *end != '\n' &&
-               *end != '\r')
-            end++;
-        const char *at = NULL;
-        for (const char *q = a; q < end; q++)
-            if (*q == '@')
-                at = q;
-        if (at == NULL)
-            continue;
-        if (any_userinfo)
-            return true;
-        const char *colon = memchr(a, ':', (size_t)(at - a));
-        if (colon != NULL && colon + 1 < at)
-            return true; /* scheme://user:secret@ */
-    }
-    return false;
-}
 
 static const char *const synthesized_names[] = {
     "PATH", "HOME", "TMPDIR", "LANG", "PWD", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",

@@ -37,6 +37,7 @@ struct ph_execution_service {
     char *state_dir; /* host: its walked path; never shown */
     uint32_t id_first, id_count; /* host uid/gid range of sandboxes */
     bool volumes;    /* workspaces are their own filesystems (limits) */
+    ph_ws_caps caps; /* on the disk their volumes reserve */
     ph_sandbox_log_fn *log;
     void *log_ctx;
 };
@@ -164,8 +165,11 @@ ph_status ph_execution_service_open(const ph_service_config *config, ph_executio
     st = ph_state_dir_open(config->state_dir ? config->state_dir : def, &svc->state_fd,
                            &svc->state_dir, diag);
     free(def);
+    if (st == PH_OK)
+        st = ph_ws_caps_init(svc->state_fd, config->workspace_total_max_bytes,
+                             config->workspace_tenant_max_bytes, &svc->caps, diag);
     if (st != PH_OK) {
-        free(svc);
+        ph_execution_service_close(&svc);
         return st;
     }
     *out = svc;
@@ -262,6 +266,14 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
          l->workspace_inodes > PH_WORKSPACE_MAX_INODES))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.limits.workspace_inodes must be %lld..%lld",
                            PH_WORKSPACE_MIN_INODES, PH_WORKSPACE_MAX_INODES);
+    if (l->workspace_inodes != PH_SANDBOX_UNSET &&
+        (uint64_t)l->workspace_inodes > ph_ws_limit_bytes(l) / PH_WORKSPACE_MIN_BYTES_PER_INODE)
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "workspace_inodes_too_many: spec.limits.workspace_inodes must be at "
+                           "most one per KiB of the workspace (%llu for %llu bytes)",
+                           (unsigned long long)(ph_ws_limit_bytes(l) /
+                                                PH_WORKSPACE_MIN_BYTES_PER_INODE),
+                           (unsigned long long)ph_ws_limit_bytes(l));
     if (s->network.grant_token != NULL) {
         if (!printable_token(s->network.grant_token))
             return ph_diag_set(diag, PH_E_INVAL, 0,
@@ -439,6 +451,7 @@ static void remove_env_state(ph_environment *env)
     }
     if (env->env_fd >= 0) {
         remove_workspace(env->env_fd, env->state_path);
+        ph_ws_reserve_release(env->env_fd);
         ph_state_unpin(env->env_fd, env->state_path, PROXY_PIN);
         (void)unlinkat(env->env_fd, "spec.json", 0);
         (void)unlinkat(env->env_fd, "root", AT_REMOVEDIR);
@@ -455,7 +468,8 @@ static ph_status make_env_state(ph_environment *env, ph_diag *diag)
     const ph_sandbox_limits *l = &env->spec.spec.limits;
     ph_status st = ph_fault_point("env_dir", diag);
     if (st == PH_OK)
-        st = ph_state_mkdir(svc->state_fd, env->id, 0700, true, &env->env_fd, diag);
+        st = ph_ws_reserve_env_dir(svc->state_fd, &svc->caps, env->id, env->spec.spec.tenant,
+                                   svc->volumes ? ph_ws_limit_bytes(l) : 0, &env->env_fd, diag);
     if (st != PH_OK)
         return st;
     int ws = -1;
@@ -467,12 +481,8 @@ static ph_status make_env_state(ph_environment *env, ph_diag *diag)
         st = ph_state_pin_socket(env->env_fd, PROXY_PIN, env->spec.spec.network.proxy_socket_path,
                                  diag);
     if (st == PH_OK && svc->volumes)
-        st = ph_ws_volume_create(
-            env->env_fd, env->state_path,
-            (uint64_t)(l->workspace_bytes > 0 ? l->workspace_bytes : PH_WORKSPACE_DEFAULT_BYTES),
-            (uint64_t)(l->workspace_inodes > 0 ? l->workspace_inodes
-                                               : PH_WORKSPACE_DEFAULT_INODES),
-            env->uid, env->gid, diag);
+        st = ph_ws_volume_create(env->env_fd, env->state_path, ph_ws_limit_bytes(l),
+                                 ph_ws_limit_inodes(l), env->uid, env->gid, diag);
     return st;
 }
 

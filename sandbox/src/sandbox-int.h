@@ -48,19 +48,25 @@ typedef struct ph_timeout_choice {
 ph_timeout_choice ph_timeout_compose(int64_t hard_cap_ms, int64_t wall_clock_ms,
                                      int64_t run_budget_ms, int64_t model_seconds);
 
+/* ---- tier 0 (env_tier0.c) ---- */
+
+/* True when name is a tier-0 credential name (the rule of env_tier0.c). */
+bool ph_env_name_is_credential(const char *name);
+/* The static code of the tier-0 value rule value breaks as the value of
+ * variable name ("url_userinfo", "credential_parameter",
+ * "private_key_block", "issuer_token"), or NULL when it breaks none. */
+const char *ph_env_value_credential_rule(const char *name, const char *value);
+/* ph_env_value_credential_rule(name, value) != NULL. */
+bool ph_env_value_is_credential(const char *name, const char *value);
+/* The tier-0 table as text, one row per line ("prefix AWS_ name": kind,
+ * text, where it applies), checked against the tier-0 table of
+ * docs/sandbox.md. Static. */
+const char *ph_env_credential_patterns_text(void);
+
 /* ---- environment tiers (env_tiers.c) ---- */
 
-/* True when name matches a tier-0 credential pattern (ASCII case-insensitive). */
-bool ph_env_name_is_credential(const char *name);
-/* True when value carries a credential: any "scheme://user:secret@" (a
- * non-empty secret in a URL's userinfo) whatever the name, and any userinfo
- * at all ("scheme://user@") when name ends with _URL, _URI or _DSN. */
-bool ph_env_value_is_credential(const char *name, const char *value);
 /* True when name is set by tier 2 (operators cannot pass it through). */
 bool ph_env_name_is_synthesized(const char *name);
-/* The tier-0 pattern table as text, one per line ("prefix AWS_"), for docs
- * and `pinhole-sandbox --list-credential-patterns`. Static. */
-const char *ph_env_credential_patterns_text(void);
 
 typedef struct ph_env_block {
     char **vars;   /* "NAME=value", NULL-terminated; owned */
@@ -97,6 +103,10 @@ void ph_env_block_clear(ph_env_block *env);
 
 #define PH_SNAPSHOT_MAX_ENTRIES 100000
 #define PH_FILES_CHANGED_MAX 10000
+/* The paths of one files_changed, NULs included: what the result (and
+ * pinhole-execd's JSON of it) holds in memory is bounded by this, not by
+ * 10,000 paths of 4 KiB (40 MB). */
+#define PH_FILES_CHANGED_PATH_BYTES (1024 * 1024)
 
 typedef struct ph_snapshot ph_snapshot;
 
@@ -233,6 +243,16 @@ ph_status ph_fault_point(const char *step, ph_diag *diag);
 #define PH_WORKSPACE_MAX_BYTES (1024ll * 1024 * 1024 * 1024)
 #define PH_WORKSPACE_MIN_INODES 64ll
 #define PH_WORKSPACE_MAX_INODES (64ll * 1024 * 1024)
+/* mkfs.ext4 needs inodes * 256 < bytes; one inode per KiB (its smallest
+ * inode ratio) keeps the inode table at a quarter of the workspace. */
+#define PH_WORKSPACE_MIN_BYTES_PER_INODE 1024ll
+/* An unset inode count: the default, at most one per 4 KiB block. */
+#define PH_WORKSPACE_DEFAULT_BYTES_PER_INODE 4096ll
+
+/* The workspace byte and inode limits of l, defaults applied (the inode
+ * default scaled down for a small workspace so mkfs can make it). */
+uint64_t ph_ws_limit_bytes(const ph_sandbox_limits *l);
+uint64_t ph_ws_limit_inodes(const ph_sandbox_limits *l);
 
 /* Makes the volume for the workspace directory env_fd/"workspace" (which
  * must exist and be empty), its root owned by uid:gid. env_path is env_fd's
@@ -253,6 +273,28 @@ int ph_ws_volume_unmount(int env_fd, const char *env_path, bool lazy);
  * leaves it so (a write that does not fit fails whole, so up to the size of
  * one write can stay free). */
 bool ph_ws_volume_full(int ws_fd);
+
+/* ---- caps on the disk workspaces reserve (workspace_caps.c) ---- */
+typedef struct ph_ws_caps {
+    uint64_t total_max;  /* every environment of the state directory */
+    uint64_t tenant_max; /* every environment of one tenant */
+} ph_ws_caps;
+
+/* Fills *caps from the configured values; 0 is the default derived from
+ * the filesystem of state_fd (total: half its size; tenant: a quarter of
+ * total). */
+ph_status ph_ws_caps_init(int state_fd, uint64_t total_max, uint64_t tenant_max,
+                          ph_ws_caps *caps, ph_diag *diag);
+/* Makes the environment directory state_fd/id (0700, exclusive, *env_fd
+ * the caller's) and, when bytes > 0, its reservation record for tenant,
+ * both under an exclusive lock on the state directory and only when the
+ * records there plus bytes stay within caps. PH_E_LIMIT
+ * "workspace_service_cap" or "workspace_tenant_cap" otherwise, with
+ * nothing made; ph_state_mkdir's errors. */
+ph_status ph_ws_reserve_env_dir(int state_fd, const ph_ws_caps *caps, const char *id,
+                                const char *tenant, uint64_t bytes, int *env_fd, ph_diag *diag);
+/* Removes the reservation record of the environment directory env_fd. */
+void ph_ws_reserve_release(int env_fd);
 
 /* ---- mechanisms: the internal vtable each adapter fills ---- */
 

@@ -308,6 +308,7 @@ typedef struct diff_ctx {
     const ph_snapshot *a, *b;
     ph_execution_result *r;
     size_t cap;
+    size_t path_bytes; /* of the paths reported so far, NULs included */
     bool partial; /* a walk stopped at the entry limit: report modifications only */
     char path[PH_WS_PATH_MAX + 1];
 } diff_ctx;
@@ -333,7 +334,13 @@ static ph_status report(diff_ctx *d, const snap_entry *e, ph_change_kind kind)
         r->files_changed_gaps |= PH_FC_GAP_PATH_TOO_LONG;
         return PH_OK;
     }
-    if (r->files_changed_count == PH_FILES_CHANGED_MAX) {
+    /* The result carries at most PH_FILES_CHANGED_MAX changes and
+     * PH_FILES_CHANGED_PATH_BYTES of paths: the first ones in walk order,
+     * so once one is left out every later one is too. */
+    size_t len = strlen(d->path) + 1;
+    if ((r->files_changed_gaps & PH_FC_GAP_CHANGE_LIMIT) ||
+        r->files_changed_count == PH_FILES_CHANGED_MAX ||
+        d->path_bytes + len > PH_FILES_CHANGED_PATH_BYTES) {
         r->files_changed_gaps |= PH_FC_GAP_CHANGE_LIMIT;
         return PH_OK;
     }
@@ -346,9 +353,11 @@ static ph_status report(diff_ctx *d, const snap_entry *e, ph_change_kind kind)
         d->cap = ncap;
     }
     ph_file_change *c = &r->files_changed[r->files_changed_count];
-    c->path = strdup(d->path);
+    c->path = malloc(len);
     if (c->path == NULL)
         return PH_E_NOMEM;
+    memcpy(c->path, d->path, len);
+    d->path_bytes += len;
     c->kind = kind;
     c->size = kind == PH_CHANGE_DELETED ? 0 : e->size;
     r->files_changed_count++;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 struct ph_workspace {
@@ -234,6 +235,18 @@ ph_status ph_workspace_open_read(ph_workspace *ws, const char *path, uint64_t ma
         close(fd);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "'%s' is %llu bytes, over the cap of %llu",
                            path, (unsigned long long)sb.st_size, (unsigned long long)max_bytes);
+    }
+    /* A file cannot be larger than the space that held it: a sparse one
+     * (truncate -s 1G in a 16 MiB workspace) would be read as its size in
+     * zeros, a 64x amplification of what the workspace limit allows. */
+    struct statvfs v;
+    if (fstatvfs(fd, &v) == 0 && (uint64_t)sb.st_size > (uint64_t)v.f_blocks * v.f_frsize) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_LIMIT, 0,
+                           "file_over_workspace_size: '%s' is %llu bytes, more than its "
+                           "workspace's %llu bytes hold (a sparse file)",
+                           path, (unsigned long long)sb.st_size,
+                           (unsigned long long)v.f_blocks * v.f_frsize);
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)

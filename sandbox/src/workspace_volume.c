@@ -228,6 +228,19 @@ static ph_status reserve(int image, uint64_t bytes, ph_diag *diag)
     return PH_OK;
 }
 
+uint64_t ph_ws_limit_bytes(const ph_sandbox_limits *l)
+{
+    return (uint64_t)(l->workspace_bytes > 0 ? l->workspace_bytes : PH_WORKSPACE_DEFAULT_BYTES);
+}
+
+uint64_t ph_ws_limit_inodes(const ph_sandbox_limits *l)
+{
+    if (l->workspace_inodes > 0)
+        return (uint64_t)l->workspace_inodes;
+    uint64_t by_size = ph_ws_limit_bytes(l) / PH_WORKSPACE_DEFAULT_BYTES_PER_INODE;
+    return by_size < PH_WORKSPACE_DEFAULT_INODES ? by_size : PH_WORKSPACE_DEFAULT_INODES;
+}
+
 ph_status ph_ws_volume_create(int env_fd, const char *env_path, uint64_t bytes, uint64_t inodes,
                               uid_t uid, gid_t gid, ph_diag *diag)
 {

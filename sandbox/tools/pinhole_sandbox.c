@@ -44,12 +44,16 @@ static const char usage_text[] =
     "                       /var/lib/pinhole/sandbox as root, $XDG_STATE_HOME/pinhole/sandbox);\n"
     "                       created 0700, or refused unless it is this user's, 0700, no symlink\n"
     "  --hard-cap SECONDS   the service hard cap on any command (default 600)\n"
+    "  --workspace-total-max BYTES   workspace bytes all environments of the state\n"
+    "                       directory may reserve (default: half its filesystem's size)\n"
+    "  --workspace-tenant-max BYTES  the same for one tenant's (default: a quarter of that)\n"
     "  --json               print results as JSON\n"
     "  --help, --version\n"
     "\n"
     "Spec options (create, run):\n"
     "  --tenant T --lease L --wall-clock-ms N --output-bytes N --memory-bytes N --pids N\n"
-    "  --cpu-millis N --workspace-bytes N --workspace-inodes N (default 1 GiB, 100000)\n"
+    "  --cpu-millis N --workspace-bytes N --workspace-inodes N (default 1 GiB; 100000, at\n"
+    "  most one per 4 KiB of the workspace)\n"
     "  --passthrough FILE --grant TOKEN --proxy-socket PATH --proxy-port N\n"
     "Exec options (exec, run):\n"
     "  --cwd DIR --timeout SECONDS --budget-ms N --stdin (pass this program's stdin)\n"
@@ -106,7 +110,7 @@ enum {
     OPT_MECHANISM = 256, OPT_MODE, OPT_STATE_DIR, OPT_HARD_CAP, OPT_JSON, OPT_HELP, OPT_VERSION,
     OPT_TENANT, OPT_LEASE, OPT_WALL, OPT_OUTPUT, OPT_MEMORY, OPT_PIDS, OPT_CPU, OPT_PASSTHROUGH,
     OPT_GRANT, OPT_SOCKET, OPT_PORT, OPT_CWD, OPT_TIMEOUT, OPT_BUDGET, OPT_STDIN,
-    OPT_WS_BYTES, OPT_WS_INODES,
+    OPT_WS_BYTES, OPT_WS_INODES, OPT_WS_TOTAL, OPT_WS_TENANT,
 };
 
 static const struct option global_opts[] = {
@@ -114,6 +118,8 @@ static const struct option global_opts[] = {
     {"mode", required_argument, NULL, OPT_MODE},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"hard-cap", required_argument, NULL, OPT_HARD_CAP},
+    {"workspace-total-max", required_argument, NULL, OPT_WS_TOTAL},
+    {"workspace-tenant-max", required_argument, NULL, OPT_WS_TENANT},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -450,6 +456,14 @@ int main(int argc, char **argv)
             if (!parse_i64(optarg, 1, 86400, &v))
                 return usage_error("--hard-cap takes 1..86400 seconds");
             c.cfg.hard_cap_ms = v * 1000;
+            break;
+        case OPT_WS_TOTAL:
+        case OPT_WS_TENANT:
+            if (!parse_i64(optarg, 1, INT64_MAX, &v))
+                return usage_error("--workspace-total-max and --workspace-tenant-max take a "
+                                   "number of bytes > 0");
+            *(opt == OPT_WS_TOTAL ? &c.cfg.workspace_total_max_bytes
+                                  : &c.cfg.workspace_tenant_max_bytes) = (uint64_t)v;
             break;
         case OPT_JSON: c.json = true; break;
         case OPT_HELP: fputs(usage_text, stdout); return EXIT_OK;

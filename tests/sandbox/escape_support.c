@@ -28,6 +28,21 @@ void esc_canary(char *out, size_t cap, const char *tag)
         snprintf(out + n + 2 * i, 3, "%02x", rnd[i]);
 }
 
+void esc_find_near(ph_sandbox_mechanism m, const char *host_path, const char *test, char *out,
+                   size_t cap)
+{
+    if (m != PH_MECHANISM_FAKE) {
+        assert_true((size_t)snprintf(out, cap, "find / %s -print 2>/dev/null;", test) < cap);
+        return;
+    }
+    size_t o = (size_t)snprintf(out, cap, "find /");
+    for (const char *p = strchr(host_path + 1, '/'); p != NULL && o < cap; p = strchr(p + 1, '/'))
+        o += (size_t)snprintf(out + o, cap - o, " '%.*s'", (int)(p - host_path), host_path);
+    if (o < cap)
+        o += (size_t)snprintf(out + o, cap - o, " -maxdepth 2 %s -print 2>/dev/null;", test);
+    assert_true(o < cap);
+}
+
 ph_execution_result *esc_sh(ph_environment *env, const char *script)
 {
     const char *argv[] = {"sh", "-c", script, NULL};

@@ -35,6 +35,17 @@ void esc_canary(char *out, size_t cap, const char *tag);
  * succeeded. */
 ph_execution_result *esc_sh(ph_environment *env, const char *script);
 
+/* Writes to out a shell command that searches for what `test` (find's
+ * expression, e.g. "-name x") selects, as a command looking for a host
+ * object would: the whole file system, which on gvisor and docker is the
+ * sandbox's own small tree. Against fake (m), whose "/" is the host's, a
+ * whole search does not end within a deadline on a busy machine (33 s with
+ * both cores loaded, over a 20 s cap), so there it searches near host_path:
+ * in "/" and in every directory on the way to host_path, two levels down
+ * from each, which finds the object wherever it is exposed. */
+void esc_find_near(ph_sandbox_mechanism m, const char *host_path, const char *test, char *out,
+                   size_t cap);
+
 /* Fails the test ("ESCAPED: ...") when needle appears in the result's
  * stdout or stderr. */
 void esc_assert_not_leaked(const ph_execution_result *r, const char *needle);

@@ -11,7 +11,7 @@
 
 #include "sandbox-int.h"
 
-static char g_warnings[4096];
+static char g_warnings[65536];
 
 static void collect(void *ctx, const char *line)
 {
@@ -60,25 +60,180 @@ static bool has_canary(const ph_env_block *env)
     return false;
 }
 
-static void test_credential_patterns(void **state)
+/* The tier-0 rule's test table: names refused and allowed, values refused
+ * (with the rule that refuses them) and allowed. */
+static const char *const refused_names[] = {
+    "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "OPENAI_API_KEY", "ANTHROPIC_API_KEY",
+    "GITHUB_TOKEN", "github_token", "GH_TOKEN", "DATABASE_URL", "MY_PASSWORD", "db_passwd",
+    "STRIPE_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_ID", "NPM_TOKEN",
+    "SSH_AUTH_SOCK", "PINHOLE_GRANT_KEY", "SIGNING_KEY", "SENTRY_DSN", "HF_TOKEN", "VAULT_ADDR",
+    "KUBECONFIG", "DOCKER_HOST", "x_api_key", "MYSQL_PWD", "DB_PASS", "KEYSTORE_PASSPHRASE",
+    "SLACK_WEBHOOK_URL", "JWT", "session_jwt", "PGPASSFILE", "smtp_pass",
+    /* Each of these passed an older, pattern-only rule. */
+    "LDAP_BIND_PW", "SMTP_PW", "DB_PW", "AUTHORIZATION", "HTTP_AUTHORIZATION", "AUTH_HEADER",
+    "BEARER", "REGISTRY_CREDS", "STRIPE_SK", "SLACK_HOOK", "DISCORD_HOOK_URL", "KRB5CCNAME",
+    "COOKIE", "SESSIONID",
+    /* The words wherever they sit, any case, digits after them. */
+    "db_pw2", "dbPw", "X-Auth-Token", "PROXY_AUTH", "OAUTH_CLIENT", "AUTHN_URL", "cookie_jar",
+    "SESSION_ID", "APP_SESSION", "DEPLOY_KEY", "KEY", "ENCRYPTION_KEYS", "KEYTAB", "GH_PAT",
+    "KRB5_KTNAME", "XAUTHORITY", "MFA_TOTP", "REGISTRY_CRED", "NETRC",
+};
+
+static const char *const allowed_names[] = {
+    "PATH", "LANG", "HOME", "TERM", "TZ", "LC_ALL", "USER", "SHELL", "EDITOR", "SAFE_NAME",
+    "MONKEY", "KEYBOARD", "PYTHONPATH", "GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "JAVA_HOME",
+    "GOPATH", "NODE_ENV", "CI", "MAKEFLAGS", "CFLAGS", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+    "CERT_AUTHORITY", "PIP_INDEX_URL", "DEBIAN_FRONTEND", "SOURCE_DATE_EPOCH", "COLUMNS",
+    "TASK", "DISK_SIZE", "HOOKS_DIR", "SKIP", "PATTERN", "COOKBOOK_DIR", "XDG_SESSION_TYPE",
+    "DBUS_SESSION_BUS_ADDRESS", "SESSION_MANAGER",
+};
+
+static const struct {
+    const char *name, *value, *rule;
+} refused_values[] = {
+    {"JDBC", "jdbc:postgresql://db:5432/app?user=app&password=canary-7d3e", "credential_parameter"},
+    {"JDBC2", "jdbc:sqlserver://db;user=app;password=canary-7d3e", "credential_parameter"},
+    {"PG_CONN", "host=db port=5432 dbname=app user=app password=canary-7d3e",
+     "credential_parameter"},
+    {"ADO", "Server=db;Database=app;User ID=app;Password=canary-7d3e;", "credential_parameter"},
+    {"ADO2", "Server=db;Password = 'canary-7d3e';", "credential_parameter"},
+    {"ODBC", "DRIVER={x};SERVER=db;UID=app;PWD=canary-7d3e", "credential_parameter"},
+    {"AZ_STORE", "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=canary-7d3e",
+     "credential_parameter"},
+    {"SIGNED", "https://b.s3.amazonaws.com/o?X-Amz-Credential=canary-7d3e&X-Amz-Signature=1",
+     "credential_parameter"},
+    {"SAS", "https://a.blob.core.windows.net/c?sv=2020&sig=canary-7d3e", "credential_parameter"},
+    {"CALLBACK", "https://example.com/cb?access_token=canary-7d3e", "credential_parameter"},
+    {"FLAGS", "--verbose --password=canary-7d3e", "credential_parameter"},
+    {"CERT", "-----BEGIN RSA PRIVATE KEY-----\nMIIcanary-7d3e\n-----END RSA PRIVATE KEY-----",
+     "private_key_block"},
+    {"CERT2", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3canary-7d3e", "private_key_block"},
+    {"CERT3", "-----BEGIN PRIVATE KEY-----MIIcanary-7d3e", "private_key_block"},
+    {"STRIPE", "sk_live_canary7d3eabcdef0123456789", "issuer_token"},
+    {"GHT", "ghp_canary7d3eabcdef0123456789ABCDEFGH", "issuer_token"},
+    {"GHFG", "github_pat_11canary7d3e_abcdef0123456789", "issuer_token"},
+    {"SLACK", "xoxb-123456789012-canary-7d3e", "issuer_token"},
+    {"AWSID", "AKIAIOSFODNN7EXAMPLE", "issuer_token"},
+    {"HEADER", "Authorization: Bearer xoxp-1234567890-canary7d3e", "issuer_token"},
+    {"GLAB", "glpat-canary7d3eabcdef012345", "issuer_token"},
+    {"POSTGRES_URL", "postgres://app:canary-7d3e@db.internal:5432/app", "url_userinfo"},
+    {"UPSTREAMS", "a.example.com,https://u:canary-7d3e@b.example.com/x", "url_userinfo"},
+    {"SERVICE_URI", "https://canary-7d3e@git.example.com/repo.git", "url_userinfo"},
+};
+
+static const struct {
+    const char *name, *value;
+} allowed_values[] = {
+    {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+    {"LANG", "C.UTF-8"},
+    {"TZ", "Europe/Paris"},
+    {"PIP_INDEX_URL", "https://pypi.org/simple"},
+    {"MIRROR_URL", "https://mirror.example.com:8443/debian?arch=amd64#top"},
+    {"HOMEPAGE", "https://me@example.com/"},            /* user only, not a URL name */
+    {"NOTE", "mail root@example.com, see http://example.com/a:b@c"},
+    {"ANALYTICS_URL", "https://db.internal:5432/app?q=a@b"},
+    {"MAKEFLAGS", "-j2 --jobserver-auth=3,4"},
+    {"QUERY", "https://example.com/search?q=keyboard&page=2&sort=asc"},
+    {"PG_CONN", "host=db port=5432 dbname=app user=app password="},   /* empty */
+    {"ADO", "Server=db;Password='';"},                                 /* empty */
+    {"LS_COLORS", "rs=0:di=01;34:ln=01;36:mh=00:pi=40;33:so=01;35:ow=34;42:st=37;44"},
+    {"CA", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"},
+    {"PUB", "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----"},
+    {"BRANCH", "task/ghp_fix"},                          /* too short for a token */
+    {"WORD", "MASKIAIOSFODNN7EXAMPLEX"},                 /* not at a token start */
+    {"GREETING", "sk-good"},
+};
+
+static void test_tier0_table(void **state)
 {
     (void)state;
-    const char *creds[] = {"AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "OPENAI_API_KEY",
-                           "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "github_token", "GH_TOKEN",
-                           "DATABASE_URL", "MY_PASSWORD", "db_passwd", "STRIPE_SECRET",
-                           "GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_ID", "NPM_TOKEN",
-                           "SSH_AUTH_SOCK", "PINHOLE_GRANT_KEY", "SIGNING_KEY", "SENTRY_DSN",
-                           "HF_TOKEN", "VAULT_ADDR", "KUBECONFIG", "DOCKER_HOST", "x_api_key",
-                           "MYSQL_PWD", "DB_PASS", "KEYSTORE_PASSPHRASE", "SLACK_WEBHOOK_URL",
-                           "JWT", "session_jwt", "PGPASSFILE", "smtp_pass"};
-    for (size_t i = 0; i < sizeof creds / sizeof creds[0]; i++)
-        if (!ph_env_name_is_credential(creds[i]))
-            fail_msg("%s should be a tier-0 credential name", creds[i]);
-    const char *plain[] = {"LC_ALL", "TZ", "SAFE_NAME", "MONKEY", "KEYBOARD", "TERM", "PYTHONPATH"};
-    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        if (ph_env_name_is_credential(plain[i]))
-            fail_msg("%s should not be a credential name", plain[i]);
-    assert_non_null(strstr(ph_env_credential_patterns_text(), "prefix AWS_"));
+    for (size_t i = 0; i < sizeof refused_names / sizeof refused_names[0]; i++)
+        if (!ph_env_name_is_credential(refused_names[i]))
+            fail_msg("%s should be a tier-0 credential name", refused_names[i]);
+    for (size_t i = 0; i < sizeof allowed_names / sizeof allowed_names[0]; i++)
+        if (ph_env_name_is_credential(allowed_names[i]))
+            fail_msg("%s should not be a credential name", allowed_names[i]);
+    for (size_t i = 0; i < sizeof refused_values / sizeof refused_values[0]; i++) {
+        const char *rule =
+            ph_env_value_credential_rule(refused_values[i].name, refused_values[i].value);
+        if (rule == NULL || strcmp(rule, refused_values[i].rule) != 0)
+            fail_msg("%s=%s: want rule %s, got %s", refused_values[i].name,
+                     refused_values[i].value, refused_values[i].rule, rule ? rule : "none");
+    }
+    for (size_t i = 0; i < sizeof allowed_values / sizeof allowed_values[0]; i++) {
+        const char *rule =
+            ph_env_value_credential_rule(allowed_values[i].name, allowed_values[i].value);
+        if (rule != NULL)
+            fail_msg("%s=%s should pass, refused by %s", allowed_values[i].name,
+                     allowed_values[i].value, rule);
+    }
+    assert_non_null(strstr(ph_env_credential_patterns_text(), "prefix AWS_ name"));
+}
+
+/* docs/sandbox.md's tier-0 table holds every row of the rule, as
+ * "| kind | `text` |": the page says what the code refuses. */
+static void test_tier0_table_is_documented(void **state)
+{
+    (void)state;
+    size_t len = 0;
+    char *doc = ph_test_read_file(ph_test_source_path("docs/sandbox.md"), &len);
+    assert_non_null(doc);
+    char *rows = strdup(ph_env_credential_patterns_text());
+    for (char *save = NULL, *line = strtok_r(rows, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char kind[32], text[64];
+        assert_int_equal(sscanf(line, "%31s %63s", kind, text), 2);
+        char want[128];
+        snprintf(want, sizeof want, "| %s | `%s` |", kind, text);
+        if (strstr(doc, want) == NULL)
+            fail_msg("docs/sandbox.md lacks the tier-0 row \"%s\"", want);
+    }
+    free(rows);
+    free(doc);
+}
+
+/* Every dropped variable is named in a warning, and no warning carries a
+ * value. */
+static const char *table_getenv(const char *name)
+{
+    for (size_t i = 0; i < sizeof refused_values / sizeof refused_values[0]; i++)
+        if (strcmp(name, refused_values[i].name) == 0)
+            return refused_values[i].value;
+    for (size_t i = 0; i < sizeof allowed_values / sizeof allowed_values[0]; i++)
+        if (strcmp(name, allowed_values[i].name) == 0)
+            return allowed_values[i].value;
+    return "canary-7d3e";
+}
+
+static void test_each_dropped_variable_is_named(void **state)
+{
+    (void)state;
+    char list[8192] = "";
+    for (size_t i = 0; i < sizeof refused_names / sizeof refused_names[0]; i++)
+        if (strchr(refused_names[i], '-') == NULL) /* a list holds names only */
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s\n", refused_names[i]);
+    for (size_t i = 0; i < sizeof refused_values / sizeof refused_values[0]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s\n", refused_values[i].name);
+    /* A list is a set of names: one of each (DATABASE_URL style duplicates
+     * would make the whole list malformed). */
+    ph_env_block env = build_with(list, NULL, table_getenv);
+    assert_false(has_canary(&env));
+    assert_null(strstr(g_warnings, "canary"));
+    for (size_t i = 0; i < sizeof refused_names / sizeof refused_names[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "\"name\":\"%s\"", refused_names[i]);
+        if (strchr(refused_names[i], '-') == NULL && strstr(g_warnings, want) == NULL)
+            fail_msg("no warning names %s", refused_names[i]);
+    }
+    for (size_t i = 0; i < sizeof refused_values / sizeof refused_values[0]; i++) {
+        char want[160];
+        snprintf(want, sizeof want,
+                 "\"event\":\"passthrough_credential_value_refused\",\"name\":\"%s\"",
+                 refused_values[i].name);
+        if (strstr(g_warnings, want) == NULL)
+            fail_msg("want %s", want);
+    }
+    ph_env_block_clear(&env);
 }
 
 /* Values: the userinfo of a URL is a credential whatever the name holding it. */
@@ -213,7 +368,9 @@ static void test_proxy_variables_carry_the_grant(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_credential_patterns),
+        cmocka_unit_test(test_tier0_table),
+        cmocka_unit_test(test_tier0_table_is_documented),
+        cmocka_unit_test(test_each_dropped_variable_is_named),
         cmocka_unit_test(test_operator_cannot_configure_a_credential_in),
         cmocka_unit_test(test_values_carrying_userinfo_are_refused),
         cmocka_unit_test(test_bad_lists_give_tier2_alone),

@@ -210,11 +210,11 @@ static void escape_read_host_process_proc(void **state)
 static void escape_read_host_file(void **state)
 {
     (void)state;
-    char script[1600];
+    char script[4096], find[2048];
+    esc_find_near(g_mechanism, g_secret_path, "-name host-secret.txt", find, sizeof find);
     snprintf(script, sizeof script,
-             "cat '%s' 2>&1; ls -la '%s' 2>&1; find / -name host-secret.txt 2>/dev/null;"
-             "cat /etc/shadow 2>&1; echo done",
-             g_secret_path, g_dir);
+             "cat '%s' 2>&1; ls -la '%s' 2>&1; %s cat /etc/shadow 2>&1; echo done",
+             g_secret_path, g_dir, find);
     ph_execution_result *r = esc_sh(g_a.env, script);
     assert_true(sbx_contains(r->out.data, r->out.len, "done"));
     esc_assert_not_leaked(r, g_file_secret);
@@ -231,11 +231,14 @@ static void escape_read_host_file(void **state)
 static void escape_read_other_tenant_workspace(void **state)
 {
     (void)state;
-    char script[8192];
+    char script[8192], find[2048], test[64], path[1200];
+    snprintf(test, sizeof test, "-name '%s'", g_b.canary_file);
+    snprintf(path, sizeof path, "%s/%s", g_b.host_ws, g_b.canary_file);
+    esc_find_near(g_mechanism, path, test, find, sizeof find);
     snprintf(script, sizeof script,
              "cat '%s/%s' 2>&1; cat /workspace/../*/%s 2>&1; ls -la /workspace/.. 2>&1;"
-             "find / -name '%s' 2>/dev/null; echo done",
-             g_b.host_ws, g_b.canary_file, g_b.canary_file, g_b.canary_file);
+             "%s echo done",
+             g_b.host_ws, g_b.canary_file, g_b.canary_file, find);
     ph_execution_result *r = esc_sh(g_a.env, script);
     assert_true(sbx_contains(r->out.data, r->out.len, "done"));
     esc_assert_not_leaked(r, g_b.canary);
@@ -367,12 +370,13 @@ static void escape_reach_proxy_without_grant(void **state)
 static void escape_reach_other_host_unix_socket(void **state)
 {
     (void)state;
-    char script[1600];
+    char script[4096], find[2048];
+    esc_find_near(g_mechanism, g_other_sock_path, "-type s", find, sizeof find);
     snprintf(script, sizeof script,
              "/run/pinhole/forwarder --listen 127.0.0.1:5556 --connect '%s' & sleep 0.3;"
              "echo probe | timeout 2 nc 127.0.0.1 5556 2>&1; kill $! 2>/dev/null;"
-             "find / -type s 2>/dev/null; echo done",
-             g_other_sock_path);
+             "%s echo done",
+             g_other_sock_path, find);
     ph_execution_result *r = esc_sh(g_granted, script);
     assert_true(sbx_contains(r->out.data, r->out.len, "done"));
     ESC_HELD(!sbx_contains(r->out.data, r->out.len, "other.sock"),

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox-int.h"
+
 static size_t entries_in(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -68,7 +70,31 @@ static void test_bad_specs(void **state)
     s = sbx_spec(&f);
     s.passthrough_file = "/etc/pass\377through"; /* not UTF-8: spec.json could not keep it */
     refused(&f, &s, PH_E_INVAL, "passthrough_file");
+    /* mkfs needs inodes * 256 < bytes: more than one per KiB is refused at
+     * validation, not by mkfs as an I/O error after the image is made. */
+    s = sbx_spec(&f);
+    s.limits.workspace_bytes = 16ll * 1024 * 1024;
+    s.limits.workspace_inodes = 16 * 1024 + 1;
+    refused(&f, &s, PH_E_INVAL, "workspace_inodes_too_many");
+    s.limits.workspace_bytes = PH_SANDBOX_UNSET; /* 1 GiB */
+    s.limits.workspace_inodes = 1024 * 1024 + 1;
+    refused(&f, &s, PH_E_INVAL, "workspace_inodes_too_many");
     sbx_close(&f);
+}
+
+/* An unset inode count fits the workspace: the default, or one per 4 KiB
+ * block when that is fewer (16 MiB: 4096; 100000 inodes would not fit). */
+static void test_default_inodes_fit_the_workspace(void **state)
+{
+    (void)state;
+    ph_sandbox_limits l;
+    ph_sandbox_limits_init(&l);
+    assert_int_equal(ph_ws_limit_bytes(&l), 1024ull * 1024 * 1024);
+    assert_int_equal(ph_ws_limit_inodes(&l), 100000);
+    l.workspace_bytes = 16ll * 1024 * 1024;
+    assert_int_equal(ph_ws_limit_inodes(&l), 4096);
+    l.workspace_inodes = 64;
+    assert_int_equal(ph_ws_limit_inodes(&l), 64);
 }
 
 static void test_bad_commands(void **state)
@@ -160,6 +186,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_default_inodes_fit_the_workspace),
         cmocka_unit_test(test_bad_commands),
         cmocka_unit_test(test_destroy_removes_a_very_deep_tree),
         cmocka_unit_test(test_bad_id_ranges),

@@ -4,9 +4,16 @@
  * host's filesystem loses no more than the limit. Also: every environment
  * runs as its own host uid from the service's range, and the figure of what
  * a workspace volume costs to create (printed, documented in
- * docs/sandbox.md). Exits 77 when the mechanism is not available. */
+ * docs/sandbox.md). And the host disk workspaces take is bounded: the
+ * smallest workspace (16 MiB, inode count unset) is made and used end to end;
+ * a sparse file larger than its workspace is never read or exported; a
+ * create over the service's cap or the tenant's is refused with its code
+ * and makes nothing (no directory, image, loop device, mount); the default
+ * caps come from the state directory's filesystem. Exits 77 when the
+ * mechanism is not available. */
 #include "escape_support.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +33,16 @@ static ph_sandbox_mechanism g_mechanism;
 static sbx_fixture g_fx;
 /* The environments of the running test: its teardown destroys what a
  * failed assertion left (a sandbox, its volume and cgroups otherwise stay). */
-static ph_environment *g_env[2];
+static ph_environment *g_env[3];
+
+static ph_execution_service *g_capped;
 
 static int destroy_left(void **state)
 {
     (void)state;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         ph_environment_destroy(&g_env[i]);
+    ph_execution_service_close(&g_capped);
     return 0;
 }
 
@@ -102,6 +112,22 @@ static void test_bytes_limit(void **state)
 /* A limit the host filesystem cannot hold now is refused at create, with
  * nothing made (the image would be sparse: the host would find out only as
  * the sandbox filled it). */
+/* A second service on the fixture's state directory, with these caps. */
+static ph_execution_service *capped_service(uint64_t total_max, uint64_t tenant_max)
+{
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = g_mechanism,
+                             .hard_cap_ms = 120000,
+                             .state_dir = g_fx.state_dir,
+                             .workspace_total_max_bytes = total_max,
+                             .workspace_tenant_max_bytes = tenant_max};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    if (ph_execution_service_open(&cfg, &svc, &diag) != PH_OK)
+        fail_msg("service open: %s", diag.message);
+    return svc;
+}
+
 static void test_limit_over_host_free_space(void **state)
 {
     (void)state;
@@ -115,7 +141,15 @@ static void test_limit_over_host_free_space(void **state)
     s.limits.workspace_bytes = PH_WORKSPACE_MAX_BYTES;
     ph_environment *env = NULL;
     ph_diag diag = {0};
+    /* The default service cap (half the filesystem) refuses it first. */
     assert_int_equal(ph_environment_create(g_fx.svc, &s, &env, &diag), PH_E_LIMIT);
+    assert_null(env);
+    printf("# %s\n", diag.message);
+    assert_non_null(strstr(diag.message, "workspace_service_cap"));
+    /* Caps above the disk: the host's own free space still refuses it. */
+    ph_execution_service *svc = capped_service(UINT64_MAX, UINT64_MAX);
+    assert_int_equal(ph_environment_create(svc, &s, &env, &diag), PH_E_LIMIT);
+    ph_execution_service_close(&svc);
     assert_null(env);
     printf("# %s\n", diag.message);
     assert_non_null(strstr(diag.message, "workspace_host_space"));
@@ -255,6 +289,163 @@ static void test_volume_creation_cost(void **state)
     free(dir);
 }
 
+/* The smallest workspace, export capped by a workspace's size, caps on
+ * the disk workspaces reserve. */
+#define SMALL (16 * MIB)
+#define TOTAL_CAP (48 * MIB)
+#define TENANT_CAP (32 * MIB)
+
+static ph_environment_spec small_spec(const char *tenant, int64_t inodes)
+{
+    ph_environment_spec s = sbx_spec(&g_fx);
+    s.tenant = tenant;
+    s.limits.workspace_bytes = SMALL;
+    s.limits.workspace_inodes = inodes;
+    return s;
+}
+
+/* The documented minimum, inode count unset: made, written, read back; a
+ * sparse file over its size is not read. */
+static void test_minimum_workspace_works(void **state)
+{
+    (void)state;
+    ph_environment_spec s = small_spec("t-min", PH_SANDBOX_UNSET);
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_environment_create(g_fx.svc, &s, &env, &diag);
+    if (st != PH_OK)
+        fail_msg("a 16 MiB workspace with the default inode count: %s (%s)", ph_strerror(st),
+                 diag.message);
+    g_env[0] = env;
+    ph_execution_result *r =
+        esc_sh(env, "mkdir d && i=0; while [ $i -lt 200 ]; do echo $i > d/f$i; i=$((i+1)); done;"
+                    "dd if=/dev/zero of=/workspace/real bs=1M count=4 2>/dev/null; echo rc=$?;"
+                    "truncate -s 1G /workspace/sparse; df -i /workspace | tail -1");
+    printf("# 16 MiB workspace: %.*s", (int)r->out.len, (const char *)r->out.data);
+    assert_true(sbx_contains(r->out.data, r->out.len, "rc=0"));
+    assert_non_null(sbx_change(r, "real"));
+    assert_non_null(sbx_change(r, "d/f199"));
+    ph_execution_result_free(&r);
+    ph_workspace *ws = NULL;
+    assert_int_equal(ph_environment_workspace(env, &ws, &diag), PH_OK);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(ws, "d/f199", 64, &data, &len, &diag), PH_OK);
+    assert_string_equal((const char *)data, "199\n");
+    free(data);
+    /* A 1 GiB sparse file in it is refused by the read an export makes,
+     * whatever the export's own limit: no artifact is larger than the
+     * space that held it. */
+    int fd = -1;
+    ph_ws_stat ws_st;
+    ph_status rc = ph_workspace_open_read(ws, "sparse", UINT64_MAX, &fd, &ws_st, &diag);
+    printf("# export of a 1 GiB sparse file from a 16 MiB workspace: %s (%s)\n",
+           ph_strerror(rc), diag.message);
+    if (fd >= 0)
+        close(fd);
+    assert_int_equal(rc, PH_E_LIMIT);
+    assert_non_null(strstr(diag.message, "file_over_workspace_size"));
+    ph_workspace_close(&ws);
+    ph_environment_destroy(&g_env[0]);
+}
+
+/* What a create leaves on the host, by this test's state directory. */
+typedef struct traces {
+    int entries, mounts, loops;
+} traces;
+
+static traces host_traces(void)
+{
+    traces t = {0};
+    DIR *d = opendir(g_fx.state_dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL)
+        t.entries += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    if (d)
+        closedir(d);
+    char *mi = ph_test_read_file("/proc/self/mountinfo", NULL);
+    for (const char *p = mi; p && (p = strstr(p, g_fx.state_dir)) != NULL; p++)
+        t.mounts++;
+    free(mi);
+    t.loops = sbx_loop_devices_of(g_fx.state_dir);
+    return t;
+}
+
+static ph_environment *capped_create(ph_execution_service *svc, const char *tenant)
+{
+    ph_environment_spec s = small_spec(tenant, 1000);
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    if (ph_environment_create(svc, &s, &env, &diag) != PH_OK)
+        fail_msg("create for %s: %s", tenant, diag.message);
+    return env;
+}
+
+static void refused_over(ph_execution_service *svc, const char *tenant, const char *code)
+{
+    traces before = host_traces();
+    ph_environment_spec s = small_spec(tenant, 1000);
+    ph_environment *env = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_environment_create(svc, &s, &env, &diag);
+    traces after = host_traces();
+    printf("# create for %s: %s (%s); state entries %d -> %d, mounts %d -> %d, loop devices "
+           "%d -> %d\n",
+           tenant, ph_strerror(st), diag.message, before.entries, after.entries, before.mounts,
+           after.mounts, before.loops, after.loops);
+    if (env != NULL)
+        ph_environment_destroy(&env);
+    assert_int_equal(st, PH_E_LIMIT);
+    assert_non_null(strstr(diag.message, code));
+    assert_int_equal(after.entries, before.entries);
+    assert_int_equal(after.mounts, before.mounts);
+    assert_int_equal(after.loops, before.loops);
+}
+
+/* Caps of 48 MiB for the service and 32 MiB per tenant (a second service on
+ * the fixture's state directory: the fixture's has the defaults), 16 MiB
+ * workspaces:
+ * a third for tenant a passes the tenant's cap, a fourth in all the
+ * service's; destroying one gives its bytes back. */
+static void test_caps_refuse_and_make_nothing(void **state)
+{
+    (void)state;
+    int start = host_traces().entries;
+    ph_execution_service *svc = g_capped = capped_service(TOTAL_CAP, TENANT_CAP);
+    g_env[0] = capped_create(svc, "tenant-a");
+    g_env[1] = capped_create(svc, "tenant-a");
+    refused_over(svc, "tenant-a", "workspace_tenant_cap");
+    g_env[2] = capped_create(svc, "tenant-b");
+    refused_over(svc, "tenant-c", "workspace_service_cap");
+    ph_environment_destroy(&g_env[1]);
+    g_env[1] = capped_create(svc, "tenant-a");
+    for (int i = 0; i < 3; i++)
+        ph_environment_destroy(&g_env[i]);
+    ph_execution_service_close(&g_capped);
+    /* Nothing reserved is left: the directory is as the test found it. */
+    assert_int_equal(host_traces().entries, start);
+}
+
+/* 0 in the configuration: half the filesystem for the service, a quarter
+ * of that per tenant. */
+static void test_default_caps_from_the_filesystem(void **state)
+{
+    (void)state;
+    int fd = open(g_fx.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    struct statvfs v;
+    assert_int_equal(fstatvfs(fd, &v), 0);
+    ph_ws_caps caps;
+    assert_int_equal(ph_ws_caps_init(fd, 0, 0, &caps, NULL), PH_OK);
+    close(fd);
+    uint64_t size = (uint64_t)v.f_blocks * v.f_frsize;
+    printf("# default caps on a %llu MiB filesystem: service %llu MiB, tenant %llu MiB\n",
+           (unsigned long long)(size >> 20), (unsigned long long)(caps.total_max >> 20),
+           (unsigned long long)(caps.tenant_max >> 20));
+    assert_int_equal(caps.total_max, size / 2);
+    assert_int_equal(caps.tenant_max, size / 8);
+}
+
 int main(int argc, char **argv)
 {
     int rc = esc_pick_mechanism(argc, argv, false, &g_mechanism);
@@ -267,6 +458,9 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_defaults_and_sparse_files, destroy_left),
         cmocka_unit_test_teardown(test_each_environment_has_its_own_host_id, destroy_left),
         cmocka_unit_test(test_volume_creation_cost),
+        cmocka_unit_test_teardown(test_minimum_workspace_works, destroy_left),
+        cmocka_unit_test_teardown(test_caps_refuse_and_make_nothing, destroy_left),
+        cmocka_unit_test(test_default_caps_from_the_filesystem),
     };
     char name[64];
     snprintf(name, sizeof name, "workspace quota (%s)", ph_sandbox_mechanism_name(g_mechanism));

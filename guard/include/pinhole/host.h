@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "pinhole/ascii.h"
 #include "pinhole/status.h"
 
 #ifdef __cplusplus
@@ -57,18 +58,6 @@ PH_API bool ph_host_is_ip_literal(const char *host, size_t len);
 
 /* A static one-line description of e, e.g. "uppercase letter in host name". */
 PH_API const char *ph_host_error_string(ph_host_error e);
-
-/* Locale-independent character classes. */
-static inline bool ph_is_digit(int c) { return c >= '0' && c <= '9'; }
-static inline bool ph_is_lower(int c) { return c >= 'a' && c <= 'z'; }
-static inline bool ph_is_upper(int c) { return c >= 'A' && c <= 'Z'; }
-static inline bool ph_is_hex(int c)
-{
-    return ph_is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-/* Letter, digit or hyphen, lowercase only. */
-static inline bool ph_is_ldh(int c) { return ph_is_lower(c) || ph_is_digit(c) || c == '-'; }
-static inline int ph_ascii_lower(int c) { return ph_is_upper(c) ? c + ('a' - 'A') : c; }
 
 #ifdef __cplusplus
 }

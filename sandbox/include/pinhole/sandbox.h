@@ -108,6 +108,16 @@ typedef struct ph_service_config {
      * line per warning on stderr. */
     ph_sandbox_log_fn *log;
     void *log_ctx;
+    /* Caps on the host disk that workspaces reserve (gvisor and docker
+     * allocate each workspace's byte limit on the host at create): the sum
+     * over every environment of the state directory, and over one tenant's.
+     * A create over either is refused (PH_E_LIMIT, workspace_service_cap or
+     * workspace_tenant_cap) and makes nothing. 0: derived from the state
+     * directory's filesystem when the service opens: half its size for the
+     * service, a quarter of that per tenant. The fake mechanism reserves
+     * nothing. */
+    uint64_t workspace_total_max_bytes;
+    uint64_t workspace_tenant_max_bytes;
 } ph_service_config;
 
 /* The default host id range of sandbox processes: 65536 ids from
@@ -146,8 +156,12 @@ typedef struct ph_sandbox_limits {
     int64_t output_bytes;    /* cap on stdout and on stderr, each; UNSET: 1 MiB */
     /* The workspace's size and file count, enforced by the kernel (gvisor
      * and docker: the workspace is its own ext4 filesystem; a write past
-     * either fails with ENOSPC inside). UNSET: 1 GiB and 100000 inodes.
-     * Bytes 16 MiB..1 TiB, inodes 64..64 Mi. The fake mechanism has none. */
+     * either fails with ENOSPC inside). UNSET: 1 GiB, and 100000 inodes or
+     * one per 4 KiB of the workspace when that is fewer. Bytes 16 MiB..1 TiB,
+     * inodes 64..64 Mi and at most one per KiB of bytes (mkfs needs room
+     * for them; more is PH_E_INVAL workspace_inodes_too_many). A file
+     * larger than its workspace's filesystem (a sparse one) cannot be read
+     * or exported (pinhole/workspace.h). The fake mechanism has none. */
     int64_t workspace_bytes;
     int64_t workspace_inodes;
 } ph_sandbox_limits;
@@ -245,7 +259,8 @@ PH_API const char *ph_change_kind_name(ph_change_kind k);
 typedef enum ph_fc_gap {
     PH_FC_GAP_ENTRY_LIMIT = 1u << 0,   /* a walk stopped at its entry limit: only
                                           modifications seen on both sides are reported */
-    PH_FC_GAP_CHANGE_LIMIT = 1u << 1,  /* more changes than the result carries */
+    PH_FC_GAP_CHANGE_LIMIT = 1u << 1,  /* more changes than the result carries (10,000,
+                                          or 1 MiB of paths) */
     PH_FC_GAP_TOO_DEEP = 1u << 2,      /* a non-empty directory nested deeper than the
                                           walk goes was not walked */
     PH_FC_GAP_UNREADABLE = 1u << 3,    /* a directory could not be opened or read */

@@ -116,7 +116,9 @@ PH_API ph_status ph_workspace_stat(ph_workspace *ws, const char *path, ph_ws_sta
  * close-on-exec descriptor the caller owns and closes, and *st_out (may be
  * NULL) describes the file as opened (fstat of that descriptor, so the size
  * and the bytes belong to the same file). Refuses with PH_E_LIMIT when the
- * file is larger than max_bytes, PH_E_INVAL when it is not a regular file
+ * file is larger than max_bytes, or larger than the filesystem that holds it
+ * (a sparse file: "file_over_workspace_size", so nothing read or exported
+ * from a workspace exceeds its byte limit), PH_E_INVAL when it is not a regular file
  * (directory, fifo, device: a fifo is never opened for reading, so a command
  * cannot make the reader block). The file may still be appended to by a
  * running command after the check: read at most st_out->size (<= max_bytes)
