@@ -36,10 +36,10 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "forward.h"
 #include "http1.h"
 #include "pinhole/diag.h"
 #include "proxy-int.h"
+#include "reply.h"
 
 #define ADMIN_TIMEOUT_S 10    /* the request must arrive, the answer leave, within it
                                * (from accept, however the bytes trickle) */

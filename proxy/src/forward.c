@@ -50,6 +50,8 @@
 #include "pinhole/host.h"
 #include "http1.h"
 #include "pinhole/url.h"
+#include "reply.h"
+#include "upstream.h"
 
 typedef enum fwd_state {
     F_HEAD,     /* waiting for (or reading) a request head */
@@ -108,7 +110,7 @@ struct px_fwd {
     int64_t started_ns; /* ph_monotonic_ns() when forwarding began */
     char method[40];
     bool is_head;
-    bool has_grant, lease_slot;
+    bool has_grant;
     ph_grant grant;
     bool has_host;
     char host[PH_HOST_MAX + 1];
@@ -117,11 +119,7 @@ struct px_fwd {
     uint32_t rule_line;
     char rule_file[PH_VERDICT_FILE_MAX + 1];
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
-    struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
-    px_dns_answer *answer;
-    int next_addr, attempts, timeouts;
-    char *checked;
-    char dialed[80];
+    px_upstream *dial;          /* from the decision to the end of the request: the lease slot */
     struct evbuffer *up_head;   /* the rewritten head, kept for one retry */
     bool reused, retried;
     ph_h1_body req_body;
@@ -142,7 +140,6 @@ struct px_fwd {
 };
 
 static void client_head(px_fwd *f);
-static void fwd_dial(px_fwd *f);
 static void pump_request(px_fwd *f);
 static void up_timeouts(px_fwd *f);
 static void pump_response(px_fwd *f);
@@ -259,10 +256,8 @@ static void fwd_kill(px_fwd *f, const char *end)
     evtimer_del(f->timer);
     evtimer_del(f->deadline);
     unwatch_client(f);
-    if (f->query != NULL) {
-        px_dns_cancel(f->query);
-        f->query = NULL;
-    }
+    if (f->dial != NULL)
+        px_upstream_stop(f->dial);
     event_active(f->reap, EV_TIMEOUT, 0);
 }
 
@@ -272,9 +267,8 @@ static void begin_request(px_fwd *f)
     f->started_ns = ph_monotonic_ns();
     f->method[0] = '\0';
     f->is_head = false;
-    f->has_grant = f->lease_slot = f->has_host = f->has_rule = false;
-    f->policy_id[0] = f->dialed[0] = f->detail[0] = '\0';
-    f->next_addr = f->attempts = f->timeouts = 0;
+    f->has_grant = f->has_host = f->has_rule = false;
+    f->policy_id[0] = f->detail[0] = '\0';
     f->reused = f->retried = false;
     f->req_done = f->resp_head_done = f->resp_chunked_out = false;
     f->up_reusable = f->up_sent_any = false;
@@ -301,8 +295,8 @@ static void end_request(px_fwd *f, const char *end)
             .list = f->has_grant ? f->grant.list : NULL,
             .host = f->has_host ? f->host : NULL,
             .port = f->has_host ? f->port : 0,
-            .dialed = f->dialed[0] ? f->dialed : NULL,
-            .checked = f->checked,
+            .dialed = f->dial != NULL ? px_upstream_dialed(f->dial) : NULL,
+            .checked = f->dial != NULL ? px_upstream_checked(f->dial) : NULL,
             .status = f->status,
             .reason = f->reason,
             .detail = f->detail[0] ? f->detail : NULL,
@@ -320,18 +314,7 @@ static void end_request(px_fwd *f, const char *end)
             px_metrics_request(f->reason);
         px_metrics_bytes(f->bytes_up, f->bytes_down);
     }
-    if (f->lease_slot) {
-        px_limits_lease_release(f->grant.tenant, f->grant.lease);
-        f->lease_slot = false;
-    }
-    if (f->query != NULL) {
-        px_dns_cancel(f->query);
-        f->query = NULL;
-    }
-    free(f->answer);
-    f->answer = NULL;
-    free(f->checked);
-    f->checked = NULL;
+    px_upstream_free(&f->dial); /* releases the lease slot */
     if (f->up_head != NULL)
         evbuffer_drain(f->up_head, evbuffer_get_length(f->up_head));
 }
@@ -428,30 +411,14 @@ static void keep_idle(px_fwd *f)
     bufferevent_enable(f->idle, EV_READ);
 }
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-    if (a->ss_family != b->ss_family)
-        return false;
-    if (a->ss_family == AF_INET)
-        return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
-                      &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr)) == 0;
-    return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-                  &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
-}
-
 /* The kept-alive upstream serves this request: same host, port and grant,
  * and the address it is connected to is one the guard just checked. */
-static bool idle_matches(const px_fwd *f, const px_dns_answer *a)
+static bool idle_matches(const px_fwd *f)
 {
     const fwd_dest *d = &f->idle_dest;
-    if (f->idle == NULL || d->port != f->port || strcmp(d->host, f->host) != 0 ||
-        strcmp(d->tenant, f->grant.tenant) != 0 || strcmp(d->lease, f->grant.lease) != 0 ||
-        strcmp(d->list, f->grant.list) != 0)
-        return false;
-    for (int i = 0; i < a->naddrs; i++)
-        if (same_addr(&a->addrs[i], &d->addr))
-            return true;
-    return false;
+    return f->idle != NULL && d->port == f->port && strcmp(d->host, f->host) == 0 &&
+           strcmp(d->tenant, f->grant.tenant) == 0 && strcmp(d->lease, f->grant.lease) == 0 &&
+           strcmp(d->list, f->grant.list) == 0 && px_upstream_is_checked(f->dial, &d->addr);
 }
 
 /* ---- the next request ---------------------------------------------------- */
@@ -803,8 +770,7 @@ static bool retry_fresh(px_fwd *f)
     f->reused = false;
     bev_free(&f->up);
     f->state = F_CONNECT;
-    f->next_addr = f->attempts = f->timeouts = 0;
-    fwd_dial(f);
+    px_upstream_dial(f->dial); /* its callback may run within */
     return true;
 }
 
@@ -812,7 +778,9 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
 {
     (void)b;
     px_fwd *f = arg;
-    if (f->state != F_EXCHANGE)
+    /* A connect that completed inside connect(2) (upstream.h) is still
+     * reported once, at the first write. */
+    if (f->state != F_EXCHANGE || what == BEV_EVENT_CONNECTED)
         return;
     if ((what & BEV_EVENT_EOF) && f->resp_head_done && f->resp_body == PH_H1_BODY_CLOSE) {
         f->up_reusable = false;
@@ -846,7 +814,6 @@ static void start_exchange(px_fwd *f)
 {
     evtimer_del(f->timer);
     f->state = F_EXCHANGE;
-    px_set_nodelay(f->up);
     bufferevent_setcb(f->up, up_read_cb, up_write_cb, up_event_cb, f);
     size_t hi = cap_bytes(f) > PH_H1_RESPONSE_HEAD_MAX ? cap_bytes(f) : PH_H1_RESPONSE_HEAD_MAX;
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
@@ -863,98 +830,42 @@ static void start_exchange(px_fwd *f)
     }
 }
 
-static void connect_event_cb(struct bufferevent *b, short what, void *arg)
+/* The upstream's path (upstream.h): the checked addresses, then the
+ * kept-alive upstream reused or a new connection dialed. Ends every case
+ * with a call that may run this callback again or refuse the request. */
+static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char *detail)
 {
-    (void)b;
     px_fwd *f = arg;
-    if (what & BEV_EVENT_CONNECTED) {
-        start_exchange(f);
-        return;
-    }
-    bev_free(&f->up);
-    fwd_dial(f);
-}
-
-static void dial_timeout(px_fwd *f)
-{
-    f->timeouts++;
-    bev_free(&f->up);
-    fwd_dial(f);
-}
-
-/* Dials the checked addresses in answer order (never re-resolving). */
-static void fwd_dial(px_fwd *f)
-{
-    while (f->next_addr < f->answer->naddrs) {
-        struct sockaddr_storage ss = f->answer->addrs[f->next_addr++];
-        socklen_t len;
-        if (ss.ss_family == AF_INET) {
-            ((struct sockaddr_in *)&ss)->sin_port = htons(f->port);
-            len = sizeof(struct sockaddr_in);
-        } else {
-            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(f->port);
-            len = sizeof(struct sockaddr_in6);
-        }
-        px_sockaddr_format((struct sockaddr *)&ss, f->dialed, sizeof f->dialed);
-        f->attempts++;
-        f->up = bufferevent_socket_new(f->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (f->up == NULL)
-            break;
-        bufferevent_setcb(f->up, NULL, NULL, connect_event_cb, f);
-        struct timeval tv = msecs(f->w->cfg->connect_timeout_ms);
-        evtimer_del(f->timer);
-        evtimer_add(f->timer, &tv);
-        if (bufferevent_socket_connect(f->up, (struct sockaddr *)&ss, (int)len) == 0) {
-            fwd_dest *d = &f->up_dest;
-            snprintf(d->host, sizeof d->host, "%s", f->host);
-            d->port = f->port;
-            d->addr = ss;
-            snprintf(d->tenant, sizeof d->tenant, "%s", f->grant.tenant);
-            snprintf(d->lease, sizeof d->lease, "%s", f->grant.lease);
-            snprintf(d->list, sizeof d->list, "%s", f->grant.list);
+    switch (ev) {
+    case PX_UP_RESOLVED:
+        if (idle_matches(f)) {
+            f->up = f->idle;
+            f->up_dest = f->idle_dest;
+            f->idle = NULL;
+            f->reused = true;
+            px_upstream_set_dialed(f->dial, (const struct sockaddr *)&f->up_dest.addr);
+            start_exchange(f);
             return;
         }
-        evtimer_del(f->timer);
-        bev_free(&f->up);
-    }
-    f->dialed[0] = '\0';
-    char d[PH_DIAG_MESSAGE_MAX];
-    if (f->attempts > 0 && f->timeouts == f->attempts) {
-        snprintf(d, sizeof d, "%d address(es) did not answer within %ld ms", f->attempts,
-                 f->w->cfg->connect_timeout_ms);
-        fwd_refuse(f, PH_REASON_UPSTREAM_TIMEOUT, d, NULL);
-    } else {
-        snprintf(d, sizeof d, "%d address(es) refused or failed", f->attempts);
-        fwd_refuse(f, PH_REASON_UPSTREAM_UNREACHABLE, d, NULL);
-    }
-}
-
-static void resolved(const px_dns_answer *a, void *arg)
-{
-    px_fwd *f = arg;
-    f->query = NULL;
-    if (a->reason != PH_REASON_ALLOWED) {
-        fwd_refuse(f, a->reason, a->detail, NULL);
+        drop_idle(f);
+        f->state = F_CONNECT;
+        px_upstream_dial(f->dial);
         return;
-    }
-    if ((f->answer = malloc(sizeof *f->answer)) == NULL) {
-        fwd_refuse(f, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory", NULL);
-        return;
-    }
-    *f->answer = *a;
-    f->checked = px_format_checked(a);
-    if (idle_matches(f, a)) {
-        f->up = f->idle;
-        f->up_dest = f->idle_dest;
-        f->idle = NULL;
-        f->reused = true;
-        px_sockaddr_format((const struct sockaddr *)&f->up_dest.addr, f->dialed, sizeof f->dialed);
+    case PX_UP_CONNECTED: {
+        fwd_dest *d = &f->up_dest;
+        f->up = px_upstream_take(f->dial, &d->addr);
+        snprintf(d->host, sizeof d->host, "%s", f->host);
+        d->port = f->port;
+        snprintf(d->tenant, sizeof d->tenant, "%s", f->grant.tenant);
+        snprintf(d->lease, sizeof d->lease, "%s", f->grant.lease);
+        snprintf(d->list, sizeof d->list, "%s", f->grant.list);
         start_exchange(f);
         return;
     }
-    drop_idle(f);
-    f->state = F_CONNECT;
-    fwd_dial(f);
+    case PX_UP_REFUSED:
+        fwd_refuse(f, reason, detail, NULL);
+        return;
+    }
 }
 
 /* ---- the request head and the decision ----------------------------------- */
@@ -1032,14 +943,7 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 static void arm_deadline(px_fwd *f)
 {
-    long life = f->w->cfg->max_lifetime_s;
-    f->deadline_end = "max_lifetime";
-    int64_t left = f->grant.expires - (int64_t)time(NULL);
-    if (left < life) {
-        life = left > 0 ? (long)left : 0;
-        f->deadline_end = "grant_expired";
-    }
-    struct timeval tv = secs(life);
+    struct timeval tv = secs(px_upstream_lifetime(f->dial, &f->deadline_end));
     evtimer_add(f->deadline, &tv);
 }
 
@@ -1112,12 +1016,14 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         fwd_refuse(f, PH_REASON_PARSE_ERROR, "the URL did not parse again", NULL);
         return;
     }
-    if (!px_limits_lease_acquire(f->grant.tenant, f->grant.lease,
-                                 f->w->cfg->max_connections_per_lease)) {
-        fwd_refuse(f, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease", NULL);
+    /* The lease slot, and exactly this name resolved for this port (the
+     * answer comes from the loop, after the head is rewritten below). */
+    ph_reason why;
+    const char *why_detail;
+    if ((f->dial = px_upstream_start(f->w, &d, upstream_cb, f, &why, &why_detail)) == NULL) {
+        fwd_refuse(f, why, why_detail, NULL);
         return;
     }
-    f->lease_slot = true;
     arm_deadline(f);
     rewrite_head(f, buf, h, &u);
     f->req_body = h->body;
@@ -1131,9 +1037,6 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     if (f->req_done)
         watch_client(f);
     f->state = F_RESOLVE;
-    f->query = px_dns_resolve(f->w->dns, f->host, resolved, f);
-    if (f->query == NULL)
-        fwd_refuse(f, PH_REASON_DNS_FAILURE, "out of memory", NULL);
 }
 
 static void client_head(px_fwd *f)
@@ -1239,9 +1142,6 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         else
             fwd_kill(f, "idle_timeout");
         return;
-    case F_CONNECT:
-        dial_timeout(f);
-        return;
     case F_CLOSING:
         fwd_kill(f, "client_error"); /* it did not read its answer */
         return;
@@ -1319,8 +1219,6 @@ void px_forward_free(struct px_fwd **fp, const char *end)
         return;
     *fp = NULL;
     end_request(f, end);
-    if (f->query != NULL)
-        px_dns_cancel(f->query);
     event_free(f->client_watch); /* before the socket it watches closes */
     bev_free(&f->up);
     bev_free(&f->idle);

@@ -55,17 +55,5 @@ bool px_forward_idle(const struct px_fwd *f);
 void px_conn_forward_head_done(struct px_conn *c);
 /* Ends the connection (conn_free, which frees its px_fwd). */
 void px_conn_forward_end(struct px_conn *c, const char *end);
-/* A refusal response: status line for status, Pinhole-Reason, body, and
- * Connection: close. Returns its length in buf. */
-size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body);
-/* Answers a refusal for reason ("pinhole: <code>: why") on a socket no
- * connection holds yet (a limit at accept) and closes fd: what already
- * arrived is read first, so the close does not reset the answer away. */
-void px_refuse_socket(int fd, ph_reason reason, const char *why);
-/* TCP_NODELAY on b's socket (both legs carry interactive traffic). */
-void px_set_nodelay(struct bufferevent *b);
-/* The checked addresses of a, space-separated, for the log (malloc'd; NULL
- * when out of memory). */
-char *px_format_checked(const px_dns_answer *a);
 
 #endif

@@ -120,33 +120,24 @@ void px_conn_recheck_all(px_worker *w);
 
 /* ---- dns_async.c --------------------------------------------------------- */
 
-#define PX_DNS_ADDRS_MAX PH_PINNED_MAX
-
-/* A checked answer, as the guard's resolver driver delivered it (every
- * address classified, cached there). */
-typedef struct px_dns_answer {
-    ph_reason reason;          /* ALLOWED, DNS_FAILURE, DNS_TIMEOUT, DENIED_ADDRESS */
-    int naddrs;
-    struct sockaddr_storage addrs[PX_DNS_ADDRS_MAX]; /* port 0 */
-    char detail[PH_DIAG_MESSAGE_MAX];
-    bool from_cache;
-} px_dns_answer;
-
-typedef void (*px_dns_cb)(const px_dns_answer *answer, void *arg);
+/* The answer is the guard's (pinhole/resolve.h): every address checked,
+ * the query's port set, cached there. */
+typedef void (*px_dns_cb)(const ph_resolve_answer *answer, void *arg);
 
 ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dns **out,
                      ph_diag *diag);
 void px_dns_free(struct px_dns **dns);
-/* Resolves host (canonical, never an IP literal: the authority parser has
- * refused those) A and AAAA. cb runs exactly once, always later, from the
- * worker's loop (never within this call, within c-ares or within
+/* Resolves host (canonical, never an IP literal: the guard's parsers have
+ * refused those) A and AAAA for port. cb runs exactly once, always later,
+ * from the worker's loop (never within this call, within c-ares or within
  * px_dns_cancel), unless the query is cancelled first. The query is owned
  * by dns_async.c and the guard (rules at struct px_dns_query and at
  * struct ph_resolve_query in guard/src/resolver.c):
  * the returned handle is valid until cb starts or px_dns_cancel, whichever
  * comes first; the caller forgets it in cb. NULL (cb will not run): out of
  * memory. */
-struct px_dns_query *px_dns_resolve(struct px_dns *dns, const char *host, px_dns_cb cb, void *arg);
+struct px_dns_query *px_dns_resolve(struct px_dns *dns, const char *host, uint16_t port,
+                                    px_dns_cb cb, void *arg);
 /* Frees the query; its callback will not run. q must be a live handle (or
  * NULL). */
 void px_dns_cancel(struct px_dns_query *q);

@@ -4,11 +4,13 @@
  *
  *   head -> ph_decide_connect (guard, once: authority, grant, allowlist on
  *           one pinned policy version; the verdict carries its HTTP status)
- *        -> per-lease limit (the proxy's own resource)           429
- *        -> resolve (c-ares) -> every address (guard: ph_addr_classify)
- *        -> dial the checked addresses in order, never re-resolving
+ *        -> upstream.c: per-lease limit (the proxy's own resource, 429),
+ *           resolve exactly the name for the port (every address checked
+ *           by the guard), dial the checked addresses in order, never
+ *           re-resolving
  *        -> 200, relay (until the earliest of max_lifetime_s and the
- *           grant's expiry; a reload decides open connections again)
+ *           grant's expiry; after a reload ph_decide_again decides open
+ *           connections again and says why one ends)
  *
  * Before any of it, at accept: the overall, descriptor, per-peer and
  * request-head caps (503 proxy_overloaded, peer_limit_exceeded,
@@ -28,30 +30,28 @@
  *
  * Memory: a connection is a small long-lived px_conn and, until it is a
  * tunnel (or forward.c's), its head phase (conn_head: the head's bytes, the
- * decision, the dial, the refusal's buffers), freed once the tunnel is
- * established; a tunnel keeps only what its log line, its rechecks and its
- * lease slot need, packed in one conn_tunnel. An idle tunnel is then its
- * px_conn, its conn_tunnel and its relay (bench_proxy --idle-only measures
- * the bytes per tunnel).
+ * decision, the refusal's buffers), freed once the tunnel is established;
+ * a tunnel keeps only what its log line and its rechecks need, packed in
+ * one conn_tunnel, and its px_upstream once stopped (the lease slot, the
+ * dialed and checked addresses). An idle tunnel is then its px_conn, its
+ * conn_tunnel, its px_upstream and its relay (bench_proxy --idle-only
+ * measures the bytes per tunnel).
  *
  * Ownership: a px_conn is freed only by conn_free, and every callback that
  * can reach conn_free (bufferevent callbacks, the head's read event, the
- * timer, the DNS answer, the relay's done) returns without touching c
- * afterwards; so does px_conn_accept, which may reach it too. Callbacks that are
- * not the connection's own never run synchronously inside a call of this
- * file: the DNS answer comes from the loop (dns_async.c), bufferevent
- * callbacks are not run inside bufferevent_write/enable/connect (libevent
- * defers a connect that fails at once). The relay's done may run inside
- * px_relay_run / px_relay_stop, which are therefore the last thing their
- * callers do with c.
+ * timer, the upstream's events, the relay's done) returns without touching
+ * c afterwards; so does px_conn_accept, which may reach it too. Callbacks
+ * that are not the connection's own never run synchronously inside a call
+ * of this file, except where a call says so and is the last thing its
+ * caller does with c: the upstream's (upstream.h) inside px_upstream_dial,
+ * the relay's done inside px_relay_run / px_relay_stop. Bufferevent
+ * callbacks are not run inside bufferevent_write/enable.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -65,34 +65,32 @@
 #include "proxy-int.h"
 #include "forward.h"
 #include "http1.h"
+#include "reply.h"
+#include "upstream.h"
 
 /* ST_FORWARD: not a CONNECT; forward.c serves the connection (fwd). */
 typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, ST_FORWARD } conn_state;
 
 /* The strings of a connection's log line (and of a recheck: host, token),
  * by index; each may be absent (NULL). */
-enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_DIALED, CS_CHECKED,
-       CS_TOKEN, CS_DETAIL, CS_COUNT };
+enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_TOKEN, CS_DETAIL,
+       CS_COUNT };
 
 /* The head phase: from accept until the connection is a tunnel
  * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
  * px_conn (c->h) and freed with it (conn_free) or at that hand-over
- * (head_free). Every libevent object here (the bufferevents, head_ev,
- * timer) and the DNS query has the px_conn as its callback argument, never
- * h, and is freed (or handed over) by head_free: no callback of h's can run
- * once h is gone. */
+ * (head_free). Every libevent object here (the bufferevent, head_ev,
+ * timer) has the px_conn as its callback argument, never h, and is freed
+ * (or handed over) by head_free: no callback of h's can run once h is
+ * gone. */
 typedef struct conn_head {
-    struct bufferevent *client, *upstream; /* client: only to answer a refusal */
+    struct bufferevent *client; /* only to answer a refusal */
     struct event *head_ev;      /* head reads after the first (NULL until needed) */
-    struct event *timer;        /* head timeout, then connect timeout */
-    struct px_dns_query *query; /* live handle while resolving (dns_async.c rule) */
+    struct event *timer;        /* head timeout */
     uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
     size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
     char *token;                /* the Proxy-Authorization value, for rechecks */
     size_t token_len;
-    char *checked;              /* the checked addresses, for the log */
-    px_dns_answer *answer;      /* only while dialing */
-    int next_addr, attempts, timeouts;
     /* the decision, as far as it got */
     bool has_grant, has_auth, has_rule;
     ph_grant grant;
@@ -100,7 +98,6 @@ typedef struct conn_head {
     /* what the log needs of the guard's verdict (the verdict itself is big) */
     char rule_file[PH_VERDICT_FILE_MAX + 1];
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
-    char dialed[80];
     char detail[PH_DIAG_MESSAGE_MAX + 64];
 } conn_head;
 
@@ -124,10 +121,11 @@ typedef struct px_conn {
     int64_t started_ns;         /* ph_monotonic_ns() at accept */
     conn_head *h;               /* the head phase; NULL once a tunnel or forward.c's */
     conn_tunnel *t;             /* ST_RELAY: what the tunnel keeps */
+    px_upstream *up;            /* from the decision on: the lease slot, the dial, the log's addresses */
     px_relay *relay;            /* ST_RELAY: owns both sockets */
     struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
     const char *end;
-    uint64_t up, down;
+    uint64_t bytes_up, bytes_down;
     int fd;                     /* the client socket; -1 once h->client or the relay owns it */
     int status;
     ph_reason reason;
@@ -135,13 +133,11 @@ typedef struct px_conn {
     uint16_t port;              /* the authority's (0 without one) */
     uint8_t state;              /* conn_state */
     bool in_head;               /* holds a request-head slot */
-    bool lease_slot;
     uint8_t key_off;            /* the per-peer limit's key: peer + key_off; "" = no slot held */
     char peer[];                /* who connected, for the log; then the key */
 } px_conn;
 
 static void conn_free(px_conn *c);
-static void dial_next(px_conn *c);
 static void leave_head(px_conn *c);
 
 /* The most one head read takes: a whole head and the tunnel bytes a client
@@ -184,56 +180,6 @@ static struct bufferevent *client_bev(px_conn *c)
 
 /* ---- replies ------------------------------------------------------------- */
 
-static const char *status_text(int status)
-{
-    switch (status) {
-    case 200: return "Connection Established";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 405: return "Method Not Allowed";
-    case 407: return "Proxy Authentication Required";
-    case 408: return "Request Timeout";
-    case 414: return "URI Too Long";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Error";
-    }
-}
-
-/* Formats a refusal: status line, Pinhole-Reason, a one-line body. */
-size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body)
-{
-    int n = snprintf(buf, cap,
-                     "HTTP/1.1 %d %s\r\n"
-                     "Pinhole-Reason: %s\r\n"
-                     "%s"
-                     "Content-Type: text/plain\r\n"
-                     "Content-Length: %zu\r\n"
-                     "Connection: close\r\n\r\n%s\n",
-                     status, status_text(status), ph_reason_code(reason),
-                     status == 407 ? "Proxy-Authenticate: Basic realm=\"pinhole\"\r\n" : "",
-                     strlen(body) + 1, body);
-    return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
-}
-
-void px_refuse_socket(int fd, ph_reason reason, const char *why)
-{
-    char resp[400], body[200], sink[4096];
-    snprintf(body, sizeof body, "pinhole: %s: %s", ph_reason_code(reason), why);
-    size_t n = px_format_refusal(resp, sizeof resp, ph_reason_http_status(reason), reason, body);
-    /* What already arrived is read first: closing on unread bytes would
-     * reset the connection under the answer. */
-    ssize_t rd = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-    (void)rd;
-    ssize_t wr = send(fd, resp, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    (void)wr;
-    close(fd);
-}
-
 static void reply_written_cb(struct bufferevent *b, void *arg)
 {
     (void)b;
@@ -273,14 +219,8 @@ static void refuse(px_conn *c, int status, ph_reason reason, const char *detail)
     c->state = ST_REPLY;
     if (h->timer)
         evtimer_del(h->timer);
-    if (h->query) {
-        px_dns_cancel(h->query);
-        h->query = NULL;
-    }
-    if (h->upstream) {
-        bufferevent_free(h->upstream);
-        h->upstream = NULL;
-    }
+    if (c->up != NULL)
+        px_upstream_stop(c->up);
     struct bufferevent *b = client_bev(c);
     if (b == NULL) {
         /* Out of memory: what the socket takes now, then the end, from the
@@ -339,8 +279,6 @@ static void conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *to
     str[CS_HOST] = h->has_auth ? h->host : NULL;
     str[CS_RULE_FILE] = h->has_rule ? h->rule_file : NULL;
     str[CS_POLICY_ID] = h->policy_id[0] ? h->policy_id : NULL;
-    str[CS_DIALED] = h->dialed[0] ? h->dialed : NULL;
-    str[CS_CHECKED] = h->checked;
     str[CS_TOKEN] = h->token;
     *token_len = h->token_len;
     str[CS_DETAIL] = h->detail[0] ? h->detail : NULL;
@@ -389,16 +327,16 @@ static void conn_log(const px_conn *c)
         .list = str[CS_LIST],
         .host = str[CS_HOST],
         .port = c->port,
-        .dialed = str[CS_DIALED],
-        .checked = str[CS_CHECKED],
+        .dialed = c->up != NULL ? px_upstream_dialed(c->up) : NULL,
+        .checked = c->up != NULL ? px_upstream_checked(c->up) : NULL,
         .status = c->status,
         .reason = c->reason,
         .detail = str[CS_DETAIL],
         .rule_file = str[CS_RULE_FILE],
         .rule_line = c->rule_line,
         .policy_id = str[CS_POLICY_ID],
-        .bytes_up = c->up,
-        .bytes_down = c->down,
+        .bytes_up = c->bytes_up,
+        .bytes_down = c->bytes_down,
         .duration_s = elapsed(c),
         .end = c->end,
     };
@@ -406,25 +344,18 @@ static void conn_log(const px_conn *c)
 }
 
 /* Frees the head phase and everything it holds (its events and
- * bufferevents: none of their callbacks runs afterwards; the DNS query is
- * cancelled). NULLs *hp. */
+ * bufferevent: none of their callbacks runs afterwards). NULLs *hp. */
 static void head_free(conn_head **hp)
 {
     conn_head *h = *hp;
     if (h == NULL)
         return;
-    if (h->query)
-        px_dns_cancel(h->query);
-    free(h->answer);
     free(h->token);
-    free(h->checked);
     free(h->head_buf);
     if (h->timer)
         event_free(h->timer);
     if (h->head_ev)
         event_free(h->head_ev);
-    if (h->upstream)
-        bufferevent_free(h->upstream);
     if (h->client)
         bufferevent_free(h->client);
     free(h);
@@ -445,18 +376,13 @@ static void conn_free(px_conn *c)
     leave_head(c);
     if (c->peer[c->key_off])
         px_limits_peer_release(c->peer + c->key_off);
-    if (c->lease_slot) {
-        const char *str[CS_COUNT];
-        size_t token_len;
-        conn_strings(c, str, &token_len);
-        px_limits_lease_release(str[CS_TENANT], str[CS_LEASE]);
-    }
+    px_upstream_free(&c->up); /* releases the lease slot */
     if (c->fd >= 0)
         close(c->fd);
     if (c->relay) {
         px_relay_free(&c->relay); /* closes both sockets */
         px_metrics_tunnel_close();
-        px_metrics_bytes(c->up, c->down);
+        px_metrics_bytes(c->bytes_up, c->bytes_down);
     }
     head_free(&c->h);
     free(c->t);
@@ -494,32 +420,26 @@ void px_conn_close_idle_heads(px_worker *w)
     }
 }
 
-/* Decides an open connection again against the policy now in force. */
+/* Decides an open connection again against the policy now in force (the
+ * guard says whether it goes on and, if not, why it ends). */
 static void recheck(px_conn *c)
 {
     const char *str[CS_COUNT];
     size_t token_len;
     conn_strings(c, str, &token_len);
-    char authority[PH_HOST_MAX + 8];
-    int n = snprintf(authority, sizeof authority, "%s:%u", str[CS_HOST] ? str[CS_HOST] : "",
-                     c->port);
-    ph_connect_request r = {
-        .authority = authority,
-        .authority_len = (size_t)n,
+    ph_recheck_request r = {
+        .host = str[CS_HOST] ? str[CS_HOST] : "",
+        .port = c->port,
         .proxy_authorization = str[CS_TOKEN],
         .proxy_authorization_len = token_len,
         .now = (int64_t)time(NULL),
     };
     ph_decision d;
-    if (ph_decide_connect(px_policy(), &r, &d) == PH_OK)
+    ph_ending ending;
+    if (ph_decide_again(px_policy(), &r, &d, &ending) == PH_OK ||
+        (ending == PH_ENDING_POLICY_REVOKED && c->w->cfg->keep_tunnels_on_reload))
         return;
-    const char *end;
-    if (!d.has_grant)
-        end = d.reason == PH_REASON_GRANT_EXPIRED ? "grant_expired" : "key_revoked";
-    else if (!c->w->cfg->keep_tunnels_on_reload)
-        end = "policy_revoked";
-    else
-        return;
+    const char *end = ph_ending_code(ending);
     char detail[PH_DIAG_MESSAGE_MAX + 64];
     snprintf(detail, sizeof detail, "after reload: %s", d.log_detail);
     if (c->state == ST_RELAY) {
@@ -559,14 +479,6 @@ static void relay_done(void *arg, const char *why)
     conn_free(c);
 }
 
-void px_set_nodelay(struct bufferevent *b)
-{
-    /* Tunnels carry interactive protocols (TLS handshakes): no Nagle delay
-     * on top of the peer's own. */
-    int one = 1;
-    setsockopt(bufferevent_getfd(b), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 static void start_relay(px_conn *c)
 {
     static const char ok[] = "HTTP/1.1 200 Connection Established\r\n\r\n";
@@ -579,14 +491,12 @@ static void start_relay(px_conn *c)
     ssize_t sent = send(c->fd, ok, sizeof ok - 1, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (sent < 0)
         sent = 0;
-    /* The relay keeps the tunnel's deadlines: the connection's timer (head,
-     * then connect timeout) is done with. */
-    event_free(h->timer);
-    h->timer = NULL;
-    free(h->answer);
-    h->answer = NULL;
-    /* The client socket inherited TCP_NODELAY from its listener. */
-    px_set_nodelay(h->upstream);
+    /* The relay keeps the tunnel's deadlines; the upstream's connection is
+     * the tunnel's now (with TCP_NODELAY; the client socket inherited it
+     * from its listener), and of its dial only the log's strings and the
+     * lease slot stay. */
+    struct bufferevent *ub = px_upstream_take(c->up, NULL);
+    px_upstream_stop(c->up);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     h->detail[0] = '\0';
@@ -597,25 +507,19 @@ static void start_relay(px_conn *c)
     conn_strings(c, str, &token_len);
     conn_tunnel *t = tunnel_pack(str, token_len);
     if (t == NULL) {
+        bufferevent_free(ub);
         c->end = "out_of_memory";
         conn_free(c);
         return;
     }
-    /* The tunnel lives until the earliest of max_lifetime_s and the grant's
-     * expiry (by this clock; the verifier's skew tolerance admits a request,
-     * it does not lengthen a tunnel). */
-    long life = c->w->cfg->max_lifetime_s;
-    const char *life_end = "max_lifetime";
-    int64_t left = h->grant.expires - (int64_t)time(NULL);
-    if (left < life) {
-        life = left > 0 ? (long)left : 0;
-        life_end = "grant_expired";
-    }
-    int ufd = bufferevent_getfd(h->upstream);
-    c->relay = px_relay_start(c->w->base, c->fd, ufd, h->head_buf + h->head_len,
+    const char *life_end;
+    long life = px_upstream_lifetime(c->up, &life_end);
+    c->relay = px_relay_start(c->w->base, c->fd, bufferevent_getfd(ub), h->head_buf + h->head_len,
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
-                              c->w->cfg, life, life_end, &c->up, &c->down, relay_done, c);
+                              c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,
+                              c);
     if (c->relay == NULL) {
+        bufferevent_free(ub);
         free(t);
         c->end = "out_of_memory";
         conn_free(c);
@@ -624,9 +528,10 @@ static void start_relay(px_conn *c)
     /* The relay owns the sockets now: the upstream's leaves its bufferevent
      * (whose connect event is deleted before the loop applies it), and the
      * head phase goes (nothing of it is pending: the head was parsed, the
-     * answer came, the timer and the client's read event are gone). */
-    bufferevent_disable(h->upstream, EV_READ | EV_WRITE);
-    bufferevent_setfd(h->upstream, -1);
+     * dial ended, the timer and the client's read event are gone). */
+    bufferevent_disable(ub, EV_READ | EV_WRITE);
+    bufferevent_setfd(ub, -1);
+    bufferevent_free(ub);
     c->fd = -1;
     head_free(&c->h);
     c->t = t;
@@ -635,133 +540,23 @@ static void start_relay(px_conn *c)
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
 }
 
-/* ---- dial ---------------------------------------------------------------- */
+/* ---- the upstream -------------------------------------------------------- */
 
-static void connect_event_cb(struct bufferevent *b, short what, void *arg)
+static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char *detail)
 {
     px_conn *c = arg;
-    (void)b;
-    if (what & BEV_EVENT_CONNECTED) {
-        start_relay(c);
+    switch (ev) {
+    case PX_UP_RESOLVED:
+        c->state = ST_CONNECT;
+        px_upstream_dial(c->up); /* may free c */
+        return;
+    case PX_UP_CONNECTED:
+        start_relay(c); /* may free c */
+        return;
+    case PX_UP_REFUSED:
+        refuse_for(c, reason, detail);
         return;
     }
-    bufferevent_free(c->h->upstream);
-    c->h->upstream = NULL;
-    dial_next(c);
-}
-
-static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    px_conn *c = arg;
-    c->h->timeouts++;
-    bufferevent_free(c->h->upstream);
-    c->h->upstream = NULL;
-    dial_next(c);
-}
-
-/* True when a non-blocking connect already completed: on a near upstream
- * (loopback, same host) the handshake finishes inside connect(2), and one
- * poll(2) saves waiting a loop iteration for the connect event. A pending
- * socket error shows as POLLERR, so writable without it is connected. */
-static bool connected_at_once(int fd)
-{
-    struct pollfd p = { .fd = fd, .events = POLLOUT };
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP)) == POLLOUT;
-}
-
-static void dial_next(px_conn *c)
-{
-    conn_head *h = c->h;
-    while (h->next_addr < h->answer->naddrs) {
-        struct sockaddr_storage ss = h->answer->addrs[h->next_addr++];
-        socklen_t len;
-        if (ss.ss_family == AF_INET) {
-            ((struct sockaddr_in *)&ss)->sin_port = htons(c->port);
-            len = sizeof(struct sockaddr_in);
-        } else {
-            ((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->port);
-            len = sizeof(struct sockaddr_in6);
-        }
-        px_sockaddr_format((struct sockaddr *)&ss, h->dialed, sizeof h->dialed);
-        h->attempts++;
-        h->upstream = bufferevent_socket_new(c->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (h->upstream == NULL)
-            break;
-        bufferevent_setcb(h->upstream, NULL, NULL, connect_event_cb, c);
-        struct timeval tv = { c->w->cfg->connect_timeout_ms / 1000,
-                              (c->w->cfg->connect_timeout_ms % 1000) * 1000 };
-        /* The previous address's connect timer may still be pending (its
-         * connect failed before the timer fired): assigning a pending event
-         * corrupts the loop's timer heap, so it is deleted first. */
-        evtimer_del(h->timer);
-        evtimer_assign(h->timer, c->w->base, connect_timeout_cb, c);
-        evtimer_add(h->timer, &tv);
-        /* The address was checked; connect to exactly it, no name lookup. */
-        if (bufferevent_socket_connect(h->upstream, (struct sockaddr *)&ss, (int)len) == 0) {
-            /* dial_next runs only from callbacks (the DNS answer, the
-             * upstream's events, the connect timer), after the head was
-             * consumed, and returns at once: the relay may start here. */
-            if (connected_at_once(bufferevent_getfd(h->upstream)))
-                start_relay(c); /* may free c */
-            return;
-        }
-        evtimer_del(h->timer);
-        bufferevent_free(h->upstream);
-        h->upstream = NULL;
-    }
-    h->dialed[0] = '\0';
-    if (h->attempts > 0 && h->timeouts == h->attempts) {
-        snprintf(h->detail, sizeof h->detail, "%d address(es) did not answer within %ld ms",
-                 h->attempts, c->w->cfg->connect_timeout_ms);
-        refuse_for(c, PH_REASON_UPSTREAM_TIMEOUT, h->detail);
-    } else {
-        snprintf(h->detail, sizeof h->detail, "%d address(es) refused or failed", h->attempts);
-        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, h->detail);
-    }
-}
-
-/* ---- resolve and check --------------------------------------------------- */
-
-/* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
- * dial_next may dial, for the log. NULL when out of memory. */
-char *px_format_checked(const px_dns_answer *a)
-{
-    size_t cap = (size_t)a->naddrs * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
-    char *s = malloc(cap);
-    if (s == NULL)
-        return NULL;
-    s[0] = '\0';
-    for (int i = 0; i < a->naddrs; i++) {
-        char one[INET6_ADDRSTRLEN];
-        px_addr_format((const struct sockaddr *)&a->addrs[i], one, sizeof one);
-        n += (size_t)snprintf(s + n, cap - n, "%s%s", i ? " " : "", one);
-    }
-    return s;
-}
-
-static void resolved(const px_dns_answer *a, void *arg)
-{
-    px_conn *c = arg;
-    conn_head *h = c->h;
-    h->query = NULL;
-    /* The guard checked every address; any denied one refused the answer
-     * (a mixed answer is the DNS-rebinding case). */
-    if (a->reason != PH_REASON_ALLOWED) {
-        refuse_for(c, a->reason, a->detail);
-        return;
-    }
-    h->answer = malloc(sizeof *h->answer);
-    if (h->answer == NULL) {
-        refuse_for(c, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
-        return;
-    }
-    *h->answer = *a;
-    h->checked = px_format_checked(a);
-    c->state = ST_CONNECT;
-    h->next_addr = 0;
-    dial_next(c);
 }
 
 /* ---- the head and the decision ------------------------------------------- */
@@ -802,14 +597,6 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     c->rule_line = d.verdict.has_rule ? d.verdict.rule_line : 0;
     snprintf(h->rule_file, sizeof h->rule_file, "%s", d.verdict.rule_file);
 
-    /* The per-lease limit (from the grant): the proxy's own resource. */
-    if (!px_limits_lease_acquire(h->grant.tenant, h->grant.lease,
-                                 c->w->cfg->max_connections_per_lease)) {
-        refuse_for(c, PH_REASON_LIMIT_EXCEEDED, "too many connections for this lease");
-        return;
-    }
-    c->lease_slot = true;
-
     /* Kept for rechecks after a reload (px_conn_recheck_all). */
     if ((h->token = malloc(vlen + 1)) == NULL) {
         refuse_for(c, PH_REASON_PROXY_OVERLOADED, "out of memory");
@@ -819,12 +606,15 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
     h->token[vlen] = '\0';
     h->token_len = vlen;
 
-    /* What comes next (d.next == PH_NEXT_RESOLVE): resolve exactly this
-     * name (the answer comes from the loop). */
+    /* The lease slot, then exactly this name resolved for this port (the
+     * answer comes from the loop). */
+    ph_reason why;
+    const char *detail;
+    if ((c->up = px_upstream_start(c->w, &d, upstream_cb, c, &why, &detail)) == NULL) {
+        refuse_for(c, why, detail);
+        return;
+    }
     c->state = ST_RESOLVE;
-    h->query = px_dns_resolve(c->w->dns, h->host, resolved, c);
-    if (h->query == NULL)
-        refuse_for(c, PH_REASON_DNS_FAILURE, "out of memory");
 }
 
 static void head_read(px_conn *c);
