@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
+#include "config.h"
+#include "dns_async.h"
+#include "metrics.h"
 #include "pinhole/diag.h"
-#include "proxy-int.h"
 
 typedef struct sock_watch {
     int fd;

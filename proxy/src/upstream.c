@@ -19,9 +19,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "proxy-int.h"
+#include "config.h"
+#include "dns_async.h"
+#include "proxy_limits.h"
 #include "reply.h"
+#include "sockaddr.h"
 #include "upstream.h"
+#include "worker.h"
 
 struct px_upstream {
     px_worker *w;
