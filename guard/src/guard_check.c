@@ -140,11 +140,13 @@ static ph_status decide(ph_guard *g, const char *list, size_t host_len, ph_verdi
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
 /* Parses the target into v->scheme/host/port (*host_len: the host's
- * length), or refuses it in *v. */
+ * length; path, when not NULL, gets a URL's path span: path[0] offset,
+ * path[1] length), or refuses it in *v. */
 static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
-                              size_t *host_len, ph_diag *diag)
+                              size_t *host_len, size_t *path, ph_diag *diag)
 {
     ph_url u;
+    u.path_offset = u.path_len = 0;
     ph_diag d;
     d.message[0] = '\0'; /* the parsers fill it on refusal; never read otherwise */
     ph_status st;
@@ -162,6 +164,10 @@ static ph_status parse_target(const char *text, size_t len, target_kind kind, ph
     if (st != PH_OK)
         return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d,
                       diag);
+    if (path != NULL) {
+        path[0] = u.path_offset;
+        path[1] = u.path_len;
+    }
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
@@ -178,7 +184,7 @@ static ph_status check_target(ph_guard *g, const char *list, const char *text, s
     if (g == NULL || list == NULL || text == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
     size_t host_len = 0;
-    ph_status st = parse_target(text, len, kind, v, &host_len, diag);
+    ph_status st = parse_target(text, len, kind, v, &host_len, NULL, diag);
     return st != PH_OK ? st : decide(g, list, host_len, v, diag);
 }
 
@@ -244,6 +250,7 @@ static ph_status decision_begin(ph_guard *g, const void *req, const char *target
     d->has_grant = d->has_authority = false;
     d->client_detail[0] = d->log_detail[0] = d->keyring_id[0] = '\0';
     d->generation = 0;
+    d->path_offset = d->path_len = 0;
     verdict_reset(&d->verdict);
     if (g == NULL || req == NULL || target == NULL || (list != NULL && proxy_authorization != NULL)) {
         copy_text(d->log_detail, sizeof d->log_detail, "decide: missing or conflicting argument");
@@ -315,9 +322,12 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
      * else sees them). The parser's message is safe to show: it describes
      * only the client's own bytes. */
     ph_diag pd;
-    size_t host_len = 0;
-    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len, &pd) !=
-        PH_OK) {
+    size_t host_len = 0, path[2] = { 0, 0 };
+    ph_status pst = parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len,
+                                 path, &pd);
+    d->path_offset = path[0];
+    d->path_len = path[1];
+    if (pst != PH_OK) {
         ph_reason r = d->verdict.reason;
         copy_text(d->client_detail, sizeof d->client_detail,
                   r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"

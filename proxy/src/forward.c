@@ -477,13 +477,14 @@ static const uint8_t *proxy_authorization(const uint8_t *buf, const ph_h1_head *
 
 /* The request head for the upstream: origin-form target, Host from the URI,
  * the client's end-to-end fields, the body's framing, Via. */
-static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, const ph_url *u)
+static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
+                         const ph_decision *d)
 {
     struct evbuffer *o = f->up_head;
     const char *target = (const char *)buf + h->target.off;
-    if (u->path_len > 0)
-        evbuffer_add_printf(o, "%s %.*s HTTP/1.1\r\n", f->method, (int)u->path_len,
-                            target + u->path_offset);
+    if (d->path_len > 0)
+        evbuffer_add_printf(o, "%s %.*s HTTP/1.1\r\n", f->method, (int)d->path_len,
+                            target + d->path_offset);
     else
         evbuffer_add_printf(o, "%s / HTTP/1.1\r\n", f->method);
     if (f->port == 80)
@@ -561,12 +562,6 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     f->has_rule = d.verdict.has_rule;
     f->rule_line = d.verdict.rule_line;
     snprintf(f->rule_file, sizeof f->rule_file, "%s", d.verdict.rule_file);
-    /* The URL's path, by the same parser that decided its host. */
-    ph_url u;
-    if (ph_url_parse((const char *)t, tlen, &u, NULL) != PH_OK) {
-        px_fwd_refuse(f, PH_REASON_PARSE_ERROR, "the URL did not parse again", NULL);
-        return;
-    }
     /* The lease slot, and exactly this name resolved for this port (the
      * answer comes from the loop, after the head is rewritten below). */
     ph_reason why;
@@ -576,7 +571,7 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         return;
     }
     px_fwd_arm_deadline(f);
-    rewrite_head(f, buf, h, &u);
+    rewrite_head(f, buf, h, &d); /* the path as the guard's parse of the URL found it */
     f->req_body = h->body;
     f->req_left = h->content_length;
     f->req_done = h->body == PH_H1_BODY_NONE ||

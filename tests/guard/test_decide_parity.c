@@ -142,6 +142,8 @@ static ph_decision decide_everywhere(const char *list, const char *auth, const c
                                      size_t len, unsigned line)
 {
     ph_decision p = proxy_decides(auth, t, len);
+    if (p.path_offset != 0 || p.path_len != 0)
+        p.reason = PH_REASON_COUNT_; /* a CONNECT has no path: counted as a mismatch below */
     ph_verdict w;
     ph_guard_check_authority(F.worker, list, t, len, &w, NULL);
     ph_connect_request req = { .authority = t, .authority_len = len, .list = list };
@@ -200,9 +202,16 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     ur.list = "parity";
     ph_decision dl;
     ph_decide_url(F.worker, &ur, &dl);
+    /* The decision carries the URL's path span, as the URL parser finds it
+     * (what forwarding sends as the origin-form target). */
+    ph_url pu;
+    bool parsed = ph_url_parse(t, len, &pu, NULL) == PH_OK;
+    bool path_ok = parsed ? du.path_offset == pu.path_offset && du.path_len == pu.path_len &&
+                                dl.path_offset == pu.path_offset && dl.path_len == pu.path_len
+                          : du.path_len == 0 || du.path_offset + du.path_len <= len;
     if (du.reason != u.reason || du.http_status != ph_reason_http_status(u.reason) ||
         !same_verdict(&du.verdict, &u) || dl.reason != u.reason || !same_verdict(&dl.verdict, &u) ||
-        du.verdict.scheme != u.scheme) {
+        du.verdict.scheme != u.scheme || !path_ok) {
         F.mismatches++;
         printf("MISMATCH %s:%u URL: worker %s, ph_decide_url %s / %s\n", F.file, line,
                ph_reason_code(u.reason), ph_reason_code(du.reason), ph_reason_code(dl.reason));

@@ -249,6 +249,12 @@ typedef struct ph_decision {
     ph_verdict verdict;
     uint64_t generation;
     char keyring_id[PH_KEYRING_ID_HEX_LEN + 1];
+    /* A URL's path and query (ph_decide_url, once the URL parsed, allowed
+     * or not): where they start in req->url and their length, up to a '#'
+     * (what a proxy forwards as the origin-form target; 0 bytes: none).
+     * 0 and 0 for a CONNECT. */
+    size_t path_offset;
+    size_t path_len;
 } ph_decision;
 
 /*
