@@ -51,11 +51,11 @@ enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_TOK
 
 /* The head phase: from accept until the connection is a tunnel
  * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
- * px_conn (c->h) and freed with it (conn_free) or at that hand-over
- * (head_free). Every libevent object here (the bufferevent, head_ev,
- * timer) has the px_conn as its callback argument, never h, and is freed
- * (or handed over) by head_free: no callback of h's can run once h is
- * gone. */
+ * px_conn (c->h) and freed with it (px_conn_free) or at that hand-over
+ * (px_conn_head_free). Every libevent object here (the bufferevent,
+ * head_ev, timer) has the px_conn as its callback argument, never h, and
+ * is freed (or handed over) by px_conn_head_free: no callback of h's can
+ * run once h is gone. */
 typedef struct conn_head {
     struct bufferevent *client; /* only to answer a refusal */
     struct event *head_ev;      /* head reads after the first (NULL until needed) */
@@ -74,9 +74,9 @@ typedef struct conn_head {
     char detail[PH_DIAG_MESSAGE_MAX + 64];
 } conn_head;
 
-/* What an established tunnel keeps of its decision, for its log line, its
- * rechecks and its lease slot: the strings (conn_strings' values then,
- * each NUL-terminated) packed in one allocation (tunnel_pack), owned by
+/* What an established tunnel keeps of its decision, for its log line and
+ * its rechecks: the strings (px_conn_strings' values then, each
+ * NUL-terminated) packed in one allocation (px_conn_tunnel_pack), owned by
  * the px_conn (c->t). */
 #define CS_ABSENT UINT16_MAX
 typedef struct conn_tunnel {
@@ -86,7 +86,8 @@ typedef struct conn_tunnel {
 } conn_tunnel;
 
 /* One client connection: the worker's list entry, from accept to the log
- * line. Small: an idle tunnel is this, its conn_tunnel and its relay. */
+ * line. Small: an idle tunnel is this, its conn_tunnel, its stopped
+ * px_upstream and its relay. */
 typedef struct px_conn {
     px_worker *w;
     struct px_conn *prev, *next;

@@ -93,7 +93,7 @@ void px_conn_refuse(px_conn *c, int status, ph_reason reason, const char *detail
     if (h->timer)
         evtimer_del(h->timer);
     if (c->up != NULL)
-        px_upstream_stop(c->up);
+        px_upstream_stop(&c->up);
     struct bufferevent *b = px_conn_client_bev(c);
     if (b == NULL) {
         /* Out of memory: what the socket takes now, then the end, from the

@@ -1,15 +1,15 @@
 /* forward.h - plain-HTTP forwarding (absolute-form requests) for the
- * connection that owns the client (tunnel.c, which accepts every client
- * connection), reached back only through the hooks it hands over.
+ * connection that owns the client (conn-int.h's px_conn, accepted by
+ * tunnel.c), reached back only through the hooks it hands over.
  *
  * A client connection whose first request is not a CONNECT is handed to
  * forward.c, which then owns the client's bufferevent and everything of its
  * requests (upstream connections, DNS queries, timers, lease slots); the
- * px_conn of tunnel.c stays the connection's entry in the worker's list (for
+ * px_conn stays the connection's entry in the worker's list (for
  * the limits, drain and shutdown) and frees the forwarder with it.
  *
  * Ownership: a px_fwd is freed only by px_forward_free, which only its
- * owner calls (tunnel.c's conn_free). forward.c never frees anything
+ * owner calls (conn.c's px_conn_free). forward.c never frees anything
  * synchronously inside one of its callbacks: to end the connection it marks
  * itself dead and activates its reap event, whose callback (from the loop)
  * calls the owner's end hook. Every callback of forward.c therefore finds

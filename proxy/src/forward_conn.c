@@ -97,7 +97,7 @@ void px_fwd_kill(px_fwd *f, const char *end)
     evtimer_del(f->deadline);
     px_fwd_unwatch_client(f);
     if (f->dial != NULL)
-        px_upstream_stop(f->dial);
+        px_upstream_stop(&f->dial);
     event_active(f->reap, EV_TIMEOUT, 0);
 }
 

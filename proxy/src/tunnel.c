@@ -139,8 +139,10 @@ static void start_relay(px_conn *c)
      * the tunnel's now (with TCP_NODELAY; the client socket inherited it
      * from its listener), and of its dial only the log's strings and the
      * lease slot stay. */
+    const char *life_end;
+    long life = px_upstream_lifetime(c->up, &life_end);
     struct bufferevent *ub = px_upstream_take(c->up, NULL);
-    px_upstream_stop(c->up);
+    px_upstream_stop(&c->up);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     h->detail[0] = '\0';
@@ -156,8 +158,6 @@ static void start_relay(px_conn *c)
         px_conn_free(c);
         return;
     }
-    const char *life_end;
-    long life = px_upstream_lifetime(c->up, &life_end);
     c->relay = px_relay_start(c->w->base, c->fd, bufferevent_getfd(ub), h->head_buf + h->head_len,
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,

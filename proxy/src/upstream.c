@@ -2,11 +2,13 @@
  * (upstream.h): the lease slot, the resolution with the port, the dial in
  * answer order with a timer per address, the lifetime.
  *
- * One px_upstream per request (forward.c) or tunnel (tunnel.c). While
- * resolving and dialing it holds the query, the checked answer, the timer
- * and the connection being tried; px_upstream_stop frees those and keeps
- * only what the log and the slot need (the dialed and checked strings, the
- * slot's key), so an idle tunnel carries about a hundred bytes of it.
+ * One px_upstream per request (forward.c) or tunnel (tunnel.c), in two
+ * forms behind one handle: while resolving and dialing it holds its live
+ * state (up_live: the query, the checked answer, the timer, the connection
+ * being tried); px_upstream_stop frees that and compacts the handle to what
+ * the log and the slot need (the slot's key, the dialed and checked
+ * strings, in one allocation), so an idle tunnel carries some sixty bytes
+ * of it.
  */
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,27 +29,35 @@
 #include "upstream.h"
 #include "worker.h"
 
-struct px_upstream {
+/* From px_upstream_start to px_upstream_stop. */
+typedef struct up_live {
     px_worker *w;
     px_upstream_cb cb;
     void *arg;
     struct px_dns_query *query;  /* live handle while resolving (dns_async.c rule) */
     struct event *timer;         /* the connect timeout of the address being tried */
     struct bufferevent *bev;     /* the connection being tried, then the connected one */
-    ph_pinned_addrs *addrs;      /* the checked answer, from PX_UP_RESOLVED until freed */
+    ph_pinned_addrs *addrs;      /* the checked answer, from PX_UP_RESOLVED on */
     char *checked;               /* the checked addresses, for the log */
     int64_t expires;             /* the grant's */
     int next, attempts, timeouts;
-    bool lease_slot;
-    uint8_t lease_off;           /* the lease's start in key (after the tenant's NUL) */
     char dialed[INET6_ADDRSTRLEN + 8];
-    char key[];                  /* the slot's tenant, NUL, lease, NUL */
+} up_live;
+
+struct px_upstream {
+    up_live *live;               /* NULL once stopped */
+    bool lease_slot;
+    uint8_t lease_off;           /* the lease's start in s (after the tenant's NUL) */
+    uint8_t dialed_off;          /* stopped: the dialed string's start in s, 0 for none */
+    uint16_t checked_off;        /* stopped: the checked string's start in s, 0 for none */
+    char s[];                    /* the slot's tenant, NUL, lease, NUL; stopped: then the
+                                  * dialed and checked strings, each NUL-terminated */
 };
 
 /* The refusal, last: the callback may free u. */
 static void refused(px_upstream *u, ph_reason reason, const char *detail)
 {
-    u->cb(u->arg, PX_UP_REFUSED, reason, detail);
+    u->live->cb(u->live->arg, PX_UP_REFUSED, reason, detail);
 }
 
 /* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
@@ -71,20 +81,21 @@ static char *format_checked(const ph_pinned_addrs *a)
 static void resolved(const ph_resolve_answer *a, void *arg)
 {
     px_upstream *u = arg;
-    u->query = NULL;
+    up_live *l = u->live;
+    l->query = NULL;
     /* The guard checked every address; any denied one refused the answer
      * (a mixed answer is the DNS-rebinding case). */
     if (a->reason != PH_REASON_ALLOWED) {
         refused(u, a->reason, a->detail);
         return;
     }
-    if ((u->addrs = malloc(sizeof *u->addrs)) == NULL) {
+    if ((l->addrs = malloc(sizeof *l->addrs)) == NULL) {
         refused(u, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
         return;
     }
-    *u->addrs = a->addrs;
-    u->checked = format_checked(&a->addrs);
-    u->cb(u->arg, PX_UP_RESOLVED, PH_REASON_ALLOWED, NULL);
+    *l->addrs = a->addrs;
+    l->checked = format_checked(&a->addrs);
+    l->cb(l->arg, PX_UP_RESOLVED, PH_REASON_ALLOWED, NULL);
 }
 
 px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_cb cb, void *arg,
@@ -93,21 +104,24 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     const ph_grant *g = &d->grant;
     size_t tl = strlen(g->tenant), ll = strlen(g->lease);
     px_upstream *u = calloc(1, sizeof *u + tl + 1 + ll + 1);
-    if (u == NULL) {
+    up_live *l = u != NULL ? calloc(1, sizeof *l) : NULL;
+    if (l == NULL) {
+        free(u);
         *reason = PH_REASON_PROXY_OVERLOADED;
         *detail = "out of memory";
         return NULL;
     }
-    u->w = w;
-    u->cb = cb;
-    u->arg = arg;
-    u->expires = g->expires;
-    memcpy(u->key, g->tenant, tl + 1);
+    u->live = l;
+    l->w = w;
+    l->cb = cb;
+    l->arg = arg;
+    l->expires = g->expires;
+    memcpy(u->s, g->tenant, tl + 1);
     u->lease_off = (uint8_t)(tl + 1); /* tl <= PH_GRANT_FIELD_MAX */
-    memcpy(u->key + u->lease_off, g->lease, ll + 1);
+    memcpy(u->s + u->lease_off, g->lease, ll + 1);
     /* The per-lease limit (from the grant): the proxy's own resource. */
-    if (!px_limits_lease_acquire(u->key, u->key + u->lease_off,
-                                 w->cfg->max_connections_per_lease)) {
+    if (!px_limits_lease_acquire(u->s, u->s + u->lease_off, w->cfg->max_connections_per_lease)) {
+        free(l);
         free(u);
         *reason = PH_REASON_LIMIT_EXCEEDED;
         *detail = "too many connections for this lease";
@@ -116,8 +130,8 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     u->lease_slot = true;
     /* What the decision said comes next (d->next == PH_NEXT_RESOLVE):
      * exactly this name, for this port (the answer comes from the loop). */
-    u->query = px_dns_resolve(w->dns, d->verdict.host, d->verdict.port, resolved, u);
-    if (u->query == NULL) {
+    l->query = px_dns_resolve(w->dns, d->verdict.host, d->verdict.port, resolved, u);
+    if (l->query == NULL) {
         px_upstream_free(&u);
         *reason = PH_REASON_DNS_FAILURE;
         *detail = "out of memory";
@@ -130,11 +144,10 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
 
 static void connected(px_upstream *u)
 {
-    evtimer_del(u->timer);
-    /* Both front ends carry interactive traffic (TLS handshakes, request
-     * and response): no Nagle delay on top of the peer's own. */
-    px_set_nodelay(u->bev);
-    u->cb(u->arg, PX_UP_CONNECTED, PH_REASON_ALLOWED, NULL);
+    up_live *l = u->live;
+    evtimer_del(l->timer);
+    px_set_nodelay(l->bev);
+    l->cb(l->arg, PX_UP_CONNECTED, PH_REASON_ALLOWED, NULL);
 }
 
 static void dial_next(px_upstream *u);
@@ -147,8 +160,8 @@ static void connect_event_cb(struct bufferevent *b, short what, void *arg)
         connected(u);
         return;
     }
-    bufferevent_free(u->bev);
-    u->bev = NULL;
+    bufferevent_free(u->live->bev);
+    u->live->bev = NULL;
     dial_next(u);
 }
 
@@ -157,9 +170,9 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     px_upstream *u = arg;
-    u->timeouts++;
-    bufferevent_free(u->bev);
-    u->bev = NULL;
+    u->live->timeouts++;
+    bufferevent_free(u->live->bev);
+    u->live->bev = NULL;
     dial_next(u);
 }
 
@@ -175,52 +188,54 @@ static bool connected_at_once(int fd)
 
 static void dial_next(px_upstream *u)
 {
-    const px_config *cfg = u->w->cfg;
-    while (u->addrs != NULL && (size_t)u->next < u->addrs->count) {
-        int i = u->next++;
-        const struct sockaddr *sa = (const struct sockaddr *)&u->addrs->addr[i];
-        px_sockaddr_format(sa, u->dialed, sizeof u->dialed);
-        u->attempts++;
-        u->bev = bufferevent_socket_new(u->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (u->bev == NULL)
+    up_live *l = u->live;
+    const px_config *cfg = l->w->cfg;
+    while (l->addrs != NULL && (size_t)l->next < l->addrs->count) {
+        int i = l->next++;
+        const struct sockaddr *sa = (const struct sockaddr *)&l->addrs->addr[i];
+        px_sockaddr_format(sa, l->dialed, sizeof l->dialed);
+        l->attempts++;
+        l->bev = bufferevent_socket_new(l->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
+        if (l->bev == NULL)
             break;
-        bufferevent_setcb(u->bev, NULL, NULL, connect_event_cb, u);
+        bufferevent_setcb(l->bev, NULL, NULL, connect_event_cb, u);
         struct timeval tv = { cfg->connect_timeout_ms / 1000,
                               (cfg->connect_timeout_ms % 1000) * 1000 };
         /* The previous address's timer may still be pending (its connect
          * failed before the timer fired): re-adding replaces it. */
-        evtimer_add(u->timer, &tv);
+        evtimer_add(l->timer, &tv);
         /* The address was checked; connect to exactly it, no name lookup. */
-        if (bufferevent_socket_connect(u->bev, sa, (int)u->addrs->addr_len[i]) == 0) {
-            if (connected_at_once(bufferevent_getfd(u->bev)))
+        if (bufferevent_socket_connect(l->bev, sa, (int)l->addrs->addr_len[i]) == 0) {
+            if (connected_at_once(bufferevent_getfd(l->bev)))
                 connected(u); /* may free u */
             return;
         }
-        evtimer_del(u->timer);
-        bufferevent_free(u->bev);
-        u->bev = NULL;
+        evtimer_del(l->timer);
+        bufferevent_free(l->bev);
+        l->bev = NULL;
     }
-    u->dialed[0] = '\0';
+    l->dialed[0] = '\0';
     char detail[PH_DIAG_MESSAGE_MAX];
-    if (u->attempts > 0 && u->timeouts == u->attempts) {
+    if (l->attempts > 0 && l->timeouts == l->attempts) {
         snprintf(detail, sizeof detail, "%d address(es) did not answer within %ld ms",
-                 u->attempts, cfg->connect_timeout_ms);
+                 l->attempts, cfg->connect_timeout_ms);
         refused(u, PH_REASON_UPSTREAM_TIMEOUT, detail);
     } else {
-        snprintf(detail, sizeof detail, "%d address(es) refused or failed", u->attempts);
+        snprintf(detail, sizeof detail, "%d address(es) refused or failed", l->attempts);
         refused(u, PH_REASON_UPSTREAM_UNREACHABLE, detail);
     }
 }
 
 void px_upstream_dial(px_upstream *u)
 {
-    if (u->bev != NULL) {
-        bufferevent_free(u->bev);
-        u->bev = NULL;
+    up_live *l = u->live;
+    if (l->bev != NULL) {
+        bufferevent_free(l->bev);
+        l->bev = NULL;
     }
-    u->next = u->attempts = u->timeouts = 0;
-    if (u->timer == NULL &&
-        (u->timer = evtimer_new(u->w->base, connect_timeout_cb, u)) == NULL) {
+    l->next = l->attempts = l->timeouts = 0;
+    if (l->timer == NULL &&
+        (l->timer = evtimer_new(l->w->base, connect_timeout_cb, u)) == NULL) {
         refused(u, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
         return;
     }
@@ -242,38 +257,68 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 
 bool px_upstream_is_checked(const px_upstream *u, const struct sockaddr_storage *addr)
 {
-    for (size_t i = 0; u->addrs != NULL && i < u->addrs->count; i++)
-        if (same_addr(&u->addrs->addr[i], addr))
+    const up_live *l = u->live;
+    for (size_t i = 0; l != NULL && l->addrs != NULL && i < l->addrs->count; i++)
+        if (same_addr(&l->addrs->addr[i], addr))
             return true;
     return false;
 }
 
 struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *addr)
 {
-    struct bufferevent *b = u->bev;
-    u->bev = NULL;
+    up_live *l = u->live;
+    struct bufferevent *b = l->bev;
+    l->bev = NULL;
     if (addr != NULL)
-        *addr = u->addrs->addr[u->next - 1];
+        *addr = l->addrs->addr[l->next - 1];
     bufferevent_setcb(b, NULL, NULL, NULL, NULL);
     return b;
 }
 
-void px_upstream_stop(px_upstream *u)
+/* Frees the live state (the callback does not run afterwards). */
+static void live_free(up_live **lp)
 {
-    if (u->query != NULL) {
-        px_dns_cancel(u->query);
-        u->query = NULL;
+    up_live *l = *lp;
+    if (l == NULL)
+        return;
+    if (l->query != NULL)
+        px_dns_cancel(l->query);
+    if (l->timer != NULL)
+        event_free(l->timer);
+    if (l->bev != NULL)
+        bufferevent_free(l->bev);
+    free(l->addrs);
+    free(l->checked);
+    free(l);
+    *lp = NULL;
+}
+
+void px_upstream_stop(px_upstream **up)
+{
+    px_upstream *u = *up;
+    up_live *l = u->live;
+    if (l == NULL)
+        return;
+    /* The compact form: the key, then the log's strings. Out of memory:
+     * the old form without them (the log line goes without). */
+    size_t key = u->lease_off + strlen(u->s + u->lease_off) + 1;
+    size_t dl = l->dialed[0] ? strlen(l->dialed) + 1 : 0;
+    size_t cl = l->checked != NULL ? strlen(l->checked) + 1 : 0;
+    px_upstream *c = key + dl + cl <= UINT16_MAX ? malloc(sizeof *c + key + dl + cl) : NULL;
+    if (c != NULL) {
+        *c = *u;
+        memcpy(c->s, u->s, key);
+        c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
+        if (c->dialed_off)
+            memcpy(c->s + key, l->dialed, dl);
+        c->checked_off = cl ? (uint16_t)(key + dl) : 0;
+        if (cl)
+            memcpy(c->s + key + dl, l->checked, cl);
+        free(u);
+        *up = u = c;
     }
-    if (u->timer != NULL) {
-        event_free(u->timer);
-        u->timer = NULL;
-    }
-    if (u->bev != NULL) {
-        bufferevent_free(u->bev);
-        u->bev = NULL;
-    }
-    free(u->addrs);
-    u->addrs = NULL;
+    u->live = NULL;
+    live_free(&l);
 }
 
 void px_upstream_free(px_upstream **up)
@@ -281,34 +326,38 @@ void px_upstream_free(px_upstream **up)
     px_upstream *u = *up;
     if (u == NULL)
         return;
-    px_upstream_stop(u);
+    live_free(&u->live);
     if (u->lease_slot)
-        px_limits_lease_release(u->key, u->key + u->lease_off);
-    free(u->checked);
+        px_limits_lease_release(u->s, u->s + u->lease_off);
     free(u);
     *up = NULL;
 }
 
 const char *px_upstream_dialed(const px_upstream *u)
 {
-    return u->dialed[0] ? u->dialed : NULL;
+    if (u->live != NULL)
+        return u->live->dialed[0] ? u->live->dialed : NULL;
+    return u->dialed_off ? u->s + u->dialed_off : NULL;
 }
 
 const char *px_upstream_checked(const px_upstream *u)
 {
-    return u->checked;
+    if (u->live != NULL)
+        return u->live->checked;
+    return u->checked_off ? u->s + u->checked_off : NULL;
 }
 
 void px_upstream_set_dialed(px_upstream *u, const struct sockaddr *addr)
 {
-    px_sockaddr_format(addr, u->dialed, sizeof u->dialed);
+    px_sockaddr_format(addr, u->live->dialed, sizeof u->live->dialed);
 }
 
 long px_upstream_lifetime(const px_upstream *u, const char **end)
 {
-    long life = u->w->cfg->max_lifetime_s;
+    const up_live *l = u->live;
+    long life = l->w->cfg->max_lifetime_s;
     *end = "max_lifetime";
-    int64_t left = u->expires - (int64_t)time(NULL);
+    int64_t left = l->expires - (int64_t)time(NULL);
     if (left < life) {
         life = left > 0 ? (long)left : 0;
         *end = "grant_expired";

@@ -63,7 +63,9 @@ px_upstream *px_upstream_start(struct px_worker *w, const ph_decision *d, px_ups
                                void *arg, ph_reason *reason, const char **detail);
 /* Dials the checked addresses from the first, in answer order (after
  * PX_UP_RESOLVED, or again after a connection of the caller's to them
- * failed). The callback may run within the call (module comment). */
+ * failed). The callback may run within the call (module comment).
+ * px_upstream_dial, _is_checked, _take, _set_dialed and _lifetime: only
+ * before px_upstream_stop. */
 void px_upstream_dial(px_upstream *u);
 /* True when addr's address (not its port) is one of the checked ones. */
 bool px_upstream_is_checked(const px_upstream *u, const struct sockaddr_storage *addr);
@@ -72,9 +74,9 @@ bool px_upstream_is_checked(const px_upstream *u, const struct sockaddr_storage 
 struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *addr);
 /* Stops resolving or dialing (the callback does not run afterwards) and
  * frees the answer, the timer and any connection being tried; the slot and
- * the log strings stay until px_upstream_free. px_upstream_dial needs a new
- * px_upstream_start afterwards. */
-void px_upstream_stop(px_upstream *u);
+ * the log strings stay until px_upstream_free, in a compact form that
+ * replaces *u (a long-lived tunnel keeps only that). Nothing once stopped. */
+void px_upstream_stop(px_upstream **u);
 /* Cancels, releases the lease slot, frees everything; *u becomes NULL. */
 void px_upstream_free(px_upstream **u);
 

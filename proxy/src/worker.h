@@ -31,7 +31,7 @@ typedef struct px_worker {
     struct px_dns *dns;
     struct px_conn *conns;        /* doubly linked list of live connections */
     long nconns;
-    bool draining;                /* then the loop ends with the last connection (conn_free) */
+    bool draining;                /* then the loop ends with the last connection (px_conn_free) */
     struct event *drain_deadline;
     const px_config *cfg;
     uint64_t next_conn_seq;
