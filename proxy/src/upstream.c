@@ -101,6 +101,13 @@ static void resolved(const ph_resolve_answer *a, void *arg)
 px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_cb cb, void *arg,
                                ph_reason *reason, const char **detail)
 {
+    /* Fail closed: only an allowed decision, made on a grant (whose lease
+     * the slot is counted against), leads to an upstream. */
+    if (!d->allowed || d->next != PH_NEXT_RESOLVE || !d->has_grant) {
+        *reason = !d->allowed ? d->reason : PH_REASON_NO_GRANT;
+        *detail = "no upstream without an allowed decision on a grant";
+        return NULL;
+    }
     const ph_grant *g = &d->grant;
     size_t tl = strlen(g->tenant), ll = strlen(g->lease);
     px_upstream *u = calloc(1, sizeof *u + tl + 1 + ll + 1);

@@ -57,8 +57,9 @@ typedef void (*px_upstream_cb)(void *arg, px_up_event ev, ph_reason reason, cons
 /* Takes the lease slot of d's grant and starts resolving d's host for its
  * port. NULL when refused at once: *reason and *detail (static) say why
  * (limit_exceeded when the lease has max_connections_per_lease already,
- * dns_failure or proxy_overloaded when out of memory). d must be an allowed
- * decision with a grant; it is copied from. */
+ * dns_failure or proxy_overloaded when out of memory; d's own reason when
+ * d is not allowed, no_grant when it was made without a grant). d is
+ * copied from. */
 px_upstream *px_upstream_start(struct px_worker *w, const ph_decision *d, px_upstream_cb cb,
                                void *arg, ph_reason *reason, const char **detail);
 /* Dials the checked addresses from the first, in answer order (after
