@@ -33,8 +33,7 @@
  * the proxy's CPU per transaction (also against the floor of its round,
  * and the kernel's share of it),
  * and each against the first proxy's median with the first's spread as the
- * noise. For a proxy with an io_uring, --syscalls adds the SQEs and CQEs
- * per transaction (strace sees one io_uring_enter however many it carries).
+ * noise.
  *
  *   plain HTTP       keep-alive GETs of 64 bytes, absolute-form through the
  *                    proxy against origin-form direct (proxy_http.c)
@@ -851,33 +850,6 @@ static pid_t start_squid(const char *dir, int port)
 
 /* ---- system calls per transaction ------------------------------------------ */
 
-/* The submission and completion queue tails of px's io_uring (the SQEs it
- * queued and the CQEs it was sent, ever; /proc/PID/fdinfo of its ring):
- * false when it has none (an epoll proxy). Counters wrap at 2^32: deltas
- * are taken in unsigned 32-bit arithmetic. */
-static bool uring_tails(pid_t pid, unsigned *sq, unsigned *cq)
-{
-    char path[64], link[64], line[128];
-    for (int fd = 0; fd < 64; fd++) {
-        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, fd);
-        ssize_t n = readlink(path, link, sizeof link - 1);
-        if (n <= 0)
-            continue;
-        link[n] = '\0';
-        if (strcmp(link, "anon_inode:[io_uring]") != 0)
-            continue;
-        snprintf(path, sizeof path, "/proc/%d/fdinfo/%d", (int)pid, fd);
-        FILE *f = fopen(path, "r");
-        int got = 0;
-        while (f && got < 2 && fgets(line, sizeof line, f))
-            got += sscanf(line, "SqTail: %u", sq) + sscanf(line, "CqTail: %u", cq);
-        if (f)
-            fclose(f);
-        return got == 2;
-    }
-    return false;
-}
-
 /* Counts the proxy's system calls over n sequential transactions of one
  * client (strace -f -c attached to every thread of px->pid) and prints them
  * per transaction, the most frequent first: the kernel work a transaction
@@ -897,13 +869,10 @@ static void syscall_counts(const target *px, int n, const char *dir)
     usleep(500000); /* attached to every thread */
     transaction(px);
     usleep(100000);
-    unsigned sq0 = 0, cq0 = 0, sq1 = 0, cq1 = 0;
-    bool uring = uring_tails(px->pid, &sq0, &cq0);
     int failed = 0;
     for (int i = 0; i < n; i++)
         failed += transaction(px) != 0;
     usleep(100000);
-    uring = uring && uring_tails(px->pid, &sq1, &cq1);
     kill(st, SIGINT);
     waitpid(st, NULL, 0);
     FILE *f = fopen(out, "r");
@@ -947,18 +916,6 @@ static void syscall_counts(const target *px, int n, const char *dir)
             printf(" %s %.2f", names[i], c / per);
     }
     printf("\n");
-    /* strace counts an io_uring_enter as one call whatever it submits and
-     * reaps: the operations it carries, from the ring's own counters. */
-    if (uring) {
-        double enters = 0;
-        for (int i = 0; i < k; i++)
-            if (strcmp(names[i], "io_uring_enter") == 0)
-                enters = calls[i];
-        double done = (double)(n - failed);
-        printf("  io_uring            %s: io_uring_enter %.2f, SQEs %.2f, CQEs %.2f per transaction "
-               "(SQEs and CQEs over the %d, from its ring's fdinfo)\n",
-               px->name, enters / per, (double)(sq1 - sq0) / done, (double)(cq1 - cq0) / done, n);
-    }
     fflush(stdout);
 }
 
@@ -1118,7 +1075,7 @@ static void usage(FILE *f)
                "  --workers N        proxy worker threads (default 0: one per core)\n"
                "  --idle-tunnels N   idle tunnels held open for the RSS figure (default 10000)\n"
                "  --proxy PATH       a pinhole-proxy-testloopback binary (or a program taking\n"
-               "                     its options, e.g. the io_uring prototype uring_proxy); given two or more\n"
+               "                     its options); given two or more\n"
                "                     times (at most %d), an A/B run: the same rounds against each,\n"
                "                     interleaved, with the spread across rounds\n"
                "  --rounds N         rounds of an A/B run, 3-64 (default 7)\n"

@@ -9,9 +9,6 @@
 # build/ab/REV, once) against this tree's (B, from BUILD_DIR), the same
 # rounds interleaved. Extra bench_proxy options may follow in BENCH_AB_ARGS.
 #
-# After bench_proxy, the io_uring prototype's rows beside pinhole-proxy's
-# (an A/B run, when liburing is installed; extra options in BENCH_URING_ARGS).
-#
 # bench_artifacts' S3 rows need an object store: without PH_BENCH_S3_CONFIG,
 # a single-node Ceph RGW is brought up for the run (scripts/start-ceph-rgw.sh,
 # memstore, loopback) when ceph is installed, and stopped after; otherwise
@@ -70,19 +67,6 @@ for b in "$BUILD_DIR"/bench/bench_*; do
     [ -x "$b" ] || continue
     echo "==> $(basename "$b")"
     "$b" || echo "$(basename "$b"): FAILED"
-    [ "$(basename "$b")" = bench_proxy ] || continue
-    # The io_uring prototype (bench/uring_proxy.c, built when liburing is
-    # installed) beside pinhole-proxy in one A/B run: both one thread (the
-    # prototype has one), syscalls and SQEs per transaction, CPU per
-    # transaction against the floor (docs/pinhole-proxy.md).
-    if [ -x "$BUILD_DIR/bench/uring_proxy" ]; then
-        echo "==> bench_proxy: io_uring prototype (B) beside pinhole-proxy (A), one worker each"
-        # shellcheck disable=SC2086
-        "$b" --proxy "$BUILD_DIR/proxy/pinhole-proxy-testloopback" --proxy "$BUILD_DIR/bench/uring_proxy" \
-            --workers 1 --no-peers ${BENCH_URING_ARGS:-} || echo "bench_proxy (io_uring prototype): FAILED"
-    else
-        echo "bench_proxy: no uring_proxy in $BUILD_DIR (liburing-dev not installed): no io_uring rows"
-    fi
 done
 if [ -n "$RGW_DIR" ]; then
     sh tests/artifacts/rgw_fixture.sh stop "$RGW_DIR" >/dev/null 2>&1

@@ -140,11 +140,13 @@ static ph_status decide(ph_guard *g, const char *list, size_t host_len, ph_verdi
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
 /* Parses the target into v->scheme/host/port (*host_len: the host's
- * length), or refuses it in *v. */
+ * length; path, when not NULL, gets a URL's path span: path[0] offset,
+ * path[1] length), or refuses it in *v. */
 static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
-                              size_t *host_len, ph_diag *diag)
+                              size_t *host_len, size_t *path, ph_diag *diag)
 {
     ph_url u;
+    u.path_offset = u.path_len = 0;
     ph_diag d;
     d.message[0] = '\0'; /* the parsers fill it on refusal; never read otherwise */
     ph_status st;
@@ -162,6 +164,10 @@ static ph_status parse_target(const char *text, size_t len, target_kind kind, ph
     if (st != PH_OK)
         return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d,
                       diag);
+    if (path != NULL) {
+        path[0] = u.path_offset;
+        path[1] = u.path_len;
+    }
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
@@ -178,7 +184,7 @@ static ph_status check_target(ph_guard *g, const char *list, const char *text, s
     if (g == NULL || list == NULL || text == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
     size_t host_len = 0;
-    ph_status st = parse_target(text, len, kind, v, &host_len, diag);
+    ph_status st = parse_target(text, len, kind, v, &host_len, NULL, diag);
     return st != PH_OK ? st : decide(g, list, host_len, v, diag);
 }
 
@@ -234,37 +240,32 @@ static ph_status decision_end(ph_decision *d, ph_reason r)
     return d->allowed ? PH_OK : PH_E_DENIED;
 }
 
-/* The decision for either kind of target: the request's fields with the
- * target text and its parser. */
-static ph_status decide_request(ph_guard *g, const ph_connect_request *req, target_kind kind,
-                                ph_decision *d)
+/* Clears *d and checks the arguments every decision takes (target: the
+ * authority, URL or host). PH_OK to go on; else *d is the refusal. */
+static ph_status decision_begin(ph_guard *g, const void *req, const char *target,
+                                const char *list, const char *proxy_authorization, ph_decision *d)
 {
     if (d == NULL)
         return PH_E_INVAL;
     d->has_grant = d->has_authority = false;
     d->client_detail[0] = d->log_detail[0] = d->keyring_id[0] = '\0';
     d->generation = 0;
+    d->path_offset = d->path_len = 0;
     verdict_reset(&d->verdict);
-    if (g == NULL || req == NULL || req->authority == NULL ||
-        (req->list != NULL && req->proxy_authorization != NULL)) {
+    if (g == NULL || req == NULL || target == NULL || (list != NULL && proxy_authorization != NULL)) {
         copy_text(d->log_detail, sizeof d->log_detail, "decide: missing or conflicting argument");
         decision_end(d, PH_REASON_PARSE_ERROR);
         return PH_E_INVAL;
     }
-    /* 1. The authority, parsed once (IP literals refused before anything
-     * else sees them). The parser's message is safe to show: it describes
-     * only the client's own bytes. */
-    ph_diag pd;
-    size_t host_len = 0;
-    if (parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len, &pd) !=
-        PH_OK) {
-        ph_reason r = d->verdict.reason;
-        copy_text(d->client_detail, sizeof d->client_detail,
-                  r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
-                                            : pd.message);
-        copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
-        return decision_end(d, r);
-    }
+    return PH_OK;
+}
+
+/* Steps 2 and 3 of every decision, for the destination in d->verdict
+ * (host of host_len bytes, port): the grant (or the trusted caller's
+ * list), then the list, on one pinned version. */
+static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, size_t host_len,
+                                    ph_decision *d)
+{
     d->has_authority = true;
     ph_guard_reload_if_due(g);
     ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
@@ -307,9 +308,89 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
     return decision_end(d, PH_REASON_ALLOWED);
 }
 
+/* The decision for either kind of target: the request's fields with the
+ * target text and its parser. */
+static ph_status decide_request(ph_guard *g, const ph_connect_request *req, target_kind kind,
+                                ph_decision *d)
+{
+    ph_status st = decision_begin(g, req, req != NULL ? req->authority : NULL,
+                                  req != NULL ? req->list : NULL,
+                                  req != NULL ? req->proxy_authorization : NULL, d);
+    if (st != PH_OK)
+        return st;
+    /* 1. The authority, parsed once (IP literals refused before anything
+     * else sees them). The parser's message is safe to show: it describes
+     * only the client's own bytes. */
+    ph_diag pd;
+    size_t host_len = 0, path[2] = { 0, 0 };
+    ph_status pst = parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len,
+                                 path, &pd);
+    d->path_offset = path[0];
+    d->path_len = path[1];
+    if (pst != PH_OK) {
+        ph_reason r = d->verdict.reason;
+        copy_text(d->client_detail, sizeof d->client_detail,
+                  r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
+                                            : pd.message);
+        copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
+        return decision_end(d, r);
+    }
+    return decide_destination(g, req, host_len, d);
+}
+
 ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d)
 {
     return decide_request(g, req, TARGET_AUTHORITY, d);
+}
+
+ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_decision *d,
+                          ph_ending *ending)
+{
+    if (ending != NULL)
+        *ending = PH_ENDING_POLICY_REVOKED;
+    ph_status st = decision_begin(g, req, req != NULL ? req->host : NULL,
+                                  req != NULL ? req->list : NULL,
+                                  req != NULL ? req->proxy_authorization : NULL, d);
+    if (st != PH_OK)
+        return st;
+    /* The destination an earlier decision parsed: canonical already, so it
+     * is checked, never parsed again (a name that is not canonical was not
+     * made by a decision and is refused). */
+    size_t host_len = strnlen(req->host, PH_HOST_MAX + 1);
+    if (host_len > PH_HOST_MAX || ph_host_check(req->host, host_len, NULL) != PH_HOST_OK ||
+        req->port == 0) {
+        copy_text(d->log_detail, sizeof d->log_detail,
+                  "decide again: not a destination a decision made");
+        decision_end(d, PH_REASON_PARSE_ERROR);
+        return PH_E_INVAL;
+    }
+    memcpy(d->verdict.host, req->host, host_len + 1);
+    d->verdict.port = req->port;
+    ph_connect_request r = {
+        .authority = req->host,
+        .proxy_authorization = req->proxy_authorization,
+        .proxy_authorization_len = req->proxy_authorization_len,
+        .list = req->list,
+        .now = req->now,
+    };
+    st = decide_destination(g, &r, host_len, d);
+    if (ending != NULL)
+        *ending = st == PH_OK                             ? PH_ENDING_NONE
+                  : req->list != NULL || d->has_grant     ? PH_ENDING_POLICY_REVOKED
+                  : d->reason == PH_REASON_GRANT_EXPIRED ? PH_ENDING_GRANT_EXPIRED
+                                                          : PH_ENDING_KEY_REVOKED;
+    return st;
+}
+
+const char *ph_ending_code(ph_ending e)
+{
+    switch (e) {
+    case PH_ENDING_NONE: return "none";
+    case PH_ENDING_KEY_REVOKED: return "key_revoked";
+    case PH_ENDING_GRANT_EXPIRED: return "grant_expired";
+    case PH_ENDING_POLICY_REVOKED: return "policy_revoked";
+    }
+    return "policy_revoked";
 }
 
 ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)

@@ -36,10 +36,16 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "forward.h"
+#include "admin.h"
 #include "http1.h"
+#include "listener.h"
+#include "log_json.h"
+#include "metrics.h"
 #include "pinhole/diag.h"
-#include "proxy-int.h"
+#include "proxy_limits.h"
+#include "reload.h"
+#include "reply.h"
+#include "sockaddr.h"
 
 #define ADMIN_TIMEOUT_S 10    /* the request must arrive, the answer leave, within it
                                * (from accept, however the bytes trickle) */
@@ -64,16 +70,10 @@ struct px_admin {
 };
 
 static atomic_bool g_draining;
-static atomic_ulong g_refused;
 
 void px_admin_set_draining(void)
 {
     atomic_store(&g_draining, true);
-}
-
-unsigned long px_admin_refused(void)
-{
-    return atomic_load(&g_refused);
 }
 
 static void conn_free(admin_conn *c)
@@ -181,7 +181,9 @@ static void serve(admin_conn *c, const uint8_t *buf, const ph_h1_head *h)
                 reply_text(c, 500, "Internal Server Error", "out of memory", head);
                 return;
             }
-            px_metrics_render(b);
+            char id[PH_TABLE_ID_HEX_LEN + 1];
+            px_policy_id(id);
+            px_metrics_render(b, px_limits_conn_active(), id);
             reply(c, 200, "OK", "text/plain; version=0.0.4", b, head);
             evbuffer_free(b);
         }
@@ -279,7 +281,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
         /* Over the cap (or out of memory): answered at once, never parsed. */
         px_refuse_socket(fd, PH_REASON_PROXY_OVERLOADED,
                          s->nconns < s->max ? "out of memory" : "max_admin_connections reached");
-        atomic_fetch_add(&g_refused, 1);
+        px_metrics_admin_refused();
         log_refused(s);
         return;
     }

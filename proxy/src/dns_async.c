@@ -7,8 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
+#include "config.h"
+#include "dns_async.h"
+#include "metrics.h"
 #include "pinhole/diag.h"
-#include "proxy-int.h"
 
 typedef struct sock_watch {
     int fd;
@@ -117,30 +121,23 @@ static void loop_watch(void *arg, int fd, unsigned events)
 static void resolved_cb(void *arg, const ph_resolve_answer *ans)
 {
     struct px_dns_query *pq = arg;
-    px_dns_answer a;
-    memset(&a, 0, sizeof a);
-    a.reason = ans->reason;
-    a.from_cache = ans->from_cache;
-    snprintf(a.detail, sizeof a.detail, "%s", ans->detail);
-    for (size_t i = 0; i < ans->addrs.count; i++)
-        memcpy(&a.addrs[a.naddrs++], &ans->addrs.addr[i], ans->addrs.addr_len[i]);
     if (!ans->from_cache)
         px_metrics_dns_latency((double)ans->elapsed_us / 1e6);
     px_dns_cb cb = pq->cb;
     void *cb_arg = pq->arg;
     free(pq);
-    cb(&a, cb_arg);
+    cb(ans, cb_arg);
 }
 
-struct px_dns_query *px_dns_resolve(struct px_dns *d, const char *host, px_dns_cb cb, void *arg)
+struct px_dns_query *px_dns_resolve(struct px_dns *d, const char *host, uint16_t port,
+                                    px_dns_cb cb, void *arg)
 {
     struct px_dns_query *pq = calloc(1, sizeof *pq);
     if (pq == NULL)
         return NULL;
     pq->cb = cb;
     pq->arg = arg;
-    /* Port 0: the tunnel sets the port it dials. */
-    if (ph_resolver_start(d->resolver, host, 0, resolved_cb, pq, &pq->q, NULL) != PH_OK) {
+    if (ph_resolver_start(d->resolver, host, port, resolved_cb, pq, &pq->q, NULL) != PH_OK) {
         free(pq);
         return NULL;
     }

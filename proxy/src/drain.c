@@ -4,7 +4,14 @@
 #include <signal.h>
 #include <string.h>
 
-#include "proxy-int.h"
+#include <event2/event.h>
+
+#include "admin.h"
+#include "config.h"
+#include "drain.h"
+#include "log_json.h"
+#include "reload.h"
+#include "worker.h"
 
 typedef struct main_ctx {
     struct event_base *base;

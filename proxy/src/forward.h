@@ -1,18 +1,19 @@
-/* forward.h - plain-HTTP forwarding (absolute-form requests) and its hooks
- * into tunnel.c, which accepts every client connection and owns it.
+/* forward.h - plain-HTTP forwarding (absolute-form requests) for the
+ * connection that owns the client (conn-int.h's px_conn, accepted by
+ * tunnel.c), reached back only through the hooks it hands over.
  *
  * A client connection whose first request is not a CONNECT is handed to
  * forward.c, which then owns the client's bufferevent and everything of its
  * requests (upstream connections, DNS queries, timers, lease slots); the
- * px_conn of tunnel.c stays the connection's entry in the worker's list (for
+ * px_conn stays the connection's entry in the worker's list (for
  * the limits, drain and shutdown) and frees the forwarder with it.
  *
- * Ownership: a px_fwd is freed only by px_forward_free, which only tunnel.c's
- * conn_free calls. forward.c never frees anything synchronously inside one
- * of its callbacks: to end the connection it marks itself dead and activates
- * its reap event, whose callback (from the loop) calls
- * px_conn_forward_end. Every callback of forward.c therefore finds its
- * px_fwd alive for the whole call.
+ * Ownership: a px_fwd is freed only by px_forward_free, which only its
+ * owner calls (conn.c's px_conn_free). forward.c never frees anything
+ * synchronously inside one of its callbacks: to end the connection it marks
+ * itself dead and activates its reap event, whose callback (from the loop)
+ * calls the owner's end hook. Every callback of forward.c therefore finds
+ * its px_fwd alive for the whole call.
  */
 #ifndef PX_FORWARD_H
 #define PX_FORWARD_H
@@ -21,23 +22,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proxy-int.h"
-
 struct bufferevent;
 struct px_fwd;
+struct px_worker;
 
-/* ---- forward.c ----------------------------------------------------------- */
+/* What forward.c asks of the connection that owns it (owner: its
+ * argument). */
+typedef struct px_fwd_owner {
+    /* The connection's first request head is complete: it leaves the
+     * request-head limit (max_head_connections). */
+    void (*head_done)(void *owner);
+    /* Ends the connection (which frees its px_fwd with px_forward_free);
+     * called from the loop, never inside a call into forward.c. */
+    void (*end)(void *owner, const char *end);
+} px_fwd_owner;
 
 /* True when buf[0..len), the start of a connection's first request, cannot
  * be a CONNECT (so forward.c answers it); false while it still may be. */
 bool px_forward_wants(const uint8_t *buf, size_t len);
 
 /* Takes over the client (its bufferevent and the bytes it has read) of the
- * connection owner (conn_id and peer are the owner's, borrowed for its
- * life). NULL when out of memory (the caller still owns client). Nothing
- * happens before px_forward_run. */
-struct px_fwd *px_forward_start(struct px_conn *owner, px_worker *w, struct bufferevent *client,
-                                uint64_t conn_id, const char *peer);
+ * connection owner (hooks, conn_id and peer are the owner's, borrowed for
+ * its life). NULL when out of memory (the caller still owns client).
+ * Nothing happens before px_forward_run. */
+struct px_fwd *px_forward_start(const px_fwd_owner *hooks, void *owner, struct px_worker *w,
+                                struct bufferevent *client, uint64_t conn_id, const char *peer);
 /* Starts reading requests (the bytes already read first). */
 void px_forward_run(struct px_fwd *f);
 /* Frees everything of f (closes the client and any upstream, cancels its
@@ -47,25 +56,5 @@ void px_forward_free(struct px_fwd **f, const char *end);
 /* True while f waits for a request or reads its head (drain closes such
  * connections, as it closes CONNECT connections still sending their head). */
 bool px_forward_idle(const struct px_fwd *f);
-
-/* ---- tunnel.c, for forward.c --------------------------------------------- */
-
-/* The connection's first request head is complete: it leaves the
- * request-head limit (max_head_connections). */
-void px_conn_forward_head_done(struct px_conn *c);
-/* Ends the connection (conn_free, which frees its px_fwd). */
-void px_conn_forward_end(struct px_conn *c, const char *end);
-/* A refusal response: status line for status, Pinhole-Reason, body, and
- * Connection: close. Returns its length in buf. */
-size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, const char *body);
-/* Answers a refusal for reason ("pinhole: <code>: why") on a socket no
- * connection holds yet (a limit at accept) and closes fd: what already
- * arrived is read first, so the close does not reset the answer away. */
-void px_refuse_socket(int fd, ph_reason reason, const char *why);
-/* TCP_NODELAY on b's socket (both legs carry interactive traffic). */
-void px_set_nodelay(struct bufferevent *b);
-/* The checked addresses of a, space-separated, for the log (malloc'd; NULL
- * when out of memory). */
-char *px_format_checked(const px_dns_answer *a);
 
 #endif

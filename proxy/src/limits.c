@@ -19,7 +19,7 @@
 #include <time.h>
 
 #include "pinhole/clock.h"
-#include "proxy-int.h"
+#include "proxy_limits.h"
 
 #define KEY_SLOTS 8192 /* distinct leases (or peers) with connections at once */
 

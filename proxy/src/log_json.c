@@ -10,7 +10,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "proxy-int.h"
+#include "log_json.h"
 
 static void put_time(json_t *o)
 {

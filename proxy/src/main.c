@@ -12,12 +12,22 @@
 
 #include <event2/http.h>
 #include <event2/thread.h>
+#include <event2/event.h>
 
-#include "pinhole/diag.h"
+#include "admin.h"
+#include "config.h"
+#include "drain.h"
+#include "listener.h"
+#include "log_json.h"
 #include "pinhole/addr.h"
+#include "pinhole/diag.h"
 #include "pinhole/file_atomic.h"
 #include "pinhole/version.h"
-#include "proxy-int.h"
+#include "privdrop.h"
+#include "proxy_limits.h"
+#include "reload.h"
+#include "sockaddr.h"
+#include "worker.h"
 
 static void print_version(void)
 {

@@ -6,7 +6,7 @@
 
 #include <event2/buffer.h>
 
-#include "proxy-int.h"
+#include "metrics.h"
 
 static const double DNS_BUCKETS[] = { 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                       0.1,   0.25,   0.5,   1,    2.5,   5 };
@@ -21,6 +21,7 @@ static atomic_ulong g_dns_count, g_dns_sum_us;
 static atomic_ulong g_reloads_ok, g_reloads_failed;
 static atomic_ulong g_accept_backoffs;
 static atomic_ulong g_head_parses;
+static atomic_ulong g_admin_refused;
 
 void px_metrics_request(ph_reason reason)
 {
@@ -72,7 +73,12 @@ void px_metrics_accept_backoff(void)
 
 #define LOAD(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-void px_metrics_render(struct evbuffer *o)
+void px_metrics_admin_refused(void)
+{
+    atomic_fetch_add_explicit(&g_admin_refused, 1, memory_order_relaxed);
+}
+
+void px_metrics_render(struct evbuffer *o, long connections_active, const char *policy_id)
 {
     evbuffer_add_printf(o, "# HELP pinhole_proxy_requests_total Requests (CONNECT and forwarded) by verdict and reason.\n"
                            "# TYPE pinhole_proxy_requests_total counter\n");
@@ -95,7 +101,7 @@ void px_metrics_render(struct evbuffer *o)
                         "# TYPE pinhole_proxy_bytes_total counter\n"
                         "pinhole_proxy_bytes_total{direction=\"upstream\"} %lu\n"
                         "pinhole_proxy_bytes_total{direction=\"downstream\"} %lu\n",
-                        LOAD(g_tunnels_active), LOAD(g_tunnels_total), px_limits_conn_active(),
+                        LOAD(g_tunnels_active), LOAD(g_tunnels_total), connections_active,
                         LOAD(g_bytes_up), LOAD(g_bytes_down));
     evbuffer_add_printf(o, "# HELP pinhole_proxy_dns_seconds Resolution latency (cache misses).\n"
                            "# TYPE pinhole_proxy_dns_seconds histogram\n");
@@ -108,8 +114,6 @@ void px_metrics_render(struct evbuffer *o)
         else
             evbuffer_add_printf(o, "pinhole_proxy_dns_seconds_bucket{le=\"+Inf\"} %lu\n", cum);
     }
-    char id[PH_TABLE_ID_HEX_LEN + 1];
-    px_policy_id(id);
     evbuffer_add_printf(o,
                         "pinhole_proxy_dns_seconds_sum %.6f\n"
                         "pinhole_proxy_dns_seconds_count %lu\n"
@@ -132,6 +136,6 @@ void px_metrics_render(struct evbuffer *o)
                         "# TYPE pinhole_proxy_policy_info gauge\n"
                         "pinhole_proxy_policy_info{policy_id=\"%s\"} 1\n",
                         (double)LOAD(g_dns_sum_us) / 1e6, LOAD(g_dns_count), LOAD(g_reloads_ok),
-                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), px_admin_refused(),
-                        LOAD(g_head_parses), id);
+                        LOAD(g_reloads_failed), LOAD(g_accept_backoffs), LOAD(g_admin_refused),
+                        LOAD(g_head_parses), policy_id);
 }

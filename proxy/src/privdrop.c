@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "pinhole/diag.h"
-#include "proxy-int.h"
+#include "privdrop.h"
 
 ph_status px_drop_privileges(const char *user, ph_diag *diag)
 {

@@ -47,8 +47,10 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "config.h"
 #include "pinhole/clock.h"
-#include "proxy-int.h"
+#include "proxy_limits.h"
+#include "relay.h"
 
 /* Bytes per read(2): larger steps cut the system calls of a bulk transfer
  * (libevent's own default is 16 KiB); never more than the buffer cap. */

@@ -12,7 +12,10 @@
  */
 #include <string.h>
 
-#include "proxy-int.h"
+#include "config.h"
+#include "log_json.h"
+#include "metrics.h"
+#include "reload.h"
 
 static ph_guard *g_policy;
 static void (*g_hook)(void *arg);

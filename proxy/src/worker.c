@@ -6,9 +6,15 @@
 #include <unistd.h>
 
 #include <event2/listener.h>
+#include <event2/event.h>
 
+#include "config.h"
+#include "conn.h"
+#include "dns_async.h"
+#include "listener.h"
 #include "pinhole/diag.h"
-#include "proxy-int.h"
+#include "sockaddr.h"
+#include "worker.h"
 
 ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr *addrs,
                          int unix_fd, ph_diag *diag)
@@ -133,11 +139,6 @@ void px_worker_request_recheck(px_worker *w)
      * in force when it runs, which is the latest. */
     if (!px_worker_finished(w) && !atomic_exchange(&w->recheck_pending, true))
         event_base_once(w->base, -1, EV_TIMEOUT, recheck_cb, w, NULL);
-}
-
-void px_worker_conn_gone(px_worker *w)
-{
-    finish_if_idle(w);
 }
 
 void px_worker_join_and_free(px_worker *w)

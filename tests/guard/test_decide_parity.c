@@ -8,6 +8,8 @@
  *            must match with a grant and with the list named), on a
  *            guard opened with the table only;
  *   policyc: ph_decide_connect naming the list (policyc explain/test);
+ *   recheck: ph_decide_again on the host and port the proxy's decision
+ *            parsed (what a reload asks of an open tunnel);
  * must give identical verdicts (allowed, reason, canonical host and port,
  * rule, policy id) and identical HTTP statuses (ph_reason_http_status).
  *
@@ -16,7 +18,8 @@
  * tests/proxy/data/parity-extra.tsv, under tests/proxy/data/parity-allowlist.yaml;
  * then the grant refusals. Every reason the decision can give must occur,
  * and every reason's status must be the one docs/pinhole-proxy.md lists.
- * Also: the policy object reloads table and keys as one version. */
+ * Also: the policy object reloads table and keys as one version, and a
+ * decision made again says why the connection ends. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -139,22 +142,39 @@ static ph_decision decide_everywhere(const char *list, const char *auth, const c
                                      size_t len, unsigned line)
 {
     ph_decision p = proxy_decides(auth, t, len);
+    if (p.path_offset != 0 || p.path_len != 0)
+        p.reason = PH_REASON_COUNT_; /* a CONNECT has no path: counted as a mismatch below */
     ph_verdict w;
     ph_guard_check_authority(F.worker, list, t, len, &w, NULL);
     ph_connect_request req = { .authority = t, .authority_len = len, .list = list };
     ph_decision c;
     ph_decide_connect(F.worker, &req, &c);
+    /* Decided again from what the decision parsed (an open tunnel's
+     * recheck), when it got that far. */
+    ph_decision a = p;
+    if (p.has_authority) {
+        ph_recheck_request rr = { .host = p.verdict.host, .port = p.verdict.port,
+                                  .proxy_authorization = auth,
+                                  .proxy_authorization_len = auth != NULL ? strlen(auth) : 0,
+                                  .now = F.now };
+        ph_ending e;
+        ph_status st = ph_decide_again(F.proxy, &rr, &a, &e);
+        if ((st == PH_OK) != a.allowed || (e == PH_ENDING_NONE) != a.allowed)
+            a.reason = PH_REASON_COUNT_; /* counted as a mismatch below */
+    }
     F.decided++;
     int ws = ph_reason_http_status(w.reason);
     if (p.allowed != w.allowed || p.reason != w.reason || p.http_status != ws ||
         !same_verdict(&p.verdict, &w) || !same_verdict(&p.verdict, &c.verdict) ||
-        p.http_status != c.http_status || p.reason != c.reason) {
+        p.http_status != c.http_status || p.reason != c.reason || a.reason != p.reason ||
+        !same_verdict(&p.verdict, &a.verdict)) {
         F.mismatches++;
         printf("MISMATCH %s:%u \"%.*s\": proxy %s %d (%s:%u), worker %s %d (%s:%u), "
-               "policyc %s %d\n",
+               "policyc %s %d, again %s\n",
                F.file, line, len > 100 ? 100 : (int)len, t, ph_reason_code(p.reason),
                p.http_status, p.verdict.host, p.verdict.port, ph_reason_code(w.reason), ws,
-               w.host, w.port, ph_reason_code(c.reason), c.http_status);
+               w.host, w.port, ph_reason_code(c.reason), c.http_status,
+               a.reason < PH_REASON_COUNT_ ? ph_reason_code(a.reason) : "(inconsistent)");
     }
     return p;
 }
@@ -182,9 +202,16 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     ur.list = "parity";
     ph_decision dl;
     ph_decide_url(F.worker, &ur, &dl);
+    /* The decision carries the URL's path span, as the URL parser finds it
+     * (what forwarding sends as the origin-form target). */
+    ph_url pu;
+    bool parsed = ph_url_parse(t, len, &pu, NULL) == PH_OK;
+    bool path_ok = parsed ? du.path_offset == pu.path_offset && du.path_len == pu.path_len &&
+                                dl.path_offset == pu.path_offset && dl.path_len == pu.path_len
+                          : du.path_len == 0 || du.path_offset + du.path_len <= len;
     if (du.reason != u.reason || du.http_status != ph_reason_http_status(u.reason) ||
         !same_verdict(&du.verdict, &u) || dl.reason != u.reason || !same_verdict(&dl.verdict, &u) ||
-        du.verdict.scheme != u.scheme) {
+        du.verdict.scheme != u.scheme || !path_ok) {
         F.mismatches++;
         printf("MISMATCH %s:%u URL: worker %s, ph_decide_url %s / %s\n", F.file, line,
                ph_reason_code(u.reason), ph_reason_code(du.reason), ph_reason_code(dl.reason));
@@ -494,10 +521,80 @@ static void a_decision_never_sees_a_torn_pair(void **state)
     free(yaml);
 }
 
+/* ph_decide_again: why an open connection ends, from the guard. */
+static void a_decision_made_again_says_why_it_ends(void **state)
+{
+    (void)state;
+    struct {
+        const char *auth, *list, *host;
+        uint16_t port;
+        ph_status st;
+        ph_reason reason;
+        ph_ending ending;
+    } rows[] = {
+        { F.auth, NULL, "example.com", 443, PH_OK, PH_REASON_ALLOWED, PH_ENDING_NONE },
+        { F.expired_auth, NULL, "example.com", 443, PH_E_DENIED, PH_REASON_GRANT_EXPIRED,
+          PH_ENDING_GRANT_EXPIRED },
+        { "Bearer v1.k9.AAAA.AAAA", NULL, "example.com", 443, PH_E_DENIED,
+          PH_REASON_GRANT_INVALID, PH_ENDING_KEY_REVOKED },
+        { NULL, NULL, "example.com", 443, PH_E_DENIED, PH_REASON_NO_GRANT,
+          PH_ENDING_KEY_REVOKED },
+        { F.auth, NULL, "example.com", 444, PH_E_DENIED, PH_REASON_PORT_NOT_ALLOWED,
+          PH_ENDING_POLICY_REVOKED },
+        { F.auth, NULL, "not-listed.example", 443, PH_E_DENIED, PH_REASON_NOT_ALLOWLISTED,
+          PH_ENDING_POLICY_REVOKED },
+        { F.absent_auth, NULL, "example.com", 443, PH_E_DENIED, PH_REASON_UNKNOWN_LIST,
+          PH_ENDING_POLICY_REVOKED },
+        /* Not a destination a decision made: refused, never parsed. */
+        { F.auth, NULL, "Example.com", 443, PH_E_INVAL, PH_REASON_PARSE_ERROR,
+          PH_ENDING_POLICY_REVOKED },
+        { F.auth, NULL, "127.0.0.1", 443, PH_E_INVAL, PH_REASON_PARSE_ERROR,
+          PH_ENDING_POLICY_REVOKED },
+        { F.auth, NULL, "example.com:443", 443, PH_E_INVAL, PH_REASON_PARSE_ERROR,
+          PH_ENDING_POLICY_REVOKED },
+        { F.auth, NULL, "example.com", 0, PH_E_INVAL, PH_REASON_PARSE_ERROR,
+          PH_ENDING_POLICY_REVOKED },
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        ph_recheck_request r = { .host = rows[i].host, .port = rows[i].port,
+                                 .proxy_authorization = rows[i].auth,
+                                 .proxy_authorization_len = rows[i].auth ? strlen(rows[i].auth) : 0,
+                                 .now = F.now };
+        ph_decision d;
+        ph_ending e = PH_ENDING_NONE;
+        assert_int_equal(ph_decide_again(F.proxy, &r, &d, &e), rows[i].st);
+        assert_int_equal(d.reason, rows[i].reason);
+        assert_int_equal(d.http_status, ph_reason_http_status(rows[i].reason));
+        assert_int_equal(e, rows[i].ending);
+    }
+    /* A trusted caller naming the list: a refusal is the policy's. */
+    ph_recheck_request r = { .host = "not-listed.example", .port = 443, .list = "parity" };
+    ph_decision d;
+    ph_ending e;
+    assert_int_equal(ph_decide_again(F.worker, &r, &d, &e), PH_E_DENIED);
+    assert_int_equal(e, PH_ENDING_POLICY_REVOKED);
+    r.host = "example.com";
+    assert_int_equal(ph_decide_again(F.worker, &r, &d, &e), PH_OK);
+    assert_int_equal(e, PH_ENDING_NONE);
+    assert_string_equal(d.verdict.host, "example.com");
+    assert_true(d.verdict.has_rule);
+    /* Both a list and a grant, or neither: refused. */
+    r.proxy_authorization = F.auth;
+    r.proxy_authorization_len = strlen(F.auth);
+    assert_int_equal(ph_decide_again(F.proxy, &r, &d, &e), PH_E_INVAL);
+    assert_int_equal(ph_decide_again(F.proxy, NULL, &d, NULL), PH_E_INVAL);
+    assert_string_equal(ph_ending_code(PH_ENDING_NONE), "none");
+    assert_string_equal(ph_ending_code(PH_ENDING_KEY_REVOKED), "key_revoked");
+    assert_string_equal(ph_ending_code(PH_ENDING_GRANT_EXPIRED), "grant_expired");
+    assert_string_equal(ph_ending_code(PH_ENDING_POLICY_REVOKED), "policy_revoked");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_corpus_row_and_reason_decides_alike),
+        /* before the reload test replaces the fixture's key */
+        cmocka_unit_test(a_decision_made_again_says_why_it_ends),
         cmocka_unit_test(table_and_keys_reload_as_one_version),
         cmocka_unit_test(a_decision_never_sees_a_torn_pair),
     };

@@ -8,7 +8,10 @@
 # 2. max_head_connections_per_peer: one peer's slow heads are refused past
 #    the cap (503 peer_head_limit_exceeded, a JSON log line, the metric)
 #    while another peer is served, and the slot comes back once a head is
-#    complete; on the unix socket the peer is the connecting process.
+#    complete; on the unix socket the peer is the connecting process. Each
+#    step waits on the state the next check depends on (the proxy's
+#    pinhole_proxy_connections_active), never on time, so it holds with both
+#    cores busy.
 # Usage: e2e_slow_head.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -100,9 +103,25 @@ kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 # ---- 2. the per-peer head-phase cap ----------------------------------------
 e2e_start_proxy --workers 1 --max-head-connections-per-peer 4 --header-timeout-ms 20000 \
     --unix-socket "$E2E_TMP/proxy.sock"
-out=$(/usr/bin/python3 - "$PROXY_PORT" "ok.$D" "$TOKEN" "$E2E_TMP/proxy.sock" <<'PY'
-import socket, sys, time
-port, host, token, path = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+out=$(/usr/bin/python3 - "$PROXY_PORT" "ok.$D" "$TOKEN" "$E2E_TMP/proxy.sock" "$ADMIN_PORT" <<'PY'
+import socket, sys, time, urllib.request
+port, host, token, path, admin = (int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4],
+                                  int(sys.argv[5]))
+
+def active():
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith("pinhole_proxy_connections_active "):
+            return int(line.split()[1])
+    return -1
+
+def wait_active(n):
+    # The proxy holds exactly n connections (accepted, heads pending; the
+    # refused ones closed). Bounded only so a broken proxy ends the test.
+    end = time.monotonic() + 60
+    while active() != n and time.monotonic() < end:
+        time.sleep(0.01)
+    return active()
 
 def slow(src):
     s = socket.socket()
@@ -128,30 +147,39 @@ def status(s, rest=b""):
 
 rest = ("%s:1 HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n" % (host, token)).encode()
 held = [slow("127.0.0.2") for _ in range(4)]
-time.sleep(0.3)  # accepted: each holds a head slot of peer 127.0.0.2
+print("held_tcp", wait_active(4))  # accepted: each holds a head slot of peer 127.0.0.2
 print("fifth_same_peer", status(slow("127.0.0.2")))
 print("other_peer", status(slow("127.0.0.1"), rest))
 print("held_head_completes", status(held.pop(), rest))
 print("slot_back", status(slow("127.0.0.2"), rest))
-# The unix socket: the peer is this process (SO_PEERCRED pid).
+# The unix socket: the peer is this process (SO_PEERCRED pid). Nothing
+# defers its accept: a head may start before or after it.
 def uslow():
     u = socket.socket(socket.AF_UNIX)
     u.connect(path)
     u.sendall(b"CONNECT ")
     return u
+print("before_unix", wait_active(3))  # the three TCP heads still held
 uheld = [uslow() for _ in range(4)]
-time.sleep(0.3)
-print("unix_fifth_same_process", status(uslow()))
+print("held_unix", wait_active(7))
+# The fifth sends nothing: it is refused at accept, and a byte it sent
+# after the proxy's read and before its close would reset the answer away.
+u = socket.socket(socket.AF_UNIX)
+u.connect(path)
+print("unix_fifth_same_process", status(u))
 for s in held + uheld:
     s.close()
 PY
 )
 echo "$out" | sed 's/^/# /'
 get() { echo "$out" | awk -v k="$1" '$1==k{print $2, $3}'; }
+check "the proxy held the peer's four heads" "4" "$(get held_tcp | cut -d' ' -f1)"
 check "a peer past its head cap is refused" "503 peer_head_limit_exceeded" "$(get fifth_same_peer)"
 check "another peer is served meanwhile" "403 port_not_allowed" "$(get other_peer)"
 check "a held head completes and is decided" "403 port_not_allowed" "$(get held_head_completes)"
 check "a completed head gives the peer's slot back" "403 port_not_allowed" "$(get slot_back)"
+check "the proxy held the process's four heads on the unix socket" "7" \
+    "$(get held_unix | cut -d' ' -f1)"
 check "on the unix socket the peer is the process" "503 peer_head_limit_exceeded" \
     "$(get unix_fifth_same_process)"
 check "the refusals are counted" "2" \

@@ -11,7 +11,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
-#include "proxy-int.h"
+#include "log_json.h"
 #include "test_support.h"
 
 static void test_levels_are_mapped(void **state)

@@ -249,6 +249,12 @@ typedef struct ph_decision {
     ph_verdict verdict;
     uint64_t generation;
     char keyring_id[PH_KEYRING_ID_HEX_LEN + 1];
+    /* A URL's path and query (ph_decide_url, once the URL parsed, allowed
+     * or not): where they start in req->url and their length, up to a '#'
+     * (what a proxy forwards as the origin-form target; 0 bytes: none).
+     * 0 and 0 for a CONNECT. */
+    size_t path_offset;
+    size_t path_len;
 } ph_decision;
 
 /*
@@ -278,6 +284,44 @@ typedef struct ph_url_request {
  * parser; d->verdict.scheme says http or https.
  */
 PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d);
+
+/* An open connection, as an earlier allowed decision left it (a tunnel, a
+ * forwarded request in flight), to decide again after a reload. Borrowed
+ * for the call. */
+typedef struct ph_recheck_request {
+    const char *host; /* the earlier d->verdict.host (canonical, NUL-terminated) */
+    uint16_t port;    /* the earlier d->verdict.port */
+    const char *proxy_authorization; /* as in ph_connect_request */
+    size_t proxy_authorization_len;
+    const char *list;
+    int64_t now;
+} ph_recheck_request;
+
+/* Why an open connection ends when the decision made again refuses it. */
+typedef enum ph_ending {
+    PH_ENDING_NONE = 0,           /* still allowed: it goes on */
+    PH_ENDING_KEY_REVOKED = 1,    /* its grant no longer verifies (its key left the keyring) */
+    PH_ENDING_GRANT_EXPIRED = 2,  /* its grant expired */
+    PH_ENDING_POLICY_REVOKED = 3, /* the grant verifies (or the caller named the list), but
+                                   * the list no longer allows the destination */
+} ph_ending;
+
+/*
+ * Decides an open connection again against the policy version in force:
+ * the grant and the list of ph_decide_connect on the destination the
+ * earlier decision parsed (checked as canonical, not parsed again). Fills
+ * *d as ph_decide_connect does and *ending (may be NULL) with why the
+ * connection ends (PH_ENDING_NONE when allowed). Returns PH_OK when still
+ * allowed, PH_E_DENIED when refused, PH_E_INVAL for missing arguments or a
+ * host that is not canonical or port 0 (d says parse_error; *ending
+ * PH_ENDING_POLICY_REVOKED).
+ */
+PH_API ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_decision *d,
+                                 ph_ending *ending);
+
+/* The ending's stable code for logs: "none", "key_revoked",
+ * "grant_expired", "policy_revoked" (static). */
+PH_API const char *ph_ending_code(ph_ending e);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,31 @@
+/* listener.h - the proxy's listening sockets (TCP with SO_REUSEPORT per
+ * worker, the unix socket) and the accept loop that hands connections to
+ * conn.h. */
+#ifndef PX_LISTENER_H
+#define PX_LISTENER_H
+
+#include <stdbool.h>
+
+#include "pinhole/status.h"
+#include "sockaddr.h"
+
+struct evconnlistener;
+struct px_worker;
+
+/* A bound, listening, non-blocking TCP socket with SO_REUSEPORT (every worker
+ * binds its own, the kernel spreads connections). first: the first socket
+ * of this address in this process; once bound, before listening, it fails
+ * when something already accepts there (a probe connect succeeds), so a
+ * second instance cannot join the port group. *addr is updated to the bound address (port 0: the kernel's
+ * choice, which the other workers then bind). Returns the fd or -1. */
+int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
+/* A unix listening socket at path with mode. A stale socket (nothing
+ * accepts on it) is replaced; a live one is an error naming its holder
+ * (SO_PEERCRED pid); any other file is an error. */
+int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
+
+/* Wraps fd in an evconnlistener on base that hands connections to the
+ * worker; on EMFILE/ENFILE it pauses accepting for a moment and retries. */
+struct evconnlistener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free);
+
+#endif

@@ -1,0 +1,44 @@
+/* log_json.h - one JSON line per connection (stdout) and per event
+ * (stderr). */
+#ifndef PX_LOG_JSON_H
+#define PX_LOG_JSON_H
+
+#include <stdint.h>
+
+#include "pinhole/status.h"
+
+typedef struct px_log_record {
+    uint64_t conn_id;
+    const char *peer;
+    const char *tenant, *lease, *list;
+    const char *host;
+    unsigned port;
+    const char *dialed;       /* address:port connected to, or NULL */
+    const char *checked;      /* the checked addresses, space-separated, or NULL */
+    int status;               /* HTTP status answered */
+    ph_reason reason;
+    const char *detail;       /* e.g. the denied block; may be NULL */
+    const char *rule_file;
+    unsigned rule_line;
+    const char *policy_id;
+    uint64_t bytes_up, bytes_down;
+    double duration_s;
+    const char *end;          /* why the tunnel ended, or NULL */
+    const char *method;       /* a forwarded request's method; NULL for a CONNECT */
+} px_log_record;
+
+/* One JSON line on stdout per connection, or per forwarded request (method
+ * set: event "request"), with a single write(2). */
+void px_log_connection(const px_log_record *rec);
+/* A JSON event line ("start", "reload", "warning", ...) on stderr. */
+void px_log_event(const char *level, const char *event, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Routes libevent's own messages (its warnings and errors would otherwise
+ * go to stderr as plain text) into event lines: event "libevent", level
+ * from px_log_libevent_level. Call once, before any event base exists
+ * (libevent's rule for event_set_log_callback). */
+void px_log_route_libevent(void);
+/* EVENT_LOG_DEBUG/MSG/WARN/ERR as "debug", "info", "warning", "error". */
+const char *px_log_libevent_level(int severity);
+
+#endif
