@@ -1,11 +1,12 @@
 # Thin wrapper over CMake presets. The two commands of the quick start:
 #   make run    install what is missing, build, run the main job on examples/
-#   make test   the same set-up, then the whole suite (unit, e2e, asan, fuzz smoke)
+#   make test   the same set-up, then the whole suite (unit, e2e, asan, fuzz smoke, packages)
+#   make deb    the Debian packages, in build/deb/
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench bench-ab install clean
+.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench bench-ab install deb clean
 
 all: build
 
@@ -50,6 +51,11 @@ bench-ab: deps
 
 install: build
 	@cmake --install build/dev
+
+# The Debian packages (debian/), built in build/deb/src; the .deb files in
+# build/deb/ (docs/deploy.md).
+deb: deps
+	@sh scripts/deb.sh build/deb
 
 clean:
 	@rm -rf build
