@@ -2,7 +2,10 @@
 # The whole suite, as `make test` runs it, in stages:
 #   dev    the dev build's tests (unit and end-to-end), gcc;
 #   asan   the tests labelled unit or sanitize again under ASan+UBSan (clang);
-#   fuzz   every declared fuzzer smoke-run from its seed corpus (libFuzzer).
+#   fuzz   every declared fuzzer smoke-run from its seed corpus (libFuzzer);
+#   deb    the Debian packages built (make deb) and checked
+#          (scripts/deb-check.sh: contents, build paths, --version, units,
+#          man pages, lintian); each check is one test (deb.<check>).
 # Each stage prints its log, then one line "<stage>: N passed, N skipped,
 # N failed". Then every skipped test by name with its reason, every failed
 # test by name, and last exactly one line
@@ -20,7 +23,7 @@
 #   FUZZ_SECONDS=N         seconds per fuzzer (default 10).
 # Development only (never in CI), to try the counting on a subset:
 #   PINHOLE_TEST_FILTER=RE   passed to every ctest stage as -R RE;
-#   PINHOLE_TEST_STAGES="dev asan fuzz"   the stages to run (default: all).
+#   PINHOLE_TEST_STAGES="dev asan fuzz deb"   the stages to run (default: all).
 #   e.g. PINHOLE_TEST_FILTER='guard.test_resolve' PINHOLE_TEST_STAGES=dev sh scripts/test-all.sh
 #
 # Exit status: 0 when nothing failed, 1 otherwise.
@@ -30,7 +33,7 @@ JOBS=$(nproc)
 FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 REQUIRE_ALL=${PINHOLE_REQUIRE_ALL:-0}
 FILTER=${PINHOLE_TEST_FILTER:-}
-STAGES=${PINHOLE_TEST_STAGES:-dev asan fuzz}
+STAGES=${PINHOLE_TEST_STAGES:-dev asan fuzz deb}
 LOGDIR=build/test-logs
 PY=/usr/bin/python3
 TAB=$(printf '\t')
@@ -154,6 +157,21 @@ if want_stage fuzz; then
         fi
     fi
     stage_line fuzz "fuzz smoke"
+fi
+
+if want_stage deb; then
+    echo "==> Debian packages (make deb, scripts/deb-check.sh)"
+    sh scripts/deb-check.sh build/deb >"$LOGDIR/deb.log" 2>&1
+    rc=$?
+    cat "$LOGDIR/deb.log"
+    # "deb <check>: ok ..." / "deb <check>: FAILED ..." per check.
+    sed -nE "s/^deb ([a-z_]+): ok.*/deb.\\1${TAB}passed$TAB/p;
+             s/^deb ([a-z_]+): FAILED ?(.*)/deb.\\1${TAB}failed$TAB\\2/p" \
+        "$LOGDIR/deb.log" >>"$LOGDIR/deb.results"
+    if [ $rc -ne 0 ] && ! grep -q "${TAB}failed$TAB" "$LOGDIR/deb.results"; then
+        stage_failed deb "deb packages" "scripts/deb-check.sh failed (log: $LOGDIR/deb.log)"
+    fi
+    stage_line deb "Debian packages"
 fi
 
 # Distinct tests over every stage; the last line is the total.

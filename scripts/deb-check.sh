@@ -1,0 +1,188 @@
+#!/bin/sh
+# The Debian packages in `make test` (the "deb" stage of scripts/test-all.sh):
+# builds them (scripts/deb.sh) and checks what they hold, one line per check:
+#   deb <check>: ok [figure]        or        deb <check>: FAILED <why>
+#   build        the seven packages are built
+#   contents     every binary, library, header, pkg-config file, CMake
+#                package, unit, man page and config file in its package
+#                (dpkg-deb -c); the postinst scripts start no daemon
+#   build_path   the build directory's path is in no file of any package
+#                (grep -r over the extracted tree)
+#   version      every extracted binary runs --version against the extracted
+#                libraries (LD_LIBRARY_PATH), no library is missing (ldd),
+#                and the Python package loads the extracted libpinhole
+#   units        systemd-analyze verify of both units, with the packages
+#                overlaid on /usr in a private mount namespace (so ExecStart
+#                and the man: links resolve); pinhole-proxy's exposure from
+#                systemd-analyze security --offline=true at most 2.0
+#   man          every man page renders without a warning
+#                (MANWIDTH=80 man --warnings -l), every binary has one
+#   lintian      no error on any package (lintian --fail-on error); the
+#                summary of what it says
+# Then "deb: N s". Exit status 1 when a check failed.
+#
+#   sh scripts/deb-check.sh [--no-build] [OUTDIR]     (default build/deb)
+# --no-build checks the packages already in OUTDIR.
+set -u
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+build=1
+[ "${1:-}" = --no-build ] && { build=0; shift; }
+out=${1:-build/deb}
+tree=$(pwd)
+failed=0
+ok() { echo "deb $1: ok${2:+ $2}"; }
+bad() { echo "deb $1: FAILED $2"; failed=1; }
+
+PKGS="libpinhole0 libpinhole-curl0 libpinhole-dev pinhole-proxy pinhole-execd pinhole-tools python3-pinhole"
+if [ $build = 1 ] && ! sh scripts/deb.sh "$out" >/dev/null; then
+    bad build "scripts/deb.sh failed (log: $out/build.log)"
+    echo "deb: $(($(date +%s) - start)) s"
+    exit 1
+fi
+out=$(cd "$out" && pwd)
+missing=""
+for p in $PKGS; do
+    ls "$out/${p}_"*.deb >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then bad build "not built:$missing"; else ok build "$(ls "$out"/*.deb | wc -l) packages"; fi
+
+x=$(mktemp -d /tmp/pinhole-deb-check.XXXXXX)
+trap 'rm -rf "$x"' EXIT
+mkdir "$x/root" "$x/ctl"
+for d in "$out"/*.deb; do dpkg-deb -x "$d" "$x/root"; done
+M=usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+
+# contents: "package path" rows; a path ending in / is a directory that
+# must hold at least one file.
+cat >"$x/want" <<EOT
+libpinhole0 $M/libpinhole.so.0
+libpinhole0 $M/libpinhole-base.so.0
+libpinhole-curl0 $M/libpinhole-curl.so.0
+libpinhole-dev $M/libpinhole.so
+libpinhole-dev $M/libpinhole-base.so
+libpinhole-dev $M/libpinhole-curl.so
+libpinhole-dev $M/libpinhole.a
+libpinhole-dev $M/libpinhole-base.a
+libpinhole-dev $M/libpinhole_sandbox.a
+libpinhole-dev $M/libpinhole_artifacts.a
+libpinhole-dev $M/libpinhole_execd_client.a
+libpinhole-dev $M/pkgconfig/pinhole.pc
+libpinhole-dev $M/pkgconfig/pinhole-base.pc
+libpinhole-dev $M/pkgconfig/pinhole-curl.pc
+libpinhole-dev $M/cmake/pinhole/pinholeConfig.cmake
+libpinhole-dev $M/cmake/pinhole/pinholeTargets.cmake
+libpinhole-dev usr/include/pinhole/guard.h
+libpinhole-dev usr/include/pinhole/version.h
+libpinhole-dev usr/include/pinhole/curl.h
+libpinhole-dev usr/include/pinhole/sandbox.h
+libpinhole-dev usr/include/pinhole/artifact_store.h
+pinhole-proxy usr/bin/pinhole-proxy
+pinhole-proxy lib/systemd/system/pinhole-proxy.service
+pinhole-proxy etc/pinhole/proxy.yaml
+pinhole-proxy usr/share/man/man8/pinhole-proxy.8.gz
+pinhole-proxy usr/share/man/man5/pinhole-proxy.yaml.5.gz
+pinhole-execd usr/bin/pinhole-execd
+pinhole-execd usr/libexec/pinhole/pinhole-forwarder
+pinhole-execd lib/systemd/system/pinhole-execd.service
+pinhole-execd usr/share/man/man8/pinhole-execd.8.gz
+pinhole-execd usr/share/pinhole/schemas/sandbox.run_command.json
+pinhole-tools usr/bin/policyc
+pinhole-tools usr/bin/pinhole-guard
+pinhole-tools usr/bin/pinhole-sandbox
+pinhole-tools usr/bin/pinhole-artifacts
+pinhole-tools usr/share/man/man1/policyc.1.gz
+pinhole-tools usr/share/man/man1/pinhole-guard.1.gz
+pinhole-tools usr/share/man/man1/pinhole-sandbox.1.gz
+pinhole-tools usr/share/man/man1/pinhole-artifacts.1.gz
+pinhole-tools usr/share/man/man5/pinhole-allowlist.5.gz
+pinhole-tools usr/share/man/man5/pinhole-grants.5.gz
+pinhole-tools usr/share/doc/pinhole/examples/allowlist.yaml
+python3-pinhole usr/lib/python3/dist-packages/pinhole/__init__.py
+python3-pinhole usr/lib/python3/dist-packages/pinhole/_lib.py
+EOT
+why=""
+for p in $PKGS; do
+    dpkg-deb -c "$out/${p}_"*.deb 2>/dev/null | awk '{print $6}' | sed 's|^\./||' >"$x/list.$p"
+done
+while read -r p f; do
+    grep -qxF "$f" "$x/list.$p" 2>/dev/null || why="$why $p:$f"
+done <"$x/want"
+[ -s "$x/list.libpinhole-dev" ] && n_headers=$(grep -c '^usr/include/pinhole/.*\.h$' "$x/list.libpinhole-dev") || n_headers=0
+n_src_headers=$(find guard/include guard/base/include guard/curl/include sandbox/include artifacts/include \
+    -name '*.h' | wc -l)
+n_src_headers=$((n_src_headers + 1))  # version.h, generated
+[ "$n_headers" -eq "$n_src_headers" ] || why="$why headers:$n_headers/$n_src_headers"
+for p in pinhole-proxy pinhole-execd; do
+    rm -rf "$x/ctl/$p"; dpkg-deb -e "$out/${p}_"*.deb "$x/ctl/$p"
+    if grep -qE 'deb-systemd-invoke|invoke-rc.d|systemctl (start|restart)' "$x/ctl/$p/postinst"; then
+        why="$why $p:postinst-starts-the-daemon"
+    fi
+done
+if [ -z "$why" ]; then ok contents "$(cat "$x"/list.* | grep -cv '/$') files, $n_headers headers"
+else bad contents "missing or wrong:$why"; fi
+
+# build_path: the source tree (the build directory is below it) and the
+# build directory itself, in case it was given elsewhere.
+hits=$(grep -rlF -e "$tree" -e "$out/src" "$x/root" "$x/ctl" 2>/dev/null | sed "s|^$x/||")
+if [ -z "$hits" ]; then ok build_path "none of $(find "$x/root" -type f | wc -l) files holds $out/src"
+else bad build_path "$(echo $hits)"; fi
+
+# version
+why=""
+L="$x/root/$M"
+for b in "$x"/root/usr/bin/* "$x"/root/usr/libexec/pinhole/*; do
+    v=$(LD_LIBRARY_PATH=$L "$b" --version 2>&1 | head -1)
+    case "$v" in *" 0."*|*" 1."*) ;; *) why="$why $(basename "$b"):'$v'" ;; esac
+    if LD_LIBRARY_PATH=$L ldd "$b" 2>/dev/null | grep -q "not found"; then why="$why $(basename "$b"):ldd"; fi
+done
+for l in "$L"/*.so.0; do
+    LD_LIBRARY_PATH=$L ldd "$l" | grep -q "not found" && why="$why $(basename "$l"):ldd"
+done
+py=$(PYTHONPATH=$x/root/usr/lib/python3/dist-packages LD_LIBRARY_PATH=$L /usr/bin/python3 -c '
+import pinhole, pinhole._lib as l
+l.lib()
+maps = [ln.split()[-1] for ln in open("/proc/self/maps") if "/libpinhole.so" in ln]
+print(pinhole.__file__, maps[0] if maps else "libpinhole not mapped")' 2>&1)
+case "$py" in "$x/root/"*" $L/"*) ;; *) why="$why python3-pinhole:'$py'" ;; esac
+if [ -z "$why" ]; then ok version "$(ls "$x"/root/usr/bin "$x"/root/usr/libexec/pinhole | grep -vc ':$\|^$') binaries and the Python package"
+else bad version "$why"; fi
+
+# units: /usr of the packages over the host's, in a namespace of our own.
+U=$x/root/lib/systemd/system
+v=$(unshare -m sh -c 'mount -t overlay overlay -o "lowerdir=$1/usr:/usr" /usr &&
+    systemd-analyze verify "$2/pinhole-proxy.service" "$2/pinhole-execd.service"' sh "$x/root" "$U" 2>&1)
+rc=$?
+sec=$(systemd-analyze security --offline=true --threshold=20 --root="$x/root" pinhole-proxy.service 2>&1)
+src=$?
+exposure=$(echo "$sec" | sed -n 's/.*Overall exposure level for pinhole-proxy.service: \([0-9.]*\).*/\1/p')
+if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ]; then
+    ok units "verify clean; pinhole-proxy exposure $exposure"
+else
+    bad units "verify rc=$rc '$(echo $v)'; security rc=$src exposure '${exposure:-?}'"
+fi
+
+# man
+why=""
+for m in "$x"/root/usr/share/man/man*/*; do
+    w=$(MANWIDTH=80 man --warnings -l "$m" 2>&1 >/dev/null)
+    [ -z "$w" ] || why="$why $(basename "$m"):'$(echo "$w" | head -1)'"
+done
+for b in "$x"/root/usr/bin/*; do
+    n=$(basename "$b")
+    ls "$x/root/usr/share/man/man1/$n.1.gz" "$x/root/usr/share/man/man8/$n.8.gz" 2>/dev/null | grep -q . ||
+        why="$why $n:no-man-page"
+done
+if [ -z "$why" ]; then ok man "$(ls "$x"/root/usr/share/man/man*/* | wc -l) pages"
+else bad man "$why"; fi
+
+# lintian
+lintian --fail-on error --display-info "$out"/*.changes >"$x/lintian" 2>&1
+rc=$?
+summary=$(for t in E W I P; do printf '%s %s, ' "$t:" "$(grep -c "^$t: " "$x/lintian")"; done)
+if [ $rc -eq 0 ] && ! grep -q '^E: ' "$x/lintian"; then ok lintian "${summary}overrides in debian/*.lintian-overrides"
+    grep -E '^[EWIP]: ' "$x/lintian" | sort -u | sed 's/^/  /' 
+else bad lintian "rc=$rc: $(grep '^E: ' "$x/lintian" | head -5 | tr '\n' ';')"; fi
+
+echo "deb: $(($(date +%s) - start)) s"
+exit $failed
