@@ -6,7 +6,7 @@
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 10
 
-.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench bench-ab install deb clean
+.PHONY: all deps build run test test-dev test-asan fuzz-smoke bench bench-ab install deb deb-check clean
 
 all: build
 
@@ -56,6 +56,11 @@ install: build
 # build/deb/ (docs/deploy.md).
 deb: deps
 	@sh scripts/deb.sh build/deb
+
+# The packages installed into a fresh Debian 12 chroot (debootstrap, root):
+# the proxy started there (scripts/deb-chroot-check.sh).
+deb-check: deb
+	@sh scripts/deb-chroot-check.sh build/deb
 
 clean:
 	@rm -rf build

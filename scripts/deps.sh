@@ -12,7 +12,7 @@ dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonsc
 python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel
 busybox-static runsc docker.io e2fsprogs
 strace tinyproxy squid stress-ng
-dpkg-dev debhelper dh-python pandoc lintian man-db
+dpkg-dev debhelper dh-python pandoc lintian man-db debootstrap
 "
 
 missing=""
