@@ -15,6 +15,8 @@
 #                overlaid on /usr in a private mount namespace (so ExecStart
 #                and the man: links resolve); pinhole-proxy's exposure from
 #                systemd-analyze security --offline=true at most 2.0
+#   execd_env    pinhole-execd starts with the variable its unit adds to
+#                its environment (a credential name would refuse it)
 #   man          every man page renders without a warning
 #                (MANWIDTH=80 man --warnings -l), every binary has one
 #   lintian      no error on any package (lintian --fail-on error); the
@@ -160,6 +162,33 @@ if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ]; then
     ok units "verify clean; pinhole-proxy exposure $exposure"
 else
     bad units "verify rc=$rc '$(echo $v)'; security rc=$src exposure '${exposure:-?}'"
+fi
+
+# execd_env: the variable the execd unit takes its options from
+# (EnvironmentFile) reaches the daemon's environment, where a credential
+# name refuses the start (exit 78): the extracted daemon, given that
+# variable as the package writes it and the unit's options (fake mechanism,
+# paths of its own), must start listening, then stop on SIGTERM with 0.
+var=$(sed -n 's/^ *\$\([A-Za-z_][A-Za-z0-9_]*\)$/\1/p' "$U/pinhole-execd.service" | head -1)
+e=$x/execd
+mkdir -m 0700 "$e"
+: >"$e/log"
+env -i PATH=/usr/bin:/bin "${var:-NONE}=--allow-gid=$(id -g)" LD_LIBRARY_PATH="$L" \
+    "$x/root/usr/bin/pinhole-execd" --socket="$e/execd.sock" --socket-mode=0660 \
+    --state-dir="$e/state" --mechanism=fake --mode=development --allow-gid="$(id -g)" \
+    2>"$e/log" &
+pid=$!
+i=0
+while ! grep -q '"listening"' "$e/log" && kill -0 $pid 2>/dev/null && [ $i -lt 300 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+if [ -n "$var" ] && [ $rc -eq 0 ] && grep -q '"listening"' "$e/log"; then
+    ok execd_env "started with $var in its environment, stopped with 0"
+else
+    bad execd_env "variable '${var:-none found in the unit}', exit $rc: $(head -c 300 "$e/log")"
 fi
 
 # man

@@ -6,7 +6,8 @@
 # the installed libpinhole, policyc check and compile of the shipped
 # example, a grant key, pinhole-proxy started as pinhole-proxy with the
 # shipped settings (ports from the kernel) until its ready file names its
-# listeners, then stopped by SIGTERM (exit 0 after the drain), and a purge
+# listeners, then stopped by SIGTERM (exit 0 after the drain),
+# pinhole-execd started with the options file the package wrote, and a purge
 # that takes the user, the group and the execd state away.
 # Too slow for every `make test` (the chroot and the packages' dependencies
 # are downloaded); run as root. One line per check, as scripts/deb-check.sh:
@@ -64,7 +65,7 @@ why=$(in_root '
     getent passwd pinhole-proxy | grep -q ":/nonexistent:/usr/sbin/nologin$" || echo "no system user pinhole-proxy"
     getent group pinhole-execd >/dev/null || echo "no group pinhole-execd"
     [ "$(stat -c %a /var/lib/pinhole-execd/state)" = 700 ] || echo "state dir not 0700"
-    grep -q "^PINHOLE_EXECD_OPTS=\"--allow-gid=$(getent group pinhole-execd | cut -d: -f3)\"$" \
+    grep -q "^EXECD_OPTS=\"--allow-gid=$(getent group pinhole-execd | cut -d: -f3)\"$" \
         /etc/default/pinhole-execd || echo "/etc/default/pinhole-execd"
     ls /etc/systemd/system/*.wants/pinhole-* 2>/dev/null | grep -q . && echo "a unit is enabled"
     [ -f /lib/systemd/system/pinhole-proxy.service ] || echo "no proxy unit"
@@ -103,6 +104,27 @@ r=$(in_root 'install -d -o pinhole-proxy -g pinhole-proxy -m 0750 /run/pinhole-p
 case "$r" in
     *"listen 127.0.0.1:"*"unix /run/pinhole-proxy/proxy.sock"*"exit=0") ok proxy "$r" ;;
     *) bad proxy "$r $(in_root 'tail -3 /tmp/proxy.log' 2>&1)" ;;
+esac
+
+# pinhole-execd with the options file the package wrote, read as the unit
+# reads it (the fake mechanism: there is no runsc in the chroot).
+r=$(in_root 'install -d -m 0750 /run/pinhole-execd
+    env -i PATH=/usr/bin:/bin sh -c "set -a; . /etc/default/pinhole-execd; set +a
+        exec pinhole-execd --socket=/run/pinhole-execd/execd.sock --socket-mode=0660 \
+            --state-dir=/var/lib/pinhole-execd/state --mechanism=fake --mode=development \
+            \$EXECD_OPTS" 2>/tmp/execd.log &
+    pid=$!
+    i=0
+    while ! grep -q "\"listening\"" /tmp/execd.log && kill -0 $pid 2>/dev/null && [ $i -lt 600 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    [ -S /run/pinhole-execd/execd.sock ] && echo socket
+    kill -TERM $pid 2>/dev/null
+    wait $pid
+    echo "exit=$?"' 2>&1)
+case "$r" in
+    *socket*"exit=0") ok execd "started with /etc/default/pinhole-execd, stopped with 0" ;;
+    *) bad execd "$r $(in_root 'tail -3 /tmp/execd.log' 2>&1)" ;;
 esac
 
 why=$(in_root 'export DEBIAN_FRONTEND=noninteractive

@@ -48,11 +48,18 @@ CELL = re.compile(r"T\{\n((?:.*?\n)??)T\}(@?)", re.S)
 ESCAPE = re.compile(r"\\f\[[A-Z]+\]|\\f[BIRPV]|\\\(..|\\\[[^]]*\]|\\[-&e:]")
 
 
+def rendered(escape):
+    """What an escape takes on the terminal: a break point splits a word,
+    a named character is one column, a font change none."""
+    e = escape.group(0)
+    if e == "\\:":
+        return " "
+    return "x" if e.startswith("\\(") or e.startswith("\\[") or e in ("\\-", "\\e") else ""
+
+
 def words(cell):
     """The widest unbreakable run of a cell, roughly as troff sees it."""
-    text = ESCAPE.sub(lambda e: " " if e.group(0) == "\\:" else ("x" if len(e.group(0)) > 3 or
-                      e.group(0).startswith("\\(") else ""), cell)
-    return max((len(w) for w in text.split()), default=1)
+    return max((len(w) for w in ESCAPE.sub(rendered, cell).split()), default=1)
 
 
 def break_points(cell):
