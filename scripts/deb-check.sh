@@ -15,6 +15,9 @@
 #                overlaid on /usr in a private mount namespace (so ExecStart
 #                and the man: links resolve); pinhole-proxy's exposure from
 #                systemd-analyze security --offline=true at most 2.0
+#   syscalls     every system call the proxy makes (strace: start, /metrics,
+#                CONNECT with a grant, reloads, drain) is in its unit's
+#                SystemCallFilter
 #   execd_env    pinhole-execd starts with the variable its unit adds to
 #                its environment (a credential name would refuse it)
 #   man          every man page renders without a warning
@@ -163,6 +166,74 @@ if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ]; then
 else
     bad units "verify rc=$rc '$(echo $v)'; security rc=$src exposure '${exposure:-?}'"
 fi
+
+# syscalls: the proxy unit's SystemCallFilter (its allow lines less its ~
+# lines: @system-service less @privileged) must hold every system call the
+# proxy makes. The extracted
+# proxy runs under strace as an unprivileged uid (no passwd entry needed),
+# with the shipped settings, ports from the kernel and a unix socket: it
+# serves /metrics, a CONNECT with a grant (its DNS lookup, whatever the
+# answer), a refused plain-HTTP request, a reload by POST /reload and one by
+# SIGHUP, then drains on SIGTERM. Every call after its execve must be in the
+# filter's set (systemd-analyze syscall-filter, groups expanded). No upstream
+# is dialed (the sandbox of the tests has no route out, and a production
+# build refuses loopback): connect() is made by the DNS lookup already.
+expand() {
+    for g; do
+        case "$g" in
+        @*) systemd-analyze syscall-filter "$g" | sed -n 's/^    \([^#].*\)$/\1/p' |
+                while read -r c; do expand "$c"; done ;;
+        *) echo "$g" ;;
+        esac
+    done
+}
+p=$x/proxy
+uid=64999
+mkdir -m 0700 "$p"
+LD_LIBRARY_PATH=$L "$x/root/usr/bin/policyc" compile -q examples/allowlist.yaml -o "$p/t.ptab" &&
+LD_LIBRARY_PATH=$L "$x/root/usr/bin/pinhole-guard" keygen --kid k1 --output "$p/k.key" >/dev/null
+token=$(LD_LIBRARY_PATH=$L "$x/root/usr/bin/pinhole-guard" grant issue --keys "$p/k.key" \
+    --tenant t --lease l1 --list default --ttl 600)
+chown -R "$uid:$uid" "$p"
+chmod 0711 "$x"
+: >"$p/log"
+LD_LIBRARY_PATH=$L strace -f -qq -o "$x/trace" setpriv --reuid=$uid --regid=$uid --clear-groups \
+    "$x/root/usr/bin/pinhole-proxy" --config="$x/root/etc/pinhole/proxy.yaml" --table="$p/t.ptab" \
+    --grant-key="$p/k.key" --listen=127.0.0.1:0 --admin-listen=127.0.0.1:0 \
+    --unix-socket="$p/proxy.sock" --ready-file="$p/ready" >"$p/requests" 2>"$p/log" &
+spid=$!
+i=0
+while [ ! -s "$p/ready" ] && kill -0 $spid 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+admin=$(sed -n 's/^admin //p' "$p/ready" 2>/dev/null)
+listen=$(sed -n 's/^listen //p' "$p/ready" 2>/dev/null)
+why=""
+if [ -n "$admin" ] && [ -n "$listen" ]; then
+    curl -s -m 10 "http://$admin/metrics" -o /dev/null || why="$why metrics"
+    curl -s -m 10 --proxy "http://l1:$token@$listen" https://api.github.com/ -o /dev/null
+    curl -s -m 10 --proxy "http://l1:$token@$listen" http://pypi.org/ -o /dev/null
+    [ "$(curl -s -m 10 -X POST "http://$admin/reload" -o /dev/null -w '%{http_code}')" = 200 ] ||
+        why="$why reload"
+    ppid=$(sed -n 's/^\([0-9]*\) *execve(".*\/pinhole-proxy".*= 0$/\1/p' "$x/trace" | head -1)
+    kill -HUP "$ppid"
+    i=0
+    while [ "$(grep -c '"event":"reload' "$p/log")" -lt 2 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    kill -TERM "$ppid"
+    [ "$(grep -c '"event":"reload' "$p/log")" -ge 2 ] || why="$why reloads:'$(grep reload "$p/log")'"
+else
+    why="$why not-ready:'$(tail -2 "$p/log")'"
+fi
+wait $spid
+rc=$?
+[ $rc -eq 0 ] || why="$why exit=$rc"
+# The unit's filter: its allow lines, less its ~ lines.
+expand $(sed -n 's/^SystemCallFilter=\([^~].*\)$/\1/p' "$U/pinhole-proxy.service") | sort -u >"$x/allow"
+expand $(sed -n 's/^SystemCallFilter=~\(.*\)$/\1/p' "$U/pinhole-proxy.service") | sort -u >"$x/deny"
+sed -n '/execve(".*\/pinhole-proxy"/,$p' "$x/trace" |
+    sed -n 's/^[0-9]* *\([a-z_0-9]*\)(.*/\1/p' | sort -u >"$x/used"
+outside=$(comm -23 "$x/allow" "$x/deny" | comm -13 - "$x/used" | tr '\n' ' ')
+[ -z "$outside" ] || why="$why outside the filter: $outside"
+if [ -z "$why" ]; then ok syscalls "$(wc -l <"$x/used") system calls, all in the unit's SystemCallFilter"
+else bad syscalls "$why"; fi
 
 # execd_env: the variable the execd unit takes its options from
 # (EnvironmentFile) reaches the daemon's environment, where a credential

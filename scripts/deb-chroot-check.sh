@@ -107,10 +107,12 @@ case "$r" in
 esac
 
 # pinhole-execd with the options file the package wrote, read as the unit
-# reads it (the fake mechanism: there is no runsc in the chroot).
+# reads it (the fake mechanism: there is no runsc in the chroot), in an
+# environment like systemd's: no PWD either (the daemon counts PWD as a
+# credential name and refuses it).
 r=$(in_root 'install -d -m 0750 /run/pinhole-execd
     env -i PATH=/usr/bin:/bin sh -c "set -a; . /etc/default/pinhole-execd; set +a
-        exec pinhole-execd --socket=/run/pinhole-execd/execd.sock --socket-mode=0660 \
+        exec env -u PWD pinhole-execd --socket=/run/pinhole-execd/execd.sock --socket-mode=0660 \
             --state-dir=/var/lib/pinhole-execd/state --mechanism=fake --mode=development \
             \$EXECD_OPTS" 2>/tmp/execd.log &
     pid=$!
