@@ -451,6 +451,11 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             xd_log("warning", "tls_refused", x);
             json_decref(x);
         }
+        if ((what & BEV_EVENT_TIMEOUT) && c->ident != NULL) {
+            json_t *x = json_pack("{s:s}", "identity", c->ident->name);
+            xd_log("warning", "write_stalled", x);
+            json_decref(x);
+        }
         conn_close(c);
     }
 }
@@ -576,7 +581,10 @@ static void conn_identify(xd_conn *c, const char *name)
     c->anon = false;
     evtimer_del(c->deadline);
     g_conn_count++;
-    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    /* Output its peer reads none of for the stall limit ends the
+     * connection: an answer nobody reads is not held for good. */
+    struct timeval stall = {XD_STREAM_STALL_MS / 1000, 0};
+    bufferevent_set_timeouts(c->bev, NULL, &stall);
     /* At most one frame (and its header) is read ahead of the loop. */
     bufferevent_setwatermark(c->bev, EV_READ, 0,
                              PH_EXECD_FRAME_HEADER + g_cfg->max_request_bytes);
