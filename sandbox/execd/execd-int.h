@@ -34,12 +34,16 @@ uint32_t ph_wire_frame_len(const uint8_t hdr[static PH_EXECD_FRAME_HEADER]);
  * protocol has (4096 argv elements as {"base64": ...}) holds about 12,300. */
 #define PH_WIRE_VALUES_MAX 32768
 #define PH_WIRE_DEPTH_MAX 32
-/* Counts the values of a frame body and its nesting in one pass, without
- * allocating or validating (jansson validates after): brackets and quotes
- * inside strings are skipped with their escapes, so for valid JSON the
- * counts are exact. true when within both caps; false with *offset at the
- * byte where one was exceeded. */
-bool ph_wire_frame_scan(const uint8_t *body, size_t len, size_t *offset);
+/* Counts the values of a frame body and its deepest nesting in one pass,
+ * without allocating or validating (jansson validates after): brackets and
+ * quotes inside strings are skipped with their escapes, so for JSON jansson
+ * accepts the counts are exact. true when within both caps; false with
+ * *offset at the byte where one was exceeded (the counts stop there). */
+typedef struct ph_wire_cost {
+    size_t values;
+    size_t depth;
+} ph_wire_cost;
+bool ph_wire_frame_scan(const uint8_t *body, size_t len, ph_wire_cost *cost, size_t *offset);
 /* Serializes o (compact) into a new frame: header + JSON. Caller frees
  * *frame. 0, or -1 when out of memory. */
 int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len);

@@ -97,8 +97,9 @@ static void *pool_main(void *arg)
 
 json_t *xd_frame_parse(const uint8_t *body, size_t len, const char **code, const char **msg)
 {
+    ph_wire_cost cost;
     size_t off;
-    if (!ph_wire_frame_scan(body, len, &off)) {
+    if (!ph_wire_frame_scan(body, len, &cost, &off)) {
         *code = "too_large";
         *msg = "the request has more than 32768 JSON values or nests deeper than 32";
         return NULL;

@@ -46,9 +46,10 @@ int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len)
     return 0;
 }
 
-bool ph_wire_frame_scan(const uint8_t *body, size_t len, size_t *offset)
+bool ph_wire_frame_scan(const uint8_t *body, size_t len, ph_wire_cost *cost, size_t *offset)
 {
     size_t values = 0, depth = 0;
+    *cost = (ph_wire_cost){0};
     bool in_string = false, in_scalar = false;
     for (size_t i = 0; i < len; i++) {
         uint8_t c = body[i];
@@ -71,6 +72,8 @@ bool ph_wire_frame_scan(const uint8_t *body, size_t len, size_t *offset)
             break;
         }
         values += starts;
+        cost->values = values;
+        cost->depth = depth > cost->depth ? depth : cost->depth;
         if (values > PH_WIRE_VALUES_MAX || depth > PH_WIRE_DEPTH_MAX) {
             *offset = i;
             return false;
