@@ -41,14 +41,39 @@ void xd_job_free(xd_job *job)
     free(job);
 }
 
-void xd_enqueue(xd_job *job)
+/* The two queues (the pool's, the parser's): under g_pool_mu. */
+static void queue_push(xd_job **head, xd_job **tail, xd_job *job)
 {
     job->next = NULL;
-    if (g_queue_tail)
-        g_queue_tail->next = job;
+    if (*tail)
+        (*tail)->next = job;
     else
-        g_queue_head = job;
-    g_queue_tail = job;
+        *head = job;
+    *tail = job;
+}
+
+static xd_job *queue_pop(xd_job **head, xd_job **tail)
+{
+    xd_job *job = *head;
+    if (job != NULL && (*head = job->next) == NULL)
+        *tail = NULL;
+    return job;
+}
+
+/* Under g_pool_mu (released while the loop is woken): job goes back to the
+ * loop on the done list. */
+static void hand_back(xd_job *job)
+{
+    job->next = g_done;
+    g_done = job;
+    pthread_mutex_unlock(&g_pool_mu);
+    event_active(g_done_ev, EV_READ, 0);
+    pthread_mutex_lock(&g_pool_mu);
+}
+
+void xd_enqueue(xd_job *job)
+{
+    queue_push(&g_queue_head, &g_queue_tail, job);
     g_queued++;
     pthread_cond_signal(&g_pool_cv);
 }
@@ -61,12 +86,9 @@ static void *pool_main(void *arg)
     for (;;) {
         while (!g_quit && g_queue_head == NULL)
             pthread_cond_wait(&g_pool_cv, &g_pool_mu);
-        if (g_queue_head == NULL)
+        xd_job *job = queue_pop(&g_queue_head, &g_queue_tail);
+        if (job == NULL)
             break;
-        xd_job *job = g_queue_head;
-        g_queue_head = job->next;
-        if (g_queue_head == NULL)
-            g_queue_tail = NULL;
         g_queued--;
         g_running++;
         pthread_mutex_unlock(&g_pool_mu);
@@ -85,11 +107,7 @@ static void *pool_main(void *arg)
 
         pthread_mutex_lock(&g_pool_mu);
         g_running--;
-        job->next = g_done;
-        g_done = job;
-        pthread_mutex_unlock(&g_pool_mu);
-        event_active(g_done_ev, EV_READ, 0);
-        pthread_mutex_lock(&g_pool_mu);
+        hand_back(job);
     }
     pthread_mutex_unlock(&g_pool_mu);
     return NULL;
@@ -117,12 +135,7 @@ json_t *xd_frame_parse(const uint8_t *body, size_t len, const char **code, const
 void xd_parse_enqueue(xd_job *job)
 {
     pthread_mutex_lock(&g_pool_mu);
-    job->next = NULL;
-    if (g_parse_tail)
-        g_parse_tail->next = job;
-    else
-        g_parse_head = job;
-    g_parse_tail = job;
+    queue_push(&g_parse_head, &g_parse_tail, job);
     pthread_cond_signal(&g_parse_cv);
     pthread_mutex_unlock(&g_pool_mu);
 }
@@ -134,12 +147,9 @@ static void *parse_main(void *arg)
     for (;;) {
         while (!g_quit && g_parse_head == NULL)
             pthread_cond_wait(&g_parse_cv, &g_pool_mu);
-        xd_job *job = g_parse_head;
+        xd_job *job = queue_pop(&g_parse_head, &g_parse_tail);
         if (job == NULL)
             break;
-        g_parse_head = job->next;
-        if (g_parse_head == NULL)
-            g_parse_tail = NULL;
         pthread_mutex_unlock(&g_pool_mu);
         const char *msg = NULL;
         if (!xd_pool_stopping())
@@ -151,11 +161,7 @@ static void *parse_main(void *arg)
         if (job->req == NULL)
             job->resp = ph_wire_error(job->refusal, msg ? msg : "the daemon is stopping");
         pthread_mutex_lock(&g_pool_mu);
-        job->next = g_done;
-        g_done = job;
-        pthread_mutex_unlock(&g_pool_mu);
-        event_active(g_done_ev, EV_READ, 0);
-        pthread_mutex_lock(&g_pool_mu);
+        hand_back(job);
     }
     pthread_mutex_unlock(&g_pool_mu);
     return NULL;
