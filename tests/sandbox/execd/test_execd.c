@@ -962,6 +962,19 @@ static void test_shutdown_destroys_everything(void **state)
 
 /* ---- memory and time a peer can make the daemon spend ---- */
 
+/* Under ASan the daemon's RSS is not its own (quarantine, redzones): the
+ * memory tests print their figures but do not judge them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PH_ASAN 1
+#endif
+#endif
+#ifndef PH_ASAN
+#define PH_ASAN 0
+#endif
+
 /* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
 static long proc_kib(pid_t pid, const char *field)
 {
@@ -1086,7 +1099,7 @@ static void test_pipelined_requests_are_not_buffered(void **state)
            (double)(ph_monotonic_ms() - t0) / 1000,
            closed ? "closed the connection" : stable_since ? "stopped reading" : "read on",
            (double)growth / 1024);
-    assert_true(growth < 32 * 1024);
+    assert_true(growth < 32 * 1024 || PH_ASAN);
     assert_true(closed || stable_since);
     if (!closed) {
         /* Paused, not dropped: reading the answers lets it go on. */
@@ -1139,7 +1152,7 @@ static void test_parse_amplification_is_bounded(void **state)
             fds[k] = raw_hello(&d);
             send_all(fds[k], round == 0 ? amp : cap, PH_EXECD_FRAME_HEADER + len);
             long now = proc_kib(d.pid, "VmHWM") - rss0;
-            if (now > bound_kib)
+            if (now > bound_kib && !PH_ASAN)
                 fail_msg("peak RSS growth %ld MiB after %d frames: over the bound (%ld MiB)",
                          now / 1024, k + 1, bound_kib / 1024);
         }
@@ -1159,7 +1172,7 @@ static void test_parse_amplification_is_bounded(void **state)
                round == 0 ? "[{},{},...]: refused too_large" : "32,000 values: served",
                (double)hwm / 1024, bound_kib / 1024);
     }
-    assert_true(peak < bound_kib);
+    assert_true(peak < bound_kib || PH_ASAN);
     free(amp);
     free(cap);
     assert_int_equal(daemon_stop(&d), 0);
