@@ -1033,8 +1033,8 @@ static void send_all(int fd, const uint8_t *p, size_t len)
 
 /* A peer sends 300,000 `metrics` requests and reads none of the answers:
  * the daemon stops reading it once 64 KiB of answers wait (the requests stay
- * in the socket, where the kernel bounds them), and serves it again once it
- * reads. Sending stops when the daemon has stopped reading (this socket's
+ * in the socket, where the kernel bounds them), serves it again once it
+ * reads, and closes it once it has read nothing for 10 s. Sending stops when the daemon has stopped reading (this socket's
  * unread bytes unchanged for 2 s), when all are sent and read, or after
  * 20 s; the daemon's RSS is checked as it goes. */
 static void test_pipelined_requests_are_not_buffered(void **state)
@@ -1102,13 +1102,22 @@ static void test_pipelined_requests_are_not_buffered(void **state)
     assert_true(growth < 32 * 1024 || PH_ASAN);
     assert_true(closed || stable_since);
     if (!closed) {
-        /* Paused, not dropped: reading the answers lets it go on. */
+        /* Paused, not dropped: reading the answers lets it go on... */
         for (int i = 0; i < 400; i++) {
             json_t *r = NULL;
             assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
             assert_non_null(ph_wire_str(r, "prometheus"));
             json_decref(r);
         }
+        /* ...and a peer that then reads nothing for 10 s is closed. */
+        int64_t t1 = ph_monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = 0};
+        int ready = poll(&p, 1, 20000);
+        int64_t after = ph_monotonic_ms() - t1;
+        printf("then unread again: %s after %lld ms\n",
+               ready == 1 && (p.revents & POLLHUP) ? "closed" : "still open", (long long)after);
+        assert_true(ready == 1 && (p.revents & POLLHUP));
+        assert_true(after >= 9000);
     }
     free(batch);
     close(fd);
