@@ -188,6 +188,19 @@ static int daemon_stop(xdaemon *d)
 {
     int i = live_slot(d->dir);
     int status = d->pid > 0 ? reap(d->pid) : -1;
+    /* A sanitizer build's report fails the test, whatever the exit. */
+    size_t len;
+    char *log = ph_test_read_file(d->log, &len);
+    bool report = log && (strstr(log, "Sanitizer") || strstr(log, "runtime error:"));
+    if (report)
+        fprintf(stderr, "%s\n", log);
+    free(log);
+    if (report) {
+        g_live[i].pid = 0;
+        live_end(i);
+        d->dir = NULL;
+        fail_msg("pinhole-execd reported a sanitizer error (above)");
+    }
     g_live[i].pid = 0;
     live_end(i);
     d->dir = NULL;
