@@ -10,6 +10,7 @@
 #include <event2/thread.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -471,6 +472,11 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &cfg);
     if (rc != 0)
         return rc < 0 ? XD_EXIT_OK : rc;
+    /* Frames, parsed requests and answers are megabytes each: a fixed mmap
+     * threshold (glibc raises it as big blocks are freed) gives each back
+     * to the system when freed, so what the daemon holds is what it uses
+     * (docs/execd.md section 6). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     signal(SIGPIPE, SIG_IGN);
     if ((rc = check_environment()) != 0)
         return rc;

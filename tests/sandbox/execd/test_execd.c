@@ -1140,25 +1140,30 @@ static void test_pipelined_requests_are_not_buffered(void **state)
 
 /* What a frame costs once parsed is bounded (docs/execd.md section 6): 20
  * frames of 16 MiB whose ignored field is [{},{},...] (each ~1.3 GB as
- * jansson objects) are refused before they are parsed, and 20 frames at the
- * value cap are parsed; the daemon's peak RSS stays under the documented
- * bound for 20 connections, 20 x (2 x 16 MiB + 8 MiB). The daemon's RSS is
- * checked between frames, so a daemon without the bound fails here before
- * it takes the host's memory. */
+ * jansson objects) are refused before they are parsed, and 20 lease.open
+ * frames at the value cap are parsed and queued behind a running command;
+ * the daemon's peak RSS stays under the documented bound for 20
+ * connections, 20 x (16 MiB + 8 MiB) + 4 x 16 MiB. The daemon's RSS is checked
+ * between frames, so a daemon without the bound fails here before it takes
+ * the host's memory. */
 static void test_parse_amplification_is_bounded(void **state)
 {
     (void)state;
     xdaemon d;
-    daemon_start(&d, NULL);
+    const char *const opts[] = {"--max-executions=1", "--queue=32",
+                                "--max-requests-per-identity=32", NULL};
+    daemon_start(&d, opts);
     const size_t len = PH_EXECD_DEFAULT_MAX_REQUEST;
-    const long bound_kib = 20L * (2 * 16 + 8) * 1024;
+    const long bound_kib = (20L * (16 + 8) + 4 * 16) * 1024;
     long rss0 = proc_kib(d.pid, "VmRSS");
     uint8_t *amp = amplifying_frame("lease.open", len);
     /* At the cap: 32,000 values, the rest one long string. */
     uint8_t *cap = malloc(PH_EXECD_FRAME_HEADER + len);
     assert_non_null(cap);
     memcpy(cap, amp, PH_EXECD_FRAME_HEADER);
-    int hn = snprintf((char *)cap + PH_EXECD_FRAME_HEADER, 64, "{\"op\":\"health\",\"x\":[");
+    int hn = snprintf((char *)cap + PH_EXECD_FRAME_HEADER, 128,
+                      "{\"op\":\"lease.open\",\"tenant\":\"t1\",\"lease\":\"l\","
+                      "\"approval_hold_seconds\":60,\"x\":[");
     size_t i = PH_EXECD_FRAME_HEADER + (size_t)hn;
     for (int k = 0; k < 32000; k++, i += 3)
         memcpy(cap + i, "{},", 3);
@@ -1168,8 +1173,20 @@ static void test_parse_amplification_is_bounded(void **state)
     memcpy(cap + PH_EXECD_FRAME_HEADER + len - 2, "\"}", 2);
     const char *const expect[2] = {"too_large", NULL};
     long peak = 0;
+    int runner = -1;
     for (int round = 0; round < 2; round++) {
         int fds[20];
+        if (round == 1) { /* the only thread busy: what follows waits in the queue */
+            runner = raw_hello(&d);
+            char *id = raw_create(runner, "t1");
+            const char *const argv[] = {"sleep", "71.61", NULL};
+            json_t *req = raw_execute_req("t1", id, argv);
+            assert_int_equal(ph_wire_send(runner, req), 0);
+            json_decref(req);
+            free(id);
+            for (int t = 0; t < 100 && health_field(&d, "executions") != 1; t++)
+                usleep(20 * 1000);
+        }
         for (int k = 0; k < 20; k++) {
             fds[k] = raw_hello(&d);
             send_all(fds[k], round == 0 ? amp : cap, PH_EXECD_FRAME_HEADER + len);
@@ -1177,6 +1194,17 @@ static void test_parse_amplification_is_bounded(void **state)
             if (now > bound_kib && !PH_ASAN)
                 fail_msg("peak RSS growth %ld MiB after %d frames: over the bound (%ld MiB)",
                          now / 1024, k + 1, bound_kib / 1024);
+        }
+        if (round == 1) {
+            int64_t queued = 0;
+            for (int t = 0; t < 1200 && queued != 20; t++) {
+                if ((queued = health_field(&d, "queued")) != 20)
+                    usleep(50 * 1000);
+            }
+            printf("20 parsed requests queued: %lld; RSS growth %.1f MiB\n", (long long)queued,
+                   (double)(proc_kib(d.pid, "VmRSS") - rss0) / 1024);
+            assert_int_equal(queued, 20);
+            close(runner); /* its command is killed; the queue runs */
         }
         for (int k = 0; k < 20; k++) {
             json_t *r = NULL;
@@ -1191,7 +1219,7 @@ static void test_parse_amplification_is_bounded(void **state)
         long hwm = proc_kib(d.pid, "VmHWM") - rss0;
         peak = hwm > peak ? hwm : peak;
         printf("20 frames of 16 MiB (%s): peak RSS growth %.1f MiB, documented bound %ld MiB\n",
-               round == 0 ? "[{},{},...]: refused too_large" : "32,000 values: served",
+               round == 0 ? "[{},{},...]: refused too_large" : "32,000 values: queued, served",
                (double)hwm / 1024, bound_kib / 1024);
     }
     assert_true(peak < bound_kib || PH_ASAN);
