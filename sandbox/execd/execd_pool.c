@@ -52,8 +52,12 @@ static void queue_push(xd_job **head, xd_job **tail, xd_job *job)
     *tail = job;
 }
 
-static xd_job *queue_pop(xd_job **head, xd_job **tail)
+/* The next job of a queue, waited for; NULL once the pool stops with the
+ * queue empty. */
+static xd_job *queue_take(xd_job **head, xd_job **tail, pthread_cond_t *cv)
 {
+    while (!g_quit && *head == NULL)
+        pthread_cond_wait(cv, &g_pool_mu);
     xd_job *job = *head;
     if (job != NULL && (*head = job->next) == NULL)
         *tail = NULL;
@@ -84,9 +88,7 @@ static void *pool_main(void *arg)
     pid_t tid = (pid_t)syscall(SYS_gettid);
     pthread_mutex_lock(&g_pool_mu);
     for (;;) {
-        while (!g_quit && g_queue_head == NULL)
-            pthread_cond_wait(&g_pool_cv, &g_pool_mu);
-        xd_job *job = queue_pop(&g_queue_head, &g_queue_tail);
+        xd_job *job = queue_take(&g_queue_head, &g_queue_tail, &g_pool_cv);
         if (job == NULL)
             break;
         g_queued--;
@@ -145,9 +147,7 @@ static void *parse_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&g_pool_mu);
     for (;;) {
-        while (!g_quit && g_parse_head == NULL)
-            pthread_cond_wait(&g_parse_cv, &g_pool_mu);
-        xd_job *job = queue_pop(&g_parse_head, &g_parse_tail);
+        xd_job *job = queue_take(&g_parse_head, &g_parse_tail, &g_parse_cv);
         if (job == NULL)
             break;
         pthread_mutex_unlock(&g_pool_mu);

@@ -1387,6 +1387,16 @@ static void make_pki(const char *dir)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The daemon's --tls-cert, --tls-key and --tls-ca options for the PKI
+ * make_pki made in d->dir. */
+static void tls_options(const xdaemon *d, char cert[static 300], char key[static 300],
+                        char ca[static 300])
+{
+    snprintf(cert, 300, "--tls-cert=%s/srv.pem", d->dir);
+    snprintf(key, 300, "--tls-key=%s/srv.key", d->dir);
+    snprintf(ca, 300, "--tls-ca=%s/ca1.pem", d->dir);
+}
+
 static int port_from_log(const xdaemon *d, const char *event)
 {
     size_t len;
@@ -1454,9 +1464,7 @@ static void test_tls_mutual_authentication(void **state)
     daemon_prepare(&d);
     make_pki(d.dir);
     char o_cert[300], o_key[300], o_ca[300];
-    snprintf(o_cert, sizeof o_cert, "--tls-cert=%s/srv.pem", d.dir);
-    snprintf(o_key, sizeof o_key, "--tls-key=%s/srv.key", d.dir);
-    snprintf(o_ca, sizeof o_ca, "--tls-ca=%s/ca1.pem", d.dir);
+    tls_options(&d, o_cert, o_key, o_ca);
     const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
                                 NULL};
     /* A key others can read is refused: the one secret the daemon holds. */
@@ -1569,9 +1577,7 @@ static void test_unidentified_peers_cannot_lock_out_workers(void **state)
     daemon_prepare(&d);
     make_pki(d.dir);
     char o_cert[300], o_key[300], o_ca[300], key[300];
-    snprintf(o_cert, sizeof o_cert, "--tls-cert=%s/srv.pem", d.dir);
-    snprintf(o_key, sizeof o_key, "--tls-key=%s/srv.key", d.dir);
-    snprintf(o_ca, sizeof o_ca, "--tls-ca=%s/ca1.pem", d.dir);
+    tls_options(&d, o_cert, o_key, o_ca);
     snprintf(key, sizeof key, "%s/srv.key", d.dir);
     assert_int_equal(chmod(key, 0600), 0);
     const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
