@@ -1179,7 +1179,7 @@ static void test_parse_amplification_is_bounded(void **state)
         if (round == 1) { /* the only thread busy: what follows waits in the queue */
             runner = raw_hello(&d);
             char *id = raw_create(runner, "t1");
-            const char *const argv[] = {"sleep", "71.61", NULL};
+            const char *const argv[] = {"sleep", "371.61", NULL};
             json_t *req = raw_execute_req("t1", id, argv);
             json_object_set_new(req, "timeout_seconds", json_integer(300));
             assert_int_equal(ph_wire_send(runner, req), 0);
