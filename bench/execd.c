@@ -97,7 +97,9 @@ static pid_t start_daemon(const char *dir, char *sock, size_t cap)
     if (pid == 0) {
         char *argv[] = {(char *)PH_EXECD_BINARY, a_sock, a_state, (char *)"--allow-uid=0",
                         (char *)"--mechanism=fake", (char *)"--mode=development",
-                        (char *)"--max-executions=4", (char *)"--queue=32", NULL};
+                        (char *)"--max-executions=4", (char *)"--queue=32",
+                        /* one worker: every thread and queue slot is its share */
+                        (char *)"--max-requests-per-identity=36", NULL};
         char *envp[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
         if (freopen("/dev/null", "w", stderr) == NULL)
             _exit(127);

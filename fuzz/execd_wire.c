@@ -2,7 +2,10 @@
  * (sandbox/execd/wire.c) with what a peer can send: a frame body. Invariants:
  * a result that decodes re-encodes and decodes to the same result; an argv
  * that decodes re-encodes (ph_wire_arg) and decodes to the same strings; a
- * stat and limits decode or are refused, never half-filled into a crash. */
+ * stat and limits decode or are refused, never half-filled into a crash;
+ * and the frame scan (ph_wire_frame_scan) counts exactly the values and
+ * nesting of whatever jansson accepts, refusing it exactly when a cap is
+ * over. */
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +28,47 @@ static void same_result(const ph_execution_result *a, const ph_execution_result 
     }
 }
 
+/* The values of v (object keys included) and its deepest nesting. */
+static void cost_of(json_t *v, size_t level, ph_wire_cost *c)
+{
+    c->values++;
+    if (json_is_object(v) || json_is_array(v))
+        c->depth = level + 1 > c->depth ? level + 1 : c->depth;
+    const char *key;
+    json_t *m;
+    size_t i;
+    json_object_foreach(v, key, m) {
+        (void)key;
+        c->values++;
+        cost_of(m, level + 1, c);
+    }
+    json_array_foreach(v, i, m)
+        cost_of(m, level + 1, c);
+}
+
+static void check_scan(const uint8_t *data, size_t size)
+{
+    ph_wire_cost scanned, real = {0};
+    size_t off = 0;
+    bool within = ph_wire_frame_scan(data, size, &scanned, &off);
+    if (!within && off >= size)
+        abort();
+    json_t *any =
+        json_loadb((const char *)data, size, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
+    if (any == NULL)
+        return;
+    cost_of(any, 0, &real);
+    json_decref(any);
+    /* Checked whatever NDEBUG says: this is the bound the daemon relies on. */
+    if (within != (real.values <= PH_WIRE_VALUES_MAX && real.depth <= PH_WIRE_DEPTH_MAX) ||
+        (within && (scanned.values != real.values || scanned.depth != real.depth)))
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_scan(data, size);
     json_t *o = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(o)) {
         json_decref(o);

@@ -26,6 +26,24 @@
 
 /* The 4-byte big-endian length of a frame header. */
 uint32_t ph_wire_frame_len(const uint8_t hdr[static PH_EXECD_FRAME_HEADER]);
+/* What a frame body can cost once parsed is bounded before it is parsed:
+ * at most PH_WIRE_VALUES_MAX JSON values (every object, array, string,
+ * number and literal, object keys included; jansson spends at most about
+ * 240 bytes on each besides the string bytes, which are at most the
+ * frame's) nested at most PH_WIRE_DEPTH_MAX deep. The largest request the
+ * protocol has (4096 argv elements as {"base64": ...}) holds about 12,300. */
+#define PH_WIRE_VALUES_MAX 32768
+#define PH_WIRE_DEPTH_MAX 32
+/* Counts the values of a frame body and its deepest nesting in one pass,
+ * without allocating or validating (jansson validates after): brackets and
+ * quotes inside strings are skipped with their escapes, so for JSON jansson
+ * accepts the counts are exact. true when within both caps; false with
+ * *offset at the byte where one was exceeded (the counts stop there). */
+typedef struct ph_wire_cost {
+    size_t values;
+    size_t depth;
+} ph_wire_cost;
+bool ph_wire_frame_scan(const uint8_t *body, size_t len, ph_wire_cost *cost, size_t *offset);
 /* Serializes o (compact) into a new frame: header + JSON. Caller frees
  * *frame. 0, or -1 when out of memory. */
 int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len);

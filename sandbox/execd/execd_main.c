@@ -10,6 +10,7 @@
 #include <event2/thread.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
@@ -55,6 +56,14 @@ static void usage(FILE *f)
             "  --queue=N                requests waiting at most; more are answered busy (16)\n"
             "  --max-request-bytes=N    largest request frame (16777216)\n"
             "  --max-connections=N      open connections at most (256)\n"
+            "  --max-connections-per-identity=N  of those, one identity's (half)\n"
+            "  --max-requests-per-identity=N     one identity's requests queued or\n"
+            "                           running (half of --max-executions)\n"
+            "  --max-sandboxes-per-identity=N    one identity's live sandboxes (half)\n"
+            "  --handshake-timeout-ms=N a connection not identified this long after\n"
+            "                           accept is closed (10000)\n"
+            "  --frame-timeout-ms=N     a request frame must complete this long after\n"
+            "                           its first byte (30000)\n"
             "  --grace-seconds=N        an identity's sandboxes outlive its last connection\n"
             "                           by this long (60)\n"
             "  --tls-listen=HOST:PORT   also serve TCP with mutual TLS (port 0: any, logged)\n"
@@ -88,7 +97,8 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 {
     enum { O_SOCKET = 256, O_SOCKET_MODE, O_STATE, O_UID, O_GID, O_MECH, O_MODE, O_CAP, O_PROXY,
            O_MAX_SBX, O_MAX_EXEC, O_QUEUE, O_MAX_REQ, O_GRACE, O_TLS_LISTEN, O_TLS_CERT,
-           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN, O_WS_TOTAL, O_WS_TENANT };
+           O_TLS_KEY, O_TLS_CA, O_METRICS, O_MAX_CONN, O_WS_TOTAL, O_WS_TENANT, O_CONN_ID,
+           O_REQ_ID, O_SBX_ID, O_HANDSHAKE, O_FRAME };
     static const struct option opts[] = {
         {"socket", required_argument, NULL, O_SOCKET},
         {"socket-mode", required_argument, NULL, O_SOCKET_MODE},
@@ -112,6 +122,11 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
         {"max-connections", required_argument, NULL, O_MAX_CONN},
         {"workspace-total-max", required_argument, NULL, O_WS_TOTAL},
         {"workspace-tenant-max", required_argument, NULL, O_WS_TENANT},
+        {"max-connections-per-identity", required_argument, NULL, O_CONN_ID},
+        {"max-requests-per-identity", required_argument, NULL, O_REQ_ID},
+        {"max-sandboxes-per-identity", required_argument, NULL, O_SBX_ID},
+        {"handshake-timeout-ms", required_argument, NULL, O_HANDSHAKE},
+        {"frame-timeout-ms", required_argument, NULL, O_FRAME},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -184,6 +199,20 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
             ok = parse_u64(optarg, 10, UINT64_MAX, &v) && v > 0;
             cfg->workspace_tenant_max_bytes = v;
             break;
+        case O_CONN_ID:
+        case O_REQ_ID:
+        case O_SBX_ID:
+            ok = parse_u64(optarg, 10, 1000000, &v) && v > 0;
+            *(c == O_CONN_ID  ? &cfg->max_connections_per_identity
+              : c == O_REQ_ID ? &cfg->max_requests_per_identity
+                              : &cfg->max_sandboxes_per_identity) = v;
+            break;
+        case O_HANDSHAKE:
+        case O_FRAME:
+            ok = parse_u64(optarg, 10, 3600 * 1000, &v) && v >= 100;
+            *(c == O_HANDSHAKE ? &cfg->handshake_timeout_ms : &cfg->frame_timeout_ms) =
+                (int64_t)v;
+            break;
         default: usage(stderr); return XD_EXIT_USAGE;
         }
         if (!ok) {
@@ -192,6 +221,13 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
             return XD_EXIT_USAGE;
         }
     }
+    /* A fair share defaults to half of the daemon's, at least one. */
+    size_t *share[] = {&cfg->max_connections_per_identity, &cfg->max_requests_per_identity,
+                       &cfg->max_sandboxes_per_identity};
+    size_t whole[] = {cfg->max_connections, cfg->max_executions, cfg->max_sandboxes};
+    for (size_t i = 0; i < 3; i++)
+        if (*share[i] == 0)
+            *share[i] = whole[i] / 2 > 0 ? whole[i] / 2 : 1;
     if (optind < argc) {
         fprintf(stderr, "pinhole-execd: unexpected argument '%s'\n", argv[optind]);
         return XD_EXIT_USAGE;
@@ -430,10 +466,17 @@ int main(int argc, char **argv)
         .max_request_bytes = PH_EXECD_DEFAULT_MAX_REQUEST,
         .max_connections = 256,
         .grace_seconds = 60,
+        .handshake_timeout_ms = 10000,
+        .frame_timeout_ms = 30000,
     };
     int rc = parse_args(argc, argv, &cfg);
     if (rc != 0)
         return rc < 0 ? XD_EXIT_OK : rc;
+    /* Frames, parsed requests and answers are megabytes each: a fixed mmap
+     * threshold (glibc raises it as big blocks are freed) gives each back
+     * to the system when freed, so what the daemon holds is what it uses
+     * (docs/execd.md section 6). */
+    mallopt(M_MMAP_THRESHOLD, 256 * 1024);
     signal(SIGPIPE, SIG_IGN);
     if ((rc = check_environment()) != 0)
         return rc;

@@ -107,15 +107,6 @@ static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_blo
     return NULL;
 }
 
-/* Under g_mu: reserves one sandbox of --max-sandboxes. */
-static bool reserve_sandbox(void)
-{
-    if (g_live >= g_cfg->max_sandboxes)
-        return false;
-    g_live++;
-    return true;
-}
-
 /* ---- ExecutionEnvironment ---- */
 
 static void op_env_create(xd_job *job)
@@ -130,15 +121,15 @@ static void op_env_create(xd_job *job)
     ph_diag d = {0};
     pthread_mutex_lock(&g_mu);
     ph_execution_service *svc = xd_service_for(job->cap_ms, &d);
-    bool reserved = svc != NULL && reserve_sandbox();
+    const char *full = svc != NULL ? xd_sandbox_reserve(job->owner) : NULL;
     pthread_mutex_unlock(&g_mu);
     if (svc == NULL) {
         job->resp = diag_resp(d.status ? d.status : PH_E_IO, &d);
         ph_env_block_clear(&tier1);
         return;
     }
-    if (!reserved) {
-        job->resp = xd_busy("the service is at --max-sandboxes");
+    if (full != NULL) {
+        job->resp = xd_busy(full);
         ph_env_block_clear(&tier1);
         return;
     }
@@ -161,7 +152,7 @@ static void op_env_create(xd_job *job)
     }
     pthread_mutex_lock(&g_mu);
     if (st != PH_OK || e == NULL) {
-        g_live--;
+        xd_sandbox_release(job->owner);
     } else {
         snprintf(e->id, sizeof e->id, "%s", ph_environment_id(env));
         snprintf(e->tenant, sizeof e->tenant, "%s", spec.tenant);
@@ -335,10 +326,10 @@ static void op_env_destroy(xd_job *job)
     xd_env_unlink(e);
     pthread_mutex_unlock(&g_mu);
     ph_environment_destroy(&e->env);
-    free(e);
     pthread_mutex_lock(&g_mu);
-    g_live--;
+    xd_sandbox_release(e->owner);
     pthread_mutex_unlock(&g_mu);
+    free(e);
     job->resp = ok_resp();
 }
 
@@ -646,10 +637,10 @@ static ph_status lease_env(xd_lease *l, json_t *warnings, ph_environment **env, 
     bool fresh = !ph_sandbox_lease_has_sandbox(l->lease);
     if (fresh) {
         pthread_mutex_lock(&g_mu);
-        bool ok = reserve_sandbox();
+        const char *full = xd_sandbox_reserve(l->owner);
         pthread_mutex_unlock(&g_mu);
-        if (!ok)
-            return ph_diag_set(d, PH_E_LIMIT, 0, "busy: the service is at --max-sandboxes");
+        if (full != NULL)
+            return ph_diag_set(d, PH_E_LIMIT, 0, "busy: %s", full);
     }
     t_warnings = warnings;
     ph_env_tier1_supplied = &l->tier1;
@@ -660,7 +651,7 @@ static ph_status lease_env(xd_lease *l, json_t *warnings, ph_environment **env, 
         st = d->status;
     pthread_mutex_lock(&g_mu);
     if (fresh && st != PH_OK && !ph_sandbox_lease_has_sandbox(l->lease))
-        g_live--;
+        xd_sandbox_release(l->owner);
     if (fresh && ph_sandbox_lease_has_sandbox(l->lease)) {
         xd_env *e = calloc(1, sizeof *e);
         if (e != NULL) {
@@ -780,7 +771,7 @@ void xd_op_maintain(xd_job *job)
         ph_environment_destroy(&victim->env);
         free(victim);
         pthread_mutex_lock(&g_mu);
-        g_live--;
+        xd_sandbox_release(job->owner);
         pthread_mutex_unlock(&g_mu);
     }
     job->resp = ok_resp();

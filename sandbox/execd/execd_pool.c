@@ -2,7 +2,12 @@
  * by the loop (--queue), run on --max-executions threads, and come back to
  * the loop on a done list with the frames of streamed responses (both
  * under g_pool_mu; the loop is woken through its done event). Only the
- * loop touches a connection's bufferevent. */
+ * loop touches a connection's bufferevent.
+ *
+ * Beside the pool, one parser thread parses the frames too large to parse
+ * on the loop (over XD_PARSE_INLINE_MAX): each connection has at most one
+ * frame there, so its queue is bounded by the connections; a parsed frame
+ * comes back on the same done list. */
 #include "execd_state-int.h"
 
 #include <dirent.h>
@@ -23,22 +28,56 @@ static struct event *g_done_ev;
 static pthread_t *g_threads;
 static size_t g_started;
 static xd_frame *g_frames_head, *g_frames_tail;
+static xd_job *g_parse_head, *g_parse_tail;
+static pthread_cond_t g_parse_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t g_parser;
+static bool g_parser_started;
 
 void xd_job_free(xd_job *job)
 {
+    free(job->frame);
     json_decref(job->req);
     json_decref(job->resp);
     free(job);
 }
 
-void xd_enqueue(xd_job *job)
+/* The two queues (the pool's, the parser's): under g_pool_mu. */
+static void queue_push(xd_job **head, xd_job **tail, xd_job *job)
 {
     job->next = NULL;
-    if (g_queue_tail)
-        g_queue_tail->next = job;
+    if (*tail)
+        (*tail)->next = job;
     else
-        g_queue_head = job;
-    g_queue_tail = job;
+        *head = job;
+    *tail = job;
+}
+
+/* The next job of a queue, waited for; NULL once the pool stops with the
+ * queue empty. */
+static xd_job *queue_take(xd_job **head, xd_job **tail, pthread_cond_t *cv)
+{
+    while (!g_quit && *head == NULL)
+        pthread_cond_wait(cv, &g_pool_mu);
+    xd_job *job = *head;
+    if (job != NULL && (*head = job->next) == NULL)
+        *tail = NULL;
+    return job;
+}
+
+/* Under g_pool_mu (released while the loop is woken): job goes back to the
+ * loop on the done list. */
+static void hand_back(xd_job *job)
+{
+    job->next = g_done;
+    g_done = job;
+    pthread_mutex_unlock(&g_pool_mu);
+    event_active(g_done_ev, EV_READ, 0);
+    pthread_mutex_lock(&g_pool_mu);
+}
+
+void xd_enqueue(xd_job *job)
+{
+    queue_push(&g_queue_head, &g_queue_tail, job);
     g_queued++;
     pthread_cond_signal(&g_pool_cv);
 }
@@ -49,14 +88,9 @@ static void *pool_main(void *arg)
     pid_t tid = (pid_t)syscall(SYS_gettid);
     pthread_mutex_lock(&g_pool_mu);
     for (;;) {
-        while (!g_quit && g_queue_head == NULL)
-            pthread_cond_wait(&g_pool_cv, &g_pool_mu);
-        if (g_queue_head == NULL)
+        xd_job *job = queue_take(&g_queue_head, &g_queue_tail, &g_pool_cv);
+        if (job == NULL)
             break;
-        xd_job *job = g_queue_head;
-        g_queue_head = job->next;
-        if (g_queue_head == NULL)
-            g_queue_tail = NULL;
         g_queued--;
         g_running++;
         pthread_mutex_unlock(&g_pool_mu);
@@ -75,11 +109,59 @@ static void *pool_main(void *arg)
 
         pthread_mutex_lock(&g_pool_mu);
         g_running--;
-        job->next = g_done;
-        g_done = job;
+        hand_back(job);
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+    return NULL;
+}
+
+json_t *xd_frame_parse(const uint8_t *body, size_t len, const char **code, const char **msg)
+{
+    ph_wire_cost cost;
+    size_t off;
+    if (!ph_wire_frame_scan(body, len, &cost, &off)) {
+        *code = "too_large";
+        *msg = "the request has more than 32768 JSON values or nests deeper than 32";
+        return NULL;
+    }
+    json_t *req = json_loadb((const char *)body, len, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(req)) {
+        json_decref(req);
+        *code = "protocol";
+        *msg = "a frame must hold one JSON object";
+        return NULL;
+    }
+    return req;
+}
+
+void xd_parse_enqueue(xd_job *job)
+{
+    pthread_mutex_lock(&g_pool_mu);
+    queue_push(&g_parse_head, &g_parse_tail, job);
+    pthread_cond_signal(&g_parse_cv);
+    pthread_mutex_unlock(&g_pool_mu);
+}
+
+static void *parse_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g_pool_mu);
+    for (;;) {
+        xd_job *job = queue_take(&g_parse_head, &g_parse_tail, &g_parse_cv);
+        if (job == NULL)
+            break;
         pthread_mutex_unlock(&g_pool_mu);
-        event_active(g_done_ev, EV_READ, 0);
+        const char *msg = NULL;
+        if (!xd_pool_stopping())
+            job->req = xd_frame_parse(job->frame, job->frame_len, &job->refusal, &msg);
+        else
+            job->refusal = "shutting_down";
+        free(job->frame);
+        job->frame = NULL;
+        if (job->req == NULL)
+            job->resp = ph_wire_error(job->refusal, msg ? msg : "the daemon is stopping");
         pthread_mutex_lock(&g_pool_mu);
+        hand_back(job);
     }
     pthread_mutex_unlock(&g_pool_mu);
     return NULL;
@@ -161,6 +243,9 @@ bool xd_pool_stopping(void)
 size_t xd_pool_start(size_t n, struct event *done_ev)
 {
     g_done_ev = done_ev;
+    g_parser_started = pthread_create(&g_parser, NULL, parse_main, NULL) == 0;
+    if (!g_parser_started)
+        return 0;
     g_threads = calloc(n, sizeof *g_threads);
     for (g_started = 0; g_threads && g_started < n; g_started++)
         if (pthread_create(&g_threads[g_started], NULL, pool_main, NULL) != 0)
@@ -173,6 +258,7 @@ void xd_pool_stop(void)
     pthread_mutex_lock(&g_pool_mu);
     __atomic_store_n(&g_quit, true, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&g_pool_cv);
+    pthread_cond_broadcast(&g_parse_cv);
     pthread_mutex_unlock(&g_pool_mu);
     pthread_mutex_lock(&g_mu);
     pthread_mutex_lock(&g_pool_mu);
@@ -203,6 +289,9 @@ void xd_pool_stop(void)
     }
     for (size_t i = 0; i < g_started; i++)
         pthread_join(g_threads[i], NULL);
+    if (g_parser_started)
+        pthread_join(g_parser, NULL);
+    g_parser_started = false;
     free(g_threads);
     g_threads = NULL;
     g_started = 0;

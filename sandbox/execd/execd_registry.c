@@ -202,6 +202,35 @@ size_t xd_lease_count(const char *owner)
     return n;
 }
 
+xd_identity *xd_identity_find(const char *name)
+{
+    xd_identity *id = g_identities;
+    while (id && strcmp(id->name, name) != 0)
+        id = id->next;
+    return id;
+}
+
+const char *xd_sandbox_reserve(const char *owner)
+{
+    xd_identity *id = xd_identity_find(owner);
+    if (g_live >= g_cfg->max_sandboxes)
+        return "the service is at --max-sandboxes";
+    if (id != NULL && id->sandboxes >= g_cfg->max_sandboxes_per_identity)
+        return "this identity is at --max-sandboxes-per-identity";
+    g_live++;
+    if (id != NULL)
+        id->sandboxes++;
+    return NULL;
+}
+
+void xd_sandbox_release(const char *owner)
+{
+    xd_identity *id = xd_identity_find(owner);
+    g_live--;
+    if (id != NULL && id->sandboxes > 0)
+        id->sandboxes--;
+}
+
 void xd_lease_unlink(xd_lease *l)
 {
     for (xd_lease **p = &g_leases; *p; p = &(*p)->next) {
@@ -222,7 +251,7 @@ void xd_lease_reconcile(xd_lease *l)
             xd_env_unlink(e);
             free(e);
         }
-        g_live--;
+        xd_sandbox_release(l->owner);
         l->env_id[0] = '\0';
     }
 }

@@ -27,6 +27,17 @@ typedef struct xd_config {
     size_t queue;               /* waiting requests at most */
     size_t max_request_bytes;
     size_t max_connections;     /* open connections at most; more are closed at once */
+    /* Fair shares: what one identity may hold of connections, requests
+     * queued or running, and live sandboxes (0 in the options: half the
+     * daemon's, at least 1). */
+    size_t max_connections_per_identity;
+    size_t max_requests_per_identity;
+    size_t max_sandboxes_per_identity;
+    /* A connection not identified this long after accept is closed (total,
+     * not idle); a frame not complete this long after its first byte closes
+     * its connection. */
+    int64_t handshake_timeout_ms;
+    int64_t frame_timeout_ms;
     int64_t grace_seconds;
     uid_t allow_uid[XD_MAX_ALLOW];
     size_t allow_uid_count;

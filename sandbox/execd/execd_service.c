@@ -16,6 +16,16 @@
  * gets `busy` rather than waiting: file operations run beside an execute, a
  * second execute or a destroy does not.
  *
+ * Memory per connection is bounded before anything is parsed: its input
+ * holds at most one frame (the read high-water mark), a frame is scanned
+ * for its JSON values before jansson sees it (ph_wire_frame_scan), one
+ * request is in progress at a time, and the connection is not read while
+ * more than XD_OUTPUT_PAUSE of its output is unsent. Frames over
+ * XD_PARSE_INLINE_MAX are parsed on the parser thread (execd_pool.c), so
+ * no frame holds up the loop. Every connection has one deadline at a time:
+ * the handshake's, from accept (total, not idle), or its current frame's,
+ * from the frame's first byte.
+ *
  * Ownership: an xd_conn is owned by the loop; a job holds a reference
  * (conn->job) and the loop frees a closed connection only once its job has
  * come back. The bufferevent is owned by its xd_conn (freed in conn_close).
@@ -37,6 +47,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,9 +86,6 @@ static struct event_base *g_base;
 static xd_conn *g_conns; /* the loop's, for shutdown */
 static size_t g_conn_count; /* identified connections: --max-connections */
 static size_t g_anon_count; /* not yet identified (TLS handshake, refused peers) */
-/* Connections not yet identified have a budget of their own, so a peer that
- * never finishes a handshake cannot lock identified workers out. */
-#define XD_ANON_MAX 64
 
 static void conn_free(xd_conn *c)
 {
@@ -115,6 +124,9 @@ static void conn_close(xd_conn *c)
 {
     bufferevent_free(c->bev);
     c->bev = NULL;
+    if (c->deadline)
+        event_free(c->deadline);
+    c->deadline = NULL;
     if (c->ident != NULL)
         g_conn_count--;
     else if (c->anon)
@@ -140,15 +152,31 @@ static void conn_close(xd_conn *c)
         conn_free(c);
 }
 
+static void on_read(struct bufferevent *bev, void *arg);
+
+static void arm_deadline(xd_conn *c, int64_t ms)
+{
+    struct timeval t = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+    evtimer_add(c->deadline, &t);
+}
+
 static void on_write(struct bufferevent *bev, void *arg)
 {
     xd_conn *c = arg;
-    __atomic_store_n(&c->backlog, evbuffer_get_length(bufferevent_get_output(bev)),
-                     __ATOMIC_RELEASE);
-    if (c->close_after_write && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+    size_t out = evbuffer_get_length(bufferevent_get_output(bev));
+    __atomic_store_n(&c->backlog, out, __ATOMIC_RELEASE);
+    if (c->close_after_write && out == 0) {
         conn_close(c);
+    } else if (c->paused && out <= XD_OUTPUT_PAUSE) {
+        /* The peer read its answers: what it sent meanwhile is served. */
+        c->paused = false;
+        bufferevent_enable(bev, EV_READ);
+        on_read(bev, c);
+    }
 }
 
+/* Answers code and closes once the answer is written, or at the frame
+ * deadline if the peer never reads it. */
 static void reply_and_close(xd_conn *c, const char *code, const char *msg)
 {
     json_t *e = ph_wire_error(code, msg);
@@ -157,6 +185,9 @@ static void reply_and_close(xd_conn *c, const char *code, const char *msg)
     json_decref(e);
     c->close_after_write = true;
     bufferevent_disable(c->bev, EV_READ);
+    c->frame_pending = false;
+    if (!c->anon) /* an unidentified peer keeps its deadline from accept */
+        arm_deadline(c, g_cfg->frame_timeout_ms);
 }
 
 /* The Prometheus text exposition of the daemon's gauges, counters and
@@ -255,6 +286,8 @@ static void dispatch(xd_conn *c, json_t *req)
             resp = ph_wire_error("invalid", "unknown op");
         else if (c->cap_ms == 0)
             resp = ph_wire_error("protocol", "the first request must be hello");
+        else if (c->ident->jobs >= g_cfg->max_requests_per_identity)
+            resp = xd_busy("this identity is at --max-requests-per-identity");
     }
     if (resp == NULL) {
         xd_job *job = calloc(1, sizeof *job);
@@ -272,8 +305,10 @@ static void dispatch(xd_conn *c, json_t *req)
             xd_enqueue(job);
         }
         pthread_mutex_unlock(&g_pool_mu);
-        if (c->job == job && job)
+        if (c->job == job && job) {
+            c->ident->jobs++;
             return;
+        }
         free(job);
         resp = job ? xd_busy("the execution queue is full") : ph_wire_error("nomem", "out of memory");
     }
@@ -282,6 +317,19 @@ static void dispatch(xd_conn *c, json_t *req)
         log_request(op ? op : "?", c->ident->name, resp, ph_monotonic_ms() - t0);
         json_decref(resp);
     }
+}
+
+/* Bytes of a frame not yet complete in `in` (0: none, or a whole frame). */
+static bool frame_partial(struct evbuffer *in)
+{
+    size_t have = evbuffer_get_length(in);
+    if (have == 0)
+        return false;
+    if (have < PH_EXECD_FRAME_HEADER)
+        return true;
+    uint8_t hdr[PH_EXECD_FRAME_HEADER];
+    evbuffer_copyout(in, hdr, sizeof hdr);
+    return have < PH_EXECD_FRAME_HEADER + (size_t)ph_wire_frame_len(hdr);
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
@@ -300,6 +348,11 @@ static void on_read(struct bufferevent *bev, void *arg)
             reply_and_close(c, "protocol", "one request at a time per connection");
             return;
         }
+        if (evbuffer_get_length(bufferevent_get_output(bev)) > XD_OUTPUT_PAUSE) {
+            c->paused = true;
+            bufferevent_disable(bev, EV_READ);
+            break;
+        }
         uint8_t hdr[PH_EXECD_FRAME_HEADER];
         evbuffer_copyout(in, hdr, sizeof hdr);
         uint32_t n = ph_wire_frame_len(hdr);
@@ -308,18 +361,67 @@ static void on_read(struct bufferevent *bev, void *arg)
             return;
         }
         if (evbuffer_get_length(in) < PH_EXECD_FRAME_HEADER + (size_t)n)
-            return;
+            break;
         evbuffer_drain(in, PH_EXECD_FRAME_HEADER);
-        const char *body = (const char *)evbuffer_pullup(in, n);
-        json_t *req = body ? json_loadb(body, n, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        if (n > XD_PARSE_INLINE_MAX) {
+            xd_job *job = calloc(1, sizeof *job);
+            uint8_t *frame = job ? malloc(n) : NULL;
+            if (frame == NULL) {
+                free(job);
+                reply_and_close(c, "nomem", "out of memory");
+                return;
+            }
+            evbuffer_remove(in, frame, n);
+            job->conn = c;
+            job->frame = frame;
+            job->frame_len = n;
+            c->job = job;
+            xd_parse_enqueue(job);
+            continue; /* more bytes now are a second request: refused above */
+        }
+        const uint8_t *body = evbuffer_pullup(in, n);
+        const char *code = "nomem", *msg = "out of memory";
+        json_t *req = body ? xd_frame_parse(body, n, &code, &msg) : NULL;
         evbuffer_drain(in, n);
-        if (!json_is_object(req)) {
-            json_decref(req);
-            reply_and_close(c, "protocol", "a frame must hold one JSON object");
+        if (req == NULL) {
+            reply_and_close(c, code, msg);
             return;
         }
         dispatch(c, req);
         json_decref(req);
+    }
+    /* A frame begun has --frame-timeout-ms from its first byte seen to
+     * complete; a frame complete (served, or waiting while reading is
+     * paused) has no deadline. */
+    if (c->close_after_write)
+        return;
+    bool partial = frame_partial(in);
+    if (partial && !c->frame_pending)
+        arm_deadline(c, g_cfg->frame_timeout_ms);
+    else if (!partial && c->frame_pending)
+        evtimer_del(c->deadline);
+    c->frame_pending = partial;
+}
+
+/* The deadline: an unidentified connection at the end of its handshake
+ * time, a frame not complete in time, or a refusal its peer never read. */
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    xd_conn *c = arg;
+    if (c->anon) {
+        json_t *x = json_pack("{s:s}", "source", c->source);
+        xd_log("warning", "handshake_timeout", x);
+        json_decref(x);
+        conn_close(c);
+    } else if (c->frame_pending) {
+        json_t *x = json_pack("{s:s}", "identity", c->ident->name);
+        xd_log("warning", "frame_timeout", x);
+        json_decref(x);
+        reply_and_close(c, "protocol", "the frame did not complete within --frame-timeout-ms");
+    } else {
+        conn_close(c);
     }
 }
 
@@ -349,6 +451,11 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             xd_log("warning", "tls_refused", x);
             json_decref(x);
         }
+        if ((what & BEV_EVENT_TIMEOUT) && c->ident != NULL) {
+            json_t *x = json_pack("{s:s}", "identity", c->ident->name);
+            xd_log("warning", "write_stalled", x);
+            json_decref(x);
+        }
         conn_close(c);
     }
 }
@@ -369,33 +476,71 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
     return false;
 }
 
-/* anon: the peer is not identified yet (a TLS handshake to come, or a unix
- * peer not allowed): counted against XD_ANON_MAX until identified. */
-static xd_conn *conn_new(struct bufferevent *bev, bool anon)
+/* Makes room for one more unidentified connection from source: over
+ * XD_ANON_PER_SOURCE from it, or XD_ANON_MAX in all, the oldest of that set
+ * is closed. A peer holding connections open therefore takes no slot from
+ * a handshake that completes in time. */
+static void anon_make_room(const char *source)
 {
-    /* Memory is bounded by connections x --max-request-bytes. */
-    if (anon && g_anon_count >= XD_ANON_MAX) {
-        __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
-        xd_log("warning", "too_many_unidentified_connections", NULL);
-        bufferevent_free(bev);
-        return NULL;
+    size_t same = 0;
+    xd_conn *oldest_same = NULL, *oldest = NULL;
+    for (xd_conn *c = g_conns; c; c = c->next) {
+        if (!c->anon || c->bev == NULL)
+            continue;
+        if (oldest == NULL || c->accepted_ms <= oldest->accepted_ms)
+            oldest = c;
+        if (strcmp(c->source, source) == 0) {
+            same++;
+            if (oldest_same == NULL || c->accepted_ms <= oldest_same->accepted_ms)
+                oldest_same = c;
+        }
     }
+    xd_conn *victim = same >= XD_ANON_PER_SOURCE ? oldest_same
+                      : g_anon_count >= XD_ANON_MAX ? oldest
+                                                    : NULL;
+    if (victim == NULL)
+        return;
+    __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
+    json_t *x = json_pack("{s:s, s:s}", "source", victim->source, "why",
+                          victim == oldest_same && same >= XD_ANON_PER_SOURCE ? "per_source"
+                                                                              : "total");
+    xd_log("warning", "unidentified_evicted", x);
+    json_decref(x);
+    conn_close(victim);
+}
+
+/* anon: the peer is not identified yet (a TLS handshake to come, or a unix
+ * peer not allowed, named by source): counted against XD_ANON_MAX until
+ * identified, and closed --handshake-timeout-ms after accept unless
+ * identified by then. */
+static xd_conn *conn_new(struct bufferevent *bev, bool anon, const char *source)
+{
+    if (anon)
+        anon_make_room(source);
     xd_conn *c = calloc(1, sizeof *c);
-    if (c == NULL) {
+    struct event *deadline = c ? evtimer_new(g_base, on_deadline, c) : NULL;
+    if (deadline == NULL) {
+        free(c);
         bufferevent_free(bev);
         return NULL;
     }
+    c->deadline = deadline;
     c->bev = bev;
     c->next = g_conns;
     if (g_conns)
         g_conns->prev = c;
     g_conns = c;
     c->anon = anon;
-    if (anon)
+    c->accepted_ms = ph_monotonic_ms();
+    snprintf(c->source, sizeof c->source, "%s", source);
+    if (anon) {
         g_anon_count++;
+        arm_deadline(c, g_cfg->handshake_timeout_ms);
+    }
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     /* on_write runs whenever output drains below this: a streaming job
-     * waiting for the peer learns of progress. */
+     * waiting for the peer learns of progress, a paused connection that
+     * its peer has read resumes. */
     bufferevent_setwatermark(bev, EV_WRITE, XD_STREAM_BACKLOG / 2, 0);
     return c;
 }
@@ -410,18 +555,23 @@ static void conn_identify(xd_conn *c, const char *name)
         return;
     }
     pthread_mutex_lock(&g_mu);
-    xd_identity *id = g_identities;
-    while (id && strcmp(id->name, name) != 0)
-        id = id->next;
+    xd_identity *id = xd_identity_find(name);
     if (id == NULL && (id = calloc(1, sizeof *id)) != NULL) {
         snprintf(id->name, sizeof id->name, "%s", name);
         id->next = g_identities;
         g_identities = id;
     }
-    if (id)
+    bool over = id && (size_t)id->conns >= g_cfg->max_connections_per_identity;
+    if (id && !over)
         id->conns++;
     pthread_mutex_unlock(&g_mu);
-    if (id == NULL) {
+    if (over) {
+        __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
+        json_t *x = json_pack("{s:s}", "identity", name);
+        xd_log("warning", "too_many_connections_for_identity", x);
+        json_decref(x);
+    }
+    if (id == NULL || over) {
         conn_close(c);
         return;
     }
@@ -429,8 +579,15 @@ static void conn_identify(xd_conn *c, const char *name)
     if (c->anon)
         g_anon_count--;
     c->anon = false;
+    evtimer_del(c->deadline);
     g_conn_count++;
-    bufferevent_set_timeouts(c->bev, NULL, NULL);
+    /* Output its peer reads none of for the stall limit ends the
+     * connection: an answer nobody reads is not held for good. */
+    struct timeval stall = {XD_STREAM_STALL_MS / 1000, 0};
+    bufferevent_set_timeouts(c->bev, NULL, &stall);
+    /* At most one frame (and its header) is read ahead of the loop. */
+    bufferevent_setwatermark(c->bev, EV_READ, 0,
+                             PH_EXECD_FRAME_HEADER + g_cfg->max_request_bytes);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
@@ -448,19 +605,17 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
     }
     char name[XD_IDENTITY_MAX] = "";
     bool allowed = peer_allowed(fd, name);
-    xd_conn *c = conn_new(bev, !allowed);
+    xd_conn *c = conn_new(bev, !allowed, name[0] ? name : "uid:unknown");
     if (c == NULL)
         return;
     if (!allowed) {
         /* Answered at its first request (a client that sends first then
          * reads always gets the answer, never a broken pipe), or dropped
-         * after a few seconds of silence. */
+         * at the handshake deadline. */
         json_t *x = json_pack("{s:s}", "identity", name[0] ? name : "unknown");
         xd_log("warning", "unauthenticated", x);
         json_decref(x);
         c->unauthenticated = true;
-        struct timeval t = {5, 0};
-        bufferevent_set_timeouts(bev, &t, &t);
         bufferevent_enable(bev, EV_READ | EV_WRITE);
         return;
     }
@@ -472,11 +627,25 @@ static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct soc
  * another CA's never gets past it. The certificate subject is the identity. */
 static SSL_CTX *g_tls_ctx;
 
+/* "ip:" and the peer's address; an IPv6 peer's /64, which one host
+ * commonly holds whole. */
+static void tcp_source(const struct sockaddr *sa, char out[64])
+{
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, text, sizeof text);
+    } else if (sa->sa_family == AF_INET6) {
+        struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+        memset(a.s6_addr + 8, 0, 8);
+        inet_ntop(AF_INET6, &a, text, sizeof text);
+    }
+    snprintf(out, 64, "ip:%s", text);
+}
+
 static void on_accept_tls(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa,
                           int salen, void *arg)
 {
     (void)lst;
-    (void)sa;
     (void)salen;
     (void)arg;
     SSL *ssl = SSL_new(g_tls_ctx);
@@ -490,12 +659,12 @@ static void on_accept_tls(struct evconnlistener *lst, evutil_socket_t fd, struct
         return;
     }
     bufferevent_openssl_set_allow_dirty_shutdown(bev, 1);
-    xd_conn *c = conn_new(bev, true);
+    char source[64];
+    tcp_source(sa, source);
+    xd_conn *c = conn_new(bev, true, source);
     if (c == NULL)
         return;
     c->tls_pending = true;
-    struct timeval t = {10, 0};
-    bufferevent_set_timeouts(bev, &t, &t);
     bufferevent_enable(bev, EV_READ | EV_WRITE);
 }
 
@@ -547,10 +716,30 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         xd_job *job = list;
         list = job->next;
         xd_conn *c = job->conn;
+        if (job->fn == NULL) {
+            /* A frame back from the parser: served as if parsed here. */
+            const char *msg = ph_wire_str(job->resp, "message");
+            c->job = NULL;
+            if (c->dead) {
+                conn_free(c);
+            } else {
+                if (job->req == NULL)
+                    reply_and_close(c, job->refusal, msg ? msg : "refused");
+                else if (xd_pool_stopping())
+                    reply_and_close(c, "shutting_down", "the daemon is stopping");
+                else
+                    dispatch(c, job->req);
+                if (!c->close_after_write)
+                    on_read(c->bev, c); /* what arrived while it was parsed */
+            }
+            xd_job_free(job);
+            continue;
+        }
         json_t *resp = job->resp ? job->resp : ph_wire_error("internal", "no response");
         if (c != NULL) {
             log_request(job->op, job->owner, resp, ph_monotonic_ms() - job->start_ms);
             c->job = NULL;
+            c->ident->jobs--;
             if (c->dead)
                 conn_free(c);
             else

@@ -24,6 +24,8 @@ typedef struct xd_identity {
     char name[XD_IDENTITY_MAX]; /* "uid:<n>" or "cert:<subject>" */
     int conns;
     int64_t gone_since_ms;
+    size_t sandboxes;   /* live or being created: --max-sandboxes-per-identity */
+    size_t jobs;        /* requests queued or running (the loop's own count) */
     struct xd_identity *next;
 } xd_identity;
 
@@ -108,6 +110,13 @@ size_t xd_lease_count(const char *owner);
 #define XD_CAP_MIN_MS 100
 int64_t xd_cap_bucket(int64_t want_ms);
 void xd_lease_unlink(xd_lease *l);
+/* Under g_mu: the identity called name, or NULL. */
+xd_identity *xd_identity_find(const char *name);
+/* Under g_mu: reserves one sandbox of --max-sandboxes and of owner's
+ * --max-sandboxes-per-identity. NULL, or (nothing reserved) which limit is
+ * reached; xd_sandbox_release gives one back. */
+const char *xd_sandbox_reserve(const char *owner);
+void xd_sandbox_release(const char *owner);
 /* Under g_mu, lease busy: makes the environment record match whether the
  * lease has a sandbox now (a hold or the end may have destroyed it). */
 void xd_lease_reconcile(xd_lease *l);
@@ -128,7 +137,10 @@ struct xd_job {
     json_t *req;
     json_t *resp;
     char op[40];
-    xd_job_fn *fn;
+    xd_job_fn *fn;       /* NULL: a frame to parse (frame, frame_len) for the loop */
+    uint8_t *frame;
+    size_t frame_len;
+    const char *refusal; /* a parsed frame that is refused: its error code */
     pid_t tid;           /* the pool thread running it, 0 before (under g_mu) */
     bool cancelled;      /* its connection went away */
     int64_t start_ms;
@@ -145,6 +157,11 @@ struct xd_conn {
     bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
     bool tls_pending;     /* TLS: identified once the handshake verified a certificate */
     bool anon;            /* counted among the not yet identified connections */
+    bool paused;          /* not read while its output is over XD_OUTPUT_PAUSE */
+    bool frame_pending;   /* the deadline runs for a frame begun (not the handshake) */
+    struct event *deadline; /* the handshake's from accept, or the current frame's */
+    int64_t accepted_ms;
+    char source[64];      /* unidentified: "ip:<address>" (IPv6: its /64) or "uid:<n>" */
     size_t backlog;       /* output not yet written to the peer (atomic: a streaming
                            * job reads it to wait for a slow peer) */
     struct xd_conn *prev, *next; /* g_conns: every live connection */
@@ -162,6 +179,17 @@ typedef struct xd_frame {
 } xd_frame;
 
 #define XD_STREAM_BACKLOG (4u * 1024 * 1024) /* output queued before a stream waits */
+/* A connection is not read while more than this of its output is unsent: a
+ * peer that sends requests and never reads the answers holds no more. */
+#define XD_OUTPUT_PAUSE (64u * 1024)
+/* Frames up to this size are parsed on the loop (a bounded, sub-millisecond
+ * cost); larger ones on the parser thread, so the loop never waits for one. */
+#define XD_PARSE_INLINE_MAX (64u * 1024)
+/* Unidentified connections (a TLS handshake to come, refused unix peers):
+ * 64 at most, 8 from one source; one more evicts the oldest of the set it
+ * is over (its source's, else all), so a fast handshake always finds room. */
+#define XD_ANON_MAX 64
+#define XD_ANON_PER_SOURCE 8
 #define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
 #define XD_STREAM_STALL_MS 10000  /* a streamed response whose peer reads nothing this long ends */
 #define XD_WS_PER_ENV_MAX 64      /* workspace ids open on one environment */
@@ -196,6 +224,13 @@ void xd_frame_free(xd_frame *fr);
 void xd_frame_queue(xd_job *job, xd_frame *fr);
 /* Whether the pool is stopping (a job that waits should give up). */
 bool xd_pool_stopping(void);
+/* Hands job (fn NULL, frame set; owned by the parser from here on) to the
+ * parser thread; it comes back on the done list with req or refusal. */
+void xd_parse_enqueue(xd_job *job);
+/* The request in a frame body (new reference), or NULL with *code and *msg
+ * (static) saying why: over the values or depth of ph_wire_frame_scan
+ * (`too_large`), not one JSON object (`protocol`). Any thread. */
+json_t *xd_frame_parse(const uint8_t *body, size_t len, const char **code, const char **msg);
 
 /* ---- the operations (execd_ops.c, on pool threads) ---- */
 

@@ -46,6 +46,42 @@ int ph_wire_frame(const json_t *o, uint8_t **frame, size_t *len)
     return 0;
 }
 
+bool ph_wire_frame_scan(const uint8_t *body, size_t len, ph_wire_cost *cost, size_t *offset)
+{
+    size_t values = 0, depth = 0;
+    *cost = (ph_wire_cost){0};
+    bool in_string = false, in_scalar = false;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = body[i];
+        if (in_string) {
+            if (c == '\\')
+                i++; /* the escaped byte, whatever it is */
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        bool starts = false;
+        switch (c) {
+        case '"': in_string = true; starts = true; in_scalar = false; break;
+        case '{': case '[': depth++; starts = true; in_scalar = false; break;
+        case '}': case ']': depth -= depth > 0; in_scalar = false; break;
+        case ',': case ':': case ' ': case '\t': case '\n': case '\r': in_scalar = false; break;
+        default: /* a number or a literal: one value per run of such bytes */
+            starts = !in_scalar;
+            in_scalar = true;
+            break;
+        }
+        values += starts;
+        cost->values = values;
+        cost->depth = depth > cost->depth ? depth : cost->depth;
+        if (values > PH_WIRE_VALUES_MAX || depth > PH_WIRE_DEPTH_MAX) {
+            *offset = i;
+            return false;
+        }
+    }
+    return true;
+}
+
 static ssize_t fd_write(void *ctx, const void *buf, size_t len)
 {
     return send(*(int *)ctx, buf, len, MSG_NOSIGNAL);

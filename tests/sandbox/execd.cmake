@@ -37,7 +37,12 @@ target_compile_definitions(execd.test_execd PRIVATE
     PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")
 add_dependencies(execd.test_execd pinhole-execd)
 target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
-set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180)
+set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# In a sanitizer build the daemon runs under ASan+UBSan here too: any report
+# fails the test (daemon_stop reads the daemon's log).
+if(PINHOLE_SANITIZE)
+    set_tests_properties(execd.test_execd PROPERTIES LABELS "e2e;sanitize" TIMEOUT 600)
+endif()
 
 # artifact.export end to end through the service (the worker's side compiled
 # against pinhole/execd_as_port.h), run by the same wrapper on fake.

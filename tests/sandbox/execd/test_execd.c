@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,6 +22,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/wait.h>
+#include <linux/sockios.h>
 #include <unistd.h>
 
 #include <openssl/ssl.h>
@@ -185,6 +188,19 @@ static int daemon_stop(xdaemon *d)
 {
     int i = live_slot(d->dir);
     int status = d->pid > 0 ? reap(d->pid) : -1;
+    /* A sanitizer build's report fails the test, whatever the exit. */
+    size_t len;
+    char *log = ph_test_read_file(d->log, &len);
+    bool report = log && (strstr(log, "Sanitizer") || strstr(log, "runtime error:"));
+    if (report)
+        fprintf(stderr, "%s\n", log);
+    free(log);
+    if (report) {
+        g_live[i].pid = 0;
+        live_end(i);
+        d->dir = NULL;
+        fail_msg("pinhole-execd reported a sanitizer error (above)");
+    }
     g_live[i].pid = 0;
     live_end(i);
     d->dir = NULL;
@@ -601,7 +617,7 @@ static void test_one_peer_cannot_exhaust_the_daemon(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--max-executions=1", NULL};
+    const char *const opts[] = {"--max-executions=1", "--max-requests-per-identity=2", NULL};
     daemon_start(&d, opts);
     int a = raw_hello(&d);
     char *id = raw_create(a, "t1");
@@ -759,7 +775,10 @@ static void test_queue_full_answers_busy(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--max-executions=1", "--queue=1", NULL};
+    /* One identity may use the whole pool and queue here: the global limits
+     * are under test, not the fair share. */
+    const char *const opts[] = {"--max-executions=1", "--queue=1",
+                                "--max-requests-per-identity=3", NULL};
     daemon_start(&d, opts);
     int fds[3];
     char *ids[3];
@@ -847,7 +866,7 @@ static void test_connections_are_bounded(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--max-connections=2", NULL};
+    const char *const opts[] = {"--max-connections=2", "--max-connections-per-identity=2", NULL};
     daemon_start(&d, opts);
     int a = raw_hello(&d), b = raw_hello(&d);
     int c = raw_connect(&d);
@@ -954,6 +973,399 @@ static void test_shutdown_destroys_everything(void **state)
     daemon_stop(&d);
 }
 
+/* ---- memory and time a peer can make the daemon spend ---- */
+
+/* Under ASan the daemon's RSS is not its own (quarantine, redzones): the
+ * memory tests print their figures but do not judge them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PH_ASAN 1
+#endif
+#endif
+#ifndef PH_ASAN
+#define PH_ASAN 0
+#endif
+
+/* A field of /proc/<pid>/status in KiB (VmRSS, VmHWM), or -1. */
+static long proc_kib(pid_t pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "re");
+    long v = -1;
+    size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':')
+            v = atol(line + n + 1);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* A frame (header included) of {"op":op,...,"x":[{},{},...]} of exactly
+ * len body bytes: an ignored field that parses into ~80 times its size. */
+static uint8_t *amplifying_frame(const char *op, size_t len)
+{
+    char head[128];
+    int hn = snprintf(head, sizeof head, "{\"op\":\"%s\",\"tenant\":\"t1\",\"x\":[", op);
+    uint8_t *f = malloc(PH_EXECD_FRAME_HEADER + len);
+    assert_non_null(f);
+    uint8_t *b = f + PH_EXECD_FRAME_HEADER;
+    memcpy(b, head, (size_t)hn);
+    size_t i = (size_t)hn;
+    while (i + 5 <= len - 2) {
+        memcpy(b + i, "{},", 3);
+        i += 3;
+    }
+    memcpy(b + i, "{}", 2); /* pad the rest with spaces inside the array */
+    i += 2;
+    while (i < len - 2)
+        b[i++] = ' ';
+    b[i++] = ']';
+    b[i++] = '}';
+    f[0] = (uint8_t)(len >> 24);
+    f[1] = (uint8_t)(len >> 16);
+    f[2] = (uint8_t)(len >> 8);
+    f[3] = (uint8_t)len;
+    return f;
+}
+
+static void send_all(int fd, const uint8_t *p, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        assert_true(n > 0);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+/* A peer sends 300,000 `metrics` requests and reads none of the answers:
+ * the daemon stops reading it once 64 KiB of answers wait (the requests stay
+ * in the socket, where the kernel bounds them), serves it again once it
+ * reads, and closes it once it has read nothing for 10 s. Sending stops when the daemon has stopped reading (this socket's
+ * unread bytes unchanged for 2 s), when all are sent and read, or after
+ * 20 s; the daemon's RSS is checked as it goes. */
+static void test_pipelined_requests_are_not_buffered(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    long rss0 = proc_kib(d.pid, "VmRSS");
+    enum { TOTAL = 300000, BATCH = 1000 };
+    static const char req[] = "{\"op\":\"metrics\"}";
+    size_t flen = PH_EXECD_FRAME_HEADER + sizeof req - 1;
+    uint8_t *batch = malloc(flen * BATCH);
+    assert_non_null(batch);
+    for (size_t i = 0; i < BATCH; i++) {
+        uint8_t *f = batch + i * flen;
+        f[0] = f[1] = f[2] = 0;
+        f[3] = (uint8_t)(sizeof req - 1);
+        memcpy(f + PH_EXECD_FRAME_HEADER, req, sizeof req - 1);
+    }
+    size_t sent = 0; /* bytes */
+    const size_t want = flen * TOTAL;
+    long growth = 0;
+    int outq = -1, stable_since = 0;
+    bool closed = false;
+    int64_t t0 = ph_monotonic_ms(), stable_ms = t0;
+    while (ph_monotonic_ms() - t0 < 20000 && growth < 32 * 1024) {
+        if (sent < want) {
+            size_t off = sent % (flen * BATCH);
+            size_t n = flen * BATCH - off;
+            if (n > want - sent)
+                n = want - sent;
+            ssize_t w = send(fd, batch + off, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0) {
+                sent += (size_t)w;
+                continue;
+            }
+            if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                closed = true;
+                break;
+            }
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        (void)poll(&p, 1, 100);
+        growth = proc_kib(d.pid, "VmRSS") - rss0;
+        int q = -1;
+        assert_int_equal(ioctl(fd, SIOCOUTQ, &q), 0);
+        if (sent == want && q == 0)
+            break; /* everything sent was read */
+        if (q != outq || (p.revents & POLLOUT)) {
+            outq = q;
+            stable_ms = ph_monotonic_ms();
+            stable_since = 0;
+        } else if (ph_monotonic_ms() - stable_ms >= 2000) {
+            stable_since = 1; /* the daemon has stopped reading this peer */
+            break;
+        }
+    }
+    growth = proc_kib(d.pid, "VmRSS") - rss0;
+    printf("%zu of %d pipelined metrics requests sent unread in %.1f s; the daemon %s; "
+           "RSS growth %.1f MiB\n", sent / flen, TOTAL,
+           (double)(ph_monotonic_ms() - t0) / 1000,
+           closed ? "closed the connection" : stable_since ? "stopped reading" : "read on",
+           (double)growth / 1024);
+    assert_true(growth < 32 * 1024 || PH_ASAN);
+    assert_true(closed || stable_since);
+    if (!closed) {
+        /* Paused, not dropped: reading the answers lets it go on... */
+        for (int i = 0; i < 400; i++) {
+            json_t *r = NULL;
+            assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+            assert_non_null(ph_wire_str(r, "prometheus"));
+            json_decref(r);
+        }
+        /* ...and a peer that then reads nothing for 10 s is closed. */
+        int64_t t1 = ph_monotonic_ms();
+        struct pollfd p = {.fd = fd, .events = 0};
+        int ready = poll(&p, 1, 20000);
+        int64_t after = ph_monotonic_ms() - t1;
+        printf("then unread again: %s after %lld ms\n",
+               ready == 1 && (p.revents & POLLHUP) ? "closed" : "still open", (long long)after);
+        assert_true(ready == 1 && (p.revents & POLLHUP));
+        assert_true(after >= 9000);
+    }
+    free(batch);
+    close(fd);
+    assert_int_equal(health_field(&d, "sandboxes"), 0); /* still serving */
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* What a frame costs once parsed is bounded (docs/execd.md section 6): 20
+ * frames of 16 MiB whose ignored field is [{},{},...] (each ~1.3 GB as
+ * jansson objects) are refused before they are parsed, and 20 lease.open
+ * frames at the value cap are parsed and queued behind a running command;
+ * the daemon's peak RSS stays under the documented bound for 20
+ * connections, 20 x (16 MiB + 8 MiB) + 4 x 16 MiB. The daemon's RSS is checked
+ * between frames, so a daemon without the bound fails here before it takes
+ * the host's memory. */
+static void test_parse_amplification_is_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", "--queue=32",
+                                "--max-requests-per-identity=32", NULL};
+    daemon_start(&d, opts);
+    const size_t len = PH_EXECD_DEFAULT_MAX_REQUEST;
+    const long bound_kib = (20L * (16 + 8) + 4 * 16) * 1024;
+    long rss0 = proc_kib(d.pid, "VmRSS");
+    uint8_t *amp = amplifying_frame("lease.open", len);
+    /* At the cap: 32,000 values, the rest one long string. */
+    uint8_t *cap = malloc(PH_EXECD_FRAME_HEADER + len);
+    assert_non_null(cap);
+    memcpy(cap, amp, PH_EXECD_FRAME_HEADER);
+    int hn = snprintf((char *)cap + PH_EXECD_FRAME_HEADER, 128,
+                      "{\"op\":\"lease.open\",\"tenant\":\"t1\",\"lease\":\"l\","
+                      "\"approval_hold_seconds\":60,\"x\":[");
+    size_t i = PH_EXECD_FRAME_HEADER + (size_t)hn;
+    for (int k = 0; k < 32000; k++, i += 3)
+        memcpy(cap + i, "{},", 3);
+    memcpy(cap + i, "\"\"],\"pad\":\"", 11);
+    i += 11;
+    memset(cap + i, 'a', PH_EXECD_FRAME_HEADER + len - 2 - i);
+    memcpy(cap + PH_EXECD_FRAME_HEADER + len - 2, "\"}", 2);
+    const char *const expect[2] = {"too_large", NULL};
+    long peak = 0;
+    int runner = -1;
+    for (int round = 0; round < 2; round++) {
+        int fds[20];
+        if (round == 1) { /* the only thread busy: what follows waits in the queue */
+            runner = raw_hello(&d);
+            char *id = raw_create(runner, "t1");
+            const char *const argv[] = {"sleep", "371.61", NULL};
+            json_t *req = raw_execute_req("t1", id, argv);
+            json_object_set_new(req, "timeout_seconds", json_integer(300));
+            assert_int_equal(ph_wire_send(runner, req), 0);
+            json_decref(req);
+            free(id);
+            for (int t = 0; t < 100 && health_field(&d, "executions") != 1; t++)
+                usleep(20 * 1000);
+        }
+        for (int k = 0; k < 20; k++) {
+            fds[k] = raw_hello(&d);
+            send_all(fds[k], round == 0 ? amp : cap, PH_EXECD_FRAME_HEADER + len);
+            long now = proc_kib(d.pid, "VmHWM") - rss0;
+            if (now > bound_kib && !PH_ASAN)
+                fail_msg("peak RSS growth %ld MiB after %d frames: over the bound (%ld MiB)",
+                         now / 1024, k + 1, bound_kib / 1024);
+        }
+        if (round == 1) {
+            /* Each frame is parsed in turn (seconds apiece under ASan). */
+            int64_t queued = 0, t0 = ph_monotonic_ms();
+            while (queued != 20 && ph_monotonic_ms() - t0 < 240000) {
+                if ((queued = health_field(&d, "queued")) != 20)
+                    usleep(50 * 1000);
+            }
+            printf("20 parsed requests queued: %lld; RSS growth %.1f MiB\n", (long long)queued,
+                   (double)(proc_kib(d.pid, "VmRSS") - rss0) / 1024);
+            assert_int_equal(queued, 20);
+            close(runner); /* its command is killed; the queue runs */
+        }
+        for (int k = 0; k < 20; k++) {
+            json_t *r = NULL;
+            assert_int_equal(ph_wire_recv(fds[k], PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+            if (expect[round])
+                assert_string_equal(error_of(r) ? error_of(r) : "ok", expect[round]);
+            else
+                assert_true(json_is_true(json_object_get(r, "ok")));
+            json_decref(r);
+            close(fds[k]);
+        }
+        long hwm = proc_kib(d.pid, "VmHWM") - rss0;
+        peak = hwm > peak ? hwm : peak;
+        printf("20 frames of 16 MiB (%s): peak RSS growth %.1f MiB, documented bound %ld MiB\n",
+               round == 0 ? "[{},{},...]: refused too_large" : "32,000 values: queued, served",
+               (double)hwm / 1024, bound_kib / 1024);
+    }
+    assert_true(peak < bound_kib || PH_ASAN);
+    free(amp);
+    free(cap);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* A 16 MiB frame is parsed off the loop: another connection's health is
+ * answered while it is. */
+static void test_a_big_frame_does_not_stall_the_loop(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int big = raw_hello(&d), other = raw_hello(&d);
+    uint8_t *f = amplifying_frame("health", PH_EXECD_DEFAULT_MAX_REQUEST);
+    send_all(big, f, PH_EXECD_FRAME_HEADER + PH_EXECD_DEFAULT_MAX_REQUEST);
+    free(f);
+    int unread = -1; /* until the daemon has read the whole frame: it parses now */
+    for (int i = 0; i < 1000 && unread != 0; i++) {
+        assert_int_equal(ioctl(big, SIOCOUTQ, &unread), 0);
+        if (unread != 0)
+            usleep(5 * 1000);
+    }
+    assert_int_equal(unread, 0);
+    int64_t t0 = ph_monotonic_ms();
+    json_t *h = raw_call(other, json_pack("{s:s}", "op", "health"));
+    int64_t ms = ph_monotonic_ms() - t0;
+    printf("health answered %lld ms after a 16 MiB frame was sent on another connection\n",
+           (long long)ms);
+    assert_true(json_is_true(json_object_get(h, "ok")));
+    assert_true(ms < 1000);
+    json_decref(h);
+    json_t *r = NULL;
+    assert_int_equal(ph_wire_recv(big, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    assert_string_equal(error_of(r) ? error_of(r) : "ok", "too_large");
+    json_decref(r);
+    close(big);
+    close(other);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* Another identity (uid 65534) connects, creates and executes. */
+static void second_identity_served(const xdaemon *d, char *verdict, size_t cap)
+{
+    int64_t t0 = ph_monotonic_ms();
+    int fd = raw_connect(d);
+    json_t *h = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+    json_t *c = h ? raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.create",
+                                           "tenant", "t9", "lease", "l9"))
+                  : NULL;
+    const char *const argv[] = {"echo", "b", NULL};
+    const char *id = ph_wire_str(c, "environment");
+    json_t *x = id ? raw_call(fd, raw_execute_req("t9", id, argv)) : NULL;
+    snprintf(verdict, cap, "%s %s %s %lld", error_of(h) ? error_of(h) : "ok",
+             error_of(c) ? error_of(c) : "ok", error_of(x) ? error_of(x) : "ok",
+             (long long)(ph_monotonic_ms() - t0));
+    json_decref(h);
+    json_decref(c);
+    json_decref(x);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* One identity at every cap of its fair share (connections, requests,
+ * sandboxes): a second identity is still served at once. */
+static void test_one_identity_at_its_caps_leaves_room(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--allow-uid=65534", "--socket-mode=0666",
+                                "--max-connections=4", "--max-executions=2",
+                                "--max-sandboxes=2", NULL};
+    daemon_start(&d, opts);
+    /* A tries every connection the daemon has: its share is 2 of 4. */
+    int a[4], served = 0;
+    for (int i = 0; i < 4; i++) {
+        a[i] = raw_connect(&d);
+        json_t *r = raw_call(a[i], json_pack("{s:s}", "op", "hello"));
+        served += r != NULL;
+        json_decref(r);
+    }
+    char *id = raw_create(a[0], "t1");
+    json_t *r = raw_call(a[1], json_pack("{s:s, s:s, s:s}", "op", "environment.create",
+                                         "tenant", "t1", "lease", "l2"));
+    char second_sandbox[32];
+    snprintf(second_sandbox, sizeof second_sandbox, "%s", error_of(r) ? error_of(r) : "created");
+    json_decref(r);
+    const char *const argv[] = {"sleep", "71.51", NULL};
+    json_t *req = raw_execute_req("t1", id, argv);
+    assert_int_equal(ph_wire_send(a[0], req), 0);
+    json_decref(req);
+    for (int t = 0; t < 100 && !sbx_process_with_arg_exists("71.51"); t++)
+        usleep(20 * 1000);
+    r = raw_call(a[1], json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t1",
+                                 "lease", "l3", "approval_hold_seconds", 60));
+    char second_request[32];
+    snprintf(second_request, sizeof second_request, "%s", error_of(r) ? error_of(r) : "ok");
+    json_decref(r);
+    char verdict[512];
+    as_nobody(&d, second_identity_served, verdict, sizeof verdict);
+    printf("identity A: %d of 4 connections served, a second sandbox %s, a second request "
+           "while one runs %s; identity B (hello, create, execute, ms): %s\n",
+           served, second_sandbox, second_request, verdict);
+    assert_int_equal(served, 2);
+    assert_string_equal(second_sandbox, "busy");
+    assert_string_equal(second_request, "busy");
+    assert_true(strncmp(verdict, "ok ok ok ", 9) == 0);
+    assert_true(atol(verdict + 9) < 2000);
+    for (int i = 0; i < 4; i++)
+        close(a[i]);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* A frame begun must complete within --frame-timeout-ms of its first byte:
+ * a peer holding 3 bytes of one is answered `protocol` and closed. */
+static void test_a_frame_must_complete_in_time(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--frame-timeout-ms=1000", NULL};
+    daemon_start(&d, opts);
+    int a2 = raw_hello(&d);
+    int64_t t0 = ph_monotonic_ms();
+    assert_int_equal(send(a2, "\0\0\0", 3, MSG_NOSIGNAL), 3);
+    struct pollfd p = {.fd = a2, .events = POLLIN};
+    json_t *gone = NULL;
+    int ready = poll(&p, 1, 5000);
+    if (ready == 1)
+        (void)ph_wire_recv(a2, PH_EXECD_MAX_RESPONSE_BYTES, &gone);
+    int64_t held = ph_monotonic_ms() - t0;
+    printf("a partial frame (3 bytes): %s after %lld ms\n",
+           ready == 1 ? "answered and closed" : "still open", (long long)held);
+    assert_int_equal(ready, 1);
+    assert_string_equal(error_of(gone), "protocol");
+    assert_true(held >= 900 && held < 3000);
+    json_decref(gone);
+    assert_null(raw_call(a2, json_pack("{s:s}", "op", "health"))); /* closed */
+    close(a2);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* ---- TCP with mutual TLS ---- */
 
 /* Makes ca1 (server + workers a and b) and ca2 (a rogue "worker-a") with the
@@ -975,6 +1387,16 @@ static void make_pki(const char *dir)
              "chmod 644 srv.key",
              dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* The daemon's --tls-cert, --tls-key and --tls-ca options for the PKI
+ * make_pki made in d->dir. */
+static void tls_options(const xdaemon *d, char cert[static 300], char key[static 300],
+                        char ca[static 300])
+{
+    snprintf(cert, 300, "--tls-cert=%s/srv.pem", d->dir);
+    snprintf(key, 300, "--tls-key=%s/srv.key", d->dir);
+    snprintf(ca, 300, "--tls-ca=%s/ca1.pem", d->dir);
 }
 
 static int port_from_log(const xdaemon *d, const char *event)
@@ -1044,9 +1466,7 @@ static void test_tls_mutual_authentication(void **state)
     daemon_prepare(&d);
     make_pki(d.dir);
     char o_cert[300], o_key[300], o_ca[300];
-    snprintf(o_cert, sizeof o_cert, "--tls-cert=%s/srv.pem", d.dir);
-    snprintf(o_key, sizeof o_key, "--tls-key=%s/srv.key", d.dir);
-    snprintf(o_ca, sizeof o_ca, "--tls-ca=%s/ca1.pem", d.dir);
+    tls_options(&d, o_cert, o_key, o_ca);
     const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
                                 NULL};
     /* A key others can read is refused: the one secret the daemon holds. */
@@ -1128,6 +1548,128 @@ static void test_tls_mutual_authentication(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* The accept queue of the TCP listener on port (/proc/net/tcp), -1 when
+ * there is none. */
+static long listen_backlog(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "re");
+    char line[512];
+    long q = -1;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned lport, st;
+        unsigned long txq, rxq;
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &txq, &rxq) == 4 &&
+            lport == (unsigned)port && st == 0x0A)
+            q = (long)rxq;
+    }
+    if (f)
+        fclose(f);
+    return q;
+}
+
+/* Unidentified peers cannot lock workers out: 70 connections that never
+ * start a handshake and 64 (each from an address of its own) that trickle a
+ * ClientHello byte every 500 ms are open; a worker with a valid certificate
+ * is served at once, and the trickling ones are closed at the handshake
+ * deadline (3 s from accept, however often they send). */
+static void test_unidentified_peers_cannot_lock_out_workers(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    make_pki(d.dir);
+    char o_cert[300], o_key[300], o_ca[300], key[300];
+    tls_options(&d, o_cert, o_key, o_ca);
+    snprintf(key, sizeof key, "%s/srv.key", d.dir);
+    assert_int_equal(chmod(key, 0600), 0);
+    const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
+                                "--handshake-timeout-ms=3000", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    int port = port_from_log(&d, "listening_tls");
+    assert_true(port > 0);
+    enum { SILENT = 70, TRICKLE = 64, DEADLINE = 3000 };
+    static const uint8_t hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01,
+                                    0xfc, 0x03, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00};
+    int silent[SILENT], tr[TRICKLE];
+    int64_t opened[TRICKLE], closed_at[TRICKLE] = {0};
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int i = 0; i < SILENT; i++) {
+        silent[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(silent[i], (struct sockaddr *)&to, sizeof to), 0);
+    }
+    for (int i = 0; i < TRICKLE; i++) {
+        struct sockaddr_in from = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(0x7f000100u + (unsigned)i + 1)};
+        tr[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(bind(tr[i], (struct sockaddr *)&from, sizeof from), 0);
+        assert_int_equal(connect(tr[i], (struct sockaddr *)&to, sizeof to), 0);
+        opened[i] = ph_monotonic_ms();
+    }
+    for (int i = 0; i < 500 && listen_backlog(port) != 0; i++)
+        usleep(10 * 1000); /* until the daemon has accepted every one */
+    assert_int_equal(listen_backlog(port), 0);
+    int64_t served_ms = -1;
+    ph_execd_service *a = NULL;
+    for (size_t round = 0;; round++) {
+        bool open = false;
+        for (int i = 0; i < TRICKLE; i++) {
+            if (closed_at[i] != 0)
+                continue;
+            char b;
+            ssize_t n = recv(tr[i], &b, 1, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN) ||
+                (round < sizeof hello &&
+                 send(tr[i], &hello[round], 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)) {
+                closed_at[i] = ph_monotonic_ms();
+                continue;
+            }
+            open = true;
+        }
+        if (round == 0) {
+            ph_diag diag = {0};
+            int64_t t0 = ph_monotonic_ms();
+            ph_status st = tls_open(&d, port, "wa", "ca1", &a, &diag);
+            served_ms = ph_monotonic_ms() - t0;
+            printf("a worker with a valid certificate: %s after %lld ms\n",
+                   st == PH_OK ? "served" : diag.message, (long long)served_ms);
+            assert_int_equal(st, PH_OK);
+        }
+        if (!open || ph_monotonic_ms() - opened[TRICKLE - 1] > DEADLINE + 3000)
+            break;
+        usleep(500 * 1000);
+    }
+    int early = 0, late = 0;
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int i = 0; i < TRICKLE; i++) {
+        int64_t life = closed_at[i] ? closed_at[i] - opened[i] : INT64_MAX;
+        early += life < DEADLINE - 300;
+        late += life > DEADLINE + 1500;
+        if (life >= DEADLINE - 300 && life <= DEADLINE + 1500) {
+            lo = life < lo ? life : lo;
+            hi = life > hi ? life : hi;
+        }
+    }
+    printf("%d trickling connections: %d closed at the deadline (after %lld to %lld ms; "
+           "deadline %d ms), %d evicted earlier for newer ones, %d still open past it\n",
+           TRICKLE, TRICKLE - early - late, (long long)lo, (long long)hi, DEADLINE, early,
+           late);
+    assert_true(served_ms < 1000);
+    assert_int_equal(late, 0);
+    assert_true(early <= 2);
+    ph_execd_service_close(&a);
+    for (int i = 0; i < SILENT; i++)
+        close(silent[i]);
+    for (int i = 0; i < TRICKLE; i++)
+        close(tr[i]);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "\"event\":\"handshake_timeout\""));
+    assert_non_null(strstr(log, "\"event\":\"unidentified_evicted\",\"source\":\"ip:127.0.0.1\""));
+    free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
 static char *http_get(int port, const char *method, const char *path)
 {
@@ -1196,11 +1738,20 @@ int main(void)
         cmocka_unit_test_teardown(test_files_are_served_beside_a_running_command, stop_left),
         cmocka_unit_test_teardown(test_limits_on_sandboxes_and_requests, stop_left),
         cmocka_unit_test_teardown(test_connections_are_bounded, stop_left),
+        cmocka_unit_test_teardown(test_pipelined_requests_are_not_buffered, stop_left),
+        cmocka_unit_test_teardown(test_parse_amplification_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
+        cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
+        cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
+        cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
         cmocka_unit_test_teardown(test_metrics_over_http, stop_left),
     };
+    /* PH_TEST_FILTER: only the tests whose names match (cmocka's pattern). */
+    if (getenv("PH_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("PH_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
