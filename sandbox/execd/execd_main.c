@@ -248,25 +248,31 @@ static int prepare_state_dir(const char *dir)
 }
 
 /* The workspace is a cache (decision 1): whatever a previous run left is
- * destroyed, never resumed. */
-static void recover(const xd_config *cfg)
+ * destroyed, never resumed, whatever moment it died at (each environment's
+ * intent record names what it may have made). A state directory the
+ * service refuses (a symlinked ancestor, a wrong owner or mode) refuses
+ * the start: every request would fail, and nothing could be recovered. */
+static int recover(const xd_config *cfg)
 {
     ph_service_config sc = {.mode = cfg->mode, .mechanism = cfg->mechanism,
                             .hard_cap_ms = cfg->hard_cap_ms, .state_dir = cfg->state_dir,
                             .log = xd_sandbox_log};
     ph_execution_service *svc = NULL;
     ph_diag d = {0};
-    if (ph_execution_service_open(&sc, &svc, &d) != PH_OK)
-        return;
+    ph_status st = ph_execution_service_open(&sc, &svc, &d);
+    if (st != PH_OK) {
+        json_t *x = json_pack("{s:s}", "error", d.message);
+        xd_log("error", "state_dir_refused", x);
+        json_decref(x);
+        return st == PH_E_DENIED || st == PH_E_INVAL ? XD_EXIT_REFUSED : XD_EXIT_OS;
+    }
     DIR *dir = opendir(cfg->state_dir);
     struct dirent *de;
     size_t destroyed = 0, left = 0;
     while (dir && (de = readdir(dir)) != NULL) {
         if (strncmp(de->d_name, "env-", 4) != 0)
             continue;
-        ph_environment *env = NULL;
-        if (ph_environment_reattach(svc, de->d_name, &env, &d) == PH_OK) {
-            ph_environment_destroy(&env);
+        if (ph_environment_recover(svc, de->d_name, &d) == PH_OK) {
             destroyed++;
         } else {
             json_t *x = json_pack("{s:s, s:s}", "environment", de->d_name, "error", d.message);
@@ -282,6 +288,7 @@ static void recover(const xd_config *cfg)
                           (json_int_t)left);
     xd_log("info", "recovered_destroyed", x);
     json_decref(x);
+    return 0;
 }
 
 static int bind_socket(const xd_config *cfg, int *out)
@@ -441,7 +448,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");
         return XD_EXIT_OS;
     }
-    recover(&cfg);
+    if ((rc = recover(&cfg)) != 0)
+        return rc;
     SSL_CTX *tls_ctx = NULL;
     int tls_fd = -1;
     if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||

@@ -354,6 +354,27 @@ static void docker_destroy(void **state)
     *state = NULL;
 }
 
+/* Recovery: a `docker create` the dead service left running could make the
+ * container after the removal below, so it is killed first. */
+static void docker_recover(const char *env_id, int env_fd, const char *env_state_dir)
+{
+    (void)env_state_dir;
+    char docker[PATH_MAX], name[160];
+    snprintf(name, sizeof name, "pinhole-%s", env_id);
+    if (locate_docker(docker, NULL) == PH_OK) {
+        char exe[PATH_MAX];
+        if (realpath(docker, exe) != NULL)
+            (void)ph_kill_by_argument(exe, "--name", name);
+        const char *rm[] = {docker, "rm", "--force", name, NULL};
+        for (int attempt = 0; attempt < 3; attempt++) {
+            if (docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL) == PH_OK)
+                break;
+            usleep(200 * 1000);
+        }
+    }
+    (void)ph_tree_remove_at(env_fd, "docker", PH_TREE_ONE_FS, NULL);
+}
+
 /* --env-file holds one NAME=value per line: a value with a newline cannot
  * be expressed, so it is refused rather than split. */
 static ph_status write_env_file(const docker_state *ds, char *const *envp, ph_diag *diag)
@@ -474,4 +495,5 @@ const ph_mechanism_ops ph_mechanism_docker = {
     .execute = docker_execute,
     .destroy = docker_destroy,
     .detach = docker_detach,
+    .recover = docker_recover,
 };

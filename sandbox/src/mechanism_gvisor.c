@@ -382,6 +382,37 @@ static void gvisor_destroy(void **state)
     *state = NULL;
 }
 
+/* Recovery after the service died at any step of create, execute or
+ * destroy: the runsc clients it had running (they die with it, but not
+ * before a restart may look) and the sandbox's own processes (gofer,
+ * sandbox: runsc names them with our --root) are killed first, so nothing
+ * is still creating while this removes; then what runsc recorded, the
+ * cgroup and the state. */
+static void gvisor_recover(const char *env_id, int env_fd, const char *env_state_dir)
+{
+    gvisor_state *gs = calloc(1, sizeof *gs);
+    if (gs == NULL)
+        return;
+    pthread_mutex_init(&gs->lock, NULL);
+    gs->dir_fd = gs->bundle_fd = gs->env_fd = -1;
+    bool named = snprintf(gs->id, sizeof gs->id, "%s", env_id) < (int)sizeof gs->id &&
+                 snprintf(gs->rt.root, sizeof gs->rt.root, "%s/gvisor/runsc", env_state_dir) <
+                     (int)sizeof gs->rt.root;
+    if (named && ph_runsc_locate(&gs->rt, NULL) == PH_OK) {
+        char exe[PATH_MAX];
+        if (realpath(gs->rt.binary, exe) != NULL)
+            (void)ph_kill_by_argument(exe, "--root", gs->rt.root);
+        force_delete(gs);
+    } else if (named) {
+        /* No runsc to ask: its processes die with their cgroup. */
+        char group[160];
+        snprintf(group, sizeof group, "pinhole-%s", gs->id);
+        (void)ph_cgroup_remove_group(NULL, group);
+    }
+    (void)ph_tree_remove_at(env_fd, "gvisor", PH_TREE_ONE_FS, NULL);
+    free_state(gs);
+}
+
 /* ---- execute ---- */
 
 static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_diag *diag)
@@ -569,4 +600,5 @@ const ph_mechanism_ops ph_mechanism_gvisor = {
     .execute = gvisor_execute,
     .destroy = gvisor_destroy,
     .detach = gvisor_detach,
+    .recover = gvisor_recover,
 };

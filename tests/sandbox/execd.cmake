@@ -112,3 +112,14 @@ foreach(mechanism gvisor fake)
     set_tests_properties(execd.escape_${mechanism} PROPERTIES LABELS "e2e;isolation"
                          SKIP_RETURN_CODE 77 TIMEOUT 240)
 endforeach()
+
+# SIGKILL at many moments of a create and a destroy: the restart destroys
+# everything the dead daemon left (gvisor: 24 moments, about 35 s; fake: the
+# moments that mechanism has). Skipped where the mechanism is not available.
+foreach(mechanism gvisor fake)
+    ph_add_script_test(NAME execd.crash_recovery_${mechanism}
+        COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/crash_recovery.py
+                $<TARGET_FILE:pinhole-execd> ${mechanism})
+    set_tests_properties(execd.crash_recovery_${mechanism} PROPERTIES LABELS "e2e;isolation"
+                         SKIP_RETURN_CODE 77 TIMEOUT 240)
+endforeach()
