@@ -551,6 +551,15 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         if (c != NULL) {
             log_request(job->op, job->owner, resp, ph_monotonic_ms() - job->start_ms);
             c->job = NULL;
+            xd_job *undo = c->dead && json_is_true(json_object_get(resp, "ok")) &&
+                                   strcmp(job->op, "environment.create") == 0
+                               ? xd_undelivered_job(job)
+                               : NULL;
+            if (undo != NULL) {
+                pthread_mutex_lock(&g_pool_mu);
+                xd_enqueue(undo); /* the daemon's own: not bounded by --queue */
+                pthread_mutex_unlock(&g_pool_mu);
+            }
             if (c->dead)
                 conn_free(c);
             else

@@ -123,3 +123,10 @@ foreach(mechanism gvisor fake)
     set_tests_properties(execd.crash_recovery_${mechanism} PROPERTIES LABELS "e2e;isolation"
                          SKIP_RETURN_CODE 77 TIMEOUT 240)
 endforeach()
+
+# Creates abandoned by their client while they run leave no sandbox.
+ph_add_script_test(NAME execd.abandoned_create_gvisor
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/abandoned_create.py
+            $<TARGET_FILE:pinhole-execd> gvisor)
+set_tests_properties(execd.abandoned_create_gvisor PROPERTIES LABELS "e2e;isolation"
+                     SKIP_RETURN_CODE 77 TIMEOUT 180)
