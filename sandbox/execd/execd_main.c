@@ -204,7 +204,8 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 }
 
 /* The daemon holds no secret: a tier-0 name (or a credential-carrying value)
- * in its own environment refuses the start, naming every one. */
+ * in its own environment refuses the start, naming every one. The
+ * service's own settings (PINHOLE_RUNSC, ...) are names it knows. */
 static int check_environment(void)
 {
     json_t *names = json_array();
@@ -213,7 +214,8 @@ static int check_environment(void)
         if (eq == NULL || eq == *e)
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
-        if (name && (ph_env_name_is_credential(name) || ph_env_value_is_credential(name, eq + 1)))
+        if (name && ((ph_env_name_is_credential(name) && !ph_env_name_is_setting(name)) ||
+                     ph_env_value_is_credential(name, eq + 1)))
             json_array_append_new(names, json_string(name));
         free(name);
     }

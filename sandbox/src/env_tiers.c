@@ -105,6 +105,21 @@ bool ph_env_name_is_credential(const char *name)
     return false;
 }
 
+/* The service's own settings (docs/sandbox.md, "Operator settings"): read
+ * from its environment by the library, never passed to a sandbox. */
+static const char *const setting_names[] = {
+    "PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER",      "PINHOLE_RUNSC",
+    "PINHOLE_RUNSC_DEBUG_LOG", "PINHOLE_DOCKER", "PINHOLE_SANDBOX_ID_RANGE",
+};
+
+bool ph_env_name_is_setting(const char *name)
+{
+    for (size_t i = 0; i < sizeof setting_names / sizeof setting_names[0]; i++)
+        if (strcmp(name, setting_names[i]) == 0)
+            return true;
+    return false;
+}
+
 const char *ph_env_credential_patterns_text(void)
 {
     static char text[4096];

@@ -56,6 +56,12 @@ bool ph_env_name_is_credential(const char *name);
  * non-empty secret in a URL's userinfo) whatever the name, and any userinfo
  * at all ("scheme://user@") when name ends with _URL, _URI or _DSN. */
 bool ph_env_value_is_credential(const char *name, const char *value);
+/* True when name is one of the service's own settings
+ * (PINHOLE_GVISOR_ROOTFS, PINHOLE_FORWARDER, PINHOLE_RUNSC,
+ * PINHOLE_RUNSC_DEBUG_LOG, PINHOLE_DOCKER, PINHOLE_SANDBOX_ID_RANGE): a
+ * service's environment may hold them (their values are still checked);
+ * a sandbox's never does (they stay tier 0 there). */
+bool ph_env_name_is_setting(const char *name);
 /* True when name is set by tier 2 (operators cannot pass it through). */
 bool ph_env_name_is_synthesized(const char *name);
 /* The tier-0 pattern table as text, one per line ("prefix AWS_"), for docs

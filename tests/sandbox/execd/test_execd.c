@@ -316,6 +316,54 @@ static void test_refuses_credential_in_environment(void **state)
     daemon_stop(&d);
 }
 
+/* A state directory the service refuses (here: below a symlink) refuses
+ * the start before anything listens, with the reason in the log. */
+static void test_refuses_an_untrusted_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    char real[128], link[128];
+    snprintf(real, sizeof real, "%s/real", d.dir);
+    snprintf(link, sizeof link, "%s/link", d.dir);
+    assert_int_equal(mkdir(real, 0755), 0);
+    assert_int_equal(symlink(real, link), 0);
+    snprintf(d.state, sizeof d.state, "%.128s/state", link);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_false(access(d.sock, F_OK) == 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "state_dir_refused"));
+    assert_non_null(strstr(log, "state_dir_symlink"));
+    assert_null(strstr(log, "\"listening\""));
+    free(log);
+    daemon_stop(&d);
+}
+
+/* The service's own settings are not credentials: a daemon started with
+ * them listens (the values are still checked). */
+static void test_own_settings_are_not_credentials(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    const char *const env[] = {"PINHOLE_GVISOR_ROOTFS=/var/lib/pinhole/rootfs",
+                               "PINHOLE_RUNSC=/usr/bin/runsc",
+                               "PINHOLE_FORWARDER=/usr/local/libexec/pinhole/pinhole-forwarder",
+                               "PINHOLE_SANDBOX_ID_RANGE=200000:1000",
+                               "PINHOLE_DOCKER=/usr/bin/docker", "PINHOLE_RUNSC_DEBUG_LOG=", NULL};
+    /* Another PINHOLE_ name is still tier 0, and a setting's value is still
+     * checked for a credential. */
+    const char *const env2[] = {"PINHOLE_GRANT_KEY=abc", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env2), 78);
+    const char *const env3[] = {"PINHOLE_RUNSC=https://bob:hunter2@x.example/", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env3), 78);
+    assert_int_equal(daemon_spawn(&d, opts, env), -1);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -1186,6 +1234,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_refuses_credential_in_environment, stop_left),
         cmocka_unit_test_teardown(test_usage_errors, stop_left),
+        cmocka_unit_test_teardown(test_refuses_an_untrusted_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
