@@ -409,6 +409,7 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
     docker_state *ds = state;
     pthread_mutex_lock(&ds->lock);
     ph_status st = PH_OK;
+    char **hexv = NULL; /* the argv in hex, when it is not all text */
     if (!ds->running) {
         const char *start[] = {ds->docker, "start", ds->name, NULL};
         if ((st = docker_run(start, DOCKER_TIMEOUT_MS, NULL, 0, diag)) != PH_OK)
@@ -436,13 +437,18 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
         argv[n++] = "--unset";
         argv[n++] = "HOSTNAME";
     }
+    bool hex = false;
+    if ((st = ph_oci_run_argv(a->argv, &hexv, &hex, diag)) != PH_OK)
+        goto out;
+    if (hex)
+        argv[n++] = "--argv-hex";
     argv[n++] = "--";
     for (size_t i = 0; a->argv[i] != NULL; i++) {
         if (n + 1 >= PH_CLI_ARGV_MAX) {
             st = ph_diag_set(diag, PH_E_LIMIT, 0, "too many arguments for docker exec");
             goto out;
         }
-        argv[n++] = a->argv[i];
+        argv[n++] = hex ? hexv[i] : a->argv[i];
     }
     argv[n] = NULL;
 
@@ -483,6 +489,7 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
                          WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
     }
 out:
+    ph_oci_run_argv_free(hexv);
     pthread_mutex_unlock(&ds->lock);
     return st;
 }

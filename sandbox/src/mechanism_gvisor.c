@@ -424,23 +424,32 @@ static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_
         envc++;
     /* The wrapper in front of the command: PATH search, 127 for a missing
      * program, and the sweep of what the command leaves behind. */
-    const char **argv = calloc(argc + 4, sizeof *argv);
-    if (argv == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    argv[0] = PH_OCI_FORWARDER;
-    argv[1] = "--run";
-    argv[2] = "--";
+    char **hexv = NULL;
+    bool hex = false;
+    ph_status st = ph_oci_run_argv(a->argv, &hexv, &hex, diag);
+    const char **argv = st == PH_OK ? calloc(argc + 5, sizeof *argv) : NULL;
+    if (argv == NULL) {
+        ph_oci_run_argv_free(hexv);
+        return st != PH_OK ? st : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    size_t head = 0;
+    argv[head++] = PH_OCI_FORWARDER;
+    argv[head++] = "--run";
+    if (hex)
+        argv[head++] = "--argv-hex";
+    argv[head++] = "--";
     for (size_t i = 0; i < argc; i++)
-        argv[3 + i] = a->argv[i];
+        argv[head + i] = hex ? hexv[i] : a->argv[i];
     char cwd[PH_WS_PATH_MAX + 32];
     if (strcmp(a->cwd, ".") == 0 || a->cwd[0] == '\0')
         snprintf(cwd, sizeof cwd, "%s", PH_OCI_WORKSPACE);
     else
         snprintf(cwd, sizeof cwd, "%s/%s", PH_OCI_WORKSPACE, a->cwd);
     json_t *doc = NULL;
-    ph_status st = ph_oci_process_new(argv, argc + 3, (const char *const *)a->envp, envc, cwd,
-                                      gs->uid, gs->gid, &doc, diag);
+    st = ph_oci_process_new(argv, argc + head, (const char *const *)a->envp, envc, cwd, gs->uid,
+                            gs->gid, &doc, diag);
     free(argv);
+    ph_oci_run_argv_free(hexv);
     if (st != PH_OK)
         return st;
     if ((st = ph_fault_point("process_write", diag)) == PH_OK)
