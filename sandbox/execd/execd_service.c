@@ -32,6 +32,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -363,10 +364,25 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
     for (size_t i = 0; i < g_cfg->allow_uid_count; i++)
         if (g_cfg->allow_uid[i] == cred.uid)
             return true;
-    for (size_t i = 0; i < g_cfg->allow_gid_count; i++)
-        if (g_cfg->allow_gid[i] == cred.gid)
-            return true;
-    return false;
+    if (g_cfg->allow_gid_count == 0)
+        return false;
+    /* The primary group and the supplementary ones the peer had at
+     * connect (SO_PEERGROUPS), as a file's group permission would. */
+    gid_t few[64], *groups = few;
+    socklen_t glen = sizeof few;
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen);
+    if (rc != 0 && errno == ERANGE && (groups = malloc(glen)) != NULL)
+        rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen);
+    size_t ngroups = rc == 0 ? glen / sizeof groups[0] : 0;
+    bool ok = false;
+    for (size_t i = 0; !ok && i < g_cfg->allow_gid_count; i++) {
+        ok = g_cfg->allow_gid[i] == cred.gid;
+        for (size_t k = 0; !ok && k < ngroups; k++)
+            ok = g_cfg->allow_gid[i] == groups[k];
+    }
+    if (groups != few)
+        free(groups);
+    return ok;
 }
 
 /* anon: the peer is not identified yet (a TLS handshake to come, or a unix

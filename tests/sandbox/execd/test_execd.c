@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -431,6 +432,49 @@ static void test_wrong_uid_is_refused(void **state)
     char *log = ph_test_read_file(d.log, &len);
     assert_non_null(strstr(log, "\"event\":\"unauthenticated\",\"identity\":\"uid:65534\""));
     free(log);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* hello as uid/gid 65534 with gid as a supplementary group: the verdict
+ * ("ok" or the error code). */
+static void hello_in_group(const xdaemon *d, gid_t gid, char *verdict, size_t cap)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char out[64] = "setuid failed";
+        if (setgroups(1, &gid) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+            setresuid(65534, 65534, 65534) == 0) {
+            int fd = raw_connect(d);
+            json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+            snprintf(out, sizeof out, "%s",
+                     json_is_true(json_object_get(r, "ok")) ? "ok" : error_of(r));
+        }
+        (void)!write(pipefd[1], out, strlen(out));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    ssize_t n = read(pipefd[0], verdict, cap - 1);
+    verdict[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+}
+
+/* --allow-gid matches a supplementary group of the peer, not only its
+ * primary one. */
+static void test_allow_gid_matches_supplementary_groups(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--socket-mode=0666", "--allow-gid=4242", NULL};
+    daemon_start(&d, opts);
+    char buf[64];
+    hello_in_group(&d, 4242, buf, sizeof buf);
+    assert_string_equal(buf, "ok");
+    hello_in_group(&d, 4243, buf, sizeof buf);
+    assert_string_equal(buf, "unauthenticated");
     assert_int_equal(daemon_stop(&d), 0);
 }
 
@@ -1237,6 +1281,7 @@ int main(void)
         cmocka_unit_test_teardown(test_refuses_an_untrusted_state_dir, stop_left),
         cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
+        cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
         cmocka_unit_test_teardown(test_disconnect_kills_the_command, stop_left),
