@@ -537,6 +537,8 @@ static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX])
     return ok;
 }
 
+static bool g_stopping; /* the loop's: SIGTERM or SIGINT came */
+
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -563,7 +565,10 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
         xd_job *job = list;
         list = job->next;
         xd_conn *c = job->conn;
-        json_t *resp = job->resp ? job->resp : ph_wire_error("internal", "no response");
+        /* Stopping: whatever a job did is destroyed with everything else. */
+        json_t *resp = g_stopping  ? ph_wire_error("shutting_down", "the service is stopping")
+                       : job->resp ? job->resp
+                                   : ph_wire_error("internal", "no response");
         if (c != NULL) {
             log_request(job->op, job->owner, resp, ph_monotonic_ms() - job->start_ms);
             c->job = NULL;
@@ -699,8 +704,26 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
         evconnlistener_free(tls_lst);
     if (admin)
         evhttp_free(admin);
+    g_stopping = true;
+    event_del(timer);
     xd_pool_stop();
     on_done(-1, 0, NULL);
+    /* The answers just queued (shutting_down) reach their peers, for at
+     * most a second, then every connection closes. */
+    for (xd_conn *c = g_conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+            conn_close(c);
+        } else {
+            c->close_after_write = true;
+            bufferevent_disable(c->bev, EV_READ);
+        }
+    }
+    if (g_conns != NULL) {
+        struct timeval drain = {1, 0};
+        event_base_loopexit(g_base, &drain);
+        event_base_dispatch(g_base);
+    }
     while (g_conns)
         conn_close(g_conns);
     size_t n = xd_destroy_all();

@@ -1026,15 +1026,43 @@ static void test_owner_gone_past_grace(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* Asks health on fd until its member key is want (10 s at most). */
+static void wait_health(int fd, const char *key, json_int_t want)
+{
+    for (int i = 0; i < 1000; i++) {
+        json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+        json_int_t v = json_integer_value(json_object_get(h, key));
+        json_decref(h);
+        if (v == want)
+            return;
+        usleep(10 * 1000);
+    }
+    fail_msg("health never showed %s %lld", key, (long long)want);
+}
+
 static void test_shutdown_destroys_everything(void **state)
 {
     (void)state;
     xdaemon d;
-    daemon_start(&d, NULL);
+    const char *const one_thread[] = {"--max-executions=1", NULL};
+    daemon_start(&d, one_thread);
     int fd = raw_hello(&d);
     free(raw_create(fd, "t1"));
     free(raw_create(fd, "t2"));
     assert_int_equal(env_dirs(d.state), 2);
+    /* Clients waiting for an answer get one: a command running, a request
+     * queued behind it. */
+    char *env = raw_create(fd, "t1");
+    const char *const sleep_argv[] = {"sleep", "30", NULL};
+    int running = raw_hello(&d), queued = raw_hello(&d);
+    json_t *req = raw_execute_req("t1", env, sleep_argv);
+    assert_int_equal(ph_wire_send(running, req), 0);
+    json_decref(req);
+    wait_health(fd, "executions", 1);
+    req = json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant", "t3", "lease", "l");
+    assert_int_equal(ph_wire_send(queued, req), 0);
+    json_decref(req);
+    wait_health(fd, "queued", 1);
     kill(d.pid, SIGTERM);
     int status;
     waitpid(d.pid, &status, 0);
@@ -1042,6 +1070,16 @@ static void test_shutdown_destroys_everything(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_int_equal(env_dirs(d.state), 0);
+    int conns[] = {running, queued};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = NULL;
+        (void)ph_wire_recv(conns[i], PH_EXECD_MAX_RESPONSE_BYTES, &r); /* NULL at EOF: "eof" */
+        const char *e = error_of(r);
+        assert_string_equal(e ? e : "(an answer that is not an error)", "shutting_down");
+        json_decref(r);
+        close(conns[i]);
+    }
+    free(env);
     close(fd);
     daemon_stop(&d);
 }
