@@ -293,6 +293,36 @@ static int recover(const xd_config *cfg)
     return 0;
 }
 
+/* A client finds the daemon by the socket's path: in a directory others
+ * may write to, anyone could put their own socket there and collect the
+ * grant tokens of every create. Refused unless the directory is sticky and
+ * ours (then no one else can replace our entry). */
+static int check_socket_dir(const char *socket_path)
+{
+    char dir[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+    const char *slash = strrchr(socket_path, '/');
+    size_t n = slash ? (size_t)(slash - socket_path) : 0;
+    if (n >= sizeof dir)
+        return 0; /* too long for a socket anyway: bind_socket says so */
+    memcpy(dir, socket_path, n);
+    dir[n] = '\0';
+    struct stat st;
+    if (stat(n ? dir : "/", &st) != 0) {
+        fprintf(stderr, "pinhole-execd: the --socket directory: %s\n", strerror(errno));
+        return XD_EXIT_OS;
+    }
+    bool shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (shared && !((st.st_mode & S_ISVTX) && st.st_uid == geteuid())) {
+        json_t *x = json_pack("{s:s, s:s}", "error", "socket_dir_untrusted", "fix",
+                              "put --socket in a directory only this daemon's user can write "
+                              "(e.g. /run/pinhole-execd, mode 0755)");
+        xd_log("error", "startup_refused", x);
+        json_decref(x);
+        return XD_EXIT_REFUSED;
+    }
+    return 0;
+}
+
 static int bind_socket(const xd_config *cfg, int *out)
 {
     /* Bound and listening under a temporary name, then renamed into place:
@@ -444,7 +474,7 @@ int main(int argc, char **argv)
         json_decref(x);
         return XD_EXIT_UNAVAILABLE;
     }
-    if ((rc = prepare_state_dir(cfg.state_dir)) != 0)
+    if ((rc = prepare_state_dir(cfg.state_dir)) != 0 || (rc = check_socket_dir(cfg.socket_path)) != 0)
         return rc;
     if (evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");

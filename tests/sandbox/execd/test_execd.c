@@ -342,6 +342,28 @@ static void test_refuses_an_untrusted_state_dir(void **state)
     daemon_stop(&d);
 }
 
+/* A socket in a directory others can write to could be swapped for
+ * another's: refused, unless the directory is sticky and the daemon's. */
+static void test_refuses_a_shared_socket_directory(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(chmod(d.dir, 0777), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_false(access(d.sock, F_OK) == 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "socket_dir_untrusted"));
+    free(log);
+    assert_int_equal(chmod(d.dir, 0775), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_int_equal(chmod(d.dir, 01777), 0); /* sticky and ours (root's) */
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* The service's own settings are not credentials: a daemon started with
  * them listens (the values are still checked). */
 static void test_own_settings_are_not_credentials(void **state)
@@ -1317,6 +1339,7 @@ int main(void)
         cmocka_unit_test_teardown(test_refuses_credential_in_environment, stop_left),
         cmocka_unit_test_teardown(test_usage_errors, stop_left),
         cmocka_unit_test_teardown(test_refuses_an_untrusted_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_refuses_a_shared_socket_directory, stop_left),
         cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
         cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
