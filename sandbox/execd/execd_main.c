@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -358,6 +359,23 @@ static int bind_socket(const xd_config *cfg, int *out)
     return 0;
 }
 
+/* A worker's certificate must say it is for client authentication: an
+ * extended key usage with clientAuth. One without any EKU, or a server's,
+ * issued by the same CA is not a worker identity (OpenSSL's client
+ * purpose check alone accepts a certificate with no EKU). */
+static int verify_client(int ok, X509_STORE_CTX *x)
+{
+    if (!ok || X509_STORE_CTX_get_error_depth(x) != 0)
+        return ok;
+    X509 *cert = X509_STORE_CTX_get_current_cert(x);
+    if (cert == NULL || !(X509_get_extension_flags(cert) & EXFLAG_XKUSAGE) ||
+        !(X509_get_extended_key_usage(cert) & XKU_SSL_CLIENT)) {
+        X509_STORE_CTX_set_error(x, X509_V_ERR_INVALID_PURPOSE);
+        return 0;
+    }
+    return 1;
+}
+
 /* The TLS context: TLS 1.2 or later, our chain and key, and client
  * certificates required and verified against the CA. The key is the one
  * secret of the daemon's own: it must not be readable by anyone else. */
@@ -387,7 +405,7 @@ static int tls_context(const xd_config *cfg, SSL_CTX **out)
         return XD_EXIT_REFUSED;
     }
     SSL_CTX_set_client_CA_list(ctx, cas);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
     /* libevent 2.1 + OpenSSL 3: a peer closing without close_notify. */
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     *out = ctx;

@@ -1120,10 +1120,14 @@ static void make_pki(const char *dir)
              "ca() { key $1; openssl req -x509 -new -key $1.key -out $1.pem -days 2 -subj /CN=$1; }; "
              "leaf() { key $1; openssl req -new -key $1.key -out $1.csr -subj \"$3\"; "
              "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $1.ext; "
+             "if [ -n \"$4\" ]; then printf 'extendedKeyUsage=%%s\\n' $4 >> $1.ext; fi; "
              "openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -days 2 "
              "-extfile $1.ext -out $1.pem 2>/dev/null; }; "
-             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost; leaf wa ca1 /O=pinhole/CN=worker-a; "
-             "leaf wb ca1 /O=pinhole/CN=worker-b; leaf rogue ca2 /O=pinhole/CN=worker-a; "
+             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost serverAuth; "
+             "leaf wa ca1 /O=pinhole/CN=worker-a clientAuth; "
+             "leaf wb ca1 /O=pinhole/CN=worker-b clientAuth; "
+             "leaf rogue ca2 /O=pinhole/CN=worker-a clientAuth; "
+             "leaf noeku ca1 /O=pinhole/CN=worker-c; leaf srvonly ca1 /O=pinhole/CN=worker-d serverAuth; "
              "chmod 644 srv.key",
              dir);
     assert_int_equal(system(cmd), 0);
@@ -1245,6 +1249,12 @@ static void test_tls_mutual_authentication(void **state)
     assert_int_equal(tls_open(&d, port, NULL, "ca1", &x, &diag), PH_E_DENIED);
     assert_null(x);
     assert_int_equal(tls_open(&d, port, "rogue", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    /* A certificate of the right CA that is not for client authentication
+     * (no extended key usage, or serverAuth only) is not a worker's. */
+    assert_int_equal(tls_open(&d, port, "noeku", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    assert_int_equal(tls_open(&d, port, "srvonly", "ca1", &x, &diag), PH_E_DENIED);
     assert_null(x);
     /* The worker's own trust: a service it cannot verify is refused. */
     assert_int_equal(tls_open(&d, port, "wa", "ca2", &x, &diag), PH_E_DENIED);
