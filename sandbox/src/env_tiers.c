@@ -430,8 +430,11 @@ static ph_status add_supplied_tier1(const ph_env_inputs *in, const ph_env_block 
         const char *eq = strchr(supplied->vars[i], '=');
         size_t n = eq ? (size_t)(eq - supplied->vars[i]) : 0;
         char name[ENV_NAME_MAX + 1];
-        if (n == 0 || n > ENV_NAME_MAX) {
-            warn(in, "passthrough_name_invalid", "name", supplied->vars[i]);
+        if (n == 0 || n > ENV_NAME_MAX || !valid_env_name(supplied->vars[i], n)) {
+            char shown[ENV_NAME_MAX + 1];
+            snprintf(shown, sizeof shown, "%.*s", (int)(n ? n : strlen(supplied->vars[i])),
+                     supplied->vars[i]);
+            warn(in, "passthrough_name_invalid", "name", shown);
             continue;
         }
         memcpy(name, supplied->vars[i], n);
