@@ -500,6 +500,69 @@ static void test_allow_gid_matches_supplementary_groups(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A socket put in a shared directory by someone else (uid 65534 here)
+ * must not get a worker's first request, whose create would carry a grant
+ * token: the client checks who serves before it sends. */
+static void test_client_checks_who_serves_the_socket(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    assert_int_equal(chmod(dir, 0777), 0);
+    char path[100];
+    snprintf(path, sizeof path, "%.80s/execd.sock", dir);
+    int ready[2], got[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(got), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* the impostor: counts the bytes a client sends it */
+        alarm(20); /* whatever the test does, it goes */
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+        int l = -1;
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            l = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (l < 0 || bind(l, (struct sockaddr *)&sun, sizeof sun) != 0 || listen(l, 4) != 0)
+            _exit(1);
+        (void)!write(ready[1], "r", 1);
+        for (int i = 0; i < 2; i++) {
+            int c = accept(l, NULL, NULL);
+            char buf[4096];
+            ssize_t n = c >= 0 ? read(c, buf, sizeof buf) : -1;
+            char verdict = n > 0 ? 'S' : 'N'; /* something sent, or nothing */
+            (void)!write(got[1], &verdict, 1);
+            if (c >= 0)
+                close(c);
+        }
+        _exit(0);
+    }
+    char r;
+    assert_int_equal(read(ready[0], &r, 1), 1);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_E_DENIED);
+    assert_non_null(strstr(diag.message, "execd_peer_untrusted"));
+    assert_null(svc);
+    char verdict;
+    assert_int_equal(read(got[0], &verdict, 1), 1);
+    assert_int_equal(verdict, 'N');
+    /* Told to expect that uid, the client talks to it (and fails later). */
+    setenv(PH_EXECD_UID_ENV, "65534", 1);
+    assert_int_not_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_OK);
+    unsetenv(PH_EXECD_UID_ENV);
+    assert_int_equal(read(got[0], &verdict, 1), 1);
+    assert_int_equal(verdict, 'S');
+    waitpid(pid, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    close(got[0]);
+    close(got[1]);
+    ph_test_rmtree(dir);
+    free(dir);
+}
+
 static char g_victim[PH_EXECD_ID_MAX]; /* the environment another identity tries */
 
 static void other_identity(const xdaemon *d, char *verdict, size_t cap)
@@ -997,7 +1060,9 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     ph_execd_lease_hold_begin(lease, 500);
     usleep(1000 * 1000);
     assert_true(ph_execd_lease_has_sandbox(lease));
-    for (int i = 0; i < 40 && ph_execd_lease_has_sandbox(lease); i++)
+    /* lease.status answers busy (no sandbox) while the tick destroys: wait
+     * for the destroy itself. */
+    for (int i = 0; i < 100 && (ph_execd_lease_has_sandbox(lease) || env_dirs(d.state) > 0); i++)
         usleep(100 * 1000);
     assert_false(ph_execd_lease_has_sandbox(lease));
     assert_int_equal(env_dirs(d.state), 0);
@@ -1353,6 +1418,7 @@ int main(void)
         cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
         cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
+        cmocka_unit_test_teardown(test_client_checks_who_serves_the_socket, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
         cmocka_unit_test_teardown(test_disconnect_kills_the_command, stop_left),
