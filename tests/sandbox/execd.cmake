@@ -115,8 +115,9 @@ endforeach()
 
 # SIGKILL at many moments of a create and a destroy: the restart destroys
 # everything the dead daemon left (gvisor: 24 moments, about 35 s; fake: the
-# moments that mechanism has). Skipped where the mechanism is not available.
-foreach(mechanism gvisor fake)
+# moments that mechanism has; docker: 19, about 25 s). Skipped where the
+# mechanism is not available.
+foreach(mechanism gvisor fake docker)
     ph_add_script_test(NAME execd.crash_recovery_${mechanism}
         COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/crash_recovery.py
                 $<TARGET_FILE:pinhole-execd> ${mechanism})

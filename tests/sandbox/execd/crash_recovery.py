@@ -14,13 +14,15 @@ requires, for what this test made only (its own state directory, its
 environment ids): no environment directory, no id claim, no mount, no loop
 device, no runsc process, no cgroup; and the restart's recovered_destroyed
 line counts every environment directory the dead daemon had left, with
-none left behind. Exit 77 when the mechanism is not available here.
+none left behind (docker: nor a container named after one of them). Exit
+77 when the mechanism is not available here.
 
     crash_recovery.py PINHOLE-EXECD gvisor|docker|fake"""
 import glob
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -101,10 +103,18 @@ class Run:
                 for g in glob.glob("/sys/fs/cgroup/*/pinhole-" + env) +
                 glob.glob("/sys/fs/cgroup/pinhole-" + env)]
 
+    def containers(self):
+        if mechanism != "docker":
+            return []
+        out = subprocess.run(["docker", "ps", "-a", "--format", "{{.Names}}"],
+                             capture_output=True, text=True).stdout.split()
+        return [n for n in out if n.startswith("pinhole-") and n[8:] in self.ids_seen]
+
     def leftovers(self):
         return {"environment directories": self.env_dirs(), "id claims": self.claims(),
                 "mounts": self.mounts(), "loop devices": self.loops(),
-                "processes": self.procs(), "cgroups": self.cgroups()}
+                "processes": self.procs(), "cgroups": self.cgroups(),
+                "containers": self.containers()}
 
     # ---- the daemon ----
 
