@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -172,6 +173,49 @@ static int connect_to(const char *path)
     return fd;
 }
 
+/* Who serves the socket, checked before a byte is sent (a create carries
+ * a grant token): a socket path in a directory others can write to could
+ * have been replaced by anyone's. The peer (SO_PEERCRED) must be uid
+ * $PINHOLE_EXECD_UID when that is set; otherwise root, or the owner of the
+ * socket file when its directory is writable by that owner alone. */
+static ph_status check_server(int fd, const char *path, ph_diag *diag)
+{
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "SO_PEERCRED: %s", strerror(errno));
+    const char *want = getenv(PH_EXECD_UID_ENV);
+    if (want != NULL && want[0] != '\0') {
+        char *end;
+        errno = 0;
+        unsigned long v = want[0] >= '0' && want[0] <= '9' ? strtoul(want, &end, 10) : 0;
+        if (want[0] < '0' || want[0] > '9' || errno != 0 || *end != '\0' || v > UINT32_MAX - 1)
+            return ph_diag_set(diag, PH_E_INVAL, 0, "$%s must be a uid", PH_EXECD_UID_ENV);
+        if (cred.uid == (uid_t)v)
+            return PH_OK;
+    } else if (cred.uid == 0) {
+        return PH_OK;
+    } else {
+        /* The socket file's owner, trusted only where no one else could
+         * have put a socket of their own. */
+        char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+        const char *slash = strrchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : 0;
+        struct stat sock_st, dir_st;
+        memcpy(dir, path, n < sizeof dir ? n : 0);
+        dir[n < sizeof dir ? n : 0] = '\0';
+        if (n < sizeof dir && lstat(path, &sock_st) == 0 &&
+            stat(n ? dir : (slash ? "/" : "."), &dir_st) == 0 &&
+            (dir_st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && dir_st.st_uid == sock_st.st_uid &&
+            sock_st.st_uid == cred.uid)
+            return PH_OK;
+    }
+    return ph_diag_set(diag, PH_E_DENIED, 0,
+                       "execd_peer_untrusted: the socket is served by uid %u, not the service's "
+                       "(root, the owner of a socket in a directory only it can write, or $%s)",
+                       (unsigned)cred.uid, PH_EXECD_UID_ENV);
+}
+
 static ph_execd_service *svc_new(const ph_service_config *config)
 {
     ph_execd_service *svc = calloc(1, sizeof *svc);
@@ -239,6 +283,11 @@ ph_status ph_execd_service_open(const char *socket_path, const ph_service_config
         ph_execd_service_close(&svc);
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
                            strerror(saved));
+    }
+    ph_status st = check_server(svc->fd, socket_path, diag);
+    if (st != PH_OK) {
+        ph_execd_service_close(&svc);
+        return st;
     }
     return svc_hello(&svc, config, out, diag);
 }

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,7 +255,8 @@ static int parse_args(int argc, char **argv, xd_config *cfg)
 }
 
 /* The daemon holds no secret: a tier-0 name (or a credential-carrying value)
- * in its own environment refuses the start, naming every one. */
+ * in its own environment refuses the start, naming every one. The
+ * service's own settings (PINHOLE_RUNSC, ...) are names it knows. */
 static int check_environment(void)
 {
     json_t *names = json_array();
@@ -263,7 +265,8 @@ static int check_environment(void)
         if (eq == NULL || eq == *e)
             continue;
         char *name = strndup(*e, (size_t)(eq - *e));
-        if (name && (ph_env_name_is_credential(name) || ph_env_value_is_credential(name, eq + 1)))
+        if (name && ((ph_env_name_is_credential(name) && !ph_env_name_is_setting(name)) ||
+                     ph_env_value_is_credential(name, eq + 1)))
             json_array_append_new(names, json_string(name));
         free(name);
     }
@@ -298,8 +301,11 @@ static int prepare_state_dir(const char *dir)
 }
 
 /* The workspace is a cache (decision 1): whatever a previous run left is
- * destroyed, never resumed. */
-static void recover(const xd_config *cfg)
+ * destroyed, never resumed, whatever moment it died at (each environment's
+ * intent record names what it may have made). A state directory the
+ * service refuses (a symlinked ancestor, a wrong owner or mode) refuses
+ * the start: every request would fail, and nothing could be recovered. */
+static int recover(const xd_config *cfg)
 {
     ph_service_config sc = {.mode = cfg->mode, .mechanism = cfg->mechanism,
                             .hard_cap_ms = cfg->hard_cap_ms, .state_dir = cfg->state_dir,
@@ -308,17 +314,20 @@ static void recover(const xd_config *cfg)
                             .workspace_tenant_max_bytes = cfg->workspace_tenant_max_bytes};
     ph_execution_service *svc = NULL;
     ph_diag d = {0};
-    if (ph_execution_service_open(&sc, &svc, &d) != PH_OK)
-        return;
+    ph_status st = ph_execution_service_open(&sc, &svc, &d);
+    if (st != PH_OK) {
+        json_t *x = json_pack("{s:s}", "error", d.message);
+        xd_log("error", "state_dir_refused", x);
+        json_decref(x);
+        return st == PH_E_DENIED || st == PH_E_INVAL ? XD_EXIT_REFUSED : XD_EXIT_OS;
+    }
     DIR *dir = opendir(cfg->state_dir);
     struct dirent *de;
     size_t destroyed = 0, left = 0;
     while (dir && (de = readdir(dir)) != NULL) {
         if (strncmp(de->d_name, "env-", 4) != 0)
             continue;
-        ph_environment *env = NULL;
-        if (ph_environment_reattach(svc, de->d_name, &env, &d) == PH_OK) {
-            ph_environment_destroy(&env);
+        if (ph_environment_recover(svc, de->d_name, &d) == PH_OK) {
             destroyed++;
         } else {
             json_t *x = json_pack("{s:s, s:s}", "environment", de->d_name, "error", d.message);
@@ -334,6 +343,37 @@ static void recover(const xd_config *cfg)
                           (json_int_t)left);
     xd_log("info", "recovered_destroyed", x);
     json_decref(x);
+    return 0;
+}
+
+/* A client finds the daemon by the socket's path: in a directory others
+ * may write to, anyone could put their own socket there and collect the
+ * grant tokens of every create. Refused unless the directory is sticky and
+ * ours (then no one else can replace our entry). */
+static int check_socket_dir(const char *socket_path)
+{
+    char dir[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+    const char *slash = strrchr(socket_path, '/');
+    size_t n = slash ? (size_t)(slash - socket_path) : 0;
+    if (n >= sizeof dir)
+        return 0; /* too long for a socket anyway: bind_socket says so */
+    memcpy(dir, socket_path, n);
+    dir[n] = '\0';
+    struct stat st;
+    if (stat(n ? dir : "/", &st) != 0) {
+        fprintf(stderr, "pinhole-execd: the --socket directory: %s\n", strerror(errno));
+        return XD_EXIT_OS;
+    }
+    bool shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+    if (shared && !((st.st_mode & S_ISVTX) && st.st_uid == geteuid())) {
+        json_t *x = json_pack("{s:s, s:s}", "error", "socket_dir_untrusted", "fix",
+                              "put --socket in a directory only this daemon's user can write "
+                              "(e.g. /run/pinhole-execd, mode 0755)");
+        xd_log("error", "startup_refused", x);
+        json_decref(x);
+        return XD_EXIT_REFUSED;
+    }
+    return 0;
 }
 
 static int bind_socket(const xd_config *cfg, int *out)
@@ -371,6 +411,23 @@ static int bind_socket(const xd_config *cfg, int *out)
     return 0;
 }
 
+/* A worker's certificate must say it is for client authentication: an
+ * extended key usage with clientAuth. One without any EKU, or a server's,
+ * issued by the same CA is not a worker identity (OpenSSL's client
+ * purpose check alone accepts a certificate with no EKU). */
+static int verify_client(int ok, X509_STORE_CTX *x)
+{
+    if (!ok || X509_STORE_CTX_get_error_depth(x) != 0)
+        return ok;
+    X509 *cert = X509_STORE_CTX_get_current_cert(x);
+    if (cert == NULL || !(X509_get_extension_flags(cert) & EXFLAG_XKUSAGE) ||
+        !(X509_get_extended_key_usage(cert) & XKU_SSL_CLIENT)) {
+        X509_STORE_CTX_set_error(x, X509_V_ERR_INVALID_PURPOSE);
+        return 0;
+    }
+    return 1;
+}
+
 /* The TLS context: TLS 1.2 or later, our chain and key, and client
  * certificates required and verified against the CA. The key is the one
  * secret of the daemon's own: it must not be readable by anyone else. */
@@ -400,7 +457,7 @@ static int tls_context(const xd_config *cfg, SSL_CTX **out)
         return XD_EXIT_REFUSED;
     }
     SSL_CTX_set_client_CA_list(ctx, cas);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, verify_client);
     /* libevent 2.1 + OpenSSL 3: a peer closing without close_notify. */
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
     *out = ctx;
@@ -494,13 +551,14 @@ int main(int argc, char **argv)
         json_decref(x);
         return XD_EXIT_UNAVAILABLE;
     }
-    if ((rc = prepare_state_dir(cfg.state_dir)) != 0)
+    if ((rc = prepare_state_dir(cfg.state_dir)) != 0 || (rc = check_socket_dir(cfg.socket_path)) != 0)
         return rc;
     if (evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");
         return XD_EXIT_OS;
     }
-    recover(&cfg);
+    if ((rc = recover(&cfg)) != 0)
+        return rc;
     SSL_CTX *tls_ctx = NULL;
     int tls_fd = -1;
     if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||

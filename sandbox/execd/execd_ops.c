@@ -150,9 +150,14 @@ static void op_env_create(xd_job *job)
         ph_environment_destroy(&env);
         st = ph_diag_set(&d, PH_E_NOMEM, 0, "out of memory");
     }
+    /* Registered only while the connection is there: an environment whose
+     * id can never reach the worker is destroyed (the loop does the same
+     * for a connection that goes between here and the answer). */
     pthread_mutex_lock(&g_mu);
-    if (st != PH_OK || e == NULL) {
-        xd_sandbox_release(job->owner);
+    bool undelivered = st == PH_OK && job->cancelled;
+    if (st != PH_OK || e == NULL || undelivered) {
+        if (!undelivered)
+            xd_sandbox_release(job->owner);
     } else {
         snprintf(e->id, sizeof e->id, "%s", ph_environment_id(env));
         snprintf(e->tenant, sizeof e->tenant, "%s", spec.tenant);
@@ -162,6 +167,14 @@ static void op_env_create(xd_job *job)
         g_envs = e;
     }
     pthread_mutex_unlock(&g_mu);
+    if (undelivered) {
+        free(e);
+        ph_environment_destroy(&env);
+        pthread_mutex_lock(&g_mu);
+        xd_sandbox_release(job->owner);
+        pthread_mutex_unlock(&g_mu);
+        st = ph_diag_set(&d, PH_E_IO, 0, "the connection is gone");
+    }
     if (st != PH_OK) {
         json_decref(warnings);
         job->resp = diag_resp(st, &d);
@@ -728,6 +741,24 @@ static void op_lease(xd_job *job)
 }
 
 /* ---- the daemon's own jobs ---- */
+
+xd_job *xd_undelivered_job(const xd_job *create)
+{
+    const char *env = ph_wire_str(create->resp, "environment");
+    xd_job *job = env ? calloc(1, sizeof *job) : NULL;
+    if (job == NULL)
+        return NULL;
+    job->req = json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "environment", env,
+                         "tenant", ph_wire_str(create->req, "tenant"));
+    job->fn = op_env_destroy;
+    memcpy(job->owner, create->owner, sizeof job->owner);
+    snprintf(job->op, sizeof job->op, "%s", "maintain.undelivered");
+    if (job->req == NULL) {
+        free(job);
+        return NULL;
+    }
+    return job;
+}
 
 /* Destroys everything owned by job->owner that is not xd_busy (owner gone), or
  * ticks held leases (owner ""). */

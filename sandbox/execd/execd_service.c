@@ -42,6 +42,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -470,10 +471,25 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
     for (size_t i = 0; i < g_cfg->allow_uid_count; i++)
         if (g_cfg->allow_uid[i] == cred.uid)
             return true;
-    for (size_t i = 0; i < g_cfg->allow_gid_count; i++)
-        if (g_cfg->allow_gid[i] == cred.gid)
-            return true;
-    return false;
+    if (g_cfg->allow_gid_count == 0)
+        return false;
+    /* The primary group and the supplementary ones the peer had at
+     * connect (SO_PEERGROUPS), as a file's group permission would. */
+    gid_t few[64], *groups = few;
+    socklen_t glen = sizeof few;
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen);
+    if (rc != 0 && errno == ERANGE && (groups = malloc(glen)) != NULL)
+        rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen);
+    size_t ngroups = rc == 0 ? glen / sizeof groups[0] : 0;
+    bool ok = false;
+    for (size_t i = 0; !ok && i < g_cfg->allow_gid_count; i++) {
+        ok = g_cfg->allow_gid[i] == cred.gid;
+        for (size_t k = 0; !ok && k < ngroups; k++)
+            ok = g_cfg->allow_gid[i] == groups[k];
+    }
+    if (groups != few)
+        free(groups);
+    return ok;
 }
 
 /* Makes room for one more unidentified connection from source: over
@@ -690,6 +706,8 @@ static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX])
     return ok;
 }
 
+static bool g_stopping; /* the loop's: SIGTERM or SIGINT came */
+
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -735,11 +753,23 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
             xd_job_free(job);
             continue;
         }
-        json_t *resp = job->resp ? job->resp : ph_wire_error("internal", "no response");
+        /* Stopping: whatever a job did is destroyed with everything else. */
+        json_t *resp = g_stopping  ? ph_wire_error("shutting_down", "the service is stopping")
+                       : job->resp ? job->resp
+                                   : ph_wire_error("internal", "no response");
         if (c != NULL) {
             log_request(job->op, job->owner, resp, ph_monotonic_ms() - job->start_ms);
             c->job = NULL;
             c->ident->jobs--;
+            xd_job *undo = c->dead && json_is_true(json_object_get(resp, "ok")) &&
+                                   strcmp(job->op, "environment.create") == 0
+                               ? xd_undelivered_job(job)
+                               : NULL;
+            if (undo != NULL) {
+                pthread_mutex_lock(&g_pool_mu);
+                xd_enqueue(undo); /* the daemon's own: not bounded by --queue */
+                pthread_mutex_unlock(&g_pool_mu);
+            }
             if (c->dead)
                 conn_free(c);
             else
@@ -863,8 +893,26 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
         evconnlistener_free(tls_lst);
     if (admin)
         evhttp_free(admin);
+    g_stopping = true;
+    event_del(timer);
     xd_pool_stop();
     on_done(-1, 0, NULL);
+    /* The answers just queued (shutting_down) reach their peers, for at
+     * most a second, then every connection closes. */
+    for (xd_conn *c = g_conns, *next; c != NULL; c = next) {
+        next = c->next;
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0) {
+            conn_close(c);
+        } else {
+            c->close_after_write = true;
+            bufferevent_disable(c->bev, EV_READ);
+        }
+    }
+    if (g_conns != NULL) {
+        struct timeval drain = {1, 0};
+        event_base_loopexit(g_base, &drain);
+        event_base_dispatch(g_base);
+    }
     while (g_conns)
         conn_close(g_conns);
     size_t n = xd_destroy_all();

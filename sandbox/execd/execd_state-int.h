@@ -239,6 +239,10 @@ xd_job_fn *xd_op_find(const char *op);
 /* The daemon's own job: destroys what job->owner left (owner gone), or ends
  * holds past approval_hold_seconds. */
 void xd_op_maintain(xd_job *job);
+/* The daemon's own job that destroys the environment a finished
+ * environment.create made when its answer could not be delivered (the
+ * connection went first); NULL when create failed or out of memory. */
+xd_job *xd_undelivered_job(const xd_job *create);
 /* A `busy` error response (counted). */
 json_t *xd_busy(const char *why);
 /* Under g_mu: whether a job is using the lease's environment. */

@@ -72,6 +72,7 @@ struct options {
     char **run_argv; /* --run: the command, NULL-terminated */
     const char *unset[8]; /* --run: variables the runtime added (docker: HOSTNAME) */
     int unset_count;
+    int argv_hex;    /* --run: each argument is lowercase hex of its bytes */
     int have_listen;
     struct sockaddr_in listen_addr;
     const char *connect_path;
@@ -111,7 +112,7 @@ static void usage(FILE *out)
 {
     fputs("usage: pinhole-forwarder [--init] [--listen 127.0.0.1:PORT --connect SOCKET]\n"
           "                         [--max-connections N]\n"
-          "       pinhole-forwarder --run [--unset NAME]... -- PROGRAM [ARG...]\n"
+          "       pinhole-forwarder --run [--unset NAME]... [--argv-hex] -- PROGRAM [ARG...]\n"
           "\n"
           "Relays TCP connections accepted on a loopback address to a unix socket\n"
           "(the pinhole-proxy socket mounted into the sandbox), propagating half-close.\n"
@@ -125,6 +126,8 @@ static void usage(FILE *out)
           "                          exit with its code (127 not found, 128+N signal N);\n"
           "                          only under --init in a sandbox, never as root\n"
           "  --unset NAME            with --run: remove a variable the runtime added\n"
+          "  --argv-hex              with --run: PROGRAM and each ARG are the lowercase\n"
+          "                          hex of their bytes (the runtimes carry text only)\n"
           "  --help                  this text\n"
           "  --version               print the version\n"
           "\n"
@@ -164,6 +167,29 @@ static int parse_listen(const char *text, struct sockaddr_in *out)
     return 0;
 }
 
+/* The forwarder links no library (it runs in a root filesystem with no
+ * libc to load), so pinhole/hex.h's decoder is not available: this is its
+ * lowercase-only rule, decoding s in place. */
+static int hex_digit_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int hex_decode_in_place(char *s)
+{
+    size_t n = strlen(s);
+    if (n % 2 != 0)
+        return 0;
+    for (size_t i = 0; i < n; i += 2) {
+        int hi = hex_digit_value(s[i]), lo = hex_digit_value(s[i + 1]);
+        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) /* NUL would cut the argument */
+            return 0;
+        s[i / 2] = (char)(hi << 4 | lo);
+    }
+    s[n / 2] = '\0';
+    return 1;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
     static const struct option longopts[] = {
@@ -173,6 +199,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"init", no_argument, NULL, 'i'},
         {"run", no_argument, NULL, 'r'},
         {"unset", required_argument, NULL, 'u'},
+        {"argv-hex", no_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -221,6 +248,9 @@ static int parse_options(int argc, char **argv, struct options *o)
             }
             o->unset[o->unset_count++] = optarg;
             break;
+        case 'x':
+            o->argv_hex = 1;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -238,7 +268,17 @@ static int parse_options(int argc, char **argv, struct options *o)
             return 2;
         }
         o->run_argv = &argv[optind];
+        for (char **a = o->run_argv; o->argv_hex && *a; a++) {
+            if (!hex_decode_in_place(*a)) {
+                log_line("error", "--argv-hex: an argument is not lowercase hex", NULL);
+                return 2;
+            }
+        }
         return 0;
+    }
+    if (o->argv_hex) {
+        log_line("error", "--argv-hex goes with --run", NULL);
+        return 2;
     }
     if (o->unset_count > 0) {
         log_line("error", "--unset goes with --run", NULL);

@@ -29,6 +29,21 @@
 #define ENV_VALUE_MAX 32768
 #define ENV_MAX_VARS 512
 
+/* The service's own settings (docs/sandbox.md, "Operator settings"): read
+ * from its environment by the library, never passed to a sandbox. */
+static const char *const setting_names[] = {
+    "PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER",      "PINHOLE_RUNSC",
+    "PINHOLE_RUNSC_DEBUG_LOG", "PINHOLE_DOCKER", "PINHOLE_SANDBOX_ID_RANGE",
+};
+
+bool ph_env_name_is_setting(const char *name)
+{
+    for (size_t i = 0; i < sizeof setting_names / sizeof setting_names[0]; i++)
+        if (strcmp(name, setting_names[i]) == 0)
+            return true;
+    return false;
+}
+
 static const char *const synthesized_names[] = {
     "PATH", "HOME", "TMPDIR", "LANG", "PWD", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
     "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
@@ -271,8 +286,11 @@ static ph_status add_supplied_tier1(const ph_env_inputs *in, const ph_env_block 
         const char *eq = strchr(supplied->vars[i], '=');
         size_t n = eq ? (size_t)(eq - supplied->vars[i]) : 0;
         char name[ENV_NAME_MAX + 1];
-        if (n == 0 || n > ENV_NAME_MAX) {
-            warn(in, "passthrough_name_invalid", "name", supplied->vars[i]);
+        if (n == 0 || n > ENV_NAME_MAX || !valid_env_name(supplied->vars[i], n)) {
+            char shown[ENV_NAME_MAX + 1];
+            snprintf(shown, sizeof shown, "%.*s", (int)(n ? n : strlen(supplied->vars[i])),
+                     supplied->vars[i]);
+            warn(in, "passthrough_name_invalid", "name", shown);
             continue;
         }
         memcpy(name, supplied->vars[i], n);

@@ -53,6 +53,7 @@ struct ph_environment {
     uid_t uid;            /* this environment's own host identity */
     gid_t gid;
     bool id_claimed;      /* ids/<uid> in the state directory is ours */
+    ph_intent intent;     /* what create has recorded (intent.c) */
     ph_spec_copy spec;
     ph_env_block env;
     void *mech;
@@ -369,49 +370,99 @@ static const char *service_getenv(const char *name)
  * across processes sharing the state directory (the CLI), and destroy
  * removes it. The first probe is derived from the environment id. */
 
+/* The claim is published whole: the id is written to ids/.claim-<env id>
+ * first, then linked to ids/<uid> (linkat fails on an existing name, so
+ * the claim stays atomic), so a crash never leaves a claim that does not
+ * name its environment; recovery removes both names. */
 static ph_status claim_id(ph_environment *env, ph_diag *diag)
 {
     ph_execution_service *svc = env->svc;
     ph_status st = ph_fault_point("id_claim", diag);
-    int ids = -1;
-    if (st == PH_OK)
-        st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag);
-    if (st != PH_OK)
-        return st;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a of the id */
+    int ids = -1, fd = -1;
+    char tmp[40];
+    snprintf(tmp, sizeof tmp, ".claim-%s", env->id);
+    for (int attempt = 0; st == PH_OK && fd < 0 && attempt < 4; attempt++) {
+        if (ids >= 0)
+            close(ids); /* the last release removed the empty directory meanwhile */
+        ids = -1;
+        if ((st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag)) != PH_OK)
+            break;
+        (void)unlinkat(ids, tmp, 0);
+        fd = openat(ids, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != ENOENT)
+            break;
+    }
+    if (st != PH_OK || fd < 0 || ph_write_all(fd, env->id, strlen(env->id)) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            (void)unlinkat(ids, tmp, 0);
+        }
+        if (ids >= 0)
+            close(ids);
+        return st != PH_OK ? st : ph_diag_set(diag, PH_E_IO, 0, "id_claim_failed: %s", strerror(e));
+    }
+    close(fd);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a of the id: the first probe */
     for (const char *p = env->id; *p; p++)
         h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    int reopened = 0;
+    int e = EEXIST;
     for (uint32_t i = 0; i < svc->id_count; i++) {
         uint32_t uid = svc->id_first + (uint32_t)((h + i) % svc->id_count);
         char name[16];
         snprintf(name, sizeof name, "%u", (unsigned)uid);
-        int fd = openat(ids, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno == EEXIST)
-            continue;
-        if (fd < 0 && errno == ENOENT && reopened++ < 3) {
-            /* The last release removed the (empty) directory meanwhile. */
-            close(ids);
-            if ((st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag)) != PH_OK)
-                return st;
-            i--;
-            continue;
-        }
-        if (fd < 0)
+        if (linkat(ids, tmp, ids, name, 0) != 0) {
+            e = errno;
+            if (e == EEXIST)
+                continue;
             break;
-        (void)!write(fd, env->id, strlen(env->id));
-        close(fd);
+        }
+        (void)unlinkat(ids, tmp, 0);
         close(ids);
         env->uid = (uid_t)uid;
         env->gid = (gid_t)uid;
         env->id_claimed = true;
         return PH_OK;
     }
-    int e = errno;
+    (void)unlinkat(ids, tmp, 0);
     close(ids);
     return ph_diag_set(diag, e == EEXIST ? PH_E_LIMIT : PH_E_IO, 0,
                        "id_range_exhausted: every host id of the sandbox range is in use (%u)",
                        (unsigned)svc->id_count);
+}
+
+/* Recovery: removes every claim naming env_id (its uid is not known when
+ * the process that claimed died). True when none is left. */
+static bool release_claims_of(ph_execution_service *svc, const char *env_id)
+{
+    int ids = openat(svc->state_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ids < 0)
+        return errno == ENOENT;
+    char tmp[40];
+    snprintf(tmp, sizeof tmp, ".claim-%s", env_id);
+    (void)unlinkat(ids, tmp, 0); /* first: a claim linked from it has two links */
+    bool clean = true;
+    int scan = dup(ids);
+    DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char *owner = NULL;
+        size_t len = 0;
+        if (ph_state_read(ids, de->d_name, &owner, &len, NULL) == PH_OK &&
+            len == strlen(env_id) && memcmp(owner, env_id, len) == 0 &&
+            unlinkat(ids, de->d_name, 0) != 0)
+            clean = false;
+        free(owner);
+    }
+    if (d != NULL)
+        closedir(d);
+    else
+        clean = false;
+    close(ids);
+    (void)unlinkat(svc->state_fd, "ids", AT_REMOVEDIR);
+    return clean;
 }
 
 static void release_id(ph_environment *env)
@@ -457,6 +508,9 @@ static void remove_env_state(ph_environment *env)
         (void)unlinkat(env->env_fd, "root", AT_REMOVEDIR);
     }
     release_id(env);
+    /* Last: until the directory goes, the record says what may be left. */
+    if (env->env_fd >= 0)
+        (void)unlinkat(env->env_fd, PH_INTENT_FILE, 0);
     (void)unlinkat(env->svc->state_fd, env->id, AT_REMOVEDIR);
 }
 
@@ -472,15 +526,21 @@ static ph_status make_env_state(ph_environment *env, ph_diag *diag)
                                    svc->volumes ? ph_ws_limit_bytes(l) : 0, &env->env_fd, diag);
     if (st != PH_OK)
         return st;
+    env->intent.env_fd = env->env_fd;
+    env->intent.mechanism = svc->ops->id;
+    memcpy(env->intent.env_id, env->id, ENV_ID_LEN + 1);
     int ws = -1;
-    if ((st = claim_id(env, diag)) == PH_OK && (st = ph_fault_point("workspace_dir", diag)) == PH_OK)
+    if ((st = ph_intent_record(&env->intent, PH_EFFECT_ID_CLAIM, diag)) == PH_OK &&
+        (st = claim_id(env, diag)) == PH_OK && (st = ph_fault_point("workspace_dir", diag)) == PH_OK)
         st = ph_state_mkdir(env->env_fd, "workspace", 0755, true, &ws, diag);
     if (ws >= 0)
         close(ws);
-    if (st == PH_OK && svc->volumes && env->spec.spec.network.grant_token != NULL)
+    if (st == PH_OK && svc->volumes && env->spec.spec.network.grant_token != NULL &&
+        (st = ph_intent_record(&env->intent, PH_EFFECT_PROXY_PIN, diag)) == PH_OK)
         st = ph_state_pin_socket(env->env_fd, PROXY_PIN, env->spec.spec.network.proxy_socket_path,
                                  diag);
-    if (st == PH_OK && svc->volumes)
+    if (st == PH_OK && svc->volumes &&
+        (st = ph_intent_record(&env->intent, PH_EFFECT_VOLUME, diag)) == PH_OK)
         st = ph_ws_volume_create(env->env_fd, env->state_path, ph_ws_limit_bytes(l),
                                  ph_ws_limit_inodes(l), env->uid, env->gid, diag);
     return st;
@@ -553,6 +613,8 @@ static ph_status env_open(ph_execution_service *svc, const ph_environment_spec *
                                 .gid = env->gid,
                                 .proxy_socket = env->proxy_path,
                                 .spec = &env->spec.spec};
+    if (st == PH_OK && fresh && svc->ops->recover != NULL)
+        st = ph_intent_record(&env->intent, PH_EFFECT_MECHANISM, diag);
     if (st == PH_OK && (st = ph_fault_point("mechanism_create", diag)) == PH_OK)
         st = svc->ops->create(&args, &env->mech, diag);
     if (st != PH_OK) {
@@ -945,4 +1007,50 @@ ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
         st = env_open(svc, &spec, env_id, false, (uid_t)host_id, out, diag);
     json_decref(o);
     return st;
+}
+
+ph_status ph_environment_recover(ph_execution_service *svc, const char *env_id, ph_diag *diag)
+{
+    if (svc == NULL || !valid_env_id(env_id))
+        return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not an environment id (env-<16 hex>)",
+                           env_id ? env_id : "");
+    /* Only a directory this service made (owner euid, 0700, no symlink):
+     * anything else is reported and left alone. */
+    int dir = -1;
+    ph_status st = ph_state_opendir(svc->state_fd, env_id, &dir, diag);
+    if (st == PH_OK)
+        st = ph_state_verify_dir(dir, true, env_id, diag);
+    char *path = NULL;
+    if (st == PH_OK && asprintf(&path, "%s/%s", svc->state_dir, env_id) < 0) {
+        path = NULL;
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    if (st != PH_OK) {
+        if (dir >= 0)
+            close(dir);
+        return st;
+    }
+    ph_intent in;
+    (void)ph_intent_read(dir, svc->ops->id, &in, NULL);
+    /* The reverse of create's order; each undo removes what is there. */
+    const ph_mechanism_ops *ops = ph_mechanism_ops_for(in.mechanism);
+    if ((in.effects & PH_EFFECT_MECHANISM) && ops != NULL && ops->recover != NULL)
+        ops->recover(env_id, dir, path);
+    if (in.effects & PH_EFFECT_PROXY_PIN)
+        ph_state_unpin(dir, path, PROXY_PIN);
+    if (in.effects & PH_EFFECT_VOLUME)
+        remove_workspace(dir, path);
+    bool claims_gone = !(in.effects & PH_EFFECT_ID_CLAIM) || release_claims_of(svc, env_id);
+    close(dir);
+    free(path);
+    /* The claims first: once the directory is gone nothing leads to them. */
+    if (!claims_gone)
+        return ph_diag_set(diag, PH_E_IO, 0,
+                           "recovery_incomplete: the host id claim of %s could not be removed",
+                           env_id);
+    ph_diag td = {0};
+    if (ph_tree_remove_at(svc->state_fd, env_id, PH_TREE_ONE_FS, &td) != PH_OK)
+        return ph_diag_set(diag, PH_E_IO, 0, "recovery_incomplete: %s: %s", env_id,
+                           errno == EXDEV ? "its workspace is still mounted" : strerror(errno));
+    return PH_OK;
 }

@@ -354,6 +354,27 @@ static void docker_destroy(void **state)
     *state = NULL;
 }
 
+/* Recovery: a `docker create` the dead service left running could make the
+ * container after the removal below, so it is killed first. */
+static void docker_recover(const char *env_id, int env_fd, const char *env_state_dir)
+{
+    (void)env_state_dir;
+    char docker[PATH_MAX], name[160];
+    snprintf(name, sizeof name, "pinhole-%s", env_id);
+    if (locate_docker(docker, NULL) == PH_OK) {
+        char exe[PATH_MAX];
+        if (realpath(docker, exe) != NULL)
+            (void)ph_kill_by_argument(exe, "--name", name);
+        const char *rm[] = {docker, "rm", "--force", name, NULL};
+        for (int attempt = 0; attempt < 3; attempt++) {
+            if (docker_run(rm, DOCKER_TIMEOUT_MS, NULL, 0, NULL) == PH_OK)
+                break;
+            usleep(200 * 1000);
+        }
+    }
+    (void)ph_tree_remove_at(env_fd, "docker", PH_TREE_ONE_FS, NULL);
+}
+
 /* --env-file holds one NAME=value per line: a value with a newline cannot
  * be expressed, so it is refused rather than split. */
 static ph_status write_env_file(const docker_state *ds, char *const *envp, ph_diag *diag)
@@ -388,6 +409,7 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
     docker_state *ds = state;
     pthread_mutex_lock(&ds->lock);
     ph_status st = PH_OK;
+    char **hexv = NULL; /* the argv in hex, when it is not all text */
     if (!ds->running) {
         const char *start[] = {ds->docker, "start", ds->name, NULL};
         if ((st = docker_run(start, DOCKER_TIMEOUT_MS, NULL, 0, diag)) != PH_OK)
@@ -415,13 +437,18 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
         argv[n++] = "--unset";
         argv[n++] = "HOSTNAME";
     }
+    bool hex = false;
+    if ((st = ph_oci_run_argv(a->argv, &hexv, &hex, diag)) != PH_OK)
+        goto out;
+    if (hex)
+        argv[n++] = "--argv-hex";
     argv[n++] = "--";
     for (size_t i = 0; a->argv[i] != NULL; i++) {
         if (n + 1 >= PH_CLI_ARGV_MAX) {
             st = ph_diag_set(diag, PH_E_LIMIT, 0, "too many arguments for docker exec");
             goto out;
         }
-        argv[n++] = a->argv[i];
+        argv[n++] = hex ? hexv[i] : a->argv[i];
     }
     argv[n] = NULL;
 
@@ -462,6 +489,7 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
                          WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
     }
 out:
+    ph_oci_run_argv_free(hexv);
     pthread_mutex_unlock(&ds->lock);
     return st;
 }
@@ -474,4 +502,5 @@ const ph_mechanism_ops ph_mechanism_docker = {
     .execute = docker_execute,
     .destroy = docker_destroy,
     .detach = docker_detach,
+    .recover = docker_recover,
 };

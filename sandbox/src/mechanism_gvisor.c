@@ -382,6 +382,37 @@ static void gvisor_destroy(void **state)
     *state = NULL;
 }
 
+/* Recovery after the service died at any step of create, execute or
+ * destroy: the runsc clients it had running (they die with it, but not
+ * before a restart may look) and the sandbox's own processes (gofer,
+ * sandbox: runsc names them with our --root) are killed first, so nothing
+ * is still creating while this removes; then what runsc recorded, the
+ * cgroup and the state. */
+static void gvisor_recover(const char *env_id, int env_fd, const char *env_state_dir)
+{
+    gvisor_state *gs = calloc(1, sizeof *gs);
+    if (gs == NULL)
+        return;
+    pthread_mutex_init(&gs->lock, NULL);
+    gs->dir_fd = gs->bundle_fd = gs->env_fd = -1;
+    bool named = snprintf(gs->id, sizeof gs->id, "%s", env_id) < (int)sizeof gs->id &&
+                 snprintf(gs->rt.root, sizeof gs->rt.root, "%s/gvisor/runsc", env_state_dir) <
+                     (int)sizeof gs->rt.root;
+    if (named && ph_runsc_locate(&gs->rt, NULL) == PH_OK) {
+        char exe[PATH_MAX];
+        if (realpath(gs->rt.binary, exe) != NULL)
+            (void)ph_kill_by_argument(exe, "--root", gs->rt.root);
+        force_delete(gs);
+    } else if (named) {
+        /* No runsc to ask: its processes die with their cgroup. */
+        char group[160];
+        snprintf(group, sizeof group, "pinhole-%s", gs->id);
+        (void)ph_cgroup_remove_group(NULL, group);
+    }
+    (void)ph_tree_remove_at(env_fd, "gvisor", PH_TREE_ONE_FS, NULL);
+    free_state(gs);
+}
+
 /* ---- execute ---- */
 
 static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_diag *diag)
@@ -393,23 +424,32 @@ static ph_status write_process(gvisor_state *gs, const ph_mech_exec_args *a, ph_
         envc++;
     /* The wrapper in front of the command: PATH search, 127 for a missing
      * program, and the sweep of what the command leaves behind. */
-    const char **argv = calloc(argc + 4, sizeof *argv);
-    if (argv == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    argv[0] = PH_OCI_FORWARDER;
-    argv[1] = "--run";
-    argv[2] = "--";
+    char **hexv = NULL;
+    bool hex = false;
+    ph_status st = ph_oci_run_argv(a->argv, &hexv, &hex, diag);
+    const char **argv = st == PH_OK ? calloc(argc + 5, sizeof *argv) : NULL;
+    if (argv == NULL) {
+        ph_oci_run_argv_free(hexv);
+        return st != PH_OK ? st : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
+    size_t head = 0;
+    argv[head++] = PH_OCI_FORWARDER;
+    argv[head++] = "--run";
+    if (hex)
+        argv[head++] = "--argv-hex";
+    argv[head++] = "--";
     for (size_t i = 0; i < argc; i++)
-        argv[3 + i] = a->argv[i];
+        argv[head + i] = hex ? hexv[i] : a->argv[i];
     char cwd[PH_WS_PATH_MAX + 32];
     if (strcmp(a->cwd, ".") == 0 || a->cwd[0] == '\0')
         snprintf(cwd, sizeof cwd, "%s", PH_OCI_WORKSPACE);
     else
         snprintf(cwd, sizeof cwd, "%s/%s", PH_OCI_WORKSPACE, a->cwd);
     json_t *doc = NULL;
-    ph_status st = ph_oci_process_new(argv, argc + 3, (const char *const *)a->envp, envc, cwd,
-                                      gs->uid, gs->gid, &doc, diag);
+    st = ph_oci_process_new(argv, argc + head, (const char *const *)a->envp, envc, cwd, gs->uid,
+                            gs->gid, &doc, diag);
     free(argv);
+    ph_oci_run_argv_free(hexv);
     if (st != PH_OK)
         return st;
     if ((st = ph_fault_point("process_write", diag)) == PH_OK)
@@ -569,4 +609,5 @@ const ph_mechanism_ops ph_mechanism_gvisor = {
     .execute = gvisor_execute,
     .destroy = gvisor_destroy,
     .detach = gvisor_detach,
+    .recover = gvisor_recover,
 };

@@ -15,6 +15,7 @@
 #ifndef PINHOLE_OCI_BUNDLE_INT_H
 #define PINHOLE_OCI_BUNDLE_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -75,5 +76,15 @@ ph_status ph_oci_process_new(const char *const *argv, size_t argc, const char *c
  * planted there is written through (not fsync'd: the documents are consumed
  * at once and mean nothing after a reboot). */
 ph_status ph_oci_write_json(int dir_fd, const char *name, const json_t *doc, ph_diag *diag);
+
+/* The command's argv as pinhole-forwarder --run takes it. The runtimes
+ * carry argv as text (JSON, Go strings), so when an element is not valid
+ * UTF-8 every element is passed as the lowercase hex of its bytes behind
+ * --argv-hex, and the forwarder decodes them: the command gets its bytes
+ * verbatim on every mechanism. *out is a new NULL-terminated vector (free
+ * with ph_oci_run_argv_free) when *hex, else NULL (use argv as is).
+ * PH_OK or PH_E_NOMEM. */
+ph_status ph_oci_run_argv(char *const *argv, char ***out, bool *hex, ph_diag *diag);
+void ph_oci_run_argv_free(char **argv);
 
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "pinhole/diag.h"
+#include "pinhole/hex.h"
 #include "sandbox-int.h"
 
 #define DEFAULT_TMP_BYTES (64ull * 1024 * 1024)
@@ -278,4 +279,37 @@ ph_status ph_oci_write_json(int dir_fd, const char *name, const json_t *doc, ph_
     ph_status st = ph_state_write(dir_fd, name, text, strlen(text), 0600, diag);
     free(text);
     return st;
+}
+
+ph_status ph_oci_run_argv(char *const *argv, char ***out, bool *hex, ph_diag *diag)
+{
+    size_t n = 0;
+    *out = NULL;
+    *hex = false;
+    for (; argv[n] != NULL; n++)
+        if (!ph_bytes_are_utf8(argv[n], strlen(argv[n])))
+            *hex = true;
+    if (!*hex)
+        return PH_OK;
+    char **v = calloc(n + 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        size_t len = strlen(argv[i]);
+        if ((v[i] = malloc(2 * len + 1)) == NULL) {
+            ph_oci_run_argv_free(v);
+            v = NULL;
+            break;
+        }
+        ph_hex_encode(argv[i], len, v[i]);
+    }
+    if (v == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    *out = v;
+    return PH_OK;
+}
+
+void ph_oci_run_argv_free(char **argv)
+{
+    for (size_t i = 0; argv != NULL && argv[i] != NULL; i++)
+        free(argv[i]);
+    free(argv);
 }

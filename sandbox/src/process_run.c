@@ -172,3 +172,64 @@ void ph_kill_session(pid_t sid)
             return;
     }
 }
+
+/* Whether the NUL-separated argv in buf[0..len) holds flag=value or the
+ * pair flag, value. */
+static bool argv_has(const char *buf, size_t len, const char *flag, const char *value)
+{
+    size_t fl = strlen(flag), vl = strlen(value);
+    bool after_flag = false;
+    for (size_t at = 0; at < len;) {
+        const char *arg = buf + at;
+        size_t n = strnlen(arg, len - at);
+        if (after_flag && n == vl && memcmp(arg, value, vl) == 0)
+            return true;
+        if (n == fl + 1 + vl && memcmp(arg, flag, fl) == 0 && arg[fl] == '=' &&
+            memcmp(arg + fl + 1, value, vl) == 0)
+            return true;
+        after_flag = n == fl && memcmp(arg, flag, fl) == 0;
+        at += n + 1;
+    }
+    return false;
+}
+
+size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value)
+{
+    size_t total = 0;
+    for (int round = 0; round < 16; round++) {
+        DIR *d = opendir("/proc");
+        if (d == NULL)
+            return total;
+        size_t killed = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            char *end;
+            long pid = strtol(de->d_name, &end, 10);
+            if (*end != '\0' || pid <= 1 || pid == (long)getpid())
+                continue;
+            char path[64], target[4096];
+            snprintf(path, sizeof path, "/proc/%ld/exe", pid);
+            ssize_t tl = readlink(path, target, sizeof target - 1);
+            if (tl <= 0)
+                continue;
+            target[tl] = '\0';
+            if (strcmp(target, exe) != 0)
+                continue;
+            snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue;
+            static _Thread_local char args[65536];
+            ssize_t n = read(fd, args, sizeof args);
+            close(fd);
+            if (n > 0 && argv_has(args, (size_t)n, flag, value) &&
+                kill((pid_t)pid, SIGKILL) == 0)
+                killed++;
+        }
+        closedir(d);
+        total += killed;
+        if (killed == 0)
+            break;
+    }
+    return total;
+}

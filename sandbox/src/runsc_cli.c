@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "sandbox-int.h"
@@ -137,8 +138,15 @@ ph_status ph_cli_spawn(const char *const *argv, char *const *envp, int fd_in, in
      * pointers avoids a qualifier-dropping cast. */
     char *exec_argv[PH_CLI_ARGV_MAX];
     memcpy(exec_argv, argv, (argc + 1) * sizeof argv[0]);
+    pid_t parent = getpid();
     pid_t child = fork();
     if (child == 0) {
+        /* A tool dies with the service (SIGKILL included): what it was
+         * making is then the next start's recovery to undo, and nothing
+         * may still be making it while that runs. Its own children (a
+         * sandbox runsc create starts) are not affected. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(127);
         /* The runsc client must not die with a signal meant for the service's
          * process group, and must start with default signal dispositions. */
         sigset_t none;

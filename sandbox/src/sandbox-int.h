@@ -65,6 +65,12 @@ const char *ph_env_credential_patterns_text(void);
 
 /* ---- environment tiers (env_tiers.c) ---- */
 
+/* True when name is one of the service's own settings
+ * (PINHOLE_GVISOR_ROOTFS, PINHOLE_FORWARDER, PINHOLE_RUNSC,
+ * PINHOLE_RUNSC_DEBUG_LOG, PINHOLE_DOCKER, PINHOLE_SANDBOX_ID_RANGE): a
+ * service's environment may hold them (their values are still checked);
+ * a sandbox's never does (they stay tier 0 there). */
+bool ph_env_name_is_setting(const char *name);
 /* True when name is set by tier 2 (operators cannot pass it through). */
 bool ph_env_name_is_synthesized(const char *name);
 
@@ -359,6 +365,11 @@ typedef struct ph_mechanism_ops {
      * CLI's create-then-exec across processes (then create is called again
      * with the same args to re-attach). */
     void (*detach)(void **state);
+    /* Recovery (NULL: nothing to undo): removes whatever create may have
+     * made for env_id, from the environment's directory alone, with no
+     * state of a running process: the previous one died at some unknown
+     * step. Idempotent. */
+    void (*recover)(const char *env_id, int env_fd, const char *env_state_dir);
 } ph_mechanism_ops;
 
 /* The adapter for m, or NULL when this build has none (gvisor and docker
@@ -428,5 +439,50 @@ void ph_environment_detach(ph_environment **env);
  * state directory so ph_environment_reattach can find it from another
  * process. The library never does this on its own. */
 ph_status ph_environment_persist_spec(ph_environment *env, ph_diag *diag);
+/* Undoes everything the environment env_id of svc's state directory may
+ * have made, whatever moment the process that made it died at: its
+ * intent record (intent.c) names the effects, each undone whether or not
+ * it was completed (a directory without a record: every effect). Never
+ * starts anything. PH_OK when nothing of it is left (directory, claim,
+ * mounts, the mechanism's sandbox); PH_E_INVAL for a name that is not an
+ * environment id; otherwise the first thing that stayed, with a stable
+ * code ("recovery_incomplete: ..."). */
+ph_status ph_environment_recover(ph_execution_service *svc, const char *env_id, ph_diag *diag);
+
+/* ---- intent records (intent.c) ----
+ * Every effect an environment has on the host beyond its own directory is
+ * added to <env>/intent.json (atomically, through the environment's
+ * verified descriptor) before it is made, so that recovery can undo a
+ * create or a destroy interrupted at any point. One bit per effect; a new
+ * effect gets a bit, a name and an undo in ph_environment_recover. */
+enum {
+    PH_EFFECT_ID_CLAIM = 1u << 0,  /* <state>/ids/<uid>: the host uid/gid */
+    PH_EFFECT_PROXY_PIN = 1u << 1, /* <env>/proxy.sock: a bind mount */
+    PH_EFFECT_VOLUME = 1u << 2,    /* the workspace's loop device and mount */
+    PH_EFFECT_MECHANISM = 1u << 3, /* the mechanism's sandbox (ops->recover) */
+};
+#define PH_EFFECTS_ALL 0xfu
+#define PH_INTENT_FILE "intent.json"
+
+typedef struct ph_intent {
+    int env_fd;                     /* borrowed: the environment's directory */
+    char env_id[24];
+    ph_sandbox_mechanism mechanism;
+    unsigned effects;               /* PH_EFFECT_* recorded so far */
+} ph_intent;
+
+/* Adds effect to in->effects and rewrites the record whole; the caller
+ * makes the effect only on PH_OK. */
+ph_status ph_intent_record(ph_intent *in, unsigned effect, ph_diag *diag);
+/* Reads the record of env_fd. PH_OK with *out filled; otherwise *out says
+ * "every effect, mechanism dflt" and the status why (PH_E_NOT_FOUND: no
+ * record; PH_E_FORMAT or PH_E_DENIED: one this service cannot trust). */
+ph_status ph_intent_read(int env_fd, ph_sandbox_mechanism dflt, ph_intent *out, ph_diag *diag);
+
+/* Kills (SIGKILL) every process running the executable exe (a realpath)
+ * whose argv carries `flag=value` or `flag value`: the clients and helpers
+ * a dead service left working on its state. Repeats while it finds some;
+ * returns how many it killed. */
+size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value);
 
 #endif

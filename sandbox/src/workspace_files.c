@@ -165,10 +165,29 @@ static ph_status open_parent(ph_workspace *ws, char *norm, bool create, int *dir
     return PH_OK;
 }
 
+/* Whether path ends with a slash (or "/."): as in POSIX it then names a
+ * directory, and resolving it to a file is refused (normalization alone
+ * would drop the slash and read "ok.txt/" as ok.txt). */
+static bool names_directory(const char *path)
+{
+    size_t n = strlen(path);
+    while (n >= 2 && path[n - 1] == '.' && path[n - 2] == '/')
+        n--;
+    return n > 1 && path[n - 1] == '/';
+}
+
+static ph_status not_directory(const char *path, ph_diag *diag)
+{
+    return ph_diag_set(diag, PH_E_INVAL, 0,
+                       "path_not_directory: '%s' ends with a slash but is not a directory", path);
+}
+
 /* Normalizes path for an operation on a file (not the root itself). */
 static ph_status normalize_file_path(const char *path, char norm[static PH_WS_PATH_MAX + 1],
                                      const char *what, ph_diag *diag)
 {
+    if (path != NULL && names_directory(path))
+        return not_directory(path, diag);
     ph_status st = ph_ws_normalize_or_refuse(path, norm, diag);
     if (st == PH_OK && strcmp(norm, ".") == 0)
         return ph_diag_set(diag, PH_E_INVAL, 0, "%s: %s",
@@ -201,6 +220,8 @@ ph_status ph_workspace_stat(ph_workspace *ws, const char *path, ph_ws_stat *out,
     close(dir_fd);
     if (rc != 0)
         return ph_ws_errno_status(saved, path, diag);
+    if (names_directory(path) && !S_ISDIR(sb.st_mode))
+        return not_directory(path, diag);
     fill_stat(&sb, out);
     return PH_OK;
 }

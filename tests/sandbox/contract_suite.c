@@ -114,6 +114,24 @@ static void test_argv_reaches_the_program_verbatim(void **state)
     ph_environment_destroy(&env);
 }
 
+/* An argv element is bytes, not text: one that is not UTF-8 reaches the
+ * program verbatim on every mechanism (the runtimes' text-only argv is
+ * bridged by the wrapper), the program's name included. */
+static void test_argv_bytes_that_are_not_utf8(void **state)
+{
+    (void)state;
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    const char *argv[] = {"printf", "[%s][%s]", "caf\xe9", "\xff\xfe-\x01", NULL};
+    ph_execution_result *r = sbx_run(env, argv);
+    static const char want[] = "[caf\xe9][\xff\xfe-\x01]";
+    assert_int_equal(r->exit_code, 0);
+    assert_int_equal(r->out.len, sizeof want - 1);
+    assert_memory_equal(r->out.data, want, sizeof want - 1);
+    ph_execution_result_free(&r);
+    ph_environment_destroy(&env);
+}
+
 static void test_stdin_bytes_reach_the_command(void **state)
 {
     (void)state;
@@ -607,6 +625,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_create_execute_destroy),
         cmocka_unit_test(test_workspace_is_at_the_constant_path),
         cmocka_unit_test(test_argv_reaches_the_program_verbatim),
+        cmocka_unit_test(test_argv_bytes_that_are_not_utf8),
         cmocka_unit_test(test_stdin_bytes_reach_the_command),
         cmocka_unit_test(test_output_is_capped_per_stream),
         cmocka_unit_test(test_binary_output_is_kept_byte_for_byte),

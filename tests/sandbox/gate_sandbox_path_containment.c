@@ -152,6 +152,34 @@ static void test_special_files_and_caps(void **state)
     close(fd);
 }
 
+/* A trailing slash names a directory, as in POSIX: never a file. */
+static void test_trailing_slash_is_a_directory(void **state)
+{
+    ctx *c = *state;
+    int fd = -1;
+    ph_diag diag = {0};
+    ph_ws_stat st;
+    static const char *const file_as_dir[] = {"in/file/", "in/file/.", "in/file//", NULL};
+    for (size_t i = 0; file_as_dir[i]; i++) {
+        assert_int_equal(ph_workspace_open_read(c->ws, file_as_dir[i], 100, &fd, NULL, &diag),
+                         PH_E_INVAL);
+        assert_non_null(strstr(diag.message, "path_not_directory"));
+        assert_int_equal(fd, -1);
+        assert_int_equal(ph_workspace_stat(c->ws, file_as_dir[i], &st, &diag), PH_E_INVAL);
+        assert_non_null(strstr(diag.message, "path_not_directory"));
+        assert_int_equal(ph_workspace_write(c->ws, file_as_dir[i], "x", 1, 0644, &diag),
+                         PH_E_INVAL);
+        assert_non_null(strstr(diag.message, "path_not_directory"));
+    }
+    /* A directory with a slash is still one; the file without is a file. */
+    assert_int_equal(ph_workspace_stat(c->ws, "in/", &st, &diag), PH_OK);
+    assert_int_equal(ph_workspace_stat(c->ws, "in/file", &st, &diag), PH_OK);
+    uint8_t *data = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(c->ws, "in/file", 100, &data, &len, &diag), PH_OK);
+    free(data);
+}
+
 static void test_atomic_write_leaves_nothing_on_failure(void **state)
 {
     ctx *c = *state;
@@ -192,6 +220,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fallback_walk, setup, teardown),
         cmocka_unit_test(test_nul_and_lexical_rules),
         cmocka_unit_test_setup_teardown(test_special_files_and_caps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trailing_slash_is_a_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_atomic_write_leaves_nothing_on_failure, setup,
                                         teardown),
     };

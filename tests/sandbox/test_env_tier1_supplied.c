@@ -64,10 +64,41 @@ static void test_supplied_tier1_goes_through_the_refusals(void **state)
     ph_env_block_clear(&supplied);
 }
 
+/* Names are checked as a passthrough list's are (letters, digits and
+ * '_', not starting with a digit): a bad one is dropped with a warning
+ * naming it, never passed and never dropped silently. */
+static void test_supplied_names_are_validated(void **state)
+{
+    (void)state;
+    ph_env_block supplied = {0};
+    assert_int_equal(ph_env_set(&supplied, "1X", "digit-first"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "X\nY", "newline"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "A-B", "dash"), PH_OK);
+    assert_int_equal(ph_env_set(&supplied, "GOOD_1", "kept"), PH_OK);
+    ph_env_inputs in = {.lease = "L1", .getenv_fn = never_getenv, .log = collect};
+    ph_env_block out = {0};
+    g_warnings[0] = '\0';
+    ph_env_tier1_supplied = &supplied;
+    assert_int_equal(ph_env_build(&in, &out, NULL), PH_OK);
+    ph_env_tier1_supplied = NULL;
+    assert_string_equal(ph_env_get(&out, "GOOD_1"), "kept");
+    for (size_t i = 0; i < out.count; i++) {
+        assert_null(strstr(out.vars[i], "digit-first"));
+        assert_null(strstr(out.vars[i], "newline"));
+        assert_null(strstr(out.vars[i], "dash"));
+    }
+    assert_non_null(strstr(g_warnings, "\"event\":\"passthrough_name_invalid\",\"name\":\"1X\""));
+    assert_non_null(strstr(g_warnings, "\"name\":\"X\\nY\""));
+    assert_non_null(strstr(g_warnings, "\"name\":\"A-B\""));
+    ph_env_block_clear(&out);
+    ph_env_block_clear(&supplied);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_supplied_tier1_goes_through_the_refusals),
+        cmocka_unit_test(test_supplied_names_are_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import ssl
+import stat
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -59,6 +61,33 @@ def _arg(value):
         return {"base64": base64.b64encode(value).decode("ascii")}
 
 
+def _check_server(sock: socket.socket, path: str, expected_uid: Optional[int]) -> None:
+    """The rule of docs/execd.md (the C client's check_server)."""
+    _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if expected_uid is None and os.environ.get("PINHOLE_EXECD_UID"):
+        try:
+            expected_uid = int(os.environ["PINHOLE_EXECD_UID"], 10)
+        except ValueError:
+            raise ExecdError("invalid", "$PINHOLE_EXECD_UID must be a uid") from None
+    if expected_uid is not None:
+        if uid == expected_uid:
+            return
+    elif uid == 0:
+        return
+    else:
+        try:
+            sock_st = os.lstat(path)
+            dir_st = os.stat(os.path.dirname(path) or ".")
+            if (not dir_st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+                    and dir_st.st_uid == sock_st.st_uid == uid):
+                return
+        except OSError:
+            pass
+    raise ExecdError("denied", "execd_peer_untrusted: the socket is served by uid %d, not the "
+                     "service's" % uid)
+
+
 class Client:
     """One connection to pinhole-execd. Not for concurrent use by threads:
     one request at a time, as the protocol says."""
@@ -71,9 +100,21 @@ class Client:
         self.hello = self.call(hello)
 
     @classmethod
-    def unix(cls, path: str, hard_cap_ms: Optional[int] = None) -> "Client":
+    def unix(cls, path: str, hard_cap_ms: Optional[int] = None,
+             expected_uid: Optional[int] = None) -> "Client":
+        """Connects to the socket at path. Before anything is sent, the
+        peer's uid (SO_PEERCRED) must be expected_uid (default:
+        $PINHOLE_EXECD_UID when set, else root, or the owner of a socket in a
+        directory only that owner can write): a socket swapped in by someone
+        else never sees a request (a create carries a grant token).
+        ExecdError("denied", "execd_peer_untrusted: ...") otherwise."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(path)
+        try:
+            s.connect(path)
+            _check_server(s, path, expected_uid)
+        except BaseException:
+            s.close()
+            raise
         return cls(s, hard_cap_ms)
 
     @classmethod

@@ -40,8 +40,15 @@ typedef struct ph_execd_lease ph_execd_lease;
 /* The environment variable naming the default socket. */
 #define PH_EXECD_SOCKET_ENV "PINHOLE_EXECD_SOCKET"
 
+/* The environment variable naming the uid the service runs as (default:
+ * root, or the owner of a socket in a directory only that owner can
+ * write). */
+#define PH_EXECD_UID_ENV "PINHOLE_EXECD_UID"
+
 /*
- * Connects to the service at socket_path and says hello. config->mechanism
+ * Connects to the service at socket_path and says hello. Before anything
+ * is sent, the peer's uid (SO_PEERCRED) must be the service's (see
+ * PH_EXECD_UID_ENV): otherwise PH_E_DENIED, execd_peer_untrusted. config->mechanism
  * must be the service's (else PH_E_UNSUPPORTED naming both);
  * config->hard_cap_ms (> 0) lowers the service's cap for what this
  * connection creates; config->log receives the sandbox's warnings (NULL:

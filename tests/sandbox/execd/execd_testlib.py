@@ -11,7 +11,8 @@ SRC = os.environ.get("PH_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "guard", "python"))
 
-MECHANISM_SETTINGS = ("PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER", "PINHOLE_RUNSC")
+MECHANISM_SETTINGS = ("PINHOLE_GVISOR_ROOTFS", "PINHOLE_FORWARDER", "PINHOLE_RUNSC",
+                      "PINHOLE_RUNSC_DEBUG_LOG", "PINHOLE_DOCKER", "PINHOLE_SANDBOX_ID_RANGE")
 
 
 def start_daemon(execd, tmp, mechanism="fake", extra=()):

@@ -4,6 +4,9 @@ against a fake-mechanism daemon: the ports and the lease through Python,
 non-UTF-8 bytes both ways, the error codes.
 
     python_client.py PINHOLE-EXECD"""
+import os
+import signal
+import socket
 import sys
 import tempfile
 
@@ -76,6 +79,39 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(c.health()["sandboxes"] == 0, "nothing left")
         expect("pinhole_execd_sandboxes_live 0" in c.metrics(), "metrics")
     expect(execd_testlib.stop_daemon(proc) == 0, "clean stop")
+
+    # A socket someone else (uid 65534) put in a shared directory never
+    # sees a request: the client checks who serves it first.
+    os.chmod(tmp, 0o755)
+    shared = os.path.join(tmp, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)
+    path = os.path.join(shared, "execd.sock")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            signal.alarm(20)
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+            srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            srv.bind(path)
+            srv.listen(1)
+            os.write(w, b"r")
+            conn, _ = srv.accept()
+            os.write(w, b"S" if conn.recv(4096) else b"N")
+        finally:
+            os._exit(0)
+    os.close(w)  # the impostor's alone: EOF if it dies
+    if os.read(r, 1) != b"r":
+        raise SystemExit("FAIL: the impostor could not listen")
+    try:
+        Client.unix(path)
+        expect(False, "an impostor's socket was trusted")
+    except ExecdError as e:
+        expect(e.code == "denied" and "execd_peer_untrusted" in e.message, "denied: %s" % e)
+    expect(os.read(r, 1) == b"N", "nothing was sent to the impostor")
+    os.waitpid(pid, 0)
 
 print("%d failure(s)" % len(failures))
 sys.exit(1 if failures else 0)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -332,6 +333,76 @@ static void test_refuses_credential_in_environment(void **state)
     daemon_stop(&d);
 }
 
+/* A state directory the service refuses (here: below a symlink) refuses
+ * the start before anything listens, with the reason in the log. */
+static void test_refuses_an_untrusted_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    char real[128], link[128];
+    snprintf(real, sizeof real, "%s/real", d.dir);
+    snprintf(link, sizeof link, "%s/link", d.dir);
+    assert_int_equal(mkdir(real, 0755), 0);
+    assert_int_equal(symlink(real, link), 0);
+    snprintf(d.state, sizeof d.state, "%.128s/state", link);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_false(access(d.sock, F_OK) == 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "state_dir_refused"));
+    assert_non_null(strstr(log, "state_dir_symlink"));
+    assert_null(strstr(log, "\"listening\""));
+    free(log);
+    daemon_stop(&d);
+}
+
+/* A socket in a directory others can write to could be swapped for
+ * another's: refused, unless the directory is sticky and the daemon's. */
+static void test_refuses_a_shared_socket_directory(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    assert_int_equal(chmod(d.dir, 0777), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_false(access(d.sock, F_OK) == 0);
+    size_t len;
+    char *log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "socket_dir_untrusted"));
+    free(log);
+    assert_int_equal(chmod(d.dir, 0775), 0);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    assert_int_equal(chmod(d.dir, 01777), 0); /* sticky and ours (root's) */
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The service's own settings are not credentials: a daemon started with
+ * them listens (the values are still checked). */
+static void test_own_settings_are_not_credentials(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    const char *const env[] = {"PINHOLE_GVISOR_ROOTFS=/var/lib/pinhole/rootfs",
+                               "PINHOLE_RUNSC=/usr/bin/runsc",
+                               "PINHOLE_FORWARDER=/usr/local/libexec/pinhole/pinhole-forwarder",
+                               "PINHOLE_SANDBOX_ID_RANGE=200000:1000",
+                               "PINHOLE_DOCKER=/usr/bin/docker", "PINHOLE_RUNSC_DEBUG_LOG=", NULL};
+    /* Another PINHOLE_ name is still tier 0, and a setting's value is still
+     * checked for a credential. */
+    const char *const env2[] = {"PINHOLE_GRANT_KEY=abc", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env2), 78);
+    const char *const env3[] = {"PINHOLE_RUNSC=https://bob:hunter2@x.example/", NULL};
+    assert_int_equal(daemon_spawn(&d, opts, env3), 78);
+    assert_int_equal(daemon_spawn(&d, opts, env), -1);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -400,6 +471,112 @@ static void test_wrong_uid_is_refused(void **state)
     assert_non_null(strstr(log, "\"event\":\"unauthenticated\",\"identity\":\"uid:65534\""));
     free(log);
     assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* hello as uid/gid 65534 with gid as a supplementary group: the verdict
+ * ("ok" or the error code). */
+static void hello_in_group(const xdaemon *d, gid_t gid, char *verdict, size_t cap)
+{
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char out[64] = "setuid failed";
+        if (setgroups(1, &gid) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+            setresuid(65534, 65534, 65534) == 0) {
+            int fd = raw_connect(d);
+            json_t *r = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+            snprintf(out, sizeof out, "%s",
+                     json_is_true(json_object_get(r, "ok")) ? "ok" : error_of(r));
+        }
+        (void)!write(pipefd[1], out, strlen(out));
+        _exit(0);
+    }
+    close(pipefd[1]);
+    ssize_t n = read(pipefd[0], verdict, cap - 1);
+    verdict[n > 0 ? n : 0] = '\0';
+    close(pipefd[0]);
+    waitpid(pid, NULL, 0);
+}
+
+/* --allow-gid matches a supplementary group of the peer, not only its
+ * primary one. */
+static void test_allow_gid_matches_supplementary_groups(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--socket-mode=0666", "--allow-gid=4242", NULL};
+    daemon_start(&d, opts);
+    char buf[64];
+    hello_in_group(&d, 4242, buf, sizeof buf);
+    assert_string_equal(buf, "ok");
+    hello_in_group(&d, 4243, buf, sizeof buf);
+    assert_string_equal(buf, "unauthenticated");
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* A socket put in a shared directory by someone else (uid 65534 here)
+ * must not get a worker's first request, whose create would carry a grant
+ * token: the client checks who serves before it sends. */
+static void test_client_checks_who_serves_the_socket(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    assert_int_equal(chmod(dir, 0777), 0);
+    char path[100];
+    snprintf(path, sizeof path, "%.80s/execd.sock", dir);
+    int ready[2], got[2];
+    assert_int_equal(pipe(ready), 0);
+    assert_int_equal(pipe(got), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* the impostor: counts the bytes a client sends it */
+        alarm(20); /* whatever the test does, it goes */
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+        int l = -1;
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            l = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (l < 0 || bind(l, (struct sockaddr *)&sun, sizeof sun) != 0 || listen(l, 4) != 0)
+            _exit(1);
+        (void)!write(ready[1], "r", 1);
+        for (int i = 0; i < 2; i++) {
+            int c = accept(l, NULL, NULL);
+            char buf[4096];
+            ssize_t n = c >= 0 ? read(c, buf, sizeof buf) : -1;
+            char verdict = n > 0 ? 'S' : 'N'; /* something sent, or nothing */
+            (void)!write(got[1], &verdict, 1);
+            if (c >= 0)
+                close(c);
+        }
+        _exit(0);
+    }
+    char r;
+    assert_int_equal(read(ready[0], &r, 1), 1);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_E_DENIED);
+    assert_non_null(strstr(diag.message, "execd_peer_untrusted"));
+    assert_null(svc);
+    char verdict;
+    assert_int_equal(read(got[0], &verdict, 1), 1);
+    assert_int_equal(verdict, 'N');
+    /* Told to expect that uid, the client talks to it (and fails later). */
+    setenv(PH_EXECD_UID_ENV, "65534", 1);
+    assert_int_not_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_OK);
+    unsetenv(PH_EXECD_UID_ENV);
+    assert_int_equal(read(got[0], &verdict, 1), 1);
+    assert_int_equal(verdict, 'S');
+    waitpid(pid, NULL, 0);
+    close(ready[0]);
+    close(ready[1]);
+    close(got[0]);
+    close(got[1]);
+    ph_test_rmtree(dir);
+    free(dir);
 }
 
 static char g_victim[PH_EXECD_ID_MAX]; /* the environment another identity tries */
@@ -902,7 +1079,9 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     ph_execd_lease_hold_begin(lease, 500);
     usleep(1000 * 1000);
     assert_true(ph_execd_lease_has_sandbox(lease));
-    for (int i = 0; i < 40 && ph_execd_lease_has_sandbox(lease); i++)
+    /* lease.status answers busy (no sandbox) while the tick destroys: wait
+     * for the destroy itself. */
+    for (int i = 0; i < 100 && (ph_execd_lease_has_sandbox(lease) || env_dirs(d.state) > 0); i++)
         usleep(100 * 1000);
     assert_false(ph_execd_lease_has_sandbox(lease));
     assert_int_equal(env_dirs(d.state), 0);
@@ -953,15 +1132,43 @@ static void test_owner_gone_past_grace(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* Asks health on fd until its member key is want (10 s at most). */
+static void wait_health(int fd, const char *key, json_int_t want)
+{
+    for (int i = 0; i < 1000; i++) {
+        json_t *h = raw_call(fd, json_pack("{s:s}", "op", "health"));
+        json_int_t v = json_integer_value(json_object_get(h, key));
+        json_decref(h);
+        if (v == want)
+            return;
+        usleep(10 * 1000);
+    }
+    fail_msg("health never showed %s %lld", key, (long long)want);
+}
+
 static void test_shutdown_destroys_everything(void **state)
 {
     (void)state;
     xdaemon d;
-    daemon_start(&d, NULL);
+    const char *const one_thread[] = {"--max-executions=1", NULL};
+    daemon_start(&d, one_thread);
     int fd = raw_hello(&d);
     free(raw_create(fd, "t1"));
     free(raw_create(fd, "t2"));
     assert_int_equal(env_dirs(d.state), 2);
+    /* Clients waiting for an answer get one: a command running, a request
+     * queued behind it. */
+    char *env = raw_create(fd, "t1");
+    const char *const sleep_argv[] = {"sleep", "30", NULL};
+    int running = raw_hello(&d), queued = raw_hello(&d);
+    json_t *req = raw_execute_req("t1", env, sleep_argv);
+    assert_int_equal(ph_wire_send(running, req), 0);
+    json_decref(req);
+    wait_health(fd, "executions", 1);
+    req = json_pack("{s:s, s:s, s:s}", "op", "environment.create", "tenant", "t3", "lease", "l");
+    assert_int_equal(ph_wire_send(queued, req), 0);
+    json_decref(req);
+    wait_health(fd, "queued", 1);
     kill(d.pid, SIGTERM);
     int status;
     waitpid(d.pid, &status, 0);
@@ -969,6 +1176,16 @@ static void test_shutdown_destroys_everything(void **state)
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_int_equal(env_dirs(d.state), 0);
+    int conns[] = {running, queued};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = NULL;
+        (void)ph_wire_recv(conns[i], PH_EXECD_MAX_RESPONSE_BYTES, &r); /* NULL at EOF: "eof" */
+        const char *e = error_of(r);
+        assert_string_equal(e ? e : "(an answer that is not an error)", "shutting_down");
+        json_decref(r);
+        close(conns[i]);
+    }
+    free(env);
     close(fd);
     daemon_stop(&d);
 }
@@ -1380,10 +1597,14 @@ static void make_pki(const char *dir)
              "ca() { key $1; openssl req -x509 -new -key $1.key -out $1.pem -days 2 -subj /CN=$1; }; "
              "leaf() { key $1; openssl req -new -key $1.key -out $1.csr -subj \"$3\"; "
              "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > $1.ext; "
+             "if [ -n \"$4\" ]; then printf 'extendedKeyUsage=%%s\\n' $4 >> $1.ext; fi; "
              "openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -days 2 "
              "-extfile $1.ext -out $1.pem 2>/dev/null; }; "
-             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost; leaf wa ca1 /O=pinhole/CN=worker-a; "
-             "leaf wb ca1 /O=pinhole/CN=worker-b; leaf rogue ca2 /O=pinhole/CN=worker-a; "
+             "ca ca1; ca ca2; leaf srv ca1 /CN=localhost serverAuth; "
+             "leaf wa ca1 /O=pinhole/CN=worker-a clientAuth; "
+             "leaf wb ca1 /O=pinhole/CN=worker-b clientAuth; "
+             "leaf rogue ca2 /O=pinhole/CN=worker-a clientAuth; "
+             "leaf noeku ca1 /O=pinhole/CN=worker-c; leaf srvonly ca1 /O=pinhole/CN=worker-d serverAuth; "
              "chmod 644 srv.key",
              dir);
     assert_int_equal(system(cmd), 0);
@@ -1513,6 +1734,12 @@ static void test_tls_mutual_authentication(void **state)
     assert_int_equal(tls_open(&d, port, NULL, "ca1", &x, &diag), PH_E_DENIED);
     assert_null(x);
     assert_int_equal(tls_open(&d, port, "rogue", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    /* A certificate of the right CA that is not for client authentication
+     * (no extended key usage, or serverAuth only) is not a worker's. */
+    assert_int_equal(tls_open(&d, port, "noeku", "ca1", &x, &diag), PH_E_DENIED);
+    assert_null(x);
+    assert_int_equal(tls_open(&d, port, "srvonly", "ca1", &x, &diag), PH_E_DENIED);
     assert_null(x);
     /* The worker's own trust: a service it cannot verify is refused. */
     assert_int_equal(tls_open(&d, port, "wa", "ca2", &x, &diag), PH_E_DENIED);
@@ -1728,7 +1955,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_refuses_credential_in_environment, stop_left),
         cmocka_unit_test_teardown(test_usage_errors, stop_left),
+        cmocka_unit_test_teardown(test_refuses_an_untrusted_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_refuses_a_shared_socket_directory, stop_left),
+        cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
+        cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
+        cmocka_unit_test_teardown(test_client_checks_who_serves_the_socket, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
         cmocka_unit_test_teardown(test_disconnect_kills_the_command, stop_left),
