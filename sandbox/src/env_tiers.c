@@ -272,7 +272,11 @@ static ph_status add_supplied_tier1(const ph_env_inputs *in, const ph_env_block 
         size_t n = eq ? (size_t)(eq - supplied->vars[i]) : 0;
         char name[ENV_NAME_MAX + 1];
         if (n == 0 || n > ENV_NAME_MAX) {
-            warn(in, "passthrough_name_invalid", "name", supplied->vars[i]);
+            /* The entry may be a value alone ("=secret", no '=' at all):
+             * the warning says only how long its name part is. */
+            char len[24];
+            snprintf(len, sizeof len, "%zu", eq ? n : strlen(supplied->vars[i]));
+            warn(in, "passthrough_name_invalid", "name_bytes", len);
             continue;
         }
         memcpy(name, supplied->vars[i], n);
