@@ -544,6 +544,9 @@ static bool bearer_token(const char *value)
                 if (p[h + 1 + b] == '.')
                     return true;
             }
+            /* A start later in the same run ends where this one did and
+             * fails the same way: skipping it keeps the scan linear. */
+            p += h - 1;
         }
     }
     return false;

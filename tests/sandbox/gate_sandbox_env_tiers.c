@@ -135,6 +135,7 @@ static const struct {
     {"CONFIG_YAML", "user: app\npassword: canary-7d3e\n", "credential_field"},
     {"CONFIG_YAML2", "db:\n  api_key: 'canary-7d3e'", "credential_field"},
     {"HDR", "Authorization: Basic Y2FuYXJ5LTdkM2U=", "credential_field"},
+    {"HDR2", "Authorization: Bearer canary", "credential_field"},
     {"UPSTREAM_HEADER", "Bearer canary7d3eabcdef0123456789", "bearer_token"},
     {"CURL_ARGS", "-H 'X: bearer  canary7d3eabcdef0123456789'", "bearer_token"},
     {"OIDC_ID",
