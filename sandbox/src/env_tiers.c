@@ -286,10 +286,18 @@ static ph_status add_supplied_tier1(const ph_env_inputs *in, const ph_env_block 
         const char *eq = strchr(supplied->vars[i], '=');
         size_t n = eq ? (size_t)(eq - supplied->vars[i]) : 0;
         char name[ENV_NAME_MAX + 1];
-        if (n == 0 || n > ENV_NAME_MAX || !valid_env_name(supplied->vars[i], n)) {
+        if (n == 0 || n > ENV_NAME_MAX) {
+            /* The entry may be a value alone ("=secret", no '=' at all):
+             * the warning says only how long its name part is. */
+            char len[24];
+            snprintf(len, sizeof len, "%zu", eq ? n : strlen(supplied->vars[i]));
+            warn(in, "passthrough_name_invalid", "name_bytes", len);
+            continue;
+        }
+        if (!valid_env_name(supplied->vars[i], n)) {
+            /* A name part, cut at its '=': named, as the list's names are. */
             char shown[ENV_NAME_MAX + 1];
-            snprintf(shown, sizeof shown, "%.*s", (int)(n ? n : strlen(supplied->vars[i])),
-                     supplied->vars[i]);
+            snprintf(shown, sizeof shown, "%.*s", (int)n, supplied->vars[i]);
             warn(in, "passthrough_name_invalid", "name", shown);
             continue;
         }

@@ -64,6 +64,37 @@ static void test_supplied_tier1_goes_through_the_refusals(void **state)
     ph_env_block_clear(&supplied);
 }
 
+/* An entry with no name, or no '=' at all, may be a value alone: the
+ * warning gives the length of its name part, never the entry. */
+static void test_invalid_entry_is_never_echoed(void **state)
+{
+    (void)state;
+    ph_env_block supplied = {0};
+    assert_int_equal(ph_env_set(&supplied, "", "canary-5a3"), PH_OK); /* "=canary-5a3" */
+    assert_int_equal(ph_env_set(&supplied, "OK_NAME", "1"), PH_OK);
+    free(supplied.vars[1]);
+    supplied.vars[1] = strdup("canary-5a4"); /* no '=' */
+    char big[200];
+    memset(big, 'N', 150);
+    memcpy(big + 150, "canary-5a5", 11);
+    assert_int_equal(ph_env_set(&supplied, big, "v"), PH_OK); /* name over 128 bytes */
+    ph_env_inputs in = {.lease = "L1", .getenv_fn = never_getenv, .log = collect};
+    ph_env_block out = {0};
+    g_warnings[0] = '\0';
+    ph_env_tier1_supplied = &supplied;
+    assert_int_equal(ph_env_build(&in, &out, NULL), PH_OK);
+    ph_env_tier1_supplied = NULL;
+    for (size_t i = 0; i < out.count; i++)
+        assert_null(strstr(out.vars[i], "canary-5a"));
+    if (strstr(g_warnings, "canary-5a") != NULL)
+        fail_msg("a warning echoes an entry: %s", g_warnings);
+    assert_non_null(strstr(g_warnings, "\"event\":\"passthrough_name_invalid\",\"name_bytes\":\"0\""));
+    assert_non_null(strstr(g_warnings, "\"name_bytes\":\"10\""));
+    assert_non_null(strstr(g_warnings, "\"name_bytes\":\"160\""));
+    ph_env_block_clear(&out);
+    ph_env_block_clear(&supplied);
+}
+
 /* Names are checked as a passthrough list's are (letters, digits and
  * '_', not starting with a digit): a bad one is dropped with a warning
  * naming it, never passed and never dropped silently. */
@@ -99,6 +130,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_supplied_tier1_goes_through_the_refusals),
         cmocka_unit_test(test_supplied_names_are_validated),
+        cmocka_unit_test(test_invalid_entry_is_never_echoed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

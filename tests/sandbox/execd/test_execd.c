@@ -333,6 +333,26 @@ static void test_refuses_credential_in_environment(void **state)
     daemon_stop(&d);
 }
 
+/* Started from a shell: PWD, OLDPWD, SHLVL and _ are a shell's bookkeeping,
+ * not credentials, and the daemon listens. */
+static void test_starts_from_a_shell_environment(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    const char *const opts[] = {"--allow-uid=0", NULL};
+    const char *const env[] = {"PWD=/home/dev/src/app@2", "OLDPWD=/home/dev", "SHLVL=2",
+                               "_=/usr/bin/pinhole-execd", "HOME=/home/dev", "TERM=xterm",
+                               "LANG=C.UTF-8", "USER=dev", NULL};
+    int rc = daemon_spawn(&d, opts, env);
+    if (rc != -1) {
+        size_t len;
+        char *log = ph_test_read_file(d.log, &len);
+        fail_msg("pinhole-execd exited %d instead of listening: %s", rc, log ? log : "");
+    }
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* A state directory the service refuses (here: below a symlink) refuses
  * the start before anything listens, with the reason in the log. */
 static void test_refuses_an_untrusted_state_dir(void **state)
@@ -1956,6 +1976,7 @@ int main(void)
         cmocka_unit_test_teardown(test_refuses_credential_in_environment, stop_left),
         cmocka_unit_test_teardown(test_usage_errors, stop_left),
         cmocka_unit_test_teardown(test_refuses_an_untrusted_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_starts_from_a_shell_environment, stop_left),
         cmocka_unit_test_teardown(test_refuses_a_shared_socket_directory, stop_left),
         cmocka_unit_test_teardown(test_own_settings_are_not_credentials, stop_left),
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
