@@ -13,9 +13,13 @@
  *            (/run/pinhole/pinhole-<env id>/forwarder); `docker start`;
  *   execute  `docker exec -i --user --workdir --env-file` behind
  *            `pinhole-forwarder --run --unset HOSTNAME` (docker adds
- *            HOSTNAME to every process); at the deadline `docker kill`
- *            ends the init and with it the container's PID namespace, and
- *            the next execute starts the container again;
+ *            HOSTNAME to every process); then `docker top` must list the
+ *            init alone (the wrapper shares the command's uid and may have
+ *            been killed or stopped by it): what is left runs on until it
+ *            ends or the deadline. At the deadline `docker kill` + `docker
+ *            wait` end the init and with it the container's PID namespace,
+ *            and the next execute starts the container again. So when
+ *            execute returns, no process of the command is alive;
  *   destroy  `docker rm --force`.
  * When no engine answers `docker version`, the mechanism is unavailable
  * (its tests print SKIP).
@@ -42,6 +46,7 @@
 #define DOCKER_TIMEOUT_MS 60000
 #define PROBE_TIMEOUT_MS 5000
 #define PIPE_GRACE_MS 2000
+#define SURVIVOR_POLL_MS 200
 
 typedef struct docker_state {
     pthread_mutex_t lock;
@@ -382,6 +387,67 @@ static ph_status write_env_file(const docker_state *ds, char *const *envp, ph_di
     return st;
 }
 
+/* Ends the container: its init dies, and with it (the kernel's rule for a
+ * PID namespace) every process of the container; `docker wait` returns once
+ * the init has been reaped, which the kernel allows only after every other
+ * member of its namespace has exited. The next execute starts it again. */
+static void kill_container(docker_state *ds)
+{
+    const char *kill_cmd[] = {ds->docker, "kill", ds->name, NULL};
+    const char *wait_cmd[] = {ds->docker, "wait", ds->name, NULL};
+    (void)docker_run(kill_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
+    (void)docker_run(wait_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
+    ds->running = false;
+}
+
+/* How many processes the engine lists in the container (`docker top`: the
+ * host's view of the container's cgroup, which nothing inside can leave or
+ * forge), or -1 when it cannot say. */
+static int container_processes(const docker_state *ds)
+{
+    const char *top[] = {ds->docker, "top", ds->name, "-o", "pid", NULL};
+    char out[512];
+    if (docker_run(top, DOCKER_TIMEOUT_MS, out, sizeof out, NULL) != PH_OK)
+        return -1;
+    int lines = 0;
+    for (const char *p = out; *p != '\0'; p++)
+        lines += *p == '\n';
+    /* The header line, then one line per process; a list longer than the
+     * buffer holds more than the init. */
+    if (strlen(out) >= sizeof out - 1)
+        return lines > 2 ? lines - 1 : 2;
+    return lines > 0 ? lines - 1 : -1;
+}
+
+/* After the command's wrapper has exited: a command ends when every process
+ * it started has ended. The wrapper kills what the command left behind
+ * before it exits, but it runs as the command's uid and the command can
+ * kill or stop it first; so the host asks the engine. Whatever is left runs
+ * on, its output collected, until it ends or the deadline comes: then the
+ * container is killed and the command has timed out (returns true). */
+static bool wait_for_the_rest(docker_state *ds, ph_capture caps[static 2], int64_t deadline)
+{
+    for (;;) {
+        int n = container_processes(ds);
+        if (n == 1)
+            return false;
+        if (n < 1) {
+            kill_container(ds); /* no answer: make sure */
+            return false;
+        }
+        int64_t now = ph_monotonic_ms();
+        if (now >= deadline) {
+            kill_container(ds);
+            return true;
+        }
+        int64_t next = now + SURVIVOR_POLL_MS < deadline ? now + SURVIVOR_POLL_MS : deadline;
+        ph_capture_drain(caps, 2, next);
+        int64_t left = next - ph_monotonic_ms();
+        if (left > 0)
+            (void)poll(NULL, 0, (int)left);
+    }
+}
+
 static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech_outcome *o,
                                 ph_diag *diag)
 {
@@ -438,13 +504,16 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
     ph_capture_stream(caps, a);
     int ws = 0;
     if (ph_cli_collect(pid, pidfd, caps, 2, deadline, &ws) == PH_E_TIMEOUT) {
-        /* The init dies, and with it every process of the container. */
-        const char *kill_cmd[] = {ds->docker, "kill", ds->name, NULL};
-        (void)docker_run(kill_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
-        ds->running = false;
+        kill_container(ds);
         kill(pid, SIGKILL);
         (void)ph_runsc_wait(pid, pidfd, -1, &ws);
         o->timed_out = true;
+    } else if (!WIFEXITED(ws)) {
+        /* The client was killed on the host: the service cancelled the
+         * command (pinhole-execd does when its worker goes away). */
+        kill_container(ds);
+    } else {
+        o->timed_out = wait_for_the_rest(ds, caps, deadline);
     }
     close(pidfd);
     ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);

@@ -8,11 +8,17 @@
  *            when the network is granted);
  *   execute  runs `runsc exec --process <json>` with the exact argv (behind
  *            pinhole-forwarder --run, which kills what the command leaves
- *            behind), user, cwd and environment; the wall clock is enforced
- *            from here (gVisor does not enforce RLIMIT_CPU): at the deadline
- *            the init sweeps every other process (SIGUSR1, confirmed with
- *            `runsc ps`), or, failing that, `runsc kill --all` ends them all
- *            and the sandbox is started again at the next execute;
+ *            behind), user, cwd and environment; then asks the sentry
+ *            (`runsc ps`) whether anything but the init is left, since the
+ *            wrapper shares the command's uid and may have been killed or
+ *            stopped by it: what is left runs on until it ends or the
+ *            deadline. The wall clock is enforced from here (gVisor does not
+ *            enforce RLIMIT_CPU): at the deadline the init sweeps every
+ *            other process (SIGUSR1, confirmed with `runsc ps`), or, failing
+ *            that, the sandbox is destroyed (`runsc kill --all`, `runsc
+ *            delete --force`) and started again at the next execute. So when
+ *            execute returns, no process of the command is alive, and
+ *            files_changed (computed after) sees all they did;
  *   detach   forgets the sandbox in this process; create with the same
  *            arguments re-attaches to it while it runs (the CLI);
  *   destroy  `runsc kill --all`, `runsc delete --force` (which removes the
@@ -69,9 +75,12 @@
  * can take seconds while the host reaps the sandbox). */
 #define LIFECYCLE_TIMEOUT_MS 30000
 #define KILL_TIMEOUT_MS 10000
-/* After the command's wrapper exits, its pipes close at once unless
- * something it left behind still holds them (the wrapper kills those). */
+/* Once nothing of the command is left, its pipes reach end of file as soon
+ * as the sentry closes its copies. */
 #define PIPE_GRACE_MS 2000
+/* How often `runsc ps` is asked while processes the wrapper did not end
+ * run on towards the deadline. */
+#define SURVIVOR_POLL_MS 200
 /* How long the init's sweep may take before kill --all is used instead. */
 #define SWEEP_CONFIRM_MS 1000
 
@@ -432,26 +441,40 @@ void ph_gvisor_map_status(int code, ph_mech_outcome *o)
     }
 }
 
-/* True when `runsc ps` lists the init (PID 1) and nothing else. */
-static bool only_init_left(gvisor_state *gs)
+/* What `runsc ps` says of the sandbox's processes. The list comes from the
+ * sentry (gVisor's kernel, on the host side of the boundary): nothing the
+ * command runs can answer in its place, unlike the in-sandbox wrapper and
+ * init, which run as the command's own uid. */
+typedef enum sandbox_procs { PROCS_ONLY_INIT, PROCS_OTHERS, PROCS_UNKNOWN } sandbox_procs;
+
+static sandbox_procs list_processes(gvisor_state *gs)
 {
     const char *ps[] = {"ps", "--format", "json", gs->id, NULL};
     char out[256];
     if (ph_runsc_run(&gs->rt, gs->host_uds, ps, KILL_TIMEOUT_MS, out, sizeof out, NULL, 0,
                      NULL) != PH_OK)
-        return false;
+        return PROCS_UNKNOWN;
+    /* A list that does not fit the buffer holds more than the init. */
     json_t *pids = json_loads(out, 0, NULL);
-    bool alone = json_is_array(pids) && json_array_size(pids) == 1 &&
-                 json_integer_value(json_array_get(pids, 0)) == 1;
+    sandbox_procs r = PROCS_OTHERS;
+    if (pids == NULL && strlen(out) < sizeof out - 1)
+        r = PROCS_UNKNOWN;
+    else if (json_is_array(pids) && json_array_size(pids) == 1 &&
+             json_integer_value(json_array_get(pids, 0)) == 1)
+        r = PROCS_ONLY_INIT;
     json_decref(pids);
-    return alone;
+    return r;
 }
 
 /* Ends every process of the sandbox but its init: SIGUSR1 asks the init
  * (pinhole-forwarder --init) to kill(-1, SIGKILL) until nothing else is
  * left, which keeps the sandbox (and a granted relay) up for the next
- * command. If that cannot be confirmed quickly, `runsc kill --all` ends
- * everything, init included, and the next execute starts a new sandbox. */
+ * command. The init runs as the command's uid, so it is trusted with
+ * nothing: the end is confirmed by `runsc ps`, and when it cannot be within
+ * SWEEP_CONFIRM_MS the sandbox is destroyed (`runsc kill --all`, which
+ * returns once every process has exited, then `runsc delete --force`, which
+ * returns once the sandbox's host processes have); the next execute starts a
+ * new one. Either way nothing the command started is alive on return. */
 static void kill_everything(gvisor_state *gs)
 {
     const char *sweep[] = {"kill", gs->id, "USR1", NULL};
@@ -459,13 +482,42 @@ static void kill_everything(gvisor_state *gs)
         ph_runsc_run(&gs->rt, gs->host_uds, sweep, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL) == PH_OK) {
         int64_t give_up = ph_monotonic_ms() + SWEEP_CONFIRM_MS;
         do {
-            if (only_init_left(gs))
+            if (list_processes(gs) == PROCS_ONLY_INIT)
                 return;
         } while (ph_monotonic_ms() < give_up);
     }
-    const char *kill_all[] = {"kill", "--all", gs->id, "KILL", NULL};
-    (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
-    gs->running = false;
+    force_delete(gs);
+}
+
+/* After the command's wrapper has exited: a command ends when every process
+ * it started has ended. The wrapper normally kills what the command left
+ * behind before it exits, but it runs as the command's uid and the command
+ * can kill or stop it first; so the host asks the sentry. Whatever is still
+ * there runs on, its output collected, until it ends or the deadline comes:
+ * then it is killed and the command has timed out. Returns true when it
+ * timed out. */
+static bool wait_for_the_rest(gvisor_state *gs, ph_capture caps[static 2], int64_t deadline)
+{
+    for (;;) {
+        sandbox_procs p = list_processes(gs);
+        if (p == PROCS_ONLY_INIT)
+            return false;
+        if (p == PROCS_UNKNOWN) {
+            /* No answer (the sandbox died, or runsc failed): make sure. */
+            force_delete(gs);
+            return false;
+        }
+        int64_t now = ph_monotonic_ms();
+        if (now >= deadline) {
+            kill_everything(gs);
+            return true;
+        }
+        int64_t next = now + SURVIVOR_POLL_MS;
+        ph_capture_drain(caps, 2, next < deadline ? next : deadline);
+        int64_t left = (next < deadline ? next : deadline) - ph_monotonic_ms();
+        if (left > 0)
+            (void)poll(NULL, 0, (int)left); /* the pipes may have closed early */
+    }
 }
 
 static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph_mech_outcome *o,
@@ -497,16 +549,19 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
         kill_everything(gs);
         kill(pid, SIGKILL); /* the client; its processes are gone already */
         (void)ph_runsc_wait(pid, pidfd, -1, &ws);
-    } else {
-        /* The pipes close at once unless something escaped the wrapper's
-         * sweep and still holds them: give it a moment, then end it. */
-        ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);
-        if (caps[0].fd >= 0 || caps[1].fd >= 0)
-            kill_everything(gs);
+    } else if (!WIFEXITED(ws)) {
+        /* The client was killed on the host: nothing in the sandbox can
+         * signal it, so the service cancelled the command (pinhole-execd
+         * does when its worker goes away). Everything ends now. */
+        kill_everything(gs);
+    } else if (gs->running) {
+        o->timed_out = wait_for_the_rest(gs, caps, deadline);
     }
     o->duration_ms = ph_monotonic_ms() - start;
     close(pidfd);
-    ph_capture_drain(caps, 2, ph_monotonic_ms() + 100);
+    /* Nothing of the command is left: the pipes are at end of file once
+     * the sentry has closed its copies. */
+    ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);
     for (int i = 0; i < 2; i++)
         if (caps[i].fd >= 0)
             close(caps[i].fd);
