@@ -70,6 +70,9 @@
 #ifndef PH_FORWARDER_INSTALLED
 #define PH_FORWARDER_INSTALLED "/usr/local/libexec/pinhole/pinhole-forwarder"
 #endif
+#ifndef PH_IDMAP_INSTALLED
+#define PH_IDMAP_INSTALLED "/usr/local/libexec/pinhole/pinhole-idmap"
+#endif
 
 /* Generous bounds on runsc's own subcommands (they take 20-200 ms; delete
  * can take seconds while the host reaps the sandbox). */
@@ -129,14 +132,12 @@ ph_status ph_gvisor_rootfs_path(char out[static PATH_MAX], ph_diag *diag)
                        "and set PINHOLE_GVISOR_ROOTFS");
 }
 
-ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
+/* A helper program of ours: $<env_name>, the installed one, then (build
+ * trees, build may be NULL) the build's. */
+static ph_status helper_path(const char *env_name, const char *installed, const char *build,
+                             const char *what, char out[static PATH_MAX], ph_diag *diag)
 {
-    const char *env = getenv("PINHOLE_FORWARDER");
-    const char *candidates[] = {env, PH_FORWARDER_INSTALLED,
-#ifdef PH_FORWARDER_BUILD_PATH
-                                PH_FORWARDER_BUILD_PATH,
-#endif
-    };
+    const char *candidates[] = {getenv(env_name), installed, build};
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         const char *c = candidates[i];
         if (c == NULL || c[0] != '/' || access(c, X_OK) != 0)
@@ -144,8 +145,29 @@ ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
         if (realpath(c, out) != NULL)
             return PH_OK;
     }
-    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
-                       "pinhole-forwarder is not installed (set PINHOLE_FORWARDER)");
+    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "%s is not installed (set %s)", what, env_name);
+}
+
+ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
+{
+#ifdef PH_FORWARDER_BUILD_PATH
+    const char *build = PH_FORWARDER_BUILD_PATH;
+#else
+    const char *build = NULL;
+#endif
+    return helper_path("PINHOLE_FORWARDER", PH_FORWARDER_INSTALLED, build, "pinhole-forwarder",
+                       out, diag);
+}
+
+/* pinhole-idmap (tools/pinhole_idmap.c): runsc's newuidmap/newgidmap. */
+static ph_status idmap_path(char out[static PATH_MAX], ph_diag *diag)
+{
+#ifdef PH_IDMAP_BUILD_PATH
+    const char *build = PH_IDMAP_BUILD_PATH;
+#else
+    const char *build = NULL;
+#endif
+    return helper_path("PINHOLE_IDMAP", PH_IDMAP_INSTALLED, build, "pinhole-idmap", out, diag);
 }
 
 /* The mount points runsc would otherwise create in the shared root
@@ -176,7 +198,7 @@ static ph_status gvisor_available(ph_diag *diag)
     char path[PATH_MAX];
     ph_status st;
     if ((st = ph_runsc_locate(&rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(path, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(path, diag)) != PH_OK)
+        (st = ph_gvisor_forwarder_path(path, diag)) != PH_OK || (st = idmap_path(path, diag)) != PH_OK)
         return st;
     if (geteuid() != 0)
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
@@ -276,6 +298,39 @@ static void free_state(gvisor_state *gs)
     free(gs);
 }
 
+/* <env>/gvisor/idmap/{newuidmap,newgidmap} -> pinhole-idmap.
+ *
+ * runsc 20221219 runs the sandbox process (the sentry) as host uid 65534,
+ * "nobody", for every sandbox when its real uid is 0, and as its real uid
+ * otherwise: createSandboxProcess in runsc/sandbox/sandbox.go checks
+ * unix.Getuid() != 0 and then maps nobody in the sandbox's user namespace
+ * to os.Getuid(). (--rootless would map it to root here, and `runsc create`
+ * refuses it.) So `runsc create` runs with the environment's uid as its
+ * real uid and 0 as its effective and saved uid: it keeps every
+ * capability, and the sentry runs as that uid. The same check then starts
+ * the gofer the rootless way (createGoferProcess in
+ * runsc/container/container.go): in the spec's user namespace
+ * (ph_oci_sandbox.user_namespace), whose maps it has `newuidmap` and
+ * `newgidmap` write, found on PATH. This directory, first on runsc's PATH
+ * for create only, holds ours. */
+static ph_status make_idmap_dir(gvisor_state *gs, const char *idmap, ph_diag *diag)
+{
+    int fd = -1;
+    ph_status st = ph_fault_point("gvisor_idmap", diag);
+    if (st == PH_OK)
+        st = ph_state_mkdir(gs->dir_fd, "idmap", 0700, false, &fd, diag);
+    static const char *const names[] = {"newuidmap", "newgidmap"};
+    for (size_t i = 0; st == PH_OK && i < 2; i++) {
+        /* Replaced, not reused: a re-attach may come from another build. */
+        (void)unlinkat(fd, names[i], 0);
+        if (symlinkat(idmap, fd, names[i]) != 0)
+            st = ph_diag_set(diag, PH_E_IO, 0, "idmap link: %s", strerror(errno));
+    }
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph_diag *diag)
 {
     *state = NULL;
@@ -288,7 +343,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     gs->uid = args->uid;
     gs->gid = args->gid;
     const ph_environment_spec *spec = args->spec;
-    char rootfs[PATH_MAX], forwarder[PATH_MAX];
+    char rootfs[PATH_MAX], forwarder[PATH_MAX], idmap[PATH_MAX];
     ph_status st;
     if (gs->env_fd < 0) {
         free_state(gs);
@@ -296,7 +351,8 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     }
     if ((st = ph_runsc_locate(&gs->rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(rootfs, diag)) != PH_OK ||
         (st = ph_gvisor_check_rootfs(rootfs, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK) {
+        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK ||
+        (st = idmap_path(idmap, diag)) != PH_OK) {
         free_state(gs);
         return st;
     }
@@ -305,7 +361,9 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         snprintf(gs->bundle, sizeof gs->bundle, "%s/bundle", gs->dir) >= (int)sizeof gs->bundle ||
         snprintf(gs->process_json, sizeof gs->process_json, "%s/process.json", gs->bundle) >=
             (int)sizeof gs->process_json ||
-        snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root) {
+        snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root ||
+        snprintf(gs->rt.create_path, sizeof gs->rt.create_path, "%s/idmap", gs->dir) >=
+            (int)sizeof gs->rt.create_path) {
         free_state(gs);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "environment state path too long");
     }
@@ -317,6 +375,11 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         (st = ph_state_mkdir(gs->dir_fd, "runsc", 0700, false, &runsc_fd, diag)) != PH_OK)
         goto fail;
     close(runsc_fd);
+    if ((st = make_idmap_dir(gs, idmap, diag)) != PH_OK)
+        goto fail;
+    /* The sandbox process runs as the environment's host uid: runsc create
+     * runs with it as its real uid (see make_idmap_dir). */
+    gs->rt.create_ruid = gs->uid;
     /* The sandbox user must own its workspace root to create files in it. */
     if (fchownat(args->workspace_fd, "", gs->uid, gs->gid, AT_EMPTY_PATH) != 0) {
         st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",
@@ -341,6 +404,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
                                                       : PH_GVISOR_DEFAULT_MEMORY,
         .pids = spec->limits.pids > 0 ? (uint64_t)spec->limits.pids : PH_GVISOR_DEFAULT_PIDS,
         .cpu_millis = spec->limits.cpu_millis > 0 ? (uint64_t)spec->limits.cpu_millis : 0,
+        .user_namespace = true,
     };
     json_t *config = NULL;
     if ((st = ph_oci_config_new(&sb, &config, diag)) != PH_OK)

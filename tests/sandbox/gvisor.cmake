@@ -11,7 +11,8 @@ file(GLOB PH_ISOLATION_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_LIST_DIR}/test_workspace_quota.c
      ${CMAKE_CURRENT_LIST_DIR}/test_create_failure_cleanup.c
      ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c
-     ${CMAKE_CURRENT_LIST_DIR}/test_lifetime.c)
+     ${CMAKE_CURRENT_LIST_DIR}/test_lifetime.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_host_identity.c)
 foreach(src ${PH_ISOLATION_TESTS})
     get_filename_component(name ${src} NAME_WE)
     if(TARGET sandbox.${name})
@@ -25,7 +26,7 @@ foreach(src ${PH_ISOLATION_TESTS})
     endif()
 endforeach()
 foreach(name test_escape test_escape_limits test_workspace_quota test_create_failure_cleanup
-        test_lifetime)
+        test_lifetime test_host_identity)
     if(TARGET sandbox.${name})
         add_test(NAME sandbox.${name}.docker COMMAND sandbox.${name} docker
                  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
