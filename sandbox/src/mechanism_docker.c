@@ -46,7 +46,10 @@
 #define DOCKER_TIMEOUT_MS 60000
 #define PROBE_TIMEOUT_MS 5000
 #define PIPE_GRACE_MS 2000
-#define SURVIVOR_POLL_MS 200
+/* `docker top` while processes the wrapper did not end run on: from the
+ * first interval to the last, doubling (see mechanism_gvisor.c). */
+#define SURVIVOR_POLL_FIRST_MS 100
+#define SURVIVOR_POLL_LAST_MS 2000
 
 typedef struct docker_state {
     pthread_mutex_t lock;
@@ -427,7 +430,7 @@ static int container_processes(const docker_state *ds)
  * container is killed and the command has timed out (returns true). */
 static bool wait_for_the_rest(docker_state *ds, ph_capture caps[static 2], int64_t deadline)
 {
-    for (;;) {
+    for (int64_t interval = SURVIVOR_POLL_FIRST_MS;;) {
         int n = container_processes(ds);
         if (n == 1)
             return false;
@@ -440,11 +443,13 @@ static bool wait_for_the_rest(docker_state *ds, ph_capture caps[static 2], int64
             kill_container(ds);
             return true;
         }
-        int64_t next = now + SURVIVOR_POLL_MS < deadline ? now + SURVIVOR_POLL_MS : deadline;
+        int64_t next = now + interval < deadline ? now + interval : deadline;
         ph_capture_drain(caps, 2, next);
         int64_t left = next - ph_monotonic_ms();
         if (left > 0)
             (void)poll(NULL, 0, (int)left);
+        if (interval < SURVIVOR_POLL_LAST_MS)
+            interval = interval * 2 < SURVIVOR_POLL_LAST_MS ? interval * 2 : SURVIVOR_POLL_LAST_MS;
     }
 }
 

@@ -82,8 +82,11 @@
  * as the sentry closes its copies. */
 #define PIPE_GRACE_MS 2000
 /* How often `runsc ps` is asked while processes the wrapper did not end
- * run on towards the deadline. */
-#define SURVIVOR_POLL_MS 200
+ * run on towards the deadline: from the first to the last interval,
+ * doubling, so a command that leaves a sleeper until a long deadline costs
+ * one runsc run every 2 s, not a steady stream of them. */
+#define SURVIVOR_POLL_FIRST_MS 100
+#define SURVIVOR_POLL_LAST_MS 2000
 /* How long the init's sweep may take before kill --all is used instead. */
 #define SWEEP_CONFIRM_MS 1000
 
@@ -562,7 +565,7 @@ static void kill_everything(gvisor_state *gs)
  * timed out. */
 static bool wait_for_the_rest(gvisor_state *gs, ph_capture caps[static 2], int64_t deadline)
 {
-    for (;;) {
+    for (int64_t interval = SURVIVOR_POLL_FIRST_MS;;) {
         sandbox_procs p = list_processes(gs);
         if (p == PROCS_ONLY_INIT)
             return false;
@@ -576,11 +579,13 @@ static bool wait_for_the_rest(gvisor_state *gs, ph_capture caps[static 2], int64
             kill_everything(gs);
             return true;
         }
-        int64_t next = now + SURVIVOR_POLL_MS;
-        ph_capture_drain(caps, 2, next < deadline ? next : deadline);
-        int64_t left = (next < deadline ? next : deadline) - ph_monotonic_ms();
+        int64_t next = now + interval < deadline ? now + interval : deadline;
+        ph_capture_drain(caps, 2, next);
+        int64_t left = next - ph_monotonic_ms();
         if (left > 0)
             (void)poll(NULL, 0, (int)left); /* the pipes may have closed early */
+        if (interval < SURVIVOR_POLL_LAST_MS)
+            interval = interval * 2 < SURVIVOR_POLL_LAST_MS ? interval * 2 : SURVIVOR_POLL_LAST_MS;
     }
 }
 

@@ -14,8 +14,9 @@
  *  - files_changed holds every change those processes made: a file on disk
  *    is in the result, so nothing wrote after the result was computed;
  *  - a process still alive at the deadline made the result timed_out.
- * Every leftover carries a marker argument (a sleep of a length no other
- * test uses) so the checks look only at this test's processes.
+ * Every leftover carries a marker argument (a sleep of a length holding
+ * this test process's pid, so no other test or concurrent run of this one
+ * uses it) and the checks look only at this test's processes.
  */
 #include "test_support.h"
 
@@ -30,6 +31,7 @@
 #include "sandbox-int.h"
 
 static ph_sandbox_mechanism g_mechanism;
+static unsigned g_tag; /* this run's part of every marker */
 static sbx_fixture g_fx;
 static ph_environment *g_env;
 static ph_workspace *g_ws;
@@ -99,45 +101,71 @@ static void remove_file(const char *path)
     ph_execution_result_free(&r);
 }
 
+/* The marker of case n: "3601.<tag><n>" (a valid sleep length). */
+static const char *marker(char *buf, size_t cap, int n)
+{
+    snprintf(buf, cap, "3601.%05u%d", g_tag, n);
+    return buf;
+}
+
+/* Runs script_tmpl with every "@M" replaced by the case's marker m. */
+static ph_execution_result *run_marked(const char *script_tmpl, const char *m, int64_t timeout_s)
+{
+    char script[512];
+    size_t n = 0, ml = strlen(m);
+    for (const char *p = script_tmpl; *p != '\0' && n + ml < sizeof script - 1; p++) {
+        if (p[0] == '@' && p[1] == 'M') {
+            memcpy(script + n, m, ml);
+            n += ml;
+            p++;
+        } else {
+            script[n++] = *p;
+        }
+    }
+    script[n] = '\0';
+    return run_sh(script, timeout_s);
+}
+
 /* Leftovers the wrapper ends when the command exits: the result comes at
  * once (well before the deadline), not timed out, and nothing is left. */
-static void check_swept(const char *script, const char *marker)
+static void check_swept(const char *script_tmpl, int n)
 {
-    ph_execution_result *r = run_sh(script, 20);
+    char m[32];
+    marker(m, sizeof m, n);
+    ph_execution_result *r = run_marked(script_tmpl, m, 20);
     if (!r->exited || r->exit_code != 0 || r->timed_out)
         fail_msg("exited %d code %d signal %d timed_out %d: %.*s", r->exited, r->exit_code,
                  r->term_signal, r->timed_out, (int)r->err.len, (const char *)r->err.data);
     assert_true(r->duration_ms < 20000);
-    printf("  %-14s returned after %lld ms\n", marker, (long long)r->duration_ms);
+    printf("  case %d returned after %lld ms\n", n, (long long)r->duration_ms);
     ph_execution_result_free(&r);
-    assert_no_survivor(marker);
+    assert_no_survivor(m);
 }
 
 static void double_fork(void **state)
 {
     (void)state;
-    check_swept("( ( exec sleep 3601.1 ) & ) ; exit 0", "sleep 3601.1");
+    check_swept("( ( exec sleep @M ) & ) ; exit 0", 1);
 }
 
 static void new_session(void **state)
 {
     (void)state;
-    check_swept("setsid sleep 3601.2 </dev/null >/dev/null 2>&1 & exit 0", "sleep 3601.2");
+    check_swept("setsid sleep @M </dev/null >/dev/null 2>&1 & exit 0", 2);
 }
 
 static void ignores_sigterm(void **state)
 {
     (void)state;
-    check_swept("sh -c 'trap \"\" TERM HUP INT; exec sleep 3601.3' </dev/null >/dev/null 2>&1 & "
+    check_swept("sh -c 'trap \"\" TERM HUP INT; exec sleep @M' </dev/null >/dev/null 2>&1 & "
                 "exit 0",
-                "sleep 3601.3");
+                3);
 }
 
 static void stopped_process(void **state)
 {
     (void)state;
-    check_swept("sleep 3601.4 </dev/null >/dev/null 2>&1 & kill -STOP $!; exit 0",
-                "sleep 3601.4");
+    check_swept("sleep @M </dev/null >/dev/null 2>&1 & kill -STOP $!; exit 0", 4);
 }
 
 /* The issue's reproduction: the command kills its wrapper, so the
@@ -148,10 +176,11 @@ static void wrapper_killed(void **state)
 {
     (void)state;
     remove_file("hidden");
-    ph_execution_result *r = run_sh("(exec >/dev/null 2>&1 </dev/null; sleep 1; "
-                                    "while :; do echo x >> /workspace/hidden; sleep 0.3; done; "
-                                    ": 3601.5) & kill -9 $PPID",
-                                    2);
+    char m[32];
+    ph_execution_result *r = run_marked("(exec >/dev/null 2>&1 </dev/null; sleep 1; "
+                                        "while :; do echo x >> /workspace/hidden; sleep 0.3; "
+                                        "done; : @M) & kill -9 $PPID",
+                                        marker(m, sizeof m, 5), 2);
     const ph_file_change *c = sbx_change(r, "hidden");
     printf("  wrapper killed: timed_out %d, duration %lld ms, hidden %s\n", r->timed_out,
            (long long)r->duration_ms, c ? ph_change_kind_name(c->kind) : "not reported");
@@ -163,7 +192,7 @@ static void wrapper_killed(void **state)
         assert_true(on_disk);
     }
     ph_execution_result_free(&r);
-    assert_no_survivor("3601.5");
+    assert_no_survivor(m);
     /* Nothing writes any more: the file is as the result saw it. */
     if (on_disk) {
         ph_ws_stat a, b;
@@ -183,9 +212,10 @@ static void wrapper_killed_rest_ends(void **state)
 {
     (void)state;
     remove_file("late");
-    ph_execution_result *r = run_sh("(exec >/dev/null 2>&1 </dev/null; sleep 0.5; "
-                                    "echo done > /workspace/late; : 3601.6) & kill -9 $PPID",
-                                    20);
+    char m[32];
+    ph_execution_result *r = run_marked("(exec >/dev/null 2>&1 </dev/null; sleep 0.5; "
+                                        "echo done > /workspace/late; : @M) & kill -9 $PPID",
+                                        marker(m, sizeof m, 6), 20);
     const ph_file_change *c = sbx_change(r, "late");
     printf("  wrapper killed, rest ends: timed_out %d, duration %lld ms, late %s\n",
            r->timed_out, (long long)r->duration_ms, c ? ph_change_kind_name(c->kind) : "not reported");
@@ -196,7 +226,7 @@ static void wrapper_killed_rest_ends(void **state)
     if (has_wrapper())
         assert_true(on_disk);
     ph_execution_result_free(&r);
-    assert_no_survivor("3601.6");
+    assert_no_survivor(m);
     remove_file("late");
 }
 
@@ -205,14 +235,15 @@ static void wrapper_killed_rest_ends(void **state)
 static void wrapper_stopped(void **state)
 {
     (void)state;
-    ph_execution_result *r =
-        run_sh("sleep 3601.7 </dev/null >/dev/null 2>&1 & kill -STOP $PPID; exit 0", 2);
+    char m[32];
+    ph_execution_result *r = run_marked(
+        "sleep @M </dev/null >/dev/null 2>&1 & kill -STOP $PPID; exit 0", marker(m, sizeof m, 7), 2);
     printf("  wrapper stopped: timed_out %d, duration %lld ms\n", r->timed_out,
            (long long)r->duration_ms);
     if (has_wrapper())
         assert_true(r->timed_out);
     ph_execution_result_free(&r);
-    assert_no_survivor("sleep 3601.7");
+    assert_no_survivor(m);
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -246,6 +277,7 @@ int main(int argc, char **argv)
     int rc = esc_pick_mechanism(argc, argv, true, &g_mechanism);
     if (rc != 0)
         return rc;
+    g_tag = (unsigned)getpid() % 100000;
     if (g_mechanism == PH_MECHANISM_FAKE && geteuid() != 0) {
         /* Without namespaces fake runs the command as a child of this very
          * process: kill $PPID would end the test. */
