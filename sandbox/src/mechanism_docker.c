@@ -46,10 +46,6 @@
 #define DOCKER_TIMEOUT_MS 60000
 #define PROBE_TIMEOUT_MS 5000
 #define PIPE_GRACE_MS 2000
-/* `docker top` while processes the wrapper did not end run on: from the
- * first interval to the last, doubling (see mechanism_gvisor.c). */
-#define SURVIVOR_POLL_FIRST_MS 100
-#define SURVIVOR_POLL_LAST_MS 2000
 
 typedef struct docker_state {
     pthread_mutex_t lock;
@@ -403,54 +399,36 @@ static void kill_container(docker_state *ds)
     ds->running = false;
 }
 
-/* How many processes the engine lists in the container (`docker top`: the
- * host's view of the container's cgroup, which nothing inside can leave or
- * forge), or -1 when it cannot say. */
-static int container_processes(const docker_state *ds)
+/* What the engine lists in the container (`docker top`: the host's view of
+ * the container's cgroup, which nothing inside can leave or forge). */
+static ph_leftovers container_leftovers(void *ctx)
 {
+    const docker_state *ds = ctx;
     const char *top[] = {ds->docker, "top", ds->name, "-o", "pid", NULL};
     char out[512];
     if (docker_run(top, DOCKER_TIMEOUT_MS, out, sizeof out, NULL) != PH_OK)
-        return -1;
-    int lines = 0;
-    for (const char *p = out; *p != '\0'; p++)
-        lines += *p == '\n';
+        return PH_LEFT_UNKNOWN;
     /* The header line, then one line per process; a list longer than the
      * buffer holds more than the init. */
     if (strlen(out) >= sizeof out - 1)
-        return lines > 2 ? lines - 1 : 2;
-    return lines > 0 ? lines - 1 : -1;
+        return PH_LEFT_SOME;
+    int lines = 0;
+    for (const char *p = out; *p != '\0'; p++)
+        lines += *p == '\n';
+    return lines == 2 ? PH_LEFT_NOTHING : lines > 2 ? PH_LEFT_SOME : PH_LEFT_UNKNOWN;
 }
 
-/* After the command's wrapper has exited: a command ends when every process
- * it started has ended. The wrapper kills what the command left behind
- * before it exits, but it runs as the command's uid and the command can
- * kill or stop it first; so the host asks the engine. Whatever is left runs
- * on, its output collected, until it ends or the deadline comes: then the
- * container is killed and the command has timed out (returns true). */
+/* After the command's wrapper has exited: the wrapper kills what the
+ * command left behind before it exits, but it runs as the command's uid and
+ * the command can kill or stop it first; so the host asks the engine
+ * (ph_wait_for_leftovers). Returns true when something was still there at
+ * the deadline (then killed with the container: the command timed out). */
 static bool wait_for_the_rest(docker_state *ds, ph_capture caps[static 2], int64_t deadline)
 {
-    for (int64_t interval = SURVIVOR_POLL_FIRST_MS;;) {
-        int n = container_processes(ds);
-        if (n == 1)
-            return false;
-        if (n < 1) {
-            kill_container(ds); /* no answer: make sure */
-            return false;
-        }
-        int64_t now = ph_monotonic_ms();
-        if (now >= deadline) {
-            kill_container(ds);
-            return true;
-        }
-        int64_t next = now + interval < deadline ? now + interval : deadline;
-        ph_capture_drain(caps, 2, next);
-        int64_t left = next - ph_monotonic_ms();
-        if (left > 0)
-            (void)poll(NULL, 0, (int)left);
-        if (interval < SURVIVOR_POLL_LAST_MS)
-            interval = interval * 2 < SURVIVOR_POLL_LAST_MS ? interval * 2 : SURVIVOR_POLL_LAST_MS;
-    }
+    ph_leftovers left = ph_wait_for_leftovers(container_leftovers, ds, caps, deadline);
+    if (left != PH_LEFT_NOTHING)
+        kill_container(ds); /* at the deadline, or no answer: make sure */
+    return left == PH_LEFT_SOME;
 }
 
 static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech_outcome *o,

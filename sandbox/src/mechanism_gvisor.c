@@ -81,12 +81,6 @@
 /* Once nothing of the command is left, its pipes reach end of file as soon
  * as the sentry closes its copies. */
 #define PIPE_GRACE_MS 2000
-/* How often `runsc ps` is asked while processes the wrapper did not end
- * run on towards the deadline: from the first to the last interval,
- * doubling, so a command that leaves a sleeper until a long deadline costs
- * one runsc run every 2 s, not a steady stream of them. */
-#define SURVIVOR_POLL_FIRST_MS 100
-#define SURVIVOR_POLL_LAST_MS 2000
 /* How long the init's sweep may take before kill --all is used instead. */
 #define SWEEP_CONFIRM_MS 1000
 
@@ -538,10 +532,12 @@ static sandbox_procs list_processes(gvisor_state *gs)
  * left, which keeps the sandbox (and a granted relay) up for the next
  * command. The init runs as the command's uid, so it is trusted with
  * nothing: the end is confirmed by `runsc ps`, and when it cannot be within
- * SWEEP_CONFIRM_MS the sandbox is destroyed (`runsc kill --all`, which
- * returns once every process has exited, then `runsc delete --force`, which
- * returns once the sandbox's host processes have); the next execute starts a
- * new one. Either way nothing the command started is alive on return. */
+ * SWEEP_CONFIRM_MS the sandbox is destroyed: `runsc kill --all` sends
+ * SIGKILL to every process (it does not wait, and `runsc ps` answers nothing
+ * once the init is gone), then `runsc delete --force` kills the sandbox's
+ * host process (gVisor's kernel: every process of the sandbox lives in it)
+ * and returns once it has exited. The next execute starts a new one. Either
+ * way nothing the command started is alive on return. */
 static void kill_everything(gvisor_state *gs)
 {
     const char *sweep[] = {"kill", gs->id, "USR1", NULL};
@@ -556,37 +552,34 @@ static void kill_everything(gvisor_state *gs)
     force_delete(gs);
 }
 
-/* After the command's wrapper has exited: a command ends when every process
- * it started has ended. The wrapper normally kills what the command left
- * behind before it exits, but it runs as the command's uid and the command
- * can kill or stop it first; so the host asks the sentry. Whatever is still
- * there runs on, its output collected, until it ends or the deadline comes:
- * then it is killed and the command has timed out. Returns true when it
- * timed out. */
+static ph_leftovers gvisor_leftovers(void *ctx)
+{
+    switch (list_processes(ctx)) {
+    case PROCS_ONLY_INIT: return PH_LEFT_NOTHING;
+    case PROCS_OTHERS: return PH_LEFT_SOME;
+    case PROCS_UNKNOWN: break;
+    }
+    return PH_LEFT_UNKNOWN;
+}
+
+/* After the command's wrapper has exited: the wrapper normally kills what
+ * the command left behind before it exits, but it runs as the command's
+ * uid and the command can kill or stop it first; so the host asks the
+ * sentry (ph_wait_for_leftovers). Returns true when something was still
+ * there at the deadline (then killed: the command timed out). */
 static bool wait_for_the_rest(gvisor_state *gs, ph_capture caps[static 2], int64_t deadline)
 {
-    for (int64_t interval = SURVIVOR_POLL_FIRST_MS;;) {
-        sandbox_procs p = list_processes(gs);
-        if (p == PROCS_ONLY_INIT)
-            return false;
-        if (p == PROCS_UNKNOWN) {
-            /* No answer (the sandbox died, or runsc failed): make sure. */
-            force_delete(gs);
-            return false;
-        }
-        int64_t now = ph_monotonic_ms();
-        if (now >= deadline) {
-            kill_everything(gs);
-            return true;
-        }
-        int64_t next = now + interval < deadline ? now + interval : deadline;
-        ph_capture_drain(caps, 2, next);
-        int64_t left = next - ph_monotonic_ms();
-        if (left > 0)
-            (void)poll(NULL, 0, (int)left); /* the pipes may have closed early */
-        if (interval < SURVIVOR_POLL_LAST_MS)
-            interval = interval * 2 < SURVIVOR_POLL_LAST_MS ? interval * 2 : SURVIVOR_POLL_LAST_MS;
+    switch (ph_wait_for_leftovers(gvisor_leftovers, gs, caps, deadline)) {
+    case PH_LEFT_NOTHING:
+        return false;
+    case PH_LEFT_SOME:
+        kill_everything(gs);
+        return true;
+    case PH_LEFT_UNKNOWN:
+        break;
     }
+    force_delete(gs); /* no answer (the sandbox died, or runsc failed): make sure */
+    return false;
 }
 
 static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph_mech_outcome *o,
