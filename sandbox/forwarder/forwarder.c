@@ -27,7 +27,9 @@
  * command, then kills every process the command left behind (all but PID 1
  * and itself), so each execute ends with an empty sandbox, as the fake
  * mechanism's PID namespace does. It exits with the command's code, or 128 +
- * the signal that killed it.
+ * the signal that killed it. It runs as the command's uid, so the command
+ * can kill or stop it: the mechanism never takes its sweep on trust, and
+ * asks the runtime (runsc ps, docker top) what is left once it has exited.
  *
  * Exit codes: 0 stopped by SIGTERM/SIGINT, 1 runtime failure (cannot listen),
  * 2 usage error.

@@ -13,9 +13,13 @@
  *            (/run/pinhole/pinhole-<env id>/forwarder); `docker start`;
  *   execute  `docker exec -i --user --workdir --env-file` behind
  *            `pinhole-forwarder --run --unset HOSTNAME` (docker adds
- *            HOSTNAME to every process); at the deadline `docker kill`
- *            ends the init and with it the container's PID namespace, and
- *            the next execute starts the container again;
+ *            HOSTNAME to every process); then `docker top` must list the
+ *            init alone (the wrapper shares the command's uid and may have
+ *            been killed or stopped by it): what is left runs on until it
+ *            ends or the deadline. At the deadline `docker kill` + `docker
+ *            wait` end the init and with it the container's PID namespace,
+ *            and the next execute starts the container again. So when
+ *            execute returns, no process of the command is alive;
  *   destroy  `docker rm --force`.
  * When no engine answers `docker version`, the mechanism is unavailable
  * (its tests print SKIP).
@@ -403,6 +407,51 @@ static ph_status write_env_file(const docker_state *ds, char *const *envp, ph_di
     return st;
 }
 
+/* Ends the container: its init dies, and with it (the kernel's rule for a
+ * PID namespace) every process of the container; `docker wait` returns once
+ * the init has been reaped, which the kernel allows only after every other
+ * member of its namespace has exited. The next execute starts it again. */
+static void kill_container(docker_state *ds)
+{
+    const char *kill_cmd[] = {ds->docker, "kill", ds->name, NULL};
+    const char *wait_cmd[] = {ds->docker, "wait", ds->name, NULL};
+    (void)docker_run(kill_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
+    (void)docker_run(wait_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
+    ds->running = false;
+}
+
+/* What the engine lists in the container (`docker top`: the host's view of
+ * the container's cgroup, which nothing inside can leave or forge). */
+static ph_leftovers container_leftovers(void *ctx)
+{
+    const docker_state *ds = ctx;
+    const char *top[] = {ds->docker, "top", ds->name, "-o", "pid", NULL};
+    char out[512];
+    if (docker_run(top, DOCKER_TIMEOUT_MS, out, sizeof out, NULL) != PH_OK)
+        return PH_LEFT_UNKNOWN;
+    /* The header line, then one line per process; a list longer than the
+     * buffer holds more than the init. */
+    if (strlen(out) >= sizeof out - 1)
+        return PH_LEFT_SOME;
+    int lines = 0;
+    for (const char *p = out; *p != '\0'; p++)
+        lines += *p == '\n';
+    return lines == 2 ? PH_LEFT_NOTHING : lines > 2 ? PH_LEFT_SOME : PH_LEFT_UNKNOWN;
+}
+
+/* After the command's wrapper has exited: the wrapper kills what the
+ * command left behind before it exits, but it runs as the command's uid and
+ * the command can kill or stop it first; so the host asks the engine
+ * (ph_wait_for_leftovers). Returns true when something was still there at
+ * the deadline (then killed with the container: the command timed out). */
+static bool wait_for_the_rest(docker_state *ds, ph_capture caps[static 2], int64_t deadline)
+{
+    ph_leftovers left = ph_wait_for_leftovers(container_leftovers, ds, caps, deadline);
+    if (left != PH_LEFT_NOTHING)
+        kill_container(ds); /* at the deadline, or no answer: make sure */
+    return left == PH_LEFT_SOME;
+}
+
 static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech_outcome *o,
                                 ph_diag *diag)
 {
@@ -465,13 +514,16 @@ static ph_status docker_execute(void *state, const ph_mech_exec_args *a, ph_mech
     ph_capture_stream(caps, a);
     int ws = 0;
     if (ph_cli_collect(pid, pidfd, caps, 2, deadline, &ws) == PH_E_TIMEOUT) {
-        /* The init dies, and with it every process of the container. */
-        const char *kill_cmd[] = {ds->docker, "kill", ds->name, NULL};
-        (void)docker_run(kill_cmd, DOCKER_TIMEOUT_MS, NULL, 0, NULL);
-        ds->running = false;
+        kill_container(ds);
         kill(pid, SIGKILL);
         (void)ph_runsc_wait(pid, pidfd, -1, &ws);
         o->timed_out = true;
+    } else if (!WIFEXITED(ws)) {
+        /* The client was killed on the host: the service cancelled the
+         * command (pinhole-execd does when its worker goes away). */
+        kill_container(ds);
+    } else {
+        o->timed_out = wait_for_the_rest(ds, caps, deadline);
     }
     close(pidfd);
     ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);

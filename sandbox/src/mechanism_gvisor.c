@@ -8,11 +8,17 @@
  *            when the network is granted);
  *   execute  runs `runsc exec --process <json>` with the exact argv (behind
  *            pinhole-forwarder --run, which kills what the command leaves
- *            behind), user, cwd and environment; the wall clock is enforced
- *            from here (gVisor does not enforce RLIMIT_CPU): at the deadline
- *            the init sweeps every other process (SIGUSR1, confirmed with
- *            `runsc ps`), or, failing that, `runsc kill --all` ends them all
- *            and the sandbox is started again at the next execute;
+ *            behind), user, cwd and environment; then asks the sentry
+ *            (`runsc ps`) whether anything but the init is left, since the
+ *            wrapper shares the command's uid and may have been killed or
+ *            stopped by it: what is left runs on until it ends or the
+ *            deadline. The wall clock is enforced from here (gVisor does not
+ *            enforce RLIMIT_CPU): at the deadline the init sweeps every
+ *            other process (SIGUSR1, confirmed with `runsc ps`), or, failing
+ *            that, the sandbox is destroyed (`runsc kill --all`, `runsc
+ *            delete --force`) and started again at the next execute. So when
+ *            execute returns, no process of the command is alive, and
+ *            files_changed (computed after) sees all they did;
  *   detach   forgets the sandbox in this process; create with the same
  *            arguments re-attaches to it while it runs (the CLI);
  *   destroy  `runsc kill --all`, `runsc delete --force` (which removes the
@@ -64,13 +70,16 @@
 #ifndef PH_FORWARDER_INSTALLED
 #define PH_FORWARDER_INSTALLED "/usr/local/libexec/pinhole/pinhole-forwarder"
 #endif
+#ifndef PH_IDMAP_INSTALLED
+#define PH_IDMAP_INSTALLED "/usr/local/libexec/pinhole/pinhole-idmap"
+#endif
 
 /* Generous bounds on runsc's own subcommands (they take 20-200 ms; delete
  * can take seconds while the host reaps the sandbox). */
 #define LIFECYCLE_TIMEOUT_MS 30000
 #define KILL_TIMEOUT_MS 10000
-/* After the command's wrapper exits, its pipes close at once unless
- * something it left behind still holds them (the wrapper kills those). */
+/* Once nothing of the command is left, its pipes reach end of file as soon
+ * as the sentry closes its copies. */
 #define PIPE_GRACE_MS 2000
 /* How long the init's sweep may take before kill --all is used instead. */
 #define SWEEP_CONFIRM_MS 1000
@@ -120,14 +129,12 @@ ph_status ph_gvisor_rootfs_path(char out[static PATH_MAX], ph_diag *diag)
                        "and set PINHOLE_GVISOR_ROOTFS");
 }
 
-ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
+/* A helper program of ours: $<env_name>, the installed one, then (build
+ * trees, build may be NULL) the build's. */
+static ph_status helper_path(const char *env_name, const char *installed, const char *build,
+                             const char *what, char out[static PATH_MAX], ph_diag *diag)
 {
-    const char *env = getenv("PINHOLE_FORWARDER");
-    const char *candidates[] = {env, PH_FORWARDER_INSTALLED,
-#ifdef PH_FORWARDER_BUILD_PATH
-                                PH_FORWARDER_BUILD_PATH,
-#endif
-    };
+    const char *candidates[] = {getenv(env_name), installed, build};
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
         const char *c = candidates[i];
         if (c == NULL || c[0] != '/' || access(c, X_OK) != 0)
@@ -135,8 +142,29 @@ ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
         if (realpath(c, out) != NULL)
             return PH_OK;
     }
-    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
-                       "pinhole-forwarder is not installed (set PINHOLE_FORWARDER)");
+    return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "%s is not installed (set %s)", what, env_name);
+}
+
+ph_status ph_gvisor_forwarder_path(char out[static PATH_MAX], ph_diag *diag)
+{
+#ifdef PH_FORWARDER_BUILD_PATH
+    const char *build = PH_FORWARDER_BUILD_PATH;
+#else
+    const char *build = NULL;
+#endif
+    return helper_path("PINHOLE_FORWARDER", PH_FORWARDER_INSTALLED, build, "pinhole-forwarder",
+                       out, diag);
+}
+
+/* pinhole-idmap (tools/pinhole_idmap.c): runsc's newuidmap/newgidmap. */
+static ph_status idmap_path(char out[static PATH_MAX], ph_diag *diag)
+{
+#ifdef PH_IDMAP_BUILD_PATH
+    const char *build = PH_IDMAP_BUILD_PATH;
+#else
+    const char *build = NULL;
+#endif
+    return helper_path("PINHOLE_IDMAP", PH_IDMAP_INSTALLED, build, "pinhole-idmap", out, diag);
 }
 
 /* The mount points runsc would otherwise create in the shared root
@@ -167,7 +195,7 @@ static ph_status gvisor_available(ph_diag *diag)
     char path[PATH_MAX];
     ph_status st;
     if ((st = ph_runsc_locate(&rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(path, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(path, diag)) != PH_OK)
+        (st = ph_gvisor_forwarder_path(path, diag)) != PH_OK || (st = idmap_path(path, diag)) != PH_OK)
         return st;
     if (geteuid() != 0)
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0,
@@ -267,6 +295,39 @@ static void free_state(gvisor_state *gs)
     free(gs);
 }
 
+/* <env>/gvisor/idmap/{newuidmap,newgidmap} -> pinhole-idmap.
+ *
+ * runsc 20221219 runs the sandbox process (the sentry) as host uid 65534,
+ * "nobody", for every sandbox when its real uid is 0, and as its real uid
+ * otherwise: createSandboxProcess in runsc/sandbox/sandbox.go checks
+ * unix.Getuid() != 0 and then maps nobody in the sandbox's user namespace
+ * to os.Getuid(). (--rootless would map it to root here, and `runsc create`
+ * refuses it.) So `runsc create` runs with the environment's uid as its
+ * real uid and 0 as its effective and saved uid: it keeps every
+ * capability, and the sentry runs as that uid. The same check then starts
+ * the gofer the rootless way (createGoferProcess in
+ * runsc/container/container.go): in the spec's user namespace
+ * (ph_oci_sandbox.user_namespace), whose maps it has `newuidmap` and
+ * `newgidmap` write, found on PATH. This directory, first on runsc's PATH
+ * for create only, holds ours. */
+static ph_status make_idmap_dir(gvisor_state *gs, const char *idmap, ph_diag *diag)
+{
+    int fd = -1;
+    ph_status st = ph_fault_point("gvisor_idmap", diag);
+    if (st == PH_OK)
+        st = ph_state_mkdir(gs->dir_fd, "idmap", 0700, false, &fd, diag);
+    static const char *const names[] = {"newuidmap", "newgidmap"};
+    for (size_t i = 0; st == PH_OK && i < 2; i++) {
+        /* Replaced, not reused: a re-attach may come from another build. */
+        (void)unlinkat(fd, names[i], 0);
+        if (symlinkat(idmap, fd, names[i]) != 0)
+            st = ph_diag_set(diag, PH_E_IO, 0, "idmap link: %s", strerror(errno));
+    }
+    if (fd >= 0)
+        close(fd);
+    return st;
+}
+
 static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph_diag *diag)
 {
     *state = NULL;
@@ -279,7 +340,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     gs->uid = args->uid;
     gs->gid = args->gid;
     const ph_environment_spec *spec = args->spec;
-    char rootfs[PATH_MAX], forwarder[PATH_MAX];
+    char rootfs[PATH_MAX], forwarder[PATH_MAX], idmap[PATH_MAX];
     ph_status st;
     if (gs->env_fd < 0) {
         free_state(gs);
@@ -287,7 +348,8 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     }
     if ((st = ph_runsc_locate(&gs->rt, diag)) != PH_OK || (st = ph_gvisor_rootfs_path(rootfs, diag)) != PH_OK ||
         (st = ph_gvisor_check_rootfs(rootfs, diag)) != PH_OK ||
-        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK) {
+        (st = ph_gvisor_forwarder_path(forwarder, diag)) != PH_OK ||
+        (st = idmap_path(idmap, diag)) != PH_OK) {
         free_state(gs);
         return st;
     }
@@ -296,7 +358,9 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         snprintf(gs->bundle, sizeof gs->bundle, "%s/bundle", gs->dir) >= (int)sizeof gs->bundle ||
         snprintf(gs->process_json, sizeof gs->process_json, "%s/process.json", gs->bundle) >=
             (int)sizeof gs->process_json ||
-        snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root) {
+        snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root ||
+        snprintf(gs->rt.create_path, sizeof gs->rt.create_path, "%s/idmap", gs->dir) >=
+            (int)sizeof gs->rt.create_path) {
         free_state(gs);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "environment state path too long");
     }
@@ -308,6 +372,11 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         (st = ph_state_mkdir(gs->dir_fd, "runsc", 0700, false, &runsc_fd, diag)) != PH_OK)
         goto fail;
     close(runsc_fd);
+    if ((st = make_idmap_dir(gs, idmap, diag)) != PH_OK)
+        goto fail;
+    /* The sandbox process runs as the environment's host uid: runsc create
+     * runs with it as its real uid (see make_idmap_dir). */
+    gs->rt.create_ruid = gs->uid;
     /* The sandbox user must own its workspace root to create files in it. */
     if (fchownat(args->workspace_fd, "", gs->uid, gs->gid, AT_EMPTY_PATH) != 0) {
         st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",
@@ -332,6 +401,7 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
                                                       : PH_GVISOR_DEFAULT_MEMORY,
         .pids = spec->limits.pids > 0 ? (uint64_t)spec->limits.pids : PH_GVISOR_DEFAULT_PIDS,
         .cpu_millis = spec->limits.cpu_millis > 0 ? (uint64_t)spec->limits.cpu_millis : 0,
+        .user_namespace = true,
     };
     json_t *config = NULL;
     if ((st = ph_oci_config_new(&sb, &config, diag)) != PH_OK)
@@ -472,26 +542,42 @@ void ph_gvisor_map_status(int code, ph_mech_outcome *o)
     }
 }
 
-/* True when `runsc ps` lists the init (PID 1) and nothing else. */
-static bool only_init_left(gvisor_state *gs)
+/* What `runsc ps` says of the sandbox's processes. The list comes from the
+ * sentry (gVisor's kernel, on the host side of the boundary): nothing the
+ * command runs can answer in its place, unlike the in-sandbox wrapper and
+ * init, which run as the command's own uid. */
+typedef enum sandbox_procs { PROCS_ONLY_INIT, PROCS_OTHERS, PROCS_UNKNOWN } sandbox_procs;
+
+static sandbox_procs list_processes(gvisor_state *gs)
 {
     const char *ps[] = {"ps", "--format", "json", gs->id, NULL};
     char out[256];
     if (ph_runsc_run(&gs->rt, gs->host_uds, ps, KILL_TIMEOUT_MS, out, sizeof out, NULL, 0,
                      NULL) != PH_OK)
-        return false;
+        return PROCS_UNKNOWN;
+    /* A list that does not fit the buffer holds more than the init. */
     json_t *pids = json_loads(out, 0, NULL);
-    bool alone = json_is_array(pids) && json_array_size(pids) == 1 &&
-                 json_integer_value(json_array_get(pids, 0)) == 1;
+    sandbox_procs r = PROCS_OTHERS;
+    if (pids == NULL && strlen(out) < sizeof out - 1)
+        r = PROCS_UNKNOWN;
+    else if (json_is_array(pids) && json_array_size(pids) == 1 &&
+             json_integer_value(json_array_get(pids, 0)) == 1)
+        r = PROCS_ONLY_INIT;
     json_decref(pids);
-    return alone;
+    return r;
 }
 
 /* Ends every process of the sandbox but its init: SIGUSR1 asks the init
  * (pinhole-forwarder --init) to kill(-1, SIGKILL) until nothing else is
  * left, which keeps the sandbox (and a granted relay) up for the next
- * command. If that cannot be confirmed quickly, `runsc kill --all` ends
- * everything, init included, and the next execute starts a new sandbox. */
+ * command. The init runs as the command's uid, so it is trusted with
+ * nothing: the end is confirmed by `runsc ps`, and when it cannot be within
+ * SWEEP_CONFIRM_MS the sandbox is destroyed: `runsc kill --all` sends
+ * SIGKILL to every process (it does not wait, and `runsc ps` answers nothing
+ * once the init is gone), then `runsc delete --force` kills the sandbox's
+ * host process (gVisor's kernel: every process of the sandbox lives in it)
+ * and returns once it has exited. The next execute starts a new one. Either
+ * way nothing the command started is alive on return. */
 static void kill_everything(gvisor_state *gs)
 {
     const char *sweep[] = {"kill", gs->id, "USR1", NULL};
@@ -499,13 +585,41 @@ static void kill_everything(gvisor_state *gs)
         ph_runsc_run(&gs->rt, gs->host_uds, sweep, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL) == PH_OK) {
         int64_t give_up = ph_monotonic_ms() + SWEEP_CONFIRM_MS;
         do {
-            if (only_init_left(gs))
+            if (list_processes(gs) == PROCS_ONLY_INIT)
                 return;
         } while (ph_monotonic_ms() < give_up);
     }
-    const char *kill_all[] = {"kill", "--all", gs->id, "KILL", NULL};
-    (void)ph_runsc_run(&gs->rt, gs->host_uds, kill_all, KILL_TIMEOUT_MS, NULL, 0, NULL, 0, NULL);
-    gs->running = false;
+    force_delete(gs);
+}
+
+static ph_leftovers gvisor_leftovers(void *ctx)
+{
+    switch (list_processes(ctx)) {
+    case PROCS_ONLY_INIT: return PH_LEFT_NOTHING;
+    case PROCS_OTHERS: return PH_LEFT_SOME;
+    case PROCS_UNKNOWN: break;
+    }
+    return PH_LEFT_UNKNOWN;
+}
+
+/* After the command's wrapper has exited: the wrapper normally kills what
+ * the command left behind before it exits, but it runs as the command's
+ * uid and the command can kill or stop it first; so the host asks the
+ * sentry (ph_wait_for_leftovers). Returns true when something was still
+ * there at the deadline (then killed: the command timed out). */
+static bool wait_for_the_rest(gvisor_state *gs, ph_capture caps[static 2], int64_t deadline)
+{
+    switch (ph_wait_for_leftovers(gvisor_leftovers, gs, caps, deadline)) {
+    case PH_LEFT_NOTHING:
+        return false;
+    case PH_LEFT_SOME:
+        kill_everything(gs);
+        return true;
+    case PH_LEFT_UNKNOWN:
+        break;
+    }
+    force_delete(gs); /* no answer (the sandbox died, or runsc failed): make sure */
+    return false;
 }
 
 static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph_mech_outcome *o,
@@ -537,16 +651,19 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
         kill_everything(gs);
         kill(pid, SIGKILL); /* the client; its processes are gone already */
         (void)ph_runsc_wait(pid, pidfd, -1, &ws);
-    } else {
-        /* The pipes close at once unless something escaped the wrapper's
-         * sweep and still holds them: give it a moment, then end it. */
-        ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);
-        if (caps[0].fd >= 0 || caps[1].fd >= 0)
-            kill_everything(gs);
+    } else if (!WIFEXITED(ws)) {
+        /* The client was killed on the host: nothing in the sandbox can
+         * signal it, so the service cancelled the command (pinhole-execd
+         * does when its worker goes away). Everything ends now. */
+        kill_everything(gs);
+    } else if (gs->running) {
+        o->timed_out = wait_for_the_rest(gs, caps, deadline);
     }
     o->duration_ms = ph_monotonic_ms() - start;
     close(pidfd);
-    ph_capture_drain(caps, 2, ph_monotonic_ms() + 100);
+    /* Nothing of the command is left: the pipes are at end of file once
+     * the sentry has closed its copies. */
+    ph_capture_drain(caps, 2, ph_monotonic_ms() + PIPE_GRACE_MS);
     for (int i = 0; i < 2; i++)
         if (caps[i].fd >= 0)
             close(caps[i].fd);

@@ -55,6 +55,13 @@ typedef struct ph_oci_sandbox {
     uint64_t pids;               /* 0: no limit */
     uint64_t cpu_millis;         /* 1000 = one CPU; 0: no limit */
     uint64_t tmp_bytes;          /* size of the fresh /tmp tmpfs; 0: 64 MiB */
+    /* A user namespace mapping ids 0 and uid (gid 0 and gid) each to
+     * itself, and nothing else. runsc started with a real uid other than 0
+     * runs its gofer in it (runsc/container/container.go): the gofer keeps
+     * host uid 0, but its capabilities reach only files whose owner and
+     * group are mapped (what it serves: the root filesystem, the
+     * workspace). */
+    bool user_namespace;
 } ph_oci_sandbox;
 
 /* Builds config.json for s. Refuses (PH_E_INVAL) a relative path, uid or

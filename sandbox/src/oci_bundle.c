@@ -68,6 +68,21 @@ static json_t *user_doc(builder *b, uid_t uid, gid_t gid)
     return user;
 }
 
+/* [{0 -> 0}, {id -> id}], one id each. */
+static json_t *id_maps(builder *b, unsigned id)
+{
+    json_t *maps = json_array();
+    const unsigned ids[] = {0, id};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *m = json_object();
+        set(b, m, "containerID", json_integer((json_int_t)ids[i]));
+        set(b, m, "hostID", json_integer((json_int_t)ids[i]));
+        set(b, m, "size", json_integer(1));
+        push(b, maps, m);
+    }
+    return maps;
+}
+
 static json_t *rlimit(builder *b, const char *type, json_int_t value)
 {
     json_t *r = json_object();
@@ -222,7 +237,16 @@ ph_status ph_oci_config_new(const ph_oci_sandbox *s, json_t **out, ph_diag *diag
         set(&b, n, "type", json_string(namespaces[i]));
         push(&b, ns, n);
     }
+    if (s->user_namespace) {
+        json_t *n = json_object();
+        set(&b, n, "type", json_string("user"));
+        push(&b, ns, n);
+    }
     set(&b, linux_doc, "namespaces", ns);
+    if (s->user_namespace) {
+        set(&b, linux_doc, "uidMappings", id_maps(&b, s->uid));
+        set(&b, linux_doc, "gidMappings", id_maps(&b, s->gid));
+    }
     if (s->cgroups_path != NULL)
         set(&b, linux_doc, "cgroupsPath", json_string(s->cgroups_path));
     set(&b, linux_doc, "resources", resources_doc(&b, s));

@@ -115,6 +115,27 @@ ph_status ph_output_finish(ph_output *dst)
     return PH_OK;
 }
 
+#define LEFTOVER_POLL_FIRST_MS 100
+#define LEFTOVER_POLL_LAST_MS 2000
+
+ph_leftovers ph_wait_for_leftovers(ph_leftovers (*ask)(void *ctx), void *ctx,
+                                   ph_capture caps[static 2], int64_t deadline_ms)
+{
+    for (int64_t interval = LEFTOVER_POLL_FIRST_MS;;) {
+        ph_leftovers left = ask(ctx);
+        int64_t now = ph_monotonic_ms();
+        if (left != PH_LEFT_SOME || now >= deadline_ms)
+            return left;
+        int64_t next = now + interval < deadline_ms ? now + interval : deadline_ms;
+        ph_capture_drain(caps, 2, next);
+        int64_t wait = next - ph_monotonic_ms();
+        if (wait > 0)
+            (void)poll(NULL, 0, (int)wait); /* the pipes may have closed early */
+        if (interval < LEFTOVER_POLL_LAST_MS)
+            interval = interval * 2 < LEFTOVER_POLL_LAST_MS ? interval * 2 : LEFTOVER_POLL_LAST_MS;
+    }
+}
+
 void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[])
 {
     if (strchr(argv0, '/') != NULL) {

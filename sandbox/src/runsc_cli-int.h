@@ -12,6 +12,7 @@
  *
  * runsc runs with a fixed, minimal environment (PATH only): nothing from the
  * service's environment reaches it, and all descriptors but 0-2 are closed.
+ * `create` may run with another real uid (ph_runsc.create_ruid).
  */
 #ifndef PINHOLE_RUNSC_CLI_INT_H
 #define PINHOLE_RUNSC_CLI_INT_H
@@ -38,6 +39,14 @@ typedef struct ph_runsc {
     /* "--debug-log=<dir>/" when $PINHOLE_RUNSC_DEBUG_LOG names a directory
      * (troubleshooting: runsc then logs every step there); else empty. */
     char debug_log[PH_RUNSC_PATH_MAX + 16];
+    /* For `create` only, when create_ruid is not 0: runsc runs with that
+     * real uid (effective and saved uid 0, so it keeps every capability),
+     * which makes it run the sandbox process as that host uid, and with
+     * create_path (a directory holding newuidmap and newgidmap, see
+     * tools/pinhole_idmap.c) first on its PATH. Every other subcommand runs
+     * as plain root. */
+    uid_t create_ruid;
+    char create_path[PH_RUNSC_PATH_MAX];
 } ph_runsc;
 
 /* Finds runsc: $PINHOLE_RUNSC if set (must be absolute and executable),

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -52,6 +53,8 @@ ph_status ph_runsc_locate(ph_runsc *rt, ph_diag *diag)
     if (strlen(found) >= sizeof rt->binary)
         return ph_diag_set(diag, PH_E_LIMIT, 0, "runsc path too long");
     memcpy(rt->binary, found, strlen(found) + 1);
+    rt->create_ruid = 0;
+    rt->create_path[0] = '\0';
     const char *dbg = getenv("PINHOLE_RUNSC_DEBUG_LOG");
     rt->debug_log[0] = '\0';
     if (dbg != NULL && dbg[0] == '/' && strlen(dbg) < PH_RUNSC_PATH_MAX)
@@ -110,8 +113,19 @@ ph_status ph_runsc_spawn(const ph_runsc *rt, bool host_uds, const char *const *t
     return ph_cli_spawn(argv, runsc_env, fd_in, fd_out, fd_err, pid, pidfd, diag);
 }
 
+/* ruid: 0, or the real uid the child runs with (effective and saved uid
+ * unchanged: the caller's 0). */
+static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, int fd_in,
+                           int fd_out, int fd_err, pid_t *pid, int *pidfd, ph_diag *diag);
+
 ph_status ph_cli_spawn(const char *const *argv, char *const *envp, int fd_in, int fd_out,
                        int fd_err, pid_t *pid, int *pidfd, ph_diag *diag)
+{
+    return cli_spawn(argv, envp, 0, fd_in, fd_out, fd_err, pid, pidfd, diag);
+}
+
+static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, int fd_in,
+                           int fd_out, int fd_err, pid_t *pid, int *pidfd, ph_diag *diag)
 {
     size_t argc = 0;
     while (argv[argc] != NULL)
@@ -155,6 +169,10 @@ ph_status ph_cli_spawn(const char *const *argv, char *const *envp, int fd_in, in
         signal(SIGPIPE, SIG_DFL);
         if (setsid() < 0 || child_fd(fds[0], 0, O_RDONLY) != 0 || child_fd(fds[1], 1, O_WRONLY) != 0 ||
             child_fd(fds[2], 2, O_WRONLY) != 0)
+            _exit(127);
+        /* The raw call: this thread only (the child has no other), no
+         * glibc broadcast to threads that are not there. */
+        if (ruid != 0 && syscall(SYS_setresuid, ruid, (uid_t)-1, (uid_t)-1) != 0)
             _exit(127);
         close_range(3, ~0U, 0);
         execve(exec_argv[0], exec_argv, envp);
@@ -212,6 +230,10 @@ static void read_back(int fd, char *buf, size_t cap)
     buf[n > 0 ? n : 0] = '\0';
 }
 
+static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid,
+                         int64_t timeout_ms, char *stdout_buf, size_t stdout_cap,
+                         char *stderr_buf, size_t stderr_cap, ph_diag *diag);
+
 ph_status ph_runsc_run(const ph_runsc *rt, bool host_uds, const char *const *tail,
                        int64_t timeout_ms, char *stdout_buf, size_t stdout_cap, char *stderr_buf,
                        size_t stderr_cap, ph_diag *diag)
@@ -219,8 +241,20 @@ ph_status ph_runsc_run(const ph_runsc *rt, bool host_uds, const char *const *tai
     const char *argv[PH_RUNSC_ARGV_MAX];
     if (ph_runsc_argv(rt, host_uds, tail, argv, PH_RUNSC_ARGV_MAX) == 0)
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "runsc argv too long");
-    ph_status st = ph_cli_run(argv, runsc_env, timeout_ms, stdout_buf, stdout_cap, stderr_buf,
-                              stderr_cap, diag);
+    char *const *envp = runsc_env;
+    uid_t ruid = 0;
+    char path_entry[PH_RUNSC_PATH_MAX + 80];
+    char *create_env[] = {path_entry, NULL};
+    if (rt->create_ruid != 0 && strcmp(tail[0], "create") == 0) {
+        /* runsc_env's PATH with the directory of newuidmap/newgidmap first. */
+        if (snprintf(path_entry, sizeof path_entry, "PATH=%s:%s", rt->create_path,
+                     runsc_env[0] + 5) >= (int)sizeof path_entry)
+            return ph_diag_set(diag, PH_E_LIMIT, 0, "runsc create: PATH too long");
+        envp = create_env;
+        ruid = rt->create_ruid;
+    }
+    ph_status st = cli_run(argv, envp, ruid, timeout_ms, stdout_buf, stdout_cap, stderr_buf,
+                           stderr_cap, diag);
     if (st != PH_OK && diag != NULL) {
         /* Name the subcommand, not the binary's host path. */
         const char *sub = tail[0] != NULL ? tail[0] : "?";
@@ -236,6 +270,14 @@ ph_status ph_cli_run(const char *const *argv, char *const *envp, int64_t timeout
                      char *stdout_buf, size_t stdout_cap, char *stderr_buf, size_t stderr_cap,
                      ph_diag *diag)
 {
+    return cli_run(argv, envp, 0, timeout_ms, stdout_buf, stdout_cap, stderr_buf, stderr_cap,
+                   diag);
+}
+
+static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid,
+                         int64_t timeout_ms, char *stdout_buf, size_t stdout_cap,
+                         char *stderr_buf, size_t stderr_cap, ph_diag *diag)
+{
     /* Output goes to memfds, not pipes: `runsc create` leaves a sandbox
      * process behind that inherits them, and a pipe would never reach end
      * of file. What runsc wrote is read once it has exited. */
@@ -249,7 +291,7 @@ ph_status ph_cli_run(const char *const *argv, char *const *envp, int64_t timeout
     }
     pid_t pid;
     int pidfd;
-    ph_status st = ph_cli_spawn(argv, envp, -1, outfd, errfd, &pid, &pidfd, diag);
+    ph_status st = cli_spawn(argv, envp, ruid, -1, outfd, errfd, &pid, &pidfd, diag);
     if (st != PH_OK) {
         close(errfd);
         if (outfd >= 0)

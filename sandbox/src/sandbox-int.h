@@ -406,6 +406,26 @@ bool ph_capture_read(ph_capture *c);
 /* Makes sure dst has a NUL-terminated buffer (possibly empty). */
 ph_status ph_output_finish(ph_output *dst);
 
+/* What a runtime says is left of a command once its first process (the
+ * in-sandbox wrapper) has exited: nothing but the sandbox's init, more, or
+ * no answer. */
+typedef enum ph_leftovers {
+    PH_LEFT_NOTHING,
+    PH_LEFT_SOME,
+    PH_LEFT_UNKNOWN,
+} ph_leftovers;
+
+/* A command ends when every process it started has ended: asks ask(ctx)
+ * (the runtime, never the sandbox) at intervals doubling from 100 ms to
+ * 2 s, collecting output on caps[0..1] meanwhile, until it answers
+ * PH_LEFT_NOTHING or PH_LEFT_UNKNOWN (returned at once) or deadline_ms
+ * (CLOCK_MONOTONIC) passes with processes left (PH_LEFT_SOME: the caller
+ * kills them and the command has timed out). The doubling bounds the cost
+ * of a process left sleeping until a long deadline to one question every
+ * 2 s. */
+ph_leftovers ph_wait_for_leftovers(ph_leftovers (*ask)(void *ctx), void *ctx,
+                                   ph_capture caps[static 2], int64_t deadline_ms);
+
 /* Searches PATH of envp for argv0 and execve()s it; returns only on failure
  * (errno set: ENOENT when nowhere). For use in a child between fork and exec. */
 void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[]);

@@ -45,8 +45,13 @@ void esc_find_near(ph_sandbox_mechanism m, const char *host_path, const char *te
 
 ph_execution_result *esc_sh(ph_environment *env, const char *script)
 {
+    return esc_sh_timed(env, script, PH_SANDBOX_UNSET);
+}
+
+ph_execution_result *esc_sh_timed(ph_environment *env, const char *script, int64_t timeout_s)
+{
     const char *argv[] = {"sh", "-c", script, NULL};
-    return sbx_run(env, argv);
+    return sbx_run_timed(env, argv, timeout_s);
 }
 
 void esc_assert_not_leaked(const ph_execution_result *r, const char *needle)

@@ -34,6 +34,8 @@ void esc_canary(char *out, size_t cap, const char *tag);
 /* Runs `sh -c script` in env (no model timeout); asserts the call itself
  * succeeded. */
 ph_execution_result *esc_sh(ph_environment *env, const char *script);
+/* The same with the model's timeout_s (seconds). */
+ph_execution_result *esc_sh_timed(ph_environment *env, const char *script, int64_t timeout_s);
 
 /* Writes to out a shell command that searches for what `test` (find's
  * expression, e.g. "-name x") selects, as a command looking for a host

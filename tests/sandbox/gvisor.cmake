@@ -10,7 +10,9 @@ file(GLOB PH_ISOLATION_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_LIST_DIR}/test_escape*.c ${CMAKE_CURRENT_LIST_DIR}/test_gvisor*.c
      ${CMAKE_CURRENT_LIST_DIR}/test_workspace_quota.c
      ${CMAKE_CURRENT_LIST_DIR}/test_create_failure_cleanup.c
-     ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c)
+     ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_lifetime.c
+     ${CMAKE_CURRENT_LIST_DIR}/test_host_identity.c)
 foreach(src ${PH_ISOLATION_TESTS})
     get_filename_component(name ${src} NAME_WE)
     if(TARGET sandbox.${name})
@@ -23,7 +25,8 @@ foreach(src ${PH_ISOLATION_TESTS})
             LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
     endif()
 endforeach()
-foreach(name test_escape test_escape_limits test_workspace_quota test_create_failure_cleanup)
+foreach(name test_escape test_escape_limits test_workspace_quota test_create_failure_cleanup
+        test_lifetime test_host_identity)
     if(TARGET sandbox.${name})
         add_test(NAME sandbox.${name}.docker COMMAND sandbox.${name} docker
                  WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
@@ -31,6 +34,13 @@ foreach(name test_escape test_escape_limits test_workspace_quota test_create_fai
             LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
     endif()
 endforeach()
+# A command's end on fake too: its PID namespace (test_lifetime.c).
+if(TARGET sandbox.test_lifetime)
+    add_test(NAME sandbox.test_lifetime.fake COMMAND sandbox.test_lifetime fake
+             WORKING_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    set_tests_properties(sandbox.test_lifetime.fake PROPERTIES
+        LABELS "e2e;isolation" SKIP_RETURN_CODE 77 TIMEOUT 180)
+endif()
 # The negative control: the same attacks against fake (no isolation), where
 # the ones docs/security.md lists must succeed (test_escape.c, FAKE_ESCAPES).
 if(TARGET sandbox.test_escape)

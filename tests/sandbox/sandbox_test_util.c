@@ -78,9 +78,15 @@ ph_environment *sbx_create(sbx_fixture *f, const ph_environment_spec *spec)
 
 ph_execution_result *sbx_run(ph_environment *env, const char *const *argv)
 {
+    return sbx_run_timed(env, argv, PH_SANDBOX_UNSET);
+}
+
+ph_execution_result *sbx_run_timed(ph_environment *env, const char *const *argv,
+                                   int64_t timeout_s)
+{
     ph_execution_command cmd = {
         .argv = argv,
-        .timeout_seconds = PH_SANDBOX_UNSET,
+        .timeout_seconds = timeout_s,
         .run_budget_ms = PH_SANDBOX_UNSET,
     };
     ph_execution_result *r = NULL;

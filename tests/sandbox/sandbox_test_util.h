@@ -36,6 +36,9 @@ ph_environment *sbx_create(sbx_fixture *f, const ph_environment_spec *spec);
 /* Runs argv (NULL-terminated) in env with no model timeout, no budget and no
  * stdin; asserts PH_OK. */
 ph_execution_result *sbx_run(ph_environment *env, const char *const *argv);
+/* The same with the model's timeout_s (seconds; PH_SANDBOX_UNSET: none). */
+ph_execution_result *sbx_run_timed(ph_environment *env, const char *const *argv,
+                                   int64_t timeout_s);
 
 /* True when haystack (len bytes) contains needle. */
 bool sbx_contains(const void *haystack, size_t len, const char *needle);

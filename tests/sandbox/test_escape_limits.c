@@ -115,14 +115,7 @@ static void pulse_stop_and_check(pulse *p, const char *attack)
 
 static ph_execution_result *run_attack(const char *script, int64_t timeout_s)
 {
-    const char *argv[] = {"sh", "-c", script, NULL};
-    ph_execution_command cmd = {.argv = argv, .timeout_seconds = timeout_s,
-                                .run_budget_ms = PH_SANDBOX_UNSET};
-    ph_execution_result *r = NULL;
-    ph_diag diag = {0};
-    if (ph_environment_execute(g_env, &cmd, &r, &diag) != PH_OK)
-        fail_msg("execute: %s", diag.message);
-    return r;
+    return esc_sh_timed(g_env, script, timeout_s);
 }
 
 /* After an attack the same environment still runs commands. */

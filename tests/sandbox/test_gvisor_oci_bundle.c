@@ -233,6 +233,47 @@ static void runsc_argv_is_exact(void **state)
     assert_int_equal(ph_runsc_argv(&rt, true, tail, argv, 6), 0);
 }
 
+static bool has_namespace(json_t *c, const char *type)
+{
+    json_t *n;
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(c, "linux"), "namespaces"), i, n)
+    {
+        if (strcmp(json_string_value(json_object_get(n, "type")), type) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The gofer's user namespace: ids 0 and the sandbox user's, each mapped to
+ * itself, nothing else; without it, no user namespace and no maps. */
+static void user_namespace_maps_two_ids(void **state)
+{
+    (void)state;
+    ph_oci_sandbox s = base_sandbox();
+    json_t *c = NULL;
+    assert_int_equal(ph_oci_config_new(&s, &c, NULL), PH_OK);
+    assert_false(has_namespace(c, "user"));
+    assert_null(json_object_get(json_object_get(c, "linux"), "uidMappings"));
+    json_decref(c);
+    s.user_namespace = true;
+    assert_int_equal(ph_oci_config_new(&s, &c, NULL), PH_OK);
+    assert_true(has_namespace(c, "user"));
+    const char *keys[] = {"uidMappings", "gidMappings"};
+    for (size_t k = 0; k < 2; k++) {
+        json_t *maps = json_object_get(json_object_get(c, "linux"), keys[k]);
+        assert_int_equal(json_array_size(maps), 2);
+        const json_int_t ids[] = {0, 1000};
+        for (size_t i = 0; i < 2; i++) {
+            json_t *m = json_array_get(maps, i);
+            assert_int_equal(json_integer_value(json_object_get(m, "containerID")), ids[i]);
+            assert_int_equal(json_integer_value(json_object_get(m, "hostID")), ids[i]);
+            assert_int_equal(json_integer_value(json_object_get(m, "size")), 1);
+        }
+    }
+    json_decref(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -240,6 +281,7 @@ int main(void)
         cmocka_unit_test(grant_mounts_the_socket_and_relays),
         cmocka_unit_test(limits_below_the_floor_are_raised),
         cmocka_unit_test(config_refusals),
+        cmocka_unit_test(user_namespace_maps_two_ids),
         cmocka_unit_test(process_document_is_exact),
         cmocka_unit_test(runsc_argv_is_exact),
     };
