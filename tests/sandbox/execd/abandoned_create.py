@@ -29,7 +29,10 @@ def mounts(state):
 
 with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
     state = os.path.join(tmp, "state")
-    daemon, sock = execd_testlib.start_daemon(execd, tmp, mechanism, ["--queue=32"])
+    # One identity makes every create here: its fair share must not refuse
+    # them (the test is about abandoned creates, not about the caps).
+    daemon, sock = execd_testlib.start_daemon(execd, tmp, mechanism, [
+        "--queue=32", "--max-requests-per-identity=36", "--max-sandboxes-per-identity=64"])
     try:
         watcher = Client.unix(sock)
         t0 = time.monotonic()
@@ -46,7 +49,10 @@ with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
                 c._sock.setblocking(False)
                 c._sock.recv(1, socket.MSG_PEEK)
                 c._sock.setblocking(True)
-                watcher.destroy("t1", c.recv()["environment"])
+                answer = c.recv()
+                if "environment" not in answer:
+                    sys.exit("create %d answered %r" % (i, answer))
+                watcher.destroy("t1", answer["environment"])
             except BlockingIOError:
                 abandoned += 1
             c.close()

@@ -1170,7 +1170,8 @@ static void test_shutdown_destroys_everything(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const one_thread[] = {"--max-executions=1", NULL};
+    const char *const one_thread[] = {"--max-executions=1", "--max-requests-per-identity=36",
+                                      NULL};
     daemon_start(&d, one_thread);
     int fd = raw_hello(&d);
     free(raw_create(fd, "t1"));
