@@ -1,0 +1,121 @@
+'use strict';
+/*
+ * support.js - what the Node package's end-to-end tests share. Real parts
+ * only: dnsmasq on a loopback port (answers the test names from a hosts
+ * file; names under slow.<domain> are forwarded to a socket nobody answers:
+ * a DNS timeout), tables compiled by policyc, servers on ports the kernel
+ * chose. The addon under test is linked against libpinhole built with
+ * PINHOLE_TEST_LOOPBACK_UPSTREAM (127.0.0.0/8 and ::1 exempt, nothing
+ * else), passed as $PINHOLE_NODE_ADDON; policyc as $PH_POLICYC.
+ */
+const { spawn, execFileSync } = require('node:child_process');
+const dgram = require('node:dgram');
+const dns = require('node:dns');
+const fs = require('node:fs');
+const http = require('node:http');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+
+const DOMAIN = 'pinhole-node.test';
+const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'pinhole-node-'));
+const cleanups = [];
+/* Stops every server and dnsmasq and removes TMP; the tests' after(). */
+function cleanup() {
+  while (cleanups.length) { try { cleanups.pop()(); } catch { /* best effort */ } }
+  fs.rmSync(TMP, { recursive: true, force: true });
+}
+process.on('exit', cleanup);
+
+function listen(server, host = '127.0.0.1') {
+  return new Promise((resolve) => server.listen(0, host, () => resolve(server.address().port)));
+}
+
+async function freeUdpTcpPort() {
+  for (;;) {
+    const s = net.createServer();
+    const port = await listen(s);
+    const u = dgram.createSocket('udp4');
+    const ok = await new Promise((resolve) => {
+      u.once('error', () => resolve(false));
+      u.bind(port, '127.0.0.1', () => resolve(true));
+    });
+    u.close();
+    s.close();
+    if (ok) return port;
+  }
+}
+
+/* dnsmasq answering records {name: [addresses]}. */
+async function startDnsmasq(records) {
+  const hosts = path.join(TMP, 'hosts');
+  fs.writeFileSync(hosts, Object.entries(records)
+    .flatMap(([n, as]) => as.map((a) => `${a} ${n}\n`)).join(''));
+  const silent = dgram.createSocket('udp4');
+  await new Promise((r) => silent.bind(0, '127.0.0.1', r));
+  cleanups.push(() => silent.close());
+  for (let attempt = 0; attempt < 10; attempt++) {
+    const port = await freeUdpTcpPort();
+    const proc = spawn('dnsmasq', ['--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv',
+      '--no-hosts', '--bind-interfaces', '--listen-address=127.0.0.1', `--port=${port}`,
+      '--pid-file=', '--user=', '--log-facility=/dev/null', '--local-ttl=0', `--local=/${DOMAIN}/`,
+      `--addn-hosts=${hosts}`, `--server=/slow.${DOMAIN}/127.0.0.1#${silent.address().port}`],
+    { stdio: 'ignore' });
+    cleanups.push(() => proc.kill());
+    const r = new dns.promises.Resolver({ timeout: 200, tries: 1 });
+    r.setServers([`127.0.0.1:${port}`]);
+    for (let i = 0; i < 100 && proc.exitCode === null; i++) {
+      try {
+        await r.resolve4(Object.keys(records)[0]);
+        return { server: `127.0.0.1:${port}`, resolver: r };
+      } catch { await new Promise((res) => setTimeout(res, 50)); }
+    }
+    proc.kill();
+  }
+  throw new Error('dnsmasq did not start');
+}
+
+/* {list: [[host, [ports]]]} compiled by policyc into TMP/name.ptab. */
+function compileTable(lists, name = 'table') {
+  const lines = ['version: 1', 'lists:'];
+  for (const [list, rules] of Object.entries(lists)) {
+    lines.push(`  ${list}:`, '    rules:');
+    for (const [host, ports] of rules) lines.push(`      - host: "${host}"`, `        ports: [${ports.join(', ')}]`);
+  }
+  const src = path.join(TMP, `${name}.yaml`);
+  const out = path.join(TMP, `${name}.ptab`);
+  fs.writeFileSync(src, lines.join('\n') + '\n');
+  execFileSync(process.env.PH_POLICYC, ['compile', src, '-o', out]);
+  return out;
+}
+
+/* A TCP listener that counts connections and bytes received and never
+ * answers: where an attack would land. */
+async function recorder(host = '127.0.0.1') {
+  const rec = { connections: 0, bytes: 0, sockets: [] };
+  rec.server = net.createServer((s) => {
+    rec.connections++;
+    rec.sockets.push(s);
+    s.on('data', (d) => { rec.bytes += d.length; });
+    s.on('error', () => {});
+  });
+  rec.port = await listen(rec.server, host);
+  rec.close = () => { rec.sockets.forEach((s) => s.destroy()); rec.server.close(); };
+  cleanups.push(rec.close);
+  return rec;
+}
+
+/* An HTTP server; handler(req, res). Records every request in .seen. */
+async function httpServer(handler) {
+  const srv = { seen: [] };
+  srv.server = http.createServer((req, res) => {
+    srv.seen.push({ method: req.method, url: req.url, headers: req.headers });
+    handler(req, res);
+  });
+  srv.port = await listen(srv.server);
+  srv.close = () => { srv.server.closeAllConnections(); srv.server.close(); };
+  cleanups.push(srv.close);
+  return srv;
+}
+
+module.exports = { cleanup, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };
