@@ -14,7 +14,7 @@ const { Guard, PinholeError, guardedFetch } = require('../../guard/node/lib/inde
 const S = require('./support.js');
 
 const D = S.DOMAIN;
-let dns, app, rec, guard, table;
+let dns, app, other, rec, guard, table;
 let floodSent = -1; // bytes the flood's server wrote before its connection closed
 
 /* Plain undici fetch with the test's DNS: the negative control. */
@@ -56,6 +56,14 @@ before(async () => {
       res.writeHead(302, { location: `http://zero.${D}:${rec.port}/` });
       return res.end();
     }
+    if (u.pathname === '/to-other') {
+      res.writeHead(Number(u.searchParams.get('status')), { location: `http://other.${D}:${other.port}/seen` });
+      return res.end();
+    }
+    if (u.pathname === '/to-self') {
+      res.writeHead(307, { location: '/hello' });
+      return res.end();
+    }
     if (u.pathname.startsWith('/chain/')) {
       const n = Number(u.pathname.slice(7));
       res.writeHead(302, { location: `/chain/${n + 1}` });
@@ -74,9 +82,12 @@ before(async () => {
     res.statusCode = 404;
     return res.end();
   });
-  dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`zero.${D}`]: ['0.0.0.0'] });
+  other = await S.httpServer((req, res) => { req.resume(); req.on('end', () => res.end('other')); });
+  dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`other.${D}`]: ['127.0.0.1'],
+    [`zero.${D}`]: ['0.0.0.0'] });
   // zero.D is listed on the recorder's port: only its address refuses it.
-  table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`zero.${D}`, [rec.port]],
+  table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`other.${D}`, [other.port]],
+    [`zero.${D}`, [rec.port]],
     [`*.slow.${D}`, [80]]] });
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
 });
@@ -127,6 +138,42 @@ test('hostile: an unlisted port is refused: port_not_allowed', async () => {
   const ctl = plainFetch(`http://app.${D}:${rec.port}/`, { signal: AbortSignal.timeout(1000) });
   await assert.rejects(ctl);
   assert.ok(rec.bytes > before, `plain fetch reached the listener (${rec.bytes - before} bytes)`);
+});
+
+test('a cross-origin redirect carries no secret header; a same-origin one keeps them', async () => {
+  const f = guardedFetch(guard, 'default');
+  const headers = { authorization: 'Bearer s3cret', 'x-api-key': 'k', 'private-token': 't',
+    cookie: 'c=1', accept: 'application/json', 'user-agent': 'pinhole-test' };
+  for (const status of [302, 307]) {
+    const start = other.seen.length;
+    const res = await f(`http://app.${D}:${app.port}/to-other?status=${status}`, { headers });
+    assert.equal(await res.text(), 'other');
+    const h = other.seen[start].headers;
+    for (const n of ['authorization', 'x-api-key', 'private-token', 'cookie']) assert.equal(h[n], undefined, `${status}: ${n}`);
+    assert.equal(h.accept, 'application/json');
+    assert.equal(h['user-agent'], 'pinhole-test');
+  }
+  const start = app.seen.length;
+  await (await f(`http://app.${D}:${app.port}/to-self`, { headers })).text();
+  assert.equal(app.seen[start + 1].headers.authorization, 'Bearer s3cret');
+});
+
+test('hostile: a POST 307 to another origin: redirect_body_cross_origin unless asked for', async () => {
+  const start = other.seen.length;
+  await refusedWith('redirect_body_cross_origin', guardedFetch(guard, 'default')(
+    `http://app.${D}:${app.port}/to-other?status=307`, { method: 'POST', body: 'secret body' }));
+  assert.equal(other.seen.length, start, 'nothing reached the other origin');
+  const f = guardedFetch(guard, 'default', { allowBodyCrossOrigin: true });
+  const res = await f(`http://app.${D}:${app.port}/to-other?status=307`, { method: 'POST', body: 'secret body' });
+  assert.equal(await res.text(), 'other');
+  assert.equal(other.seen[start].method, 'POST');
+  // A 303 turns it into a GET without the body: followed.
+  const r303 = await guardedFetch(guard, 'default')(`http://app.${D}:${app.port}/to-other?status=303`,
+    { method: 'POST', body: 'secret body', headers: { 'content-type': 'text/plain' } });
+  assert.equal(await r303.text(), 'other');
+  const last = other.seen[other.seen.length - 1];
+  assert.equal(last.method, 'GET');
+  assert.equal(last.headers['content-type'], undefined);
 });
 
 test('hostile: a redirect chain over the hop limit is refused: redirect_limit', async () => {
@@ -202,7 +249,7 @@ test('resolutions over maxPending are refused at once: limit_exceeded', async ()
 });
 
 test('the guard refuses what is not on the list and reloads', () => {
-  const d = guard.decide(`http://other.${D}/`, 'default');
+  const d = guard.decide(`http://unlisted.${D}/`, 'default');
   assert.equal(d.allowed, false);
   assert.equal(d.reason, 'not_allowlisted');
   assert.equal(guard.decide(`http://app.${D}:${app.port}/`, 'nolist').reason, 'unknown_list');
