@@ -176,6 +176,17 @@ test('hostile: a POST 307 to another origin: redirect_body_cross_origin unless a
   assert.equal(last.headers['content-type'], undefined);
 });
 
+test("the caller's redirect mode 'manual' or 'error' is stricter and kept", async () => {
+  const f = guardedFetch(guard, 'default');
+  const before = rec.bytes;
+  const res = await f(`http://app.${D}:${app.port}/to-literal`, { redirect: 'manual' });
+  assert.equal(res.status, 307);
+  assert.equal(res.headers.get('location'), `http://127.0.0.1:${rec.port}/latest/meta-data/`);
+  await assert.rejects(f(`http://app.${D}:${app.port}/to-self`, { redirect: 'error' }), TypeError);
+  await settle();
+  assert.equal(rec.bytes - before, 0);
+});
+
 test('hostile: a redirect chain over the hop limit is refused: redirect_limit', async () => {
   const f = guardedFetch(guard, 'default', { maxRedirects: 3 });
   const start = app.seen.length;

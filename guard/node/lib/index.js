@@ -242,6 +242,14 @@ function guardedFetch(guard, list = 'default', options = {}) {
         }
         const location = res.headers.get('location');
         if (!REDIRECT_STATUSES.has(res.status) || location === null) return res;
+        // The caller's own redirect mode is stricter than following: 'manual'
+        // hands it the redirect (a request it then makes is decided again),
+        // 'error' fails as fetch does.
+        if (first.redirect === 'manual') return res;
+        if (first.redirect === 'error') {
+          await discardBody(res);
+          throw new TypeError(`fetch: a redirect (${res.status}) with redirect mode "error"`);
+        }
         const next = addon.nextMethod(res.status, method);
         const resendBody = body !== null && next === method;
         const rc = guard.redirectCheck(url, location.trim(), hop, list, {
