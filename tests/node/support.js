@@ -46,6 +46,20 @@ async function freeUdpTcpPort() {
   }
 }
 
+/* Plain undici fetch (no guard) with a lookup that asks dns (what
+ * startDnsmasq returned): the negative control that shows an attack would
+ * have reached its target. */
+function plainFetch(dnsServer, url, init = {}) {
+  const undici = require('undici');
+  const lookup = (host, opts, cb) => {
+    dnsServer.resolver.resolve4(host).then((as) => {
+      if (opts.all) cb(null, as.map((a) => ({ address: a, family: 4 })));
+      else cb(null, as[0], 4);
+    }, cb);
+  };
+  return undici.fetch(url, { ...init, dispatcher: new undici.Agent({ connect: { lookup } }) });
+}
+
 /* dnsmasq answering records {name: [addresses]}. */
 async function startDnsmasq(records) {
   const hosts = path.join(TMP, 'hosts');
@@ -118,4 +132,4 @@ async function httpServer(handler) {
   return srv;
 }
 
-module.exports = { cleanup, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };
+module.exports = { cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };

@@ -17,16 +17,7 @@ const D = S.DOMAIN;
 let dns, app, other, rec, guard, table;
 let floodSent = -1; // bytes the flood's server wrote before its connection closed
 
-/* Plain undici fetch with the test's DNS: the negative control. */
-function plainFetch(url, init = {}) {
-  const lookup = (host, opts, cb) => {
-    dns.resolver.resolve4(host).then((as) => {
-      if (opts.all) cb(null, as.map((a) => ({ address: a, family: 4 })));
-      else cb(null, as[0], 4);
-    }, cb);
-  };
-  return undici.fetch(url, { ...init, dispatcher: new undici.Agent({ connect: { lookup } }) });
-}
+const plainFetch = (url, init) => S.plainFetch(dns, url, init);
 
 async function refusedWith(reason, promise) {
   await assert.rejects(promise, (e) => {

@@ -11,7 +11,6 @@
 const assert = require('node:assert/strict');
 const http = require('node:http');
 const { test, before, after } = require('node:test');
-const undici = require('undici');
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
@@ -23,15 +22,7 @@ const S = require('./support.js');
 const D = S.DOMAIN;
 let dns, mcp, rec, guard;
 
-function plainFetch(url, init = {}) {
-  const lookup = (host, opts, cb) => {
-    dns.resolver.resolve4(host).then((as) => {
-      if (opts.all) cb(null, as.map((a) => ({ address: a, family: 4 })));
-      else cb(null, as[0], 4);
-    }, cb);
-  };
-  return undici.fetch(url, { ...init, dispatcher: new undici.Agent({ connect: { lookup } }) });
-}
+const plainFetch = (url, init) => S.plainFetch(dns, url, init);
 
 function mcpServer() {
   const server = new McpServer({ name: 'pinhole-test', version: '1.0.0' });

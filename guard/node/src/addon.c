@@ -151,18 +151,26 @@ static bool nh_string(napi_env env, napi_value v, char *buf, size_t cap, const c
     return true;
 }
 
-static bool nh_opt_u32(napi_env env, napi_value obj, const char *name, unsigned *out)
+/* options[name] when present and not undefined: true with *v set; false
+ * when absent (*v untouched). */
+static bool nh_opt(napi_env env, napi_value obj, const char *name, napi_value *v,
+                   napi_valuetype *t)
 {
     bool has = false;
+    if (napi_has_named_property(env, obj, name, &has) != napi_ok || !has)
+        return false;
+    napi_get_named_property(env, obj, name, v);
+    napi_typeof(env, *v, t);
+    return *t != napi_undefined;
+}
+
+static bool nh_opt_u32(napi_env env, napi_value obj, const char *name, unsigned *out)
+{
     napi_value v;
     napi_valuetype t;
-    if (napi_has_named_property(env, obj, name, &has) != napi_ok || !has)
-        return true;
-    napi_get_named_property(env, obj, name, &v);
-    napi_typeof(env, v, &t);
-    if (t == napi_undefined)
-        return true;
     double d;
+    if (!nh_opt(env, obj, name, &v, &t))
+        return true;
     if (t != napi_number || napi_get_value_double(env, v, &d) != napi_ok || d < 0 ||
         d > 4294967295.0 || d != (double)(unsigned)d) {
         char m[128];
@@ -176,14 +184,9 @@ static bool nh_opt_u32(napi_env env, napi_value obj, const char *name, unsigned 
 
 static bool nh_opt_bool(napi_env env, napi_value obj, const char *name, bool *out)
 {
-    bool has = false;
     napi_value v;
     napi_valuetype t;
-    if (napi_has_named_property(env, obj, name, &has) != napi_ok || !has)
-        return true;
-    napi_get_named_property(env, obj, name, &v);
-    napi_typeof(env, v, &t);
-    if (t == napi_undefined)
+    if (!nh_opt(env, obj, name, &v, &t))
         return true;
     if (t != napi_boolean) {
         char m[128];
@@ -423,18 +426,12 @@ static napi_value nh_guard_new(napi_env env, napi_callback_info info)
         napi_typeof(env, argv[1], &t);
     if (t == napi_object) {
         napi_value opts = argv[1];
-        bool has = false;
-        napi_has_named_property(env, opts, "dnsServers", &has);
-        if (has) {
-            napi_value v;
-            napi_valuetype vt;
-            napi_get_named_property(env, opts, "dnsServers", &v);
-            napi_typeof(env, v, &vt);
-            if (vt != napi_undefined && vt != napi_null) {
-                if (!nh_string(env, v, servers, sizeof servers, "options.dnsServers"))
-                    return NULL;
-                o.dns_servers = servers;
-            }
+        napi_value v;
+        napi_valuetype vt;
+        if (nh_opt(env, opts, "dnsServers", &v, &vt) && vt != napi_null) {
+            if (!nh_string(env, v, servers, sizeof servers, "options.dnsServers"))
+                return NULL;
+            o.dns_servers = servers;
         }
         if (!nh_opt_u32(env, opts, "dnsTimeoutMs", &o.dns_timeout_ms) ||
             !nh_opt_u32(env, opts, "reloadIntervalMs", &reload_ms) ||
@@ -856,6 +853,10 @@ static napi_value nh_init(napi_env env, napi_value exports)
     napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
     return exports;
 }
+
+/* The entry points NAPI_MODULE_INIT defines, declared first (-Wmissing-prototypes). */
+NAPI_MODULE_EXPORT int32_t NODE_API_MODULE_GET_API_VERSION(void);
+NAPI_MODULE_EXPORT napi_value NAPI_MODULE_INITIALIZER(napi_env env, napi_value exports);
 
 NAPI_MODULE_INIT()
 {
