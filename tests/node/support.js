@@ -63,25 +63,47 @@ function plainFetch(dnsServer, url, init = {}) {
 /* dnsmasq answering records {name: [addresses]}. */
 async function startDnsmasq(records) {
   const hosts = path.join(TMP, 'hosts');
-  fs.writeFileSync(hosts, Object.entries(records)
-    .flatMap(([n, as]) => as.map((a) => `${a} ${n}\n`)).join(''));
+  const write = () => {
+    fs.writeFileSync(`${hosts}.tmp`, Object.entries(records)
+      .flatMap(([n, as]) => as.map((a) => `${a} ${n}\n`)).join(''));
+    fs.renameSync(`${hosts}.tmp`, hosts);
+  };
+  write();
+  let proc;
+  let resolver;
+  /* Changes name's answer: rewrites the file, SIGHUP, waits until dnsmasq
+   * answers the new addresses. */
+  async function setRecord(name, addrs) {
+    records[name] = addrs;
+    write();
+    proc.kill('SIGHUP');
+    const want = [...addrs].sort().join(',');
+    for (let i = 0; i < 100; i++) {
+      const got = await resolver.resolve4(name).then((a) => a.sort().join(','), () => '');
+      if (got === want) return;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    throw new Error(`dnsmasq still does not answer ${want} for ${name}`);
+  }
   const silent = dgram.createSocket('udp4');
   await new Promise((r) => silent.bind(0, '127.0.0.1', r));
   cleanups.push(() => silent.close());
   for (let attempt = 0; attempt < 10; attempt++) {
     const port = await freeUdpTcpPort();
-    const proc = spawn('dnsmasq', ['--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv',
+    proc = spawn('dnsmasq', ['--keep-in-foreground', '--conf-file=/dev/null', '--no-resolv',
       '--no-hosts', '--bind-interfaces', '--listen-address=127.0.0.1', `--port=${port}`,
       '--pid-file=', '--user=', '--log-facility=/dev/null', '--local-ttl=0', `--local=/${DOMAIN}/`,
       `--addn-hosts=${hosts}`, `--server=/slow.${DOMAIN}/127.0.0.1#${silent.address().port}`],
     { stdio: 'ignore' });
-    cleanups.push(() => proc.kill());
+    const p = proc;
+    cleanups.push(() => p.kill());
     const r = new dns.promises.Resolver({ timeout: 200, tries: 1 });
     r.setServers([`127.0.0.1:${port}`]);
+    resolver = r;
     for (let i = 0; i < 100 && proc.exitCode === null; i++) {
       try {
         await r.resolve4(Object.keys(records)[0]);
-        return { server: `127.0.0.1:${port}`, resolver: r };
+        return { server: `127.0.0.1:${port}`, resolver: r, set: (n, as) => setRecord(n, as) };
       } catch { await new Promise((res) => setTimeout(res, 50)); }
     }
     proc.kill();

@@ -75,9 +75,11 @@ before(async () => {
   });
   other = await S.httpServer((req, res) => { req.resume(); req.on('end', () => res.end('other')); });
   dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`other.${D}`]: ['127.0.0.1'],
+    [`rebind.${D}`]: ['127.0.0.1'],
     [`zero.${D}`]: ['0.0.0.0'] });
   // zero.D is listed on the recorder's port: only its address refuses it.
   table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`other.${D}`, [other.port]],
+    [`rebind.${D}`, [app.port, rec.port]],
     [`zero.${D}`, [rec.port]],
     [`*.slow.${D}`, [80]]] });
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
@@ -116,6 +118,21 @@ test('hostile: a name resolving to a denied address is refused: denied_address',
   await settle();
   assert.equal(rec.bytes - before, 0, 'nothing reached the listener');
   const ctl = plainFetch(`http://zero.${D}:${rec.port}/`, { signal: AbortSignal.timeout(1000) });
+  await assert.rejects(ctl);
+  assert.ok(rec.bytes > before, `plain fetch reached the listener (${rec.bytes - before} bytes)`);
+});
+
+test('hostile: DNS rebinding: the next connection checks the new answer: denied_address', async () => {
+  // rebind.D answers 127.0.0.1 (the app); then 0.0.0.0 (where the recorder
+  // listens on every address). dnsmasq's TTL is 0: nothing is cached.
+  const f = guardedFetch(guard, 'default');
+  assert.equal(await (await f(`http://rebind.${D}:${app.port}/hello`)).text(), 'hello');
+  await dns.set(`rebind.${D}`, ['0.0.0.0']);
+  const before = rec.bytes;
+  await refusedWith('denied_address', f(`http://rebind.${D}:${rec.port}/`));
+  await settle();
+  assert.equal(rec.bytes - before, 0, 'nothing reached the listener');
+  const ctl = plainFetch(`http://rebind.${D}:${rec.port}/`, { signal: AbortSignal.timeout(1000) });
   await assert.rejects(ctl);
   assert.ok(rec.bytes > before, `plain fetch reached the listener (${rec.bytes - before} bytes)`);
 });
