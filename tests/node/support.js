@@ -154,4 +154,21 @@ async function httpServer(handler) {
   return srv;
 }
 
-module.exports = { cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };
+/* A test CA and a certificate for names signed by it (openssl): {ca, cert,
+ * key} as PEM strings. */
+function makeCert(names, tag = 'leaf') {
+  const dir = fs.mkdtempSync(path.join(TMP, 'ca-'));
+  const f = (n) => path.join(dir, n);
+  const run = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  run('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=pinhole node test CA');
+  run('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-keyout', f('leaf.key'), '-out', f('leaf.csr'), '-subj', `/CN=${tag}`);
+  fs.writeFileSync(f('ext'), `subjectAltName=${names.map((n) => `DNS:${n}`).join(',')}\n`);
+  run('x509', '-req', '-in', f('leaf.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'),
+    '-CAcreateserial', '-out', f('leaf.pem'), '-days', '2', '-extfile', f('ext'));
+  return { ca: fs.readFileSync(f('ca.pem'), 'utf8'), cert: fs.readFileSync(f('leaf.pem'), 'utf8'),
+    key: fs.readFileSync(f('leaf.key'), 'utf8') };
+}
+
+module.exports = { makeCert, cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };

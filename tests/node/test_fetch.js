@@ -14,7 +14,7 @@ const { Guard, PinholeError, guardedFetch } = require('../../guard/node/lib/inde
 const S = require('./support.js');
 
 const D = S.DOMAIN;
-let dns, app, other, rec, guard, table;
+let dns, app, other, rec, guard, table, tlsApp, pki;
 let floodSent = -1; // bytes the flood's server wrote before its connection closed
 
 const plainFetch = (url, init) => S.plainFetch(dns, url, init);
@@ -74,12 +74,18 @@ before(async () => {
     return res.end();
   });
   other = await S.httpServer((req, res) => { req.resume(); req.on('end', () => res.end('other')); });
+  pki = S.makeCert([`tls.${D}`]);
+  tlsApp = require('node:https').createServer({ cert: pki.cert, key: pki.key }, (req, res) => res.end('tls hello'));
+  await new Promise((r) => tlsApp.listen(0, '127.0.0.1', r));
+  tlsApp.port = tlsApp.address().port;
   dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`other.${D}`]: ['127.0.0.1'],
+    [`tls.${D}`]: ['127.0.0.1'], [`wrongname.${D}`]: ['127.0.0.1'],
     [`rebind.${D}`]: ['127.0.0.1'],
     [`zero.${D}`]: ['0.0.0.0'] });
   // zero.D is listed on the recorder's port: only its address refuses it.
   table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`other.${D}`, [other.port]],
-    [`rebind.${D}`, [app.port, rec.port]],
+    [`rebind.${D}`, [app.port, rec.port]], [`tls.${D}`, [tlsApp.port]],
+    [`wrongname.${D}`, [tlsApp.port]],
     [`zero.${D}`, [rec.port]],
     [`*.slow.${D}`, [80]]] });
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
@@ -95,6 +101,18 @@ test('benign: a listed name fetched through the guard', async () => {
   assert.equal(d.reason, 'allowed');
   const r = await guard.resolve(`http://app.${D}:${app.port}/`, 'default');
   assert.deepEqual(r.addresses, [{ address: '127.0.0.1', family: 4 }]);
+});
+
+test('https: SNI and the certificate verified for the decided name', async () => {
+  const f = guardedFetch(guard, 'default', { ca: pki.ca });
+  const res = await f(`https://tls.${D}:${tlsApp.port}/`);
+  assert.equal(await res.text(), 'tls hello');
+  // The same server under a name its certificate does not carry: refused.
+  await assert.rejects(f(`https://wrongname.${D}:${tlsApp.port}/`),
+    (e) => e.reason === 'upstream_unreachable' && /altnames|Hostname/i.test(e.detail));
+  // Without the test CA the chain is not trusted.
+  await assert.rejects(guardedFetch(guard, 'default')(`https://tls.${D}:${tlsApp.port}/`),
+    (e) => e.reason === 'upstream_unreachable' && /certificate/i.test(e.detail));
 });
 
 test('hostile: a 307 to an IP literal (the metadata address) is refused: ip_literal', async () => {
@@ -276,4 +294,4 @@ test('the guard refuses what is not on the list and reloads', () => {
   assert.throws(() => new Guard('/nonexistent.ptab'), (e) => e instanceof PinholeError && e.reason === 'guard_error');
 });
 
-after(() => { guard.close(); S.cleanup(); });
+after(() => { tlsApp.closeAllConnections(); tlsApp.close(); guard.close(); S.cleanup(); });

@@ -173,7 +173,7 @@ function pinnedConnector(guard, list, options) {
         socket.removeListener('error', done);
         if (err) {
           socket.destroy();
-          callback(err.reason ? err : refused('upstream_unreachable',
+          callback(err instanceof PinholeError ? err : refused('upstream_unreachable',
             `${res.host}:${res.port}: ${err.message}`));
         } else {
           callback(null, socket);
