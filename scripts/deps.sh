@@ -13,6 +13,7 @@ python3-httpx python3-requests python3-pip python3-venv python3-setuptools pytho
 busybox-static runsc docker.io e2fsprogs
 strace tinyproxy squid stress-ng
 dpkg-dev debhelper dh-python pandoc lintian man-db debootstrap
+nodejs libuv1-dev
 "
 
 missing=""
@@ -21,6 +22,12 @@ for p in $PACKAGES; do
         missing="$missing $p"
     fi
 done
+# guard/node needs npm beside node: Debian's nodejs (18) ships it as the
+# separate npm package; a NodeSource nodejs bundles it (and conflicts with
+# Debian's npm), so only ask for it when no npm is on PATH.
+if ! command -v npm >/dev/null 2>&1; then
+    missing="$missing npm"
+fi
 
 if [ -z "$missing" ]; then
     echo "deps: all packages present"

@@ -1,0 +1,100 @@
+// Type declarations of @pinhole/guard (lib/index.js).
+import type { Agent } from 'undici';
+
+/** Every refusal and every failed call of the package. */
+export declare class PinholeError extends Error {
+  constructor(message: string, reason: string, detail?: string);
+  /** The stable reason code ("not_allowlisted", "denied_address",
+   * "ip_literal", "redirect_limit", ... docs/worker.md), or "guard_error"
+   * when a call could not do its job (then .status names the ph_status). */
+  readonly reason: string;
+  /** One line for the log. */
+  readonly detail: string;
+  readonly status?: string;
+}
+
+export interface GuardOptions {
+  /** "ip[:port][,ip[:port]...]"; default: the system's resolv.conf. */
+  dnsServers?: string;
+  dnsTimeoutMs?: number;
+  /** How often at most to look for a replaced table (default 1000; 0: only reload()). */
+  reloadIntervalMs?: number;
+  dnsCache?: boolean;
+  dnsCacheEntries?: number;
+  dnsCacheMaxTtlS?: number;
+  dnsNegativeTtlS?: number;
+  /** Resolutions in flight on this guard (default 256); one more is refused: limit_exceeded. */
+  maxPending?: number;
+}
+
+export interface Rule {
+  list: string;
+  host: string;
+  file: string;
+  line: number;
+  reason: string;
+}
+
+export interface Decision {
+  allowed: boolean;
+  reason: string;
+  detail: string;
+  httpStatus: number;
+  scheme: 'http' | 'https' | '';
+  host: string;
+  port: number;
+  policyId: string;
+  rule: Rule | null;
+}
+
+export interface Resolution extends Decision {
+  addresses: { address: string; family: 4 | 6 }[];
+  fromCache: boolean;
+}
+
+export interface RedirectOptions {
+  maxHops?: number;
+  allowDowngrade?: boolean;
+  resendBody?: boolean;
+  allowBodyCrossOrigin?: boolean;
+}
+
+export interface RedirectVerdict {
+  allowed: boolean;
+  reason: string;
+  detail: string;
+  url: string;
+  sameOrigin: boolean;
+  dropCredentials: boolean;
+}
+
+export declare class Guard {
+  constructor(tablePath: string, options?: GuardOptions);
+  decide(url: string | URL, list?: string): Decision;
+  resolve(url: string | URL, list?: string): Promise<Resolution>;
+  redirectCheck(fromUrl: string, location: string, hop: number, list?: string,
+                options?: RedirectOptions): RedirectVerdict;
+  reload(): { reloaded: boolean; generation: number; policyId: string };
+  close(): void;
+}
+
+export interface GuardedFetchOptions {
+  maxRedirects?: number;
+  /** One deadline for every hop up to the final response head (default 30000). */
+  timeoutMs?: number;
+  connectTimeoutMs?: number;
+  allowDowngrade?: boolean;
+  allowBodyCrossOrigin?: boolean;
+  /** Extra trusted CA certificates (PEM) for https. */
+  ca?: string | Buffer | Array<string | Buffer>;
+}
+
+export type GuardedFetch = ((input: string | URL | Request, init?: RequestInit) => Promise<Response>) & {
+  readonly agent: Agent;
+};
+
+export declare function guardedFetch(guard: Guard, list?: string, options?: GuardedFetchOptions): GuardedFetch;
+export declare function headerFollows(name: string, sameOrigin: boolean, bodyFollows: boolean): boolean;
+export declare function nextMethod(status: number, method: string): string;
+export declare const REDIRECT_STATUSES: ReadonlySet<number>;
+export declare const BODY_DISCARD_MAX: number;

@@ -1,0 +1,290 @@
+'use strict';
+/*
+ * @pinhole/guard: Pinhole's egress guard for Node.js workers (docs/worker.md,
+ * "Node.js").
+ *
+ *   Guard          the policy (a compiled allowlist table) and its resolver:
+ *                  decide(url, list), resolve(url, list), reload(), close()
+ *   guardedFetch   a fetch whose every connection is decided and pinned at
+ *                  connect time, and whose redirects follow libpinhole's
+ *                  rules (pinhole/redirect.h), never fetch's own
+ *   PinholeError   every refusal: .reason (the stable code), .detail
+ *
+ * The addon (src/addon.c) is found at $PINHOLE_NODE_ADDON, else beside the
+ * package in build/pinhole.node.
+ */
+const net = require('node:net');
+const path = require('node:path');
+const tls = require('node:tls');
+const undici = require('undici');
+
+class PinholeError extends Error {
+  constructor(message, reason, detail) {
+    super(message);
+    this.name = 'PinholeError';
+    this.reason = reason;
+    this.detail = detail === undefined ? '' : detail;
+  }
+}
+
+function loadAddon() {
+  const file = process.env.PINHOLE_NODE_ADDON || path.join(__dirname, '..', 'build', 'pinhole.node');
+  const addon = require(file);
+  addon.setErrorClass(PinholeError);
+  return addon;
+}
+const addon = loadAddon();
+
+function refused(reason, detail) {
+  return new PinholeError(detail ? `${reason}: ${detail}` : reason, reason, detail || '');
+}
+
+class Guard {
+  /**
+   * tablePath: a table compiled by policyc. options: dnsServers
+   * ("ip[:port],..."; default resolv.conf), dnsTimeoutMs, reloadIntervalMs
+   * (default 1000; 0: only reload()), dnsCache (default true),
+   * dnsCacheEntries, dnsCacheMaxTtlS, dnsNegativeTtlS, maxPending
+   * (resolutions in flight on this guard, default 256).
+   */
+  constructor(tablePath, options) {
+    this._native = new addon.Guard(String(tablePath), options === undefined ? {} : options);
+  }
+
+  /** The one decision for url against list (ph_decide_url); no DNS. */
+  decide(url, list = 'default') {
+    return this._native.decide(String(url), list);
+  }
+
+  /** The decision, then exactly the decided name resolved with every
+   * address checked: {host, port, addresses: [{address, family}], ...} or
+   * a rejection with a PinholeError. Runs on the event loop. */
+  resolve(url, list = 'default') {
+    return this._native.resolve(String(url), list);
+  }
+
+  redirectCheck(fromUrl, location, hop, list = 'default', options = {}) {
+    return this._native.redirectCheck(String(fromUrl), String(location), hop, list, options);
+  }
+
+  /** Reloads the table (and grant keys) if replaced: {reloaded, generation, policyId}. */
+  reload() {
+    return this._native.reload();
+  }
+
+  close() {
+    this._native.close();
+  }
+}
+
+/* ---- redirects: the library's rules --------------------------------------- */
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+const DEFAULT_MAX_REDIRECTS = 10;            // PH_REDIRECT_MAX_HOPS_DEFAULT
+const BODY_DISCARD_MAX = 65536;              // PH_REDIRECT_BODY_DISCARD_MAX
+const DEFAULT_TIMEOUT_MS = 30000;            // PH_REDIRECT_CHAIN_TIMEOUT_MS_DEFAULT
+const DEFAULT_CONNECT_TIMEOUT_MS = 10000;
+
+let headerLists = null;
+function lists() {
+  if (!headerLists) {
+    const h = addon.redirectHeaders();
+    headerLists = {
+      cross: new Set(h.crossOrigin.map((n) => n.toLowerCase())),
+      body: new Set(h.body.map((n) => n.toLowerCase())),
+    };
+  }
+  return headerLists;
+}
+
+/** ph_redirect_header_follows over the lists read from libpinhole. */
+function headerFollows(name, sameOrigin, bodyFollows) {
+  const { cross, body } = lists();
+  const n = name.toLowerCase();
+  if (body.has(n)) return bodyFollows;
+  return sameOrigin || cross.has(n);
+}
+
+/* Reads and throws away at most BODY_DISCARD_MAX bytes of a redirect's
+ * body; past that (or on any error) the stream is cancelled, which closes
+ * its connection instead of reading a flood. */
+async function discardBody(res) {
+  if (!res.body) return;
+  const reader = res.body.getReader();
+  let seen = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      seen += value.byteLength;
+      if (seen > BODY_DISCARD_MAX) {
+        await reader.cancel().catch(() => {});
+        return;
+      }
+    }
+  } catch {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+/* ---- connections: decided and pinned at connect time ---------------------- */
+
+/* undici's connect hook: decide host:port, resolve exactly the decided name
+ * with every address checked, and hand net/tls a lookup that answers only
+ * those addresses for only that name. */
+function pinnedConnector(guard, list, options) {
+  const connectTimeoutMs = options.connectTimeoutMs || DEFAULT_CONNECT_TIMEOUT_MS;
+  return function connect(o, callback) {
+    const origin = `${o.protocol}//${o.hostname}${o.port ? ':' + o.port : ''}/`;
+    guard.resolve(origin, list).then((res) => {
+      const addrs = res.addresses;
+      const lookup = (hostname, lopts, cb) => {
+        if (typeof lopts === 'function') { cb = lopts; lopts = {}; }
+        if (hostname !== res.host) {
+          cb(refused('denied_address', `lookup of ${hostname} on a connection pinned to ${res.host}`));
+          return;
+        }
+        if (lopts && lopts.all) cb(null, addrs.map((a) => ({ address: a.address, family: a.family })));
+        else cb(null, addrs[0].address, addrs[0].family);
+      };
+      const common = { host: res.host, port: res.port, lookup };
+      let socket;
+      if (res.scheme === 'https') {
+        socket = tls.connect({
+          ...common,
+          servername: res.host,
+          ALPNProtocols: ['http/1.1'],
+          ca: options.ca,
+          rejectUnauthorized: true,
+        });
+      } else {
+        socket = net.connect(common);
+      }
+      socket.setNoDelay(true);
+      let settled = false;
+      const timer = setTimeout(() => {
+        socket.destroy(refused('upstream_timeout',
+          `no connection to ${res.host}:${res.port} within ${connectTimeoutMs} ms`));
+      }, connectTimeoutMs);
+      const done = (err) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        socket.removeListener('error', done);
+        if (err) {
+          socket.destroy();
+          callback(err instanceof PinholeError ? err : refused('upstream_unreachable',
+            `${res.host}:${res.port}: ${err.message}`));
+        } else {
+          callback(null, socket);
+        }
+      };
+      socket.once(res.scheme === 'https' ? 'secureConnect' : 'connect', () => done(null));
+      socket.once('error', done);
+    }, (err) => callback(err));
+  };
+}
+
+function causeReason(err) {
+  for (let e = err, i = 0; e && i < 8; e = e.cause, i++) {
+    if (e instanceof PinholeError) return e;
+  }
+  return null;
+}
+
+/**
+ * guardedFetch(guard, list, options) -> fetch(input, init)
+ * options: maxRedirects (10), timeoutMs (30000: every hop up to the final
+ * response head), connectTimeoutMs (10000), allowDowngrade (false),
+ * allowBodyCrossOrigin (false), ca (extra trusted CA, PEM).
+ */
+function guardedFetch(guard, list = 'default', options = {}) {
+  if (!(guard instanceof Guard)) throw new TypeError('guardedFetch: guard must be a Guard');
+  const maxRedirects = options.maxRedirects === undefined ? DEFAULT_MAX_REDIRECTS : options.maxRedirects;
+  const timeoutMs = options.timeoutMs || DEFAULT_TIMEOUT_MS;
+  const agent = new undici.Agent({ connect: pinnedConnector(guard, list, options), maxRedirections: 0 });
+
+  async function fetchGuarded(input, init = {}) {
+    if (init.dispatcher !== undefined) {
+      throw refused('proxy_refused', 'init.dispatcher would route around the guard');
+    }
+    const first = new undici.Request(input, init);
+    let url = first.url;
+    let method = first.method;
+    const headers = new undici.Headers(first.headers);
+    let body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
+
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(
+      refused('upstream_timeout', `the guarded request's deadline of ${timeoutMs} ms passed`)), timeoutMs);
+    // The caller's signal aborts the chain too (AbortSignal.any is not in Node 18).
+    const callerSignal = init.signal || (input instanceof undici.Request ? input.signal : null);
+    const onCallerAbort = () => deadline.abort(callerSignal.reason);
+    if (callerSignal) {
+      if (callerSignal.aborted) onCallerAbort();
+      else callerSignal.addEventListener('abort', onCallerAbort, { once: true });
+    }
+    const signal = deadline.signal;
+    try {
+      for (let hop = 0; ; hop++) {
+        const d = guard.decide(url, list);
+        if (!d.allowed) throw refused(d.reason, d.detail);
+        let res;
+        try {
+          res = await undici.fetch(url, {
+            method, headers, body, redirect: 'manual', dispatcher: agent, signal,
+            ...(body ? { duplex: 'half' } : {}),
+          });
+        } catch (err) {
+          const pe = causeReason(err) || causeReason(signal.reason);
+          if (pe) throw pe;
+          throw err;
+        }
+        const location = res.headers.get('location');
+        if (!REDIRECT_STATUSES.has(res.status) || location === null) return res;
+        // The caller's own redirect mode is stricter than following: 'manual'
+        // hands it the redirect (a request it then makes is decided again),
+        // 'error' fails as fetch does.
+        if (first.redirect === 'manual') return res;
+        if (first.redirect === 'error') {
+          await discardBody(res);
+          throw new TypeError(`fetch: a redirect (${res.status}) with redirect mode "error"`);
+        }
+        const next = addon.nextMethod(res.status, method);
+        const resendBody = body !== null && next === method;
+        const rc = guard.redirectCheck(url, location.trim(), hop, list, {
+          maxHops: maxRedirects, allowDowngrade: !!options.allowDowngrade, resendBody,
+          allowBodyCrossOrigin: !!options.allowBodyCrossOrigin,
+        });
+        await discardBody(res);
+        if (!rc.allowed) throw refused(rc.reason, rc.detail);
+        for (const name of [...headers.keys()]) {
+          if (!headerFollows(name, rc.sameOrigin, resendBody)) headers.delete(name);
+        }
+        method = next;
+        body = resendBody ? body : null;
+        url = rc.url;
+      }
+    } catch (err) {
+      if (signal.aborted) {
+        const pe = causeReason(signal.reason);
+        if (pe) throw pe;
+      }
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  fetchGuarded.agent = agent;
+  return fetchGuarded;
+}
+
+module.exports = {
+  Guard,
+  PinholeError,
+  guardedFetch,
+  headerFollows,
+  nextMethod: (status, method) => addon.nextMethod(status, method),
+  REDIRECT_STATUSES,
+  BODY_DISCARD_MAX,
+};
