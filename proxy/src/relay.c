@@ -539,6 +539,12 @@ void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb ga
     r->gate = gate;
     r->gate_arg = arg;
     r->hold_cap = cap;
+    /* Room for the whole hold in one chain: each read lands after the last
+     * and the gate's view of them all (evbuffer_pullup) copies nothing, so
+     * a client trickling a byte at a time costs no more than one sending
+     * at once. (Out of memory, the reads still work, with copies.) */
+    if (buffer(r, 0) != NULL)
+        (void)evbuffer_expand(r->buf[0], cap);
     int64_t now = ph_monotonic_ms();
     r->hold_at = now + timeout_ms;
     evtimer_del(r->timer);
