@@ -117,6 +117,27 @@ for data in (b"", b"SSH-2.0-OpenSSH_9.2\r\n"):
 print(" ".join(out))
 PY
 )"
+# The CONNECT host is compared in its canonical form: an authority in
+# capitals (a trailing dot is refused at the CONNECT: 400) is the host the hello names.
+check "CONNECT OK.<domain>:port with the hello for ok.<domain>" "handshake" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$TLS_PORT" 2>&1 <<'PY'
+import socket, ssl, sys
+port, tok, host, tls_port = sys.argv[1:]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {host.upper()}:{tls_port} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+inb, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ssl.create_default_context().wrap_bio(inb, outb, server_hostname=host)
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s.sendall(outb.read())
+print("handshake" if s.recv(1) == b"\x16" else head.split(b"\r\n")[0].decode())
+PY
+)"
 check "the log says protocol_not_allowed for both" "2" \
     "$(grep -c '"reason":"protocol_not_allowed"' "$E2E_TMP/proxy.log")"
 check "the one sending nothing was closed at inspect_timeout_ms" "1" \
