@@ -47,7 +47,7 @@ typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, S
 /* The strings of a connection's log line (and of a recheck: host, token),
  * by index; each may be absent (NULL). */
 enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_TOKEN, CS_DETAIL,
-       CS_COUNT };
+       CS_SNI, CS_COUNT };
 
 /* The head phase: from accept until the connection is a tunnel
  * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
@@ -98,6 +98,8 @@ typedef struct px_conn {
     px_upstream *up;            /* from the decision on: the lease slot, the dial, the log's addresses */
     px_relay *relay;            /* ST_RELAY: owns both sockets */
     struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
+    struct px_inspect *insp;    /* ST_RELAY: the inspection of the client's first
+                                 * bytes (tunnel.c), until it passed */
     const char *end;
     uint64_t bytes_up, bytes_down;
     int fd;                     /* the client socket; -1 once h->client or the relay owns it */

@@ -203,6 +203,7 @@ static void conn_log(const px_conn *c)
         .bytes_down = c->bytes_down,
         .duration_s = elapsed(c),
         .end = c->end,
+        .sni = str[CS_SNI],
     };
     px_log_connection(&r);
 }
@@ -248,6 +249,7 @@ void px_conn_free(px_conn *c)
     }
     px_conn_head_free(&c->h);
     free(c->t);
+    free(c->insp);
     px_limits_conn_release();
     if (c->prev)
         c->prev->next = c->next;

@@ -92,6 +92,8 @@ void px_log_connection(const px_log_record *r)
     json_object_set_new(o, "bytes_down", json_integer((json_int_t)r->bytes_down));
     json_object_set_new(o, "duration_s", json_real(r->duration_s));
     put_str(o, "end", r->end);
+    if (r->method == NULL)
+        put_str(o, "sni", r->sni);
     emit(STDOUT_FILENO, o);
 }
 

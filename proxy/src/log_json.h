@@ -25,6 +25,7 @@ typedef struct px_log_record {
     double duration_s;
     const char *end;          /* why the tunnel ended, or NULL */
     const char *method;       /* a forwarded request's method; NULL for a CONNECT */
+    const char *sni;          /* a CONNECT: the server name its ClientHello named, or NULL */
 } px_log_record;
 
 /* One JSON line on stdout per connection, or per forwarded request (method

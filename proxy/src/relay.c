@@ -29,6 +29,14 @@
  * life (the caller's: the earliest of max_lifetime_s and the grant's expiry),
  * or when the caller stops it (its grant or destination was revoked).
  *
+ * Hold (px_relay_hold): the client's first bytes may be held for a gate
+ * (a tunnel's inspection): they are read into the upstream buffer without
+ * being sent, up to the hold's cap and deadline, and the gate sees them
+ * all at each read; the upstream's bytes meanwhile flow as usual (a
+ * server-speaks-first protocol is not stalled). PASS flushes what was held
+ * and relays as usual; END sends the gate's reply to the client and ends
+ * the tunnel with nothing of the client's relayed.
+ *
  * Callbacks: every event's argument is the relay (a socket's event tells
  * its side by its descriptor); the events live inside the relay's own
  * allocation (set up with event_assign, deleted before it is freed); done
@@ -88,6 +96,11 @@ struct px_relay {
     px_relay_done_cb done;
     void *arg;
     bool finished;
+    /* The hold: while gate is set the client's bytes wait in buf[0]. */
+    px_relay_gate_cb gate;
+    void *gate_arg;
+    size_t hold_cap;
+    int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
     /* ev[0], ev[1] and timer, EVENT_SLOT bytes each: one allocation per
      * tunnel instead of four (an idle tunnel is mostly its events). */
     max_align_t ev_store[];
@@ -190,6 +203,11 @@ static bool flush(px_relay *r, int from)
 {
     int to = !from;
     struct evbuffer *b = r->buf[from];
+    if (from == 0 && r->gate != NULL) {
+        /* Held: read on (up to the cap: read_side) until the gate decides. */
+        watch(r, 0, EV_READ, !r->eof[0]);
+        return true;
+    }
     if (b != NULL && evbuffer_get_length(b) > 0 && evbuffer_write(b, r->fd[to]) < 0 &&
         !again()) {
         finish(r, side_error(to));
@@ -263,9 +281,47 @@ static bool pass_on(px_relay *r, int from, const unsigned char *p, size_t n)
     return true;
 }
 
+static bool gate_ask(px_relay *r, px_gate_ask why);
+
+/* The client's socket is readable while its bytes are held: they join the
+ * held ones, and the gate sees them all. */
+static void read_held(px_relay *r)
+{
+    size_t have = held(r, 0);
+    size_t room = r->hold_cap > have ? r->hold_cap - have : 0;
+    if (room > sizeof scratch)
+        room = sizeof scratch;
+    ssize_t n = room > 0 ? recv(r->fd[0], scratch, room, 0) : 0;
+    if (n < 0) {
+        if (!again())
+            finish(r, side_error(0));
+        return;
+    }
+    if (n == 0) {
+        if (room > 0) {
+            r->eof[0] = true;
+            watch(r, 0, EV_READ, false);
+        }
+        (void)gate_ask(r, room > 0 ? PX_GATE_EOF : PX_GATE_FULL);
+        return;
+    }
+    struct evbuffer *b = buffer(r, 0);
+    if (b == NULL || evbuffer_add(b, scratch, (size_t)n) != 0) {
+        finish(r, "out_of_memory");
+        return;
+    }
+    *r->count[0] += (uint64_t)n;
+    r->last_activity = ph_monotonic_ms();
+    (void)gate_ask(r, held(r, 0) >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES);
+}
+
 /* Side `from`'s socket is readable. */
 static void read_side(px_relay *r, int from)
 {
+    if (from == 0 && r->gate != NULL) {
+        read_held(r);
+        return;
+    }
     int fd = r->fd[from];
     size_t have = held(r, from);
     size_t room = have < r->high ? r->high - have : 0;
@@ -330,6 +386,8 @@ static void io_cb(evutil_socket_t fd, short what, void *arg)
  * first, then the idle timeout; otherwise re-armed for the nearer one. In
  * milliseconds: whole seconds would count a pause of just over half a
  * second across a second boundary as a quiet second. */
+static void arm_timer(px_relay *r, int64_t now);
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -340,15 +398,64 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         finish(r, r->life_end);
         return;
     }
+    if (r->gate != NULL && now >= r->hold_at) {
+        (void)gate_ask(r, PX_GATE_DEADLINE);
+        return;
+    }
     if (quiet >= r->idle_ms) {
         finish(r, "idle_timeout");
         return;
     }
-    int64_t next = r->idle_ms - quiet;
+    arm_timer(r, now);
+}
+
+/* The timer for the nearest of the idle timeout, the end of life and the
+ * hold's deadline. */
+static void arm_timer(px_relay *r, int64_t now)
+{
+    int64_t next = r->idle_ms - (now - r->last_activity);
     if (r->life_at - now < next)
         next = r->life_at - now;
+    if (r->gate != NULL && r->hold_at - now < next)
+        next = r->hold_at - now;
+    if (next < 0)
+        next = 0;
     struct timeval tv = { (time_t)(next / 1000), (suseconds_t)(next % 1000 * 1000) };
     evtimer_add(r->timer, &tv);
+}
+
+/* Asks the gate about the bytes held; a last ask (EOF, full, deadline)
+ * that gets WAIT ends the tunnel as END would. Returns false when the relay
+ * ended (done ran: the caller must not touch r). */
+static bool gate_ask(px_relay *r, px_gate_ask why)
+{
+    const char *end = "closed";
+    const uint8_t *reply = NULL;
+    size_t reply_len = 0;
+    size_t len = held(r, 0);
+    const uint8_t *p = len > 0 ? evbuffer_pullup(r->buf[0], -1) : (const uint8_t *)"";
+    if (p == NULL) {
+        finish(r, "out_of_memory");
+        return false;
+    }
+    px_gate_verdict v = r->gate(r->gate_arg, p, len, why, &end, &reply, &reply_len);
+    if (v == PX_GATE_PASS) {
+        r->gate = NULL;
+        return flush(r, 0);
+    }
+    if (v == PX_GATE_WAIT && why == PX_GATE_BYTES) {
+        watch(r, 0, EV_READ, !r->eof[0]);
+        return true;
+    }
+    /* END: what the upstream sent the client so far (the 200 first) goes
+     * if the socket takes it now, then the reply; nothing of the client's
+     * is relayed. */
+    if (r->buf[1] != NULL && evbuffer_get_length(r->buf[1]) > 0)
+        (void)evbuffer_write(r->buf[1], r->fd[0]);
+    if (reply_len > 0 && (r->buf[1] == NULL || evbuffer_get_length(r->buf[1]) == 0))
+        (void)send(r->fd[0], reply, reply_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    finish(r, end);
+    return false;
 }
 
 static void relay_release(px_relay *r)
@@ -427,12 +534,36 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
     return r;
 }
 
+void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate, void *arg)
+{
+    r->gate = gate;
+    r->gate_arg = arg;
+    r->hold_cap = cap;
+    /* Room for the whole hold in one chain: each read lands after the last
+     * and the gate's view of them all (evbuffer_pullup) copies nothing, so
+     * a client trickling a byte at a time costs no more than one sending
+     * at once. (Out of memory, the reads still work, with copies.) */
+    if (buffer(r, 0) != NULL)
+        (void)evbuffer_expand(r->buf[0], cap);
+    int64_t now = ph_monotonic_ms();
+    r->hold_at = now + timeout_ms;
+    evtimer_del(r->timer);
+    arm_timer(r, now);
+}
+
 void px_relay_run(px_relay *r)
 {
     /* What is left of the greeting (queued first in the downstream buffer)
      * goes out now, without waiting for the loop; then the early bytes. */
-    if (flush(r, 1))
-        (void)flush(r, 0);
+    if (!flush(r, 1))
+        return;
+    if (r->gate != NULL && held(r, 0) > 0) {
+        /* The early bytes may be the whole hello already, or its start
+         * (then the client's socket is watched for the rest). */
+        (void)gate_ask(r, held(r, 0) >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES);
+        return;
+    }
+    (void)flush(r, 0);
 }
 
 void px_relay_stop(px_relay *r, const char *why)

@@ -27,6 +27,35 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
                          size_t greeting_len, const px_config *cfg, long life_s,
                          const char *life_end, uint64_t *up, uint64_t *down,
                          px_relay_done_cb done, void *arg);
+/* The verdict of a hold's gate (px_relay_hold) on the client's bytes so far. */
+typedef enum px_gate_verdict {
+    PX_GATE_WAIT = 0, /* more bytes are needed */
+    PX_GATE_PASS = 1, /* relay everything held, and the rest as usual */
+    PX_GATE_END = 2,  /* end the tunnel: send reply to the client, relay nothing */
+} px_gate_verdict;
+
+/* Why the gate is asked: bytes arrived, or the last time (the client sent
+ * EOF, the hold is full or its deadline passed: WAIT then counts as END). */
+typedef enum px_gate_ask {
+    PX_GATE_BYTES = 0,
+    PX_GATE_EOF = 1,
+    PX_GATE_FULL = 2,
+    PX_GATE_DEADLINE = 3,
+} px_gate_ask;
+
+/* Gate: sees held[0..len) (the client's bytes so far, early bytes first);
+ * on END sets *end (the relay's end reason, static) and may set *reply
+ * (static or the gate's own, valid until done runs) to bytes sent to the
+ * client before the tunnel closes. */
+typedef px_gate_verdict (*px_relay_gate_cb)(void *arg, const uint8_t *held, size_t len,
+                                            px_gate_ask why, const char **end,
+                                            const uint8_t **reply, size_t *reply_len);
+
+/* Before px_relay_run: nothing the client sends goes upstream until gate
+ * says PASS; the client's bytes are held (at most cap bytes, for at most
+ * timeout_ms from now) while the upstream's are relayed at once. */
+void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate, void *arg);
+
 /* Sends the greeting and the early bytes at once and starts relaying. done
  * runs once, at the end (possibly already within this call: the caller must
  * not touch what done frees afterwards). */

@@ -49,6 +49,7 @@
 #include "conn.h"
 #include "forward.h"
 #include "http1.h"
+#include "inspect.h"
 #include "log_json.h"
 #include "metrics.h"
 #include "pinhole/clock.h"
@@ -116,6 +117,61 @@ void px_conn_recheck_all(px_worker *w)
 
 /* ---- relay --------------------------------------------------------------- */
 
+/* The tunnel's log strings again with sni and detail (NULL: kept as they
+ * are); out of memory, the line goes without them. */
+static void tunnel_note(px_conn *c, const char *sni, const char *detail)
+{
+    const char *str[CS_COUNT];
+    size_t token_len;
+    px_conn_strings(c, str, &token_len);
+    if (sni != NULL)
+        str[CS_SNI] = sni;
+    if (detail != NULL)
+        str[CS_DETAIL] = detail;
+    conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    if (t != NULL) {
+        free(c->t);
+        c->t = t;
+    }
+}
+
+/* The relay's gate while the client's first bytes are held: the
+ * inspection (inspect.h) decides on them against the CONNECT host. */
+static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, px_gate_ask why,
+                                    const char **end, const uint8_t **reply, size_t *reply_len)
+{
+    px_conn *c = arg;
+    px_inspect *in = c->insp;
+    const char *str[CS_COUNT];
+    size_t token_len;
+    px_conn_strings(c, str, &token_len);
+    px_inspect_verdict v = px_inspect_step(in, held, len, str[CS_HOST] ? str[CS_HOST] : "",
+                                           why != PX_GATE_BYTES);
+    if (v == PX_INSPECT_WAIT)
+        return PX_GATE_WAIT;
+    char detail[PH_DIAG_MESSAGE_MAX];
+    if (v == PX_INSPECT_REFUSE)
+        snprintf(detail, sizeof detail, "%s%s", in->detail,
+                 why == PX_GATE_DEADLINE ? " (inspect_timeout_ms)"
+                 : why == PX_GATE_FULL   ? " (inspect_bytes)"
+                                         : "");
+    tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
+    if (v == PX_INSPECT_PASS) {
+        free(c->insp);
+        c->insp = NULL;
+        return PX_GATE_PASS;
+    }
+    /* The 200 went out already: the status is the log's and the metric's;
+     * the client gets a TLS alert (a TLS client) or the close. */
+    c->status = ph_reason_http_status(in->reason);
+    c->reason = in->reason;
+    px_metrics_request(in->reason);
+    *end = ph_reason_code(in->reason);
+    *reply = in->alert;
+    *reply_len = in->alert_len;
+    return PX_GATE_END;
+}
+
 static void relay_done(void *arg, const char *why)
 {
     px_conn *c = arg;
@@ -152,6 +208,10 @@ static void start_relay(px_conn *c)
     size_t token_len;
     px_conn_strings(c, str, &token_len);
     conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    if (c->w->cfg->inspect_tunnels && t != NULL && (c->insp = malloc(sizeof *c->insp)) == NULL) {
+        free(t);
+        t = NULL;
+    }
     if (t == NULL) {
         bufferevent_free(ub);
         c->end = "out_of_memory";
@@ -162,6 +222,13 @@ static void start_relay(px_conn *c)
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,
                               c);
+    if (c->relay != NULL && c->insp != NULL) {
+        /* Nothing of the client's goes upstream before the inspection
+         * passed it (TUNNEL INSPECTION in docs/pinhole-proxy.md). */
+        px_inspect_init(c->insp);
+        px_relay_hold(c->relay, (size_t)c->w->cfg->inspect_bytes, c->w->cfg->inspect_timeout_ms,
+                      inspect_gate, c);
+    }
     if (c->relay == NULL) {
         bufferevent_free(ub);
         free(t);

@@ -169,7 +169,12 @@ e2e_wait_ready() {
 # --nofile=64:64") runs it under a wrapper; E2E_PROXY_NAME (default proxy)
 # names its files: $E2E_TMP/NAME.log (connections), NAME.err (events),
 # NAME.ready.
+# The suites whose tunnels carry the peer's raw bytes (proxy_e2e_peer.c, not
+# TLS) run with tunnel inspection off (the proxy's switch, until a rule's
+# `protocol: tcp` says so per destination); E2E_INSPECT=1 keeps it on.
 e2e_start_proxy() {
+    E2E_INSPECT_OPT="--inspect-tunnels false"
+    [ "${E2E_INSPECT:-0}" = 1 ] && E2E_INSPECT_OPT=""
     # As root the proxy must drop privileges: run as nobody, owning its files
     # (reloads reopen the table and the 0600 key after the drop).
     E2E_USER_OPT=""
@@ -182,7 +187,7 @@ e2e_start_proxy() {
     ${E2E_PROXY_PREFIX:-} "$PROXY" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
         --ready-file "$E2E_TMP/$n.ready" \
         --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
-        --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
+        --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT $E2E_INSPECT_OPT "$@" \
         >"$E2E_TMP/$n.log" 2>"$E2E_TMP/$n.err" &
     PROXY_PID=$!
     if e2e_wait_ready "$E2E_TMP/$n.ready" "$PROXY_PID"; then

@@ -66,6 +66,10 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_PEER_LIMIT_EXCEEDED] = "peer_limit_exceeded",
     [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = "peer_head_limit_exceeded",
     [PH_REASON_REDIRECT_BODY_CROSS_ORIGIN] = "redirect_body_cross_origin",
+    [PH_REASON_TLS_MALFORMED] = "tls_malformed",
+    [PH_REASON_SNI_MISSING] = "sni_missing",
+    [PH_REASON_SNI_MISMATCH] = "sni_mismatch",
+    [PH_REASON_PROTOCOL_NOT_ALLOWED] = "protocol_not_allowed",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -116,6 +120,12 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_PEER_HEAD_LIMIT_EXCEEDED] = 503,
     /* The worker's own rule, like a downgrade: a policy refusal. */
     [PH_REASON_REDIRECT_BODY_CROSS_ORIGIN] = 403,
+    /* A tunnel's first bytes: the 200 is sent already, so the status is the
+     * log line's and the metric's (a TLS alert is what the client gets). */
+    [PH_REASON_TLS_MALFORMED] = 400,
+    [PH_REASON_SNI_MISSING] = 403,
+    [PH_REASON_SNI_MISMATCH] = 403,
+    [PH_REASON_PROTOCOL_NOT_ALLOWED] = 403,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -91,6 +91,12 @@ typedef enum ph_reason {
     /* A worker's redirect that would re-send the request body to another
      * origin without the caller asking for it (pinhole/redirect.h). */
     PH_REASON_REDIRECT_BODY_CROSS_ORIGIN = 37,
+    /* The proxy's inspection of a CONNECT tunnel's first bytes: the tunnel
+     * ends before a byte of the client's is relayed. */
+    PH_REASON_TLS_MALFORMED = 38,        /* a ClientHello the proxy cannot read strictly */
+    PH_REASON_SNI_MISSING = 39,          /* a ClientHello without a server name */
+    PH_REASON_SNI_MISMATCH = 40,         /* a server name other than the CONNECT host */
+    PH_REASON_PROTOCOL_NOT_ALLOWED = 41, /* neither TLS nor what the rule allows */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

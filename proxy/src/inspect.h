@@ -1,0 +1,46 @@
+/* inspect.h - a CONNECT tunnel's inspection: what the client's first bytes
+ * may be (docs/pinhole-proxy.md, TUNNEL INSPECTION). Pure (no I/O, no
+ * allocation): tunnel.c feeds it the bytes its relay holds (relay.h,
+ * px_relay_hold) and relays them, or ends the tunnel, on its word. */
+#ifndef PX_INSPECT_H
+#define PX_INSPECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pinhole/status.h"
+#include "tls_hello.h"
+
+typedef enum px_inspect_verdict {
+    PX_INSPECT_WAIT = 0,   /* more bytes are needed */
+    PX_INSPECT_PASS = 1,   /* a ClientHello for the CONNECT host */
+    PX_INSPECT_REFUSE = 2, /* reason, detail; alert_len > 0: send alert */
+} px_inspect_verdict;
+
+typedef struct px_inspect {
+    size_t need;            /* the parser's next useful length */
+    ph_tls_hello hello;     /* the last parse (its sni once DONE) */
+    bool has_sni;           /* a ClientHello named a server: hello.sni */
+    ph_reason reason;       /* REFUSE */
+    const char *detail;     /* REFUSE: static, one line */
+    uint8_t alert[7];       /* REFUSE: a fatal TLS alert record, when TLS */
+    size_t alert_len;
+} px_inspect;
+
+/* Starts an inspection (zeroes *in). */
+void px_inspect_init(px_inspect *in);
+
+/*
+ * The client's bytes so far, held[0..len); host: the CONNECT host the
+ * decision was for (lowercase, an A-label, no trailing dot). last: no more
+ * bytes will come (the client's EOF, the hold's cap or deadline): WAIT is
+ * then a refusal (returned as REFUSE). A TLS handshake record must be a
+ * ClientHello (tls_hello.h) whose server name equals host ASCII
+ * case-insensitively: else tls_malformed, sni_missing or sni_mismatch
+ * with an access_denied alert; anything else is protocol_not_allowed.
+ */
+px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t len,
+                                   const char *host, bool last);
+
+#endif

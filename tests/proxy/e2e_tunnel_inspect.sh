@@ -1,0 +1,145 @@
+#!/bin/bash
+# e2e_tunnel_inspect.sh - a CONNECT tunnel's inspection with real clients
+# (docs/pinhole-proxy.md, TUNNEL INSPECTION): curl, Python (ssl, urllib,
+# requests) and openssl s_client naming the CONNECT host pass; s_client
+# naming another host, or none, is refused with an alert and its reason,
+# and the upstream receives no byte of its ClientHello; a hello sent one
+# byte at a time passes; a client that sends nothing is closed at the
+# deadline; a non-TLS protocol is refused.
+# Usage: e2e_tunnel_inspect.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
+PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
+. "$(dirname "$0")/e2e_lib.sh"
+
+e2e_start_dns
+e2e_make_policy
+e2e_start_tls
+e2e_start_forward_peer
+E2E_INSPECT=1 e2e_start_proxy --inspect-timeout-ms 700
+D=$E2E_DOMAIN
+PURL="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
+
+check "curl: the tunnel and the TLS server's 200" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+check "Python urllib and requests through the inspection" "200 200" \
+    "$(/usr/bin/python3 - "$PURL" "https://ok.$D:$TLS_PORT/" "$E2E_TMP/tls.crt" 2>&1 <<'PY'
+import ssl, sys, urllib.request, requests
+proxy, url, ca = sys.argv[1:]
+opener = urllib.request.build_opener(
+    urllib.request.ProxyHandler({"https": proxy}),
+    urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=ca)))
+a = opener.open(url, timeout=10).status
+b = requests.get(url, proxies={"https": proxy}, verify=ca, timeout=10).status_code
+print(a, b)
+PY
+)"
+s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$TLS_PORT" -servername "ok.$D" \
+    -CAfile "$E2E_TMP/tls.crt" -verify_return_error 2>&1)
+check "openssl s_client -servername ok: exit 0" "0" "$?"
+
+# Another name, and none, towards the byte-recording upstream: refused
+# before a byte of the hello is relayed.
+s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$UP" -servername evil.test 2>&1)
+check "s_client -servername evil.test: an access_denied alert" "1" \
+    "$(printf '%s\n' "$s_out" | grep -c 'alert access denied')"
+s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$UP" -noservername 2>&1)
+check "s_client without a server name: an access_denied alert" "1" \
+    "$(printf '%s\n' "$s_out" | grep -c 'alert access denied')"
+check "Python ssl with server_hostname=evil.test: refused with an alert" "alert" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D:$UP" 2>&1 <<'PY'
+import socket, ssl, sys
+port, tok, dest = sys.argv[1:]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {dest} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context()
+try:
+    ctx.wrap_socket(s, server_hostname="evil.test")
+    print("handshake went on")
+except ssl.SSLError as e:
+    print("alert" if "ACCESS_DENIED" in str(e).upper() else f"other: {e}")
+PY
+)"
+check "the upstream received no byte of those hellos" "0" \
+    "$(stat -c %s "$E2E_TMP/up/recv.bin" 2>/dev/null || echo 0)"
+check "the log says sni_mismatch with the name seen (s_client, Python)" "2" \
+    "$(grep -c '"reason":"sni_mismatch".*"sni":"evil.test"' "$E2E_TMP/proxy.log")"
+check "the log says sni_missing with sni null" "1" \
+    "$(grep -c '"reason":"sni_missing".*"sni":null' "$E2E_TMP/proxy.log")"
+check "metrics count the refusals by reason" "2 1" \
+    "$(e2e_wait_metric 'pinhole_proxy_requests_total{verdict="refused",reason="sni_mismatch"}' 2) $(e2e_metric 'pinhole_proxy_requests_total{verdict="refused",reason="sni_missing"}')"
+
+# Raw clients: a hello a byte at a time (it passes: the server answers
+# with its ServerHello), a hello sent with the CONNECT head (whole, and its
+# first half only), nothing at all (closed at the deadline), SSH.
+check "a hello a byte at a time, with the head, half with the head; nothing; SSH" \
+    "handshake handshake handshake closed closed" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$TLS_PORT" 2>&1 <<'PY'
+import socket, ssl, sys
+port, tok, host, tls_port = sys.argv[1:]
+def tunnel(early=b""):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(f"CONNECT {host}:{tls_port} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode() + early)
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+inb, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ssl.create_default_context().wrap_bio(inb, outb, server_hostname=host)
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = outb.read()
+s = tunnel()
+for b in hello:
+    s.send(bytes([b]))
+out = []
+def server_hello(s):
+    # s_server serves one connection at a time: each ends before the next.
+    first = s.recv(1)
+    out.append("handshake" if first == b"\x16" else f"got {first!r}")
+    s.close()
+server_hello(s)
+server_hello(tunnel(hello))
+s = tunnel(hello[:len(hello) // 2])
+s.sendall(hello[len(hello) // 2:])
+server_hello(s)
+for data in (b"", b"SSH-2.0-OpenSSH_9.2\r\n"):
+    s = tunnel()
+    s.sendall(data)
+    out.append("closed" if s.recv(100) == b"" else "open")
+print(" ".join(out))
+PY
+)"
+# The CONNECT host is compared in its canonical form: an authority in
+# capitals (a trailing dot is refused at the CONNECT: 400) is the host the hello names.
+check "CONNECT OK.<domain>:port with the hello for ok.<domain>" "handshake" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$TLS_PORT" 2>&1 <<'PY'
+import socket, ssl, sys
+port, tok, host, tls_port = sys.argv[1:]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {host.upper()}:{tls_port} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+inb, outb = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ssl.create_default_context().wrap_bio(inb, outb, server_hostname=host)
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+s.sendall(outb.read())
+print("handshake" if s.recv(1) == b"\x16" else head.split(b"\r\n")[0].decode())
+PY
+)"
+check "the log says protocol_not_allowed for both" "2" \
+    "$(grep -c '"reason":"protocol_not_allowed"' "$E2E_TMP/proxy.log")"
+check "the one sending nothing was closed at inspect_timeout_ms" "1" \
+    "$(grep -c '"reason":"protocol_not_allowed".*(inspect_timeout_ms)' "$E2E_TMP/proxy.log")"
+e2e_finish

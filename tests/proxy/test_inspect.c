@@ -1,0 +1,96 @@
+/* test_inspect.c - a tunnel's inspection on a real client's hello (curl's,
+ * fuzz/corpus/tls_hello/): the CONNECT host passes in any case, another
+ * host, no name, a hello cut short and other protocols are refused with
+ * their reasons, TLS ones with a fatal access_denied alert. */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "inspect.h"
+#include "test_support.h"
+
+static uint8_t *curl_hello(size_t *n)
+{
+    uint8_t *d = (uint8_t *)ph_test_read_file(
+        ph_test_source_path("fuzz/corpus/tls_hello/curl.hello"), n);
+    assert_non_null(d);
+    return d;
+}
+
+static const uint8_t ALERT[7] = { 21, 3, 3, 0, 2, 2, 49 };
+
+static void the_connect_host_passes(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *d = curl_hello(&n);
+    px_inspect in;
+    px_inspect_init(&in);
+    /* Byte by byte: WAIT until the last byte, then PASS. */
+    for (size_t got = 1; got < n; got++)
+        assert_int_equal(px_inspect_step(&in, d, got, "allowed.test", false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", false), PX_INSPECT_PASS);
+    assert_string_equal(in.hello.sni, "allowed.test");
+    /* The name compared ASCII case-insensitively (the CONNECT host is
+     * lowercase; a client may send capitals). */
+    px_inspect_init(&in);
+    uint8_t *name = memmem(d, n, "allowed.test", 12);
+    assert_non_null(name);
+    memcpy(name, "ALLOWED", 7);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", false), PX_INSPECT_PASS);
+    assert_string_equal(in.hello.sni, "ALLOWED.test");
+    free(d);
+}
+
+static void refusals(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *d = curl_hello(&n);
+    px_inspect in;
+
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, d, n, "other.test", false), PX_INSPECT_REFUSE);
+    assert_int_equal(in.reason, PH_REASON_SNI_MISMATCH);
+    assert_true(in.has_sni);
+    assert_int_equal(in.alert_len, 7);
+    assert_memory_equal(in.alert, ALERT, 7);
+    /* A suffix or a prefix of the host is another host. */
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.tes", false), PX_INSPECT_REFUSE);
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, d, n, "x.allowed.test", false), PX_INSPECT_REFUSE);
+
+    /* Cut short, then the deadline (last). */
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", true), PX_INSPECT_REFUSE);
+    assert_int_equal(in.reason, PH_REASON_TLS_MALFORMED);
+    assert_int_equal(in.alert_len, 7);
+
+    /* Nothing, SSH, HTTP in clear, an SSLv2-style hello: not TLS. */
+    static const char *const other[] = { "SSH-2.0-OpenSSH_9.2\r\n", "GET / HTTP/1.1\r\n",
+                                         "\x80\x2e\x01\x00\x02" };
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        px_inspect_init(&in);
+        assert_int_equal(px_inspect_step(&in, (const uint8_t *)other[i], strlen(other[i]),
+                                         "allowed.test", false),
+                         PX_INSPECT_REFUSE);
+        assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
+        assert_int_equal(in.alert_len, 0);
+    }
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", true), PX_INSPECT_REFUSE);
+    assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
+    free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(the_connect_host_passes),
+        cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
