@@ -492,34 +492,57 @@ static bool peer_allowed(int fd, char name[XD_IDENTITY_MAX])
     return ok;
 }
 
-/* Makes room for one more unidentified connection from source: over
- * XD_ANON_PER_SOURCE from it, or XD_ANON_MAX in all, the oldest of that set
- * is closed. A peer holding connections open therefore takes no slot from
- * a handshake that completes in time. */
+/* Whether c's TLS handshake has begun: OpenSSL has a whole ClientHello. */
+static bool anon_in_handshake(xd_conn *c)
+{
+    SSL *ssl = c->tls_pending ? bufferevent_openssl_get_ssl(c->bev) : NULL;
+    return ssl != NULL && !SSL_in_before(ssl);
+}
+
+/* Makes room for one more unidentified connection from source: at
+ * XD_ANON_PER_SOURCE from it, one of its own is closed; at XD_ANON_MAX in
+ * all, one of the source holding the most. Within the chosen source a
+ * connection whose handshake has not begun goes first, then the oldest. A
+ * handshake in progress from a source with fewer connections than another
+ * is therefore never the one closed: flooding from any number of addresses
+ * evicts the flooders' own connections first. */
 static void anon_make_room(const char *source)
 {
-    size_t same = 0;
-    xd_conn *oldest_same = NULL, *oldest = NULL;
+    size_t same = 0, most = 0;
+    const char *most_source = NULL;
     for (xd_conn *c = g_conns; c; c = c->next) {
         if (!c->anon || c->bev == NULL)
             continue;
-        if (oldest == NULL || c->accepted_ms <= oldest->accepted_ms)
-            oldest = c;
-        if (strcmp(c->source, source) == 0) {
-            same++;
-            if (oldest_same == NULL || c->accepted_ms <= oldest_same->accepted_ms)
-                oldest_same = c;
+        same += strcmp(c->source, source) == 0;
+        size_t n = 0;
+        for (xd_conn *o = g_conns; o; o = o->next)
+            n += o->anon && o->bev != NULL && strcmp(o->source, c->source) == 0;
+        if (n > most) {
+            most = n;
+            most_source = c->source;
         }
     }
-    xd_conn *victim = same >= XD_ANON_PER_SOURCE ? oldest_same
-                      : g_anon_count >= XD_ANON_MAX ? oldest
-                                                    : NULL;
+    bool per_source = same >= XD_ANON_PER_SOURCE;
+    if (!per_source && g_anon_count < XD_ANON_MAX)
+        return;
+    const char *from = per_source ? source : most_source;
+    xd_conn *victim = NULL;
+    bool victim_begun = true;
+    for (xd_conn *c = g_conns; c && from; c = c->next) {
+        if (!c->anon || c->bev == NULL || strcmp(c->source, from) != 0)
+            continue;
+        bool begun = anon_in_handshake(c);
+        if (victim == NULL || (victim_begun && !begun) ||
+            (begun == victim_begun && c->accepted_ms <= victim->accepted_ms)) {
+            victim = c;
+            victim_begun = begun;
+        }
+    }
     if (victim == NULL)
         return;
     __atomic_add_fetch(&g_busy_total, 1, __ATOMIC_RELAXED);
     json_t *x = json_pack("{s:s, s:s}", "source", victim->source, "why",
-                          victim == oldest_same && same >= XD_ANON_PER_SOURCE ? "per_source"
-                                                                              : "total");
+                          per_source ? "per_source" : "total");
     xd_log("warning", "unidentified_evicted", x);
     json_decref(x);
     conn_close(victim);

@@ -186,8 +186,8 @@ typedef struct xd_frame {
  * cost); larger ones on the parser thread, so the loop never waits for one. */
 #define XD_PARSE_INLINE_MAX (64u * 1024)
 /* Unidentified connections (a TLS handshake to come, refused unix peers):
- * 64 at most, 8 from one source; one more evicts the oldest of the set it
- * is over (its source's, else all), so a fast handshake always finds room. */
+ * 64 at most, 8 from one source; one more evicts one of its source's, or
+ * one of the source holding the most (anon_make_room). */
 #define XD_ANON_MAX 64
 #define XD_ANON_PER_SOURCE 8
 #define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */

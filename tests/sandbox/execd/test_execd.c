@@ -1918,6 +1918,78 @@ static void test_unidentified_peers_cannot_lock_out_workers(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* Fresh bare connects from many addresses (the flood a botnet or one host
+ * with a /24 sends) evict the flooders' own connections, never a worker's
+ * handshake in progress from an address holding fewer. */
+static void test_a_flood_from_many_sources_leaves_handshakes_alone(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    make_pki(d.dir);
+    char o_cert[300], o_key[300], o_ca[300], key[300];
+    tls_options(&d, o_cert, o_key, o_ca);
+    snprintf(key, sizeof key, "%s/srv.key", d.dir);
+    assert_int_equal(chmod(key, 0600), 0);
+    const char *const opts[] = {"--allow-uid=0", "--tls-listen=127.0.0.1:0", o_cert, o_key, o_ca,
+                                NULL};
+    assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
+    int port = port_from_log(&d, "listening_tls");
+    assert_true(port > 0);
+    enum { SOURCES = 12, KEEP = 8, TRIES = 4 };
+    pid_t flood = fork();
+    assert_true(flood >= 0);
+    if (flood == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int ring[SOURCES][KEEP];
+        memset(ring, -1, sizeof ring);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        for (unsigned k = 0;; k++) {
+            unsigned s = k % SOURCES, slot = (k / SOURCES) % KEEP;
+            if (ring[s][slot] >= 0)
+                close(ring[s][slot]);
+            struct sockaddr_in from = {.sin_family = AF_INET,
+                                       .sin_addr.s_addr = htonl(0x7f000002u + s)};
+            int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd >= 0 && bind(fd, (struct sockaddr *)&from, sizeof from) == 0)
+                (void)connect(fd, (struct sockaddr *)&to, sizeof to);
+            ring[s][slot] = fd;
+        }
+    }
+    size_t len;
+    char *log = NULL;
+    for (int i = 0; i < 1000; i++) { /* until the flood fills the unidentified slots */
+        free(log);
+        log = ph_test_read_file(d.log, &len);
+        if (log && strstr(log, "\"event\":\"unidentified_evicted\""))
+            break;
+        usleep(10 * 1000);
+    }
+    assert_non_null(strstr(log, "\"event\":\"unidentified_evicted\""));
+    free(log);
+    int served = 0;
+    int64_t slowest = 0;
+    for (int i = 0; i < TRIES; i++) {
+        ph_execd_service *a = NULL;
+        ph_diag diag = {0};
+        int64_t t0 = ph_monotonic_ms();
+        ph_status st = tls_open(&d, port, "wa", "ca1", &a, &diag);
+        int64_t ms = ph_monotonic_ms() - t0;
+        served += st == PH_OK;
+        slowest = ms > slowest ? ms : slowest;
+        if (st != PH_OK)
+            printf("a worker refused: %s\n", diag.message);
+        ph_execd_service_close(&a);
+    }
+    kill(flood, SIGKILL);
+    waitpid(flood, NULL, 0);
+    printf("%d sources flooding: a worker served %d of %d times, the slowest in %lld ms\n",
+           SOURCES, served, TRIES, (long long)slowest);
+    assert_int_equal(served, TRIES);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
 static char *http_get(int port, const char *method, const char *path)
 {
@@ -2002,6 +2074,7 @@ int main(void)
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
+        cmocka_unit_test_teardown(test_a_flood_from_many_sources_leaves_handshakes_alone, stop_left),
         cmocka_unit_test_teardown(test_metrics_over_http, stop_left),
     };
     /* PH_TEST_FILTER: only the tests whose names match (cmocka's pattern). */
