@@ -152,14 +152,21 @@ static void *parse_main(void *arg)
             break;
         pthread_mutex_unlock(&g_pool_mu);
         const char *msg = NULL;
-        if (!xd_pool_stopping())
+        pthread_mutex_lock(&g_mu);
+        bool cancelled = job->cancelled; /* its connection closed: dropped unparsed */
+        pthread_mutex_unlock(&g_mu);
+        if (cancelled)
+            job->refusal = "io";
+        else if (!xd_pool_stopping())
             job->req = xd_frame_parse(job->frame, job->frame_len, &job->refusal, &msg);
         else
             job->refusal = "shutting_down";
         free(job->frame);
         job->frame = NULL;
         if (job->req == NULL)
-            job->resp = ph_wire_error(job->refusal, msg ? msg : "the daemon is stopping");
+            job->resp = ph_wire_error(job->refusal, msg                ? msg
+                                                    : cancelled ? "not parsed"
+                                                                : "the daemon is stopping");
         pthread_mutex_lock(&g_pool_mu);
         hand_back(job);
     }

@@ -119,8 +119,26 @@ static void conn_send(xd_conn *c, const json_t *resp)
     }
 }
 
+/* c no longer counts against --max-connections, its identity's share or
+ * the unidentified connections. */
+static void conn_uncount(xd_conn *c)
+{
+    if (c->ident != NULL)
+        g_conn_count--;
+    else if (c->anon)
+        g_anon_count--;
+    pthread_mutex_lock(&g_mu);
+    if (c->ident && --c->ident->conns == 0)
+        c->ident->gone_since_ms = ph_monotonic_ms();
+    pthread_mutex_unlock(&g_mu);
+}
+
 /* The connection is gone: its job (if any) is cancelled and its command
- * killed; the xd_conn lives on until the job comes back. */
+ * killed; the xd_conn lives on until the job comes back. A frame on the
+ * parser's queue is the connection's memory still: the connection stays
+ * counted (its slot and its identity's) until the frame comes back, so
+ * closing and reopening cannot pile frames up faster than they are
+ * dropped. */
 static void conn_close(xd_conn *c)
 {
     bufferevent_free(c->bev);
@@ -128,19 +146,16 @@ static void conn_close(xd_conn *c)
     if (c->deadline)
         event_free(c->deadline);
     c->deadline = NULL;
-    if (c->ident != NULL)
-        g_conn_count--;
-    else if (c->anon)
-        g_anon_count--;
     if (c->prev)
         c->prev->next = c->next;
     else
         g_conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    c->counted_until_parsed = c->job != NULL && c->job->fn == NULL;
+    if (!c->counted_until_parsed)
+        conn_uncount(c);
     pthread_mutex_lock(&g_mu);
-    if (c->ident && --c->ident->conns == 0)
-        c->ident->gone_since_ms = ph_monotonic_ms();
     if (c->job) {
         c->job->cancelled = true;
         if (c->job->tid)
@@ -762,6 +777,8 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
             const char *msg = ph_wire_str(job->resp, "message");
             c->job = NULL;
             if (c->dead) {
+                if (c->counted_until_parsed)
+                    conn_uncount(c);
                 conn_free(c);
             } else {
                 if (job->req == NULL)

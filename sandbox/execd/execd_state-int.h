@@ -153,6 +153,7 @@ struct xd_conn {
     int64_t cap_ms;
     xd_job *job;         /* in flight, or NULL */
     bool dead;           /* closed while its job runs: freed when it returns */
+    bool counted_until_parsed; /* closed with a frame on the parser's queue */
     bool close_after_write;
     bool unauthenticated; /* SO_PEERCRED not allowed: one refusal, then closed */
     bool tls_pending;     /* TLS: identified once the handshake verified a certificate */

@@ -1468,6 +1468,77 @@ static void test_parse_amplification_is_bounded(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A frame of len body bytes, {"op":op,"p":"\ud83d\ude00..."}: escapes the
+ * pre-scan counts as one value and jansson takes seconds to decode. */
+static uint8_t *escape_frame(const char *op, size_t len)
+{
+    uint8_t *f = malloc(PH_EXECD_FRAME_HEADER + len);
+    assert_non_null(f);
+    uint8_t *b = f + PH_EXECD_FRAME_HEADER;
+    size_t i = (size_t)sprintf((char *)b, "{\"op\":\"%s\",\"p\":\"", op);
+    while (i + 12 + 2 <= len) {
+        memcpy(b + i, "\\ud83d\\ude00", 12);
+        i += 12;
+    }
+    while (i < len - 2)
+        b[i++] = 'a';
+    memcpy(b + i, "\"}", 2);
+    f[0] = (uint8_t)(len >> 24);
+    f[1] = (uint8_t)(len >> 16);
+    f[2] = (uint8_t)(len >> 8);
+    f[3] = (uint8_t)len;
+    return f;
+}
+
+/* Open, hello, a 16 MiB frame, close, again and again: a frame still on the
+ * parser's queue keeps its connection's slot, so what is queued stays within
+ * --max-connections frames. */
+static void test_closing_does_not_free_a_queued_frame_slot(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-connections=4", NULL};
+    daemon_start(&d, opts);
+    const size_t len = PH_EXECD_DEFAULT_MAX_REQUEST - 64;
+    const long bound_kib = (4L * (16 + 8) + 4 * 16) * 1024;
+    uint8_t *f = escape_frame("health", len);
+    long rss0 = proc_kib(d.pid, "VmRSS");
+    int sent = 0;
+    for (int k = 0; k < 24; k++) {
+        int fd = raw_connect(&d);
+        assert_true(fd >= 0);
+        json_t *r = raw_call(fd, json_pack("{s:s}", "op", "hello"));
+        if (r != NULL && json_is_true(json_object_get(r, "ok"))) {
+            size_t off = 0;
+            ssize_t n;
+            while (off < PH_EXECD_FRAME_HEADER + len &&
+                   (n = send(fd, f + off, PH_EXECD_FRAME_HEADER + len - off, MSG_NOSIGNAL)) > 0)
+                off += (size_t)n;
+            sent += off == PH_EXECD_FRAME_HEADER + len;
+        }
+        json_decref(r);
+        close(fd);
+    }
+    long hwm = proc_kib(d.pid, "VmHWM") - rss0;
+    printf("24 rounds (%d frames of 16 MiB sent, then closed) at --max-connections=4: peak RSS "
+           "growth %.1f MiB, documented bound %ld MiB\n",
+           sent, (double)hwm / 1024, bound_kib / 1024);
+    assert_true(hwm < bound_kib || PH_ASAN);
+    /* Every slot is given back once its frame is: a frame being parsed
+     * finishes, those queued behind it are dropped unparsed. */
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 10000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    for (int t = 0; t < 1200 && svc == NULL; t++)
+        if (ph_execd_service_open(d.sock, &cfg, &svc, &diag) != PH_OK)
+            usleep(100 * 1000);
+    assert_non_null(svc);
+    ph_execd_service_close(&svc);
+    free(f);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
@@ -2066,6 +2137,7 @@ int main(void)
         cmocka_unit_test_teardown(test_connections_are_bounded, stop_left),
         cmocka_unit_test_teardown(test_pipelined_requests_are_not_buffered, stop_left),
         cmocka_unit_test_teardown(test_parse_amplification_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_closing_does_not_free_a_queued_frame_slot, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
