@@ -7,7 +7,9 @@
  * Beside the pool, one parser thread parses the frames too large to parse
  * on the loop (over XD_PARSE_INLINE_MAX): each connection has at most one
  * frame there, so its queue is bounded by the connections; a parsed frame
- * comes back on the same done list. */
+ * comes back on the same done list. The parser serves identities in turn
+ * (parse_take), so one identity's frames never queue another's behind
+ * more than the one being parsed. */
 #include "execd_state-int.h"
 
 #include <dirent.h>
@@ -142,12 +144,39 @@ void xd_parse_enqueue(xd_job *job)
     pthread_mutex_unlock(&g_pool_mu);
 }
 
+/* The next frame to parse, waited for: the first of the identity whose
+ * frame the parser took least recently; NULL once the pool stops with the
+ * queue empty. Under g_pool_mu. */
+static xd_job *parse_take(void)
+{
+    static uint64_t turn;
+    while (!g_quit && g_parse_head == NULL)
+        pthread_cond_wait(&g_parse_cv, &g_pool_mu);
+    xd_job *job = NULL, *before = NULL;
+    for (xd_job *j = g_parse_head, *prev = NULL; j; prev = j, j = j->next) {
+        if (job == NULL || j->conn->ident->parse_turn < job->conn->ident->parse_turn) {
+            job = j;
+            before = prev;
+        }
+    }
+    if (job == NULL)
+        return NULL;
+    if (before)
+        before->next = job->next;
+    else
+        g_parse_head = job->next;
+    if (g_parse_tail == job)
+        g_parse_tail = before;
+    job->conn->ident->parse_turn = ++turn;
+    return job;
+}
+
 static void *parse_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&g_pool_mu);
     for (;;) {
-        xd_job *job = queue_take(&g_parse_head, &g_parse_tail, &g_parse_cv);
+        xd_job *job = parse_take();
         if (job == NULL)
             break;
         pthread_mutex_unlock(&g_pool_mu);

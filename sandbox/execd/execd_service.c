@@ -379,6 +379,15 @@ static void on_read(struct bufferevent *bev, void *arg)
         if (evbuffer_get_length(in) < PH_EXECD_FRAME_HEADER + (size_t)n)
             break;
         evbuffer_drain(in, PH_EXECD_FRAME_HEADER);
+        if (n > XD_PARSE_INLINE_MAX && c->ident->jobs >= g_cfg->max_requests_per_identity) {
+            /* A frame for the parser counts as a request of its identity. */
+            evbuffer_drain(in, n);
+            json_t *busy = xd_busy("this identity is at --max-requests-per-identity");
+            conn_send(c, busy);
+            log_request("?", c->ident->name, busy, 0);
+            json_decref(busy);
+            continue;
+        }
         if (n > XD_PARSE_INLINE_MAX) {
             xd_job *job = calloc(1, sizeof *job);
             uint8_t *frame = job ? malloc(n) : NULL;
@@ -392,6 +401,7 @@ static void on_read(struct bufferevent *bev, void *arg)
             job->frame = frame;
             job->frame_len = n;
             c->job = job;
+            c->ident->jobs++;
             xd_parse_enqueue(job);
             continue; /* more bytes now are a second request: refused above */
         }
@@ -776,6 +786,7 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
             /* A frame back from the parser: served as if parsed here. */
             const char *msg = ph_wire_str(job->resp, "message");
             c->job = NULL;
+            c->ident->jobs--;
             if (c->dead) {
                 if (c->counted_until_parsed)
                     conn_uncount(c);

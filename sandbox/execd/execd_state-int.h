@@ -25,7 +25,9 @@ typedef struct xd_identity {
     int conns;
     int64_t gone_since_ms;
     size_t sandboxes;   /* live or being created: --max-sandboxes-per-identity */
-    size_t jobs;        /* requests queued or running (the loop's own count) */
+    size_t jobs;        /* requests queued or running, frames waiting for or on the
+                         * parser (the loop's own count) */
+    uint64_t parse_turn; /* when the parser last took one of its frames (g_pool_mu) */
     struct xd_identity *next;
 } xd_identity;
 

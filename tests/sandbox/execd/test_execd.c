@@ -1539,6 +1539,57 @@ static void test_closing_does_not_free_a_queued_frame_slot(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* Identity A queues four 16 MiB frames that take the parser a while each;
+ * identity B's (uid 65534) 100 KiB frame, sent right after, is parsed next,
+ * not after all of A's. */
+static void test_one_identity_cannot_hold_the_parser(void **state)
+{
+    (void)state;
+    enum { HOL_A = 4 };
+    xdaemon d;
+    const char *const opts[] = {"--allow-uid=65534", "--socket-mode=0666",
+                                "--max-requests-per-identity=8", NULL};
+    daemon_start(&d, opts);
+    assert_int_equal(setresuid((uid_t)-1, 65534, (uid_t)-1), 0);
+    int b = raw_hello(&d); /* SO_PEERCRED: the effective uid at connect */
+    assert_int_equal(setresuid((uid_t)-1, 0, (uid_t)-1), 0);
+    const size_t len = PH_EXECD_DEFAULT_MAX_REQUEST - 64, small = 100 * 1024;
+    uint8_t *f = escape_frame("health", len), *g = escape_frame("health", small);
+    int a[HOL_A];
+    for (int i = 0; i < HOL_A; i++) { /* all but their last byte, then those at once */
+        a[i] = raw_hello(&d);
+        send_all(a[i], f, PH_EXECD_FRAME_HEADER + len - 1);
+    }
+    for (int i = 0; i < HOL_A; i++)
+        send_all(a[i], f + PH_EXECD_FRAME_HEADER + len - 1, 1);
+    int64_t t0 = ph_monotonic_ms();
+    send_all(b, g, PH_EXECD_FRAME_HEADER + small);
+    json_t *r = NULL;
+    assert_int_equal(ph_wire_recv(b, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    int64_t b_ms = ph_monotonic_ms() - t0;
+    int answered = 0;
+    for (int i = 0; i < HOL_A; i++) {
+        struct pollfd p = {.fd = a[i], .events = POLLIN};
+        answered += poll(&p, 1, 0) == 1;
+    }
+    printf("identity B's 100 KiB frame behind %d of A's 16 MiB frames: %s after %lld ms, "
+           "with %d of A's answered by then\n",
+           HOL_A, error_of(r) ? error_of(r) : "served", (long long)b_ms, answered);
+    assert_null(error_of(r));
+    json_decref(r);
+    assert_true(answered <= HOL_A - 2); /* B waits for the frame being parsed, not all */
+    for (int i = 0; i < HOL_A; i++) {
+        assert_int_equal(ph_wire_recv(a[i], PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+        assert_null(error_of(r));
+        json_decref(r);
+        close(a[i]);
+    }
+    close(b);
+    free(f);
+    free(g);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
@@ -2138,6 +2189,7 @@ int main(void)
         cmocka_unit_test_teardown(test_pipelined_requests_are_not_buffered, stop_left),
         cmocka_unit_test_teardown(test_parse_amplification_is_bounded, stop_left),
         cmocka_unit_test_teardown(test_closing_does_not_free_a_queued_frame_slot, stop_left),
+        cmocka_unit_test_teardown(test_one_identity_cannot_hold_the_parser, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
