@@ -174,11 +174,11 @@ static int connect_to(const char *path)
 }
 
 /* Who serves the socket, checked before a byte is sent (a create carries
- * a grant token): a socket path in a directory others can write to could
- * have been replaced by anyone's. The peer (SO_PEERCRED) must be uid
- * $PINHOLE_EXECD_UID when that is set; otherwise root, or the owner of the
- * socket file when its directory is writable by that owner alone. */
-static ph_status check_server(int fd, const char *path, ph_diag *diag)
+ * a grant token): whoever could put a socket at the path could be serving
+ * it. The peer (SO_PEERCRED) must be uid $PINHOLE_EXECD_UID when that is
+ * set; otherwise root or this process's own effective uid, never a third
+ * uid (docs/execd.md, "Who serves the socket"). */
+static ph_status check_server(int fd, ph_diag *diag)
 {
     struct ucred cred;
     socklen_t len = sizeof cred;
@@ -193,26 +193,12 @@ static ph_status check_server(int fd, const char *path, ph_diag *diag)
             return ph_diag_set(diag, PH_E_INVAL, 0, "$%s must be a uid", PH_EXECD_UID_ENV);
         if (cred.uid == (uid_t)v)
             return PH_OK;
-    } else if (cred.uid == 0) {
+    } else if (cred.uid == 0 || cred.uid == geteuid()) {
         return PH_OK;
-    } else {
-        /* The socket file's owner, trusted only where no one else could
-         * have put a socket of their own. */
-        char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
-        const char *slash = strrchr(path, '/');
-        size_t n = slash ? (size_t)(slash - path) : 0;
-        struct stat sock_st, dir_st;
-        memcpy(dir, path, n < sizeof dir ? n : 0);
-        dir[n < sizeof dir ? n : 0] = '\0';
-        if (n < sizeof dir && lstat(path, &sock_st) == 0 &&
-            stat(n ? dir : (slash ? "/" : "."), &dir_st) == 0 &&
-            (dir_st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && dir_st.st_uid == sock_st.st_uid &&
-            sock_st.st_uid == cred.uid)
-            return PH_OK;
     }
     return ph_diag_set(diag, PH_E_DENIED, 0,
                        "execd_peer_untrusted: the socket is served by uid %u, not the service's "
-                       "(root, the owner of a socket in a directory only it can write, or $%s)",
+                       "($%s, else root or this process's own uid)",
                        (unsigned)cred.uid, PH_EXECD_UID_ENV);
 }
 
@@ -284,7 +270,7 @@ ph_status ph_execd_service_open(const char *socket_path, const ph_service_config
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "cannot reach pinhole-execd: %s",
                            strerror(saved));
     }
-    ph_status st = check_server(svc->fd, socket_path, diag);
+    ph_status st = check_server(svc->fd, diag);
     if (st != PH_OK) {
         ph_execd_service_close(&svc);
         return st;

@@ -10,6 +10,7 @@
 #include <event2/thread.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -346,28 +347,60 @@ static int recover(const xd_config *cfg)
     return 0;
 }
 
-/* A client finds the daemon by the socket's path: in a directory others
- * may write to, anyone could put their own socket there and collect the
- * grant tokens of every create. Refused unless the directory is sticky and
- * ours (then no one else can replace our entry). */
+/* Whether path (absolute) and each directory above it pass the socket
+ * directory rule (docs/execd.md, "Who serves the socket"): every directory
+ * and symlink on the way is owned by root or this daemon's euid, and none
+ * is writable by group or others unless sticky; the last, when shared, is
+ * also the daemon's own. Checked with lstat, a component at a time, so a
+ * symlink is judged itself (its target is checked through the realpath
+ * walk). The first prefix that fails goes in bad. */
+static bool socket_dir_chain_ok(const char *path, char *bad, size_t badcap)
+{
+    char prefix[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof prefix || path[0] != '/')
+        return snprintf(bad, badcap, "%s", path), false;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && path[i] != '/')
+            continue;
+        memcpy(prefix, path, i);
+        prefix[i] = '\0';
+        struct stat st;
+        bool last = i == n, ok = lstat(i == 1 && n == 1 ? "/" : prefix, &st) == 0;
+        bool shared = ok && !S_ISLNK(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
+        ok = ok && (st.st_uid == 0 || st.st_uid == geteuid()) &&
+             (!shared || ((st.st_mode & S_ISVTX) && (!last || st.st_uid == geteuid())));
+        if (!ok) {
+            snprintf(bad, badcap, "%s", prefix);
+            return false;
+        }
+    }
+    struct stat root;
+    return lstat("/", &root) == 0 && (root.st_uid == 0 || root.st_uid == geteuid()) &&
+           ((root.st_mode & (S_IWGRP | S_IWOTH)) == 0 || (root.st_mode & S_ISVTX));
+}
+
 static int check_socket_dir(const char *socket_path)
 {
-    char dir[sizeof ((struct sockaddr_un *)0)->sun_path + 1];
+    char dir[PATH_MAX], real[PATH_MAX], bad[PATH_MAX] = "/";
     const char *slash = strrchr(socket_path, '/');
     size_t n = slash ? (size_t)(slash - socket_path) : 0;
     if (n >= sizeof dir)
         return 0; /* too long for a socket anyway: bind_socket says so */
     memcpy(dir, socket_path, n);
     dir[n] = '\0';
-    struct stat st;
-    if (stat(n ? dir : "/", &st) != 0) {
+    const char *given = slash == NULL ? "." : n == 0 ? "/" : dir;
+    if (realpath(given, real) == NULL) {
         fprintf(stderr, "pinhole-execd: the --socket directory: %s\n", strerror(errno));
         return XD_EXIT_OS;
     }
-    bool shared = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
-    if (shared && !((st.st_mode & S_ISVTX) && st.st_uid == geteuid())) {
-        json_t *x = json_pack("{s:s, s:s}", "error", "socket_dir_untrusted", "fix",
-                              "put --socket in a directory only this daemon's user can write "
+    /* A relative path is reached through the working directory's inode:
+     * its real chain is the one that matters. */
+    if ((given[0] == '/' && !socket_dir_chain_ok(given, bad, sizeof bad)) ||
+        !socket_dir_chain_ok(real, bad, sizeof bad)) {
+        json_t *x = json_pack("{s:s, s:s, s:s}", "error", "socket_dir_untrusted", "path", bad, "fix",
+                              "put --socket in a directory that root or this daemon's user owns "
+                              "and only they can write, under such directories "
                               "(e.g. /run/pinhole-execd, mode 0755)");
         xd_log("error", "startup_refused", x);
         json_decref(x);

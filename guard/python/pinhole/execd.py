@@ -22,7 +22,6 @@ import json
 import os
 import socket
 import ssl
-import stat
 import struct
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
@@ -61,7 +60,7 @@ def _arg(value):
         return {"base64": base64.b64encode(value).decode("ascii")}
 
 
-def _check_server(sock: socket.socket, path: str, expected_uid: Optional[int]) -> None:
+def _check_server(sock: socket.socket, expected_uid: Optional[int]) -> None:
     """The rule of docs/execd.md (the C client's check_server)."""
     _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(
         socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
@@ -73,19 +72,11 @@ def _check_server(sock: socket.socket, path: str, expected_uid: Optional[int]) -
     if expected_uid is not None:
         if uid == expected_uid:
             return
-    elif uid == 0:
+    elif uid in (0, os.geteuid()):
         return
-    else:
-        try:
-            sock_st = os.lstat(path)
-            dir_st = os.stat(os.path.dirname(path) or ".")
-            if (not dir_st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-                    and dir_st.st_uid == sock_st.st_uid == uid):
-                return
-        except OSError:
-            pass
     raise ExecdError("denied", "execd_peer_untrusted: the socket is served by uid %d, not the "
-                     "service's" % uid)
+                     "service's ($PINHOLE_EXECD_UID, else root or this process's own uid)"
+                     % uid)
 
 
 class Client:
@@ -104,14 +95,14 @@ class Client:
              expected_uid: Optional[int] = None) -> "Client":
         """Connects to the socket at path. Before anything is sent, the
         peer's uid (SO_PEERCRED) must be expected_uid (default:
-        $PINHOLE_EXECD_UID when set, else root, or the owner of a socket in a
-        directory only that owner can write): a socket swapped in by someone
+        $PINHOLE_EXECD_UID when set, else root or this process's own
+        effective uid; never a third uid): a socket swapped in by someone
         else never sees a request (a create carries a grant token).
         ExecdError("denied", "execd_peer_untrusted: ...") otherwise."""
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(path)
-            _check_server(s, path, expected_uid)
+            _check_server(s, expected_uid)
         except BaseException:
             s.close()
             raise

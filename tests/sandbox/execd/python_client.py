@@ -80,12 +80,13 @@ with tempfile.TemporaryDirectory() as tmp:
         expect("pinhole_execd_sandboxes_live 0" in c.metrics(), "metrics")
     expect(execd_testlib.stop_daemon(proc) == 0, "clean stop")
 
-    # A socket someone else (uid 65534) put in a shared directory never
-    # sees a request: the client checks who serves it first.
+    # A socket someone else (uid 65534) serves, even from a directory of
+    # its own, never sees a request: the client checks who serves it first.
     os.chmod(tmp, 0o755)
     shared = os.path.join(tmp, "shared")
     os.mkdir(shared)
-    os.chmod(shared, 0o777)
+    os.chown(shared, 65534, 65534)
+    os.chmod(shared, 0o755)
     path = os.path.join(shared, "execd.sock")
     r, w = os.pipe()
     pid = os.fork()

@@ -398,6 +398,23 @@ static void test_refuses_a_shared_socket_directory(void **state)
     assert_int_equal(chmod(d.dir, 01777), 0); /* sticky and ours (root's) */
     assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
     assert_int_equal(daemon_stop(&d), 0);
+    /* A directory another user made (mode 0755, theirs alone): they could
+     * serve the socket themselves. */
+    xdaemon e;
+    daemon_prepare(&e);
+    char squat[300];
+    snprintf(squat, sizeof squat, "%.200s/squat", e.dir);
+    assert_int_equal(mkdir(squat, 0755), 0);
+    assert_int_equal(chown(squat, 65534, 65534), 0);
+    snprintf(e.sock, sizeof e.sock, "%.200s/execd.sock", squat);
+    int rc = daemon_spawn(&e, opts, NULL);
+    log = ph_test_read_file(e.log, &len);
+    printf("socket directory owned by uid 65534, mode 0755: exit %d, %s\n", rc,
+           log && strstr(log, "socket_dir_untrusted") ? "socket_dir_untrusted" : "served");
+    assert_int_equal(rc, 78);
+    assert_non_null(strstr(log, "socket_dir_untrusted"));
+    free(log);
+    (void)daemon_stop(&e); /* it never listened: this frees its directory */
 }
 
 /* The service's own settings are not credentials: a daemon started with
@@ -544,7 +561,10 @@ static void test_client_checks_who_serves_the_socket(void **state)
     (void)state;
     char *dir = ph_test_mkdtemp();
     assert_non_null(dir);
-    assert_int_equal(chmod(dir, 0777), 0);
+    /* The impostor's own directory, writable by it alone: a third uid's
+     * socket is refused wherever it is. */
+    assert_int_equal(chown(dir, 65534, 65534), 0);
+    assert_int_equal(chmod(dir, 0755), 0);
     char path[100];
     snprintf(path, sizeof path, "%.80s/execd.sock", dir);
     int ready[2], got[2];
