@@ -109,6 +109,11 @@ static void log_request(const char *op, const char *identity, const json_t *resp
     json_decref(x);
 }
 
+/* An answer that leaves more than XD_OUTPUT_PAUSE unsent must be read at
+ * XD_ANSWER_MIN_RATE at least: what is unsent then has until now +
+ * XD_STREAM_STALL_MS + unsent / XD_ANSWER_MIN_RATE, or the connection is
+ * closed (write_too_slow). A peer trickling its reads therefore holds a
+ * whole-file answer for seconds, not hours. */
 static void conn_send(xd_conn *c, const json_t *resp)
 {
     uint8_t *f;
@@ -117,6 +122,27 @@ static void conn_send(xd_conn *c, const json_t *resp)
         bufferevent_write(c->bev, f, len);
         free(f);
     }
+    size_t out = evbuffer_get_length(bufferevent_get_output(c->bev));
+    if (out > XD_OUTPUT_PAUSE) {
+        int64_t ms = XD_STREAM_STALL_MS + (int64_t)(out / (XD_ANSWER_MIN_RATE / 1000));
+        struct timeval t = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000 * 1000)};
+        evtimer_add(c->answer_deadline, &t);
+    }
+}
+
+static void conn_close(xd_conn *c);
+
+static void on_answer_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    xd_conn *c = arg;
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) <= XD_OUTPUT_PAUSE)
+        return;
+    json_t *x = json_pack("{s:s}", "identity", c->ident ? c->ident->name : "?");
+    xd_log("warning", "write_too_slow", x);
+    json_decref(x);
+    conn_close(c);
 }
 
 /* c no longer counts against --max-connections, its identity's share or
@@ -146,6 +172,9 @@ static void conn_close(xd_conn *c)
     if (c->deadline)
         event_free(c->deadline);
     c->deadline = NULL;
+    if (c->answer_deadline)
+        event_free(c->answer_deadline);
+    c->answer_deadline = NULL;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -359,6 +388,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         reply_and_close(c, "unauthenticated", "this peer is not allowed");
         return;
     }
+    bool completed = false; /* a frame was taken from the input in this call */
     while (!c->close_after_write && evbuffer_get_length(in) >= PH_EXECD_FRAME_HEADER) {
         if (c->job != NULL) {
             reply_and_close(c, "protocol", "one request at a time per connection");
@@ -379,6 +409,7 @@ static void on_read(struct bufferevent *bev, void *arg)
         if (evbuffer_get_length(in) < PH_EXECD_FRAME_HEADER + (size_t)n)
             break;
         evbuffer_drain(in, PH_EXECD_FRAME_HEADER);
+        completed = true;
         if (n > XD_PARSE_INLINE_MAX && c->ident->jobs >= g_cfg->max_requests_per_identity) {
             /* A frame for the parser counts as a request of its identity. */
             evbuffer_drain(in, n);
@@ -417,12 +448,13 @@ static void on_read(struct bufferevent *bev, void *arg)
         json_decref(req);
     }
     /* A frame begun has --frame-timeout-ms from its first byte seen to
-     * complete; a frame complete (served, or waiting while reading is
-     * paused) has no deadline. */
+     * complete (a frame begun in the read that completed the one before
+     * it, from then); a frame complete (served, or waiting while reading
+     * is paused) has no deadline. */
     if (c->close_after_write)
         return;
     bool partial = frame_partial(in);
-    if (partial && !c->frame_pending)
+    if (partial && (!c->frame_pending || completed))
         arm_deadline(c, g_cfg->frame_timeout_ms);
     else if (!partial && c->frame_pending)
         evtimer_del(c->deadline);
@@ -583,12 +615,16 @@ static xd_conn *conn_new(struct bufferevent *bev, bool anon, const char *source)
         anon_make_room(source);
     xd_conn *c = calloc(1, sizeof *c);
     struct event *deadline = c ? evtimer_new(g_base, on_deadline, c) : NULL;
-    if (deadline == NULL) {
+    struct event *answer = deadline ? evtimer_new(g_base, on_answer_deadline, c) : NULL;
+    if (answer == NULL) {
+        if (deadline)
+            event_free(deadline);
         free(c);
         bufferevent_free(bev);
         return NULL;
     }
     c->deadline = deadline;
+    c->answer_deadline = answer;
     c->bev = bev;
     c->next = g_conns;
     if (g_conns)

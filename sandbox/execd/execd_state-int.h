@@ -163,6 +163,7 @@ struct xd_conn {
     bool paused;          /* not read while its output is over XD_OUTPUT_PAUSE */
     bool frame_pending;   /* the deadline runs for a frame begun (not the handshake) */
     struct event *deadline; /* the handshake's from accept, or the current frame's */
+    struct event *answer_deadline; /* a large answer's, to be read (conn_send) */
     int64_t accepted_ms;
     char source[64];      /* unidentified: "ip:<address>" (IPv6: its /64) or "uid:<n>" */
     size_t backlog;       /* output not yet written to the peer (atomic: a streaming
@@ -195,6 +196,7 @@ typedef struct xd_frame {
 #define XD_ANON_PER_SOURCE 8
 #define XD_READ_WHOLE_MAX (64 * 1024 * 1024)  /* workspace.read without chunk_bytes */
 #define XD_STREAM_STALL_MS 10000  /* a streamed response whose peer reads nothing this long ends */
+#define XD_ANSWER_MIN_RATE (1024 * 1024) /* bytes/s a large unsent answer must be read at */
 #define XD_WS_PER_ENV_MAX 64      /* workspace ids open on one environment */
 #define XD_LEASES_PER_OWNER_MAX 256
 #define XD_TIER1_BYTES_MAX 65536  /* passthrough names and values of one spec, in all */

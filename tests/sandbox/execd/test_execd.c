@@ -1610,6 +1610,54 @@ static void test_one_identity_cannot_hold_the_parser(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A peer that asks for a whole 8 MiB file and reads it at 80 KiB/s is
+ * closed once the answer is past its deadline (10 s + 1 s per MiB unsent),
+ * not served for minutes. */
+static void test_a_slow_reader_does_not_hold_an_answer(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *id = raw_create(fd, "t1");
+    const char *const argv[] = {"sh", "-c", "head -c 8388608 /dev/zero > big", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", id, argv));
+    assert_null(error_of(r));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant", "t1",
+                               "environment", id));
+    char ws[128];
+    snprintf(ws, sizeof ws, "%s", ph_wire_str(r, "workspace"));
+    json_decref(r);
+    int slow = raw_hello(&d);
+    int small = 4096;
+    assert_int_equal(setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+    assert_int_equal(ph_wire_send(slow, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op",
+                                                  "workspace.read", "tenant", "t1", "workspace",
+                                                  ws, "path", "big", "max_bytes",
+                                                  (json_int_t)(16 * 1024 * 1024))),
+                     0);
+    int64_t t0 = ph_monotonic_ms();
+    size_t got = 0;
+    bool closed = false;
+    while (!closed && ph_monotonic_ms() - t0 < 60000) {
+        char buf[16384];
+        ssize_t n = recv(slow, buf, sizeof buf, 0);
+        closed = n <= 0;
+        got += n > 0 ? (size_t)n : 0;
+        usleep(200 * 1000); /* the peer's pace: 80 KiB/s */
+    }
+    int64_t ms = ph_monotonic_ms() - t0;
+    printf("an 8 MiB answer read at 80 KiB/s: %s after %lld ms, %zu KiB read\n",
+           closed ? "closed" : "still open", (long long)ms, got / 1024);
+    assert_true(closed);
+    assert_true(ms < 40000);
+    close(slow);
+    close(fd);
+    free(id);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
@@ -1743,6 +1791,35 @@ static void test_a_frame_must_complete_in_time(void **state)
     json_decref(gone);
     assert_null(raw_call(a2, json_pack("{s:s}", "op", "health"))); /* closed */
     close(a2);
+    /* Pipelined: each write completes a frame and begins the next, each
+     * frame complete 600 ms after its first byte; the third ends 1200 ms
+     * after the second began. Each frame has its own deadline. */
+    int a3 = raw_hello(&d);
+    uint8_t *f;
+    size_t flen;
+    json_t *h = json_pack("{s:s}", "op", "health");
+    assert_int_equal(ph_wire_frame(h, &f, &flen), 0);
+    json_decref(h);
+    send_all(a3, f, flen);
+    send_all(a3, f, 3);
+    for (int i = 0; i < 2; i++) {
+        usleep(600 * 1000); /* the peer's pace */
+        send_all(a3, f + 3, flen - 3);
+        if (i == 0)
+            send_all(a3, f, 3);
+    }
+    int answered = 0;
+    for (int i = 0; i < 3; i++) {
+        json_t *r = NULL;
+        if (ph_wire_recv(a3, PH_EXECD_MAX_RESPONSE_BYTES, &r) == 0 && error_of(r) == NULL)
+            answered++;
+        json_decref(r);
+    }
+    printf("three pipelined frames, each complete 600 ms after its first byte: %d answered\n",
+           answered);
+    assert_int_equal(answered, 3);
+    free(f);
+    close(a3);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
@@ -2210,6 +2287,7 @@ int main(void)
         cmocka_unit_test_teardown(test_parse_amplification_is_bounded, stop_left),
         cmocka_unit_test_teardown(test_closing_does_not_free_a_queued_frame_slot, stop_left),
         cmocka_unit_test_teardown(test_one_identity_cannot_hold_the_parser, stop_left),
+        cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
