@@ -40,9 +40,8 @@ typedef struct ph_execd_lease ph_execd_lease;
 /* The environment variable naming the default socket. */
 #define PH_EXECD_SOCKET_ENV "PINHOLE_EXECD_SOCKET"
 
-/* The environment variable naming the uid the service runs as (default:
- * root, or the owner of a socket in a directory only that owner can
- * write). */
+/* The environment variable naming the uid the service runs as (unset:
+ * root or the client's own effective uid; never a third uid). */
 #define PH_EXECD_UID_ENV "PINHOLE_EXECD_UID"
 
 /*
