@@ -571,6 +571,8 @@ static void anon_make_room(const char *source)
         if (!c->anon || c->bev == NULL)
             continue;
         same += strcmp(c->source, source) == 0;
+        if (most >= XD_ANON_PER_SOURCE)
+            continue; /* no source holds more: a flood costs one pass, not n^2 */
         size_t n = 0;
         for (xd_conn *o = g_conns; o; o = o->next)
             n += o->anon && o->bev != NULL && strcmp(o->source, c->source) == 0;

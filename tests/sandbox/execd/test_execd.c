@@ -2155,7 +2155,14 @@ static void test_a_flood_from_many_sources_leaves_handshakes_alone(void **state)
     assert_int_equal(daemon_spawn(&d, opts, NULL), -1);
     int port = port_from_log(&d, "listening_tls");
     assert_true(port > 0);
+    if (PH_ASAN) { /* an instrumented loop cannot keep up with any flood: the listen
+                    * backlog overflows, which is not what this checks */
+        printf("skipped under ASan\n");
+        assert_int_equal(daemon_stop(&d), 0);
+        return;
+    }
     enum { SOURCES = 12, KEEP = 8, TRIES = 4 };
+    signal(SIGPIPE, SIG_IGN); /* a refused worker is counted, not killed */
     pid_t flood = fork();
     assert_true(flood >= 0);
     if (flood == 0) {
