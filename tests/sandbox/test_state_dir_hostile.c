@@ -341,7 +341,7 @@ static void test_stale_destroy_keeps_another_claim(void **state)
                              .mechanism = PH_MECHANISM_FAKE,
                              .hard_cap_ms = 10000,
                              .state_dir = dir,
-                             .id_first = 3000000,
+                             .id_first = 3000000u + (uint32_t)getpid() % 100000u,
                              .id_count = 1};
     ph_execution_service *svc = NULL;
     ph_diag diag = {0};
@@ -362,6 +362,48 @@ static void test_stale_destroy_keeps_another_claim(void **state)
     ph_environment_destroy(&other);
     assert_int_equal(entries_in(dir), 0);
     ph_execution_service_close(&svc);
+}
+
+static void test_two_state_dirs_never_share_an_id(void **state)
+{
+    (void)state;
+    /* Two services with their own state directories (two execd, the CLI
+     * beside one) and the same one-id range: as root the claim is
+     * host-wide, so the second create is refused rather than given the
+     * uid the first environment runs as. */
+    if (geteuid() != 0)
+        skip();
+    uint32_t first = 3200000u + (uint32_t)getpid() % 100000u;
+    ph_execution_service *svc[2] = {NULL, NULL};
+    ph_environment *env[2] = {NULL, NULL};
+    ph_diag diag = {0};
+    char dir[2][512];
+    ph_environment_spec s = fake_spec();
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir[i], sizeof dir[i], "%s/ids-host-%d", g_top, i);
+        ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                                 .mechanism = PH_MECHANISM_FAKE,
+                                 .hard_cap_ms = 10000,
+                                 .state_dir = dir[i],
+                                 .id_first = first,
+                                 .id_count = 1};
+        assert_int_equal(ph_execution_service_open(&cfg, &svc[i], &diag), PH_OK);
+    }
+    assert_int_equal(ph_environment_create(svc[0], &s, &env[0], &diag), PH_OK);
+    ph_status st = ph_environment_create(svc[1], &s, &env[1], &diag);
+    printf("  second state directory, same one-id range: %s\n",
+           st == PH_OK ? "created (shares the uid)" : diag.message);
+    assert_int_equal(st, PH_E_LIMIT);
+    assert_null(env[1]);
+    assert_code(&diag, "id_range_exhausted");
+    /* Released on destroy: the other service may take it then. */
+    ph_environment_destroy(&env[0]);
+    assert_int_equal(ph_environment_create(svc[1], &s, &env[1], &diag), PH_OK);
+    ph_environment_destroy(&env[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(entries_in(dir[i]), 0);
+        ph_execution_service_close(&svc[i]);
+    }
 }
 
 static void test_state_write_never_follows(void **state)
@@ -763,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_too_long_makes_nothing),
         cmocka_unit_test(test_swapped_spec),
         cmocka_unit_test(test_stale_destroy_keeps_another_claim),
+        cmocka_unit_test(test_two_state_dirs_never_share_an_id),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_proxy_socket_path_others_can_change),
