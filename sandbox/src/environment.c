@@ -487,9 +487,13 @@ static bool release_claims_of(ph_execution_service *svc, const char *env_id)
             continue;
         char *owner = NULL;
         size_t len = 0;
+        /* A process still running as the uid (a sandbox process the crash
+         * left) would be the next environment's: it goes first, and the
+         * claim stays while one is left. */
         if (ph_state_read(ids, de->d_name, &owner, &len, NULL) == PH_OK &&
             len == strlen(env_id) && memcmp(owner, env_id, len) == 0 &&
-            unlinkat(ids, de->d_name, 0) != 0)
+            (!ph_kill_uid((uid_t)strtoul(de->d_name, NULL, 10)) ||
+             unlinkat(ids, de->d_name, 0) != 0))
             clean = false;
         free(owner);
     }

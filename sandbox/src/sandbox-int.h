@@ -514,4 +514,10 @@ ph_status ph_intent_read(int env_fd, ph_sandbox_mechanism dflt, ph_intent *out, 
  * returns how many it killed. */
 size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value);
 
+/* Kills (SIGKILL, through a pidfd: never a process that took a dead one's
+ * pid) every live process running as host uid `uid` (real, effective, saved
+ * or filesystem) and waits up to 1 s for each to exit. True when none is
+ * left: only then may the uid be claimed by another environment. */
+bool ph_kill_uid(uid_t uid);
+
 #endif
