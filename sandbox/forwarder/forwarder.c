@@ -19,7 +19,10 @@
  * zombies), exits on SIGTERM/SIGINT, and on SIGUSR1 kills every other
  * process in the sandbox (kill(-1, SIGKILL) spares PID 1). That is how the
  * mechanism ends what a finished or timed-out command left behind without
- * tearing the sandbox down.
+ * tearing the sandbox down. It makes itself not dumpable: it runs as the
+ * commands' uid, and a command that could ptrace it (PTRACE_ATTACH, or
+ * /proc/1/mem) could plant a thread in PID 1 that outlives every command;
+ * the kernel refuses both (EPERM) for a process that is not dumpable.
  *
  * With --run -- ARGV it is the parent of one command (runsc exec starts it):
  * it searches PATH of its own (exact) environment, reports a missing program
@@ -46,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -639,6 +643,10 @@ int main(int argc, char **argv)
         return rc;
     if (o.run_argv != NULL)
         return run_command(o.run_argv, o.unset, o.unset_count);
+    if (o.init_mode && prctl(PR_SET_DUMPABLE, 0) != 0) {
+        log_line("error", "cannot make the init not dumpable", strerror(errno));
+        return 1;
+    }
     install_signals(o.init_mode);
     return run(&o);
 }

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,10 @@ struct ph_execution_service {
     const ph_mechanism_ops *ops;
     int64_t hard_cap_ms;
     int state_fd;    /* the verified state directory (state_dir.c) */
+    /* Where ids/ (the host id claims) lives: PH_SANDBOX_ID_CLAIM_DIR, one
+     * for the whole host, as root; the state directory otherwise (an
+     * unprivileged fake service: its commands run as its own uid). */
+    int claims_fd;
     char *state_dir; /* host: its walked path; never shown */
     uint32_t id_first, id_count; /* host uid/gid range of sandboxes */
     bool volumes;    /* workspaces are their own filesystems (limits) */
@@ -121,6 +126,24 @@ static ph_status id_range(const ph_service_config *c, uint32_t *first, uint32_t 
         return ph_diag_set(diag, PH_E_INVAL, 0,
                            "id_range_invalid: the sandbox id range must be first:count with "
                            "first >= 1000, count >= 1 and first + count <= 2147483647");
+    /* nobody and every account stay out: a sandbox running as one of them
+     * could signal or trace that account's processes, open its files. */
+    if (f <= 65534 && 65534 < f + n)
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "id_range_account: the sandbox id range holds 65534 (nobody)");
+    setpwent();
+    struct passwd *pw;
+    while ((pw = getpwent()) != NULL) {
+        if ((unsigned long long)pw->pw_uid >= f && (unsigned long long)pw->pw_uid < f + n) {
+            unsigned uid = (unsigned)pw->pw_uid;
+            endpwent();
+            return ph_diag_set(diag, PH_E_INVAL, 0,
+                               "id_range_account: the sandbox id range holds uid %u, an "
+                               "account's",
+                               uid);
+        }
+    }
+    endpwent();
     *first = (uint32_t)f;
     *count = (uint32_t)n;
     return PH_OK;
@@ -144,7 +167,7 @@ ph_status ph_execution_service_open(const ph_service_config *config, ph_executio
     ph_execution_service *svc = calloc(1, sizeof *svc);
     if (svc == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    svc->state_fd = -1;
+    svc->state_fd = svc->claims_fd = -1;
     svc->mode = config->mode;
     svc->ops = ops;
     svc->hard_cap_ms = config->hard_cap_ms;
@@ -166,6 +189,15 @@ ph_status ph_execution_service_open(const ph_service_config *config, ph_executio
     st = ph_state_dir_open(config->state_dir ? config->state_dir : def, &svc->state_fd,
                            &svc->state_dir, diag);
     free(def);
+    if (st == PH_OK && geteuid() == 0) {
+        char *claims = NULL;
+        st = ph_state_dir_open(PH_SANDBOX_ID_CLAIM_DIR, &svc->claims_fd, &claims, diag);
+        free(claims);
+    } else if (st == PH_OK) {
+        svc->claims_fd = fcntl(svc->state_fd, F_DUPFD_CLOEXEC, 3);
+        if (svc->claims_fd < 0)
+            st = ph_diag_set(diag, PH_E_IO, 0, "dup: %s", strerror(errno));
+    }
     if (st == PH_OK)
         st = ph_ws_caps_init(svc->state_fd, config->workspace_total_max_bytes,
                              config->workspace_tenant_max_bytes, &svc->caps, diag);
@@ -183,6 +215,8 @@ void ph_execution_service_close(ph_execution_service **svc)
         return;
     if ((*svc)->state_fd >= 0)
         close((*svc)->state_fd);
+    if ((*svc)->claims_fd >= 0)
+        close((*svc)->claims_fd);
     free((*svc)->state_dir);
     free(*svc);
     *svc = NULL;
@@ -366,9 +400,12 @@ static const char *service_getenv(const char *name)
 
 /* ---- per-environment host identities ----
  * Each environment takes one uid (gid the same number) from the service's
- * range by creating <state>/ids/<uid> with O_EXCL: the claim is atomic
- * across processes sharing the state directory (the CLI), and destroy
- * removes it. The first probe is derived from the environment id. */
+ * range by creating ids/<uid> in the host-wide claim directory
+ * (PH_SANDBOX_ID_CLAIM_DIR; the state directory for an unprivileged
+ * service) with O_EXCL: the claim is atomic across every service of the
+ * host, whatever its state directory (two execd, the CLI beside one), so
+ * no two environments ever share a host uid; destroy removes it. The first
+ * probe is derived from the environment id. */
 
 /* The claim is published whole: the id is written to ids/.claim-<env id>
  * first, then linked to ids/<uid> (linkat fails on an existing name, so
@@ -385,7 +422,7 @@ static ph_status claim_id(ph_environment *env, ph_diag *diag)
         if (ids >= 0)
             close(ids); /* the last release removed the empty directory meanwhile */
         ids = -1;
-        if ((st = ph_state_mkdir(svc->state_fd, "ids", 0700, false, &ids, diag)) != PH_OK)
+        if ((st = ph_state_mkdir(svc->claims_fd, "ids", 0700, false, &ids, diag)) != PH_OK)
             break;
         (void)unlinkat(ids, tmp, 0);
         fd = openat(ids, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -435,7 +472,7 @@ static ph_status claim_id(ph_environment *env, ph_diag *diag)
  * the process that claimed died). True when none is left. */
 static bool release_claims_of(ph_execution_service *svc, const char *env_id)
 {
-    int ids = openat(svc->state_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int ids = openat(svc->claims_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ids < 0)
         return errno == ENOENT;
     char tmp[40];
@@ -450,9 +487,13 @@ static bool release_claims_of(ph_execution_service *svc, const char *env_id)
             continue;
         char *owner = NULL;
         size_t len = 0;
+        /* A process still running as the uid (a sandbox process the crash
+         * left) would be the next environment's: it goes first, and the
+         * claim stays while one is left. */
         if (ph_state_read(ids, de->d_name, &owner, &len, NULL) == PH_OK &&
             len == strlen(env_id) && memcmp(owner, env_id, len) == 0 &&
-            unlinkat(ids, de->d_name, 0) != 0)
+            (!ph_kill_uid((uid_t)strtoul(de->d_name, NULL, 10)) ||
+             unlinkat(ids, de->d_name, 0) != 0))
             clean = false;
         free(owner);
     }
@@ -461,7 +502,7 @@ static bool release_claims_of(ph_execution_service *svc, const char *env_id)
     else
         clean = false;
     close(ids);
-    (void)unlinkat(svc->state_fd, "ids", AT_REMOVEDIR);
+    (void)unlinkat(svc->claims_fd, "ids", AT_REMOVEDIR);
     return clean;
 }
 
@@ -469,7 +510,7 @@ static void release_id(ph_environment *env)
 {
     if (!env->id_claimed)
         return;
-    int ids = openat(env->svc->state_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int ids = openat(env->svc->claims_fd, "ids", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (ids >= 0) {
         char name[16];
         snprintf(name, sizeof name, "%u", (unsigned)env->uid);
@@ -485,7 +526,7 @@ static void release_id(ph_environment *env)
         close(ids);
         /* Empty once no environment is left: then the state directory is
          * as the service found it. ENOTEMPTY otherwise, which is fine. */
-        (void)unlinkat(env->svc->state_fd, "ids", AT_REMOVEDIR);
+        (void)unlinkat(env->svc->claims_fd, "ids", AT_REMOVEDIR);
     }
     env->id_claimed = false;
 }

@@ -422,21 +422,41 @@ static void kill_container(docker_state *ds)
 
 /* What the engine lists in the container (`docker top`: the host's view of
  * the container's cgroup, which nothing inside can leave or forge). */
+ph_leftovers ph_docker_top_leftovers(const char *out, size_t cap)
+{
+    /* A list as long as the buffer may have lost lines: more than the init. */
+    if (strnlen(out, cap) >= cap - 1)
+        return PH_LEFT_SOME;
+    const char *nl = strchr(out, '\n');
+    if (nl == NULL)
+        return PH_LEFT_UNKNOWN;
+    int rows = 0;
+    unsigned long threads = 0;
+    for (const char *line = nl + 1; *line != '\0'; rows++) {
+        unsigned long pid;
+        int used = 0;
+        if (sscanf(line, "%lu %lu%n", &pid, &threads, &used) != 2)
+            return PH_LEFT_UNKNOWN;
+        line += used;
+        line += strspn(line, " \t");
+        if (*line == '\n')
+            line++;
+        else if (*line != '\0')
+            return PH_LEFT_UNKNOWN;
+    }
+    if (rows == 0)
+        return PH_LEFT_UNKNOWN;
+    return rows == 1 && threads == 1 ? PH_LEFT_NOTHING : PH_LEFT_SOME;
+}
+
 static ph_leftovers container_leftovers(void *ctx)
 {
     const docker_state *ds = ctx;
-    const char *top[] = {ds->docker, "top", ds->name, "-o", "pid", NULL};
+    const char *top[] = {ds->docker, "top", ds->name, "-o", "pid,nlwp", NULL};
     char out[512];
     if (docker_run(top, DOCKER_TIMEOUT_MS, out, sizeof out, NULL) != PH_OK)
         return PH_LEFT_UNKNOWN;
-    /* The header line, then one line per process; a list longer than the
-     * buffer holds more than the init. */
-    if (strlen(out) >= sizeof out - 1)
-        return PH_LEFT_SOME;
-    int lines = 0;
-    for (const char *p = out; *p != '\0'; p++)
-        lines += *p == '\n';
-    return lines == 2 ? PH_LEFT_NOTHING : lines > 2 ? PH_LEFT_SOME : PH_LEFT_UNKNOWN;
+    return ph_docker_top_leftovers(out, sizeof out);
 }
 
 /* After the command's wrapper has exited: the wrapper kills what the

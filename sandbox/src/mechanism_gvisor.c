@@ -374,9 +374,10 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
     close(runsc_fd);
     if ((st = make_idmap_dir(gs, idmap, diag)) != PH_OK)
         goto fail;
-    /* The sandbox process runs as the environment's host uid: runsc create
-     * runs with it as its real uid (see make_idmap_dir). */
+    /* The sandbox process runs as the environment's host uid and gid: runsc
+     * create runs with them as its real uid and gid (see make_idmap_dir). */
     gs->rt.create_ruid = gs->uid;
+    gs->rt.create_rgid = gs->gid;
     /* The sandbox user must own its workspace root to create files in it. */
     if (fchownat(args->workspace_fd, "", gs->uid, gs->gid, AT_EMPTY_PATH) != 0) {
         st = ph_diag_set(diag, PH_E_IO, 0, "cannot hand the workspace to the sandbox user: %s",

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -214,7 +215,26 @@ static bool argv_has(const char *buf, size_t len, const char *flag, const char *
     return false;
 }
 
-size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value)
+/* pid as a pidfd when its /proc entry passes match(ctx): the pidfd is
+ * opened first, so a signal sent through it reaches the process that was
+ * checked, never one that took its pid since (the checks read /proc/<pid>,
+ * which is that process for as long as it is alive: a signal that goes
+ * through proves it was). -1 when it does not match or is gone. */
+static int pidfd_if(long pid, bool (*match)(long pid, void *ctx), void *ctx)
+{
+    int pfd = pidfd_open((pid_t)pid, 0);
+    if (pfd < 0)
+        return -1;
+    if (!match(pid, ctx)) {
+        close(pfd);
+        return -1;
+    }
+    return pfd;
+}
+
+/* Kills every process (but 1 and this one) that match(ctx) accepts, in
+ * rounds while it finds some; returns how many it killed. */
+static size_t kill_matching(bool (*match)(long pid, void *ctx), void *ctx)
 {
     size_t total = 0;
     for (int round = 0; round < 16; round++) {
@@ -228,24 +248,17 @@ size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value)
             long pid = strtol(de->d_name, &end, 10);
             if (*end != '\0' || pid <= 1 || pid == (long)getpid())
                 continue;
-            char path[64], target[4096];
-            snprintf(path, sizeof path, "/proc/%ld/exe", pid);
-            ssize_t tl = readlink(path, target, sizeof target - 1);
-            if (tl <= 0)
+            int pfd = pidfd_if(pid, match, ctx);
+            if (pfd < 0)
                 continue;
-            target[tl] = '\0';
-            if (strcmp(target, exe) != 0)
-                continue;
-            snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                continue;
-            static _Thread_local char args[65536];
-            ssize_t n = read(fd, args, sizeof args);
-            close(fd);
-            if (n > 0 && argv_has(args, (size_t)n, flag, value) &&
-                kill((pid_t)pid, SIGKILL) == 0)
+            if (pidfd_send_signal(pfd, SIGKILL, NULL, 0) == 0) {
                 killed++;
+                /* Readable once it has exited: the next round does not
+                 * find it dying. */
+                struct pollfd p = {.fd = pfd, .events = POLLIN};
+                (void)poll(&p, 1, 1000);
+            }
+            close(pfd);
         }
         closedir(d);
         total += killed;
@@ -253,4 +266,75 @@ size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value)
             break;
     }
     return total;
+}
+
+typedef struct by_argument {
+    const char *exe, *flag, *value;
+} by_argument;
+
+static bool has_argument(long pid, void *ctx)
+{
+    const by_argument *b = ctx;
+    char path[64], target[4096];
+    snprintf(path, sizeof path, "/proc/%ld/exe", pid);
+    ssize_t tl = readlink(path, target, sizeof target - 1);
+    if (tl <= 0)
+        return false;
+    target[tl] = '\0';
+    if (strcmp(target, b->exe) != 0)
+        return false;
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    static _Thread_local char args[65536];
+    ssize_t n = read(fd, args, sizeof args);
+    close(fd);
+    return n > 0 && argv_has(args, (size_t)n, b->flag, b->value);
+}
+
+size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value)
+{
+    by_argument b = {exe, flag, value};
+    return kill_matching(has_argument, &b);
+}
+
+/* A live process (not a zombie: it holds nothing) with uid as any of its
+ * real, effective, saved or filesystem uid. */
+static bool runs_as(long pid, void *ctx)
+{
+    uid_t uid = *(const uid_t *)ctx;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    bool live = true, match = false;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned u[4];
+        if (strncmp(line, "State:", 6) == 0)
+            live = strchr(line, 'Z') == NULL && strchr(line, 'X') == NULL;
+        else if (sscanf(line, "Uid: %u %u %u %u", &u[0], &u[1], &u[2], &u[3]) == 4)
+            match = u[0] == uid || u[1] == uid || u[2] == uid || u[3] == uid;
+    }
+    fclose(f);
+    return live && match;
+}
+
+bool ph_kill_uid(uid_t uid)
+{
+    (void)kill_matching(runs_as, &uid);
+    DIR *d = opendir("/proc");
+    if (d == NULL)
+        return false;
+    bool none = true;
+    struct dirent *de;
+    while (none && (de = readdir(d)) != NULL) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end == '\0' && pid > 1 && runs_as(pid, &uid))
+            none = false;
+    }
+    closedir(d);
+    return none;
 }

@@ -40,12 +40,15 @@ typedef struct ph_runsc {
      * (troubleshooting: runsc then logs every step there); else empty. */
     char debug_log[PH_RUNSC_PATH_MAX + 16];
     /* For `create` only, when create_ruid is not 0: runsc runs with that
-     * real uid (effective and saved uid 0, so it keeps every capability),
-     * which makes it run the sandbox process as that host uid, and with
+     * real uid and create_rgid as its real gid, without supplementary
+     * groups (effective and saved ids 0, so it keeps every capability),
+     * which makes it run the sandbox process as that host uid and gid
+     * (never root's group), and with
      * create_path (a directory holding newuidmap and newgidmap, see
      * tools/pinhole_idmap.c) first on its PATH. Every other subcommand runs
      * as plain root. */
     uid_t create_ruid;
+    gid_t create_rgid;
     char create_path[PH_RUNSC_PATH_MAX];
 } ph_runsc;
 

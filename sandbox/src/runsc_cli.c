@@ -54,6 +54,7 @@ ph_status ph_runsc_locate(ph_runsc *rt, ph_diag *diag)
         return ph_diag_set(diag, PH_E_LIMIT, 0, "runsc path too long");
     memcpy(rt->binary, found, strlen(found) + 1);
     rt->create_ruid = 0;
+    rt->create_rgid = 0;
     rt->create_path[0] = '\0';
     const char *dbg = getenv("PINHOLE_RUNSC_DEBUG_LOG");
     rt->debug_log[0] = '\0';
@@ -113,19 +114,22 @@ ph_status ph_runsc_spawn(const ph_runsc *rt, bool host_uds, const char *const *t
     return ph_cli_spawn(argv, runsc_env, fd_in, fd_out, fd_err, pid, pidfd, diag);
 }
 
-/* ruid: 0, or the real uid the child runs with (effective and saved uid
- * unchanged: the caller's 0). */
-static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, int fd_in,
+/* ruid: 0, or the real uid and rgid the real gid the child runs with, with
+ * no supplementary groups (effective and saved ids unchanged: the caller's
+ * 0). */
+static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, gid_t rgid,
+                           int fd_in,
                            int fd_out, int fd_err, pid_t *pid, int *pidfd, ph_diag *diag);
 
 ph_status ph_cli_spawn(const char *const *argv, char *const *envp, int fd_in, int fd_out,
                        int fd_err, pid_t *pid, int *pidfd, ph_diag *diag)
 {
-    return cli_spawn(argv, envp, 0, fd_in, fd_out, fd_err, pid, pidfd, diag);
+    return cli_spawn(argv, envp, 0, 0, fd_in, fd_out, fd_err, pid, pidfd, diag);
 }
 
-static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, int fd_in,
-                           int fd_out, int fd_err, pid_t *pid, int *pidfd, ph_diag *diag)
+static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t ruid, gid_t rgid,
+                           int fd_in, int fd_out, int fd_err, pid_t *pid, int *pidfd,
+                           ph_diag *diag)
 {
     size_t argc = 0;
     while (argv[argc] != NULL)
@@ -170,9 +174,15 @@ static ph_status cli_spawn(const char *const *argv, char *const *envp, uid_t rui
         if (setsid() < 0 || child_fd(fds[0], 0, O_RDONLY) != 0 || child_fd(fds[1], 1, O_WRONLY) != 0 ||
             child_fd(fds[2], 2, O_WRONLY) != 0)
             _exit(127);
-        /* The raw call: this thread only (the child has no other), no
-         * glibc broadcast to threads that are not there. */
-        if (ruid != 0 && syscall(SYS_setresuid, ruid, (uid_t)-1, (uid_t)-1) != 0)
+        /* The raw calls: this thread only (the child has no other), no
+         * glibc broadcast to threads that are not there. runsc maps the
+         * sandbox's uid and gid to its real uid and gid: both, or the
+         * sandbox would run in root's group. Groups first, while the
+         * effective uid still holds CAP_SETGID (it keeps it: only the real
+         * ids change). */
+        if (ruid != 0 && (syscall(SYS_setgroups, 0, NULL) != 0 ||
+                          syscall(SYS_setresgid, rgid, (gid_t)-1, (gid_t)-1) != 0 ||
+                          syscall(SYS_setresuid, ruid, (uid_t)-1, (uid_t)-1) != 0))
             _exit(127);
         close_range(3, ~0U, 0);
         execve(exec_argv[0], exec_argv, envp);
@@ -230,7 +240,7 @@ static void read_back(int fd, char *buf, size_t cap)
     buf[n > 0 ? n : 0] = '\0';
 }
 
-static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid,
+static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid, gid_t rgid,
                          int64_t timeout_ms, char *stdout_buf, size_t stdout_cap,
                          char *stderr_buf, size_t stderr_cap, ph_diag *diag);
 
@@ -243,6 +253,7 @@ ph_status ph_runsc_run(const ph_runsc *rt, bool host_uds, const char *const *tai
         return ph_diag_set(diag, PH_E_INTERNAL, 0, "runsc argv too long");
     char *const *envp = runsc_env;
     uid_t ruid = 0;
+    gid_t rgid = 0;
     char path_entry[PH_RUNSC_PATH_MAX + 80];
     char *create_env[] = {path_entry, NULL};
     if (rt->create_ruid != 0 && strcmp(tail[0], "create") == 0) {
@@ -252,8 +263,9 @@ ph_status ph_runsc_run(const ph_runsc *rt, bool host_uds, const char *const *tai
             return ph_diag_set(diag, PH_E_LIMIT, 0, "runsc create: PATH too long");
         envp = create_env;
         ruid = rt->create_ruid;
+        rgid = rt->create_rgid;
     }
-    ph_status st = cli_run(argv, envp, ruid, timeout_ms, stdout_buf, stdout_cap, stderr_buf,
+    ph_status st = cli_run(argv, envp, ruid, rgid, timeout_ms, stdout_buf, stdout_cap, stderr_buf,
                            stderr_cap, diag);
     if (st != PH_OK && diag != NULL) {
         /* Name the subcommand, not the binary's host path. */
@@ -270,11 +282,11 @@ ph_status ph_cli_run(const char *const *argv, char *const *envp, int64_t timeout
                      char *stdout_buf, size_t stdout_cap, char *stderr_buf, size_t stderr_cap,
                      ph_diag *diag)
 {
-    return cli_run(argv, envp, 0, timeout_ms, stdout_buf, stdout_cap, stderr_buf, stderr_cap,
+    return cli_run(argv, envp, 0, 0, timeout_ms, stdout_buf, stdout_cap, stderr_buf, stderr_cap,
                    diag);
 }
 
-static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid,
+static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid, gid_t rgid,
                          int64_t timeout_ms, char *stdout_buf, size_t stdout_cap,
                          char *stderr_buf, size_t stderr_cap, ph_diag *diag)
 {
@@ -291,7 +303,7 @@ static ph_status cli_run(const char *const *argv, char *const *envp, uid_t ruid,
     }
     pid_t pid;
     int pidfd;
-    ph_status st = cli_spawn(argv, envp, ruid, -1, outfd, errfd, &pid, &pidfd, diag);
+    ph_status st = cli_spawn(argv, envp, ruid, rgid, -1, outfd, errfd, &pid, &pidfd, diag);
     if (st != PH_OK) {
         close(errfd);
         if (outfd >= 0)

@@ -426,6 +426,15 @@ typedef enum ph_leftovers {
 ph_leftovers ph_wait_for_leftovers(ph_leftovers (*ask)(void *ctx), void *ctx,
                                    ph_capture caps[static 2], int64_t deadline_ms);
 
+/* The docker mechanism's answer from `docker top <container> -o pid,nlwp`
+ * (out: its output, NUL-terminated within cap bytes; borrowed): a header,
+ * then one "PID NLWP" row per process. PH_LEFT_NOTHING only for exactly one
+ * row, the init, with exactly one thread: a thread planted in the init
+ * (ptrace injection, clone(CLONE_THREAD)) is a leftover like a process.
+ * PH_LEFT_SOME for more, or output that fills cap (lines may be lost);
+ * PH_LEFT_UNKNOWN for anything else. */
+ph_leftovers ph_docker_top_leftovers(const char *out, size_t cap);
+
 /* Searches PATH of envp for argv0 and execve()s it; returns only on failure
  * (errno set: ENOENT when nowhere). For use in a child between fork and exec. */
 void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[]);
@@ -504,5 +513,11 @@ ph_status ph_intent_read(int env_fd, ph_sandbox_mechanism dflt, ph_intent *out, 
  * a dead service left working on its state. Repeats while it finds some;
  * returns how many it killed. */
 size_t ph_kill_by_argument(const char *exe, const char *flag, const char *value);
+
+/* Kills (SIGKILL, through a pidfd: never a process that took a dead one's
+ * pid) every live process running as host uid `uid` (real, effective, saved
+ * or filesystem) and waits up to 1 s for each to exit. True when none is
+ * left: only then may the uid be claimed by another environment. */
+bool ph_kill_uid(uid_t uid);
 
 #endif

@@ -13,6 +13,15 @@ file(GLOB PH_ISOLATION_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c
      ${CMAKE_CURRENT_LIST_DIR}/test_lifetime.c
      ${CMAKE_CURRENT_LIST_DIR}/test_host_identity.c)
+# A static program the lifetime test runs inside a sandbox (its root
+# filesystem has no compiler): PTRACE_ATTACH on the sandbox's init.
+add_executable(sandbox-ptrace-probe ${CMAKE_CURRENT_LIST_DIR}/ptrace_probe.c)
+target_link_options(sandbox-ptrace-probe PRIVATE -static)
+if(TARGET sandbox.test_lifetime)
+    add_dependencies(sandbox.test_lifetime sandbox-ptrace-probe)
+    target_compile_definitions(sandbox.test_lifetime PRIVATE
+        PH_PTRACE_PROBE="$<TARGET_FILE:sandbox-ptrace-probe>")
+endif()
 foreach(src ${PH_ISOLATION_TESTS})
     get_filename_component(name ${src} NAME_WE)
     if(TARGET sandbox.${name})

@@ -12,6 +12,9 @@
  *    (real, effective, saved and filesystem), which is not B's, not 65534
  *    and no account's, except gVisor's gofer, which runs as root (runsc
  *    20221219 does not drop its uid; in its own user namespace);
+ *  - the same processes run as A's (B's) gid (real, effective, saved and
+ *    filesystem: never 0, root's group, nor 65534) with no supplementary
+ *    group but that one, the gofer again excepted;
  *  - a process of a third uid (65534, another unused uid, and B's) gets
  *    EPERM for kill(0) and kill(SIGSTOP) on each of A's processes;
  *  - G still reaches its proxy socket (which the gofer, in a user namespace
@@ -84,20 +87,29 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* The environment's uid: its workspace root's owner on the host. */
-static uid_t env_uid(ph_environment *env)
+/* The environment's uid and gid: its workspace root's owner on the host. */
+static uid_t env_uid_gid(ph_environment *env, gid_t *gid)
 {
     char ws[1024];
     esc_host_workspace(&g_fx, env, ws, sizeof ws);
     struct stat sb;
     assert_int_equal(stat(ws, &sb), 0);
+    if (gid != NULL)
+        *gid = sb.st_gid;
     return sb.st_uid;
+}
+
+static uid_t env_uid(ph_environment *env)
+{
+    return env_uid_gid(env, NULL);
 }
 
 typedef struct host_proc {
     pid_t pid;
     char name[64];  /* argv[0] */
     uid_t uids[4];  /* real, effective, saved, filesystem */
+    gid_t gids[4];  /* the same for the group */
+    int groups;     /* supplementary groups other than the process's own gid */
 } host_proc;
 
 /* Every host process whose command line holds env_id (runsc names the
@@ -131,16 +143,25 @@ static size_t procs_of(const char *env_id, host_proc out[static MAX_PROCS])
         FILE *f = fopen(path, "r");
         if (f == NULL)
             continue;
-        bool got = false;
+        int got = 0;
+        out[n].groups = 0;
         while (fgets(buf, sizeof buf, f) != NULL) {
             unsigned r, e, s, fs;
             if (sscanf(buf, "Uid: %u %u %u %u", &r, &e, &s, &fs) == 4) {
                 out[n].uids[0] = r, out[n].uids[1] = e, out[n].uids[2] = s, out[n].uids[3] = fs;
-                got = true;
+                got++;
+            } else if (sscanf(buf, "Gid: %u %u %u %u", &r, &e, &s, &fs) == 4) {
+                out[n].gids[0] = r, out[n].gids[1] = e, out[n].gids[2] = s, out[n].gids[3] = fs;
+                got++;
+            } else if (strncmp(buf, "Groups:", 7) == 0) {
+                /* Docker lists the primary gid here too: only another
+                 * group counts. Gid: comes before Groups: in the file. */
+                for (char *t = strtok(buf + 7, " \t\n"); t != NULL; t = strtok(NULL, " \t\n"))
+                    out[n].groups += strtoul(t, NULL, 10) != out[n].gids[0];
             }
         }
         fclose(f);
-        if (got)
+        if (got == 2)
             n++;
     }
     closedir(d);
@@ -153,20 +174,31 @@ static bool is_gofer(const host_proc *p)
 }
 
 /* Checks env's processes; returns how many run as its own uid. */
-static size_t check_env(const char *label, ph_environment *env, uid_t uid,
+static size_t check_env(const char *label, ph_environment *env, uid_t uid, gid_t gid,
                         host_proc procs[static MAX_PROCS], size_t *count)
 {
     *count = procs_of(ph_environment_id(env), procs);
     size_t own = 0;
     for (size_t i = 0; i < *count; i++) {
         const host_proc *p = &procs[i];
-        printf("  %s: pid %d %-14s uid %u/%u/%u/%u\n", label, (int)p->pid, p->name, p->uids[0],
-               p->uids[1], p->uids[2], p->uids[3]);
-        uid_t want = g_mechanism == PH_MECHANISM_GVISOR && is_gofer(p) ? 0 : uid;
+        printf("  %s: pid %d %-14s uid %u/%u/%u/%u gid %u/%u/%u/%u groups %d\n", label,
+               (int)p->pid, p->name, p->uids[0], p->uids[1], p->uids[2], p->uids[3], p->gids[0],
+               p->gids[1], p->gids[2], p->gids[3], p->groups);
+        bool gofer = g_mechanism == PH_MECHANISM_GVISOR && is_gofer(p);
+        uid_t want = gofer ? 0 : uid;
         for (int k = 0; k < 4; k++)
             if (p->uids[k] != want)
                 fail_msg("%s: %s (pid %d) runs as uid %u, not %u", label, p->name, (int)p->pid,
                          p->uids[k], want);
+        if (gofer)
+            continue;
+        for (int k = 0; k < 4; k++)
+            if (p->gids[k] != gid)
+                fail_msg("%s: %s (pid %d) runs as gid %u, not %u", label, p->name, (int)p->pid,
+                         p->gids[k], gid);
+        if (p->groups != 0)
+            fail_msg("%s: %s (pid %d) has %d other supplementary groups", label, p->name, (int)p->pid,
+                     p->groups);
         own += want == uid;
     }
     return own;
@@ -175,9 +207,11 @@ static size_t check_env(const char *label, ph_environment *env, uid_t uid,
 static void processes_have_own_uids(void **state)
 {
     (void)state;
-    uid_t ua = env_uid(g_a), ub = env_uid(g_b);
-    printf("  environment uids: A %u, B %u\n", ua, ub);
+    gid_t ga, gb;
+    uid_t ua = env_uid_gid(g_a, &ga), ub = env_uid_gid(g_b, &gb);
+    printf("  environment uids: A %u, B %u; gids: A %u, B %u\n", ua, ub, ga, gb);
     assert_true(ua != ub);
+    assert_true(ga != gb && ga != 0 && gb != 0 && ga != 65534 && gb != 65534);
     uid_t ids[] = {ua, ub};
     for (size_t i = 0; i < 2; i++) {
         assert_true(ids[i] != 0 && ids[i] != 65534);
@@ -186,8 +220,8 @@ static void processes_have_own_uids(void **state)
     }
     host_proc procs[MAX_PROCS];
     size_t n;
-    assert_true(check_env("A", g_a, ua, procs, &n) >= 1); /* the sentry / the init */
-    assert_true(check_env("B", g_b, ub, procs, &n) >= 1);
+    assert_true(check_env("A", g_a, ua, ga, procs, &n) >= 1); /* the sentry / the init */
+    assert_true(check_env("B", g_b, ub, gb, procs, &n) >= 1);
 }
 
 /* In a child: become uid (gid the same, no groups) and try kill(0) and

@@ -252,6 +252,40 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The init runs as the command's uid: were it traceable, a command could
+ * plant a thread in it (PTRACE_ATTACH, then clone(CLONE_VM|CLONE_THREAD))
+ * that outlives every command. It is not dumpable, so the attach is
+ * refused. The probe is a static program copied into the workspace. */
+static void init_not_traceable(void **state)
+{
+    (void)state;
+    if (!has_wrapper())
+        skip();
+    size_t len = 0;
+    char *bin = ph_test_read_file(PH_PTRACE_PROBE, &len);
+    assert_non_null(bin);
+    char ws[1024], path[1100];
+    esc_host_workspace(&g_fx, g_env, ws, sizeof ws);
+    struct stat sb;
+    assert_int_equal(stat(ws, &sb), 0);
+    snprintf(path, sizeof path, "%s/ptrace-probe", ws);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bin, len), (ssize_t)len);
+    assert_int_equal(fchown(fd, sb.st_uid, sb.st_gid), 0);
+    close(fd);
+    free(bin);
+    ph_execution_result *r = run_sh("/workspace/ptrace-probe", 30);
+    printf("  PTRACE_ATTACH on the init: %.*s", (int)r->out.len, (const char *)r->out.data);
+    bool refused = r->exited && r->exit_code == 0 && r->out.len > 0 &&
+                   memmem(r->out.data, r->out.len, "attach: EPERM", 13) != NULL;
+    if (!refused)
+        fail_msg("the init was traceable (or the probe failed): %.*s %.*s", (int)r->out.len,
+                 (const char *)r->out.data, (int)r->err.len, (const char *)r->err.data);
+    ph_execution_result_free(&r);
+    remove_file("ptrace-probe");
+}
+
 /* What the host-side check costs: the median wall time of execute for
  * `true` (printed; the figure docs/sandbox-gvisor.md quotes). */
 static void execute_latency(void **state)
@@ -292,6 +326,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(wrapper_killed),
         cmocka_unit_test(wrapper_killed_rest_ends),
         cmocka_unit_test(wrapper_stopped),
+        cmocka_unit_test(init_not_traceable),
         cmocka_unit_test(execute_latency),
     };
     char name[64];

@@ -4,6 +4,8 @@
 #include "sandbox_test_util.h"
 
 #include <dirent.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,7 +174,31 @@ static void test_bad_id_ranges(void **state)
             fail_msg("range '%s' was not refused: %s", bad[i], diag.message);
         assert_null(svc);
     }
-    assert_int_equal(setenv("PINHOLE_SANDBOX_ID_RANGE", "1000:5", 1), 0);
+    /* Ranges holding nobody or an account of /etc/passwd: a sandbox running
+     * as one could signal its processes or open its files. */
+    char account[32] = "";
+    setpwent();
+    for (struct passwd *pw; (pw = getpwent()) != NULL;)
+        if (pw->pw_uid >= 1000 && pw->pw_uid < 2000000000u && pw->pw_uid != 65534) {
+            snprintf(account, sizeof account, "%u:1", (unsigned)pw->pw_uid);
+            break;
+        }
+    endpwent();
+    const char *accounts[] = {"65534:1", "60000:10000", account};
+    for (size_t i = 0; i < 3; i++) {
+        if (accounts[i][0] == '\0')
+            continue;
+        assert_int_equal(setenv("PINHOLE_SANDBOX_ID_RANGE", accounts[i], 1), 0);
+        ph_execution_service *svc = NULL;
+        ph_diag diag = {0};
+        ph_status st = ph_execution_service_open(&cfg, &svc, &diag);
+        printf("  range %s: %s\n", accounts[i], diag.message);
+        if (st != PH_E_INVAL || strstr(diag.message, "id_range_account") == NULL)
+            fail_msg("range '%s' holding an account was not refused: %s", accounts[i],
+                     diag.message);
+        assert_null(svc);
+    }
+    assert_int_equal(setenv("PINHOLE_SANDBOX_ID_RANGE", "3100000:5", 1), 0);
     ph_execution_service *svc = NULL;
     ph_diag diag = {0};
     assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);

@@ -10,6 +10,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox-int.h"
@@ -341,7 +344,7 @@ static void test_stale_destroy_keeps_another_claim(void **state)
                              .mechanism = PH_MECHANISM_FAKE,
                              .hard_cap_ms = 10000,
                              .state_dir = dir,
-                             .id_first = 3000000,
+                             .id_first = 3000000u + (uint32_t)getpid() % 100000u,
                              .id_count = 1};
     ph_execution_service *svc = NULL;
     ph_diag diag = {0};
@@ -360,6 +363,102 @@ static void test_stale_destroy_keeps_another_claim(void **state)
     assert_null(third);
     assert_code(&diag, "id_range_exhausted");
     ph_environment_destroy(&other);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
+static void test_two_state_dirs_never_share_an_id(void **state)
+{
+    (void)state;
+    /* Two services with their own state directories (two execd, the CLI
+     * beside one) and the same one-id range: as root the claim is
+     * host-wide, so the second create is refused rather than given the
+     * uid the first environment runs as. */
+    if (geteuid() != 0)
+        skip();
+    uint32_t first = 3200000u + (uint32_t)getpid() % 100000u;
+    ph_execution_service *svc[2] = {NULL, NULL};
+    ph_environment *env[2] = {NULL, NULL};
+    ph_diag diag = {0};
+    char dir[2][512];
+    ph_environment_spec s = fake_spec();
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir[i], sizeof dir[i], "%s/ids-host-%d", g_top, i);
+        ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                                 .mechanism = PH_MECHANISM_FAKE,
+                                 .hard_cap_ms = 10000,
+                                 .state_dir = dir[i],
+                                 .id_first = first,
+                                 .id_count = 1};
+        assert_int_equal(ph_execution_service_open(&cfg, &svc[i], &diag), PH_OK);
+    }
+    assert_int_equal(ph_environment_create(svc[0], &s, &env[0], &diag), PH_OK);
+    ph_status st = ph_environment_create(svc[1], &s, &env[1], &diag);
+    printf("  second state directory, same one-id range: %s\n",
+           st == PH_OK ? "created (shares the uid)" : diag.message);
+    assert_int_equal(st, PH_E_LIMIT);
+    assert_null(env[1]);
+    assert_code(&diag, "id_range_exhausted");
+    /* Released on destroy: the other service may take it then. */
+    ph_environment_destroy(&env[0]);
+    assert_int_equal(ph_environment_create(svc[1], &s, &env[1], &diag), PH_OK);
+    ph_environment_destroy(&env[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(entries_in(dir[i]), 0);
+        ph_execution_service_close(&svc[i]);
+    }
+}
+
+static void test_recovery_ends_the_uids_processes(void **state)
+{
+    (void)state;
+    /* A crash leaves a process running as the environment's uid: recovery
+     * kills it before it releases the claim, or the next environment given
+     * that uid would share it with the leftover. */
+    if (geteuid() != 0)
+        skip();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ids-leftover", g_top);
+    uint32_t uid = 3300000u + (uint32_t)getpid() % 100000u;
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir,
+                             .id_first = uid,
+                             .id_count = 1};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    char id[32];
+    make_detached(svc, id);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+            setresuid(uid, uid, uid) != 0)
+            _exit(1);
+        close(ready[1]);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 0); /* closed once it runs as uid */
+    close(ready[0]);
+    assert_int_equal(ph_environment_recover(svc, id, &diag), PH_OK);
+    int status = 0;
+    pid_t got = waitpid(child, &status, WNOHANG);
+    printf("  leftover of uid %u after recovery: %s\n", (unsigned)uid,
+           got == child ? "killed" : "still running");
+    if (got != child) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        fail_msg("recovery released uid %u while a process still ran as it", (unsigned)uid);
+    }
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
     assert_int_equal(entries_in(dir), 0);
     ph_execution_service_close(&svc);
 }
@@ -763,6 +862,8 @@ int main(void)
         cmocka_unit_test(test_too_long_makes_nothing),
         cmocka_unit_test(test_swapped_spec),
         cmocka_unit_test(test_stale_destroy_keeps_another_claim),
+        cmocka_unit_test(test_two_state_dirs_never_share_an_id),
+        cmocka_unit_test(test_recovery_ends_the_uids_processes),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_proxy_socket_path_others_can_change),

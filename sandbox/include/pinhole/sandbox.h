@@ -100,8 +100,11 @@ typedef struct ph_service_config {
     /* Host uids for sandbox processes: each environment gets its own uid
      * (and the gid of the same number) from [id_first, id_first + id_count),
      * like a subuid range. 0/0: $PINHOLE_SANDBOX_ID_RANGE ("first:count"),
-     * else PH_SANDBOX_ID_DEFAULT_FIRST:PH_SANDBOX_ID_DEFAULT_COUNT. The
-     * range must not hold a real user or system account. */
+     * else PH_SANDBOX_ID_DEFAULT_FIRST:PH_SANDBOX_ID_DEFAULT_COUNT. A range
+     * holding 65534 or any uid of /etc/passwd is refused (PH_E_INVAL,
+     * id_range_account). As root, claims are host-wide
+     * (PH_SANDBOX_ID_CLAIM_DIR), so services with different state
+     * directories never give two environments one uid. */
     uint32_t id_first;
     uint32_t id_count;
     /* Warnings (passthrough list problems, refused names). NULL: one JSON
@@ -124,6 +127,10 @@ typedef struct ph_service_config {
  * 2000000000, inside the block systemd leaves unused (1879048192 and up). */
 #define PH_SANDBOX_ID_DEFAULT_FIRST 2000000000u
 #define PH_SANDBOX_ID_DEFAULT_COUNT 65536u
+/* Where a service running as root claims host ids (ids/<uid>), shared by
+ * every service of the host; created root-owned 0700 and verified like a
+ * state directory. */
+#define PH_SANDBOX_ID_CLAIM_DIR "/run/pinhole-sandbox"
 
 typedef struct ph_execution_service ph_execution_service;
 

@@ -58,8 +58,22 @@ class Run:
         return sorted(os.path.basename(p) for p in glob.glob(os.path.join(self.state, "env-*")))
 
     def claims(self):
-        return sorted(os.listdir(os.path.join(self.state, "ids"))) \
-            if os.path.isdir(os.path.join(self.state, "ids")) else []
+        """Host id claims naming an environment of this test: the claim
+        directory is host-wide as root (PH_SANDBOX_ID_CLAIM_DIR), the state
+        directory's otherwise; other services' claims are not ours."""
+        out = []
+        for d in ("/run/pinhole-sandbox/ids", os.path.join(self.state, "ids")):
+            for p in glob.glob(os.path.join(d, "*")):
+                try:
+                    with open(p) as f:
+                        owner = f.read()
+                except OSError:
+                    continue
+                base = os.path.basename(p)
+                if owner in self.ids_seen or (base.startswith(".claim-")
+                                              and base[7:] in self.ids_seen):
+                    out.append(base)
+        return sorted(out)
 
     def intent(self, env):
         try:
@@ -185,7 +199,7 @@ def run(r):
             ("create: environment directory", lambda: one_env()),
             ("create: intent record", lambda: one_env() and r.intent(one_env()) is not None),
             ("create: claim recorded", has_effect("id_claim")),
-            ("create: id claimed", lambda: r.claims() and one_env()
+            ("create: id claimed", lambda: one_env() and r.claims()
              and any(c[0].isdigit() for c in r.claims())),
             ("create: workspace directory", env_path("workspace")),
         ]
