@@ -202,6 +202,11 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
         response.history = history
         if history and first_origin != _origin(request.url):
             _drop_set_cookie(response)
+            # requests' auth handlers and response hooks re-send
+            # response.request (a Digest answer to a 401, for one): the
+            # first request, so a retry starts at the first origin again
+            # and its credentials are dropped where the chain leaves it.
+            response.request = first
         return response
 
     def _next_request(self, request, response, hop, allow_body):
