@@ -146,9 +146,24 @@ def main():
             pass
         return None, {}, b""
 
+    def trickle_head(h):
+        """200 whose head comes a header line per 100 ms, for 8 s."""
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        try:
+            for i in range(80):
+                h.wfile.flush()
+                time.sleep(0.1)
+                h.wfile.write(b"X-%d: y\r\n" % i)
+            h.wfile.write(b"Content-Length: 0\r\n\r\n")
+            h.wfile.flush()
+        except OSError:
+            pass
+        h.close_connection = True
+        return None, {}, b""
+
     other = support.Server({"/echo": (200, {}, b"echo\n")}, name="other")
     a = support.Server({"/hello": (200, {}, b"hello\n"), "/r/flood": flood,
-                        "/r/trickle": trickle}, name="a")
+                        "/r/trickle": trickle, "/trickle-head": trickle_head}, name="a")
     A = "http://ok.%s:%d" % (D, a.port)
     O = "http://other.%s:%d" % (D, other.port)
     a.routes["/r/302"] = (302, {"Location": O + "/echo"}, b"")
@@ -245,6 +260,16 @@ def main():
         print("# %s trickled chain: %s after %.2f s" % (
             flavor, e.reason if e else "not refused", took), flush=True)
         check("%s trickled chain ended within 2.5 s" % flavor, True, took < 2.5)
+
+        spent = []
+        e = refused("%s a trickled response head ends at the total deadline" % flavor,
+                    "upstream_timeout",
+                    lambda: fetch(flavor, guard, A + "/trickle-head", timeout=5,
+                                  transport={"total_timeout": 1.0}, took=spent))
+        took = spent[0] if spent else 0.0
+        print("# %s trickled head: %s after %.2f s" % (
+            flavor, e.reason if e else "not refused", took), flush=True)
+        check("%s trickled head ended within 2.5 s" % flavor, True, took < 2.5)
 
     blackholes(guard, A, bh)
     sessions(guard, A, a)
