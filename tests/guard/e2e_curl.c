@@ -370,6 +370,7 @@ typedef struct fetch_opts {
     const char *userpwd;            /* CURLOPT_USERPWD instead of the headers */
     const char *const *headers;     /* instead of credentials */
     const char *post;               /* CURLOPT_POSTFIELDS */
+    const char *method;             /* CURLOPT_CUSTOMREQUEST */
     bool client_cert;               /* CURLOPT_SSLCERT/SSLKEY */
     bool body_cross_origin;         /* redirect.allow_body_cross_origin */
     unsigned timeout_ms;            /* ph_curl_options.timeout_ms */
@@ -410,6 +411,8 @@ static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl
         curl_easy_setopt(c, CURLOPT_USERPWD, fo->userpwd);
     if (fo->post != NULL)
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, fo->post);
+    if (fo->method != NULL)
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, fo->method);
     if (fo->client_cert) {
         curl_easy_setopt(c, CURLOPT_SSLCERT, ccert);
         curl_easy_setopt(c, CURLOPT_SSLKEY, ckey);
@@ -571,6 +574,20 @@ static void cross_origin_redirect_keeps_secrets_home(void **state)
            b_heads[0] ? b_heads : "(nothing)");
     assert_int_equal(r.reason, PH_REASON_REDIRECT_BODY_CROSS_ORIGIN);
     assert_string_equal(b_heads, "");
+    /* A body is the request's whatever its method is called: a GET
+     * with one is refused the same way. */
+    early.method = "GET";
+    assert_int_equal(fetch_ex("/to-other-307-early", &early, &r, &b), PH_E_DENIED);
+    printf("# B after an early cross-origin 307 of a GET with a body: %s\n",
+           b_heads[0] ? b_heads : "(nothing)");
+    assert_int_equal(r.reason, PH_REASON_REDIRECT_BODY_CROSS_ORIGIN);
+    assert_string_equal(b_heads, "");
+    /* 303 turns any method into GET, a custom one too. */
+    fetch_opts del = {.headers = hdrs, .method = "DELETE", .curl_timeout_ms = 5000};
+    assert_int_equal(fetch_ex("/to-other-303", &del, &r, &b), PH_OK);
+    printf("# B after a cross-origin 303 of a DELETE: %.20s\n", b_heads);
+    assert_non_null(strstr(b_heads, "GET /echo"));
+    assert_null(strstr(b_heads, "DELETE"));
     /* 303 continues as GET without the body: followed. */
     assert_int_equal(fetch_ex("/to-other-303", &fo, &r, &b), PH_OK);
     assert_non_null(strstr(b_heads, "GET /echo"));

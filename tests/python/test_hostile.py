@@ -31,6 +31,7 @@ from support import DOMAIN as D, check, refused
 support.setup()
 support.need_module("httpx", "python3-httpx")
 support.need_module("requests", "python3-requests")
+import httpx  # noqa: E402
 import requests  # noqa: E402
 
 import pinhole  # noqa: E402
@@ -51,10 +52,12 @@ def peak_rss_kib():
 
 
 def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, ca=None,
-          timeout=5.0, transport=None, extensions=None, prepared_attrs=None, took=None):
+          timeout=5.0, transport=None, extensions=None, prepared_attrs=None, took=None,
+          digest=None):
     """One request; returns (status, cookies the client kept). took: a
     list that gets the seconds the request itself took (the client's
-    construction, TLS contexts included, is not the request's)."""
+    construction, TLS contexts included, is not the request's). digest:
+    (user, password) for the client's own Digest authentication."""
     transport = dict(transport or {})
     t0 = [0.0]
 
@@ -69,7 +72,8 @@ def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, 
                                   timeout=timeout, transport_options=transport) as c:
             start()
             try:
-                r = c.request(method, url, headers=headers, content=body, extensions=extensions)
+                r = c.request(method, url, headers=headers, content=body, extensions=extensions,
+                              auth=httpx.DigestAuth(*digest) if digest else None)
             finally:
                 stop()
             return r.status_code, dict(c.cookies)
@@ -81,13 +85,16 @@ def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, 
                 start()
                 try:
                     r = await c.request(method, url, headers=headers, content=body,
-                                        extensions=extensions)
+                                        extensions=extensions,
+                                        auth=httpx.DigestAuth(*digest) if digest else None)
                 finally:
                     stop()
                 return r.status_code, dict(c.cookies)
         return asyncio.run(go())
     with pinhole.requests.Session(guard, "default", **transport) as s:
-        p = s.prepare_request(requests.Request(method, url, headers=headers, data=body))
+        auth = requests.auth.HTTPDigestAuth(*digest) if digest else None
+        p = s.prepare_request(requests.Request(method, url, headers=headers, data=body,
+                                               auth=auth))
         for k, v in (prepared_attrs or {}).items():
             setattr(p, k, v)
         start()
@@ -139,9 +146,24 @@ def main():
             pass
         return None, {}, b""
 
+    def trickle_head(h):
+        """200 whose head comes a header line per 100 ms, for 8 s."""
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        try:
+            for i in range(80):
+                h.wfile.flush()
+                time.sleep(0.1)
+                h.wfile.write(b"X-%d: y\r\n" % i)
+            h.wfile.write(b"Content-Length: 0\r\n\r\n")
+            h.wfile.flush()
+        except OSError:
+            pass
+        h.close_connection = True
+        return None, {}, b""
+
     other = support.Server({"/echo": (200, {}, b"echo\n")}, name="other")
     a = support.Server({"/hello": (200, {}, b"hello\n"), "/r/flood": flood,
-                        "/r/trickle": trickle}, name="a")
+                        "/r/trickle": trickle, "/trickle-head": trickle_head}, name="a")
     A = "http://ok.%s:%d" % (D, a.port)
     O = "http://other.%s:%d" % (D, other.port)
     a.routes["/r/302"] = (302, {"Location": O + "/echo"}, b"")
@@ -150,6 +172,9 @@ def main():
     a.routes["/r/via-other"] = (302, {"Location": O + "/hop-cookie"}, b"")
     other.routes["/hop-cookie"] = (302, {"Location": A + "/hello",
                                          "Set-Cookie": "tracker=1; Path=/"}, b"")
+    a.routes["/r/digest"] = (302, {"Location": O + "/digest"}, b"")
+    other.routes["/digest"] = (401, {"WWW-Authenticate":
+                                     'Digest realm="x", nonce="abc", qop="auth"'}, b"")
     a.routes["/r/cookie-hop"] = (302, {"Location": "/hello",
                                        "Set-Cookie": "hop=1; Path=/"}, b"")
     tls = support.Server({"/hello": (200, {}, b"tls hello\n")}, tls=(cert, key), name="tls",
@@ -191,6 +216,14 @@ def main():
         check("%s POST 307 to another origin, opted in for the request" % flavor,
               (200, "POST", BODY), (st, other.seen[-1][0], other.seen[-1][3]))
 
+        other.seen.clear()
+        st = fetch(flavor, guard, A + "/r/digest", digest=("alice", "hunter2"))[0]
+        sent = [h["authorization"][:20] for _, _, h, _ in other.seen if "authorization" in h]
+        print("# %s Digest challenge from the other origin: it got %r" % (flavor, sent),
+              flush=True)
+        check("%s a Digest challenge from another origin gets no credentials" % flavor,
+              (401, []), (st, sent))
+
         st, cookies = fetch(flavor, guard, A + "/r/via-other")
         check("%s a cookie set by an intermediate hop of another origin is not kept" % flavor,
               (200, {}), (st, cookies))
@@ -218,15 +251,17 @@ def main():
         check("%s a flooding redirect: followed, under 16 MiB read, RSS under 64 MiB more"
               % flavor, (200, True, True), (st, flood_sent[0] < 16 << 20, grew < 64))
 
-        spent = []
-        e = refused("%s trickled redirect bodies end at the total deadline" % flavor,
-                    "upstream_timeout",
-                    lambda: fetch(flavor, guard, A + "/r/trickle", timeout=2,
-                                  transport={"total_timeout": 1.0}, took=spent))
-        took = spent[0] if spent else 0.0
-        print("# %s trickled chain: %s after %.2f s" % (
-            flavor, e.reason if e else "not refused", took), flush=True)
-        check("%s trickled chain ended within 2.5 s" % flavor, True, took < 2.5)
+        # Each read well within timeout, the whole past total_timeout.
+        for what, path, timeout in (("chain", "/r/trickle", 2), ("head", "/trickle-head", 5)):
+            spent = []
+            e = refused("%s a trickled %s ends at the total deadline" % (flavor, what),
+                        "upstream_timeout",
+                        lambda: fetch(flavor, guard, A + path, timeout=timeout,
+                                      transport={"total_timeout": 1.0}, took=spent))
+            took = spent[0] if spent else 0.0
+            print("# %s trickled %s: %s after %.2f s" % (
+                flavor, what, e.reason if e else "not refused", took), flush=True)
+            check("%s trickled %s ended within 2.5 s" % (flavor, what), True, took < 2.5)
 
     blackholes(guard, A, bh)
     sessions(guard, A, a)

@@ -339,13 +339,17 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
         curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
         const char *next = ph_redirect_next_method((int)code, method != NULL ? method : "GET");
         bool to_get = method != NULL && strcmp(next, method) != 0;
-        /* A body is presumed for any method but GET and HEAD: a server
-         * answering "Expect: 100-continue" with a 307 has been sent none
-         * of it yet, and curl would send all of it to the next hop. */
+        /* Whether a body is configured (POSTFIELDS, UPLOAD, MIMEPOST),
+         * whatever the method is called: curl knows its length (0 for
+         * none, -1 for a body of unknown length) from the request's start.
+         * A server answering "Expect: 100-continue" or the head alone
+         * with a 307 has been sent little or none of it yet, and curl
+         * would send all of it to the next hop. */
         curl_off_t sent = 0;
+        curl_off_t length = -1;
         curl_easy_getinfo(pc->c, CURLINFO_SIZE_UPLOAD_T, &sent);
-        bool bodiless = method == NULL || strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-        pc->redirect.resend_body = !to_get && (sent > 0 || !bodiless);
+        curl_easy_getinfo(pc->c, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &length);
+        pc->redirect.resend_body = !to_get && (sent > 0 || length != 0);
         ph_redirect *rd = malloc(sizeof *rd);
         if (rd == NULL)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
@@ -372,8 +376,10 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
         pc->redirected = true;
         if (build_headers(pc) != PH_OK)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");
-        if (to_get)
+        if (to_get) { /* HTTPGET leaves a CUSTOMREQUEST method in place */
             curl_easy_setopt(pc->c, CURLOPT_HTTPGET, 1L);
+            curl_easy_setopt(pc->c, CURLOPT_CUSTOMREQUEST, (char *)NULL);
+        }
     }
 }
 

@@ -37,6 +37,8 @@ requests.ConnectionError / requests.ConnectTimeout.
 """
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from typing import Any, Optional, Union
 from urllib.parse import urlsplit
@@ -110,14 +112,56 @@ class _GuardedConnectionMixin:
         return sock
 
 
+# The chain the adapter is following on this thread: {"deadline":
+# monotonic seconds, "cut": True once a connection was shut down at it}.
+_chain = threading.local()
+
+
+class _DeadlinePoolMixin:
+    """urllib3's pool with each request up to its response head ended at
+    the chain's deadline: urllib3's timeouts bound each read, so a head
+    trickled a line at a time would outlast them; at the deadline the
+    connection's socket is shut down and the read fails (or ends: http.client
+    takes an end of file among the headers for their end, so the adapter
+    refuses a response whose connection was cut)."""
+
+    def _make_request(self, conn, *args, **kwargs):
+        state = getattr(_chain, "state", None)
+        if state is None:
+            return super()._make_request(conn, *args, **kwargs)
+        lock = threading.Lock()
+        done = [False]
+
+        def cut():
+            with lock:
+                sock = None if done[0] else getattr(conn, "sock", None)
+                if sock is not None:
+                    state["cut"] = True
+                    try:  # the descriptor's, past any TLS layer
+                        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+        timer = threading.Timer(max(state["deadline"] - time.monotonic(), 0.0), cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            return super()._make_request(conn, *args, **kwargs)
+        finally:
+            with lock:
+                done[0] = True
+            timer.cancel()
+
+
 def _classes(guard, lst, stagger_ms):
     pin = (guard, lst, stagger_ms)
     conn = type("GuardedHTTPConnection", (_GuardedConnectionMixin, HTTPConnection),
                 {"_pinhole": pin})
     sconn = type("GuardedHTTPSConnection", (_GuardedConnectionMixin, HTTPSConnection),
                  {"_pinhole": pin})
-    pool = type("GuardedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": conn})
-    spool = type("GuardedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": sconn})
+    pool = type("GuardedHTTPConnectionPool", (_DeadlinePoolMixin, HTTPConnectionPool),
+                {"ConnectionCls": conn})
+    spool = type("GuardedHTTPSConnectionPool", (_DeadlinePoolMixin, HTTPSConnectionPool),
+                 {"ConnectionCls": sconn})
     return {"http": pool, "https": spool}
 
 
@@ -179,14 +223,20 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
                                                        verdict=v), request)
             # The client certificate is for the request's origin only.
             hop_cert = cert if _origin(request.url) == first_origin else None
+            state = _chain.state = {"deadline": deadline, "cut": False}
             try:
                 response = super().send(request, stream=True,
                                         timeout=_capped(timeout, deadline, request),
                                         verify=verify, cert=hop_cert, proxies=None)
             except errors.Refused as e:
                 raise _requests_refusal(e, request) from None
-            except requests.exceptions.Timeout as e:
+            except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as e:
                 raise _deadline_refusal(deadline, request, self.total_timeout) or e
+            finally:
+                _chain.state = None
+            if state["cut"]:
+                response.close()
+                raise _deadline_refusal(deadline, request, self.total_timeout, passed=True)
             nxt = self._next_request(request, response, len(history), allow_body)
             if nxt is None:
                 break
@@ -202,6 +252,11 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
         response.history = history
         if history and first_origin != _origin(request.url):
             _drop_set_cookie(response)
+            # requests' auth handlers and response hooks re-send
+            # response.request (a Digest answer to a 401, for one): the
+            # first request, so a retry starts at the first origin again
+            # and its credentials are dropped where the chain leaves it.
+            response.request = first
         return response
 
     def _next_request(self, request, response, hop, allow_body):
@@ -247,8 +302,8 @@ def _capped(timeout, deadline, request):
     return timeout  # an urllib3 Timeout: the caller's own
 
 
-def _deadline_refusal(deadline, request, total):
-    if deadline - time.monotonic() < 0.05:
+def _deadline_refusal(deadline, request, total, passed=False):
+    if passed or deadline - time.monotonic() < 0.05:
         return RefusedTimeout("upstream_timeout", "the guarded request's deadline (%gs, every "
                               "redirect hop) passed" % total, url=request.url, request=request)
     return None
