@@ -89,6 +89,7 @@ pinhole-proxy usr/share/man/man8/pinhole-proxy.8.gz
 pinhole-proxy usr/share/man/man5/pinhole-proxy.yaml.5.gz
 pinhole-execd usr/bin/pinhole-execd
 pinhole-execd usr/libexec/pinhole/pinhole-forwarder
+pinhole-execd usr/libexec/pinhole/pinhole-idmap
 pinhole-execd lib/systemd/system/pinhole-execd.service
 pinhole-execd usr/share/man/man8/pinhole-execd.8.gz
 pinhole-execd usr/share/pinhole/schemas/sandbox.run_command.json

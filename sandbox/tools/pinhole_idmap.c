@@ -21,7 +21,10 @@
  * CAP_SETUID (CAP_SETGID) over the namespace's parent, which runsc's
  * effective uid 0 gives it; anyone else gets EPERM.
  *
- * Exit codes: 0 written, 1 the kernel refused, 2 usage.
+ * Run under its own name, it answers --version and --help only.
+ *
+ * Exit codes: 0 written (or --version, --help), 1 the kernel refused,
+ * 2 usage.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "pinhole/version.h"
 
 /* The mechanism's spec maps two single ids (0 and the environment's). */
 #define MAX_EXTENTS 8
@@ -70,7 +75,14 @@ int main(int argc, char **argv)
         file = "uid_map";
     else if (strcmp(base, "newgidmap") == 0)
         file = "gid_map";
-    else
+    else if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        puts("pinhole-idmap " PH_VERSION_STRING);
+        return 0;
+    } else if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        puts("usage: newuidmap|newgidmap PID ID HOSTID COUNT [ID HOSTID COUNT]...\n"
+             "pinhole-idmap is run by runsc under those names (docs/sandbox-gvisor.md)");
+        return 0;
+    } else
         return usage("must be run as newuidmap or newgidmap");
     if (argc < 5 || (argc - 2) % 3 != 0 || (argc - 2) / 3 > MAX_EXTENTS)
         return usage("expected PID and 1 to 8 triples ID HOSTID COUNT");

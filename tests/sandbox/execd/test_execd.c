@@ -1632,11 +1632,11 @@ static void test_a_slow_reader_does_not_hold_an_answer(void **state)
     int slow = raw_hello(&d);
     int small = 4096;
     assert_int_equal(setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-    assert_int_equal(ph_wire_send(slow, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op",
-                                                  "workspace.read", "tenant", "t1", "workspace",
-                                                  ws, "path", "big", "max_bytes",
-                                                  (json_int_t)(16 * 1024 * 1024))),
-                     0);
+    json_t *read = json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.read", "tenant", "t1",
+                             "workspace", ws, "path", "big", "max_bytes",
+                             (json_int_t)(16 * 1024 * 1024));
+    assert_int_equal(ph_wire_send(slow, read), 0);
+    json_decref(read);
     int64_t t0 = ph_monotonic_ms();
     size_t got = 0;
     bool closed = false;
