@@ -26,8 +26,8 @@
  *   - a header over PH_PP_HEADER_MAX bytes;
  *   - the text form of version 1 ("PROXY TCP4 ..."): one binary form with
  *     explicit lengths is read, never a second, textual parser beside it
- *     (every balancer that sends v1 sends v2 as well, but nginx's stream
- *     module, which sends only v1).
+ *     (HAProxy, AWS NLB, Envoy send v2; nginx's stream module and Google
+ *     Cloud's proxy load balancers send only v1: docs/pinhole-proxy.md).
  * Bytes that are not a PROXY header at all (their start differs from the
  * signature) are refused with reason proxy_protocol_missing.
  *
