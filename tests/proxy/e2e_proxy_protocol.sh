@@ -12,7 +12,8 @@
 #     a bad version, a header cut short by a close (proxy_protocol_malformed),
 #     a header from any other source (proxy_protocol_untrusted), and a
 #     header not complete in time (http_head_timeout);
-#   - another source without a header is served as itself.
+#   - another source without a header is served as itself, and one that
+#     trickles a signature meets the request parser (http_bad_request_line).
 # Each step waits on the state the next check depends on (the proxy's
 # pinhole_proxy_connections_active), never on time.
 # Usage: e2e_proxy_protocol.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
@@ -101,6 +102,9 @@ bad = bytearray(v2("127.0.0.2", 40004)); bad[12] = 0x11
 print("version", ask(bytes(bad) + REQ))
 print("untrusted", ask(v2("127.0.0.9", 40005) + REQ, src="127.0.0.2"))
 print("direct", ask(REQ, src="127.0.0.2"))
+# A signature trickled in pieces by another source: the request parser refuses it.
+s = conn("127.0.0.2"); s.sendall(SIG[:3]); wait_active(1); s.sendall(v2("127.0.0.9", 40008)[3:] + REQ)
+print("trickled", answer(s))
 wait_active(0)
 
 # Cut short by a close, and late: the header's first half only.
@@ -134,6 +138,7 @@ check "a version 1 text header" "400 proxy_protocol_malformed" "$(got v1)"
 check "a bad version" "400 proxy_protocol_malformed" "$(got version)"
 check "a header from another source" "403 proxy_protocol_untrusted" "$(got untrusted)"
 check "another source without a header is served as itself" "403 port_not_allowed" "$(got direct)"
+check "another source's signature in pieces: no request" "400 http_bad_request_line" "$(got trickled)"
 check "a header not complete in time" "408 http_head_timeout" "$(got late)"
 check "one named client at its head cap is refused" "503 peer_head_limit_exceeded" "$(got capped)"
 check "another named client is served" "403 port_not_allowed" "$(got other)"
