@@ -36,17 +36,8 @@ for i in 1 2 3; do
     PORTS+=("$PROXY_PORT") ADMINS+=("$ADMIN_PORT") PIDS+=("$PROXY_PID")
     URLS+=("http://127.0.0.1:$ADMIN_PORT")
 done
-metric_of() { # metric_of ADMIN_PORT NAME
-    curl -s "http://127.0.0.1:$1/metrics" | awk -v k="$2" 'index($0, k" ")==1{print $2}'
-}
-wait_metric_of() { # wait_metric_of ADMIN_PORT NAME VALUE: prints the last value seen
-    local v=""
-    for _ in $(seq 1 200); do
-        v=$(metric_of "$1" "$2")
-        [ "$v" = "$3" ] && break
-        sleep 0.05
-    done
-    echo "$v"
+wait_metric_of() { # wait_metric_of ADMIN_PORT NAME VALUE: e2e_wait_metric on that instance
+    ADMIN_PORT=$1 e2e_wait_metric "$2" "$3"
 }
 
 # HAProxy on a port the kernel handed out (picked again if lost meanwhile).
