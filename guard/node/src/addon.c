@@ -10,6 +10,7 @@
  *     PinholeError with the stable reason.
  *   - guard.redirectCheck(...), nextMethod, redirectHeaders: the redirect
  *     rules of pinhole/redirect.h, read from the library, never copied.
+ *   - testLoopback (ph_build_is_test_loopback), urlMaxLen (PH_URL_MAX_LEN).
  *
  * Resolution never blocks the event loop and takes no thread of libuv's
  * shared pool (which fs, dns.lookup and zlib of the whole process share):
@@ -31,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pinhole/addr.h"
 #include "pinhole/guard.h"
 #include "pinhole/redirect.h"
 #include "pinhole/resolve.h"
@@ -844,11 +846,16 @@ static napi_value nh_init(napi_env env, napi_value exports)
                           sizeof methods / sizeof methods[0], methods, &cls) != napi_ok)
         return NULL;
     napi_create_reference(env, cls, 1, &inst->guard_ctor);
+    napi_value test_loopback, url_max;
+    napi_get_boolean(env, ph_build_is_test_loopback(), &test_loopback);
+    napi_create_uint32(env, PH_URL_MAX_LEN, &url_max);
     napi_property_descriptor fns[] = {
         {"Guard", NULL, NULL, NULL, NULL, cls, napi_default, NULL},
         {"setErrorClass", NULL, nh_set_error_class, NULL, NULL, NULL, napi_default, NULL},
         {"nextMethod", NULL, nh_next_method, NULL, NULL, NULL, napi_default, NULL},
         {"redirectHeaders", NULL, nh_redirect_headers, NULL, NULL, NULL, napi_default, NULL},
+        {"testLoopback", NULL, NULL, NULL, NULL, test_loopback, napi_default, NULL},
+        {"urlMaxLen", NULL, NULL, NULL, NULL, url_max, napi_default, NULL},
     };
     napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
     return exports;
