@@ -240,11 +240,25 @@ function guardedFetch(guard, list = 'default', options = {}) {
     if (init.dispatcher !== undefined) {
       throw refused('proxy_refused', 'init.dispatcher would route around the guard');
     }
-    const first = new undici.Request(input, init);
-    let url = first.url;
-    let method = first.method;
-    const headers = new undici.Headers(first.headers);
-    let body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
+    // A GET of a URL with at most headers and a signal needs no Request
+    // (the common case, and a Request costs as much as the decision);
+    // anything else is read through one, as fetch reads it.
+    let url, method, headers, body, redirectMode;
+    if ((typeof input === 'string' || input instanceof URL) &&
+        Object.keys(init).every((k) => k === 'headers' || k === 'signal')) {
+      url = new URL(input).href;
+      method = 'GET';
+      headers = new undici.Headers(init.headers);
+      body = null;
+      redirectMode = 'follow';
+    } else {
+      const first = new undici.Request(input, init);
+      url = first.url;
+      method = first.method;
+      headers = new undici.Headers(first.headers);
+      body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
+      redirectMode = first.redirect;
+    }
 
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(
@@ -277,8 +291,8 @@ function guardedFetch(guard, list = 'default', options = {}) {
         // The caller's own redirect mode is stricter than following: 'manual'
         // hands it the redirect (a request it then makes is decided again),
         // 'error' fails as fetch does.
-        if (first.redirect === 'manual') return res;
-        if (first.redirect === 'error') {
+        if (redirectMode === 'manual') return res;
+        if (redirectMode === 'error') {
           await discardBody(res);
           throw new TypeError(`fetch: a redirect (${res.status}) with redirect mode "error"`);
         }
