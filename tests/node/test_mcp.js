@@ -16,6 +16,8 @@ const assert = require('node:assert/strict');
 const http = require('node:http');
 const https = require('node:https');
 const { test, before, after } = require('node:test');
+// The SDK's server side uses the global crypto (global from Node 19 on).
+if (!globalThis.crypto) globalThis.crypto = require('node:crypto').webcrypto;
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StreamableHTTPClientTransport } = require('@modelcontextprotocol/sdk/client/streamableHttp.js');
 const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
