@@ -236,7 +236,8 @@ function guardedFetch(guard, list = 'default', options = {}) {
   const timeoutMs = options.timeoutMs || DEFAULT_TIMEOUT_MS;
   const agent = new undici.Agent({ connect: pinnedConnector(guard, list, options), maxRedirections: 0 });
 
-  async function fetchGuarded(input, init = {}) {
+  async function fetchGuarded(input, init) {
+    if (init === undefined || init === null) init = {};
     if (init.dispatcher !== undefined) {
       throw refused('proxy_refused', 'init.dispatcher would route around the guard');
     }
