@@ -186,6 +186,18 @@ async function httpServer(handler) {
   return srv;
 }
 
+/* Answers res with a 302 to location whose body never ends (the client
+ * must stop reading it); onClose(bytes the server wrote) when the client
+ * closes the connection. */
+function floodRedirect(res, location, onClose) {
+  res.writeHead(302, { location, 'content-type': 'application/octet-stream' });
+  res.socket.once('close', () => onClose(res.socket.bytesWritten));
+  const chunk = Buffer.alloc(65536, 0x41);
+  const pump = () => { while (res.write(chunk)) { if (res.writableLength > 1 << 26) return; } };
+  res.on('drain', pump);
+  pump();
+}
+
 /* A test CA and a certificate for names signed by it (openssl): {ca, cert,
  * key} as PEM strings. */
 function makeCert(names, tag = 'leaf') {
@@ -203,4 +215,4 @@ function makeCert(names, tag = 'leaf') {
     key: fs.readFileSync(f('leaf.key'), 'utf8') };
 }
 
-module.exports = { blackhole, makeCert, cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };
+module.exports = { blackhole, floodRedirect, makeCert, cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };

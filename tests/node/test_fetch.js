@@ -62,12 +62,7 @@ before(async () => {
     }
     if (u.pathname === '/flood') {
       // A redirect whose body never ends: the guard reads at most 64 KiB.
-      res.writeHead(302, { location: '/hello', 'content-type': 'application/octet-stream' });
-      res.socket.once('close', () => { floodSent = res.socket.bytesWritten; });
-      const chunk = Buffer.alloc(65536, 0x41);
-      const pump = () => { while (res.write(chunk)) { if (res.writableLength > 1 << 26) return; } };
-      res.on('drain', pump);
-      pump();
+      S.floodRedirect(res, '/hello', (n) => { floodSent = n; });
       return undefined;
     }
     res.statusCode = 404;

@@ -78,12 +78,7 @@ async function resourceServer(req, res) {
   }
   if (u.pathname === '/flood') {
     // A redirect whose body never ends, to the real metadata.
-    res.writeHead(302, { location: '/prm/prm-flood', 'content-type': 'application/octet-stream' });
-    res.socket.once('close', () => { floodSent = res.socket.bytesWritten; });
-    const chunk = Buffer.alloc(65536, 0x41);
-    const pump = () => { while (res.write(chunk)) { if (res.writableLength > 1 << 26) return; } };
-    res.on('drain', pump);
-    return pump();
+    return S.floodRedirect(res, '/prm/prm-flood', (n) => { floodSent = n; });
   }
   res.statusCode = 404;
   return res.end();
