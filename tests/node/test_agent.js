@@ -54,11 +54,14 @@ function plainAgent() {
   return new http.Agent({ lookup });
 }
 
-function cli(args, input) {
+/* Runs pinhole-node (or cmd) with args and stdin input: {code, stdout, stderr}. */
+function cli(args, input, { cmd = [process.execPath, CLI], env = {} } = {}) {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [CLI, ...args], { env: { ...process.env, PINHOLE_TABLE: '' } },
+    const child = execFile(cmd[0], [...cmd.slice(1), ...args],
+      { env: { ...process.env, PINHOLE_TABLE: '', ...env }, encoding: 'latin1', maxBuffer: 1 << 24 },
       (err, stdout, stderr) => resolve({ code: err ? err.code : 0, stdout, stderr }));
-    if (input !== undefined) child.stdin.end(input);
+    child.stdin.on('error', () => {}); // a CLI that exits without reading stdin
+    child.stdin.end(input === undefined ? '' : input);
   });
 }
 
@@ -157,4 +160,31 @@ test('pinhole-node check: verdict lines and exit statuses as python3 -m pinhole 
   r = await cli(['--help']);
   assert.equal(r.code, 0);
   assert.match(r.stdout, /^Usage: pinhole-node check/);
+});
+
+test('pinhole-node check prints what pinhole-guard check prints (the production library)', async (t) => {
+  const guardCli = process.env.PH_GUARD_CLI;
+  const addon = process.env.PH_NODE_ADDON_PRODUCTION;
+  if (!guardCli || !addon) return t.skip('PH_GUARD_CLI and PH_NODE_ADDON_PRODUCTION not given');
+  const node = { env: { PINHOLE_NODE_ADDON: addon } };
+  const urls = [`http://app.${D}:${app.port}/x`, `http://unlisted.${D}/`, 'http://127.0.0.1/',
+    `http://app.${D}/"quote`, `http://app.${D}:${app.port}/${'a'.repeat(400)}`, 'http://a\u0001b/',
+    `https://tls.${D}:${tlsApp.port}/`, `http://zero.${D}:${rec.port}/`];
+  const both = async (args, input) => [await cli(['check', ...args], input, { cmd: [guardCli] }),
+    await cli(['check', ...args], input, node)];
+  for (const mode of [[], ['--json'], ['--resolve', '--dns-server', dns.server],
+    ['--json', '--resolve', '--dns-server', dns.server]]) {
+    const [a, b] = await both(['--table', table, ...mode, ...urls]);
+    assert.equal(b.stdout, a.stdout, `${mode.join(' ') || 'text'}: same lines`);
+    assert.deepEqual([b.code, a.code], [1, 1], `${mode.join(' ') || 'text'}: exit 1`);
+  }
+  const [a, b] = await both(['--table', table], `${urls.join('\n')}\n${'x'.repeat(9000)}\n`);
+  assert.equal(b.stdout, a.stdout, 'stdin: same lines');
+  for (const [args, code] of [[['--table', table, urls[0]], 0], [['--table', '/nonexistent.ptab', urls[0]], 2],
+    [['--table', table, '--dns-server', dns.server, urls[0]], 2], [['--bogus'], 2]]) {
+    const [x, y] = await both(args);
+    assert.deepEqual([y.code, x.code], [code, code], args.join(' '));
+    assert.equal(y.stdout, x.stdout, args.join(' '));
+  }
+  return undefined;
 });

@@ -118,18 +118,14 @@ function printJson(out, url, v, resolve) {
 async function checkOne(out, guard, a, raw) {
   const bytes = raw.length > URL_MAX_LEN + 1 ? raw.subarray(0, URL_MAX_LEN + 1) : raw;
   const url = bytes.toString('utf8');
-  let v;
-  if (a.resolve) {
+  let v = guard.checkUrl(url, a.list);
+  if (a.resolve && v.allowed) {
     try {
       v = await guard.resolve(url, a.list);
     } catch (e) {
       if (!(e instanceof PinholeError) || e.reason === 'guard_error') throw e;
-      // The refusal's decision (what decide says), with the resolution's reason.
-      const d = guard.decide(url, a.list);
-      v = { ...d, allowed: false, reason: e.reason, detail: e.detail };
+      v = { ...v, allowed: false, reason: e.reason, detail: e.detail };
     }
-  } else {
-    v = guard.decide(url, a.list);
   }
   if (a.json) printJson(out, shown(bytes), v, a.resolve);
   else printText(out, shown(bytes), v);

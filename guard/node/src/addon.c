@@ -3,7 +3,8 @@
  * JavaScript. What it exposes (index.js wraps it, index.d.ts types it):
  *   - Guard(tablePath, options): ph_guard_open; reload() is
  *     ph_guard_reload_policy; close().
- *   - guard.decide(url, list): the one decision for a URL (ph_decide_url).
+ *   - guard.decide(url, list): the one decision for a URL (ph_decide_url);
+ *     guard.checkUrl(url, list): ph_guard_check_url's verdict (the CLI's).
  *   - guard.resolve(url, list): the decision, then exactly the decided name
  *     resolved by the guard's resolver driver (pinhole/resolve.h) with
  *     every address checked; a Promise of the checked addresses or a
@@ -543,33 +544,40 @@ static napi_value nh_guard_reload(napi_env env, napi_callback_info info)
     return out;
 }
 
+/* A verdict's fields (what ph_guard_check_url fills) on o. */
+static void nh_set_verdict(napi_env env, napi_value o, const ph_verdict *v)
+{
+    napi_value rule;
+    nh_set_str(env, o, "scheme",
+               v->scheme == PH_SCHEME_HTTPS  ? "https"
+               : v->scheme == PH_SCHEME_HTTP ? "http"
+                                             : "");
+    nh_set_str(env, o, "host", v->host);
+    nh_set_u32(env, o, "port", v->port);
+    nh_set_str(env, o, "policyId", v->policy_id);
+    if (v->has_rule) {
+        napi_create_object(env, &rule);
+        nh_set_str(env, rule, "list", v->rule_list);
+        nh_set_str(env, rule, "host", v->rule_host);
+        nh_set_str(env, rule, "file", v->rule_file);
+        nh_set_u32(env, rule, "line", v->rule_line);
+        nh_set_str(env, rule, "reason", v->rule_reason);
+    } else {
+        napi_get_null(env, &rule);
+    }
+    napi_set_named_property(env, o, "rule", rule);
+}
+
 /* The decision as a plain object. */
 static napi_value nh_decision_object(napi_env env, const ph_decision *d)
 {
-    napi_value o, rule;
+    napi_value o;
     napi_create_object(env, &o);
     nh_set_bool(env, o, "allowed", d->allowed);
     nh_set_str(env, o, "reason", ph_reason_code(d->reason));
     nh_set_str(env, o, "detail", d->log_detail);
     nh_set_u32(env, o, "httpStatus", (uint32_t)d->http_status);
-    nh_set_str(env, o, "scheme",
-               d->verdict.scheme == PH_SCHEME_HTTPS  ? "https"
-               : d->verdict.scheme == PH_SCHEME_HTTP ? "http"
-                                                     : "");
-    nh_set_str(env, o, "host", d->verdict.host);
-    nh_set_u32(env, o, "port", d->verdict.port);
-    nh_set_str(env, o, "policyId", d->verdict.policy_id);
-    if (d->verdict.has_rule) {
-        napi_create_object(env, &rule);
-        nh_set_str(env, rule, "list", d->verdict.rule_list);
-        nh_set_str(env, rule, "host", d->verdict.rule_host);
-        nh_set_str(env, rule, "file", d->verdict.rule_file);
-        nh_set_u32(env, rule, "line", d->verdict.rule_line);
-        nh_set_str(env, rule, "reason", d->verdict.rule_reason);
-    } else {
-        napi_get_null(env, &rule);
-    }
-    napi_set_named_property(env, o, "rule", rule);
+    nh_set_verdict(env, o, &d->verdict);
     return o;
 }
 
@@ -589,6 +597,34 @@ static bool nh_decide(napi_env env, nh_guard *g, size_t argc, napi_value *argv, 
         return false;
     }
     return true;
+}
+
+/* guard.checkUrl(url, list): ph_guard_check_url's verdict, whose detail is
+ * the parser's or the lookup's own message (what pinhole-guard check
+ * prints; decide's is the line a proxy logs). */
+static napi_value nh_guard_check_url(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    nh_guard *g = nh_unwrap(env, info, &argc, argv, NULL);
+    char url[NH_STR_MAX + 1], list[PH_VERDICT_TEXT_MAX + 1];
+    if (!g || argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
+        !nh_string(env, argv[1], list, sizeof list, "list"))
+        return NULL;
+    ph_verdict v;
+    ph_diag diag = {0};
+    ph_status st = ph_guard_check_url(g->guard, list, url, strlen(url), &v, &diag);
+    if (st != PH_OK && st != PH_E_DENIED && st != PH_E_INVAL) {
+        nh_throw_status(env, st, diag.message);
+        return NULL;
+    }
+    napi_value o;
+    napi_create_object(env, &o);
+    nh_set_bool(env, o, "allowed", v.allowed);
+    nh_set_str(env, o, "reason", ph_reason_code(v.reason));
+    nh_set_str(env, o, "detail", v.detail);
+    nh_set_verdict(env, o, &v);
+    return o;
 }
 
 static napi_value nh_guard_decide(napi_env env, napi_callback_info info)
@@ -836,6 +872,7 @@ static napi_value nh_init(napi_env env, napi_value exports)
     }
     napi_property_descriptor methods[] = {
         {"decide", NULL, nh_guard_decide, NULL, NULL, NULL, napi_default, NULL},
+        {"checkUrl", NULL, nh_guard_check_url, NULL, NULL, NULL, napi_default, NULL},
         {"resolve", NULL, nh_guard_resolve, NULL, NULL, NULL, napi_default, NULL},
         {"redirectCheck", NULL, nh_guard_redirect_check, NULL, NULL, NULL, napi_default, NULL},
         {"reload", NULL, nh_guard_reload, NULL, NULL, NULL, napi_default, NULL},
