@@ -8,8 +8,9 @@
  * through its resolver), so the difference is the guard's: the decision
  * per request, and per connection the checked resolution and the pinned
  * connect. Rounds interleave the clients so load from other processes
- * hits both alike; the best round of each is printed. Asserts nothing
- * about time.
+ * hits both alike; the best round of each is printed, wall time and the
+ * process's CPU time per request (client and server: the server's share is
+ * the same for both). Asserts nothing about time.
  *
  * usage: bench_guard_node [--requests N] [--rounds R]   (run via the
  *        wrapper CMake generates: the test-loopback addon, policyc, npm
@@ -28,13 +29,16 @@ function arg(name, dflt) {
 const REQUESTS = arg('--requests', 500);
 const ROUNDS = arg('--rounds', 15);
 
+/* n requests: [wall us, CPU us of this process (client and server)] per request. */
 async function round(fetchFn, url, n) {
   const t0 = process.hrtime.bigint();
+  const c0 = process.cpuUsage();
   for (let i = 0; i < n; i++) {
     const res = await fetchFn(url);
     if ((await res.text()) !== 'ok') throw new Error(`bad answer from ${url}`);
   }
-  return Number(process.hrtime.bigint() - t0) / 1e3 / n; // us per request
+  const c = process.cpuUsage(c0);
+  return [Number(process.hrtime.bigint() - t0) / 1e3 / n, (c.user + c.system) / n];
 }
 
 async function main() {
@@ -64,18 +68,21 @@ async function main() {
     const url = `http://bench.${D}:${port}${pathname}`;
     await round(plain, url, 50);
     await round(guarded, url, 50);
-    let bestPlain = Infinity;
-    let bestGuarded = Infinity;
+    const best = { plain: [Infinity, Infinity], guarded: [Infinity, Infinity] };
     for (let r = 0; r < ROUNDS; r++) {
-      bestPlain = Math.min(bestPlain, await round(plain, url, n));
-      bestGuarded = Math.min(bestGuarded, await round(guarded, url, n));
+      for (const [k, f] of [['plain', plain], ['guarded', guarded]]) {
+        const [wall, cpu] = await round(f, url, n);
+        best[k] = [Math.min(best[k][0], wall), Math.min(best[k][1], cpu)];
+      }
     }
-    rows.push([what, n, bestPlain, bestGuarded]);
+    rows.push([what, n, best.plain, best.guarded]);
   }
   console.log(`bench_guard_node: loopback http, sequential GETs, best of ${ROUNDS} rounds, node ${process.version}`);
-  for (const [what, n, p, g] of rows) {
-    console.log(`  plain undici fetch, ${what.padEnd(20)} ${(1e6 / p).toFixed(0).padStart(8)} req/s  ${p.toFixed(1).padStart(7)} us/req  (${n} a round)`);
-    console.log(`  guardedFetch,       ${what.padEnd(20)} ${(1e6 / g).toFixed(0).padStart(8)} req/s  ${g.toFixed(1).padStart(7)} us/req  overhead ${(100 * (g - p) / p).toFixed(1)}% (${(g - p).toFixed(1)} us)`);
+  console.log('  (CPU: this process, client and server, per request: the figure load from other processes disturbs least)');
+  const pct = (g, p) => `${(100 * (g - p) / p).toFixed(1)}%`;
+  for (const [what, n, [pw, pc], [gw, gc]] of rows) {
+    console.log(`  plain undici fetch, ${what.padEnd(20)} ${(1e6 / pw).toFixed(0).padStart(7)} req/s ${pw.toFixed(1).padStart(8)} us/req wall ${pc.toFixed(1).padStart(7)} us CPU  (${n} a round)`);
+    console.log(`  guardedFetch,       ${what.padEnd(20)} ${(1e6 / gw).toFixed(0).padStart(7)} req/s ${gw.toFixed(1).padStart(8)} us/req wall ${gc.toFixed(1).padStart(7)} us CPU  overhead ${pct(gw, pw)} wall, ${pct(gc, pc)} CPU (${(gc - pc).toFixed(1)} us)`);
   }
   await agent.close();
   await guarded.agent.close();
