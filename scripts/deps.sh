@@ -29,7 +29,17 @@ if ! command -v npm >/dev/null 2>&1; then
     missing="$missing npm"
 fi
 
+# Debian's own node 18 beside a system node that is another (tests/node
+# runs under both): unpacked, not installed (scripts/node18.sh).
+node18() {
+    case "$(node --version 2>/dev/null)" in
+    v18.*) ;;
+    *) sh "$(dirname "$0")/node18.sh" || echo "deps: Debian's node 18 not unpacked; the node.18.* tests skip" ;;
+    esac
+}
+
 if [ -z "$missing" ]; then
+    node18
     echo "deps: all packages present"
     exit 0
 fi
@@ -55,4 +65,5 @@ $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 if [ -d /run/systemd/system ]; then
     for s in squid tinyproxy; do $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true; done
 fi
+node18
 echo "deps: done"
