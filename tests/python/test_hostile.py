@@ -7,9 +7,11 @@ path, for httpx (sync and asyncio) and requests through pinhole:
   Private-Token, Authorization do not; Accept, User-Agent do), on 302 and
   307; a 307 of a POST to another origin is refused
   (redirect_body_cross_origin) unless the request opts in; a cookie set by
-  an intermediate hop is not kept; a TLS client certificate is presented
-  to the request's origin and not to the next one (the server asks every
-  client for one);
+  an intermediate hop is not kept, nor one of a final answer once the
+  chain left its origin (A -> B -> A); a TLS client certificate is
+  presented to the request's origin and not to the next one, nor back on
+  the first once the chain left it (the server asks every client for
+  one);
 
   the worker cannot be exhausted: a redirect whose body never ends (1 GiB
   announced) costs the worker at most a few MiB (bytes the server got out,
@@ -181,6 +183,12 @@ def main():
                          client_ca=ccert)
     T2 = "https://tls2.%s:%d" % (D, tls.port)
     tls.routes["/to-tls2"] = (302, {"Location": T2 + "/hello"}, b"")
+    # tls -> tls2 -> tls: the same server under two names (two origins).
+    tls.routes["/aba"] = (302, {"Location": T2 + "/bounce"}, b"")
+    tls.routes["/bounce"] = (302, {"Location": "https://tls.%s:%d/hello" % (D, tls.port)}, b"")
+    a.routes["/r/via-other-final"] = (302, {"Location": O + "/back-final"}, b"")
+    other.routes["/back-final"] = (302, {"Location": A + "/set-final"}, b"")
+    a.routes["/set-final"] = (200, {"Set-Cookie": "final=1; Path=/"}, b"final\n")
     bh = support.Blackhole()
     table = support.compile_table(support.allowlist({"default": [
         ("ok." + D, [a.port]), ("other." + D, [other.port]), ("tls." + D, [tls.port]),
@@ -227,6 +235,14 @@ def main():
         st, cookies = fetch(flavor, guard, A + "/r/via-other")
         check("%s a cookie set by an intermediate hop of another origin is not kept" % flavor,
               (200, {}), (st, cookies))
+        st, cookies = fetch(flavor, guard, A + "/r/via-other-final")
+        print("# %s A -> B -> A, the final answer sets a cookie: kept %s" % (flavor, cookies),
+              flush=True)
+        check("%s a final cookie is not kept once the chain left its origin" % flavor,
+              (200, {}), (st, cookies))
+        st, cookies = fetch(flavor, guard, A + "/set-final")
+        check("%s a cookie of a request without redirects is kept" % flavor,
+              (200, {"final": "1"}), (st, cookies))
         st, cookies = fetch(flavor, guard, A + "/r/cookie-hop")
         check("%s a cookie set by an intermediate hop is not kept" % flavor, (200, {}),
               (st, cookies))
@@ -237,6 +253,14 @@ def main():
         print("# %s client certificate presented: %s" % (flavor, tls.certs), flush=True)
         check("%s client certificate: to the first origin only" % flavor,
               (200, [("/to-tls2", True), ("/hello", False)]), (st, tls.certs))
+
+        tls.certs.clear()
+        st = fetch(flavor, guard, "https://tls.%s:%d/aba" % (D, tls.port),
+                   cert=(ccert, ckey), ca=cert)[0]
+        print("# %s client certificate presented on A -> B -> A: %s" % (flavor, tls.certs),
+              flush=True)
+        check("%s client certificate: not again once the chain left its origin" % flavor,
+              (200, [("/aba", True), ("/bounce", False), ("/hello", False)]), (st, tls.certs))
 
         flood_sent[0] = 0
         before = peak_rss_kib()

@@ -19,14 +19,15 @@ What the transport guarantees, for every request it is handed:
     when asked for) and dialed anew. When the origin changes only the
     headers of libpinhole's short list follow (Accept, Accept-Encoding,
     Accept-Language, User-Agent; a body's own headers with the body), and
-    a TLS client certificate (cert=) is not presented. The client never
+    from then on to the end of the chain a TLS client certificate (cert=)
+    is not presented, not even back on the first origin. The client never
     sees a 3xx, so its own follow_redirects does not matter. The hops are
     in response.extensions["pinhole_redirects"] (a list of (status, url)),
     the URL that answered in response.extensions["pinhole_url"] (httpx
     keeps the first URL in response.url). Set-Cookie of a final response
-    from another origin than the request's is removed (the client would
-    store it for the first origin); cookies of intermediate hops are not
-    kept;
+    is removed when the chain left the request's origin on the way (the
+    client would store it for the first origin); cookies of intermediate
+    hops are not kept;
   - a redirect's body is read up to 64 KiB and its connection closed
     beyond; one deadline (total_timeout, default 30 s; per request the
     extension "pinhole_total_timeout") covers every hop up to the final
@@ -390,6 +391,7 @@ class _Hops:
         self.first = request
         self.first_origin = _origin_of(request.url)
         self.hops = []
+        self.left = False  # a hop was on another origin than the first
         total = request.extensions.get("pinhole_total_timeout", transport.total_timeout)
         self.total = float(total)
         self.token = _redirect.deadline_var.set(time.monotonic() + self.total)
@@ -415,9 +417,12 @@ class _Hops:
         return request
 
     def sender(self, request):
-        """The transport for this hop: without the client certificate when
-        the hop leaves the request's origin."""
-        if self.t._nocert is not None and _origin_of(request.url) != self.first_origin:
+        """The transport for this hop: without the client certificate from
+        the first hop on another origin than the request's to the end of
+        the chain (A -> B -> A presents it on the first hop only)."""
+        if _origin_of(request.url) != self.first_origin:
+            self.left = True
+        if self.t._nocert is not None and self.left:
             return self.t._nocert
         return self.t
 
@@ -470,8 +475,7 @@ class _Hops:
         response.extensions = dict(response.extensions)
         response.extensions["pinhole_redirects"] = list(self.hops)
         response.extensions["pinhole_url"] = str(request.url)
-        a, b = self.first.url, request.url
-        if self.hops and (a.scheme, a.host, a.port) != (b.scheme, b.host, b.port):
+        if self.left:
             while "set-cookie" in response.headers:
                 del response.headers["set-cookie"]
         return response
@@ -492,7 +496,8 @@ _TRANSPORT_DOC = """
     stagger_ms: RFC 8305 attempt delay between addresses (0: 250 ms).
     verify, cert, http1, http2, limits, retries: as httpx.HTTPTransport. A
       client certificate goes in cert= (then it is presented to the
-      request's origin only), never inside an SSLContext given as verify=.
+      request's origin, on the hops before the chain first leaves it),
+      never inside an SSLContext given as verify=.
 """
 
 
