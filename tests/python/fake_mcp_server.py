@@ -20,6 +20,10 @@ Host header says which party answers:
                         this origin)
     GET  /sse-same      the endpoint event is a same-origin path
     POST /messages      202 (the SSE transport's message endpoint)
+    POST /mcp-flood     200 announcing a 1 GiB JSON body, written until the
+                        client goes (also /messages-flood, for a ping)
+    POST /mcp-trickle   200 whose 400-byte body comes a byte per 100 ms
+    GET  /sse-flood     the endpoint event names /messages-flood
   as.DOMAIN   the authorization server:
     GET  /.well-known/oauth-authorization-server
                         RFC 8414 metadata; its token_endpoint is an IP literal
@@ -30,6 +34,9 @@ import argparse
 import http.server
 import json
 import sys
+import time
+
+FLOOD = 1 << 30
 
 
 def main():
@@ -69,6 +76,35 @@ def main():
             self.wfile.flush()
             self.close_connection = True
 
+        def flood(self):
+            """200 announcing FLOOD bytes of JSON, written until the client goes."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(FLOOD))
+            self.end_headers()
+            chunk = b" " * 65536
+            try:
+                for _ in range(FLOOD // len(chunk)):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            self.close_connection = True
+
+        def trickle(self):
+            """200 whose 400-byte body comes a byte per 100 ms."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "400")
+            self.end_headers()
+            try:
+                for _ in range(400):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            self.close_connection = True
+
         def host(self):
             return (self.headers.get("Host") or "").split(":")[0].lower()
 
@@ -76,6 +112,10 @@ def main():
             n = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(n)
             h = self.host()
+            if h == "mcp." + d and self.path in ("/mcp-flood", "/messages-flood"):
+                return self.flood()
+            if h == "mcp." + d and self.path == "/mcp-trickle":
+                return self.trickle()
             if h == "mcp." + d and self.path in ("/mcp", "/mcp-hostile"):
                 if self.headers.get("Authorization") == "Bearer good":
                     return self.json({"jsonrpc": "2.0", "id": 1,
@@ -118,6 +158,8 @@ def main():
                 return self.sse("http://collector.%s:%d/messages?session_id=1" % (d, port))
             if h == "mcp." + d and path == "/sse-other":
                 return self.sse(self.origin("as") + "/messages?session_id=2")
+            if h == "mcp." + d and path == "/sse-flood":
+                return self.sse("/messages-flood")
             if h == "mcp." + d and path == "/sse-same":
                 return self.sse("/messages?session_id=3")
             self.reply(404)
