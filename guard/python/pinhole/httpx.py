@@ -47,18 +47,18 @@ Refusals raise Refused (connection-time reasons) or RefusedTimeout
 httpx.ConnectError / httpx.ConnectTimeout.
 
 The async transport needs asyncio (it wraps the guard's socket in asyncio
-streams). Its dials (resolution and connection, blocking calls into
-libpinhole) run on the package's own pool of DIAL_THREADS threads, never on
-the event loop's default executor, so unreachable tenant URLs cannot delay
-anything else the loop runs; when every dial thread is busy a dial is
-refused at once (limit_exceeded) instead of queued.
+streams). Its dials hold no thread (Guard.dial_authority_async): the
+guard's resolver is driven by the event loop and the checked addresses are
+connected to with non-blocking sockets, so unreachable tenant URLs, however
+many and under however many names, delay nothing else the loop or the
+process runs. What bounds the dials one client has in flight is its
+connection limit (limits=, httpx's max_connections, 100 here): give each
+tenant its own client, so one tenant's slow servers fill only its own.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import ssl
-import threading
 import time
 from typing import Any, Dict, Optional, Union
 
@@ -91,8 +91,6 @@ __all__ = ["AsyncClient", "AsyncGuardedTransport", "Client", "GuardedTransport",
            "RefusedTimeout", "check_client"]
 
 _TIMEOUT_REASONS = ("dns_timeout", "upstream_timeout")
-# The async transport's dial threads (process-wide).
-DIAL_THREADS = 64
 
 
 class Refused(errors.Refused, httpx.ConnectError):
@@ -256,65 +254,26 @@ class _AsyncSocketStream(AsyncNetworkStream):
         return None
 
 
-class _DialPool:
-    """The async transport's dials: DIAL_THREADS threads of their own, and
-    a refusal at once when all are busy. A shared executor (the loop's
-    default one has min(32, CPUs + 4) threads) would let a few unreachable
-    tenant URLs, each holding a thread for its whole connect timeout, queue
-    every other dial, and anything else the loop runs there, behind them."""
-
-    def __init__(self, threads):
-        self.threads = threads
-        self._free = threading.BoundedSemaphore(threads)
-        self._ex = concurrent.futures.ThreadPoolExecutor(threads,
-                                                         thread_name_prefix="pinhole-dial")
-
-    def submit(self, fn, *args):
-        if not self._free.acquire(blocking=False):
-            raise Refused("limit_exceeded", "all %d dial threads of pinhole.httpx are busy "
-                          "(DIAL_THREADS)" % self.threads)
-        try:
-            fut = self._ex.submit(fn, *args)
-        except BaseException:
-            self._free.release()
-            raise
-        fut.add_done_callback(lambda f: self._free.release())
-        return fut
-
-
-_pool_lock = threading.Lock()
-_pool = None
-
-
-def _dial_pool():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = _DialPool(DIAL_THREADS)
-        return _pool
-
-
-def _close_quietly(f):
-    if not f.cancelled() and f.exception() is None:
-        f.result().close()
-
-
 class _AsyncGuardBackend(AsyncNetworkBackend):
+    """httpcore's asyncio network backend: every TCP connection through the
+    guard's loop-driven dial (Guard.dial_authority_async), no thread held."""
+
     def __init__(self, guard, list, stagger_ms):
-        self._sync = _GuardBackend(guard, list, stagger_ms)
+        self._guard, self._list, self._stagger_ms = guard, list, stagger_ms
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None,
                           socket_options=None):
-        cf = _dial_pool().submit(self._sync.dial, host, port, _connect_timeout(timeout),
-                                 local_address, socket_options)
-        fut = asyncio.wrap_future(cf)
+        if local_address is not None:
+            raise Refused("parse_error", "a local address is not supported through the guard")
         try:
-            sock = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            # The dial finishes in its thread: close what it opens.
-            cf.add_done_callback(_close_quietly)
-            raise
+            sock = await self._guard.dial_authority_async(host, port, self._list,
+                                                          _connect_timeout(timeout),
+                                                          self._stagger_ms)
+        except errors.Refused as e:
+            raise _httpx_refusal(e) from None
         try:
+            for opt in socket_options or ():
+                sock.setsockopt(*opt)
             return await _AsyncSocketStream.open(sock)
         except BaseException:
             sock.close()
