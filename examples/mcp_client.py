@@ -28,8 +28,12 @@ The MCP server's own answers (to initialize, and to the ping posted to
 an SSE endpoint) are read as they come and bounded too: at most 1 MiB
 (MAX_RESPONSE) within 20 s (RESPONSE_SECONDS) from the response's head, the
 connection shut down at that deadline whatever each read's own timeout
-(10 s). A server that sends more, or takes longer, ends the walk: a
-message on stderr naming the URL and the bound, exit status 2.
+(10 s). Every body is asked for and read as it is sent (Accept-Encoding:
+identity; a Content-Encoding is refused, as compressed bytes would be
+bounded only once inflated). A server that sends more, takes longer, or
+compresses its answer ends the walk: a message on stderr naming the URL
+and the bound, exit status 2 (for a discovery document or the SSE stream,
+a result line with "error").
 
 usage: mcp_client.py --table TABLE [--list LIST] [--dns-server S]
                      [--sse SSE_URL ...] MCP_SERVER_URL
@@ -109,11 +113,21 @@ class BodyExceeded(Exception):
         self.bound = bound
 
 
+def identity(r: httpx.Response) -> None:
+    """BodyExceeded unless r's body is sent as it is: the client asks for
+    no Content-Encoding, and a compressed body (1 KiB of gzip can be 1 MiB
+    of JSON) would be bounded only after it was inflated."""
+    enc = r.headers.get("content-encoding", "identity").strip().lower()
+    if enc not in ("", "identity"):
+        raise BodyExceeded("encoding", "Content-Encoding %r, identity was asked for" % enc[:40])
+
+
 def read_body(r: httpx.Response, limit: int, seconds: float) -> bytes:
     """The body of r (a streamed response), at most limit bytes within
     seconds: its connection is shut down at the deadline, so a body
     trickled a byte per read timeout ends there too. BodyExceeded when a
-    bound is passed; httpx's errors otherwise."""
+    bound is passed or the body is encoded; httpx's errors otherwise."""
+    identity(r)
     stream = r.extensions.get("network_stream")
     sock = stream.get_extra_info("socket") if stream is not None else None
     lock = threading.Lock()
@@ -133,7 +147,7 @@ def read_body(r: httpx.Response, limit: int, seconds: float) -> bytes:
     timer.start()
     chunks, n = [], 0
     try:
-        for chunk in r.iter_bytes():
+        for chunk in r.iter_raw():
             n += len(chunk)
             if n > limit:
                 raise BodyExceeded("size", "more than %d bytes" % limit)
@@ -291,6 +305,8 @@ def fetch_document(client, kind, url, validate):
             except BodyExceeded as e:
                 if e.bound == "time":
                     raise httpx.ReadTimeout("document %s" % e) from None
+                if e.bound == "encoding":
+                    raise httpx.DecodingError("document %s" % e) from None
                 body, too_large = b"", e
     except pinhole.Refused as e:
         refusal(kind, url, e)
@@ -325,9 +341,9 @@ def post_bounded(client, what, url, message, headers=None):
         try:
             read_body(r, MAX_RESPONSE, RESPONSE_SECONDS)
         except BodyExceeded as e:
-            raise Abort("the %s response of %s: %s (%s)" % (
-                what, url, e, "MAX_RESPONSE" if e.bound == "size" else "RESPONSE_SECONDS")) \
-                from None
+            raise Abort("the %s response of %s: %s%s" % (
+                what, url, e, {"size": " (MAX_RESPONSE)", "time": " (RESPONSE_SECONDS)"}.get(
+                    e.bound, ""))) from None
         return r
 
 
@@ -387,7 +403,13 @@ def sse_endpoint(client, guard, lst, sse_url):
     try:
         with client.stream("GET", sse_url, headers={"Accept": "text/event-stream"}) as r:
             record("sse", sse_url, allowed=True, status=r.status_code)
-            endpoint = endpoint_event(r.iter_bytes())
+            try:
+                identity(r)
+            except BodyExceeded as e:
+                record("sse_endpoint", sse_url, allowed=True, error="transport_error",
+                       detail=str(e))
+                return
+            endpoint = endpoint_event(r.iter_raw())
     except pinhole.Refused as e:
         refusal("sse", sse_url, e)
         return
@@ -430,7 +452,8 @@ def main(argv=None):
     except pinhole.GuardError as e:
         print("mcp_client: %s" % e, file=sys.stderr)
         return 2
-    with guard, pinhole.httpx.Client(guard, args.list, timeout=10) as client:
+    with guard, pinhole.httpx.Client(guard, args.list, timeout=10,
+                                     headers={"Accept-Encoding": "identity"}) as client:
         try:
             discover(client, guard, args.list, args.server_url)
             for url in args.sse:

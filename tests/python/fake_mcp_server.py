@@ -23,6 +23,8 @@ Host header says which party answers:
     POST /mcp-flood     200 announcing a 1 GiB JSON body, written until the
                         client goes (also /messages-flood, for a ping)
     POST /mcp-trickle   200 whose 400-byte body comes a byte per 100 ms
+    POST /mcp-gzip      200 with Content-Encoding gzip: 256 KiB that inflate
+                        to 256 MiB of JSON whitespace
     GET  /sse-flood     the endpoint event names /messages-flood
   as.DOMAIN   the authorization server:
     GET  /.well-known/oauth-authorization-server
@@ -35,8 +37,19 @@ import http.server
 import json
 import sys
 import time
+import zlib
 
 FLOOD = 1 << 30
+_bomb = []
+
+
+def gzip_bomb():
+    """256 MiB of spaces, gzip-compressed (made once)."""
+    if not _bomb:
+        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        chunk = b" " * (1 << 20)
+        _bomb.append(b"".join([z.compress(chunk) for _ in range(256)] + [z.flush()]))
+    return _bomb[0]
 
 
 def main():
@@ -116,6 +129,9 @@ def main():
                 return self.flood()
             if h == "mcp." + d and self.path == "/mcp-trickle":
                 return self.trickle()
+            if h == "mcp." + d and self.path == "/mcp-gzip":
+                return self.reply(200, gzip_bomb(), [("Content-Type", "application/json"),
+                                                     ("Content-Encoding", "gzip")])
             if h == "mcp." + d and self.path in ("/mcp", "/mcp-hostile"):
                 if self.headers.get("Authorization") == "Bearer good":
                     return self.json({"jsonrpc": "2.0", "id": 1,

@@ -128,16 +128,18 @@ def bounded_answers(example, env, table, dns, o):
         return c
     base = run_example(cmd(o % "mcp" + "/mcp"), env, 120)
     print("# a plain walk: exit %s, peak RSS %d MiB" % (base[0], base[3] >> 10))
-    for what, c, want in (
-            ("initialize", cmd(o % "mcp" + "/mcp-flood"), "more than 1048576 bytes"),
-            ("ping", cmd(o % "mcp" + "/mcp", o % "mcp" + "/sse-flood"),
-             "more than 1048576 bytes")):
+    for what, body, c, want in (
+            ("initialize", "1 GiB", cmd(o % "mcp" + "/mcp-flood"), "more than 1048576 bytes"),
+            ("ping", "1 GiB", cmd(o % "mcp" + "/mcp", o % "mcp" + "/sse-flood"),
+             "more than 1048576 bytes"),
+            ("initialize", "gzip (256 MiB inflated)", cmd(o % "mcp" + "/mcp-gzip"),
+             "Content-Encoding 'gzip'")):
         code, err, took, rss = run_example(c, env, 120)
         grew = (rss - base[3]) >> 10
-        print("# a 1 GiB %s response: exit %s after %.1f s, peak RSS %d MiB more than a plain "
-              "walk; stderr %r" % (what, code, took, grew, err[:160]))
-        check("a 1 GiB %s response: exit 2, the bound named, RSS under 32 MiB more" % what,
-              (2, True, True), (code, what in err and want in err, grew < 32))
+        print("# a %s %s response: exit %s after %.1f s, peak RSS %d MiB more than a plain "
+              "walk; stderr %r" % (body, what, code, took, grew, err[:160]))
+        check("a %s %s response: exit 2, the bound named, RSS under 32 MiB more"
+              % (body, what), (2, True, True), (code, what in err and want in err, grew < 32))
     code, err, took, _ = run_example(cmd(o % "mcp" + "/mcp-trickle"), env, 60)
     print("# a trickled initialize response: exit %s after %.1f s; stderr %r"
           % (code, took, err[:160]))
