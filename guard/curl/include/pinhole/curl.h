@@ -29,7 +29,9 @@
  *   - CURLOPT_HTTPHEADER: the headers given in ph_curl_options, once the
  *     origin changed only those ph_redirect_header_follows keeps.
  * Options the caller must not set on an attached handle: the ones above,
- * CURLOPT_SHARE with a connection cache shared with unguarded handles.
+ * CURLOPT_SHARE with a connection cache shared with unguarded handles, or
+ * with a cookie store shared with any other handle (a chain empties the
+ * cookie engine for some hops and gives it back its cookies afterwards).
  *
  * Threads: one attachment per handle, used by one thread at a time (as the
  * handle is); attachments on one guard may run on many threads at once.
