@@ -18,8 +18,8 @@ path, for httpx (sync and asyncio) and requests through pinhole:
   RSS growth printed); a chain of redirects whose bodies trickle a byte
   per 100 ms ends at the request's total deadline (upstream_timeout);
   dials to a black hole in flight on one event loop (12 and 64 to one
-  host, 96 over 24 names, 200 over two clients) neither delay nor refuse a
-  healthy fetch on it (under 0.5 s).
+  host, 96 over 24 names, 200 over two clients, 64 whose DNS never
+  answers) neither delay nor refuse a healthy fetch on it (under 0.5 s).
 
 Every figure is printed ("# ..."), so a run against another build shows
 what it did there.
@@ -194,7 +194,8 @@ def main():
     bh = support.Blackhole()
     table = support.compile_table(support.allowlist({"default": [
         ("ok." + D, [a.port]), ("other." + D, [other.port]), ("tls." + D, [tls.port]),
-        ("tls2." + D, [tls.port])] + [(n + "." + D, [bh.port]) for n in BH]}))
+        ("tls2." + D, [tls.port]), ("slow." + D, [bh.port])] +
+        [(n + "." + D, [bh.port]) for n in BH]}))
     guard = pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=2000)
 
     for flavor in ("httpx", "httpx-async", "requests"):
@@ -289,7 +290,7 @@ def main():
                 flavor, what, e.reason if e else "not refused", took), flush=True)
             check("%s trickled %s ended within 2.5 s" % (flavor, what), True, took < 2.5)
 
-    blackholes(guard, A, bh)
+    blackholes(guard, A, bh, dns)
     sessions(guard, A, a)
 
 
@@ -338,16 +339,25 @@ def syn_sent(bh):
     return sum(1 for r in rows if r[2] == want and r[3] == "02" and r[1] not in fillers)
 
 
-def blackholes(guard, A, bh):
+def dns_queries(dns):
+    """UDP sockets of this host connected to the test's DNS server (the
+    kernel's /proc/net/udp): resolutions in flight, one each."""
+    want = "0100007F:%04X" % dns.port
+    with open("/proc/net/udp") as f:
+        return sum(1 for line in f.readlines()[1:] if line.split()[2] == want)
+
+
+def blackholes(guard, A, bh, dns):
     """Dials to a black hole in flight (counted in the kernel's SYN_SENT,
     not guessed from time) on one loop: a healthy fetch on the same loop
     still answers at once, and is never refused. 12 and 64 to one host,
     96 spread over 24 names of the same black hole on one client, and 200
     over two tenants' clients (each at its connection limit, 100) beside a
-    third tenant's."""
+    third tenant's; then 64 whose DNS never answers (their queries counted
+    in the kernel's UDP sockets)."""
     print("# async dials", flush=True)
 
-    async def go(n, names, clients):
+    async def go(n, names, clients, count):
         cs = [pinhole.httpx.AsyncClient(guard, "default", timeout=3) for _ in range(clients)]
         healthy = cs[0] if clients == 1 else \
             pinhole.httpx.AsyncClient(guard, "default", timeout=3)
@@ -358,13 +368,13 @@ def blackholes(guard, A, bh):
                                                                      bh.port))
                 except Exception as e:  # noqa: BLE001
                     return e
-            base = syn_sent(bh)
+            base = count()
             tasks = [asyncio.create_task(stuck(i)) for i in range(n)]
             end = time.monotonic() + 20
-            while syn_sent(bh) - base < n and time.monotonic() < end and \
+            while count() - base < n and time.monotonic() < end and \
                     not any(t.done() for t in tasks):
                 await asyncio.sleep(0.01)
-            in_flight = syn_sent(bh) - base
+            in_flight = count() - base
             t0 = time.monotonic()
             try:
                 r = await healthy.get(A + "/hello")
@@ -378,18 +388,22 @@ def blackholes(guard, A, bh):
             for c in set(cs + [healthy]):
                 await c.aclose()
 
-    for n, names, clients in ((12, ["bh"], 1), (64, ["bh"], 1),
-                              (96, ["bh%d" % i for i in range(24)], 1),
-                              (200, ["bh%d" % i for i in range(24)], 2)):
-        what = "%d black-holed dials to %d name(s) on %d client(s)" % (n, len(names), clients)
-        in_flight, st, took, results = asyncio.run(go(n, names, clients))
+    many = ["bh%d" % i for i in range(24)]
+    connect = ("black-holed dials", "SYN_SENT", lambda: syn_sent(bh), "upstream_timeout")
+    silent = ("dials whose DNS never answers", "DNS queries", lambda: dns_queries(dns),
+              "dns_timeout")
+    for n, names, clients, (kind, where, count, reason) in (
+            (12, ["bh"], 1, connect), (64, ["bh"], 1, connect), (96, many, 1, connect),
+            (200, many, 2, connect), (64, ["slow"], 1, silent)):
+        what = "%d %s to %d name(s) on %d client(s)" % (n, kind, len(names), clients)
+        in_flight, st, took, results = asyncio.run(go(n, names, clients, count))
         reasons = sorted({getattr(e, "reason", type(e).__name__) for e in results})
-        print("# %s: %d in SYN_SENT; healthy fetch %s in %.3f s; theirs: %s"
-              % (what, in_flight, st, took, reasons), flush=True)
+        print("# %s: %d in %s; healthy fetch %s in %.3f s; theirs: %s"
+              % (what, in_flight, where, st, took, reasons), flush=True)
         check("%s all in flight" % what, n, in_flight)
         check("healthy fetch beside %s: 200 in under 0.5 s" % what, (200, True),
               (st, took < 0.5))
-        check("%s: upstream_timeout" % what, ["upstream_timeout"], reasons)
+        check("%s: %s" % (what, reason), [reason], reasons)
 
 
 support.run(main)
