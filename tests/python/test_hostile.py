@@ -111,6 +111,7 @@ def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, 
 def main():
     BH = ["bh"] + ["bh%d" % i for i in range(24)]  # 25 names of one black hole
     names = {n + "." + D: ["127.0.0.1"] for n in ["ok", "other", "tls", "tls2"] + BH}
+    names["dual." + D] = ["::1", "127.0.0.1"]  # nothing listens on [::1]
     dns = support.Dnsmasq(names)
     cert, key = support.make_cert(["tls." + D, "tls2." + D])
     ccert, ckey = support.make_cert(["worker-client." + D])
@@ -194,7 +195,7 @@ def main():
     bh = support.Blackhole()
     table = support.compile_table(support.allowlist({"default": [
         ("ok." + D, [a.port]), ("other." + D, [other.port]), ("tls." + D, [tls.port]),
-        ("tls2." + D, [tls.port]), ("slow." + D, [bh.port])] +
+        ("tls2." + D, [tls.port]), ("slow." + D, [bh.port]), ("dual." + D, [a.port])] +
         [(n + "." + D, [bh.port]) for n in BH]}))
     guard = pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=2000)
 
@@ -356,6 +357,17 @@ def blackholes(guard, A, bh, dns):
     third tenant's; then 64 whose DNS never answers (their queries counted
     in the kernel's UDP sockets)."""
     print("# async dials", flush=True)
+
+    async def dual():
+        async with pinhole.httpx.AsyncClient(guard, "default", timeout=3) as c:
+            t0 = time.monotonic()
+            r = await c.get(A.replace("ok.", "dual.") + "/hello")
+            return r.status_code, time.monotonic() - t0
+    st, took = asyncio.run(dual())
+    print("# a name answering ::1 (refused) and 127.0.0.1: %s in %.3f s" % (st, took),
+          flush=True)
+    check("async happy eyeballs: IPv6 refused, IPv4 at once (before the 250 ms stagger)",
+          (200, True), (st, took < 0.25))
 
     async def go(n, names, clients, count):
         cs = [pinhole.httpx.AsyncClient(guard, "default", timeout=3) for _ in range(clients)]
