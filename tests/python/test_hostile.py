@@ -291,7 +291,10 @@ def main():
                 flavor, what, e.reason if e else "not refused", took), flush=True)
             check("%s trickled %s ended within 2.5 s" % (flavor, what), True, took < 2.5)
 
-    blackholes(guard, A, bh, dns)
+    # DNS timeouts long enough that the last query starts before the first
+    # ends, on a machine whose cores are busy.
+    blackholes(guard, pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=8000), A,
+               bh, dns)
     sessions(guard, A, a)
 
 
@@ -330,27 +333,32 @@ def sessions(guard, A, a):
               any(isinstance(v, pinhole.requests.GuardedAdapter) for v in s.adapters.values()))
 
 
-def syn_sent(bh):
-    """Connections in SYN_SENT to the black hole bh (the kernel's
-    /proc/net/tcp), its own fillers left out: dials in flight to it."""
-    want = "0100007F:%04X" % bh.port
-    fillers = {"0100007F:%04X" % s.getsockname()[1] for s in bh.fillers}
-    with open("/proc/net/tcp") as f:
-        rows = [line.split() for line in f.readlines()[1:]]
-    return sum(1 for r in rows if r[2] == want and r[3] == "02" and r[1] not in fillers)
+async def ss(*args):
+    """The lines ss(8) prints (iproute2, asking the kernel over netlink with
+    the filter in args), run beside the loop: reading /proc/net/tcp of a
+    busy host would stall the loop the dials run on."""
+    p = await asyncio.create_subprocess_exec("ss", "-Hn", *args, stdout=asyncio.subprocess.PIPE)
+    out, _ = await p.communicate()
+    return out.decode().splitlines()
 
 
-def dns_queries(dns):
-    """UDP sockets of this host connected to the test's DNS server (the
-    kernel's /proc/net/udp): resolutions in flight, one each."""
-    want = "0100007F:%04X" % dns.port
-    with open("/proc/net/udp") as f:
-        return sum(1 for line in f.readlines()[1:] if line.split()[2] == want)
+async def syn_sent(bh):
+    """Connections in SYN_SENT to the black hole bh, its own fillers left
+    out: dials in flight to it."""
+    fillers = {"127.0.0.1:%d" % s.getsockname()[1] for s in bh.fillers}
+    rows = await ss("-t", "state", "syn-sent", "dst", "127.0.0.1:%d" % bh.port)
+    return sum(1 for r in rows if r.split()[-2] not in fillers)
 
 
-def blackholes(guard, A, bh, dns):
-    """Dials to a black hole in flight (counted in the kernel's SYN_SENT,
-    not guessed from time) on one loop: a healthy fetch on the same loop
+async def dns_queries(dns):
+    """UDP sockets connected to the test's DNS server: resolutions in
+    flight, one each."""
+    return len(await ss("-u", "dst", "127.0.0.1:%d" % dns.port))
+
+
+def blackholes(guard, slow_guard, A, bh, dns):
+    """Dials to a black hole in flight (counted in the kernel's SYN_SENT by
+    ss, not guessed from time) on one loop: a healthy fetch on the same loop
     still answers at once, and is never refused. 12 and 64 to one host,
     96 spread over 24 names of the same black hole on one client, and 200
     over two tenants' clients (each at its connection limit, 100) beside a
@@ -369,8 +377,10 @@ def blackholes(guard, A, bh, dns):
     check("async happy eyeballs: IPv6 refused, IPv4 at once (before the 250 ms stagger)",
           (200, True), (st, took < 0.25))
 
-    async def go(n, names, clients, count):
-        cs = [pinhole.httpx.AsyncClient(guard, "default", timeout=3) for _ in range(clients)]
+    async def go(n, names, clients, count, guard):
+        # Long enough that the last dial starts before the first ends, on
+        # a machine whose cores are busy.
+        cs = [pinhole.httpx.AsyncClient(guard, "default", timeout=8) for _ in range(clients)]
         healthy = cs[0] if clients == 1 else \
             pinhole.httpx.AsyncClient(guard, "default", timeout=3)
         try:
@@ -380,13 +390,13 @@ def blackholes(guard, A, bh, dns):
                                                                      bh.port))
                 except Exception as e:  # noqa: BLE001
                     return e
-            base = count()
+            base = await count()
             tasks = [asyncio.create_task(stuck(i)) for i in range(n)]
             end = time.monotonic() + 20
-            while count() - base < n and time.monotonic() < end and \
+            while await count() - base < n and time.monotonic() < end and \
                     not any(t.done() for t in tasks):
-                await asyncio.sleep(0.01)
-            in_flight = count() - base
+                await asyncio.sleep(0.05)
+            in_flight = await count() - base
             t0 = time.monotonic()
             try:
                 r = await healthy.get(A + "/hello")
@@ -401,14 +411,14 @@ def blackholes(guard, A, bh, dns):
                 await c.aclose()
 
     many = ["bh%d" % i for i in range(24)]
-    connect = ("black-holed dials", "SYN_SENT", lambda: syn_sent(bh), "upstream_timeout")
+    connect = ("black-holed dials", "SYN_SENT", lambda: syn_sent(bh), "upstream_timeout", guard)
     silent = ("dials whose DNS never answers", "DNS queries", lambda: dns_queries(dns),
-              "dns_timeout")
-    for n, names, clients, (kind, where, count, reason) in (
+              "dns_timeout", slow_guard)
+    for n, names, clients, (kind, where, count, reason, g) in (
             (12, ["bh"], 1, connect), (64, ["bh"], 1, connect), (96, many, 1, connect),
             (200, many, 2, connect), (64, ["slow"], 1, silent)):
         what = "%d %s to %d name(s) on %d client(s)" % (n, kind, len(names), clients)
-        in_flight, st, took, results = asyncio.run(go(n, names, clients, count))
+        in_flight, st, took, results = asyncio.run(go(n, names, clients, count, g))
         reasons = sorted({getattr(e, "reason", type(e).__name__) for e in results})
         print("# %s: %d in %s; healthy fetch %s in %.3f s; theirs: %s"
               % (what, in_flight, where, st, took, reasons), flush=True)
