@@ -162,15 +162,13 @@ class _GuardBackend(NetworkBackend):
         self._guard, self._list, self._stagger_ms = guard, list, stagger_ms
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        return _DeadlineStream(self.dial(host, port, _connect_timeout(timeout), local_address,
-                                         socket_options))
-
-    def dial(self, host, port, timeout, local_address, socket_options):
-        """A connected socket to a checked address of host (blocking)."""
+        """A stream over a connected (blocking) socket to a checked address
+        of host."""
         if local_address is not None:
             raise Refused("parse_error", "a local address is not supported through the guard")
         try:
-            sock = self._guard.dial_authority_with_result(host, port, self._list, timeout,
+            sock = self._guard.dial_authority_with_result(host, port, self._list,
+                                                          _connect_timeout(timeout),
                                                           self._stagger_ms)[0]
         except errors.Refused as e:
             raise _httpx_refusal(e) from None
@@ -180,7 +178,7 @@ class _GuardBackend(NetworkBackend):
         except OSError:
             sock.close()
             raise
-        return sock
+        return _DeadlineStream(sock)
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise Refused("parse_error", "unix sockets are not dialed through the guard")
