@@ -23,8 +23,9 @@ Host header says which party answers:
     POST /mcp-flood     200 announcing a 1 GiB JSON body, written until the
                         client goes (also /messages-flood, for a ping)
     POST /mcp-trickle   200 whose 400-byte body comes a byte per 100 ms
-    POST /mcp-gzip      200 with Content-Encoding gzip: 256 KiB that inflate
-                        to 256 MiB of JSON whitespace
+    POST /mcp-gzip      200 with Content-Encoding gzip: about 1 MiB that
+                        inflates to 256 MiB of JSON whitespace (made before
+                        the port is printed)
     GET  /sse-flood     the endpoint event names /messages-flood
   as.DOMAIN   the authorization server:
     GET  /.well-known/oauth-authorization-server
@@ -40,16 +41,13 @@ import time
 import zlib
 
 FLOOD = 1 << 30
-_bomb = []
 
 
 def gzip_bomb():
-    """256 MiB of spaces, gzip-compressed (made once)."""
-    if not _bomb:
-        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        chunk = b" " * (1 << 20)
-        _bomb.append(b"".join([z.compress(chunk) for _ in range(256)] + [z.flush()]))
-    return _bomb[0]
+    """256 MiB of spaces, gzip-compressed (level 1: the quickest to make)."""
+    z = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b" " * (1 << 20)
+    return b"".join([z.compress(chunk) for _ in range(256)] + [z.flush()])
 
 
 def main():
@@ -57,6 +55,7 @@ def main():
     p.add_argument("--domain", required=True)
     args = p.parse_args()
     d = args.domain
+    bomb = gzip_bomb()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -130,7 +129,7 @@ def main():
             if h == "mcp." + d and self.path == "/mcp-trickle":
                 return self.trickle()
             if h == "mcp." + d and self.path == "/mcp-gzip":
-                return self.reply(200, gzip_bomb(), [("Content-Type", "application/json"),
+                return self.reply(200, bomb, [("Content-Type", "application/json"),
                                                      ("Content-Encoding", "gzip")])
             if h == "mcp." + d and self.path in ("/mcp", "/mcp-hostile"):
                 if self.headers.get("Authorization") == "Bearer good":

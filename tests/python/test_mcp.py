@@ -132,7 +132,7 @@ def bounded_answers(example, env, table, dns, o):
             ("initialize", "1 GiB", cmd(o % "mcp" + "/mcp-flood"), "more than 1048576 bytes"),
             ("ping", "1 GiB", cmd(o % "mcp" + "/mcp", o % "mcp" + "/sse-flood"),
              "more than 1048576 bytes"),
-            ("initialize", "gzip (256 MiB inflated)", cmd(o % "mcp" + "/mcp-gzip"),
+            ("initialize", "gzip (1 MiB, 256 MiB inflated)", cmd(o % "mcp" + "/mcp-gzip"),
              "Content-Encoding 'gzip'")):
         code, err, took, rss = run_example(c, env, 120)
         grew = (rss - base[3]) >> 10
