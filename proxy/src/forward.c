@@ -481,12 +481,11 @@ static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
                          const ph_decision *d)
 {
     struct evbuffer *o = f->up_head;
-    const char *target = (const char *)buf + h->target.off;
-    if (d->path_len > 0)
-        evbuffer_add_printf(o, "%s %.*s HTTP/1.1\r\n", f->method, (int)d->path_len,
-                            target + d->path_offset);
-    else
-        evbuffer_add_printf(o, "%s / HTTP/1.1\r\n", f->method);
+    /* An empty path is "/" (RFC 9112 section 3.2.1), before a query too:
+     * "http://a.com?q" goes as "/?q" (pinhole/url.h). */
+    const char *path = (const char *)buf + h->target.off + d->path_offset;
+    evbuffer_add_printf(o, "%s %s%.*s HTTP/1.1\r\n", f->method,
+                        d->path_len > 0 && path[0] == '/' ? "" : "/", (int)d->path_len, path);
     if (f->port == 80)
         evbuffer_add_printf(o, "Host: %s\r\n", f->host);
     else
