@@ -105,7 +105,7 @@ static void fuzz_url(const uint8_t *data, size_t size)
     CHECK(u.port != 0);
     CHECK(u.port_explicit || u.port == ph_scheme_default_port(u.scheme));
     CHECK(u.path_offset <= size && u.path_len <= size - u.path_offset);
-    CHECK(u.path_len == 0 || data[u.path_offset] == '/');
+    CHECK(u.path_len == 0 || data[u.path_offset] == '/' || data[u.path_offset] == '?');
     /* the host is the input's bytes right after "scheme://", lowercased */
     size_t host_at = strlen(ph_scheme_name(u.scheme)) + 3;
     CHECK(host_at + u.host_len <= size);

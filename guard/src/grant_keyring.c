@@ -19,6 +19,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
+#include "pinhole/io.h"
 #include "grant-int.h"
 #include "grant_keyring-int.h"
 
@@ -215,21 +216,12 @@ ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag
     if (path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "keyring load: missing argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0, "%s: %s", path,
-                           strerror(errno));
-    ph_status st;
-    char *buf = NULL;
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = ph_diag_set(diag, PH_E_INVAL, 0, "%s: not a regular file", path);
-        goto out;
-    }
+    ph_status st = ph_open_regular(path, &fd, &sb, diag);
+    if (st != PH_OK)
+        return st;
+    char *buf = NULL;
     /* Secrets: refuse rather than warn, a warning in a log nobody reads
      * protects nothing. */
     if ((sb.st_mode & 077) != 0) {

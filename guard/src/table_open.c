@@ -21,6 +21,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
+#include "pinhole/io.h"
 #include "table-int.h"
 
 static void *mmap_or_null(size_t len, int flags)
@@ -141,18 +142,15 @@ ph_status ph_table_open(const char *path, ph_table **table, ph_diag *diag)
     if (table == NULL || path == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "no path or no output table");
     *table = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot open %s: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ph_diag_set(diag, PH_E_IO, 0, "cannot stat %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ph_diag_set(diag, PH_E_FORMAT, 0, "%s is not a regular file", path);
+    ph_status opened = ph_open_regular(path, &fd, &st, diag);
+    if (opened != PH_OK) {
+        /* This function's statuses: what is not a regular file is no table. */
+        ph_status mine = opened == PH_E_INVAL ? PH_E_FORMAT : PH_E_IO;
+        if (diag != NULL)
+            diag->status = mine;
+        return mine;
     }
     if ((uint64_t)st.st_size > PH_TAB_MAX_FILE_SIZE) {
         close(fd);

@@ -386,11 +386,27 @@ ph_status ph_url_parse(const char *url, size_t len, ph_url *out, ph_diag *diag)
         return refuse(&hp, diag, i, "more than two slashes after the scheme");
     }
 
+    /* The authority ends at '/' or '?' (RFC 3986 section 3.2): in
+     * "http://a.com?q" the path is empty (the target "/") and "q" the
+     * query. A parser that ends the authority only at '/' reads
+     * "http://a.com?@b.com/" as userinfo "a.com?" and host b.com, so an '@'
+     * between that '?' and the first '/' is refused. '#' still may not end
+     * the authority (refuse_delimiters). */
     size_t auth_start = i;
-    const char *slash = memchr(url + i, '/', len - i);
-    size_t auth_end = slash ? (size_t)(slash - url) : len;
+    size_t auth_end = i;
+    while (auth_end < len && url[auth_end] != '/' && url[auth_end] != '?')
+        auth_end++;
     ph_status st = parse_host_port(url + auth_start, auth_end - auth_start, auth_start, false,
                                    ph_scheme_default_port(out->scheme), &hp, diag);
+    if (st == PH_OK && auth_end < len && url[auth_end] == '?') {
+        const char *slash = memchr(url + auth_end, '/', len - auth_end);
+        size_t upto = slash ? (size_t)(slash - url) : len;
+        const char *at = memchr(url + auth_end, '@', upto - auth_end);
+        if (at != NULL)
+            st = refuse(&hp, diag, (size_t)(at - url),
+                        "'@' after a '?' that ends the authority: a parser that ends it at "
+                        "'/' reads userinfo there; put a '/' before the query");
+    }
     if (st != PH_OK) {
         out->reason = hp.reason;
         out->scheme = PH_SCHEME_NONE;

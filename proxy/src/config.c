@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pinhole/diag.h"
+#include "pinhole/io.h"
 #include "pinhole/yaml_reader.h"
 
 /* K_LISTEN and K_PREFIX are lists: repeatable options, YAML sequences. */
@@ -299,10 +301,14 @@ static const ph_yaml_limits config_limits = {CONFIG_FILE_MAX, 16, 4096, 4096, 0}
 
 ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag)
 {
-    FILE *f = fopen(path, "rb");
+    int fd;
+    ph_status opened = ph_open_regular(path, &fd, NULL, diag);
+    if (opened != PH_OK)
+        return opened;
+    FILE *f = fdopen(fd, "rb");
     if (f == NULL) {
-        ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
-        return PH_E_IO;
+        close(fd);
+        return ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
     }
     char *text = malloc(CONFIG_FILE_MAX + 1);
     size_t len = text ? fread(text, 1, CONFIG_FILE_MAX + 1, f) : 0;

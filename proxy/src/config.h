@@ -72,9 +72,10 @@ enum {
  */
 ph_status px_config_from_args(int argc, char **argv, px_config *cfg, int *action, ph_diag *diag);
 
-/* Loads a YAML config file over *cfg. Strict: unknown or duplicate keys,
- * anchors, aliases, tags, several documents and badly typed values are
- * errors positioned as "path:line:col". */
+/* Loads a YAML config file over *cfg. Only a regular file is read
+ * (ph_open_regular: a FIFO or a device is refused, PH_E_INVAL). Strict:
+ * unknown or duplicate keys, anchors, aliases, tags, several documents and
+ * badly typed values are errors positioned as "path:line:col". */
 ph_status px_config_load_yaml(const char *path, px_config *cfg, ph_diag *diag);
 
 /* Writes --help to stdout. */

@@ -105,6 +105,7 @@ struct px_fwd {
     bool resp_chunked_out;      /* re-framed as chunked to the client */
     bool up_reusable;
     bool up_sent_any;
+    bool up_write_failed;       /* the upstream stopped taking the request */
     int status;
     ph_reason reason;
     char detail[PH_DIAG_MESSAGE_MAX + 64];

@@ -103,12 +103,11 @@ static void next_request(px_fwd *f)
 
 static void response_done(px_fwd *f)
 {
-    bool reuse = f->up_reusable && f->req_done &&
+    /* A response that started before its request's body ended is the
+     * connection's last (response_head); an upstream that did not get the
+     * whole request is never reused (it may read the rest as a request). */
+    bool reuse = f->up_reusable && f->req_done && !f->client_close &&
                  evbuffer_get_length(bufferevent_get_input(f->up)) == 0;
-    /* A response that ended before its request's body: where the next
-     * request starts is unknown, so this is the connection's last. */
-    if (!f->req_done)
-        f->client_close = true;
     px_fwd_end_request(f, "done");
     if (reuse)
         px_fwd_keep_idle(f);
@@ -244,7 +243,11 @@ static void response_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     f->resp_left = h->content_length;
     f->up_reusable = h->version_minor == 1 && !h->conn_close && h->body != PH_H1_BODY_CLOSE;
     f->resp_chunked_out = h->body == PH_H1_BODY_CHUNKED && !f->client_v10;
-    if (h->body == PH_H1_BODY_CLOSE || (h->body == PH_H1_BODY_CHUNKED && f->client_v10))
+    /* A response that starts before its request's body ended (a 413, a 417
+     * to Expect: 100-continue) ends the connection: where the client's next
+     * request would start is unknown. Decided here, so the head says so. */
+    if (h->body == PH_H1_BODY_CLOSE || (h->body == PH_H1_BODY_CHUNKED && f->client_v10) ||
+        !f->req_done)
         f->client_close = true;
     struct evbuffer *out = bufferevent_get_output(f->client);
     size_t before = evbuffer_get_length(out);
@@ -336,7 +339,7 @@ static void up_write_cb(struct bufferevent *b, void *arg)
 {
     (void)b;
     px_fwd *f = arg;
-    if (f->state == F_EXCHANGE && f->paused_client) {
+    if (f->state == F_EXCHANGE && f->paused_client && !f->up_write_failed) {
         f->paused_client = false;
         bufferevent_enable(f->client, EV_READ);
         pump_request(f);
@@ -354,10 +357,33 @@ static bool retry_fresh(px_fwd *f)
         return false;
     f->retried = true;
     f->reused = false;
+    f->up_write_failed = false;
     bev_free(&f->up);
     f->state = F_CONNECT;
     px_upstream_dial(f->dial); /* its callback may run within */
     return true;
+}
+
+/* The upstream stopped taking the request (err: the write's error): one
+ * that answers early (413, or 417 to Expect: 100-continue, often with
+ * Connection: close) and closes or resets without reading the body. What it
+ * sent before is still in the socket (a reset discards the bytes it would
+ * have sent, not those received), so the answer is read and relayed as
+ * usual; the read side's end (EOF or error) ends the request if no
+ * complete answer came, as upstream_bad_response. Nothing more of the
+ * request goes upstream; a response to a request whose body was not all
+ * sent ends the connection (response_head). */
+static void upstream_stopped_reading(px_fwd *f, int err)
+{
+    f->up_write_failed = true;
+    f->paused_client = false;
+    bufferevent_disable(f->client, EV_READ); /* the rest of the body is not read */
+    snprintf(f->detail, sizeof f->detail, "the upstream stopped taking the request: %s",
+             evutil_socket_error_to_string(err));
+    struct timeval idle = secs(f->w->cfg->idle_timeout_s);
+    bufferevent_set_timeouts(f->up, &idle, NULL);
+    px_fwd_watch_client(f);
+    up_read_cb(f->up, f); /* what the read callback was not called for yet */
 }
 
 static void up_event_cb(struct bufferevent *b, short what, void *arg)
@@ -373,16 +399,27 @@ static void up_event_cb(struct bufferevent *b, short what, void *arg)
         response_done(f);
         return;
     }
+    if ((what & (BEV_EVENT_ERROR | BEV_EVENT_WRITING)) == (BEV_EVENT_ERROR | BEV_EVENT_WRITING) &&
+        !f->up_write_failed) {
+        upstream_stopped_reading(f, EVUTIL_SOCKET_ERROR());
+        return;
+    }
     if (retry_fresh(f))
         return;
-    if (what & BEV_EVENT_TIMEOUT)
+    /* The upstream was reached (connected, or a kept-alive connection):
+     * whatever it did then is its response's fault, never unreachable. */
+    if (what & BEV_EVENT_TIMEOUT) {
         upstream_failed(f, PH_REASON_UPSTREAM_TIMEOUT,
                         "the upstream sent nothing within idle_timeout_s");
-    else if (what & BEV_EVENT_EOF)
+    } else if (what & BEV_EVENT_EOF) {
         upstream_failed(f, PH_REASON_UPSTREAM_BAD_RESPONSE,
                         "the upstream closed before its response was complete");
-    else
-        upstream_failed(f, PH_REASON_UPSTREAM_UNREACHABLE, "upstream connection error");
+    } else {
+        char d[PH_DIAG_MESSAGE_MAX];
+        snprintf(d, sizeof d, "the upstream connection failed before its response was complete: %s",
+                 evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+        upstream_failed(f, PH_REASON_UPSTREAM_BAD_RESPONSE, d);
+    }
 }
 
 /* ---- the upstream -------------------------------------------------------- */
@@ -481,12 +518,11 @@ static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
                          const ph_decision *d)
 {
     struct evbuffer *o = f->up_head;
-    const char *target = (const char *)buf + h->target.off;
-    if (d->path_len > 0)
-        evbuffer_add_printf(o, "%s %.*s HTTP/1.1\r\n", f->method, (int)d->path_len,
-                            target + d->path_offset);
-    else
-        evbuffer_add_printf(o, "%s / HTTP/1.1\r\n", f->method);
+    /* An empty path is "/" (RFC 9112 section 3.2.1), before a query too:
+     * "http://a.com?q" goes as "/?q" (pinhole/url.h). */
+    const char *path = (const char *)buf + h->target.off + d->path_offset;
+    evbuffer_add_printf(o, "%s %s%.*s HTTP/1.1\r\n", f->method,
+                        d->path_len > 0 && path[0] == '/' ? "" : "/", (int)d->path_len, path);
     if (f->port == 80)
         evbuffer_add_printf(o, "Host: %s\r\n", f->host);
     else
@@ -636,7 +672,7 @@ static void client_read_cb(struct bufferevent *b, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
     } else if (f->state == F_HEAD)
         client_head(f);
-    else if (f->state == F_EXCHANGE && !f->req_done)
+    else if (f->state == F_EXCHANGE && !f->req_done && !f->up_write_failed)
         pump_request(f);
 }
 
@@ -665,10 +701,12 @@ static void client_event_cb(struct bufferevent *b, short what, void *arg)
     const char *end = (what & BEV_EVENT_EOF)       ? "client_closed"
                       : (what & BEV_EVENT_TIMEOUT) ? "idle_timeout"
                                                    : "client_error";
-    /* A client that half-closed after its last request still gets what it
-     * was sent. */
+    /* A half-close is not an end: a client that half-closed after its last
+     * complete request still gets every answer it was sent. What it sent
+     * after that request (the start of a head, never completed now) is not
+     * a request and is dropped: the requests before it were complete and
+     * answered in order (a complete head is taken before its EOF is read). */
     if ((what & BEV_EVENT_EOF) && f->state == F_HEAD && !f->in_request &&
-        evbuffer_get_length(bufferevent_get_input(b)) == 0 &&
         evbuffer_get_length(bufferevent_get_output(b)) > 0) {
         px_fwd_close_after_flush(f, end);
         return;

@@ -111,7 +111,7 @@ void px_fwd_begin_request(px_fwd *f)
     f->policy_id[0] = f->detail[0] = '\0';
     f->reused = f->retried = false;
     f->req_done = f->resp_head_done = f->resp_chunked_out = false;
-    f->up_reusable = f->up_sent_any = false;
+    f->up_reusable = f->up_sent_any = f->up_write_failed = false;
     f->paused_client = f->paused_up = false;
     f->status = 0;
     f->reason = PH_REASON_ALLOWED;
@@ -255,8 +255,14 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
         return;
     bool expired = strcmp(f->deadline_end, "grant_expired") == 0;
     if (!f->resp_head_done) {
+        /* Whose side was slow: a client still sending its body (the
+         * upstream taking what it was given) is named, not the upstream. */
         if (expired)
             px_fwd_refuse(f, PH_REASON_GRANT_EXPIRED, "the grant expired during the request", NULL);
+        else if (f->state == F_EXCHANGE && !f->req_done && !f->paused_client &&
+                 !f->up_write_failed)
+            px_fwd_refuse(f, PH_REASON_CLIENT_TIMEOUT,
+                          "the request body did not arrive within max_lifetime_s", NULL);
         else
             px_fwd_refuse(f, PH_REASON_UPSTREAM_TIMEOUT,
                        "the request did not complete within max_lifetime_s", NULL);

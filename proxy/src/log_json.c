@@ -44,10 +44,18 @@ static void put_list(json_t *o, const char *key, const char *v)
     json_object_set_new(o, key, a ? a : json_null());
 }
 
-static void emit(int fd, json_t *o)
+/* o as one compact line (o is released); NULL when out of memory. */
+static char *dump(json_t *o)
 {
-    char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *line = o != NULL ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
+    return line;
+}
+
+/* Writes line (a NUL-terminated string with room for nothing more) and a
+ * newline in one write(2), then frees it. */
+static void write_line(int fd, char *line)
+{
     if (line == NULL)
         return;
     size_t n = strlen(line);
@@ -55,6 +63,11 @@ static void emit(int fd, json_t *o)
     ssize_t w = write(fd, line, n + 1);
     (void)w;
     free(line);
+}
+
+static void emit(int fd, json_t *o)
+{
+    write_line(fd, dump(o));
 }
 
 void px_log_connection(const px_log_record *r)
@@ -90,11 +103,28 @@ void px_log_connection(const px_log_record *r)
     put_str(o, "policy_id", r->policy_id);
     json_object_set_new(o, "bytes_up", json_integer((json_int_t)r->bytes_up));
     json_object_set_new(o, "bytes_down", json_integer((json_int_t)r->bytes_down));
-    json_object_set_new(o, "duration_s", json_real(r->duration_s));
-    put_str(o, "end", r->end);
-    if (r->method == NULL)
-        put_str(o, "sni", r->sni);
-    emit(STDOUT_FILENO, o);
+    json_t *tail = json_object();
+    if (tail != NULL) {
+        put_str(tail, "end", r->end);
+        if (r->method == NULL)
+            put_str(tail, "sni", r->sni);
+    }
+    /* duration_s is written here, in microseconds ("%.6f", a JSON number):
+     * jansson prints a real with 17 significant digits (0.30000000000000004).
+     * Both parts are compact objects: the first's '}' and the second's '{'
+     * are where duration_s goes. */
+    char *head = dump(o), *rest = dump(tail);
+    char *line = NULL;
+    if (head != NULL && rest != NULL) {
+        size_t n = strlen(head) + strlen(rest) + 64;
+        line = malloc(n);
+        if (line != NULL)
+            snprintf(line, n, "%.*s,\"duration_s\":%.6f,%s", (int)(strlen(head) - 1), head,
+                     r->duration_s >= 0 ? r->duration_s : 0.0, rest + 1);
+    }
+    free(head);
+    free(rest);
+    write_line(STDOUT_FILENO, line);
 }
 
 void px_log_event(const char *level, const char *event, const char *fmt, ...)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "pinhole/grant.h"
 
@@ -113,6 +114,13 @@ static void test_file_permissions(void **state)
     /* Not a regular file; missing file; parse errors carry the path. */
     assert_int_equal(chmod(dir, 0700), 0);
     assert_int_equal(ph_keyring_load_file(dir, &kr, NULL), PH_E_INVAL);
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    alarm(10); /* a FIFO without a writer is refused, not waited on */
+    memset(&d, 0, sizeof d);
+    assert_int_equal(ph_keyring_load_file(path, &kr, &d), PH_E_INVAL);
+    alarm(0);
+    assert_non_null(strstr(d.message, "a FIFO"));
     snprintf(path, sizeof path, "%s/missing", dir);
     assert_int_equal(ph_keyring_load_file(path, &kr, NULL), PH_E_NOT_FOUND);
     snprintf(path, sizeof path, "%s/short", dir);

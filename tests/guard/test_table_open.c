@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pinhole/host.h"
 #include "table-int.h"
@@ -84,6 +86,20 @@ static void arguments_are_checked(void **state)
     assert_non_null(strstr(diag.message, "/nonexistent/table"));
     assert_int_equal(ph_table_open("/", &t, &diag), PH_E_FORMAT);
     assert_null(t);
+    /* A FIFO (no writer) or a device is refused at once, never waited on:
+     * the open of a reload runs on the proxy's main thread. */
+    char *dir = ph_test_mkdtemp();
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/table.ptab", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    alarm(10); /* SIGALRM ends a test that blocks */
+    assert_int_equal(ph_table_open(fifo, &t, &diag), PH_E_FORMAT);
+    assert_int_equal(ph_table_open("/dev/zero", &t, NULL), PH_E_FORMAT);
+    alarm(0);
+    assert_non_null(strstr(diag.message, "a FIFO"));
+    assert_null(t);
+    ph_test_rmtree(dir);
+    free(dir);
     ph_table_close(&t);
     ph_table_close(NULL);
 }

@@ -108,7 +108,8 @@ static void test_diagnostics_name_the_problem_and_its_offset(void **state)
     } cases[] = {
         {"http://good.com@evil.com", 15, "userinfo"},
         {"http://evil.com#@good.com", 15, "'#'"},
-        {"http://evil.com?x", 15, "'?'"},
+        {"http://evil.com?@good.com", 16, "'@' after a '?'"},
+        {"http://evil.com#x", 15, "'#'"},
         {"http:\\\\evil.com", 5, "backslash"},
         {"http://exa\tmple.com", 10, "tab"},
         {"http://example.com\r\n", 18, "carriage return"},

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "test_support.h"
@@ -245,6 +247,26 @@ static void test_command_line_errors(void **state)
     assert_int_equal(action, 'h');
 }
 
+/* A config path naming a FIFO (no writer) or a device is refused at once,
+ * as the table and the grant keys are (ph_open_regular). */
+static void test_only_a_regular_file_is_read(void **state)
+{
+    (void)state;
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/proxy.fifo", ph_test_dir);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    px_config cfg;
+    px_config_defaults(&cfg);
+    ph_diag d = { 0 };
+    alarm(10); /* SIGALRM ends a test that blocks */
+    assert_int_equal(px_config_load_yaml(fifo, &cfg, &d), PH_E_INVAL);
+    assert_int_equal(px_config_load_yaml("/dev/zero", &cfg, NULL), PH_E_INVAL);
+    alarm(0);
+    assert_non_null(strstr(d.message, "a FIFO"));
+    unlink(fifo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -256,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_proxy_protocol_prefixes),
         cmocka_unit_test(test_command_line_overrides_the_file),
         cmocka_unit_test(test_command_line_errors),
+        cmocka_unit_test(test_only_a_regular_file_is_read),
     };
     return cmocka_run_group_tests(tests, ph_test_dir_setup, ph_test_dir_teardown);
 }

@@ -73,6 +73,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_PROTOCOL_UNTRUSTED] = "proxy_protocol_untrusted",
     [PH_REASON_PROXY_PROTOCOL_MISSING] = "proxy_protocol_missing",
     [PH_REASON_PROXY_PROTOCOL_MALFORMED] = "proxy_protocol_malformed",
+    [PH_REASON_CLIENT_TIMEOUT] = "client_timeout",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -135,6 +136,8 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_PROTOCOL_UNTRUSTED] = 403,
     [PH_REASON_PROXY_PROTOCOL_MISSING] = 400,
     [PH_REASON_PROXY_PROTOCOL_MALFORMED] = 400,
+    /* The client's side was slow, as for a head (http_head_timeout). */
+    [PH_REASON_CLIENT_TIMEOUT] = 408,
 };
 
 int ph_reason_http_status(ph_reason r)

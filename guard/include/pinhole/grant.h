@@ -84,8 +84,10 @@ PH_API ph_status ph_keyring_add(ph_keyring *kr, const char *kid, const uint8_t *
 PH_API ph_status ph_keyring_parse(const char *text, size_t len, ph_keyring **out, ph_diag *diag);
 
 /* Reads and parses the key file at path. Refuses (PH_E_INVAL) a file that is
- * not a regular file or that grants any permission to group or others (keys
- * must be mode 0600 or 0400), and files over 16 KiB (PH_E_LIMIT). */
+ * not a regular file (a FIFO or a device is not waited on: ph_open_regular)
+ * or that grants any permission to group or others (keys must be mode 0600
+ * or 0400), and files over 16 KiB (PH_E_LIMIT); PH_E_NOT_FOUND when there is
+ * no file. */
 PH_API ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag);
 
 /* Number of keys; the id of the signing key (NULL when empty). Borrowed. */

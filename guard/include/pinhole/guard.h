@@ -264,7 +264,8 @@ typedef struct ph_decision {
     char keyring_id[PH_KEYRING_ID_HEX_LEN + 1];
     /* A URL's path and query (ph_decide_url, once the URL parsed, allowed
      * or not): where they start in req->url and their length, up to a '#'
-     * (what a proxy forwards as the origin-form target; 0 bytes: none).
+     * (what a proxy forwards as the origin-form target, "/" before it when
+     * it is empty or starts with '?', as in "http://a.com?q"; ph_url).
      * 0 and 0 for a CONNECT. */
     size_t path_offset;
     size_t path_len;

@@ -37,7 +37,8 @@ typedef struct ph_table ph_table;
  * verified table (close it with ph_table_close). On failure *table is NULL,
  * nothing is kept, and diag says why: PH_E_IO (open/read failed),
  * PH_E_LIMIT (larger than the 2 GiB format limit), PH_E_FORMAT (not a table,
- * truncated, corrupted, wrong version).
+ * truncated, corrupted, wrong version; not a regular file: a FIFO, device or
+ * directory is refused without being waited on, ph_open_regular).
  */
 PH_API ph_status ph_table_open(const char *path, ph_table **table, ph_diag *diag);
 

@@ -70,9 +70,11 @@ typedef struct ph_url {
     bool port_explicit;   /* true when the URL spelled a port */
     size_t host_len;      /* strlen(host) */
     size_t path_offset;   /* byte offset in the input where the path (and
-                             query) starts: '/' or the end of the input */
+                             query) starts: '/', '?' (an empty path before a
+                             query) or the end of the input */
     size_t path_len;      /* bytes of path+query, up to (not including) a '#'
-                             fragment; 0 means the request target is "/" */
+                             fragment; 0 means the request target is "/", and
+                             one starting with '?' is "/" then that query */
     char host[PH_HOST_MAX + 1]; /* canonical host, NUL-terminated */
 } ph_url;
 

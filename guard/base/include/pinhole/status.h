@@ -103,6 +103,8 @@ typedef enum ph_reason {
     PH_REASON_PROXY_PROTOCOL_UNTRUSTED = 42, /* a header from a source not allowed to send one */
     PH_REASON_PROXY_PROTOCOL_MISSING = 43,   /* no header from a source that must send one */
     PH_REASON_PROXY_PROTOCOL_MALFORMED = 44, /* a header that is not strict v2, or cut short */
+    /* A forwarded request whose client did not send its body in time. */
+    PH_REASON_CLIENT_TIMEOUT = 45,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
