@@ -25,7 +25,6 @@
 #include "conn.h"
 #include "log_json.h"
 #include "pinhole/clock.h"
-#include "proxy_limits.h"
 #include "proxy_protocol.h"
 #include "sockaddr.h"
 #include "worker.h"
@@ -41,6 +40,7 @@ typedef struct px_proxied {
     struct event *ev;             /* the socket is readable */
     struct event *timer;          /* the head deadline */
     px_sockaddr source;           /* the balancer */
+    char key[PX_PEER_KEY_MAX];    /* the balancer's per-peer key: its slots */
     size_t got;                   /* header bytes taken from the socket */
     uint8_t buf[PH_PP_HEADER_MAX];
 } px_proxied;
@@ -121,8 +121,7 @@ static void proxied_free(px_proxied *p)
         event_free(p->timer);
     if (p->fd >= 0)
         close(p->fd);
-    px_limits_head_release();
-    px_limits_conn_release();
+    px_conn_slots_release(p->key);
     free(p);
 }
 
@@ -182,29 +181,28 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
                 "PROXY header not complete within header_timeout_ms", NULL);
 }
 
-/* The header is not all there yet: wait for it on the loop, holding an
- * overall connection and head slot (a balancer is one source: the per-peer
- * caps apply to the client once it is named). */
+/* The header is not all there yet: wait for it on the loop. Until the
+ * header names the client, the connection is the balancer's own and holds
+ * the slots any connection of the balancer's would (px_conn_slots_acquire:
+ * the overall caps and the balancer's per-peer ones): a balancer that sends
+ * the header only with the client's first bytes (AWS NLB's default) hands
+ * over a silent client's connection with nothing in it, and such
+ * connections must not take every head slot from the other clients. */
 static void wait_for_header(px_worker *w, int fd, const struct sockaddr *source,
                             const uint8_t *buf, size_t got, int64_t accepted_ns)
 {
-    if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        refuse(fd, source, PH_REASON_PROXY_OVERLOADED, "max_connections reached");
+    char who[64], key[PX_PEER_KEY_MAX];
+    px_conn_peer_identity(fd, source, who, sizeof who, key);
+    if (!px_conn_slots_acquire(w, fd, who, key))
         return;
-    }
-    if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
-        px_limits_conn_release();
-        refuse(fd, source, PH_REASON_PROXY_OVERLOADED, "max_head_connections reached");
-        return;
-    }
     px_proxied *p = calloc(1, sizeof *p);
     if (p == NULL) {
-        px_limits_head_release();
-        px_limits_conn_release();
+        px_conn_slots_release(key);
         close(fd);
         return;
     }
     p->w = w;
+    memcpy(p->key, key, sizeof key);
     p->fd = fd;
     p->accepted_ns = accepted_ns;
     p->source.len = source->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)

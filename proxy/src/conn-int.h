@@ -128,6 +128,18 @@ px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer);
  * answered reason's status and why, closed, counted and logged with peer
  * as who connected. */
 void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why);
+/* Who connected (peer, from accept or a balancer's PROXY header; fd for a
+ * unix peer's credentials): log, the form of its log lines (log_cap of at
+ * least 64 bytes), and key, its per-peer limits' key. */
+#define PX_PEER_KEY_MAX 64
+void px_conn_peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
+                           char key[PX_PEER_KEY_MAX]);
+/* The slots a connection holds from accept while its head arrives: an
+ * overall one, the peer's (peer_key), the peer's head one, a head one.
+ * False: none is held, and fd was refused (px_conn_refuse_at_accept, with
+ * peer_log). px_conn_slots_release gives all four back. */
+bool px_conn_slots_acquire(px_worker *w, int fd, const char *peer_log, const char *peer_key);
+void px_conn_slots_release(const char *peer_key);
 /* Logs the connection (a forwarding one logs its requests itself),
  * releases every slot it holds, closes and frees everything of it. */
 void px_conn_free(px_conn *c);

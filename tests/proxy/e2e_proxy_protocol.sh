@@ -13,7 +13,10 @@
 #     a header from any other source (proxy_protocol_untrusted), and a
 #     header not complete in time (http_head_timeout);
 #   - another source without a header is served as itself, and one that
-#     trickles a signature meets the request parser (http_bad_request_line).
+#     trickles a signature meets the request parser (http_bad_request_line);
+#   - the balancer's connections that carry nothing yet (a balancer that
+#     sends the header with its client's first bytes) hold the balancer's
+#     own per-peer head slots, never every overall one.
 # Each step waits on the state the next check depends on (the proxy's
 # pinhole_proxy_connections_active), never on time.
 # Usage: e2e_proxy_protocol.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
@@ -159,4 +162,69 @@ check "log: cut short" "127.0.0.1" \
     "$(peer_of proxy_protocol_malformed 'closed before the PROXY header' | cut -d: -f1)"
 n_local=$(grep -F '"reason":"port_not_allowed"' "$E2E_TMP/proxy.log" | grep -c '"peer":"127.0.0.1:')
 check "log: the LOCAL header's connection is the balancer's" "1" "$n_local"
+
+# A balancer that sends the header only with its client's first bytes (AWS
+# NLB's default) hands over a silent client's connection empty. Until a
+# header names the client it is the balancer's own, under the balancer's
+# per-peer head cap (2): four of them leave overall head slots (4) to the
+# other clients. A second proxy, with the default header_timeout_ms, so the
+# silent ones are still held when the prompt client comes. Settled: each
+# silent connection is held (connections_active) or answered.
+E2E_PROXY_NAME=silent e2e_start_proxy --workers 2 --proxy-protocol 127.0.0.1 \
+    --max-head-connections-per-peer 2 --max-head-connections 4
+/usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/silent.out" 2>&1 <<'PY'
+import select, socket, struct, sys, time, urllib.request
+port, admin, host, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+SIG = b"\r\n\r\n\x00\r\nQUIT\n"
+body = socket.inet_aton("127.0.0.4") + socket.inet_aton("127.0.0.1") + struct.pack(">HH", 41004, port)
+HDR = SIG + b"\x21\x11" + struct.pack(">H", len(body)) + body
+REQ = ("CONNECT %s:1 HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n" % (host, token)).encode()
+
+def conn():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.connect(("127.0.0.1", port))
+    s.settimeout(10)
+    return s
+
+def answer(s):
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+    except OSError:
+        pass
+    s.close()
+    lines = data.split(b"\r\n")
+    reason = [l.split(b": ", 1)[1].decode() for l in lines if l.lower().startswith(b"pinhole-reason:")]
+    return "%s %s" % (lines[0].split()[1].decode(), reason[0]) if reason else "closed"
+
+def active():
+    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=5).read().decode()
+    return int([l for l in text.splitlines() if l.startswith("pinhole_proxy_connections_active ")][0].split()[1])
+
+silent = [conn() for _ in range(4)]
+for _ in range(800):
+    answered = [x for x in silent if select.select([x], [], [], 0)[0]]
+    held = active()
+    if held + len(answered) == len(silent):
+        break
+    time.sleep(0.025)
+print("silent_held", held)
+print("silent_refused", " ".join(sorted(answer(x) for x in answered)))
+s = conn()
+s.sendall(HDR + REQ)
+print("prompt", answer(s))
+PY
+cat "$E2E_TMP/silent.out"
+got() { awk -v k="$1" '$1==k{$1=""; sub(/^ /, ""); print; exit}' "$E2E_TMP/silent.out"; }
+check "a balancer's silent connections: held up to its head cap" "2" "$(got silent_held)"
+check "a balancer's silent connections over its head cap are refused" \
+    "503 peer_head_limit_exceeded 503 peer_head_limit_exceeded" "$(got silent_refused)"
+check "a prompt client beside them is served" "403 port_not_allowed" "$(got prompt)"
+n_silent=$(grep -F '"reason":"peer_head_limit_exceeded"' "$E2E_TMP/silent.log" | grep -c '"peer":"127.0.0.1:')
+check "log: the silent ones refused as the balancer's" "2" "$n_silent"
 e2e_finish
