@@ -124,6 +124,10 @@ for i in range(2):
     s = conn(); s.sendall(v2("127.0.0.2", 41000 + i) + b"CONNECT " + host.encode()); held.append(s)
 wait_active(2)
 print("capped", ask(v2("127.0.0.2", 41002) + REQ))
+# The same client named IPv4-mapped over IPv6 (a dual-stack balancer's form) is the same peer.
+mapped = socket.inet_pton(socket.AF_INET6, "::ffff:127.0.0.2") + socket.inet_pton(socket.AF_INET6, "::1")
+mapped += struct.pack(">HH", 41005, port)
+print("capped_mapped", ask(SIG + b"\x21\x21" + struct.pack(">H", len(mapped)) + mapped + REQ))
 print("other", ask(v2("127.0.0.3", 41003) + REQ))
 for s in held:
     s.close()
@@ -145,6 +149,8 @@ check "another source's signature in pieces: no request" "400 http_bad_request_l
 check "a header not complete in time" "408 http_head_timeout" "$(got late)"
 check "one named client at its head cap is refused" "503 peer_head_limit_exceeded" "$(got capped)"
 check "another named client is served" "403 port_not_allowed" "$(got other)"
+check "the capped client named IPv4-mapped is the same peer" "503 peer_head_limit_exceeded" \
+    "$(got capped_mapped)"
 check "metric proxy_protocol_untrusted" "1" "$(got metric_untrusted)"
 check "metric proxy_protocol_missing" "1" "$(got metric_missing)"
 check "metric proxy_protocol_malformed (v1, version, cut short)" "3" "$(got metric_malformed)"
@@ -157,6 +163,8 @@ peer_of() { # the peer of the log line with port_not_allowed/REASON and detail o
 check "log: the whole header's client" "127.0.0.2:40001" "$(peer_of port_not_allowed 127.0.0.2:40001)"
 check "log: the pieces' client" "127.0.0.3:40002" "$(peer_of port_not_allowed 127.0.0.3:40002)"
 check "log: the capped client" "127.0.0.2:41002" "$(peer_of peer_head_limit_exceeded 127.0.0.2:41002)"
+check "log: the IPv4-mapped client in IPv4 form" "127.0.0.2:41005" \
+    "$(peer_of peer_head_limit_exceeded 127.0.0.2:41005)"
 check "log: the untrusted source" "127.0.0.2" "$(peer_of proxy_protocol_untrusted 127.0.0.2 | cut -d: -f1)"
 check "log: cut short" "127.0.0.1" \
     "$(peer_of proxy_protocol_malformed 'closed before the PROXY header' | cut -d: -f1)"
