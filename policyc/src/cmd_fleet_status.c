@@ -101,11 +101,18 @@ static bool is_policy_id(const char *s, size_t len)
 }
 
 /* The policy id of a /metrics text: the one pinhole_proxy_policy_info
- * line at the start of a line; none or two are an answer without an id. */
+ * line at the start of a line, whose value is 1 (what the proxy writes:
+ * "} 1" and the end of the line); none or two, or a NUL byte anywhere
+ * (which would hide the lines after it from this reading), are an answer
+ * without an id. */
 static void read_id(endpoint *e)
 {
     const char *found = NULL;
     size_t mlen = strlen(POLICY_METRIC);
+    if (e->body != NULL && strlen(e->body) != e->len) {
+        snprintf(e->why, sizeof e->why, "a NUL byte in its /metrics");
+        return;
+    }
     for (const char *line = e->body; line != NULL && *line;) {
         if (strncmp(line, POLICY_METRIC, mlen) == 0) {
             if (found != NULL) {
@@ -118,7 +125,8 @@ static void read_id(endpoint *e)
         line = nl ? nl + 1 : NULL;
     }
     if (found == NULL || !is_policy_id(found, PH_TABLE_ID_HEX_LEN) ||
-        strncmp(found + PH_TABLE_ID_HEX_LEN, "\"} 1", 4) != 0) {
+        strncmp(found + PH_TABLE_ID_HEX_LEN, "\"} 1", 4) != 0 ||
+        (found[PH_TABLE_ID_HEX_LEN + 4] != '\n' && found[PH_TABLE_ID_HEX_LEN + 4] != '\0')) {
         snprintf(e->why, sizeof e->why, "no pinhole_proxy_policy_info in its /metrics");
         return;
     }
