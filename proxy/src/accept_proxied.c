@@ -77,12 +77,14 @@ static bool trusted(const px_config *cfg, const struct sockaddr *sa)
     return false;
 }
 
-/* Refuses the connection on fd (from source) for reason. */
-static void refuse(int fd, const struct sockaddr *source, ph_reason reason, const char *why)
+/* Refuses the connection on fd (from source, accepted at accepted_ns; 0:
+ * now) for reason. */
+static void refuse(int fd, const struct sockaddr *source, ph_reason reason, const char *why,
+                   int64_t accepted_ns)
 {
     char who[PX_ADDR_MAX];
     px_sockaddr_format(source, who, sizeof who);
-    px_conn_refuse_at_accept(fd, who, reason, why);
+    px_conn_refuse_at_accept(fd, who, reason, why, accepted_ns);
 }
 
 /* Closes fd (from source) without an answer: its log line says why (end). */
@@ -131,7 +133,7 @@ static void proxied_end(px_proxied *p, ph_reason reason, const char *why, const 
 {
     const struct sockaddr *source = (const struct sockaddr *)&p->source.ss;
     if (reason != PH_REASON_ALLOWED) {
-        refuse(p->fd, source, reason, why);
+        refuse(p->fd, source, reason, why, p->accepted_ns);
     } else {
         closed(p->fd, source, end, p->accepted_ns);
     }
@@ -233,7 +235,7 @@ void px_proxied_accept(px_worker *w, int fd, const struct sockaddr *peer)
         ssize_t r = recv(fd, first, sizeof first, MSG_PEEK);
         if (r > 0 && ph_pp_signature(first, (size_t)r)) {
             refuse(fd, peer, PH_REASON_PROXY_PROTOCOL_UNTRUSTED,
-                   "a PROXY header from a source not in proxy_protocol");
+                   "a PROXY header from a source not in proxy_protocol", 0);
             return;
         }
         px_conn_accept(w, fd, peer, 0);
@@ -253,10 +255,10 @@ void px_proxied_accept(px_worker *w, int fd, const struct sockaddr *peer)
     } else if (st == STEP_WAIT) {
         wait_for_header(w, fd, peer, buf, got, accepted_ns);
     } else if (st == STEP_REFUSED) {
-        refuse(fd, peer, hdr.reason, hdr.message);
+        refuse(fd, peer, hdr.reason, hdr.message, accepted_ns);
     } else if (got > 0) {
         refuse(fd, peer, PH_REASON_PROXY_PROTOCOL_MALFORMED,
-               "closed before the PROXY header was complete");
+               "closed before the PROXY header was complete", accepted_ns);
     } else {
         closed(fd, peer, "client_closed", accepted_ns);
     }

@@ -126,8 +126,10 @@ typedef struct px_conn {
 px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer);
 /* A connection refused before it is a px_conn (fd, not read from yet):
  * answered reason's status and why, closed, counted and logged with peer
- * as who connected. */
-void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why);
+ * as who connected, and its time since accepted_ns (ph_monotonic_ns() at
+ * accept; 0: refused at accept, a duration of 0). */
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why,
+                              int64_t accepted_ns);
 /* Who connected (peer, from accept or a balancer's PROXY header; fd for a
  * unix peer's credentials): log, the form of its log lines (log_cap of at
  * least 64 bytes), and key, its per-peer limits' key. */

@@ -286,12 +286,15 @@ void px_conn_close_idle_heads(px_worker *w)
     }
 }
 
-void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why,
+                              int64_t accepted_ns)
 {
     px_refuse_socket(fd, reason, why);
     px_metrics_request(reason);
     px_log_record r = { .peer = peer, .status = ph_reason_http_status(reason), .reason = reason,
                         .detail = why };
+    if (accepted_ns != 0)
+        r.duration_s = (double)(ph_monotonic_ns() - accepted_ns) / 1e9;
     px_log_connection(&r);
 }
 
@@ -339,20 +342,21 @@ bool px_conn_slots_acquire(px_worker *w, int fd, const char *peer_log, const cha
             fd, peer_log, PH_REASON_PROXY_OVERLOADED,
             px_limits_conn_active() >= w->cfg->max_connections
                 ? "max_connections reached"
-                : "descriptor reserve reached (the descriptor limit caps connections)");
+                : "descriptor reserve reached (the descriptor limit caps connections)",
+            0);
         return false;
     }
     if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
         px_limits_conn_release();
         px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
-                                 "max_connections_per_peer reached for this peer");
+                                 "max_connections_per_peer reached for this peer", 0);
         return false;
     }
     if (!px_limits_peer_head_acquire(peer_key, w->cfg->max_head_connections_per_peer)) {
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
         px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
-                                 "max_head_connections_per_peer reached for this peer");
+                                 "max_head_connections_per_peer reached for this peer", 0);
         return false;
     }
     if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
@@ -360,7 +364,7 @@ bool px_conn_slots_acquire(px_worker *w, int fd, const char *peer_log, const cha
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
         px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
-                                 "max_head_connections reached");
+                                 "max_head_connections reached", 0);
         return false;
     }
     return true;

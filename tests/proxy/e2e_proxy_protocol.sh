@@ -168,6 +168,12 @@ check "log: the IPv4-mapped client in IPv4 form" "127.0.0.2:41005" \
 check "log: the untrusted source" "127.0.0.2" "$(peer_of proxy_protocol_untrusted 127.0.0.2 | cut -d: -f1)"
 check "log: cut short" "127.0.0.1" \
     "$(peer_of proxy_protocol_malformed 'closed before the PROXY header' | cut -d: -f1)"
+# A header refused after a wait logs the time it was held (header_timeout_ms 1500).
+late_s=$(grep -F '"reason":"http_head_timeout"' "$E2E_TMP/proxy.log" | grep -F 'PROXY header not' | head -1 |
+    /usr/bin/python3 -c 'import json,sys; l=sys.stdin.readline(); print(json.loads(l)["duration_s"] if l else -1)')
+echo "# the late header's duration_s: $late_s"
+check "log: the late header's duration is its wait" "yes" \
+    "$(/usr/bin/python3 -c "print('yes' if $late_s >= 1.4 else 'no')")"
 n_local=$(grep -F '"reason":"port_not_allowed"' "$E2E_TMP/proxy.log" | grep -c '"peer":"127.0.0.1:')
 check "log: the LOCAL header's connection is the balancer's" "1" "$n_local"
 
