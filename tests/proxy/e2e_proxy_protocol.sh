@@ -29,8 +29,9 @@ e2e_start_proxy --workers 2 --proxy-protocol 127.0.0.1 --max-head-connections-pe
     --header-timeout-ms 1500
 D=$E2E_DOMAIN
 
-/usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/pp.out" 2>&1 <<'PY'
-import socket, struct, sys, time, urllib.request
+# The balancer's and clients' side; with "silent", the second proxy's check (below).
+cat >"$E2E_TMP/pp.py" <<'PY'
+import select, socket, struct, sys, time, urllib.request
 port, admin, host, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -89,6 +90,19 @@ def wait_active(n):
         time.sleep(0.025)
     return False
 
+if sys.argv[5:] == ["silent"]:
+    silent = [conn() for _ in range(4)]
+    for _ in range(800):
+        answered = [x for x in silent if select.select([x], [], [], 0)[0]]
+        held = int(metric("pinhole_proxy_connections_active"))
+        if held + len(answered) == len(silent):
+            break
+        time.sleep(0.025)
+    print("silent_held", held)
+    print("silent_refused", " ".join(sorted(answer(x) for x in answered)))
+    print("prompt", ask(v2("127.0.0.4", 41004) + REQ))
+    sys.exit(0)
+
 print("whole", ask(v2("127.0.0.2", 40001) + REQ))
 # In pieces: the signature's first bytes, then the rest of the header, then the request.
 s = conn()
@@ -135,6 +149,7 @@ wait_active(0)
 for r in ("untrusted", "missing", "malformed"):
     print("metric_" + r, metric('pinhole_proxy_requests_total{verdict="refused",reason="proxy_protocol_%s"}' % r))
 PY
+/usr/bin/python3 "$E2E_TMP/pp.py" "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/pp.out" 2>&1
 cat "$E2E_TMP/pp.out"
 got() { awk -v k="$1" '$1==k{$1=""; sub(/^ /, ""); print; exit}' "$E2E_TMP/pp.out"; }
 check "a whole header: the request is decided" "403 port_not_allowed" "$(got whole)"
@@ -186,53 +201,8 @@ check "log: the LOCAL header's connection is the balancer's" "1" "$n_local"
 # silent connection is held (connections_active) or answered.
 E2E_PROXY_NAME=silent e2e_start_proxy --workers 2 --proxy-protocol 127.0.0.1 \
     --max-head-connections-per-peer 2 --max-head-connections 4
-/usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/silent.out" 2>&1 <<'PY'
-import select, socket, struct, sys, time, urllib.request
-port, admin, host, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-SIG = b"\r\n\r\n\x00\r\nQUIT\n"
-body = socket.inet_aton("127.0.0.4") + socket.inet_aton("127.0.0.1") + struct.pack(">HH", 41004, port)
-HDR = SIG + b"\x21\x11" + struct.pack(">H", len(body)) + body
-REQ = ("CONNECT %s:1 HTTP/1.1\r\nProxy-Authorization: Bearer %s\r\n\r\n" % (host, token)).encode()
-
-def conn():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.connect(("127.0.0.1", port))
-    s.settimeout(10)
-    return s
-
-def answer(s):
-    data = b""
-    try:
-        while b"\r\n\r\n" not in data:
-            d = s.recv(4096)
-            if not d:
-                break
-            data += d
-    except OSError:
-        pass
-    s.close()
-    lines = data.split(b"\r\n")
-    reason = [l.split(b": ", 1)[1].decode() for l in lines if l.lower().startswith(b"pinhole-reason:")]
-    return "%s %s" % (lines[0].split()[1].decode(), reason[0]) if reason else "closed"
-
-def active():
-    text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=5).read().decode()
-    return int([l for l in text.splitlines() if l.startswith("pinhole_proxy_connections_active ")][0].split()[1])
-
-silent = [conn() for _ in range(4)]
-for _ in range(800):
-    answered = [x for x in silent if select.select([x], [], [], 0)[0]]
-    held = active()
-    if held + len(answered) == len(silent):
-        break
-    time.sleep(0.025)
-print("silent_held", held)
-print("silent_refused", " ".join(sorted(answer(x) for x in answered)))
-s = conn()
-s.sendall(HDR + REQ)
-print("prompt", answer(s))
-PY
+/usr/bin/python3 "$E2E_TMP/pp.py" "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" silent \
+    >"$E2E_TMP/silent.out" 2>&1
 cat "$E2E_TMP/silent.out"
 got() { awk -v k="$1" '$1==k{$1=""; sub(/^ /, ""); print; exit}' "$E2E_TMP/silent.out"; }
 check "a balancer's silent connections: held up to its head cap" "2" "$(got silent_held)"
