@@ -11,7 +11,8 @@
  *     with bytes after it read the same; every prefix is incomplete;
  *     feeding it a byte at a time, asking again only at `need`, gives the
  *     same answer; a client address is AF_INET or AF_INET6 and the one the
- *     bytes hold, and only a PROXY command over INET/INET6 has one.
+ *     bytes hold (an IPv4-mapped one over INET6 as AF_INET), and only a
+ *     PROXY command over INET/INET6 has one.
  */
 #include <netinet/in.h>
 #include <stdint.h>
@@ -68,14 +69,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     CHECK(ph_pp_parse(d, h.len, &k) == PH_PP_DONE && same(&h, &k));
     if (h.has_client) {
         CHECK(!h.local && (d[12] & 0x0f) == 1);
-        if (h.client.ss_family == AF_INET) {
+        static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+        if (h.client.ss_family == AF_INET && d[13] == 0x11) {
             const struct sockaddr_in *s4 = (const struct sockaddr_in *)&h.client;
-            CHECK(d[13] == 0x11 && h.client_len == sizeof *s4);
+            CHECK(h.client_len == sizeof *s4);
             CHECK(memcmp(&s4->sin_addr, d + 16, 4) == 0 && memcmp(&s4->sin_port, d + 24, 2) == 0);
+        } else if (h.client.ss_family == AF_INET) {
+            /* An IPv4-mapped client over INET6 is read as the IPv4 client. */
+            const struct sockaddr_in *s4 = (const struct sockaddr_in *)&h.client;
+            CHECK(d[13] == 0x21 && h.client_len == sizeof *s4);
+            CHECK(memcmp(d + 16, v4mapped, 12) == 0);
+            CHECK(memcmp(&s4->sin_addr, d + 28, 4) == 0 && memcmp(&s4->sin_port, d + 48, 2) == 0);
         } else {
             const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&h.client;
             CHECK(h.client.ss_family == AF_INET6 && d[13] == 0x21);
-            CHECK(h.client_len == sizeof *s6);
+            CHECK(h.client_len == sizeof *s6 && memcmp(d + 16, v4mapped, 12) != 0);
             CHECK(memcmp(&s6->sin6_addr, d + 16, 16) == 0 &&
                   memcmp(&s6->sin6_port, d + 48, 2) == 0);
         }

@@ -6,9 +6,10 @@
  *
  * Here rather than in pinhole-proxy: a rollout is compile, ship, then this
  * check, from wherever the table is compiled (CI, a workstation), and the
- * proxy, which faces tenants, links no HTTP client. libcurl fetches every
- * endpoint at once (a multi handle), http and https only, no redirect, no
- * proxy from the environment, each answer capped.
+ * proxy, which faces tenants, links no HTTP client. libcurl fetches the
+ * endpoints together (a multi handle, up to IN_FLIGHT_MAX at once), http
+ * and https only, no redirect, no proxy from the environment, each answer
+ * capped and dropped once read.
  */
 #include <curl/curl.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "commands.h"
@@ -30,6 +32,8 @@
 #define FETCH_TIMEOUT_MS 5000    /* per endpoint and round */
 #define POLL_MS 500              /* --wait: between rounds */
 #define ENDPOINTS_MAX 1024
+#define IN_FLIGHT_MAX 64         /* endpoints asked at once */
+#define FD_RESERVE 16            /* descriptors kept for stdio, libcurl's own */
 #define WHY_MAX 160
 
 typedef struct endpoint {
@@ -50,9 +54,9 @@ static void usage(FILE *out)
           "listener, http://HOST:PORT, or its /metrics), read from the\n"
           "pinhole_proxy_policy_info gauge of its /metrics, then whether they agree.\n"
           "The fleet has converged when every proxy answered and all serve one\n"
-          "policy id (the expected one, with --expect). Endpoints are asked at\n"
-          "once, each within 5 s, over http or https, following no redirect and\n"
-          "ignoring proxy variables.\n"
+          "policy id (the expected one, with --expect). Endpoints are asked\n"
+          "together, up to 64 at once, each within 5 s, over http or https,\n"
+          "following no redirect and ignoring proxy variables.\n"
           "\n"
           "Options:\n"
           "  -e, --expect=ID|TABLE  the policy id every proxy must serve (64 hex\n"
@@ -97,11 +101,18 @@ static bool is_policy_id(const char *s, size_t len)
 }
 
 /* The policy id of a /metrics text: the one pinhole_proxy_policy_info
- * line at the start of a line; none or two are an answer without an id. */
+ * line at the start of a line, whose value is 1 (what the proxy writes:
+ * "} 1" and the end of the line); none or two, or a NUL byte anywhere
+ * (which would hide the lines after it from this reading), are an answer
+ * without an id. */
 static void read_id(endpoint *e)
 {
     const char *found = NULL;
     size_t mlen = strlen(POLICY_METRIC);
+    if (e->body != NULL && strlen(e->body) != e->len) {
+        snprintf(e->why, sizeof e->why, "a NUL byte in its /metrics");
+        return;
+    }
     for (const char *line = e->body; line != NULL && *line;) {
         if (strncmp(line, POLICY_METRIC, mlen) == 0) {
             if (found != NULL) {
@@ -114,7 +125,8 @@ static void read_id(endpoint *e)
         line = nl ? nl + 1 : NULL;
     }
     if (found == NULL || !is_policy_id(found, PH_TABLE_ID_HEX_LEN) ||
-        strncmp(found + PH_TABLE_ID_HEX_LEN, "\"} 1", 4) != 0) {
+        strncmp(found + PH_TABLE_ID_HEX_LEN, "\"} 1", 4) != 0 ||
+        (found[PH_TABLE_ID_HEX_LEN + 4] != '\n' && found[PH_TABLE_ID_HEX_LEN + 4] != '\0')) {
         snprintf(e->why, sizeof e->why, "no pinhole_proxy_policy_info in its /metrics");
         return;
     }
@@ -139,7 +151,42 @@ static CURL *easy_for(endpoint *e)
     return h;
 }
 
-/* One round: every endpoint asked at once; each ends with an id or why. */
+/* What one finished transfer says about its endpoint; its answer is freed
+ * (only the id is kept, so a round holds at most IN_FLIGHT_MAX answers). */
+static void finish(endpoint *e, CURL *h, CURLcode result)
+{
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (e->too_large)
+        snprintf(e->why, sizeof e->why, "its answer is larger than 1 MiB");
+    else if (result != CURLE_OK)
+        snprintf(e->why, sizeof e->why, "unreachable: %s", curl_easy_strerror(result));
+    else if (code != 200)
+        snprintf(e->why, sizeof e->why, "HTTP %ld", code);
+    else
+        read_id(e);
+    free(e->body);
+    e->body = NULL;
+    e->len = 0;
+}
+
+/* How many endpoints are asked at once: IN_FLIGHT_MAX, fewer when the
+ * descriptor limit leaves less room (each transfer holds a socket; libcurl
+ * and stdio keep a few more), so a long list never fails for lack of
+ * descriptors, as if its endpoints were down. */
+static int in_flight_max(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return IN_FLIGHT_MAX;
+    if (rl.rlim_cur <= FD_RESERVE + 1)
+        return 1;
+    return rl.rlim_cur - FD_RESERVE < IN_FLIGHT_MAX ? (int)(rl.rlim_cur - FD_RESERVE)
+                                                    : IN_FLIGHT_MAX;
+}
+
+/* One round: every endpoint asked, up to in_flight_max() at once (each one
+ * added as another ends, its 5 s from then); each ends with an id or why. */
 static void ask_all(endpoint *eps, int n)
 {
     CURLM *m = curl_multi_init();
@@ -152,34 +199,41 @@ static void ask_all(endpoint *eps, int n)
         e->too_large = false;
         e->id[0] = '\0';
         snprintf(e->why, sizeof e->why, "out of memory");
-        if (m != NULL && hs != NULL && (hs[i] = easy_for(e)) != NULL)
-            curl_multi_add_handle(m, hs[i]);
     }
-    int running = m != NULL && hs != NULL;
-    while (running) {
-        if (curl_multi_perform(m, &running) != CURLM_OK)
+    int max = in_flight_max(), next = 0, in_flight = 0;
+    while (m != NULL && hs != NULL) {
+        for (; next < n && in_flight < max; next++) {
+            if ((hs[next] = easy_for(&eps[next])) == NULL)
+                continue;
+            if (curl_multi_add_handle(m, hs[next]) != CURLM_OK) {
+                curl_easy_cleanup(hs[next]);
+                hs[next] = NULL;
+                continue;
+            }
+            in_flight++;
+        }
+        int running = 0;
+        if (in_flight == 0 || curl_multi_perform(m, &running) != CURLM_OK)
             break;
-        if (running)
+        CURLMsg *msg;
+        int left;
+        while ((msg = curl_multi_info_read(m, &left)) != NULL) {
+            if (msg->msg != CURLMSG_DONE)
+                continue;
+            CURL *h = msg->easy_handle; /* msg is gone once h is removed */
+            CURLcode result = msg->data.result;
+            endpoint *e;
+            curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&e);
+            finish(e, h, result);
+            curl_multi_remove_handle(m, h);
+            curl_easy_cleanup(h);
+            hs[e - eps] = NULL;
+            in_flight--;
+        }
+        if (running > 0)
             curl_multi_poll(m, NULL, 0, 1000, NULL);
-    }
-    CURLMsg *msg;
-    int left;
-    while (m != NULL && (msg = curl_multi_info_read(m, &left)) != NULL) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        endpoint *e;
-        long code = 0;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&e);
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
-        if (e->too_large)
-            snprintf(e->why, sizeof e->why, "its answer is larger than 1 MiB");
-        else if (msg->data.result != CURLE_OK)
-            snprintf(e->why, sizeof e->why, "unreachable: %s",
-                     curl_easy_strerror(msg->data.result));
-        else if (code != 200)
-            snprintf(e->why, sizeof e->why, "HTTP %ld", code);
-        else
-            read_id(e);
+        else if (in_flight > 0)
+            break; /* nothing runs, yet not all ended: never spin */
     }
     for (int i = 0; hs != NULL && i < n; i++) {
         if (hs[i] == NULL)

@@ -25,7 +25,6 @@
 #include "conn.h"
 #include "log_json.h"
 #include "pinhole/clock.h"
-#include "proxy_limits.h"
 #include "proxy_protocol.h"
 #include "sockaddr.h"
 #include "worker.h"
@@ -41,6 +40,7 @@ typedef struct px_proxied {
     struct event *ev;             /* the socket is readable */
     struct event *timer;          /* the head deadline */
     px_sockaddr source;           /* the balancer */
+    char key[PX_PEER_KEY_MAX];    /* the balancer's per-peer key: its slots */
     size_t got;                   /* header bytes taken from the socket */
     uint8_t buf[PH_PP_HEADER_MAX];
 } px_proxied;
@@ -77,12 +77,14 @@ static bool trusted(const px_config *cfg, const struct sockaddr *sa)
     return false;
 }
 
-/* Refuses the connection on fd (from source) for reason. */
-static void refuse(int fd, const struct sockaddr *source, ph_reason reason, const char *why)
+/* Refuses the connection on fd (from source, accepted at accepted_ns; 0:
+ * now) for reason. */
+static void refuse(int fd, const struct sockaddr *source, ph_reason reason, const char *why,
+                   int64_t accepted_ns)
 {
     char who[PX_ADDR_MAX];
     px_sockaddr_format(source, who, sizeof who);
-    px_conn_refuse_at_accept(fd, who, reason, why);
+    px_conn_refuse_at_accept(fd, who, reason, why, accepted_ns);
 }
 
 /* Closes fd (from source) without an answer: its log line says why (end). */
@@ -121,8 +123,7 @@ static void proxied_free(px_proxied *p)
         event_free(p->timer);
     if (p->fd >= 0)
         close(p->fd);
-    px_limits_head_release();
-    px_limits_conn_release();
+    px_conn_slots_release(p->key);
     free(p);
 }
 
@@ -132,7 +133,7 @@ static void proxied_end(px_proxied *p, ph_reason reason, const char *why, const 
 {
     const struct sockaddr *source = (const struct sockaddr *)&p->source.ss;
     if (reason != PH_REASON_ALLOWED) {
-        refuse(p->fd, source, reason, why);
+        refuse(p->fd, source, reason, why, p->accepted_ns);
     } else {
         closed(p->fd, source, end, p->accepted_ns);
     }
@@ -182,29 +183,28 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
                 "PROXY header not complete within header_timeout_ms", NULL);
 }
 
-/* The header is not all there yet: wait for it on the loop, holding an
- * overall connection and head slot (a balancer is one source: the per-peer
- * caps apply to the client once it is named). */
+/* The header is not all there yet: wait for it on the loop. Until the
+ * header names the client, the connection is the balancer's own and holds
+ * the slots any connection of the balancer's would (px_conn_slots_acquire:
+ * the overall caps and the balancer's per-peer ones): a balancer that sends
+ * the header only with the client's first bytes (AWS NLB's default) hands
+ * over a silent client's connection with nothing in it, and such
+ * connections must not take every head slot from the other clients. */
 static void wait_for_header(px_worker *w, int fd, const struct sockaddr *source,
                             const uint8_t *buf, size_t got, int64_t accepted_ns)
 {
-    if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        refuse(fd, source, PH_REASON_PROXY_OVERLOADED, "max_connections reached");
+    char who[64], key[PX_PEER_KEY_MAX];
+    px_conn_peer_identity(fd, source, who, sizeof who, key);
+    if (!px_conn_slots_acquire(w, fd, who, key))
         return;
-    }
-    if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
-        px_limits_conn_release();
-        refuse(fd, source, PH_REASON_PROXY_OVERLOADED, "max_head_connections reached");
-        return;
-    }
     px_proxied *p = calloc(1, sizeof *p);
     if (p == NULL) {
-        px_limits_head_release();
-        px_limits_conn_release();
+        px_conn_slots_release(key);
         close(fd);
         return;
     }
     p->w = w;
+    memcpy(p->key, key, sizeof key);
     p->fd = fd;
     p->accepted_ns = accepted_ns;
     p->source.len = source->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
@@ -235,7 +235,7 @@ void px_proxied_accept(px_worker *w, int fd, const struct sockaddr *peer)
         ssize_t r = recv(fd, first, sizeof first, MSG_PEEK);
         if (r > 0 && ph_pp_signature(first, (size_t)r)) {
             refuse(fd, peer, PH_REASON_PROXY_PROTOCOL_UNTRUSTED,
-                   "a PROXY header from a source not in proxy_protocol");
+                   "a PROXY header from a source not in proxy_protocol", 0);
             return;
         }
         px_conn_accept(w, fd, peer, 0);
@@ -255,10 +255,10 @@ void px_proxied_accept(px_worker *w, int fd, const struct sockaddr *peer)
     } else if (st == STEP_WAIT) {
         wait_for_header(w, fd, peer, buf, got, accepted_ns);
     } else if (st == STEP_REFUSED) {
-        refuse(fd, peer, hdr.reason, hdr.message);
+        refuse(fd, peer, hdr.reason, hdr.message, accepted_ns);
     } else if (got > 0) {
         refuse(fd, peer, PH_REASON_PROXY_PROTOCOL_MALFORMED,
-               "closed before the PROXY header was complete");
+               "closed before the PROXY header was complete", accepted_ns);
     } else {
         closed(fd, peer, "client_closed", accepted_ns);
     }

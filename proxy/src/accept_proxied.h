@@ -15,8 +15,9 @@ struct px_proxied;
  * ours) with cfg->proxy_protocol set:
  *   - from a source in cfg->proxy_protocol: its PROXY header is read (at
  *     once when it is there, as TCP_DEFER_ACCEPT makes likely; else
- *     without blocking the loop, under the head deadline, holding an
- *     overall connection and head slot meanwhile), then px_conn_accept
+ *     without blocking the loop, under the head deadline, holding
+ *     meanwhile the slots of a connection of the balancer's own: the
+ *     overall caps and the balancer's per-peer ones), then px_conn_accept
  *     with the client it names (LOCAL, UNSPEC: the source itself). A
  *     missing (proxy_protocol_missing), malformed or cut short
  *     (proxy_protocol_malformed) or late (http_head_timeout) header is

@@ -126,8 +126,22 @@ typedef struct px_conn {
 px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer);
 /* A connection refused before it is a px_conn (fd, not read from yet):
  * answered reason's status and why, closed, counted and logged with peer
- * as who connected. */
-void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why);
+ * as who connected, and its time since accepted_ns (ph_monotonic_ns() at
+ * accept; 0: refused at accept, a duration of 0). */
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why,
+                              int64_t accepted_ns);
+/* Who connected (peer, from accept or a balancer's PROXY header; fd for a
+ * unix peer's credentials): log, the form of its log lines (log_cap of at
+ * least 64 bytes), and key, its per-peer limits' key. */
+#define PX_PEER_KEY_MAX 64
+void px_conn_peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
+                           char key[PX_PEER_KEY_MAX]);
+/* The slots a connection holds from accept while its head arrives: an
+ * overall one, the peer's (peer_key), the peer's head one, a head one.
+ * False: none is held, and fd was refused (px_conn_refuse_at_accept, with
+ * peer_log). px_conn_slots_release gives all four back. */
+bool px_conn_slots_acquire(px_worker *w, int fd, const char *peer_log, const char *peer_key);
+void px_conn_slots_release(const char *peer_key);
 /* Logs the connection (a forwarding one logs its requests itself),
  * releases every slot it holds, closes and frees everything of it. */
 void px_conn_free(px_conn *c);

@@ -286,12 +286,15 @@ void px_conn_close_idle_heads(px_worker *w)
     }
 }
 
-void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why,
+                              int64_t accepted_ns)
 {
     px_refuse_socket(fd, reason, why);
     px_metrics_request(reason);
     px_log_record r = { .peer = peer, .status = ph_reason_http_status(reason), .reason = reason,
                         .detail = why };
+    if (accepted_ns != 0)
+        r.duration_s = (double)(ph_monotonic_ns() - accepted_ns) / 1e9;
     px_log_connection(&r);
 }
 
@@ -311,25 +314,68 @@ void px_conn_leave_head(px_conn *c)
  * --host-uds=open), while every sandbox may run as the same uid; so the pid
  * tells one sandbox from another and the uid does not. (Under docker, the
  * development fallback, each process of a container is a peer of its own.) */
-static void peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
-                          char key[64])
+void px_conn_peer_identity(int fd, const struct sockaddr *peer, char *log, size_t log_cap,
+                           char key[PX_PEER_KEY_MAX])
 {
     if (peer->sa_family == AF_INET || peer->sa_family == AF_INET6) {
         char a[INET6_ADDRSTRLEN];
         px_sockaddr_format(peer, log, log_cap);
         px_addr_format(peer, a, sizeof a);
-        snprintf(key, 64, "ip %s", a);
+        snprintf(key, PX_PEER_KEY_MAX, "ip %s", a);
         return;
     }
     struct ucred cred = { 0 };
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0) {
         snprintf(log, log_cap, "unix pid=%d uid=%u", (int)cred.pid, (unsigned)cred.uid);
-        snprintf(key, 64, "pid %d", (int)cred.pid);
+        snprintf(key, PX_PEER_KEY_MAX, "pid %d", (int)cred.pid);
     } else {
         snprintf(log, log_cap, "unix");
-        snprintf(key, 64, "unix");
+        snprintf(key, PX_PEER_KEY_MAX, "unix");
     }
+}
+
+bool px_conn_slots_acquire(px_worker *w, int fd, const char *peer_log, const char *peer_key)
+{
+    if (!px_limits_conn_acquire(w->cfg->max_connections)) {
+        px_conn_refuse_at_accept(
+            fd, peer_log, PH_REASON_PROXY_OVERLOADED,
+            px_limits_conn_active() >= w->cfg->max_connections
+                ? "max_connections reached"
+                : "descriptor reserve reached (the descriptor limit caps connections)",
+            0);
+        return false;
+    }
+    if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
+        px_limits_conn_release();
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
+                                 "max_connections_per_peer reached for this peer", 0);
+        return false;
+    }
+    if (!px_limits_peer_head_acquire(peer_key, w->cfg->max_head_connections_per_peer)) {
+        px_limits_peer_release(peer_key);
+        px_limits_conn_release();
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
+                                 "max_head_connections_per_peer reached for this peer", 0);
+        return false;
+    }
+    if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
+        px_limits_peer_head_release(peer_key);
+        px_limits_peer_release(peer_key);
+        px_limits_conn_release();
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
+                                 "max_head_connections reached", 0);
+        return false;
+    }
+    return true;
+}
+
+void px_conn_slots_release(const char *peer_key)
+{
+    px_limits_head_release();
+    px_limits_peer_head_release(peer_key);
+    px_limits_peer_release(peer_key);
+    px_limits_conn_release();
 }
 
 px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer)
@@ -338,47 +384,17 @@ px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer)
         close(fd);
         return NULL;
     }
-    char peer_log[64], peer_key[64];
-    peer_identity(fd, peer, peer_log, sizeof peer_log, peer_key);
-    if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        px_conn_refuse_at_accept(
-            fd, peer_log, PH_REASON_PROXY_OVERLOADED,
-            px_limits_conn_active() >= w->cfg->max_connections
-                ? "max_connections reached"
-                : "descriptor reserve reached (the descriptor limit caps connections)");
+    char peer_log[64], peer_key[PX_PEER_KEY_MAX];
+    px_conn_peer_identity(fd, peer, peer_log, sizeof peer_log, peer_key);
+    if (!px_conn_slots_acquire(w, fd, peer_log, peer_key))
         return NULL;
-    }
-    if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
-        px_limits_conn_release();
-        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
-                                 "max_connections_per_peer reached for this peer");
-        return NULL;
-    }
-    if (!px_limits_peer_head_acquire(peer_key, w->cfg->max_head_connections_per_peer)) {
-        px_limits_peer_release(peer_key);
-        px_limits_conn_release();
-        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
-                                 "max_head_connections_per_peer reached for this peer");
-        return NULL;
-    }
-    if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
-        px_limits_peer_head_release(peer_key);
-        px_limits_peer_release(peer_key);
-        px_limits_conn_release();
-        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
-                                 "max_head_connections reached");
-        return NULL;
-    }
-    /* peer_identity's strings fit their 64 bytes: key_off fits a byte. */
+    /* px_conn_peer_identity's strings fit their 64 bytes: key_off fits a byte. */
     size_t log_len = strlen(peer_log), key_len = strlen(peer_key);
     px_conn *c = calloc(1, sizeof *c + log_len + 1 + key_len + 1);
     conn_head *h = c != NULL ? calloc(1, sizeof *h) : NULL;
     if (h == NULL) {
         free(c);
-        px_limits_head_release();
-        px_limits_peer_head_release(peer_key);
-        px_limits_peer_release(peer_key);
-        px_limits_conn_release();
+        px_conn_slots_release(peer_key);
         close(fd);
         return NULL;
     }

@@ -110,6 +110,17 @@ static void client_inet(const uint8_t *a, ph_pp_header *out)
 
 static void client_inet6(const uint8_t *a, ph_pp_header *out)
 {
+    static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (memcmp(a, v4mapped, sizeof v4mapped) == 0) {
+        /* ::ffff:a.b.c.d: the IPv4 client a dual-stack balancer accepted;
+         * its address and port, as a sockaddr_in. */
+        uint8_t block[ADDRS_INET];
+        memcpy(block, a + 12, 4);
+        memset(block + 4, 0, 4);
+        memcpy(block + 8, a + 16 + 16, 2);
+        client_inet(block, out);
+        return;
+    }
     struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&out->client;
     s6->sin6_family = AF_INET6;
     memcpy(&s6->sin6_addr, a, 16);

@@ -31,6 +31,11 @@
  * Bytes that are not a PROXY header at all (their start differs from the
  * signature) are refused with reason proxy_protocol_missing.
  *
+ * A client over INET6 whose address is IPv4-mapped (::ffff:a.b.c.d, how a
+ * dual-stack balancer names an IPv4 client) is read as that IPv4 client
+ * (sockaddr_in): one client is one peer whichever of the balancer's
+ * listeners it reached.
+ *
  * TLVs are skipped (none changes what the proxy does with the connection);
  * their values are not read. A LOCAL header (a balancer's own health check)
  * or a PROXY header of family UNSPEC names no client: DONE with has_client
@@ -66,7 +71,8 @@ typedef struct ph_pp_header {
     bool local;          /* DONE: the LOCAL command */
     bool has_client;     /* DONE: client holds the client's address and port
                           * (PROXY over INET or INET6) */
-    struct sockaddr_storage client; /* DONE, has_client: sockaddr_in or sockaddr_in6 */
+    struct sockaddr_storage client; /* DONE, has_client: sockaddr_in or sockaddr_in6
+                                     * (never an IPv4-mapped one) */
     socklen_t client_len;
     size_t need;         /* INCOMPLETE: nothing can change before the input
                           * is this long */

@@ -103,6 +103,10 @@ const char *px_prefix_parse(const char *text, px_prefix *out)
     }
     if (bits == 0)
         return "a /0 prefix would let every address name its own client";
+    static const uint8_t v4mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+    if (out->family == AF_INET6 && bits >= 96 && memcmp(out->addr, v4mapped, 12) == 0)
+        return "an IPv4-mapped prefix matches no source (IPv6 listeners are IPv6-only): "
+               "write the IPv4 prefix";
     for (unsigned i = (unsigned)bits; i < max; i++)
         if (out->addr[i / 8] & (0x80 >> (i % 8)))
             return "address bits set past the prefix length";

@@ -34,7 +34,8 @@ typedef struct px_prefix {
 
 /* Parses a prefix (numeric, inet_pton's forms, no brackets, no zone).
  * Strict: host bits set past the prefix length ("10.0.0.1/8", a typo for
- * a host or a network) and a length of 0 (every address) are refused.
+ * a host or a network), a length of 0 (every address) and an IPv4-mapped
+ * prefix (::ffff:a.b.c.d, which no source matches) are refused.
  * Returns NULL or a static message. */
 const char *px_prefix_parse(const char *text, px_prefix *out);
 /* Whether sa (AF_INET or AF_INET6) lies in p (same family only: an

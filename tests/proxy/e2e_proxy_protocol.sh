@@ -13,7 +13,10 @@
 #     a header from any other source (proxy_protocol_untrusted), and a
 #     header not complete in time (http_head_timeout);
 #   - another source without a header is served as itself, and one that
-#     trickles a signature meets the request parser (http_bad_request_line).
+#     trickles a signature meets the request parser (http_bad_request_line);
+#   - the balancer's connections that carry nothing yet (a balancer that
+#     sends the header with its client's first bytes) hold the balancer's
+#     own per-peer head slots, never every overall one.
 # Each step waits on the state the next check depends on (the proxy's
 # pinhole_proxy_connections_active), never on time.
 # Usage: e2e_proxy_protocol.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
@@ -26,8 +29,9 @@ e2e_start_proxy --workers 2 --proxy-protocol 127.0.0.1 --max-head-connections-pe
     --header-timeout-ms 1500
 D=$E2E_DOMAIN
 
-/usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/pp.out" 2>&1 <<'PY'
-import socket, struct, sys, time, urllib.request
+# The balancer's and clients' side; with "silent", the second proxy's check (below).
+cat >"$E2E_TMP/pp.py" <<'PY'
+import select, socket, struct, sys, time, urllib.request
 port, admin, host, token = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 SIG = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -86,6 +90,19 @@ def wait_active(n):
         time.sleep(0.025)
     return False
 
+if sys.argv[5:] == ["silent"]:
+    silent = [conn() for _ in range(4)]
+    for _ in range(800):
+        answered = [x for x in silent if select.select([x], [], [], 0)[0]]
+        held = int(metric("pinhole_proxy_connections_active"))
+        if held + len(answered) == len(silent):
+            break
+        time.sleep(0.025)
+    print("silent_held", held)
+    print("silent_refused", " ".join(sorted(answer(x) for x in answered)))
+    print("prompt", ask(v2("127.0.0.4", 41004) + REQ))
+    sys.exit(0)
+
 print("whole", ask(v2("127.0.0.2", 40001) + REQ))
 # In pieces: the signature's first bytes, then the rest of the header, then the request.
 s = conn()
@@ -121,6 +138,10 @@ for i in range(2):
     s = conn(); s.sendall(v2("127.0.0.2", 41000 + i) + b"CONNECT " + host.encode()); held.append(s)
 wait_active(2)
 print("capped", ask(v2("127.0.0.2", 41002) + REQ))
+# The same client named IPv4-mapped over IPv6 (a dual-stack balancer's form) is the same peer.
+mapped = socket.inet_pton(socket.AF_INET6, "::ffff:127.0.0.2") + socket.inet_pton(socket.AF_INET6, "::1")
+mapped += struct.pack(">HH", 41005, port)
+print("capped_mapped", ask(SIG + b"\x21\x21" + struct.pack(">H", len(mapped)) + mapped + REQ))
 print("other", ask(v2("127.0.0.3", 41003) + REQ))
 for s in held:
     s.close()
@@ -128,6 +149,7 @@ wait_active(0)
 for r in ("untrusted", "missing", "malformed"):
     print("metric_" + r, metric('pinhole_proxy_requests_total{verdict="refused",reason="proxy_protocol_%s"}' % r))
 PY
+/usr/bin/python3 "$E2E_TMP/pp.py" "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" >"$E2E_TMP/pp.out" 2>&1
 cat "$E2E_TMP/pp.out"
 got() { awk -v k="$1" '$1==k{$1=""; sub(/^ /, ""); print; exit}' "$E2E_TMP/pp.out"; }
 check "a whole header: the request is decided" "403 port_not_allowed" "$(got whole)"
@@ -142,6 +164,8 @@ check "another source's signature in pieces: no request" "400 http_bad_request_l
 check "a header not complete in time" "408 http_head_timeout" "$(got late)"
 check "one named client at its head cap is refused" "503 peer_head_limit_exceeded" "$(got capped)"
 check "another named client is served" "403 port_not_allowed" "$(got other)"
+check "the capped client named IPv4-mapped is the same peer" "503 peer_head_limit_exceeded" \
+    "$(got capped_mapped)"
 check "metric proxy_protocol_untrusted" "1" "$(got metric_untrusted)"
 check "metric proxy_protocol_missing" "1" "$(got metric_missing)"
 check "metric proxy_protocol_malformed (v1, version, cut short)" "3" "$(got metric_malformed)"
@@ -154,9 +178,37 @@ peer_of() { # the peer of the log line with port_not_allowed/REASON and detail o
 check "log: the whole header's client" "127.0.0.2:40001" "$(peer_of port_not_allowed 127.0.0.2:40001)"
 check "log: the pieces' client" "127.0.0.3:40002" "$(peer_of port_not_allowed 127.0.0.3:40002)"
 check "log: the capped client" "127.0.0.2:41002" "$(peer_of peer_head_limit_exceeded 127.0.0.2:41002)"
+check "log: the IPv4-mapped client in IPv4 form" "127.0.0.2:41005" \
+    "$(peer_of peer_head_limit_exceeded 127.0.0.2:41005)"
 check "log: the untrusted source" "127.0.0.2" "$(peer_of proxy_protocol_untrusted 127.0.0.2 | cut -d: -f1)"
 check "log: cut short" "127.0.0.1" \
     "$(peer_of proxy_protocol_malformed 'closed before the PROXY header' | cut -d: -f1)"
+# A header refused after a wait logs the time it was held (header_timeout_ms 1500).
+late_s=$(grep -F '"reason":"http_head_timeout"' "$E2E_TMP/proxy.log" | grep -F 'PROXY header not' | head -1 |
+    /usr/bin/python3 -c 'import json,sys; l=sys.stdin.readline(); print(json.loads(l)["duration_s"] if l else -1)')
+echo "# the late header's duration_s: $late_s"
+check "log: the late header's duration is its wait" "yes" \
+    "$(/usr/bin/python3 -c "print('yes' if $late_s >= 1.4 else 'no')")"
 n_local=$(grep -F '"reason":"port_not_allowed"' "$E2E_TMP/proxy.log" | grep -c '"peer":"127.0.0.1:')
 check "log: the LOCAL header's connection is the balancer's" "1" "$n_local"
+
+# A balancer that sends the header only with its client's first bytes (AWS
+# NLB's default) hands over a silent client's connection empty. Until a
+# header names the client it is the balancer's own, under the balancer's
+# per-peer head cap (2): four of them leave overall head slots (4) to the
+# other clients. A second proxy, with the default header_timeout_ms, so the
+# silent ones are still held when the prompt client comes. Settled: each
+# silent connection is held (connections_active) or answered.
+E2E_PROXY_NAME=silent e2e_start_proxy --workers 2 --proxy-protocol 127.0.0.1 \
+    --max-head-connections-per-peer 2 --max-head-connections 4
+/usr/bin/python3 "$E2E_TMP/pp.py" "$PROXY_PORT" "$ADMIN_PORT" "ok.$D" "$TOKEN" silent \
+    >"$E2E_TMP/silent.out" 2>&1
+cat "$E2E_TMP/silent.out"
+got() { awk -v k="$1" '$1==k{$1=""; sub(/^ /, ""); print; exit}' "$E2E_TMP/silent.out"; }
+check "a balancer's silent connections: held up to its head cap" "2" "$(got silent_held)"
+check "a balancer's silent connections over its head cap are refused" \
+    "503 peer_head_limit_exceeded 503 peer_head_limit_exceeded" "$(got silent_refused)"
+check "a prompt client beside them is served" "403 port_not_allowed" "$(got prompt)"
+n_silent=$(grep -F '"reason":"peer_head_limit_exceeded"' "$E2E_TMP/silent.log" | grep -c '"peer":"127.0.0.1:')
+check "log: the silent ones refused as the balancer's" "2" "$n_silent"
 e2e_finish

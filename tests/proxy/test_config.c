@@ -210,6 +210,11 @@ static void test_proxy_protocol_prefixes(void **state)
     assert_error_at("proxy_protocol: [lb.example]\n", ":1:18:", "numeric");
     assert_error_at("proxy_protocol: [\"[::1]\"]\n", ":1:18:", "numeric");
     assert_error_at("proxy_protocol: [010.0.0.0/8]\n", ":1:18:", "numeric");
+    /* An IPv4-mapped prefix would match no source (IPv6 listeners are
+     * IPv6-only, an IPv4 source is AF_INET): a balancer listed so would be
+     * refused, so the prefix is an error naming the IPv4 form. */
+    assert_error_at("proxy_protocol: [\"::ffff:10.0.1.0/120\"]\n", ":1:18:", "IPv4-mapped");
+    assert_error_at("proxy_protocol: [\"::ffff:127.0.0.1\"]\n", ":1:18:", "IPv4-mapped");
 
     char path[1024];
     snprintf(path, sizeof path, "%s",

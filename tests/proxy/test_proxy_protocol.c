@@ -110,6 +110,12 @@ static void balancers_headers_read_however_they_arrive(void **state)
     n = inet6_block(body);
     reads_whole_and_cut(v2(0x21, 0x21, body, n));
     client_is("2001:db8::7", 51234);
+    /* An IPv4-mapped client (how a dual-stack balancer names an IPv4
+     * client) is that IPv4 client: one per-peer key and log form, whatever
+     * the balancer's listener. */
+    inet_pton(AF_INET6, "::ffff:203.0.113.7", body);
+    reads_whole_and_cut(v2(0x21, 0x21, body, n));
+    client_is("203.0.113.7", 51234);
 
     /* HAProxy's TLVs (ALPN, authority, CRC32C, unique id, SSL), skipped. */
     n = inet_block(body);
