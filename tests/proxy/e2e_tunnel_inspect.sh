@@ -5,7 +5,9 @@
 # naming another host, or none, is refused with an alert and its reason,
 # and the upstream receives no byte of its ClientHello; a hello sent one
 # byte at a time passes; a client that sends nothing is closed at the
-# deadline; a non-TLS protocol is refused.
+# deadline; a non-TLS protocol is refused; HTTP/1 in clear is served by the
+# forwarding engine, each request's Host checked (host_mismatch); a rule's
+# protocol: tcp lets an SSH-like exchange through uninspected.
 # Usage: e2e_tunnel_inspect.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -14,13 +16,13 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_tls
 e2e_start_forward_peer
-E2E_INSPECT=1 e2e_start_proxy --inspect-timeout-ms 700
+e2e_start_proxy --inspect-timeout-ms 700
 D=$E2E_DOMAIN
 PURL="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 
-check "curl: the tunnel and the TLS server's 200" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
+check "curl: the tunnel and the TLS server's 200" "200 - 200" "$(e2e_curl "lease1:$TOKEN" tls.$D:$TLS_PORT)"
 check "Python urllib and requests through the inspection" "200 200" \
-    "$(/usr/bin/python3 - "$PURL" "https://ok.$D:$TLS_PORT/" "$E2E_TMP/tls.crt" 2>&1 <<'PY'
+    "$(/usr/bin/python3 - "$PURL" "https://tls.$D:$TLS_PORT/" "$E2E_TMP/tls.crt" 2>&1 <<'PY'
 import ssl, sys, urllib.request, requests
 proxy, url, ca = sys.argv[1:]
 opener = urllib.request.build_opener(
@@ -32,22 +34,22 @@ print(a, b)
 PY
 )"
 s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
-    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$TLS_PORT" -servername "ok.$D" \
+    -proxy_pass "pass:$TOKEN" -connect "tls.$D:$TLS_PORT" -servername "tls.$D" \
     -CAfile "$E2E_TMP/tls.crt" -verify_return_error 2>&1)
-check "openssl s_client -servername ok: exit 0" "0" "$?"
+check "openssl s_client -servername tls: exit 0" "0" "$?"
 
 # Another name, and none, towards the byte-recording upstream: refused
 # before a byte of the hello is relayed.
 s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
-    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$UP" -servername evil.test 2>&1)
+    -proxy_pass "pass:$TOKEN" -connect "tls.$D:$UP" -servername evil.test 2>&1)
 check "s_client -servername evil.test: an access_denied alert" "1" \
     "$(printf '%s\n' "$s_out" | grep -c 'alert access denied')"
 s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
-    -proxy_pass "pass:$TOKEN" -connect "ok.$D:$UP" -noservername 2>&1)
+    -proxy_pass "pass:$TOKEN" -connect "tls.$D:$UP" -noservername 2>&1)
 check "s_client without a server name: an access_denied alert" "1" \
     "$(printf '%s\n' "$s_out" | grep -c 'alert access denied')"
 check "Python ssl with server_hostname=evil.test: refused with an alert" "alert" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D:$UP" 2>&1 <<'PY'
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D:$UP" 2>&1 <<'PY'
 import socket, ssl, sys
 port, tok, dest = sys.argv[1:]
 s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
@@ -77,7 +79,7 @@ check "metrics count the refusals by reason" "2 1" \
 # first half only), nothing at all (closed at the deadline), SSH.
 check "a hello a byte at a time, with the head, half with the head; nothing; SSH" \
     "handshake handshake handshake closed closed" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$TLS_PORT" 2>&1 <<'PY'
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$TLS_PORT" 2>&1 <<'PY'
 import socket, ssl, sys
 port, tok, host, tls_port = sys.argv[1:]
 def tunnel(early=b""):
@@ -119,8 +121,8 @@ PY
 )"
 # The CONNECT host is compared in its canonical form: an authority in
 # capitals (a trailing dot is refused at the CONNECT: 400) is the host the hello names.
-check "CONNECT OK.<domain>:port with the hello for ok.<domain>" "handshake" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$TLS_PORT" 2>&1 <<'PY'
+check "CONNECT TLS.<domain>:port with the hello for tls.<domain>" "handshake" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$TLS_PORT" 2>&1 <<'PY'
 import socket, ssl, sys
 port, tok, host, tls_port = sys.argv[1:]
 s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
@@ -142,4 +144,73 @@ check "the log says protocol_not_allowed for both" "2" \
     "$(grep -c '"reason":"protocol_not_allowed"' "$E2E_TMP/proxy.log")"
 check "the one sending nothing was closed at inspect_timeout_ms" "1" \
     "$(grep -c '"reason":"protocol_not_allowed".*(inspect_timeout_ms)' "$E2E_TMP/proxy.log")"
+
+# HTTP/1 in clear in a tunnel (web: protocol http): the first request, for
+# the CONNECT host and port, is forwarded; the second, naming another host,
+# is answered 403 host_mismatch and ends the connection, and the upstream
+# receives none of its bytes.
+: >"$E2E_TMP/up/recv.bin"
+check "HTTP in a tunnel: the CONNECT host's request passes, another Host is refused" \
+    "HTTP/1.1 200|hello /first|HTTP/1.1 403|host_mismatch|closed" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
+import socket, sys
+port, tok, host, up = sys.argv[1:]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+f = s.makefile("rb")
+assert f.readline().startswith(b"HTTP/1.1 200")
+while f.readline() not in (b"\r\n", b""):
+    pass
+def response():
+    status = f.readline().decode().strip()
+    n = 0
+    reason = ""
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        if k.lower() == "content-length":
+            n = int(v)
+        if k.lower() == "pinhole-reason":
+            reason = v.strip()
+    body = f.read(n).decode()
+    return status, body, reason
+s.sendall(f"GET /first HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
+st1, b1, _ = response()
+s.sendall(f"GET /second HTTP/1.1\r\nHost: tls.pinhole-e2e.test:{up}\r\n\r\n".encode())
+st2, b2, r2 = response()
+rest = f.read()
+print("|".join([st1[:12], b1, st2[:12], r2 or b2, "closed" if rest == b"" else "open"]))
+PY
+)"
+check "the upstream got the first request and no byte of the second" "1 0" \
+    "$(grep -c 'GET /first' "$E2E_TMP/up/recv.bin") $(grep -c 'second' "$E2E_TMP/up/recv.bin")"
+check "the log says host_mismatch" "1" \
+    "$(grep -c '"reason":"host_mismatch"' "$E2E_TMP/proxy.log")"
+check "a TLS hello to web (protocol http) is refused" \
+    "protocol_not_allowed" \
+    "$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+        -proxy_pass "pass:$TOKEN" -connect "web.$D:$UP" -servername "web.$D" >/dev/null 2>&1
+       grep -o '"host":"web.pinhole-e2e.test".*"reason":"protocol_not_allowed"' "$E2E_TMP/proxy.log" |
+       grep -o 'protocol_not_allowed' | head -1)"
+
+# protocol: tcp (ok): an SSH-like exchange, relayed without inspection.
+check "protocol tcp: SSH-like bytes reach the upstream through the tunnel" "1" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "ok.$D" "$UP" 2>&1 <<'PY'
+import socket, sys
+port, tok, host, up = sys.argv[1:]
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+s.sendall(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+s.shutdown(socket.SHUT_WR)
+s.recv(100)  # the HTTP upstream answers garbage with 400 or closes
+print(1 if head.startswith(b"HTTP/1.1 200") else 0)
+PY
+)"
+check "the upstream received the SSH banner" "1" \
+    "$(grep -c 'SSH-2.0-OpenSSH_9.2p1' "$E2E_TMP/up/recv.bin")"
 e2e_finish

@@ -97,6 +97,8 @@ typedef enum ph_reason {
     PH_REASON_SNI_MISSING = 39,          /* a ClientHello without a server name */
     PH_REASON_SNI_MISMATCH = 40,         /* a server name other than the CONNECT host */
     PH_REASON_PROTOCOL_NOT_ALLOWED = 41, /* neither TLS nor what the rule allows */
+    PH_REASON_HOST_MISMATCH = 42,        /* an HTTP request in a tunnel naming another
+                                          * host or port than the CONNECT */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
