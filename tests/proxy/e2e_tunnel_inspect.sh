@@ -38,6 +38,63 @@ s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy
     -CAfile "$E2E_TMP/tls.crt" -verify_return_error 2>&1)
 check "openssl s_client -servername tls: exit 0" "0" "$?"
 
+# wget, git (a repository over HTTPS: the dumb protocol from a static
+# server) and Node's undici (ProxyAgent) through the inspection, unchanged.
+mkdir -p "$E2E_TMP/www"
+git init -q "$E2E_TMP/work" &&
+    git -C "$E2E_TMP/work" -c user.name=t -c user.email=t@t commit -q --allow-empty -m one &&
+    git clone -q --bare "$E2E_TMP/work" "$E2E_TMP/www/repo.git" &&
+    git -C "$E2E_TMP/www/repo.git" update-server-info || fail "git repository"
+echo hello >"$E2E_TMP/www/hello.txt"
+/usr/bin/python3 - "$E2E_TMP/www" "$E2E_TMP/tls.crt" "$E2E_TMP/tls.key" "$E2E_TMP/www.port" \
+    2>"$E2E_TMP/www.err" <<'PY' &
+import functools, http.server, os, ssl, sys
+root, crt, key, portfile = sys.argv[1:]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(crt, key)
+h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=root)
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+os.rename(portfile + ".tmp", portfile)
+srv.serve_forever()
+PY
+E2E_PIDS="$E2E_PIDS $!"
+for _ in $(seq 1 200); do [ -s "$E2E_TMP/www.port" ] && break; sleep 0.025; done
+WWW=$(cat "$E2E_TMP/www.port")
+sni_before=$(grep -c '"sni":"tls.pinhole-e2e.test"' "$E2E_TMP/proxy.log")
+check "wget over https through the inspection" "hello" \
+    "$(https_proxy="$PURL" timeout 20 wget -q -O - --ca-certificate="$E2E_TMP/tls.crt" \
+        "https://tls.$D:$WWW/hello.txt" 2>&1)"
+check "git ls-remote and clone over https through the inspection" \
+    "$(git -C "$E2E_TMP/work" rev-parse HEAD) 0" \
+    "$(export https_proxy="$PURL" GIT_SSL_CAINFO="$E2E_TMP/tls.crt"
+       printf '%s ' "$(timeout 30 git ls-remote "https://tls.$D:$WWW/repo.git" HEAD 2>&1 | cut -f1)"
+       timeout 30 git clone -q "https://tls.$D:$WWW/repo.git" "$E2E_TMP/clone" >/dev/null 2>&1
+       echo $?)"
+check "Node's undici fetch (ProxyAgent) through the inspection" "200 hello" \
+    "$(NODE_PATH="$PH_BINARY_DIR/guard/node/node_modules:/usr/lib/node_modules/npm/node_modules" \
+        timeout 20 node - "$PROXY_PORT" "lease1:$TOKEN" "https://tls.$D:$WWW/hello.txt" \
+        "$E2E_TMP/tls.crt" 2>&1 <<'JS'
+const fs = require('fs');
+const { fetch, ProxyAgent } = require('undici');
+const [port, cred, url, ca] = process.argv.slice(2);
+const dispatcher = new ProxyAgent({
+  uri: `http://127.0.0.1:${port}`,
+  token: 'Basic ' + Buffer.from(cred).toString('base64'),
+  requestTls: { ca: fs.readFileSync(ca) },
+});
+fetch(url, { dispatcher }).then(async (r) => {
+  console.log(r.status, (await r.text()).trim());
+  process.exit(0);
+}, (e) => { console.log('error', e.cause ? e.cause.message : e.message); process.exit(1); });
+JS
+)"
+sni_after=$(grep -c '"sni":"tls.pinhole-e2e.test"' "$E2E_TMP/proxy.log")
+check "their tunnels (wget, git twice or more, node) passed with the CONNECT host as SNI" "yes" \
+    "$([ $((sni_after - sni_before)) -ge 4 ] && echo yes || echo $((sni_after - sni_before)))"
+
 # Another name, and none, towards the byte-recording upstream: refused
 # before a byte of the hello is relayed.
 s_out=$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
