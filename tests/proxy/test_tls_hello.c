@@ -114,41 +114,17 @@ static void ext(buf *b, unsigned t, const void *p, size_t n)
 /* A server_name extension with one name. */
 static void sni(buf *b, const char *name)
 {
-    size_t n = strlen(name);
-    u16(b, 0);
-    u16(b, (unsigned)n + 5);
-    u16(b, (unsigned)n + 3);
-    u8(b, 0);
-    u16(b, (unsigned)n);
-    put(b, name, n);
+    b->n += ph_test_tls_sni_ext(name, b->b + b->n);
 }
 
 /* A ClientHello message around the extension block exts (NULL: none),
  * wrapped in one record (or more when it is over 2^14). */
 static size_t hello(const buf *exts, uint8_t *out)
 {
-    static buf m;
-    m.n = 0;
-    u8(&m, 1);
-    size_t len_at = m.n;
-    m.n += 3;
-    u16(&m, 0x0303);
-    for (int i = 0; i < 32; i++)
-        u8(&m, (unsigned)i);
-    u8(&m, 0);      /* session id */
-    u16(&m, 2);     /* cipher suites */
-    u16(&m, 0x1301);
-    u8(&m, 1);      /* compression */
-    u8(&m, 0);
-    if (exts != NULL) {
-        u16(&m, (unsigned)exts->n);
-        put(&m, exts->b, exts->n);
-    }
-    size_t body = m.n - 4;
-    m.b[len_at] = (uint8_t)(body >> 16);
-    m.b[len_at + 1] = (uint8_t)(body >> 8);
-    m.b[len_at + 2] = (uint8_t)body;
-    return ph_test_tls_records(m.b, m.n, 0, PH_TLS_RECORD_MAX, out);
+    static uint8_t m[sizeof(buf) + 64];
+    size_t n = ph_test_tls_hello_message(exts ? exts->b : NULL, exts ? exts->n : 0,
+                                         exts != NULL, m);
+    return ph_test_tls_records(m, n, 0, PH_TLS_RECORD_MAX, out);
 }
 
 static uint8_t OUT[80000];
