@@ -81,12 +81,33 @@ static void recheck(px_conn *c)
     };
     ph_decision d;
     ph_ending ending;
-    if (ph_decide_again(px_policy(), &r, &d, &ending) == PH_OK ||
-        (ending == PH_ENDING_POLICY_REVOKED && c->w->cfg->keep_tunnels_on_reload))
-        return;
-    const char *end = ph_ending_code(ending);
+    ph_status st = ph_decide_again(px_policy(), &r, &d, &ending);
     char detail[PH_DIAG_MESSAGE_MAX + 64];
     snprintf(detail, sizeof detail, "after reload: %s", d.log_detail);
+    if (st == PH_OK) {
+        ph_protocol now = d.verdict.rule_protocol, was = (ph_protocol)c->protocol;
+        /* A tunnel not yet inspected is inspected against the rule now in
+         * force. One already relaying carries what its old rule admitted:
+         * a ClientHello that passed (still admitted unless the rule now
+         * says http) or, with tcp, bytes nobody read (admitted only while
+         * the rule still says tcp). */
+        bool carried_raw = was == PH_PROTOCOL_TCP;
+        bool relaying = c->state == ST_RELAY && c->insp == NULL;
+        if (!relaying) {
+            c->protocol = (uint8_t)now;
+            return;
+        }
+        if (carried_raw ? now == PH_PROTOCOL_TCP : now != PH_PROTOCOL_HTTP)
+            return;
+        if (c->w->cfg->keep_tunnels_on_reload)
+            return;
+        ending = PH_ENDING_POLICY_REVOKED;
+        snprintf(detail, sizeof detail, "after reload: the rule now says protocol %s",
+                 ph_protocol_name(now));
+    } else if (ending == PH_ENDING_POLICY_REVOKED && c->w->cfg->keep_tunnels_on_reload) {
+        return;
+    }
+    const char *end = ph_ending_code(ending);
     if (c->state == ST_RELAY) {
         /* The log line gets the detail: the tunnel's strings again, with it
          * (out of memory: the line goes without it). */

@@ -16,7 +16,9 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_tls
 e2e_start_forward_peer
-e2e_start_proxy --inspect-timeout-ms 700
+# The deadline leaves a real client on a loaded machine ample time to send
+# its hello after the 200; the client that sends nothing waits it out.
+e2e_start_proxy --inspect-timeout-ms 4000
 D=$E2E_DOMAIN
 PURL="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 
@@ -270,4 +272,54 @@ PY
 )"
 check "the upstream received the SSH banner" "1" \
     "$(grep -c 'SSH-2.0-OpenSSH_9.2p1' "$E2E_TMP/up/recv.bin")"
+# A reload that takes protocol: tcp away ends the tunnel relaying bytes
+# nobody read (policy_revoked), while a tunnel whose ClientHello passed
+# goes on; both are open, idle, when the new table comes.
+check "reload without protocol tcp: the raw tunnel ends, the inspected one stays" "closed open" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "$D" "$UP" "$TLS_PORT" "$PROXY_PID" "$POLICYC" \
+        "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" 2>&1 <<'PY'
+import os, signal, socket, ssl, subprocess, sys, time
+port, tok, dom, up, tls_port, pid, policyc, allow, tmp = sys.argv[1:]
+def tunnel(dest):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(f"CONNECT {dest} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    return s
+raw = tunnel(f"ok.{dom}:{up}")
+raw.sendall(b"SSH-2.0-x\r\n")
+tls = ssl.create_default_context(cafile=os.path.join(tmp, "tls.crt")).wrap_socket(
+    tunnel(f"tls.{dom}:{tls_port}"), server_hostname=f"tls.{dom}")
+text = open(allow).read().replace("        protocol: tcp\n        reason: the local TLS server",
+                                  "        reason: the local TLS server")
+with open(os.path.join(tmp, "notcp.yaml"), "w") as f:
+    f.write(text)
+new = os.path.join(tmp, "new.ptab")
+subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "notcp.yaml"), "-o", new], check=True,
+               stderr=subprocess.DEVNULL)
+if os.getuid() == 0:
+    os.chown(new, 65534, -1)
+os.rename(new, os.path.join(tmp, "table.ptab"))
+os.kill(int(pid), signal.SIGHUP)
+raw.settimeout(10)
+try:
+    while raw.recv(4096):
+        pass
+    a = "closed"
+except (ConnectionResetError, socket.timeout) as e:
+    a = f"raw {e!r}"
+tls.settimeout(0.5)
+try:
+    b = "closed" if tls.recv(1) == b"" else "open"
+except socket.timeout:
+    b = "open"
+except (ssl.SSLError, OSError):
+    b = "closed"
+print(a, b)
+PY
+)"
+check "the log says why the raw tunnel ended" "1" \
+    "$(grep -c '"detail":"after reload: the rule now says protocol tls or http".*"end":"policy_revoked"' "$E2E_TMP/proxy.log")"
 e2e_finish
