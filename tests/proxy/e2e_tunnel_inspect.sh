@@ -245,7 +245,32 @@ PY
 )"
 check "the upstream got the first request and no byte of the second" "1 0" \
     "$(grep -c 'GET /first' "$E2E_TMP/up/recv.bin") $(grep -c 'second' "$E2E_TMP/up/recv.bin")"
-check "the log says host_mismatch" "1" \
+# The absolute form's authority counts as much as the Host field, and a
+# Host field that could smuggle another name into the URL is refused.
+check "HTTP in a tunnel: an absolute-form URL for another host, a Host with userinfo" \
+    "HTTP/1.1 403 HTTP/1.1 403" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
+import socket, sys
+port, tok, host, up = sys.argv[1:]
+out = []
+for req in (f"GET http://tls.pinhole-e2e.test:{up}/third HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n",
+            f"GET /fourth HTTP/1.1\r\nHost: evil.test@{host}:{up}\r\n\r\n"):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode()
+              + req.encode())
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        data += b
+    out.append(data.split(b"\r\n\r\n", 1)[1].split(b"\r\n")[0][:12].decode())
+print(" ".join(out))
+PY
+)"
+check "the upstream got no byte of those" "0 0 0" \
+    "$(grep -c 'second' "$E2E_TMP/up/recv.bin") $(grep -c 'third' "$E2E_TMP/up/recv.bin") $(grep -c 'fourth' "$E2E_TMP/up/recv.bin")"
+check "the log says host_mismatch for each" "3" \
     "$(grep -c '"reason":"host_mismatch"' "$E2E_TMP/proxy.log")"
 check "a TLS hello to web (protocol http) is refused" \
     "protocol_not_allowed" \
