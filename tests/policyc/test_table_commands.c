@@ -213,23 +213,30 @@ static void test_reports_each_failure_and_a_summary(void **state)
     assert_int_equal(run(pc_cmd_test, NULL, 2, "test", yaml_path), 2);
 }
 
+/* dump of table (its output, out, written to a file) compiles back to
+ * the same bytes. */
+static void assert_dump_compiles_back(const char *table, const char *out)
+{
+    char dumped[4200], again[4200];
+    snprintf(dumped, sizeof dumped, "%s/dumped.yaml", dir);
+    snprintf(again, sizeof again, "%s/again.ptab", dir);
+    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
+    size_t la, lb;
+    char *a = ph_test_read_file(table, &la), *b = ph_test_read_file(again, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+}
+
 static void dump_of_a_table_compiles_back_to_it(void **state)
 {
     (void)state;
     char *out;
     assert_int_equal(run(pc_cmd_dump, &out, 2, "dump", table_path), 0);
-    char dumped[4200], again[4200];
-    snprintf(dumped, sizeof dumped, "%s/dumped.yaml", dir);
-    snprintf(again, sizeof again, "%s/again.ptab", dir);
-    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    assert_dump_compiles_back(table_path, out);
     free(out);
-    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
-    size_t la, lb;
-    char *a = ph_test_read_file(table_path, &la), *b = ph_test_read_file(again, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(a, b, la);
-    free(a);
-    free(b);
     assert_int_equal(run(pc_cmd_dump, NULL, 1, "dump"), 2);
     assert_int_equal(run(pc_cmd_dump, NULL, 2, "dump", "/nonexistent"), 2);
 }
@@ -292,11 +299,9 @@ static void protocol_key_through_explain_dump_and_diff(void **state)
                                "      - host: api.example.org\n"
                                "        ports: [443, 8080]\n"
                                "        protocol: tcp\n";
-    char path[4200], tab[4200], dumped[4200], again[4200], changed_path[4200];
+    char path[4200], tab[4200], changed_path[4200];
     snprintf(path, sizeof path, "%s/proto.yaml", dir);
     snprintf(tab, sizeof tab, "%s/proto.ptab", dir);
-    snprintf(dumped, sizeof dumped, "%s/proto-dump.yaml", dir);
-    snprintf(again, sizeof again, "%s/proto-again.ptab", dir);
     snprintf(changed_path, sizeof changed_path, "%s/proto-changed.yaml", dir);
     assert_int_equal(ph_test_write_file(path, yaml, strlen(yaml)), 0);
     assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", path, "-o", tab), 0);
@@ -337,15 +342,8 @@ static void protocol_key_through_explain_dump_and_diff(void **state)
     assert_non_null(strstr(out, "      - host: \"web.example.org\"\n"
                                 "        ports: [80, 443]\n"
                                 "        source:"));
-    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    assert_dump_compiles_back(tab, out);
     free(out);
-    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
-    size_t la, lb;
-    char *a = ph_test_read_file(tab, &la), *b = ph_test_read_file(again, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(a, b, la);
-    free(a);
-    free(b);
 
     /* ssh loses tcp, web becomes http only: each a port lost and gained. */
     static const char changed[] = "version: 1\n"
