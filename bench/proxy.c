@@ -22,7 +22,7 @@
  *                    to the same upstream under two names: one whose rule
  *                    says protocol: tcp (relayed uninspected) and one with
  *                    the default (the hello read and its name checked),
- *                    best of 5 alternating rounds; targets: inspected
+ *                    median of 7 paired rounds' ratios; targets: inspected
  *                    transactions/s >= 0.97x and proxy CPU per transaction
  *                    <= 1.05x the uninspected ones
  *
@@ -820,6 +820,9 @@ static void compare(const target *direct_t, const target *px, bool targets, comp
     fflush(stdout);
 }
 
+static double median_of(const double *v, int n);
+static void min_max(const double *v, int n, double *lo, double *hi);
+
 /* A ClientHello naming host, padded (extension 21) to HELLO_BYTES in one
  * record, as curl's and OpenSSL's are: the first flight an inspected
  * tunnel reads. */
@@ -838,8 +841,12 @@ static size_t client_hello(const char *host, uint8_t *out)
 }
 
 /* Inspected tunnels against uninspected ones, the same ClientHello as the
- * first flight, best of 5 alternating rounds of the event-driven load; the
- * proxy's CPU per transaction of each. */
+ * first flight, in INSPECT_ROUNDS pairs of alternating 1 s rounds of the
+ * event-driven load: the median over the pairs of each pair's ratio (a
+ * busy moment of the shared machine hits both rounds of a pair alike), of
+ * transactions/s and of the proxy's CPU per transaction, with the rounds'
+ * medians. */
+#define INSPECT_ROUNDS 7
 static void inspection_lines(const target *px)
 {
     static uint8_t hello_raw[HELLO_BYTES], hello_insp[HELLO_BYTES];
@@ -853,27 +860,34 @@ static void inspection_lines(const target *px)
         printf("tunnel inspection   none: a ClientHello transaction failed\n");
         return;
     }
-    double r_raw = 0, r_insp = 0;
-    tx_cpu c_raw = { 0 }, c_insp = { 0 }, c;
+    double r_raw[INSPECT_ROUNDS], r_insp[INSPECT_ROUNDS], c_raw[INSPECT_ROUNDS],
+        c_insp[INSPECT_ROUNDS], tx_ratio[INSPECT_ROUNDS], cpu_ratio[INSPECT_ROUNDS];
     long f_raw = 0, f_insp = 0, f;
-    for (int i = 0; i < 5; i++) {
-        double r = rate_with_cpu(&raw, async_load, &f, &c);
+    tx_cpu c = { 0 };
+    for (int i = 0; i < INSPECT_ROUNDS; i++) {
+        r_raw[i] = rate_with_cpu(&raw, async_load, &f, &c);
+        c_raw[i] = c.proxy;
         f_raw += f;
-        if (r > r_raw)
-            r_raw = r, c_raw = c;
-        r = rate_with_cpu(&insp, async_load, &f, &c);
+        r_insp[i] = rate_with_cpu(&insp, async_load, &f, &c);
+        c_insp[i] = c.proxy;
         f_insp += f;
-        if (r > r_insp)
-            r_insp = r, c_insp = c;
+        tx_ratio[i] = r_raw[i] > 0 ? r_insp[i] / r_raw[i] : 0;
+        cpu_ratio[i] = c_raw[i] > 0 ? c_insp[i] / c_raw[i] : 0;
     }
+    double lo, hi;
+    min_max(tx_ratio, INSPECT_ROUNDS, &lo, &hi);
     printf("tunnel inspection, %d-byte ClientHello first flight, %d event-driven client threads x "
-           "%d in flight\n"
+           "%d in flight, %d paired rounds (medians)\n"
            "                    off (protocol tcp) %9.0f tx/s  on (default) %9.0f tx/s  ratio "
-           "%.3fx (target >= 0.97x); failed: off %ld, on %ld\n"
-           "  proxy CPU per transaction (us): off %5.1f  on %5.1f  ratio %.3fx (target <= 1.05x)\n",
-           (int)raw.msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, r_raw, r_insp, r_insp / r_raw,
-           f_raw, f_insp, c_raw.proxy, c_insp.proxy,
-           c_raw.proxy > 0 ? c_insp.proxy / c_raw.proxy : 0.0);
+           "%.3fx [%.2f-%.2f] (target >= 0.97x); failed: off %ld, on %ld\n",
+           (int)raw.msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS,
+           median_of(r_raw, INSPECT_ROUNDS), median_of(r_insp, INSPECT_ROUNDS),
+           median_of(tx_ratio, INSPECT_ROUNDS), lo, hi, f_raw, f_insp);
+    min_max(cpu_ratio, INSPECT_ROUNDS, &lo, &hi);
+    printf("  proxy CPU per transaction (us): off %5.1f  on %5.1f  ratio %.3fx [%.2f-%.2f] "
+           "(target <= 1.05x)\n",
+           median_of(c_raw, INSPECT_ROUNDS), median_of(c_insp, INSPECT_ROUNDS),
+           median_of(cpu_ratio, INSPECT_ROUNDS), lo, hi);
     fflush(stdout);
 }
 
