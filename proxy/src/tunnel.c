@@ -178,7 +178,13 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
                  why == PX_GATE_DEADLINE ? " (inspect_timeout_ms)"
                  : why == PX_GATE_FULL   ? " (inspect_bytes)"
                                          : "");
-    tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
+    /* The name as sent goes to the log; the usual one, the host itself,
+     * costs no copy of the tunnel's strings. */
+    const char *host = str[CS_HOST] ? str[CS_HOST] : "";
+    if (v == PX_INSPECT_PASS && strcmp(in->hello.sni, host) == 0)
+        c->sni_is_host = true;
+    else
+        tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
     if (v == PX_INSPECT_PASS) {
         free(c->insp);
         c->insp = NULL;
