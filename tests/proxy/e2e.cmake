@@ -9,14 +9,15 @@ if(TARGET pinhole-proxy-testloopback)
     set(PX_E2E_BINS $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
         $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:proxy_e2e_peer> $<TARGET_FILE:pinhole-proxy>)
     set(PX_E2E_SANITIZED e2e_decisions e2e_transfer e2e_load e2e_faults e2e_forward e2e_forward_hostile
-        e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect)
+        e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect
+        e2e_proxy_protocol e2e_fleet)
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})
         get_filename_component(name ${script} NAME_WE)
         set(labels e2e)
         set(timeout 60)
-        if(name STREQUAL "e2e_faults" OR name MATCHES "^e2e_http_")
+        if(name STREQUAL "e2e_faults" OR name STREQUAL "e2e_fleet" OR name MATCHES "^e2e_http_")
             set(timeout 120)
         endif()
         if(PINHOLE_SANITIZE AND name IN_LIST PX_E2E_SANITIZED)
