@@ -1,13 +1,15 @@
 #!/bin/bash
 # e2e_tunnel_inspect.sh - a CONNECT tunnel's inspection with real clients
 # (docs/pinhole-proxy.md, TUNNEL INSPECTION): curl, Python (ssl, urllib,
-# requests) and openssl s_client naming the CONNECT host pass; s_client
+# requests), openssl s_client, wget, git and Node's undici naming the
+# CONNECT host pass; s_client
 # naming another host, or none, is refused with an alert and its reason,
 # and the upstream receives no byte of its ClientHello; a hello sent one
 # byte at a time passes; a client that sends nothing is closed at the
 # deadline; a non-TLS protocol is refused; HTTP/1 in clear is served by the
 # forwarding engine, each request's Host checked (host_mismatch); a rule's
-# protocol: tcp lets an SSH-like exchange through uninspected.
+# protocol: tcp lets an SSH-like exchange through uninspected, and a reload
+# that takes it away ends such a tunnel.
 # Usage: e2e_tunnel_inspect.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
