@@ -17,6 +17,14 @@
  *                    best of 3 alternating runs; target >= 0.8x direct
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
  *                    target <= 24 MiB
+ *   tunnel inspection  the event-driven transactions with a 512-byte
+ *                    ClientHello as the client's first flight (echoed back),
+ *                    to the same upstream under two names: one whose rule
+ *                    says protocol: tcp (relayed uninspected) and one with
+ *                    the default (the hello read and its name checked),
+ *                    median of 7 paired rounds' ratios; targets: inspected
+ *                    transactions/s >= 0.97x and proxy CPU per transaction
+ *                    <= 1.05x the uninspected ones
  *
  * The run ends with the targets, each beside its baseline of the same run:
  * the proxy's CPU per transaction against the floor (client + upstream CPU
@@ -80,9 +88,12 @@
 
 #include "bench_util.h"
 #include "proxy_http.h"
+#include "tls_records.h"
 
 #define DOMAIN "pinhole-e2e.test"
-#define TARGET_HOST "ok." DOMAIN
+#define TARGET_HOST "ok." DOMAIN /* protocol: tcp (tests/proxy/data/e2e-allowlist.yaml) */
+#define INSPECTED_HOST "tls." DOMAIN /* no protocol: TLS or HTTP/1, inspected */
+#define HELLO_BYTES 512
 
 static int upstream_port, dns_port;
 static int clients = 4; /* blocking client threads of the transactions/s rounds */
@@ -96,7 +107,17 @@ typedef struct target {
     int port;         /* where the client connects */
     const char *host; /* the CONNECT host; NULL: direct */
     pid_t pid;        /* the proxy's process; 0 direct */
+    const uint8_t *msg; /* the client's bytes each transaction (echoed); NULL: 64 x */
+    size_t msg_len;
 } target;
+
+/* 64 bytes of x: the transaction of every row but the inspection's. */
+static const uint8_t *tx_msg(const target *t, size_t *len)
+{
+    static const uint8_t xs[64] = { [0 ... 63] = 'x' };
+    *len = t->msg != NULL ? t->msg_len : sizeof xs;
+    return t->msg != NULL ? t->msg : xs;
+}
 
 static pid_t upstream_pid;
 
@@ -267,15 +288,15 @@ static int open_tunnel(const target *t)
  * tunnel (connect, and CONNECT up to the 200) and exchanging the bytes. */
 static int transaction_timed(const target *t, double took[2])
 {
-    char msg[64], back[64];
-    memset(msg, 'x', sizeof msg);
+    char back[1024];
+    size_t mlen;
+    const uint8_t *msg = tx_msg(t, &mlen);
     double t0 = took ? bench_now_s() : 0;
     int fd = open_tunnel(t);
     if (fd < 0)
         return -1;
     double t1 = took ? bench_now_s() : 0;
-    int rc = write(fd, msg, sizeof msg) == (ssize_t)sizeof msg &&
-                     read_full(fd, back, sizeof back) == 0
+    int rc = write(fd, msg, mlen) == (ssize_t)mlen && read_full(fd, back, mlen) == 0
                  ? 0
                  : -1;
     if (took)
@@ -431,9 +452,9 @@ static void async_wait_read(async_tx *x)
 
 static void async_send_msg(async_tx *x)
 {
-    char msg[64];
-    memset(msg, 'x', sizeof msg);
-    if (write(x->fd, msg, sizeof msg) != (ssize_t)sizeof msg) {
+    size_t mlen;
+    const uint8_t *msg = tx_msg(x->cl->t, &mlen);
+    if (write(x->fd, msg, mlen) != (ssize_t)mlen) {
         async_next(x, false);
         return;
     }
@@ -483,11 +504,13 @@ static void async_cb(evutil_socket_t fd, short what, void *arg)
             async_send_msg(x);
         return;
     }
-    if (x->got < 64) {
+    size_t mlen;
+    (void)tx_msg(t, &mlen);
+    if (x->got < mlen) {
         async_wait_read(x);
         return;
     }
-    async_next(x, x->got == 64);
+    async_next(x, x->got == mlen);
 }
 
 static void async_stop(evutil_socket_t fd, short what, void *arg)
@@ -794,6 +817,77 @@ static void compare(const target *direct_t, const target *px, bool targets, comp
     else
         printf("bulk echo, 1 tunnel none: every run failed (direct %d, proxied %d of 3)\n",
                bfail[0], bfail[1]);
+    fflush(stdout);
+}
+
+static double median_of(const double *v, int n);
+static void min_max(const double *v, int n, double *lo, double *hi);
+
+/* A ClientHello naming host, padded (extension 21) to HELLO_BYTES in one
+ * record, as curl's and OpenSSL's are: the first flight an inspected
+ * tunnel reads. */
+static size_t client_hello(const char *host, uint8_t *out)
+{
+    uint8_t ext[HELLO_BYTES], msg[HELLO_BYTES];
+    size_t n = ph_test_tls_sni_ext(host, ext);
+    /* record 5 + message 4 + fixed 2+32+1+4+2 + exts length 2 = 52 */
+    size_t pad = HELLO_BYTES - 52 - n - 4;
+    ext[n++] = 0, ext[n++] = 21;
+    ext[n++] = (uint8_t)(pad >> 8), ext[n++] = (uint8_t)pad;
+    memset(ext + n, 0, pad);
+    n += pad;
+    size_t m = ph_test_tls_hello_message(ext, n, 1, msg);
+    return ph_test_tls_records(msg, m, 0, m, out);
+}
+
+/* Inspected tunnels against uninspected ones, the same ClientHello as the
+ * first flight, in INSPECT_ROUNDS pairs of alternating 1 s rounds of the
+ * event-driven load: the median over the pairs of each pair's ratio (a
+ * busy moment of the shared machine hits both rounds of a pair alike), of
+ * transactions/s and of the proxy's CPU per transaction, with the rounds'
+ * medians. */
+#define INSPECT_ROUNDS 7
+static void inspection_lines(const target *px)
+{
+    static uint8_t hello_raw[HELLO_BYTES], hello_insp[HELLO_BYTES];
+    target raw = *px, insp = *px;
+    raw.msg = hello_raw;
+    raw.msg_len = client_hello(TARGET_HOST, hello_raw);
+    insp.host = INSPECTED_HOST;
+    insp.msg = hello_insp;
+    insp.msg_len = client_hello(INSPECTED_HOST, hello_insp);
+    if (transaction(&insp) != 0 || transaction(&raw) != 0) {
+        printf("tunnel inspection   none: a ClientHello transaction failed\n");
+        return;
+    }
+    double r_raw[INSPECT_ROUNDS], r_insp[INSPECT_ROUNDS], c_raw[INSPECT_ROUNDS],
+        c_insp[INSPECT_ROUNDS], tx_ratio[INSPECT_ROUNDS], cpu_ratio[INSPECT_ROUNDS];
+    long f_raw = 0, f_insp = 0, f;
+    tx_cpu c = { 0 };
+    for (int i = 0; i < INSPECT_ROUNDS; i++) {
+        r_raw[i] = rate_with_cpu(&raw, async_load, &f, &c);
+        c_raw[i] = c.proxy;
+        f_raw += f;
+        r_insp[i] = rate_with_cpu(&insp, async_load, &f, &c);
+        c_insp[i] = c.proxy;
+        f_insp += f;
+        tx_ratio[i] = r_raw[i] > 0 ? r_insp[i] / r_raw[i] : 0;
+        cpu_ratio[i] = c_raw[i] > 0 ? c_insp[i] / c_raw[i] : 0;
+    }
+    double lo, hi;
+    min_max(tx_ratio, INSPECT_ROUNDS, &lo, &hi);
+    printf("tunnel inspection, %d-byte ClientHello first flight, %d event-driven client threads x "
+           "%d in flight, %d paired rounds (medians)\n"
+           "                    off (protocol tcp) %9.0f tx/s  on (default) %9.0f tx/s  ratio "
+           "%.3fx [%.2f-%.2f] (target >= 0.97x); failed: off %ld, on %ld\n",
+           (int)raw.msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS,
+           median_of(r_raw, INSPECT_ROUNDS), median_of(r_insp, INSPECT_ROUNDS),
+           median_of(tx_ratio, INSPECT_ROUNDS), lo, hi, f_raw, f_insp);
+    min_max(cpu_ratio, INSPECT_ROUNDS, &lo, &hi);
+    printf("  proxy CPU per transaction (us): off %5.1f  on %5.1f  ratio %.3fx [%.2f-%.2f] "
+           "(target <= 1.05x)\n",
+           median_of(c_raw, INSPECT_ROUNDS), median_of(c_insp, INSPECT_ROUNDS),
+           median_of(cpu_ratio, INSPECT_ROUNDS), lo, hi);
     fflush(stdout);
 }
 
@@ -1212,14 +1306,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_proxy: set-up failed (policyc or pinhole-guard)\n");
         return 1;
     }
-    char dport[32], hrec[128];
+    char dport[32], hrec[128], hrec2[128];
     snprintf(dport, sizeof dport, "--port=%d", dns_port);
     snprintf(hrec, sizeof hrec, "--host-record=%s,127.0.0.1", TARGET_HOST);
+    snprintf(hrec2, sizeof hrec2, "--host-record=%s,127.0.0.1", INSPECTED_HOST);
     char *dns_argv[] = { "/usr/sbin/dnsmasq", "--keep-in-foreground", "--conf-file=/dev/null",
                          "--no-resolv", "--no-hosts", "--bind-interfaces",
                          "--listen-address=127.0.0.1", dport, "--pid-file=", "--user=root",
                          "--group=root", "--local=/" DOMAIN "/", "--local-ttl=300", hrec,
-                         NULL };
+                         hrec2, NULL };
     pid_t dns = spawn(dns_argv, "/dev/null", NULL);
     pid_t up = upstream_pid = start_upstream(upstream_port);
 
@@ -1228,7 +1323,7 @@ int main(int argc, char **argv)
         if (system(cmd) != 0)
             return 1;
     }
-    target direct_t = { "direct", upstream_port, NULL, 0 };
+    target direct_t = { "direct", upstream_port, NULL, 0, NULL, 0 };
     target px_t[AB_MAX];
     bool started = wait_port(upstream_port) == 0;
     for (int p = 0; p < nproxies; p++) {
@@ -1236,7 +1331,7 @@ int main(int argc, char **argv)
         pid_t pid = started ? start_pinhole(proxy_paths[p], dir, workers, &port) : -1;
         started = started && pid > 0;
         px_t[p] = (target){ ab ? proxy_paths[p] : "pinhole-proxy", port, TARGET_HOST,
-                            pid > 0 ? pid : 0 };
+                            pid > 0 ? pid : 0, NULL, 0 };
     }
     if (!started) {
         fprintf(stderr, "bench_proxy: proxy or upstream did not start\n");
@@ -1271,6 +1366,7 @@ int main(int argc, char **argv)
     if (!ab) {
         if (!idle_only) {
             compare(&direct_t, &pinhole_t, true, &fig);
+            inspection_lines(&pinhole_t);
             bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients);
         }
 
@@ -1298,7 +1394,7 @@ int main(int argc, char **argv)
     }
 
     for (int i = 0; peers && i < 2; i++) {
-        target other = { i == 0 ? "tinyproxy" : "squid", free_port(), "localhost", 0 };
+        target other = { i == 0 ? "tinyproxy" : "squid", free_port(), "localhost", 0, NULL, 0 };
         other.pid = i == 0 ? start_tinyproxy(dir, other.port) : start_squid(dir, other.port);
         if (other.pid <= 0) {
             printf("%-19s not installed: no comparison (apt-get install %s)\n", other.name,

@@ -2,8 +2,13 @@
 # (transactions/s, added latency, bulk throughput, RSS of 10,000 idle tunnels,
 # keep-alive plain-HTTP GETs).
 if(TARGET pinhole-proxy-testloopback)
-    add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c ${CMAKE_CURRENT_LIST_DIR}/proxy_http.c)
-    target_link_libraries(bench_proxy PRIVATE PkgConfig::LIBEVENT Threads::Threads pinhole_flags)
+    add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c ${CMAKE_CURRENT_LIST_DIR}/proxy_http.c
+        ${PROJECT_SOURCE_DIR}/tests/support/tls_records.c)
+    # tls_records.c: the ClientHello of the inspected rows, built as the
+    # reader's tests build theirs.
+    target_include_directories(bench_proxy PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
+    target_link_libraries(bench_proxy PRIVATE PkgConfig::LIBEVENT Threads::Threads pinhole_flags
+        pinhole_proxy_request)
     target_compile_definitions(bench_proxy PRIVATE
         PX_PROXY="$<TARGET_FILE:pinhole-proxy-testloopback>"
         PX_POLICYC="$<TARGET_FILE:policyc>" PX_GUARD_CLI="$<TARGET_FILE:pinhole-guard>"

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "tls_hello.h"
+#include "tls_records.h"
 
 /* Not assert(): the invariants must hold in release builds too. */
 #define CHECK(cond)      \
@@ -32,36 +33,6 @@ static bool same(const ph_tls_hello *a, const ph_tls_hello *b)
 {
     return a->has_sni == b->has_sni && a->has_ech == b->has_ech && a->sni_len == b->sni_len &&
            memcmp(a->sni, b->sni, sizeof a->sni) == 0;
-}
-
-/* The handshake bytes of the records in d[0..n) (n is a DONE end). */
-static size_t message(const uint8_t *d, size_t n, uint8_t *out)
-{
-    size_t m = 0;
-    for (size_t p = 0; p < n;) {
-        size_t len = (size_t)d[p + 3] << 8 | d[p + 4];
-        memcpy(out + m, d + p + 5, len);
-        m += len;
-        p += 5 + len;
-    }
-    return m;
-}
-
-/* msg[0..m) as records of at most per bytes each, into out. */
-static size_t records(const uint8_t *msg, size_t m, size_t per, uint8_t *out)
-{
-    size_t o = 0;
-    for (size_t p = 0; p < m; p += per) {
-        size_t len = m - p < per ? m - p : per;
-        out[o++] = PH_TLS_RECORD_HANDSHAKE;
-        out[o++] = 3;
-        out[o++] = 1;
-        out[o++] = (uint8_t)(len >> 8);
-        out[o++] = (uint8_t)len;
-        memcpy(out + o, msg + p, len);
-        o += len;
-    }
-    return o;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
@@ -121,12 +92,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
     /* The same message in other records reads the same. */
     uint8_t *msg = malloc(h.end), *re = malloc(h.end * 2 + 5 * 256);
     CHECK(msg != NULL && re != NULL);
-    size_t m = message(d, h.end, msg);
+    size_t m = ph_test_tls_message(d, h.end, msg);
     size_t pers[] = { m / 2 + 1, 512, PH_TLS_RECORD_MAX };
     for (size_t i = 0; i < sizeof pers / sizeof *pers; i++) {
         if ((m + pers[i] - 1) / pers[i] > PH_TLS_RECORDS_MAX)
             continue;
-        size_t o = records(msg, m, pers[i], re);
+        size_t o = ph_test_tls_records(msg, m, 0, pers[i], re);
         CHECK(ph_tls_hello_parse(re, o, &k) == PH_TLS_DONE && k.end == o && same(&h, &k));
     }
     free(msg);

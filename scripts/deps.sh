@@ -11,7 +11,7 @@ ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel
 busybox-static runsc docker.io e2fsprogs
-strace tinyproxy squid stress-ng haproxy python3-yaml
+strace tinyproxy squid stress-ng haproxy python3-yaml wget git
 dpkg-dev debhelper dh-python pandoc lintian man-db debootstrap
 nodejs libuv1-dev
 "

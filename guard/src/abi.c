@@ -55,6 +55,7 @@ static const abi_field abi_table[] = {
     ABI_FIELD(ph_verdict, rule_reason),
     ABI_FIELD(ph_verdict, policy_id),
     ABI_FIELD(ph_verdict, detail),
+    ABI_FIELD(ph_verdict, rule_protocol),
 
     ABI_SIZE(ph_dial_options),
     ABI_FIELD(ph_dial_options, timeout_ms),

@@ -21,6 +21,7 @@ static void verdict_reset(ph_verdict *v)
     v->rule_index = 0;
     v->rule_list[0] = v->rule_host[0] = v->rule_file[0] = v->rule_reason[0] = '\0';
     v->rule_line = 0;
+    v->rule_protocol = PH_PROTOCOL_DEFAULT;
     v->policy_id[0] = '\0';
     v->detail[0] = '\0';
 }
@@ -81,6 +82,7 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
         copy_text(v->rule_host, sizeof v->rule_host, res.rule.host);
         copy_text(v->rule_file, sizeof v->rule_file, res.rule.file);
         v->rule_line = res.rule.line;
+        v->rule_protocol = res.rule.protocol;
         copy_text(v->rule_reason, sizeof v->rule_reason, res.rule.reason);
     }
     if (res.allowed) {

@@ -20,6 +20,18 @@ void ph_table_fill_rule(const ph_table *t, uint32_t i, ph_table_rule *rule)
                        : ph_tab_str(t, r + PH_TAB_RULE_REASON);
     rule->line = ph_tab_get32(r + PH_TAB_RULE_LINE);
     rule->nports = ph_tab_get32(r + PH_TAB_RULE_PORT_COUNT);
+    rule->protocol = (ph_protocol)r[PH_TAB_RULE_PROTOCOL];
+}
+
+const char *ph_protocol_name(ph_protocol p)
+{
+    switch (p) {
+    case PH_PROTOCOL_DEFAULT: return "tls or http";
+    case PH_PROTOCOL_TLS: return "tls";
+    case PH_PROTOCOL_HTTP: return "http";
+    case PH_PROTOCOL_TCP: return "tcp";
+    }
+    return "unknown";
 }
 
 size_t ph_table_list_count(const ph_table *table)
@@ -99,9 +111,18 @@ size_t ph_table_list_destination_count(const ph_table *table, size_t list)
     return ph_tab_get32(ph_tab_list(table, list) + PH_TAB_LIST_ENTRY_COUNT);
 }
 
-/* Coalesces the ranges of entry e (adjacent pieces of different rules join)
- * into lo/hi (when not NULL, up to cap) and returns how many there are. */
-static size_t coalesce(const ph_table *t, const uint8_t *e, uint16_t *lo, uint16_t *hi,
+/* Whether range record r's winning rule has protocol p (ANY_PROTOCOL: any). */
+#define ANY_PROTOCOL (-1)
+static bool range_is(const ph_table *t, const uint8_t *r, int p)
+{
+    return p == ANY_PROTOCOL ||
+           ph_tab_rule(t, ph_tab_get32(r + PH_TAB_RANGE_RULE))[PH_TAB_RULE_PROTOCOL] == p;
+}
+
+/* Coalesces the ranges of entry e whose rule has protocol p (ANY_PROTOCOL:
+ * all; adjacent pieces of different rules join) into lo/hi (when not NULL,
+ * up to cap) and returns how many there are. */
+static size_t coalesce(const ph_table *t, const uint8_t *e, int p, uint16_t *lo, uint16_t *hi,
                        size_t cap)
 {
     const uint8_t *rg = ph_tab_range(t, ph_tab_get32(e + PH_TAB_ENTRY_RANGE_FIRST));
@@ -109,9 +130,14 @@ static size_t coalesce(const ph_table *t, const uint8_t *e, uint16_t *lo, uint16
     size_t k = 0;
     for (uint32_t i = 0; i < n;) {
         const uint8_t *r = rg + (size_t)i * PH_TAB_RANGE_SIZE;
+        if (!range_is(t, r, p)) {
+            i++;
+            continue;
+        }
         uint16_t a = ph_tab_get16(r + PH_TAB_RANGE_LO), b = ph_tab_get16(r + PH_TAB_RANGE_HI);
-        for (i++, r += PH_TAB_RANGE_SIZE;
-             i < n && ph_tab_get16(r + PH_TAB_RANGE_LO) == b + 1; i++, r += PH_TAB_RANGE_SIZE)
+        for (i++, r += PH_TAB_RANGE_SIZE; i < n && ph_tab_get16(r + PH_TAB_RANGE_LO) == b + 1 &&
+                                          range_is(t, r, p);
+             i++, r += PH_TAB_RANGE_SIZE)
             b = ph_tab_get16(r + PH_TAB_RANGE_HI);
         if (lo != NULL && k < cap) {
             lo[k] = a;
@@ -139,7 +165,7 @@ ph_status ph_table_destination_at(const ph_table *table, size_t list, size_t d,
     memcpy(host_buf + at, h, len); /* len <= 253 (verified), so at + len + 1 <= 256 */
     host_buf[at + len] = '\0';
     if (nranges)
-        *nranges = coalesce(table, e, NULL, NULL, 0);
+        *nranges = coalesce(table, e, ANY_PROTOCOL, NULL, NULL, 0);
     return PH_OK;
 }
 
@@ -149,6 +175,17 @@ ph_status ph_table_destination_ranges(const ph_table *table, size_t list, size_t
     const uint8_t *e = destination(table, list, d);
     if (e == NULL)
         return PH_E_NOT_FOUND;
-    *n = coalesce(table, e, lo, hi, cap);
+    *n = coalesce(table, e, ANY_PROTOCOL, lo, hi, cap);
+    return *n <= cap ? PH_OK : PH_E_LIMIT;
+}
+
+ph_status ph_table_destination_protocol_ranges(const ph_table *table, size_t list, size_t d,
+                                               ph_protocol protocol, uint16_t *lo, uint16_t *hi,
+                                               size_t cap, size_t *n)
+{
+    const uint8_t *e = destination(table, list, d);
+    if (e == NULL)
+        return PH_E_NOT_FOUND;
+    *n = coalesce(table, e, (int)protocol, lo, hi, cap);
     return *n <= cap ? PH_OK : PH_E_LIMIT;
 }

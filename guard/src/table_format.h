@@ -28,10 +28,13 @@
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-/* Version 3: 64-byte entries carrying their first port range, its rule's
+/* Version 4: 64-byte entries carrying their first port range, its rule's
  * provenance and the start of their host, a hash index of 64-byte groups of
- * twelve tagged slots, and a CRC-32C file checksum. Older versions are refused (recompile the policy). */
-#define PH_TAB_VERSION 3u
+ * twelve tagged slots, a CRC-32C file checksum, and each rule's protocol
+ * (what a CONNECT tunnel may carry). Older versions are refused (recompile
+ * the policy): a version 3 table has no protocol, and reading it with the
+ * default would let nothing say `tcp` where the operator meant it. */
+#define PH_TAB_VERSION 4u
 
 /* Header field offsets. */
 #define PH_TAB_OFF_MAGIC 0
@@ -81,8 +84,8 @@ enum ph_tab_section {
 #define PH_TAB_LIST_ENTRY_FIRST 16 /* u32 */
 #define PH_TAB_LIST_ENTRY_COUNT 20 /* u32 */
 
-/* RULES record (40 bytes). */
-#define PH_TAB_RULE_SIZE 40u
+/* RULES record (48 bytes). */
+#define PH_TAB_RULE_SIZE 48u
 #define PH_TAB_RULE_HOST 0        /* str, as written ("*.x.y" for wildcards) */
 #define PH_TAB_RULE_FILE 8        /* str, source base name */
 #define PH_TAB_RULE_REASON 16     /* str; offset 0 and length 0: no reason */
@@ -90,6 +93,24 @@ enum ph_tab_section {
 #define PH_TAB_RULE_LIST 28       /* u32, the list it is filed under */
 #define PH_TAB_RULE_PORT_FIRST 32 /* u32, into RULE_PORTS */
 #define PH_TAB_RULE_PORT_COUNT 36 /* u32, >= 1 */
+#define PH_TAB_RULE_PROTOCOL 40   /* u8: PH_TAB_PROTO_* (pinhole/table.h ph_protocol) */
+#define PH_TAB_RULE_ZERO 41       /* 7 zero bytes */
+#define PH_TAB_RULE_ZERO_LEN 7u
+#define PH_TAB_PROTO_DEFAULT 0u   /* TLS or HTTP/1, inspected */
+#define PH_TAB_PROTO_TLS 1u
+#define PH_TAB_PROTO_HTTP 2u
+#define PH_TAB_PROTO_TCP 3u       /* not inspected; an exact host only */
+#define PH_TAB_PROTO_MAX 3u
+
+/* Where a protocol sorts among a host's rules: the strictest first (tls,
+ * http, the default, tcp), so where rules of one list allow the same host
+ * and port with different protocols, the rule that wins the port (the
+ * canonically first: RANGES) is the strictest. */
+static inline unsigned ph_tab_proto_rank(unsigned proto)
+{
+    return proto == PH_TAB_PROTO_TLS ? 0u : proto == PH_TAB_PROTO_HTTP ? 1u
+                                          : proto == PH_TAB_PROTO_DEFAULT ? 2u : 3u;
+}
 
 /* RULE_PORTS record (4 bytes). */
 #define PH_TAB_PORT_SIZE 4u

@@ -218,7 +218,8 @@ static int cmp_ref(const ph_table *t, const uint8_t *a, const uint8_t *b)
 }
 
 /* The canonical rule order (the compiler sorts with the same key): base host,
- * kind (exact first), ports, reason (none first), file, line. *key_differs
+ * kind (exact first), protocol (ph_tab_proto_rank), ports, reason (none
+ * first), file, line. *key_differs
  * receives whether a and b differ in the first two (the entry key). */
 static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b, bool *key_differs)
 {
@@ -231,6 +232,10 @@ static int cmp_rules(const ph_table *t, const uint8_t *a, const uint8_t *b, bool
     *key_differs = c != 0 || wa != wb;
     if (*key_differs)
         return c != 0 ? c : (wa ? 1 : -1);
+    unsigned pra = ph_tab_proto_rank(a[PH_TAB_RULE_PROTOCOL]);
+    unsigned prb = ph_tab_proto_rank(b[PH_TAB_RULE_PROTOCOL]);
+    if (pra != prb)
+        return pra < prb ? -1 : 1;
     uint32_t na = ph_tab_get32(a + PH_TAB_RULE_PORT_COUNT), nb = ph_tab_get32(b + PH_TAB_RULE_PORT_COUNT);
     const uint8_t *pa = ph_tab_port(t, ph_tab_get32(a + PH_TAB_RULE_PORT_FIRST));
     const uint8_t *pb = ph_tab_port(t, ph_tab_get32(b + PH_TAB_RULE_PORT_FIRST));
@@ -300,6 +305,17 @@ static ph_status verify_rules(const ph_table *t, rule_walk *w, uint32_t upto, ph
             return BAD(at + PH_TAB_RULE_REASON, "rule %u: bad reason", r);
         if (ph_tab_get32(rec + PH_TAB_RULE_LINE) == 0)
             return BAD(at + PH_TAB_RULE_LINE, "rule %u: line 0", r);
+        uint8_t proto = rec[PH_TAB_RULE_PROTOCOL];
+        bool zero = true;
+        for (uint32_t z = 0; z < PH_TAB_RULE_ZERO_LEN; z++)
+            zero = zero && rec[PH_TAB_RULE_ZERO + z] == 0;
+        if (proto > PH_TAB_PROTO_MAX || !zero)
+            return BAD(at + PH_TAB_RULE_PROTOCOL, "rule %u: bad protocol", r);
+        /* tcp is never on a wildcard (docs/allowlist.md): a table saying so
+         * was not written by policyc. */
+        if (proto == PH_TAB_PROTO_TCP &&
+            t->strings[ph_tab_get32(rec + PH_TAB_RULE_HOST + PH_TAB_STR_OFF)] == '*')
+            return BAD(at + PH_TAB_RULE_PROTOCOL, "rule %u: protocol tcp on a wildcard", r);
         if (ph_tab_get32(rec + PH_TAB_RULE_LIST) != li)
             return BAD(at + PH_TAB_RULE_LIST, "rule %u: belongs to list %u, filed under %u", r,
                        ph_tab_get32(rec + PH_TAB_RULE_LIST), li);

@@ -1,6 +1,8 @@
 /*
- * cmd_diff.c - policyc diff OLD NEW: the destinations (host + ports) each
- * list gains and loses, in a stable order, for a pull-request comment.
+ * cmd_diff.c - policyc diff OLD NEW: the destinations (host + ports, and
+ * what a tunnel to them may carry) each list gains and loses, in a stable
+ * order, for a pull-request comment. A port whose protocol changed is lost
+ * with the old one and gained with the new.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +19,9 @@ static void usage(FILE *out)
           "OLD and NEW are allowlists or compiled tables (any mix). Lists are compared\n"
           "after includes are resolved, so a change to an included list shows under\n"
           "every list that includes it. Output order is stable: lists by name, hosts\n"
-          "by name (exact name before its wildcard), ports ascending.\n"
+          "by name (exact name before its wildcard), ports ascending. Ports whose rule\n"
+          "says a protocol show it (\"(protocol tcp)\"); a port whose protocol changed\n"
+          "is removed with the old one and added with the new.\n"
           "\n"
           "Options:\n"
           "  -h, --help  show this help\n"
@@ -64,7 +68,8 @@ static void subtract(const ports *x, const ports *y, ports *out)
     }
 }
 
-static void print_change(differ *d, char sign, const char *host, const ports *p)
+static void print_change(differ *d, char sign, const char *host, ph_protocol proto,
+                         const ports *p)
 {
     if (p->n == 0)
         return;
@@ -79,6 +84,8 @@ static void print_change(differ *d, char sign, const char *host, const ports *p)
         else
             printf("%s%u-%u", k ? ", " : "", p->lo[k], p->hi[k]);
     }
+    if (proto != PH_PROTOCOL_DEFAULT)
+        printf(" (protocol %s)", ph_protocol_name(proto));
     putchar('\n');
     if (sign == '+')
         d->added++;
@@ -86,12 +93,15 @@ static void print_change(differ *d, char sign, const char *host, const ports *p)
         d->removed++;
 }
 
-static void load_ports(const ph_table *t, size_t list, size_t dst, char *host, ports *p)
+static void load_ports(const ph_table *t, size_t list, size_t dst, ph_protocol proto, ports *p)
 {
-    size_t n = 0;
-    ph_table_destination_at(t, list, dst, host, &n);
-    ph_table_destination_ranges(t, list, dst, p->lo, p->hi, PH_TABLE_MAX_RANGES, &p->n);
+    ph_table_destination_protocol_ranges(t, list, dst, proto, p->lo, p->hi, PH_TABLE_MAX_RANGES,
+                                         &p->n);
 }
+
+static const ph_protocol protocols[] = {PH_PROTOCOL_DEFAULT, PH_PROTOCOL_TLS, PH_PROTOCOL_HTTP,
+                                        PH_PROTOCOL_TCP};
+#define NPROTOCOLS (sizeof protocols / sizeof *protocols)
 
 /* Entry order of the table: base name, then exact before wildcard. */
 static int cmp_dest(const char *a, const char *b)
@@ -109,25 +119,25 @@ static void diff_list(differ *d, size_t li, size_t lj)
     size_t i = 0, j = 0;
     char ha[256], hb[256];
     while (i < na || j < nb) {
-        int c;
         if (i < na)
-            load_ports(d->old, li, i, ha, d->a);
+            ph_table_destination_at(d->old, li, i, ha, NULL);
         if (j < nb)
-            load_ports(d->new_, lj, j, hb, d->b);
-        c = i == na ? 1 : j == nb ? -1 : cmp_dest(ha, hb);
-        if (c < 0) {
-            print_change(d, '-', ha, d->a);
-            i++;
-        } else if (c > 0) {
-            print_change(d, '+', hb, d->b);
-            j++;
-        } else {
+            ph_table_destination_at(d->new_, lj, j, hb, NULL);
+        int c = i == na ? 1 : j == nb ? -1 : cmp_dest(ha, hb);
+        for (size_t k = 0; k < NPROTOCOLS; k++) {
+            ph_protocol pr = protocols[k];
+            d->a->n = d->b->n = 0;
+            if (c <= 0)
+                load_ports(d->old, li, i, pr, d->a);
+            if (c >= 0)
+                load_ports(d->new_, lj, j, pr, d->b);
             subtract(d->a, d->b, d->out);
-            print_change(d, '-', ha, d->out);
+            print_change(d, '-', ha, pr, d->out);
             subtract(d->b, d->a, d->out);
-            print_change(d, '+', hb, d->out);
-            i++, j++;
+            print_change(d, '+', hb, pr, d->out);
         }
+        i += c <= 0;
+        j += c >= 0;
     }
 }
 

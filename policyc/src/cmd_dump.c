@@ -62,6 +62,8 @@ static void dump_rule(FILE *out, const ph_table *t, size_t i)
             fprintf(out, "%s\"%u-%u\"", k ? ", " : "", lo, hi);
     }
     fputs("]\n", out);
+    if (r.protocol != PH_PROTOCOL_DEFAULT)
+        fprintf(out, "        protocol: %s\n", ph_protocol_name(r.protocol));
     if (r.reason != NULL) {
         fputs("        reason: ", out);
         put_quoted(out, r.reason);

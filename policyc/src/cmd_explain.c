@@ -37,7 +37,10 @@ static void print_rule(const char *label, const ph_table *t, const ph_table_rule
 {
     char ports[512];
     pc_format_rule_ports(t, r->index, ports, sizeof ports);
-    printf("  %s: %s ports [%s] (%s:%u)\n", label, r->host, ports, r->file, r->line);
+    printf("  %s: %s ports [%s]%s%s (%s:%u)\n", label, r->host, ports,
+           r->protocol != PH_PROTOCOL_DEFAULT ? " protocol " : "",
+           r->protocol != PH_PROTOCOL_DEFAULT ? ph_protocol_name(r->protocol) : "", r->file,
+           r->line);
     if (r->reason != NULL)
         printf("  reason: %s\n", r->reason);
 }
@@ -121,6 +124,23 @@ int pc_cmd_explain(int argc, char **argv)
         printf("allowed: %s:%u by list '%s'\n", host, port, list);
         if (pc_decision_rule(&dc, &d, &rule))
             print_rule("rule", dc.table, &rule);
+        /* What the proxy lets through the tunnel (TUNNEL INSPECTION in
+         * docs/pinhole-proxy.md). */
+        switch (d.verdict.rule_protocol) {
+        case PH_PROTOCOL_TLS:
+            printf("  protocol: tls (a TLS ClientHello naming %s)\n", host);
+            break;
+        case PH_PROTOCOL_HTTP:
+            printf("  protocol: http (HTTP/1 in clear, every request's Host %s)\n", host);
+            break;
+        case PH_PROTOCOL_TCP:
+            puts("  protocol: tcp (any bytes, relayed without inspection)");
+            break;
+        default:
+            printf("  protocol: tls or http (default: a TLS ClientHello naming %s, or HTTP/1 "
+                   "in clear with every request's Host %s)\n", host, host);
+            break;
+        }
     } else if (!d.has_authority) {
         /* Refused before any lookup: as the proxy refuses the bytes. */
         printf("denied: '%s' by list '%s' (%s)\n", dest, list, ph_reason_code(d.reason));

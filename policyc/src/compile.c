@@ -29,6 +29,7 @@ typedef struct frule {
     const char *file;
     uint32_t file_len, line;
     uint32_t port_first, nports; /* into compiler.ports, normalized */
+    uint8_t protocol;            /* PH_TAB_PROTO_* */
     uint32_t host_ref, file_ref, reason_ref; /* string offsets */
 } frule;
 
@@ -229,6 +230,13 @@ static ph_status add_rule(compiler *c, const pc_rule *r)
     for (uint32_t i = 0; i < 8; i++)
         f->base_key = f->base_key << 8 | (i < f->base_len ? (unsigned char)base[i] : 0u);
     f->wild = wild;
+    _Static_assert(PH_PROTOCOL_TLS == PH_TAB_PROTO_TLS && PH_PROTOCOL_HTTP == PH_TAB_PROTO_HTTP &&
+                       PH_PROTOCOL_TCP == PH_TAB_PROTO_TCP &&
+                       PH_PROTOCOL_DEFAULT == PH_TAB_PROTO_DEFAULT,
+                   "the table stores ph_protocol values");
+    if ((unsigned)r->protocol > PH_TAB_PROTO_MAX || (wild && r->protocol == PH_PROTOCOL_TCP))
+        return ph_diag_set(c->diag, PH_E_INVAL, 0, "rule %s: bad protocol", r->host);
+    f->protocol = (uint8_t)r->protocol;
     if (r->reason != NULL && r->reason[0] != '\0') {
         size_t n = strlen(r->reason);
         if (n > PH_TAB_MAX_TEXT)
@@ -267,6 +275,8 @@ static int cmp_frule(const void *pa, const void *pb, void *ctx)
         return x;
     if (a->wild != b->wild)
         return a->wild ? 1 : -1;
+    if (a->protocol != b->protocol)
+        return ph_tab_proto_rank(a->protocol) < ph_tab_proto_rank(b->protocol) ? -1 : 1;
     const pc_port_range *p = cc->ports + a->port_first, *q = cc->ports + b->port_first;
     for (uint32_t i = 0; i < a->nports && i < b->nports; i++) {
         if (p[i].lo != q[i].lo)
@@ -557,8 +567,8 @@ static ph_status build_groups(compiler *c)
 
 /* The policy id hashes what the policy allows and says, not where it was
  * written: for each list (sorted) its name and its rules (canonical order,
- * rules differing only in provenance counted once) as host, ports and
- * reason, every field length-prefixed. Provenance and layout are excluded so
+ * rules differing only in provenance counted once) as host, ports, reason
+ * and protocol, every field length-prefixed. Provenance and layout are excluded so
  * moving a rule to another line keeps the id. */
 typedef struct idbuf {
     EVP_MD_CTX *ctx;
@@ -596,7 +606,7 @@ static void id_str(idbuf *b, const char *s, uint32_t n)
 
 static bool same_semantics(const compiler *c, const frule *a, const frule *b)
 {
-    return a->wild == b->wild && a->nports == b->nports &&
+    return a->wild == b->wild && a->nports == b->nports && a->protocol == b->protocol &&
            cmp_bytes(a->base, a->base_len, b->base, b->base_len) == 0 &&
            memcmp(c->ports + a->port_first, c->ports + b->port_first,
                   a->nports * sizeof *c->ports) == 0 &&
@@ -627,6 +637,12 @@ static ph_status policy_id(const compiler *c, uint8_t id[static 32])
                 id_u32(&b, c->ports[f->port_first + i].hi);
             }
             id_str(&b, f->reason ? f->reason : "", f->reason ? f->reason_len : 0);
+            /* Only a protocol other than the default is hashed: a policy
+             * without the key keeps the id it had before the key existed. */
+            if (f->protocol != PH_TAB_PROTO_DEFAULT) {
+                id_put(&b, "P", 1);
+                id_u32(&b, f->protocol);
+            }
         }
         id_put(&b, "E", 1);
     }
@@ -695,6 +711,7 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
             ph_tab_put32(q + PH_TAB_RULE_LINE, f->line);
             ph_tab_put32(q + PH_TAB_RULE_LIST, k);
             ph_tab_put32(q + PH_TAB_RULE_PORT_COUNT, f->nports); /* port_first: below */
+            q[PH_TAB_RULE_PROTOCOL] = f->protocol;
         }
     }
     /* Rules were compacted after dedup, so their ports are re-laid in rule

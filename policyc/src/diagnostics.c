@@ -55,6 +55,8 @@ static const pc_code_info code_table[] = {
     {PC_E_PORT_SYNTAX, PC_SEV_ERROR, "port-syntax", "invalid port"},
     {PC_E_PORT_REVERSED, PC_SEV_ERROR, "port-range-reversed", "port range with low > high"},
     {PC_E_SOURCE, PC_SEV_ERROR, "bad-source", "invalid source provenance"},
+    {PC_E_PROTOCOL, PC_SEV_ERROR, "bad-protocol", "protocol is not tls, http or tcp"},
+    {PC_E_PROTOCOL_WILDCARD, PC_SEV_ERROR, "tcp-wildcard", "protocol tcp on a wildcard host"},
     {PC_E_TOO_MANY_LISTS, PC_SEV_ERROR, "too-many-lists", "too many lists"},
     {PC_E_TOO_MANY_RULES, PC_SEV_ERROR, "too-many-rules", "too many rules"},
     {PC_E_TOO_MANY_PORTS, PC_SEV_ERROR, "too-many-ports", "too many ports in a rule"},

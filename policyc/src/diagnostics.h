@@ -77,6 +77,8 @@ typedef enum pc_code {
     PC_E_PORT_REVERSED = 57,    /* PC057 "a-b" with a > b */
     /* Rules */
     PC_E_SOURCE = 60,           /* PC060 `source:` is not "file:line" */
+    PC_E_PROTOCOL = 61,         /* PC061 `protocol:` is not tls, http or tcp */
+    PC_E_PROTOCOL_WILDCARD = 62,/* PC062 `protocol: tcp` on a wildcard host */
     /* Limits */
     PC_E_TOO_MANY_LISTS = 70,   /* PC070 more than PC_MAX_LISTS lists */
     PC_E_TOO_MANY_RULES = 71,   /* PC071 more than PC_MAX_RULES rules */

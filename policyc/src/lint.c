@@ -128,7 +128,9 @@ static void lint_entries(lint *t, entry *v, size_t n)
         for (size_t j = v[k].prev_same; j != NONE && seen < OVERLAP_WINDOW;
              j = v[j].prev_same, seen++) {
             const port_set *other = &t->sets[v[j].gid];
-            if (sets_equal(other, ps)) {
+            /* The same ports with another protocol: not a duplicate (the
+             * strictest protocol wins them), still an overlap to merge. */
+            if (sets_equal(other, ps) && v[j].rule->protocol == v[k].rule->protocol) {
                 warn(t, &v[k], WARN_DUP, PC_W_DUPLICATE_RULE, &v[j], "duplicate of rule");
                 break;
             }
@@ -157,7 +159,11 @@ static void lint_entries(lint *t, entry *v, size_t n)
         size_t seen = 0;
         for (size_t j = head == EMPTY ? NONE : head; j != NONE && seen < OVERLAP_WINDOW;
              j = v[j].prev_same, seen++) {
-            if (set_covered(&t->sets[v[k].gid], &t->sets[v[j].gid])) {
+            /* An exact rule is matched before a wildcard: with another
+             * protocol it decides what its tunnels carry, so it is not
+             * redundant. */
+            if (v[j].rule->protocol == r->protocol &&
+                set_covered(&t->sets[v[k].gid], &t->sets[v[j].gid])) {
                 warn(t, &v[k], WARN_COVERED, PC_W_COVERED, &v[j], "already allowed by wildcard rule");
                 break;
             }

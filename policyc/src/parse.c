@@ -110,17 +110,47 @@ static bool parse_source(pc_loader *L, const pc_scalar *s, pc_rule *r)
     return r->source_file != NULL;
 }
 
+/* `protocol: tls | http | tcp`: what a CONNECT tunnel to the rule's
+ * destination may carry; absent, TLS or HTTP/1 (both inspected). A value
+ * YAML reads as another type (`protocol: 1`, `protocol: ~`) is a wrong
+ * type, anything else not one of the three an unknown value. */
+static bool parse_protocol(pc_loader *L, const pc_scalar *s, pc_rule *r)
+{
+    static const struct {
+        const char *name;
+        ph_protocol p;
+    } names[] = {{"tls", PH_PROTOCOL_TLS}, {"http", PH_PROTOCOL_HTTP}, {"tcp", PH_PROTOCOL_TCP}};
+    const char *help = "write protocol: tls, protocol: http or protocol: tcp (or leave it out: "
+                       "TLS or HTTP/1)";
+    const char *type = pc_scalar_yaml_type(s);
+    if (type != NULL) {
+        pc_report(L, PC_E_TYPE, s->pos, help, "protocol must be a string, not %s", type);
+        return false;
+    }
+    if (!pc_scalar_require_literal(L, s, "a protocol"))
+        return false;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (s->len == strlen(names[i].name) && memcmp(s->value, names[i].name, s->len) == 0) {
+            r->protocol = names[i].p;
+            return true;
+        }
+    char q[PC_QUOTE_MAX];
+    pc_report(L, PC_E_PROTOCOL, s->pos, help, "protocol must be tls, http or tcp, not \"%s\"",
+              pc_quote_scalar(q, s));
+    return false;
+}
+
 /* ------------------------------------------------------------------ */
 /* The schemas: the keys each mapping has                               */
 
-enum { RK_HOST, RK_PORTS, RK_REASON, RK_SOURCE };
-static const char *const rule_keys[] = {"host", "ports", "reason", "source"};
+enum { RK_HOST, RK_PORTS, RK_REASON, RK_SOURCE, RK_PROTOCOL };
+static const char *const rule_keys[] = {"host", "ports", "reason", "source", "protocol"};
 enum { LK_RULES, LK_INCLUDE };
 static const char *const list_keys[] = {"rules", "include"};
 enum { TK_VERSION, TK_LISTS };
 static const char *const top_keys[] = {"version", "lists"};
 
-static const ph_yaml_schema rule_schema = {"in a rule", rule_keys, 4, 0, NULL, NULL};
+static const ph_yaml_schema rule_schema = {"in a rule", rule_keys, 5, 0, NULL, NULL};
 static const ph_yaml_schema rules_schema = {NULL, NULL, 0, 0, NULL, &rule_schema};
 static const ph_yaml_schema *const list_values[] = {&rules_schema, NULL};
 static const ph_yaml_schema list_schema = {"in a list", list_keys, 2, 0, list_values, NULL};
@@ -217,6 +247,7 @@ static bool walk_mapping(pc_loader *L, const ph_yaml_node *map, key_set *ks, val
 
 typedef struct rule_ctx {
     pc_rule rule;
+    pc_pos protocol_pos; /* where `protocol:`'s value is, when given */
     bool failed;
     bool ports_limit_reported;
 } rule_ctx;
@@ -336,6 +367,11 @@ static bool on_rule_value(pc_loader *L, void *ctx, int key, const ph_yaml_node *
         if (!parse_source(L, &s, &rc->rule))
             rc->failed = true;
         break;
+    case RK_PROTOCOL:
+        rc->protocol_pos = s.pos;
+        if (!parse_protocol(L, &s, &rc->rule))
+            rc->failed = true;
+        break;
     default:
         break;
     }
@@ -370,6 +406,14 @@ static bool parse_rule(pc_loader *L, const ph_yaml_node *n, pc_list *list, size_
     if (ok && key_missing(&ks, RK_PORTS)) {
         pc_report(L, PC_E_PORTS_MISSING, rc.rule.pos, "add ports: [443] (the ports you need)",
                   "rule has no ports: there is no default port");
+        rc.failed = true;
+    }
+    /* tcp relays whatever the client sends, uninspected: to one host the
+     * operator named, never to every name under a domain. */
+    if (ok && !rc.failed && rc.rule.protocol == PH_PROTOCOL_TCP && rc.rule.wildcard) {
+        pc_report(L, PC_E_PROTOCOL_WILDCARD, rc.protocol_pos,
+                  "name each host that speaks another protocol in a rule of its own",
+                  "protocol tcp names one host, not a wildcard");
         rc.failed = true;
     }
     /* A misspelt required key was reported as unknown (PC011) without a

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinhole/table.h"
+
 typedef struct pc_pos {
     uint32_t line; /* 1-based */
     uint32_t col;  /* 1-based, in characters */
@@ -36,6 +38,9 @@ typedef struct pc_rule {
      * through the rule's `source: "file:line"` key. */
     char *source_file;
     uint32_t source_line;
+    /* `protocol:` (PH_PROTOCOL_DEFAULT when absent); never TCP on a
+     * wildcard (PC062). */
+    ph_protocol protocol;
 } pc_rule;
 
 typedef struct pc_list {

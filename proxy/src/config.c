@@ -63,8 +63,6 @@ static const setting SETTINGS[] = {
       "BOOL  true: a reload does not end tunnels its table no longer allows (default false)" },
     S_LONG(drain_timeout_s, drain_timeout_s, 0, 3600, "S  SIGTERM drain deadline (default 30)"),
     S_LONG(buffer_bytes, buffer_bytes, 4096, 64L << 20, "N  per-direction buffer high watermark (default 262144)"),
-    { "inspect_tunnels", K_BOOL, offsetof(px_config, inspect_tunnels), 0, 0, 0,
-      "BOOL  hold a tunnel's first client bytes until they are a ClientHello for the CONNECT host (default true)" },
     S_LONG(inspect_bytes, inspect_bytes, 512, 1L << 20, "N  client bytes a tunnel's inspection holds at most (default 16384)"),
     S_LONG(inspect_timeout_ms, inspect_timeout_ms, 100, 600000, "MS  deadline of a tunnel's inspection (default 10000)"),
 };
@@ -95,7 +93,6 @@ void px_config_defaults(px_config *cfg)
     cfg->max_admin_connections = 8;
     cfg->drain_timeout_s = 30;
     cfg->buffer_bytes = 256 * 1024;
-    cfg->inspect_tunnels = 1;
     cfg->inspect_bytes = 16384;
     cfg->inspect_timeout_ms = 10000;
 }

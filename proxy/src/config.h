@@ -48,7 +48,6 @@ typedef struct px_config {
     int keep_tunnels_on_reload;      /* 1: a reload never ends a tunnel for its destination */
     long drain_timeout_s;
     long buffer_bytes;               /* per-direction high watermark */
-    int inspect_tunnels;             /* 1: a tunnel's first client bytes are inspected */
     long inspect_bytes;              /* client bytes held at most while inspecting */
     long inspect_timeout_ms;         /* the inspection's deadline, from the 200 */
 } px_config;

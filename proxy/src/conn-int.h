@@ -108,6 +108,9 @@ typedef struct px_conn {
     uint32_t rule_line;         /* 0 without a rule */
     uint16_t port;              /* the authority's (0 without one) */
     uint8_t state;              /* conn_state */
+    uint8_t protocol;           /* the rule's ph_protocol: what the tunnel may carry */
+    bool sni_is_host;           /* the ClientHello named the CONNECT host byte for byte:
+                                 * the log's sni is the host (no copy of it kept) */
     bool in_head;               /* holds a request-head slot */
     uint8_t key_off;            /* the per-peer limit's key: peer + key_off; "" = no slot held */
     char peer[];                /* who connected, for the log; then the key */

@@ -203,7 +203,7 @@ static void conn_log(const px_conn *c)
         .bytes_down = c->bytes_down,
         .duration_s = elapsed(c),
         .end = c->end,
-        .sni = str[CS_SNI],
+        .sni = str[CS_SNI] != NULL ? str[CS_SNI] : c->sni_is_host ? str[CS_HOST] : NULL,
     };
     px_log_connection(&r);
 }

@@ -69,6 +69,12 @@ struct px_fwd {
     struct event *deadline;   /* the request's end of life (px_fwd_arm_deadline) */
     const char *deadline_end; /* "max_lifetime" or "grant_expired" */
     const char *reap_end;
+    /* A tunnel's HTTP (forward.h px_fwd_tunnel): its host and port, and
+     * the CONNECT's grant token (owned); tun_token NULL otherwise. */
+    char *tun_token;
+    size_t tun_token_len;
+    char tun_host[PH_HOST_MAX + 1];
+    uint16_t tun_port;
     bool head_timer;          /* the timer counts a head's arrival */
     bool client_close;        /* close after this response */
     bool client_v10;          /* the request was HTTP/1.0 */

@@ -514,13 +514,13 @@ static const uint8_t *proxy_authorization(const uint8_t *buf, const ph_h1_head *
 
 /* The request head for the upstream: origin-form target, Host from the URI,
  * the client's end-to-end fields, the body's framing, Via. */
-static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
+static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, const char *url,
                          const ph_decision *d)
 {
     struct evbuffer *o = f->up_head;
     /* An empty path is "/" (RFC 9112 section 3.2.1), before a query too:
      * "http://a.com?q" goes as "/?q" (pinhole/url.h). */
-    const char *path = (const char *)buf + h->target.off + d->path_offset;
+    const char *path = url + d->path_offset;
     evbuffer_add_printf(o, "%s %s%.*s HTTP/1.1\r\n", f->method,
                         d->path_len > 0 && path[0] == '/' ? "" : "/", (int)d->path_len, path);
     if (f->port == 80)
@@ -533,6 +533,67 @@ static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
     else if (h->body == PH_H1_BODY_CHUNKED)
         evbuffer_add(o, "Transfer-Encoding: chunked\r\n", 28);
     evbuffer_add(o, "Via: 1.1 pinhole\r\n\r\n", 20);
+}
+
+/* Whether host[0..len) (a Host field's value) holds only what a host and
+ * port are spelt with: no userinfo, path, query or fragment can hide in
+ * the URL it is made into (tunnel_url). */
+static bool host_value_plain(const uint8_t *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!(ph_is_lower(v[i]) || ph_is_upper(v[i]) || ph_is_digit(v[i]) || v[i] == '.' ||
+              v[i] == '-' || v[i] == ':' || v[i] == '[' || v[i] == ']'))
+            return false;
+    return len > 0;
+}
+
+/* The URL a request inside a tunnel is decided on, into url[cap]: an
+ * absolute-form target as it is; an origin-form one as http://HOST + the
+ * target, HOST its Host field. Either way the Host field must parse to the
+ * tunnel's host and port (checked against the decision by the caller for
+ * the absolute form). false: refused (the request is answered). */
+static bool tunnel_url(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, char *url,
+                       size_t cap, size_t *len)
+{
+    const uint8_t *t = buf + h->target.off;
+    size_t tlen = h->target.len;
+    if (h->host_field < 0) {
+        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, "a request in a tunnel without a Host field",
+                      NULL);
+        return false;
+    }
+    const ph_h1_field *hf = &h->fields[h->host_field];
+    const uint8_t *hv = buf + hf->value.off;
+    size_t hl = hf->value.len;
+    ph_url u;
+    ph_diag diag;
+    char hurl[PH_H1_REQUEST_HEAD_MAX + 16];
+    int n = snprintf(hurl, sizeof hurl, "http://%.*s/", (int)hl, (const char *)hv);
+    if (!host_value_plain(hv, hl) || n < 0 || (size_t)n >= sizeof hurl ||
+        ph_url_parse(hurl, (size_t)n, &u, &diag) != PH_OK || strcmp(u.host, f->tun_host) != 0 ||
+        u.port != f->tun_port) {
+        char d[PH_HOST_MAX + 300];
+        snprintf(d, sizeof d, "Host %.*s in a tunnel to %s:%u", (int)(hl < 200 ? hl : 200),
+                 (const char *)hv, f->tun_host, (unsigned)f->tun_port);
+        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, d, NULL);
+        return false;
+    }
+    if (starts_with_ci(t, tlen, "http://")) {
+        n = snprintf(url, cap, "%.*s", (int)tlen, (const char *)t);
+    } else if (tlen > 0 && t[0] == '/') {
+        n = snprintf(url, cap, "http://%.*s%.*s", (int)hl, (const char *)hv, (int)tlen,
+                     (const char *)t);
+    } else {
+        px_fwd_refuse(f, PH_REASON_HTTP_BAD_REQUEST_LINE,
+                      "a request in a tunnel names an origin-form or http:// target", NULL);
+        return false;
+    }
+    if (n < 0 || (size_t)n >= cap) {
+        px_fwd_refuse(f, PH_REASON_HTTP_BAD_REQUEST_LINE, "request target too long", NULL);
+        return false;
+    }
+    *len = (size_t)n;
+    return true;
 }
 
 static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
@@ -548,6 +609,12 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         px_fwd_refuse(f, PH_REASON_ORIGIN_FORM,
                    "CONNECT opens a connection of its own, not one that forwarded requests", NULL);
         return;
+    }
+    char turl[2 * PH_H1_REQUEST_HEAD_MAX + 16];
+    if (f->tun_token != NULL) {
+        if (!tunnel_url(f, buf, h, turl, sizeof turl, &tlen))
+            return;
+        t = (const uint8_t *)turl;
     }
     if (starts_with_ci(t, tlen, "https://")) {
         px_fwd_refuse(f, PH_REASON_HTTPS_USE_CONNECT,
@@ -566,8 +633,12 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         return;
     }
     size_t alen = 0;
-    bool several;
-    const uint8_t *auth = proxy_authorization(buf, h, &alen, &several);
+    bool several = false;
+    /* In a tunnel, the grant is the CONNECT's (a Proxy-Authorization field
+     * there is the origin's business, and is not forwarded either). */
+    const uint8_t *auth = f->tun_token != NULL
+                              ? (alen = f->tun_token_len, (const uint8_t *)f->tun_token)
+                              : proxy_authorization(buf, h, &alen, &several);
     if (several) {
         px_fwd_refuse(f, PH_REASON_HTTP_BAD_FIELD, "several Proxy-Authorization fields", NULL);
         return;
@@ -581,6 +652,14 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     };
     ph_decision d;
     ph_decide_url(px_policy(), &r, &d);
+    if (f->tun_token != NULL && d.has_authority &&
+        (strcmp(d.verdict.host, f->tun_host) != 0 || d.verdict.port != f->tun_port)) {
+        char why[2 * PH_HOST_MAX + 64];
+        snprintf(why, sizeof why, "request for %s:%u in a tunnel to %s:%u", d.verdict.host,
+                 (unsigned)d.verdict.port, f->tun_host, (unsigned)f->tun_port);
+        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, why, NULL);
+        return;
+    }
     if (d.has_authority) {
         f->has_host = true;
         f->port = d.verdict.port;
@@ -607,7 +686,7 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         return;
     }
     px_fwd_arm_deadline(f);
-    rewrite_head(f, buf, h, &d); /* the path as the guard's parse of the URL found it */
+    rewrite_head(f, buf, h, (const char *)t, &d); /* the path as the guard's parse found it */
     f->req_body = h->body;
     f->req_left = h->content_length;
     f->req_done = h->body == PH_H1_BODY_NONE ||

@@ -47,6 +47,31 @@ bool px_forward_wants(const uint8_t *buf, size_t len);
  * Nothing happens before px_forward_run. */
 struct px_fwd *px_forward_start(const px_fwd_owner *hooks, void *owner, struct px_worker *w,
                                 struct bufferevent *client, uint64_t conn_id, const char *peer);
+/* A CONNECT tunnel whose client speaks HTTP/1 in clear (tunnel.c, after
+ * the inspection said so): forward.c serves it like a forwarding
+ * connection, except that requests are origin-form (or absolute-form),
+ * each is decided with the grant the CONNECT carried (token), and each
+ * must name the tunnel's host and port in its Host field (and its
+ * absolute-form authority), else 403 host_mismatch and the connection
+ * ends. Everything here is copied, except upstream: the tunnel's connected
+ * upstream (taken; NULL for none), kept for the first request that is
+ * decided for the same checked address, with tenant, lease and list the
+ * grant's. */
+typedef struct px_fwd_tunnel {
+    const char *host; /* canonical */
+    uint16_t port;
+    const char *token; /* the CONNECT's Proxy-Authorization value */
+    size_t token_len;
+    const char *tenant, *lease, *list;
+    struct bufferevent *upstream;
+} px_fwd_tunnel;
+
+/* px_forward_start for a tunnel (px_fwd_tunnel). NULL when out of memory
+ * (the caller still owns client and t->upstream). */
+struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner,
+                                       struct px_worker *w, struct bufferevent *client,
+                                       uint64_t conn_id, const char *peer,
+                                       const px_fwd_tunnel *t);
 /* Starts reading requests (the bytes already read first). */
 void px_forward_run(struct px_fwd *f);
 /* Frees everything of f (closes the client and any upstream, cancels its

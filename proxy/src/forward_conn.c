@@ -364,7 +364,44 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     event_free(f->reap);
     event_free(f->deadline);
     evbuffer_free(f->up_head);
+    free(f->tun_token);
     free(f);
+}
+
+struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, px_worker *w,
+                                       struct bufferevent *client, uint64_t conn_id,
+                                       const char *peer, const px_fwd_tunnel *t)
+{
+    px_fwd *f = px_forward_start(hooks, owner, w, client, conn_id, peer);
+    if (f == NULL)
+        return NULL;
+    if ((f->tun_token = malloc(t->token_len + 1)) == NULL) {
+        f->client = NULL; /* still the caller's */
+        px_forward_free(&f, "out_of_memory");
+        return NULL;
+    }
+    memcpy(f->tun_token, t->token, t->token_len);
+    f->tun_token[t->token_len] = '\0';
+    f->tun_token_len = t->token_len;
+    snprintf(f->tun_host, sizeof f->tun_host, "%s", t->host);
+    f->tun_port = t->port;
+    if (t->upstream != NULL) {
+        /* The tunnel's connection, kept alive for the first request to its
+         * address (forward.c reuses it only when the guard checked that
+         * address again for the request). */
+        fwd_dest *d = &f->up_dest;
+        socklen_t sl = sizeof d->addr;
+        memset(&d->addr, 0, sizeof d->addr);
+        (void)getpeername(bufferevent_getfd(t->upstream), (struct sockaddr *)&d->addr, &sl);
+        snprintf(d->host, sizeof d->host, "%s", t->host);
+        d->port = t->port;
+        snprintf(d->tenant, sizeof d->tenant, "%s", t->tenant ? t->tenant : "");
+        snprintf(d->lease, sizeof d->lease, "%s", t->lease ? t->lease : "");
+        snprintf(d->list, sizeof d->list, "%s", t->list ? t->list : "");
+        f->up = t->upstream;
+        px_fwd_keep_idle(f);
+    }
+    return f;
 }
 
 bool px_forward_idle(const struct px_fwd *f)

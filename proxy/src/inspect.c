@@ -35,16 +35,55 @@ static px_inspect_verdict refuse(px_inspect *in, ph_reason reason, const char *d
     return PX_INSPECT_REFUSE;
 }
 
+/* The longest method an HTTP/1 request line may start with here (the
+ * registered ones are at most 17 bytes; a token longer than this is not
+ * taken for HTTP). */
+#define METHOD_MAX 32
+
+/* held[0..len) starts an HTTP/1 request line: 1 = a method (uppercase
+ * letters, '-' and '_', as every registered method is) and a space, 0 = not
+ * one, -1 = a method so far (more bytes needed). Narrower than RFC 9110's
+ * token on purpose: an SSH banner ("SSH-2.0-OpenSSH_9.2p1 Debian") is not
+ * taken for a request. The forwarding engine then parses the request
+ * strictly; this only tells the protocols apart. */
+static int http_start(const uint8_t *held, size_t len)
+{
+    if (!(held[0] >= 'A' && held[0] <= 'Z'))
+        return 0;
+    for (size_t i = 1; i < len && i <= METHOD_MAX; i++) {
+        uint8_t b = held[i];
+        if (b == ' ')
+            return 1;
+        if (!((b >= 'A' && b <= 'Z') || b == '-' || b == '_'))
+            return 0;
+    }
+    return len > METHOD_MAX ? 0 : -1;
+}
+
 px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t len,
-                                   const char *host, bool last)
+                                   const char *host, ph_protocol proto, bool last)
 {
     if (len == 0)
         return last ? refuse(in, PH_REASON_PROTOCOL_NOT_ALLOWED,
                              "the client sent nothing to inspect", false)
                     : PX_INSPECT_WAIT;
-    if (held[0] != PH_TLS_RECORD_HANDSHAKE)
+    if (held[0] != PH_TLS_RECORD_HANDSHAKE) {
+        int h = http_start(held, len);
+        if (h < 0 && !last)
+            return PX_INSPECT_WAIT;
+        if (h > 0 && (proto == PH_PROTOCOL_DEFAULT || proto == PH_PROTOCOL_HTTP))
+            return PX_INSPECT_HTTP;
         return refuse(in, PH_REASON_PROTOCOL_NOT_ALLOWED,
-                      "the tunnel's first bytes are not a TLS handshake", false);
+                      h > 0 ? "HTTP in clear, and the rule says protocol tls"
+                      : proto == PH_PROTOCOL_HTTP
+                          ? "the tunnel's first bytes are not an HTTP/1 request (protocol http)"
+                          : "the tunnel's first bytes are neither a TLS handshake nor an HTTP/1 "
+                            "request",
+                      false);
+    }
+    if (proto == PH_PROTOCOL_HTTP)
+        return refuse(in, PH_REASON_PROTOCOL_NOT_ALLOWED,
+                      "a TLS handshake, and the rule says protocol http", true);
     /* The parser is asked again only once what it needs arrived: a hello
      * trickled a byte at a time is parsed once per record. */
     if (len < in->need && !last)

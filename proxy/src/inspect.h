@@ -10,12 +10,15 @@
 #include <stdint.h>
 
 #include "pinhole/status.h"
+#include "pinhole/table.h"
 #include "tls_hello.h"
 
 typedef enum px_inspect_verdict {
     PX_INSPECT_WAIT = 0,   /* more bytes are needed */
     PX_INSPECT_PASS = 1,   /* a ClientHello for the CONNECT host */
     PX_INSPECT_REFUSE = 2, /* reason, detail; alert_len > 0: send alert */
+    PX_INSPECT_HTTP = 3,   /* an HTTP/1 request line: the forwarding engine serves the
+                            * tunnel, checking every request's Host (forward.h) */
 } px_inspect_verdict;
 
 typedef struct px_inspect {
@@ -33,14 +36,18 @@ void px_inspect_init(px_inspect *in);
 
 /*
  * The client's bytes so far, held[0..len); host: the CONNECT host the
- * decision was for (lowercase, an A-label, no trailing dot). last: no more
- * bytes will come (the client's EOF, the hold's cap or deadline): WAIT is
- * then a refusal (returned as REFUSE). A TLS handshake record must be a
- * ClientHello (tls_hello.h) whose server name equals host ASCII
- * case-insensitively: else tls_malformed, sni_missing or sni_mismatch
- * with an access_denied alert; anything else is protocol_not_allowed.
+ * decision was for (lowercase, an A-label, no trailing dot); proto: its
+ * rule's protocol (never PH_PROTOCOL_TCP: such a tunnel is not inspected).
+ * last: no more bytes will come (the client's EOF, the hold's cap or
+ * deadline): WAIT is then a refusal (returned as REFUSE).
+ *   TLS (a handshake record; default or tls): a ClientHello (tls_hello.h)
+ *     whose server name equals host ASCII case-insensitively, else
+ *     tls_malformed, sni_missing or sni_mismatch with an access_denied alert.
+ *   HTTP/1 (a method token and a space; default or http): HTTP, decided
+ *     on the first byte and the method, before the request is complete.
+ *   Anything else, or the one the rule does not allow: protocol_not_allowed.
  */
 px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t len,
-                                   const char *host, bool last);
+                                   const char *host, ph_protocol proto, bool last);
 
 #endif

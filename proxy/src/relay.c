@@ -98,6 +98,7 @@ struct px_relay {
     bool finished;
     /* The hold: while gate is set the client's bytes wait in buf[0]. */
     px_relay_gate_cb gate;
+    px_relay_handoff_cb handoff;
     void *gate_arg;
     size_t hold_cap;
     int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
@@ -447,6 +448,25 @@ static bool gate_ask(px_relay *r, px_gate_ask why)
         watch(r, 0, EV_READ, !r->eof[0]);
         return true;
     }
+    /* HANDOFF: nothing of the client's went upstream; the sockets and the
+     * bytes in flight become the caller's (a pipe towards the client, only
+     * made after SPLICE_AFTER_BYTES from the upstream, cannot be handed
+     * over: the tunnel ends instead). */
+    struct evbuffer *in = buffer(r, 0), *out = buffer(r, 1);
+    if (v == PX_GATE_HANDOFF && r->handoff != NULL && r->piped[1] == 0 && in != NULL &&
+        out != NULL) {
+        r->finished = true;
+        for (int i = 0; i < 2; i++)
+            event_del(r->ev[i]);
+        evtimer_del(r->timer);
+        int cfd = r->fd[0], ufd = r->fd[1];
+        r->fd[0] = r->fd[1] = -1;
+        r->buf[0] = r->buf[1] = NULL;
+        r->handoff(r->gate_arg, cfd, ufd, in, out); /* may free r */
+        return false;
+    }
+    if (v == PX_GATE_HANDOFF)
+        end = "protocol_not_allowed";
     /* END: what the upstream sent the client so far (the 200 first) goes
      * if the socket takes it now, then the reply; nothing of the client's
      * is relayed. */
@@ -534,9 +554,11 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
     return r;
 }
 
-void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate, void *arg)
+void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate,
+                   px_relay_handoff_cb handoff, void *arg)
 {
     r->gate = gate;
+    r->handoff = handoff;
     r->gate_arg = arg;
     r->hold_cap = cap;
     /* Room for the whole hold in one chain: each read lands after the last
@@ -577,7 +599,8 @@ void px_relay_free(px_relay **rp)
     if (r == NULL)
         return;
     for (int i = 0; i < 2; i++)
-        close(r->fd[i]);
+        if (r->fd[i] >= 0)
+            close(r->fd[i]);
     relay_release(r);
     *rp = NULL;
 }

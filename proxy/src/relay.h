@@ -8,6 +8,7 @@
 #include "config.h"
 
 struct event_base;
+struct evbuffer;
 
 typedef struct px_relay px_relay;
 typedef void (*px_relay_done_cb)(void *arg, const char *why);
@@ -32,6 +33,8 @@ typedef enum px_gate_verdict {
     PX_GATE_WAIT = 0, /* more bytes are needed */
     PX_GATE_PASS = 1, /* relay everything held, and the rest as usual */
     PX_GATE_END = 2,  /* end the tunnel: send reply to the client, relay nothing */
+    PX_GATE_HANDOFF = 3, /* the relay ends and hands both sockets and their bytes
+                          * to the hold's handoff callback */
 } px_gate_verdict;
 
 /* Why the gate is asked: bytes arrived, or the last time (the client sent
@@ -51,10 +54,21 @@ typedef px_gate_verdict (*px_relay_gate_cb)(void *arg, const uint8_t *held, size
                                             px_gate_ask why, const char **end,
                                             const uint8_t **reply, size_t *reply_len);
 
+/* HANDOFF: the relay stops (done does not run) and gives the caller its
+ * two sockets (now the caller's), the client's held bytes (held) and what
+ * it has not yet sent the client (to_client), each an evbuffer the caller
+ * now owns (never NULL). The caller then frees the relay with px_relay_free
+ * (which closes nothing any more), within the callback or later; the relay
+ * touches nothing of itself after the callback returns. */
+typedef void (*px_relay_handoff_cb)(void *arg, int client_fd, int upstream_fd,
+                                    struct evbuffer *held, struct evbuffer *to_client);
+
 /* Before px_relay_run: nothing the client sends goes upstream until gate
  * says PASS; the client's bytes are held (at most cap bytes, for at most
- * timeout_ms from now) while the upstream's are relayed at once. */
-void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate, void *arg);
+ * timeout_ms from now) while the upstream's are relayed at once. handoff
+ * (may be NULL: HANDOFF is then END) serves a gate's HANDOFF. */
+void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate,
+                   px_relay_handoff_cb handoff, void *arg);
 
 /* Sends the greeting and the early bytes at once and starts relaying. done
  * runs once, at the end (possibly already within this call: the caller must

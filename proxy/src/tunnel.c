@@ -81,12 +81,33 @@ static void recheck(px_conn *c)
     };
     ph_decision d;
     ph_ending ending;
-    if (ph_decide_again(px_policy(), &r, &d, &ending) == PH_OK ||
-        (ending == PH_ENDING_POLICY_REVOKED && c->w->cfg->keep_tunnels_on_reload))
-        return;
-    const char *end = ph_ending_code(ending);
+    ph_status st = ph_decide_again(px_policy(), &r, &d, &ending);
     char detail[PH_DIAG_MESSAGE_MAX + 64];
     snprintf(detail, sizeof detail, "after reload: %s", d.log_detail);
+    if (st == PH_OK) {
+        ph_protocol now = d.verdict.rule_protocol, was = (ph_protocol)c->protocol;
+        /* A tunnel not yet inspected is inspected against the rule now in
+         * force. One already relaying carries what its old rule admitted:
+         * a ClientHello that passed (still admitted unless the rule now
+         * says http) or, with tcp, bytes nobody read (admitted only while
+         * the rule still says tcp). */
+        bool carried_raw = was == PH_PROTOCOL_TCP;
+        bool relaying = c->state == ST_RELAY && c->insp == NULL;
+        if (!relaying) {
+            c->protocol = (uint8_t)now;
+            return;
+        }
+        if (carried_raw ? now == PH_PROTOCOL_TCP : now != PH_PROTOCOL_HTTP)
+            return;
+        if (c->w->cfg->keep_tunnels_on_reload)
+            return;
+        ending = PH_ENDING_POLICY_REVOKED;
+        snprintf(detail, sizeof detail, "after reload: the rule now says protocol %s",
+                 ph_protocol_name(now));
+    } else if (ending == PH_ENDING_POLICY_REVOKED && c->w->cfg->keep_tunnels_on_reload) {
+        return;
+    }
+    const char *end = ph_ending_code(ending);
     if (c->state == ST_RELAY) {
         /* The log line gets the detail: the tunnel's strings again, with it
          * (out of memory: the line goes without it). */
@@ -146,16 +167,24 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
     size_t token_len;
     px_conn_strings(c, str, &token_len);
     px_inspect_verdict v = px_inspect_step(in, held, len, str[CS_HOST] ? str[CS_HOST] : "",
-                                           why != PX_GATE_BYTES);
+                                           (ph_protocol)c->protocol, why != PX_GATE_BYTES);
     if (v == PX_INSPECT_WAIT)
         return PX_GATE_WAIT;
+    if (v == PX_INSPECT_HTTP)
+        return PX_GATE_HANDOFF; /* http_handoff */
     char detail[PH_DIAG_MESSAGE_MAX];
     if (v == PX_INSPECT_REFUSE)
         snprintf(detail, sizeof detail, "%s%s", in->detail,
                  why == PX_GATE_DEADLINE ? " (inspect_timeout_ms)"
                  : why == PX_GATE_FULL   ? " (inspect_bytes)"
                                          : "");
-    tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
+    /* The name as sent goes to the log; the usual one, the host itself,
+     * costs no copy of the tunnel's strings. */
+    const char *host = str[CS_HOST] ? str[CS_HOST] : "";
+    if (v == PX_INSPECT_PASS && strcmp(in->hello.sni, host) == 0)
+        c->sni_is_host = true;
+    else
+        tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
     if (v == PX_INSPECT_PASS) {
         free(c->insp);
         c->insp = NULL;
@@ -170,6 +199,88 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
     *reply = in->alert;
     *reply_len = in->alert_len;
     return PX_GATE_END;
+}
+
+/* What forward.c asks of the connection that owns it (forward.h). */
+static void fwd_head_done(void *owner)
+{
+    px_conn_leave_head(owner);
+}
+
+static void fwd_end(void *owner, const char *end)
+{
+    px_conn *c = owner;
+    c->end = end;
+    px_conn_free(c);
+}
+
+static const px_fwd_owner fwd_hooks = { fwd_head_done, fwd_end };
+
+/* The inspection found HTTP/1 in clear: the forwarding engine serves the
+ * tunnel from here (forward.h px_fwd_tunnel), every request decided on the
+ * CONNECT's grant and refused (host_mismatch) unless it names the CONNECT
+ * host and port. The tunnel ends as a tunnel (its metrics); the connection
+ * logs each request from now on, as a forwarding one does, and holds a
+ * lease slot only while a request does. */
+static void http_handoff(void *arg, int client_fd, int upstream_fd, struct evbuffer *held,
+                         struct evbuffer *to_client)
+{
+    px_conn *c = arg;
+    struct event_base *base = c->w->base;
+    px_relay_free(&c->relay); /* the sockets are ours now; it closes nothing */
+    px_metrics_tunnel_close();
+    px_metrics_bytes(c->bytes_up, c->bytes_down);
+    c->bytes_up = c->bytes_down = 0;
+    free(c->insp);
+    c->insp = NULL;
+    px_upstream_free(&c->up);
+    struct bufferevent *cb = bufferevent_socket_new(base, client_fd, BEV_OPT_CLOSE_ON_FREE);
+    struct bufferevent *ub = cb != NULL ? bufferevent_socket_new(base, upstream_fd,
+                                                                 BEV_OPT_CLOSE_ON_FREE)
+                                        : NULL;
+    const char *str[CS_COUNT];
+    size_t token_len;
+    px_conn_strings(c, str, &token_len);
+    px_fwd_tunnel t = {
+        .host = str[CS_HOST] ? str[CS_HOST] : "",
+        .port = c->port,
+        .token = str[CS_TOKEN] ? str[CS_TOKEN] : "",
+        .token_len = token_len,
+        .tenant = str[CS_TENANT],
+        .lease = str[CS_LEASE],
+        .list = str[CS_LIST],
+        .upstream = ub,
+    };
+    struct px_fwd *f = NULL;
+    bool moved = false;
+    if (ub != NULL) {
+        /* The input's end is frozen (only the bufferevent adds to it). */
+        struct evbuffer *in = bufferevent_get_input(cb);
+        evbuffer_unfreeze(in, 0);
+        moved = evbuffer_add_buffer(in, held) == 0 &&
+                evbuffer_add_buffer(bufferevent_get_output(cb), to_client) == 0;
+        evbuffer_freeze(in, 0);
+    }
+    if (moved)
+        f = px_forward_start_tunnel(&fwd_hooks, c, c->w, cb, c->id, c->peer, &t);
+    evbuffer_free(held);
+    evbuffer_free(to_client);
+    if (f == NULL) {
+        if (cb != NULL)
+            bufferevent_free(cb);
+        else
+            close(client_fd);
+        if (ub != NULL)
+            bufferevent_free(ub);
+        else
+            close(upstream_fd);
+        c->end = "out_of_memory";
+        px_conn_free(c);
+        return;
+    }
+    c->fwd = f;
+    c->state = ST_FORWARD;
+    px_forward_run(f); /* never frees c within the call (forward.h) */
 }
 
 static void relay_done(void *arg, const char *why)
@@ -208,7 +319,9 @@ static void start_relay(px_conn *c)
     size_t token_len;
     px_conn_strings(c, str, &token_len);
     conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
-    if (c->w->cfg->inspect_tunnels && t != NULL && (c->insp = malloc(sizeof *c->insp)) == NULL) {
+    /* protocol: tcp is the one tunnel that is not inspected. */
+    if (c->protocol != PH_PROTOCOL_TCP && t != NULL &&
+        (c->insp = malloc(sizeof *c->insp)) == NULL) {
         free(t);
         t = NULL;
     }
@@ -227,7 +340,7 @@ static void start_relay(px_conn *c)
          * passed it (TUNNEL INSPECTION in docs/pinhole-proxy.md). */
         px_inspect_init(c->insp);
         px_relay_hold(c->relay, (size_t)c->w->cfg->inspect_bytes, c->w->cfg->inspect_timeout_ms,
-                      inspect_gate, c);
+                      inspect_gate, http_handoff, c);
     }
     if (c->relay == NULL) {
         bufferevent_free(ub);
@@ -305,6 +418,7 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
         return;
     }
     h->has_rule = d.verdict.has_rule;
+    c->protocol = (uint8_t)d.verdict.rule_protocol;
     c->rule_line = d.verdict.has_rule ? d.verdict.rule_line : 0;
     snprintf(h->rule_file, sizeof h->rule_file, "%s", d.verdict.rule_file);
 
@@ -330,21 +444,6 @@ static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
 
 static void head_read(px_conn *c);
 static void head_parse(px_conn *c, const uint8_t *in, size_t n);
-
-/* What forward.c asks of the connection that owns it (forward.h). */
-static void fwd_head_done(void *owner)
-{
-    px_conn_leave_head(owner);
-}
-
-static void fwd_end(void *owner, const char *end)
-{
-    px_conn *c = owner;
-    c->end = end;
-    px_conn_free(c);
-}
-
-static const px_fwd_owner fwd_hooks = { fwd_head_done, fwd_end };
 
 /* Not a CONNECT: forward.c serves the connection from here on, starting
  * with the bytes read so far (client_bev puts them in its input). */

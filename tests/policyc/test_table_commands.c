@@ -213,23 +213,30 @@ static void test_reports_each_failure_and_a_summary(void **state)
     assert_int_equal(run(pc_cmd_test, NULL, 2, "test", yaml_path), 2);
 }
 
+/* dump of table (its output, out, written to a file) compiles back to
+ * the same bytes. */
+static void assert_dump_compiles_back(const char *table, const char *out)
+{
+    char dumped[4200], again[4200];
+    snprintf(dumped, sizeof dumped, "%s/dumped.yaml", dir);
+    snprintf(again, sizeof again, "%s/again.ptab", dir);
+    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
+    size_t la, lb;
+    char *a = ph_test_read_file(table, &la), *b = ph_test_read_file(again, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(a);
+    free(b);
+}
+
 static void dump_of_a_table_compiles_back_to_it(void **state)
 {
     (void)state;
     char *out;
     assert_int_equal(run(pc_cmd_dump, &out, 2, "dump", table_path), 0);
-    char dumped[4200], again[4200];
-    snprintf(dumped, sizeof dumped, "%s/dumped.yaml", dir);
-    snprintf(again, sizeof again, "%s/again.ptab", dir);
-    assert_int_equal(ph_test_write_file(dumped, out, strlen(out)), 0);
+    assert_dump_compiles_back(table_path, out);
     free(out);
-    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", dumped, "-o", again), 0);
-    size_t la, lb;
-    char *a = ph_test_read_file(table_path, &la), *b = ph_test_read_file(again, &lb);
-    assert_int_equal(la, lb);
-    assert_memory_equal(a, b, la);
-    free(a);
-    free(b);
     assert_int_equal(run(pc_cmd_dump, NULL, 1, "dump"), 2);
     assert_int_equal(run(pc_cmd_dump, NULL, 2, "dump", "/nonexistent"), 2);
 }
@@ -270,6 +277,104 @@ static void diff_lists_added_and_removed_destinations(void **state)
     assert_int_equal(run(pc_cmd_diff, NULL, 2, "diff", table_path), 2);
 }
 
+/* `protocol:` goes into the table and back out: explain says it, dump
+ * writes it (and compiling the dump gives the same bytes), diff shows a
+ * port whose protocol changed, the lookup returns it, and the strictest of
+ * two rules on one port wins it. */
+static void protocol_key_through_explain_dump_and_diff(void **state)
+{
+    (void)state;
+    static const char yaml[] = "version: 1\n"
+                               "lists:\n"
+                               "  default:\n"
+                               "    rules:\n"
+                               "      - host: ssh.example.org\n"
+                               "        ports: [22]\n"
+                               "        protocol: tcp\n"
+                               "      - host: web.example.org\n"
+                               "        ports: [80, 443]\n"
+                               "      - host: api.example.org\n"
+                               "        ports: [443]\n"
+                               "        protocol: tls\n"
+                               "      - host: api.example.org\n"
+                               "        ports: [443, 8080]\n"
+                               "        protocol: tcp\n";
+    char path[4200], tab[4200], changed_path[4200];
+    snprintf(path, sizeof path, "%s/proto.yaml", dir);
+    snprintf(tab, sizeof tab, "%s/proto.ptab", dir);
+    snprintf(changed_path, sizeof changed_path, "%s/proto-changed.yaml", dir);
+    assert_int_equal(ph_test_write_file(path, yaml, strlen(yaml)), 0);
+    assert_int_equal(run(pc_cmd_compile, NULL, 5, "compile", "-q", path, "-o", tab), 0);
+
+    char *out;
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", tab, "ssh.example.org:22"), 0);
+    assert_non_null(strstr(out, "  rule: ssh.example.org ports [22] protocol tcp (proto.yaml:5)"));
+    assert_non_null(strstr(out, "  protocol: tcp (any bytes, relayed without inspection)"));
+    free(out);
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", tab, "web.example.org:80"), 0);
+    assert_non_null(strstr(out, "  protocol: tls or http (default"));
+    free(out);
+    /* 443 is allowed by a tls rule and a tcp rule: the strictest wins. */
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", tab, "api.example.org:443"), 0);
+    assert_non_null(strstr(out, "  protocol: tls (a TLS ClientHello naming api.example.org)"));
+    free(out);
+    assert_int_equal(run(pc_cmd_explain, &out, 3, "explain", tab, "api.example.org:8080"), 0);
+    assert_non_null(strstr(out, "  protocol: tcp"));
+    free(out);
+
+    ph_table *t = NULL;
+    ph_diag diag;
+    assert_int_equal(ph_table_open(tab, &t, &diag), PH_OK);
+    ph_table_result res;
+    assert_int_equal(ph_table_lookup(t, "default", "ssh.example.org", 15, 22, &res), PH_OK);
+    assert_true(res.allowed);
+    assert_int_equal(res.rule.protocol, PH_PROTOCOL_TCP);
+    assert_int_equal(ph_table_lookup(t, "default", "web.example.org", 15, 443, &res), PH_OK);
+    assert_int_equal(res.rule.protocol, PH_PROTOCOL_DEFAULT);
+    assert_int_equal(ph_table_lookup(t, "default", "api.example.org", 15, 443, &res), PH_OK);
+    assert_int_equal(res.rule.protocol, PH_PROTOCOL_TLS);
+    ph_table_close(&t);
+
+    assert_int_equal(run(pc_cmd_dump, &out, 2, "dump", tab), 0);
+    assert_non_null(strstr(out, "      - host: \"ssh.example.org\"\n"
+                                "        ports: [22]\n"
+                                "        protocol: tcp\n"));
+    assert_non_null(strstr(out, "      - host: \"web.example.org\"\n"
+                                "        ports: [80, 443]\n"
+                                "        source:"));
+    assert_dump_compiles_back(tab, out);
+    free(out);
+
+    /* ssh loses tcp, web becomes http only: each a port lost and gained. */
+    static const char changed[] = "version: 1\n"
+                                  "lists:\n"
+                                  "  default:\n"
+                                  "    rules:\n"
+                                  "      - host: ssh.example.org\n"
+                                  "        ports: [22]\n"
+                                  "      - host: web.example.org\n"
+                                  "        ports: [80, 443]\n"
+                                  "        protocol: http\n"
+                                  "      - host: api.example.org\n"
+                                  "        ports: [443]\n"
+                                  "        protocol: tls\n"
+                                  "      - host: api.example.org\n"
+                                  "        ports: [443, 8080]\n"
+                                  "        protocol: tcp\n";
+    assert_int_equal(ph_test_write_file(changed_path, changed, strlen(changed)), 0);
+    assert_int_equal(run(pc_cmd_diff, &out, 3, "diff", tab, changed_path), 1);
+    static const char *const want = "list default:\n"
+                                    "+ ssh.example.org 22\n"
+                                    "- ssh.example.org 22 (protocol tcp)\n"
+                                    "- web.example.org 80, 443\n"
+                                    "+ web.example.org 80, 443 (protocol http)\n"
+                                    "2 destination change(s) added, 2 removed\n";
+    const char *body = strstr(out, "list default");
+    assert_non_null(body);
+    assert_string_equal(body, want);
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_reports_each_failure_and_a_summary),
         cmocka_unit_test(dump_of_a_table_compiles_back_to_it),
         cmocka_unit_test(diff_lists_added_and_removed_destinations),
+        cmocka_unit_test(protocol_key_through_explain_dump_and_diff),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -285,6 +285,15 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     expect_refused(ro + PH_TAB_RULE_PORT_FIRST, 4, 1, "rule port_first");
     expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0, "rule port_count");
     expect_refused(ro + PH_TAB_RULE_PORT_COUNT, 4, 0xffffffff, "rule port_count");
+    expect_refused(ro + PH_TAB_RULE_PROTOCOL, 1, PH_TAB_PROTO_MAX + 1, "rule protocol");
+    for (uint32_t z = 0; z < PH_TAB_RULE_ZERO_LEN; z++)
+        expect_refused(ro + PH_TAB_RULE_ZERO + z, 1, 1, "rule padding");
+    /* tcp is never on a wildcard, whoever wrote the table. */
+    for (uint32_t r = 0; r < nrules; r++) {
+        size_t at = ro + (size_t)r * PH_TAB_RULE_SIZE;
+        if (strings[ph_tab_get32(image + at + rh + PH_TAB_STR_OFF)] == '*')
+            expect_refused(at + PH_TAB_RULE_PROTOCOL, 1, PH_TAB_PROTO_TCP, "tcp on a wildcard");
+    }
     expect_refused(eo + PH_TAB_ENTRY_LIST, 2, 1, "entry list");
     expect_refused(eo + PH_TAB_ENTRY_KIND, 1, 2, "entry kind");
     expect_refused(eo + PH_TAB_ENTRY_RANGE_COUNT, 2, 0, "entry range_count");

@@ -125,6 +125,8 @@ e2e_start_dns() {
     SILENT_PORT=$(e2e_port)   # nothing listens: forwarded queries go unanswered
     e2e_dnsmasq --local=/$E2E_DOMAIN/ \
         --host-record=ok.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=tls.$E2E_DOMAIN,127.0.0.1 \
+        --host-record=web.$E2E_DOMAIN,127.0.0.1 \
         --host-record=other.$E2E_DOMAIN,127.0.0.1 \
         --host-record=refused.$E2E_DOMAIN,127.0.0.1 \
         --host-record=blackhole.$E2E_DOMAIN,127.0.0.1 \
@@ -169,12 +171,9 @@ e2e_wait_ready() {
 # --nofile=64:64") runs it under a wrapper; E2E_PROXY_NAME (default proxy)
 # names its files: $E2E_TMP/NAME.log (connections), NAME.err (events),
 # NAME.ready.
-# The suites whose tunnels carry the peer's raw bytes (proxy_e2e_peer.c, not
-# TLS) run with tunnel inspection off (the proxy's switch, until a rule's
-# `protocol: tcp` says so per destination); E2E_INSPECT=1 keeps it on.
+# Every tunnel is inspected: a suite whose tunnels carry the peer's raw
+# bytes (proxy_e2e_peer.c, not TLS) says `protocol: tcp` in its allowlist.
 e2e_start_proxy() {
-    E2E_INSPECT_OPT="--inspect-tunnels false"
-    [ "${E2E_INSPECT:-0}" = 1 ] && E2E_INSPECT_OPT=""
     # As root the proxy must drop privileges: run as nobody, owning its files
     # (reloads reopen the table and the 0600 key after the drop).
     E2E_USER_OPT=""
@@ -187,7 +186,7 @@ e2e_start_proxy() {
     ${E2E_PROXY_PREFIX:-} "$PROXY" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
         --ready-file "$E2E_TMP/$n.ready" \
         --table "$E2E_TMP/table.ptab" --grant-key "$E2E_TMP/grant.key" \
-        --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT $E2E_INSPECT_OPT "$@" \
+        --dns-servers 127.0.0.1:"$DNS_PORT" --workers 2 $E2E_USER_OPT "$@" \
         >"$E2E_TMP/$n.log" 2>"$E2E_TMP/$n.err" &
     PROXY_PID=$!
     if e2e_wait_ready "$E2E_TMP/$n.ready" "$PROXY_PID"; then
@@ -217,7 +216,7 @@ e2e_start_forward_peer() {
 # kernel's choice: it prints "ACCEPT 127.0.0.1:PORT").
 e2e_start_tls() {
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-        -subj "/CN=ok.$E2E_DOMAIN" -addext "subjectAltName=DNS:ok.$E2E_DOMAIN" \
+        -subj "/CN=ok.$E2E_DOMAIN" -addext "subjectAltName=DNS:ok.$E2E_DOMAIN,DNS:tls.$E2E_DOMAIN" \
         -keyout "$E2E_TMP/tls.key" -out "$E2E_TMP/tls.crt" 2>/dev/null
     openssl s_server -accept 127.0.0.1:0 -cert "$E2E_TMP/tls.crt" \
         -key "$E2E_TMP/tls.key" -www </dev/null >"$E2E_TMP/tls.out" 2>/dev/null &

@@ -28,8 +28,8 @@ static void the_connect_host_passes(void **state)
     px_inspect_init(&in);
     /* Byte by byte: WAIT until the last byte, then PASS. */
     for (size_t got = 1; got < n; got++)
-        assert_int_equal(px_inspect_step(&in, d, got, "allowed.test", false), PX_INSPECT_WAIT);
-    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", false), PX_INSPECT_PASS);
+        assert_int_equal(px_inspect_step(&in, d, got, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS);
     assert_string_equal(in.hello.sni, "allowed.test");
     /* The name compared ASCII case-insensitively (the CONNECT host is
      * lowercase; a client may send capitals). */
@@ -37,7 +37,7 @@ static void the_connect_host_passes(void **state)
     uint8_t *name = memmem(d, n, "allowed.test", 12);
     assert_non_null(name);
     memcpy(name, "ALLOWED", 7);
-    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", false), PX_INSPECT_PASS);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS);
     assert_string_equal(in.hello.sni, "ALLOWED.test");
     free(d);
 }
@@ -50,39 +50,76 @@ static void refusals(void **state)
     px_inspect in;
 
     px_inspect_init(&in);
-    assert_int_equal(px_inspect_step(&in, d, n, "other.test", false), PX_INSPECT_REFUSE);
+    assert_int_equal(px_inspect_step(&in, d, n, "other.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_REFUSE);
     assert_int_equal(in.reason, PH_REASON_SNI_MISMATCH);
     assert_true(in.has_sni);
     assert_int_equal(in.alert_len, 7);
     assert_memory_equal(in.alert, ALERT, 7);
     /* A suffix or a prefix of the host is another host. */
     px_inspect_init(&in);
-    assert_int_equal(px_inspect_step(&in, d, n, "allowed.tes", false), PX_INSPECT_REFUSE);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.tes", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_REFUSE);
     px_inspect_init(&in);
-    assert_int_equal(px_inspect_step(&in, d, n, "x.allowed.test", false), PX_INSPECT_REFUSE);
+    assert_int_equal(px_inspect_step(&in, d, n, "x.allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_REFUSE);
 
     /* Cut short, then the deadline (last). */
     px_inspect_init(&in);
-    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", false), PX_INSPECT_WAIT);
-    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", true), PX_INSPECT_REFUSE);
+    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, n - 1, "allowed.test", PH_PROTOCOL_DEFAULT, true), PX_INSPECT_REFUSE);
     assert_int_equal(in.reason, PH_REASON_TLS_MALFORMED);
     assert_int_equal(in.alert_len, 7);
 
-    /* Nothing, SSH, HTTP in clear, an SSLv2-style hello: not TLS. */
-    static const char *const other[] = { "SSH-2.0-OpenSSH_9.2\r\n", "GET / HTTP/1.1\r\n",
+    /* SSH (its banner has a space, after no method), a lowercase or too
+     * long "method", an SSLv2-style hello: neither TLS nor HTTP/1. */
+    static const char *const other[] = { "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n", "get / HTTP/1.1\r\n",
+                                         "GETGETGETGETGETGETGETGETGETGETGETGET / HTTP/1.1\r\n",
                                          "\x80\x2e\x01\x00\x02" };
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
         px_inspect_init(&in);
         assert_int_equal(px_inspect_step(&in, (const uint8_t *)other[i], strlen(other[i]),
-                                         "allowed.test", false),
+                                         "allowed.test", PH_PROTOCOL_DEFAULT, false),
                          PX_INSPECT_REFUSE);
         assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
         assert_int_equal(in.alert_len, 0);
     }
     px_inspect_init(&in);
-    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", false), PX_INSPECT_WAIT);
-    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", true), PX_INSPECT_REFUSE);
+    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, d, 0, "allowed.test", PH_PROTOCOL_DEFAULT, true), PX_INSPECT_REFUSE);
     assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
+    free(d);
+}
+
+/* The rule's protocol: the default takes TLS or HTTP/1, tls only TLS, http
+ * only HTTP/1 (each refusing the other as protocol_not_allowed, TLS with
+ * an alert); an HTTP method is recognized before the line is complete. */
+static void the_rule_protocol(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *d = curl_hello(&n);
+    const uint8_t *get = (const uint8_t *)"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+    px_inspect in;
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, get, 2, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_WAIT);
+    assert_int_equal(px_inspect_step(&in, get, 2, "allowed.test", PH_PROTOCOL_DEFAULT, true),
+                     PX_INSPECT_REFUSE);
+    for (int p = PH_PROTOCOL_DEFAULT; p <= PH_PROTOCOL_HTTP; p++) {
+        bool http_ok = p != PH_PROTOCOL_TLS, tls_ok = p != PH_PROTOCOL_HTTP;
+        px_inspect_init(&in);
+        assert_int_equal(px_inspect_step(&in, get, 4, "allowed.test", (ph_protocol)p, false),
+                         http_ok ? PX_INSPECT_HTTP : PX_INSPECT_REFUSE);
+        if (!http_ok) {
+            assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
+            assert_int_equal(in.alert_len, 0);
+        }
+        px_inspect_init(&in);
+        assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", (ph_protocol)p, false),
+                         tls_ok ? PX_INSPECT_PASS : PX_INSPECT_REFUSE);
+        if (!tls_ok) {
+            assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
+            assert_int_equal(in.alert_len, 7);
+        }
+    }
     free(d);
 }
 
@@ -91,6 +128,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(the_connect_host_passes),
         cmocka_unit_test(refusals),
+        cmocka_unit_test(the_rule_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "test_support.h"
 #include "tls_hello.h"
+#include "tls_records.h"
 
 #define NAME "allowed.test"
 
@@ -25,37 +26,6 @@ static uint8_t *load(const char *client, size_t *len)
     uint8_t *d = (uint8_t *)ph_test_read_file(ph_test_source_path(rel), len);
     assert_non_null(d);
     return d;
-}
-
-/* The handshake bytes of the records in d[0..n). */
-static size_t message(const uint8_t *d, size_t n, uint8_t *out)
-{
-    size_t m = 0;
-    for (size_t p = 0; p < n;) {
-        size_t len = (size_t)d[p + 3] << 8 | d[p + 4];
-        memcpy(out + m, d + p + 5, len);
-        m += len;
-        p += 5 + len;
-    }
-    return m;
-}
-
-/* msg[0..m) as records, the first cut bytes long (the rest in records of
- * at most 2^14), into out; returns the bytes written. */
-static size_t records(const uint8_t *msg, size_t m, size_t cut, uint8_t *out)
-{
-    size_t o = 0;
-    for (size_t p = 0; p < m;) {
-        size_t len = p == 0 && cut > 0 ? cut : m - p;
-        if (len > PH_TLS_RECORD_MAX)
-            len = PH_TLS_RECORD_MAX;
-        uint8_t h[5] = { PH_TLS_RECORD_HANDSHAKE, 3, 1, (uint8_t)(len >> 8), (uint8_t)len };
-        memcpy(out + o, h, 5);
-        memcpy(out + o + 5, msg + p, len);
-        o += 5 + len;
-        p += len;
-    }
-    return o;
 }
 
 static void assert_name(const uint8_t *d, size_t n, const char *name)
@@ -96,9 +66,9 @@ static void real_hellos_read_the_same_however_they_arrive(void **state)
         /* The message over 2 records, cut at every byte. */
         uint8_t *msg = malloc(n), *re = malloc(n + 10);
         assert_true(msg != NULL && re != NULL);
-        size_t m = message(d, n, msg);
+        size_t m = ph_test_tls_message(d, n, msg);
         for (size_t cut = 1; cut < m; cut++) {
-            size_t o = records(msg, m, cut, re);
+            size_t o = ph_test_tls_records(msg, m, cut, PH_TLS_RECORD_MAX, re);
             assert_int_equal(o, m + 10);
             assert_name(re, o, NAME);
             /* and the second record's bytes cut at a few points */
@@ -144,41 +114,17 @@ static void ext(buf *b, unsigned t, const void *p, size_t n)
 /* A server_name extension with one name. */
 static void sni(buf *b, const char *name)
 {
-    size_t n = strlen(name);
-    u16(b, 0);
-    u16(b, (unsigned)n + 5);
-    u16(b, (unsigned)n + 3);
-    u8(b, 0);
-    u16(b, (unsigned)n);
-    put(b, name, n);
+    b->n += ph_test_tls_sni_ext(name, b->b + b->n);
 }
 
 /* A ClientHello message around the extension block exts (NULL: none),
  * wrapped in one record (or more when it is over 2^14). */
 static size_t hello(const buf *exts, uint8_t *out)
 {
-    static buf m;
-    m.n = 0;
-    u8(&m, 1);
-    size_t len_at = m.n;
-    m.n += 3;
-    u16(&m, 0x0303);
-    for (int i = 0; i < 32; i++)
-        u8(&m, (unsigned)i);
-    u8(&m, 0);      /* session id */
-    u16(&m, 2);     /* cipher suites */
-    u16(&m, 0x1301);
-    u8(&m, 1);      /* compression */
-    u8(&m, 0);
-    if (exts != NULL) {
-        u16(&m, (unsigned)exts->n);
-        put(&m, exts->b, exts->n);
-    }
-    size_t body = m.n - 4;
-    m.b[len_at] = (uint8_t)(body >> 16);
-    m.b[len_at + 1] = (uint8_t)(body >> 8);
-    m.b[len_at + 2] = (uint8_t)body;
-    return records(m.b, m.n, 0, out);
+    static uint8_t m[sizeof(buf) + 64];
+    size_t n = ph_test_tls_hello_message(exts ? exts->b : NULL, exts ? exts->n : 0,
+                                         exts != NULL, m);
+    return ph_test_tls_records(m, n, 0, PH_TLS_RECORD_MAX, out);
 }
 
 static uint8_t OUT[80000];

@@ -74,6 +74,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_PROTOCOL_MISSING] = "proxy_protocol_missing",
     [PH_REASON_PROXY_PROTOCOL_MALFORMED] = "proxy_protocol_malformed",
     [PH_REASON_CLIENT_TIMEOUT] = "client_timeout",
+    [PH_REASON_HOST_MISMATCH] = "host_mismatch",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -138,6 +139,9 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_PROTOCOL_MALFORMED] = 400,
     /* The client's side was slow, as for a head (http_head_timeout). */
     [PH_REASON_CLIENT_TIMEOUT] = 408,
+    /* An HTTP/1 request inside a tunnel: answered 403 before a byte of it
+     * is relayed, and the connection ends. */
+    [PH_REASON_HOST_MISMATCH] = 403,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -102,6 +102,9 @@ typedef struct ph_verdict {
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
     /* One line for logs: why it was refused (the diagnostic's message). */
     char detail[PH_DIAG_MESSAGE_MAX];
+    /* The rule's protocol (what a CONNECT tunnel may carry); the default
+     * when no rule matched. */
+    ph_protocol rule_protocol;
 } ph_verdict;
 
 /*

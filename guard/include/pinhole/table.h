@@ -59,6 +59,20 @@ PH_API void ph_table_close(ph_table **table);
 PH_API const uint8_t *ph_table_policy_id(const ph_table *table);
 PH_API const char *ph_table_policy_id_hex(const ph_table *table);
 
+/* What a CONNECT tunnel to a rule's destination may carry (the allowlist's
+ * `protocol:` key; docs/allowlist.md). The proxy inspects a tunnel's first
+ * client bytes against it (docs/pinhole-proxy.md, TUNNEL INSPECTION). */
+typedef enum ph_protocol {
+    PH_PROTOCOL_DEFAULT = 0, /* no key: a TLS ClientHello or HTTP/1 in clear */
+    PH_PROTOCOL_TLS = 1,     /* a ClientHello naming the CONNECT host */
+    PH_PROTOCOL_HTTP = 2,    /* HTTP/1 in clear, every request's Host the CONNECT host */
+    PH_PROTOCOL_TCP = 3,     /* anything, relayed without inspection (exact hosts only) */
+} ph_protocol;
+
+/* "tls", "http", "tcp", or "tls or http" for the default; "unknown" for
+ * other values. Static, never NULL. */
+PH_API const char *ph_protocol_name(ph_protocol p);
+
 /* One rule of the flattened policy, as compiled. Every pointer points into
  * the table (valid until it is closed) and is NUL-terminated. */
 typedef struct ph_table_rule {
@@ -70,6 +84,7 @@ typedef struct ph_table_rule {
     uint32_t line;        /* 1-based line of the rule in that file */
     const char *reason;   /* NULL when the rule has none */
     size_t nports;        /* its port ranges: see ph_table_rule_port */
+    ph_protocol protocol; /* what a tunnel to it may carry */
 } ph_table_rule;
 
 typedef struct ph_table_result {
@@ -146,6 +161,12 @@ PH_API ph_status ph_table_destination_at(const ph_table *table, size_t list, siz
 #define PH_TABLE_MAX_RANGES 32768
 PH_API ph_status ph_table_destination_ranges(const ph_table *table, size_t list, size_t d,
                                              uint16_t *lo, uint16_t *hi, size_t cap, size_t *n);
+/* The same, only the ports whose rule (the one a lookup finds) has
+ * protocol: the destination's ports split by what a tunnel may carry. */
+PH_API ph_status ph_table_destination_protocol_ranges(const ph_table *table, size_t list,
+                                                      size_t d, ph_protocol protocol,
+                                                      uint16_t *lo, uint16_t *hi, size_t cap,
+                                                      size_t *n);
 
 #ifdef __cplusplus
 }

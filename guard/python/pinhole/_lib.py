@@ -115,6 +115,7 @@ class CVerdict(ctypes.Structure):
         ("rule_reason", ctypes.c_char * (PH_VERDICT_TEXT_MAX + 1)),
         ("policy_id", ctypes.c_char * (PH_TABLE_ID_HEX_LEN + 1)),
         ("detail", ctypes.c_char * PH_DIAG_MESSAGE_MAX),
+        ("rule_protocol", ctypes.c_int),
     ]
 
 

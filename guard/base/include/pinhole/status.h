@@ -105,6 +105,8 @@ typedef enum ph_reason {
     PH_REASON_PROXY_PROTOCOL_MALFORMED = 44, /* a header that is not strict v2, or cut short */
     /* A forwarded request whose client did not send its body in time. */
     PH_REASON_CLIENT_TIMEOUT = 45,
+    PH_REASON_HOST_MISMATCH = 46,        /* an HTTP request in a tunnel naming another
+                                          * host or port than the CONNECT */
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
