@@ -13,5 +13,6 @@ int pc_cmd_explain(int argc, char **argv);
 int pc_cmd_test(int argc, char **argv);
 int pc_cmd_dump(int argc, char **argv);
 int pc_cmd_diff(int argc, char **argv);
+int pc_cmd_replay(int argc, char **argv);
 
 #endif

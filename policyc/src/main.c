@@ -16,6 +16,7 @@ static const struct {
     {"test", pc_cmd_test, "check expectations (CASES.yaml) against a policy"},
     {"dump", pc_cmd_dump, "print a table's canonical policy as YAML"},
     {"diff", pc_cmd_diff, "destinations added and removed between two policies"},
+    {"replay", pc_cmd_replay, "decide logged connections again on a new table"},
 };
 
 static void usage(FILE *out)
