@@ -21,6 +21,7 @@
 #include "pinhole/hex.h"
 #include "grant-int.h"
 #include "grant_keyring-int.h"
+#include "policy_file-int.h"
 
 #define KEY_FILE_MAX (16 * 1024)
 
@@ -215,68 +216,20 @@ ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag
     if (path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "keyring load: missing argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0, "%s: %s", path,
-                           strerror(errno));
-    ph_status st;
-    char *buf = NULL;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = ph_diag_set(diag, PH_E_INVAL, 0, "%s: not a regular file", path);
-        goto out;
-    }
-    /* Secrets: refuse rather than warn, a warning in a log nobody reads
-     * protects nothing. */
-    if ((sb.st_mode & 077) != 0) {
-        st = ph_diag_set(diag, PH_E_INVAL, 0,
-                         "%s: mode %04o gives group or others access to the keys; "
-                         "run chmod 600 on it",
-                         path, (unsigned)(sb.st_mode & 07777));
-        goto out;
-    }
-    if (sb.st_size > KEY_FILE_MAX) {
-        st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
-        goto out;
-    }
-    buf = malloc(KEY_FILE_MAX + 1);
-    if (buf == NULL) {
-        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-        goto out;
-    }
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > KEY_FILE_MAX) {
-            st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
-            goto out;
-        }
-    }
+    char *buf;
+    size_t len;
+    ph_status st = ph_policy_file_read(path, KEY_FILE_MAX, 077,
+                                       "gives group or others access to the keys", &buf, &len, diag);
+    if (st != PH_OK)
+        return st;
     st = ph_keyring_parse(buf, len, out, diag);
     if (st != PH_OK && diag != NULL) {
         char msg[PH_DIAG_MESSAGE_MAX];
         memcpy(msg, diag->message, sizeof msg);
         ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
     }
-out:
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, KEY_FILE_MAX + 1);
-        free(buf);
-    }
-    close(fd);
+    OPENSSL_cleanse(buf, len + 1);
+    free(buf);
     return st;
 }
 

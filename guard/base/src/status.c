@@ -70,6 +70,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_SNI_MISSING] = "sni_missing",
     [PH_REASON_SNI_MISMATCH] = "sni_mismatch",
     [PH_REASON_PROTOCOL_NOT_ALLOWED] = "protocol_not_allowed",
+    [PH_REASON_LEASE_REVOKED] = "lease_revoked",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -126,6 +127,7 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_SNI_MISSING] = 403,
     [PH_REASON_SNI_MISMATCH] = 403,
     [PH_REASON_PROTOCOL_NOT_ALLOWED] = 403,
+    [PH_REASON_LEASE_REVOKED] = 407,
 };
 
 int ph_reason_http_status(ph_reason r)

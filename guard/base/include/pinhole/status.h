@@ -97,6 +97,9 @@ typedef enum ph_reason {
     PH_REASON_SNI_MISSING = 39,          /* a ClientHello without a server name */
     PH_REASON_SNI_MISMATCH = 40,         /* a server name other than the CONNECT host */
     PH_REASON_PROTOCOL_NOT_ALLOWED = 41, /* neither TLS nor what the rule allows */
+    /* The grant verifies, but its lease is on the revocation list in force
+     * (pinhole/revocation.h): refused like a grant (407). */
+    PH_REASON_LEASE_REVOKED = 42,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

@@ -1,0 +1,23 @@
+/* policy_file-int.h - reading a small policy file whole (the grant key file,
+ * the revocation list): one routine, so each kind states only its limits. */
+#ifndef PINHOLE_POLICY_FILE_INT_H
+#define PINHOLE_POLICY_FILE_INT_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "pinhole/status.h"
+
+/*
+ * Opens path, refuses anything but a regular file (PH_E_INVAL), a mode with
+ * any of the `forbidden` bits set (PH_E_INVAL; the message says `mode_why`
+ * and the chmod that fixes it) and more than max bytes (PH_E_LIMIT, also
+ * when the file grows while read), then reads it whole into *out (malloc'd,
+ * len + 1 bytes, NUL-terminated; the caller frees it, wiping it first if
+ * it holds secrets). PH_E_NOT_FOUND when path does not exist, PH_E_IO.
+ * Every message starts with path.
+ */
+ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, const char *mode_why,
+                              char **out, size_t *len, ph_diag *diag);
+
+#endif

@@ -1,0 +1,83 @@
+/* policy_file.c - a small policy file read whole (policy_file-int.h). */
+#include "policy_file-int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "pinhole/diag.h"
+
+ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, const char *mode_why,
+                              char **out, size_t *len, ph_diag *diag)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return ph_diag_set(diag, errno == ENOENT ? PH_E_NOT_FOUND : PH_E_IO, 0, "%s: %s", path,
+                           strerror(errno));
+    ph_status st = PH_OK;
+    char *buf = NULL;
+    size_t cap = 0, got = 0;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st = ph_diag_set(diag, PH_E_INVAL, 0, "%s: not a regular file", path);
+        goto out;
+    }
+    /* Refuse rather than warn: a warning in a log nobody reads protects
+     * nothing. */
+    if ((sb.st_mode & forbidden) != 0) {
+        st = ph_diag_set(diag, PH_E_INVAL, 0, "%s: mode %04o %s; run chmod %o on it", path,
+                         (unsigned)(sb.st_mode & 07777), mode_why,
+                         (unsigned)(sb.st_mode & 07777 & ~forbidden));
+        goto out;
+    }
+    if ((uint64_t)sb.st_size > max) {
+        st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %zu bytes", path, max);
+        goto out;
+    }
+    /* Sized by fstat, one byte more to see a file that grew meanwhile. */
+    cap = (size_t)sb.st_size + 1;
+    buf = malloc(cap + 1);
+    if (buf == NULL) {
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        ssize_t n = read(fd, buf + got, cap - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+        if (got == cap) {
+            st = ph_diag_set(diag, PH_E_IO, 0, "%s: changed while read (replace it atomically)",
+                             path);
+            goto out;
+        }
+    }
+    buf[got] = '\0';
+    *out = buf;
+    *len = got;
+    buf = NULL;
+out:
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, cap + 1); /* a key file's partial secrets */
+        free(buf);
+    }
+    close(fd);
+    return st;
+}
