@@ -23,25 +23,6 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-typedef struct src {
-    const uint8_t *p;
-    size_t len, at, chunk;
-} src;
-
-static ssize_t src_read(void *ctx, void *buf, size_t n, const char **why)
-{
-    (void)why;
-    src *s = ctx;
-    size_t k = s->len - s->at;
-    if (k > n)
-        k = n;
-    if (s->chunk != 0 && k > s->chunk)
-        k = s->chunk;
-    memcpy(buf, s->p + s->at, k);
-    s->at += k;
-    return (ssize_t)k;
-}
-
 static void check_entry(const pc_log_entry *e)
 {
     size_t hn = strnlen(e->host, sizeof e->host);
@@ -63,9 +44,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     /* The first byte picks the read size (0: as much as fits). */
-    src s = { data + 1, size - 1, 0, data[0] % 17 };
+    pc_log_mem s = { (const char *)data + 1, size - 1, 0, data[0] % 17 };
     pc_log_reader r;
-    if (pc_log_reader_init(&r, src_read, &s, NULL) != PH_OK)
+    if (pc_log_reader_init(&r, pc_log_mem_read, &s, NULL) != PH_OK)
         return 0;
     pc_replay rp;
     pc_replay_init(&rp, 64, NULL);
@@ -75,8 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool too_long;
     ph_status st;
     while ((st = pc_log_reader_next(&r, &line, &len, &too_long, NULL)) == PH_OK) {
-        const uint8_t *in = s.p + at;
-        const uint8_t *nl = memchr(in, '\n', s.len - at);
+        const char *in = s.p + at;
+        const char *nl = memchr(in, '\n', s.len - at);
         size_t real = nl != NULL ? (size_t)(nl - in) : s.len - at;
         if (too_long) {
             CHECK(len == 0 && real > PC_LOG_LINE_MAX);

@@ -211,26 +211,18 @@ fail:
     return st;
 }
 
+static ph_status parse_keys(const char *text, size_t len, void *out, ph_diag *diag)
+{
+    return ph_keyring_parse(text, len, out, diag);
+}
+
 ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag)
 {
     if (path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "keyring load: missing argument");
     *out = NULL;
-    char *buf;
-    size_t len;
-    ph_status st = ph_policy_file_read(path, KEY_FILE_MAX, 077,
-                                       "gives group or others access to the keys", &buf, &len, diag);
-    if (st != PH_OK)
-        return st;
-    st = ph_keyring_parse(buf, len, out, diag);
-    if (st != PH_OK && diag != NULL) {
-        char msg[PH_DIAG_MESSAGE_MAX];
-        memcpy(msg, diag->message, sizeof msg);
-        ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
-    }
-    OPENSSL_cleanse(buf, len + 1);
-    free(buf);
-    return st;
+    return ph_policy_file_load(path, KEY_FILE_MAX, 077, "gives group or others access to the keys",
+                               parse_keys, out, diag);
 }
 
 ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_LEN + 1])

@@ -20,4 +20,13 @@
 ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, const char *mode_why,
                               char **out, size_t *len, ph_diag *diag);
 
+/* Parses text[0..len) into *out (what out points to is the kind's). */
+typedef ph_status (*ph_policy_parse_fn)(const char *text, size_t len, void *out, ph_diag *diag);
+
+/* ph_policy_file_read, then parse(text, len, out): the parser's message
+ * prefixed with path. The text is wiped before it is freed (a key file's
+ * secrets). */
+ph_status ph_policy_file_load(const char *path, size_t max, mode_t forbidden, const char *mode_why,
+                              ph_policy_parse_fn parse, void *out, ph_diag *diag);
+
 #endif

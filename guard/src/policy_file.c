@@ -81,3 +81,22 @@ out:
     close(fd);
     return st;
 }
+
+ph_status ph_policy_file_load(const char *path, size_t max, mode_t forbidden, const char *mode_why,
+                              ph_policy_parse_fn parse, void *out, ph_diag *diag)
+{
+    char *buf;
+    size_t len;
+    ph_status st = ph_policy_file_read(path, max, forbidden, mode_why, &buf, &len, diag);
+    if (st != PH_OK)
+        return st;
+    st = parse(buf, len, out, diag);
+    if (st != PH_OK && diag != NULL) {
+        char msg[PH_DIAG_MESSAGE_MAX];
+        memcpy(msg, diag->message, sizeof msg);
+        ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
+    }
+    OPENSSL_cleanse(buf, len + 1);
+    free(buf);
+    return st;
+}

@@ -251,26 +251,19 @@ fail:
     return st;
 }
 
+static ph_status parse_list(const char *text, size_t len, void *out, ph_diag *diag)
+{
+    return ph_revocations_parse(text, len, out, diag);
+}
+
 ph_status ph_revocations_load_file(const char *path, ph_revocations **out, ph_diag *diag)
 {
     if (path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "revocations load: missing argument");
     *out = NULL;
-    char *buf;
-    size_t len;
-    ph_status st = ph_policy_file_read(path, PH_REVOCATIONS_FILE_MAX, 022,
-                                       "lets group or others write it (and lift a revocation)",
-                                       &buf, &len, diag);
-    if (st != PH_OK)
-        return st;
-    st = ph_revocations_parse(buf, len, out, diag);
-    if (st != PH_OK && diag != NULL) {
-        char msg[PH_DIAG_MESSAGE_MAX];
-        memcpy(msg, diag->message, sizeof msg);
-        ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
-    }
-    free(buf);
-    return st;
+    return ph_policy_file_load(path, PH_REVOCATIONS_FILE_MAX, 022,
+                               "lets group or others write it (and lift a revocation)", parse_list,
+                               out, diag);
 }
 
 ph_status ph_revocations_format(const ph_revocations *r, int64_t now, char **out, size_t *len,

@@ -12,6 +12,20 @@
 /* Bytes asked of the source per read. */
 #define READ_CHUNK (256u * 1024u)
 
+ssize_t pc_log_mem_read(void *ctx, void *buf, size_t n, const char **why)
+{
+    (void)why;
+    pc_log_mem *m = ctx;
+    size_t k = m->len - m->at;
+    if (k > n)
+        k = n;
+    if (m->chunk != 0 && k > m->chunk)
+        k = m->chunk;
+    memcpy(buf, m->p + m->at, k);
+    m->at += k;
+    return (ssize_t)k;
+}
+
 ph_status pc_log_reader_init(pc_log_reader *r, pc_log_read_fn read, void *ctx, ph_diag *diag)
 {
     memset(r, 0, sizeof *r);

@@ -32,6 +32,14 @@
  * (*why: a static description). */
 typedef ssize_t (*pc_log_read_fn)(void *ctx, void *buf, size_t n, const char **why);
 
+/* A source over bytes in memory (tests, fuzzers, benchmarks): at most
+ * `chunk` bytes a read (0: as many as asked), from `at` on. */
+typedef struct pc_log_mem {
+    const char *p;
+    size_t len, at, chunk;
+} pc_log_mem;
+ssize_t pc_log_mem_read(void *ctx, void *buf, size_t n, const char **why);
+
 typedef struct pc_log_reader {
     pc_log_read_fn read;
     void *ctx;       /* borrowed */

@@ -155,26 +155,6 @@ static void gzip_reads_like_plain(void **state)
     assert_int_equal(run(NULL, DATA "narrowed.yaml", cut_path, NULL), 2);
 }
 
-/* Memory source for the reader. */
-typedef struct mem_src {
-    const char *p;
-    size_t len, at, chunk;
-} mem_src;
-
-static ssize_t mem_read(void *ctx, void *buf, size_t n, const char **why)
-{
-    (void)why;
-    mem_src *m = ctx;
-    size_t k = m->len - m->at;
-    if (k > n)
-        k = n;
-    if (m->chunk && k > m->chunk)
-        k = m->chunk;
-    memcpy(buf, m->p + m->at, k);
-    m->at += k;
-    return (ssize_t)k;
-}
-
 static const char GOOD[] =
     "{\"time\":\"2026-12-02T03:00:00.000Z\",\"event\":\"connection\",\"conn_id\":1,"
     "\"tenant\":\"t1\",\"lease\":\"l1\",\"list\":\"default\",\"host\":\"api.github.com\","
@@ -228,9 +208,9 @@ static void hostile_lines_counted(void **state)
     for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
         pc_replay rp;
         pc_replay_init(&rp, 0, NULL);
-        mem_src m = {buf, n, 0, chunks[c]};
+        pc_log_mem m = {buf, n, 0, chunks[c]};
         ph_diag diag;
-        assert_int_equal(pc_replay_read(&rp, "hostile.log", mem_read, &m, &diag), PH_OK);
+        assert_int_equal(pc_replay_read(&rp, "hostile.log", pc_log_mem_read, &m, &diag), PH_OK);
         assert_int_equal(rp.read, 19);
         assert_int_equal(rp.kinds[PC_LOG_DECIDED], 3);
         assert_int_equal(rp.kinds[PC_LOG_OTHER_EVENT], 1);
