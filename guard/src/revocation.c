@@ -233,7 +233,8 @@ ph_status ph_revocations_parse(const char *text, size_t len, ph_revocations **ou
         pos += linelen + (nl != NULL ? 1 : 0);
     }
     /* Sorted, and one entry per lease with the latest until. */
-    qsort(r->e, r->n, sizeof *r->e, cmp_entry);
+    if (r->n > 0) /* an empty list has no array to sort */
+        qsort(r->e, r->n, sizeof *r->e, cmp_entry);
     size_t w = 0;
     for (size_t i = 0; i < r->n; i++) {
         if (w > 0 && cmp_entry(&r->e[w - 1], &r->e[i]) == 0) {

@@ -88,6 +88,13 @@ static void entries_lapse_and_merge(void **state)
     ph_revocations *r = parse_ok("# a comment\n\nt2 l1 1800000100\nt1 l1 1800000010\n"
                                  "t1 l1 1800000005\nt1 l2 1000\n");
     assert_int_equal(ph_revocations_count(r), 3); /* t1/l1 twice is one entry */
+    ph_revocations *empty = parse_ok("");
+    assert_int_equal(ph_revocations_count(empty), 0);
+    assert_false(ph_revocations_revoked(empty, "t1", "l1", NOW));
+    ph_revocations_free(&empty);
+    empty = parse_ok("# nothing revoked\n\n");
+    assert_int_equal(ph_revocations_count(empty), 0);
+    ph_revocations_free(&empty);
     assert_true(ph_revocations_revoked(r, "t1", "l1", NOW));
     assert_true(ph_revocations_revoked(r, "t1", "l1", NOW + 9));
     assert_false(ph_revocations_revoked(r, "t1", "l1", NOW + 10)); /* the later until won */
