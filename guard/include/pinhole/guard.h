@@ -172,9 +172,9 @@ typedef struct ph_reload_report {
  * Reloads the policy when the table, the key file or the revocation list
  * was replaced (device, inode, size, mtime or ctime changed): every file is
  * loaded, and only when all loaded is the new version put in force, in one
- * swap. On failure the old
- * pair stays, the error is returned (r->failed_file names the file) and
- * remembered for ph_guard_last_reload_error. r may be NULL.
+ * swap. On failure the old version stays, the error is returned
+ * (r->failed_file names the file) and remembered for
+ * ph_guard_last_reload_error. r may be NULL.
  */
 PH_API ph_status ph_guard_reload_policy(ph_guard *g, ph_reload_report *r, ph_diag *diag);
 
