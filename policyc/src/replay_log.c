@@ -8,6 +8,8 @@
 
 #include "pinhole/ascii.h"
 #include "pinhole/diag.h"
+#include "pinhole/utf8.h"
+#include "source_map.h"
 
 /* Bytes asked of the source per read. */
 #define READ_CHUNK (256u * 1024u)
@@ -167,6 +169,43 @@ static bool copy_field(char *dst, size_t cap, const char *s, size_t n)
     return true;
 }
 
+/* Text the report prints as it is: no control character and nothing
+ * hidden (pc_code_point_hidden: bidirectional overrides, zero-width
+ * characters...), so a forged log line cannot rewrite the terminal or the
+ * CI annotation it is shown in. */
+static bool displayable(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = ph_utf8_decode((const unsigned char *)s + i, n - i, &cp);
+        if (cp < 0x20 || cp == 0x7f || cp == PH_UTF8_INVALID || pc_code_point_hidden(cp))
+            return false;
+        i += k;
+    }
+    return true;
+}
+
+/* A grant's list name: 1..64 of [A-Za-z0-9._-] (pinhole/grant.h). */
+static bool list_name(const char *s, size_t n)
+{
+    if (n == 0 || n > PC_LOG_LIST_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!ph_is_digit(s[i]) && !ph_is_lower(s[i]) && !ph_is_upper(s[i]) && s[i] != '.' &&
+            s[i] != '_' && s[i] != '-')
+            return false;
+    return true;
+}
+
+/* The proxy's times: RFC 3339 digits and separators only. */
+static bool time_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!ph_is_digit(s[i]) && (s[i] == '\0' || strchr("-:.TZ+", s[i]) == NULL))
+            return false;
+    return true;
+}
+
 static bool is_lower_hex(const char *s, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -210,10 +249,16 @@ static pc_log_kind classify(json_t *o, pc_log_entry *e, const char **why)
         return *why = "\"policy_id\" is not 64 lowercase hex digits", PC_LOG_MALFORMED;
     if (!copy_field(e->time, sizeof e->time, time, time_n))
         return *why = "\"time\" is too long", PC_LOG_MALFORMED;
+    if (time != NULL && !time_text(time, time_n))
+        return *why = "\"time\" is not an RFC 3339 time", PC_LOG_MALFORMED;
     if (!copy_field(e->rule, sizeof e->rule, rule, rule_n))
         return *why = "\"rule\" is too long", PC_LOG_MALFORMED;
+    if (rule != NULL && !displayable(rule, rule_n))
+        return *why = "\"rule\" holds a control or hidden character", PC_LOG_MALFORMED;
     if (!copy_field(e->list, sizeof e->list, list, list_n))
         return *why = "\"list\" is too long", PC_LOG_MALFORMED;
+    if (list != NULL && list_n > 0 && !list_name(list, list_n))
+        return *why = "\"list\" is not a list name", PC_LOG_MALFORMED;
     ph_reason r = PH_REASON_PARSE_ERROR;
     if (reason != NULL && (memchr(reason, '\0', reason_n) != NULL ||
                            ph_reason_from_code(reason, &r) != PH_OK))

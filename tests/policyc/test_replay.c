@@ -192,15 +192,20 @@ static void hostile_lines_counted(void **state)
         "[1,2,3]",                                                                /* 12 */
         "{\"event\":\"connection\",\"list\":\"a\\u0000b\"}",                       /* 13 */
         "{\"event\":\"connection\",\"policy_id\":\"XYZ\"}",                        /* 14 */
+        /* Text the report prints: no terminal escapes, no hidden characters. */
+        "{\"event\":\"connection\",\"list\":\"a\\u001b[31m\"}",                  /* 15 */
+        "{\"event\":\"connection\",\"rule\":\"a.yaml:1\\u0007\"}",               /* 16 */
+        "{\"event\":\"connection\",\"rule\":\"a\\u202e.yaml:1\"}",               /* 17 */
+        "{\"event\":\"connection\",\"time\":\"2026-12-02\\u001b[2J\"}",          /* 18 */
     };
     for (size_t i = 0; i < sizeof wrong / sizeof *wrong; i++)
         ADD(wrong[i], strlen(wrong[i]));
     static const char bad_utf8[] = "{\"event\":\"connection\",\"host\":\"\xff\xfe.com\"}";
-    ADD(bad_utf8, sizeof bad_utf8 - 1);                      /* 15: not UTF-8 */
-    ADD("", 0);                                                      /* 16: empty */
-    ADD("{\"event\":\"reload\"}", 18);                              /* 17: other event */
-    ADD(GOOD, strlen(GOOD) - 1);                                     /* 18: cut short */
-    memcpy(buf + n, GOOD, strlen(GOOD));                             /* 19: no final '\n' */
+    ADD(bad_utf8, sizeof bad_utf8 - 1);                      /* 19: not UTF-8 */
+    ADD("", 0);                                                      /* 20: empty */
+    ADD("{\"event\":\"reload\"}", 18);                              /* 21: other event */
+    ADD(GOOD, strlen(GOOD) - 1);                                     /* 22: cut short */
+    memcpy(buf + n, GOOD, strlen(GOOD));                             /* 23: no final '\n' */
     n += strlen(GOOD);
 #undef ADD
     /* Read in odd chunk sizes so lines straddle reads. */
@@ -211,14 +216,15 @@ static void hostile_lines_counted(void **state)
         pc_log_mem m = {buf, n, 0, chunks[c]};
         ph_diag diag;
         assert_int_equal(pc_replay_read(&rp, "hostile.log", pc_log_mem_read, &m, &diag), PH_OK);
-        assert_int_equal(rp.read, 19);
+        assert_int_equal(rp.read, 23);
         assert_int_equal(rp.kinds[PC_LOG_DECIDED], 3);
         assert_int_equal(rp.kinds[PC_LOG_OTHER_EVENT], 1);
-        assert_int_equal(rp.kinds[PC_LOG_MALFORMED], 15);
+        assert_int_equal(rp.kinds[PC_LOG_MALFORMED], 19);
         assert_int_equal(rp.too_long, 1);
-        uint64_t want_lines[] = {2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18};
-        assert_int_equal(rp.nmalformed, 15);
-        for (size_t i = 0; i < 15; i++)
+        uint64_t want_lines[] = {2,  3,  4,  6,  7,  8,  9,  10, 11, 12,
+                                 13, 14, 15, 16, 17, 18, 19, 20, 22};
+        assert_int_equal(rp.nmalformed, 19);
+        for (size_t i = 0; i < 19; i++)
             assert_int_equal(rp.malformed[i].line, want_lines[i]);
         assert_int_equal(rp.ngroups, 1);
         pc_replay_free(&rp);
