@@ -126,9 +126,10 @@ ph_status ph_grant_format_key_line(const char *kid, const uint8_t *key, size_t l
 }
 
 /* One non-comment line: "<kid> <hex>". off is the line's byte offset. */
-static ph_status parse_key_line(ph_keyring *kr, const char *line, size_t len, size_t lineno,
+static ph_status parse_key_line(void *ctx, const char *line, size_t len, size_t lineno,
                                 size_t off, ph_diag *diag)
 {
+    ph_keyring *kr = ctx;
     const char *sp = memchr(line, ' ', len);
     if (sp == NULL)
         return ph_diag_set(diag, PH_E_FORMAT, off,
@@ -177,29 +178,9 @@ ph_status ph_keyring_parse(const char *text, size_t len, ph_keyring **out, ph_di
     ph_status st = ph_keyring_new(&kr, diag);
     if (st != PH_OK)
         return st;
-    size_t pos = 0, lineno = 0;
-    while (pos < len) {
-        lineno++;
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t linelen = nl != NULL ? (size_t)(nl - (text + pos)) : len - pos;
-        const char *line = text + pos;
-        for (size_t i = 0; i < linelen; i++) {
-            unsigned char c = (unsigned char)line[i];
-            if (c < 0x20 || c > 0x7e) {
-                st = ph_diag_set(diag, PH_E_FORMAT, pos + i,
-                                 "line %zu column %zu: control or non-ASCII byte 0x%02x "
-                                 "(tabs and CR are not allowed either)",
-                                 lineno, i + 1, c);
-                goto fail;
-            }
-        }
-        if (linelen > 0 && line[0] != '#') {
-            st = parse_key_line(kr, line, linelen, lineno, pos, diag);
-            if (st != PH_OK)
-                goto fail;
-        }
-        pos += linelen + (nl != NULL ? 1 : 0);
-    }
+    st = ph_policy_lines(text, len, parse_key_line, kr, diag);
+    if (st != PH_OK)
+        goto fail;
     if (kr->count == 0) {
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "the key file holds no key");
         goto fail;

@@ -20,6 +20,19 @@
 ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, const char *mode_why,
                               char **out, size_t *len, ph_diag *diag);
 
+/* One line of a policy file: line[0..len) (no '\n'), its 1-based number
+ * and the offset of its first byte in the text. */
+typedef ph_status (*ph_policy_line_fn)(void *ctx, const char *line, size_t len, size_t lineno,
+                                       size_t off, ph_diag *diag);
+
+/* The line grammar the key file and the revocation list share: lines end
+ * at '\n'; only printable ASCII (a tab, CR, control or non-ASCII byte is
+ * PH_E_FORMAT with its line, column and offset); lines starting with '#'
+ * and empty lines are skipped; every other line goes to fn, and the first
+ * status that is not PH_OK stops the walk and is returned. */
+ph_status ph_policy_lines(const char *text, size_t len, ph_policy_line_fn fn, void *ctx,
+                          ph_diag *diag);
+
 /* Parses text[0..len) into *out (what out points to is the kind's). */
 typedef ph_status (*ph_policy_parse_fn)(const char *text, size_t len, void *out, ph_diag *diag);
 

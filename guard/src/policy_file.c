@@ -100,3 +100,30 @@ ph_status ph_policy_file_load(const char *path, size_t max, mode_t forbidden, co
     free(buf);
     return st;
 }
+
+ph_status ph_policy_lines(const char *text, size_t len, ph_policy_line_fn fn, void *ctx,
+                          ph_diag *diag)
+{
+    size_t pos = 0, lineno = 0;
+    while (pos < len) {
+        lineno++;
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t linelen = nl != NULL ? (size_t)(nl - line) : len - pos;
+        for (size_t i = 0; i < linelen; i++) {
+            unsigned char c = (unsigned char)line[i];
+            if (c < 0x20 || c > 0x7e)
+                return ph_diag_set(diag, PH_E_FORMAT, pos + i,
+                                   "line %zu column %zu: control or non-ASCII byte 0x%02x "
+                                   "(tabs and CR are not allowed either)",
+                                   lineno, i + 1, c);
+        }
+        if (linelen > 0 && line[0] != '#') {
+            ph_status st = fn(ctx, line, linelen, lineno, pos, diag);
+            if (st != PH_OK)
+                return st;
+        }
+        pos += linelen + (nl != NULL ? 1 : 0);
+    }
+    return PH_OK;
+}

@@ -181,6 +181,28 @@ static ph_status parse_line(const char *line, size_t len, size_t lineno, size_t 
     return PH_OK;
 }
 
+/* One line into r's array (sorted and merged once the file is read). */
+static ph_status add_line(void *ctx, const char *line, size_t len, size_t lineno, size_t off,
+                          ph_diag *diag)
+{
+    ph_revocations *r = ctx;
+    if (r->n >= PH_REVOCATIONS_MAX)
+        return ph_diag_set(diag, PH_E_LIMIT, off, "line %zu: more than %d revocations", lineno,
+                           PH_REVOCATIONS_MAX);
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        entry *e = realloc(r->e, cap * sizeof *e);
+        if (e == NULL)
+            return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        r->e = e;
+        r->cap = cap;
+    }
+    ph_status st = parse_line(line, len, lineno, off, &r->e[r->n], diag);
+    if (st == PH_OK)
+        r->n++;
+    return st;
+}
+
 ph_status ph_revocations_parse(const char *text, size_t len, ph_revocations **out, ph_diag *diag)
 {
     if (out == NULL || (text == NULL && len > 0))
@@ -193,45 +215,9 @@ ph_status ph_revocations_parse(const char *text, size_t len, ph_revocations **ou
     ph_status st = ph_revocations_new(&r, diag);
     if (st != PH_OK)
         return st;
-    size_t pos = 0, lineno = 0;
-    while (pos < len) {
-        lineno++;
-        const char *line = text + pos;
-        const char *nl = memchr(line, '\n', len - pos);
-        size_t linelen = nl != NULL ? (size_t)(nl - line) : len - pos;
-        for (size_t i = 0; i < linelen; i++) {
-            unsigned char c = (unsigned char)line[i];
-            if (c < 0x20 || c > 0x7e) {
-                st = ph_diag_set(diag, PH_E_FORMAT, pos + i,
-                                 "line %zu column %zu: control or non-ASCII byte 0x%02x "
-                                 "(tabs and CR are not allowed either)",
-                                 lineno, i + 1, c);
-                goto fail;
-            }
-        }
-        if (linelen > 0 && line[0] != '#') {
-            if (r->n >= PH_REVOCATIONS_MAX) {
-                st = ph_diag_set(diag, PH_E_LIMIT, pos, "line %zu: more than %d revocations",
-                                 lineno, PH_REVOCATIONS_MAX);
-                goto fail;
-            }
-            if (r->n == r->cap) {
-                size_t cap = r->cap ? r->cap * 2 : 64;
-                entry *e = realloc(r->e, cap * sizeof *e);
-                if (e == NULL) {
-                    st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-                    goto fail;
-                }
-                r->e = e;
-                r->cap = cap;
-            }
-            st = parse_line(line, linelen, lineno, pos, &r->e[r->n], diag);
-            if (st != PH_OK)
-                goto fail;
-            r->n++;
-        }
-        pos += linelen + (nl != NULL ? 1 : 0);
-    }
+    st = ph_policy_lines(text, len, add_line, r, diag);
+    if (st != PH_OK)
+        goto fail;
     /* Sorted, and one entry per lease with the latest until. */
     if (r->n > 0) /* an empty list has no array to sort */
         qsort(r->e, r->n, sizeof *r->e, cmp_entry);
