@@ -24,15 +24,29 @@ like a refusal: its line carries "error" (invalid_json, invalid_metadata,
 document_too_large) and "detail", and nothing in it is dialed. A hop the
 HTTP client cannot complete carries "error": "transport_error".
 
+The MCP server's own answers (to initialize, and to the ping posted to
+an SSE endpoint) are read as they come and bounded too: at most 1 MiB
+(MAX_RESPONSE) within 20 s (RESPONSE_SECONDS) from the response's head, the
+connection shut down at that deadline whatever each read's own timeout
+(10 s). Every body is asked for and read as it is sent (Accept-Encoding:
+identity; a Content-Encoding is refused, as compressed bytes would be
+bounded only once inflated). A server that sends more, takes longer, or
+compresses its answer ends the walk: a message on stderr naming the URL
+and the bound, exit status 2 (for a discovery document or the SSE stream,
+a result line with "error").
+
 usage: mcp_client.py --table TABLE [--list LIST] [--dns-server S]
                      [--sse SSE_URL ...] MCP_SERVER_URL
 exit status: 0 the chain was walked (refused hops and bad documents are
-results, not errors), 2 usage error or unusable table.
+results, not errors), 2 usage error, unusable table, or an answer of the
+MCP server over its bound.
 """
 import argparse
 import json
 import re
+import socket
 import sys
+import threading
 import time
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlsplit, urlunsplit
@@ -46,6 +60,10 @@ MAX_DOCUMENT = 1 << 20
 # Seconds to read a document or find the SSE endpoint event, whatever the
 # server trickles (each read is bounded by the client's timeout as well).
 DOCUMENT_SECONDS = 20.0
+# The MCP server's answers to initialize and ping: at most this many bytes
+# within this many seconds, or the walk ends (exit status 2).
+MAX_RESPONSE = 1 << 20
+RESPONSE_SECONDS = 20.0
 MAX_AUTHORIZATION_SERVERS = 16
 # What an HTTP exchange may raise besides a guard refusal: the hop fails,
 # the walk goes on.
@@ -85,6 +103,67 @@ class BadDocument(Exception):
         super().__init__(detail)
         self.error = error
         self.detail = detail
+
+
+class BodyExceeded(Exception):
+    """A response body over its bound: .bound is "size" or "time"."""
+
+    def __init__(self, bound: str, detail: str) -> None:
+        super().__init__(detail)
+        self.bound = bound
+
+
+def identity(r: httpx.Response) -> None:
+    """BodyExceeded unless r's body is sent as it is: the client asks for
+    no Content-Encoding, and a compressed body (1 KiB of gzip can be 1 MiB
+    of JSON) would be bounded only after it was inflated."""
+    enc = r.headers.get("content-encoding", "identity").strip().lower()
+    if enc not in ("", "identity"):
+        raise BodyExceeded("encoding", "Content-Encoding %r, identity was asked for" % enc[:40])
+
+
+def read_body(r: httpx.Response, limit: int, seconds: float) -> bytes:
+    """The body of r (a streamed response), at most limit bytes within
+    seconds: its connection is shut down at the deadline, so a body
+    trickled a byte per read timeout ends there too. BodyExceeded when a
+    bound is passed or the body is encoded; httpx's errors otherwise."""
+    identity(r)
+    stream = r.extensions.get("network_stream")
+    sock = stream.get_extra_info("socket") if stream is not None else None
+    lock = threading.Lock()
+    state = {"done": False, "cut": False}
+
+    def cut():
+        with lock:
+            if state["done"] or sock is None:
+                return
+            state["cut"] = True
+            try:  # the descriptor's, under any TLS layer
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+    timer = threading.Timer(seconds, cut)
+    timer.daemon = True
+    timer.start()
+    chunks, n = [], 0
+    try:
+        for chunk in r.iter_raw():
+            n += len(chunk)
+            if n > limit:
+                raise BodyExceeded("size", "more than %d bytes" % limit)
+            chunks.append(chunk)
+        with lock:
+            state["done"] = True
+    except httpx.HTTPError:
+        if not state["cut"]:
+            raise
+    finally:
+        timer.cancel()
+        with lock:
+            state["done"] = True
+    if state["cut"]:
+        raise BodyExceeded("time", "not read within %gs" % seconds)
+    return b"".join(chunks)
 
 
 def _no_duplicates(pairs):
@@ -218,16 +297,17 @@ def fetch_document(client, kind, url, validate):
     """GET url through the guard, at most MAX_DOCUMENT bytes of it;
     validate(parsed JSON) when 200. The validated value, or None (refused,
     failed, not 200, or a bad document: each gets its line)."""
+    too_large = None
     try:
         with client.stream("GET", url) as r:
-            body = b""
-            end = time.monotonic() + DOCUMENT_SECONDS
-            for chunk in r.iter_bytes():
-                body += chunk
-                if len(body) > MAX_DOCUMENT:
-                    break
-                if time.monotonic() > end:
-                    raise httpx.ReadTimeout("document not read within %gs" % DOCUMENT_SECONDS)
+            try:
+                body = read_body(r, MAX_DOCUMENT, DOCUMENT_SECONDS)
+            except BodyExceeded as e:
+                if e.bound == "time":
+                    raise httpx.ReadTimeout("document %s" % e) from None
+                if e.bound == "encoding":
+                    raise httpx.DecodingError("document %s" % e) from None
+                body, too_large = b"", e
     except pinhole.Refused as e:
         refusal(kind, url, e)
         return None
@@ -240,6 +320,8 @@ def fetch_document(client, kind, url, validate):
         record(kind, url, **fields)
         return None
     try:
+        if too_large is not None:
+            raise BadDocument("document_too_large", str(too_large))
         value = validate(parse_document(body))
     except BadDocument as e:
         record(kind, url, error=e.error, detail=e.detail, **fields)
@@ -248,15 +330,31 @@ def fetch_document(client, kind, url, validate):
     return value
 
 
+class Abort(Exception):
+    """The MCP server's answer passed its bound: the walk ends (exit 2)."""
+
+
+def post_bounded(client, what, url, message, headers=None):
+    """POST message (JSON-RPC) to url; the response with its body read
+    within MAX_RESPONSE and RESPONSE_SECONDS, or Abort."""
+    with client.stream("POST", url, json=message, headers=headers) as r:
+        try:
+            read_body(r, MAX_RESPONSE, RESPONSE_SECONDS)
+        except BodyExceeded as e:
+            raise Abort("the %s response of %s: %s%s" % (
+                what, url, e, {"size": " (MAX_RESPONSE)", "time": " (RESPONSE_SECONDS)"}.get(
+                    e.bound, ""))) from None
+        return r
+
+
 def discover(client, guard, lst, server_url):
     """The streamable-HTTP discovery chain from server_url."""
     try:
-        r = client.post(server_url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                          "params": {"protocolVersion": "2025-06-18",
-                                                     "capabilities": {},
-                                                     "clientInfo": {"name": "pinhole-example",
-                                                                    "version": "0"}}},
-                        headers={"Accept": "application/json, text/event-stream"})
+        r = post_bounded(client, "initialize", server_url,
+                         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                          "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                     "clientInfo": {"name": "pinhole-example", "version": "0"}}},
+                         {"Accept": "application/json, text/event-stream"})
     except pinhole.Refused as e:
         refusal("server", server_url, e)
         return
@@ -305,7 +403,13 @@ def sse_endpoint(client, guard, lst, sse_url):
     try:
         with client.stream("GET", sse_url, headers={"Accept": "text/event-stream"}) as r:
             record("sse", sse_url, allowed=True, status=r.status_code)
-            endpoint = endpoint_event(r.iter_bytes())
+            try:
+                identity(r)
+            except BodyExceeded as e:
+                record("sse_endpoint", sse_url, allowed=True, error="transport_error",
+                       detail=str(e))
+                return
+            endpoint = endpoint_event(r.iter_raw())
     except pinhole.Refused as e:
         refusal("sse", sse_url, e)
         return
@@ -325,7 +429,7 @@ def sse_endpoint(client, guard, lst, sse_url):
                detail="the endpoint event names another origin than the stream's")
         return
     try:
-        r = client.post(d.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        r = post_bounded(client, "ping", d.url, {"jsonrpc": "2.0", "id": 1, "method": "ping"})
     except pinhole.Refused as e:
         refusal("sse_endpoint", d.url, e)
         return
@@ -348,10 +452,15 @@ def main(argv=None):
     except pinhole.GuardError as e:
         print("mcp_client: %s" % e, file=sys.stderr)
         return 2
-    with guard, pinhole.httpx.Client(guard, args.list, timeout=10) as client:
-        discover(client, guard, args.list, args.server_url)
-        for url in args.sse:
-            sse_endpoint(client, guard, args.list, url)
+    with guard, pinhole.httpx.Client(guard, args.list, timeout=10,
+                                     headers={"Accept-Encoding": "identity"}) as client:
+        try:
+            discover(client, guard, args.list, args.server_url)
+            for url in args.sse:
+                sse_endpoint(client, guard, args.list, url)
+        except Abort as e:
+            print("mcp_client: %s" % e, file=sys.stderr)
+            return 2
     return 0
 
 

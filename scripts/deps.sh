@@ -11,7 +11,7 @@ ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel
 busybox-static runsc docker.io e2fsprogs
-strace tinyproxy squid stress-ng
+strace tinyproxy squid stress-ng haproxy python3-yaml
 dpkg-dev debhelper dh-python pandoc lintian man-db debootstrap
 nodejs libuv1-dev
 "
@@ -29,7 +29,17 @@ if ! command -v npm >/dev/null 2>&1; then
     missing="$missing npm"
 fi
 
+# Debian's own node 18 beside a system node that is another (tests/node
+# runs under both): unpacked, not installed (scripts/node18.sh).
+node18() {
+    case "$(node --version 2>/dev/null)" in
+    v18.*) ;;
+    *) sh "$(dirname "$0")/node18.sh" || echo "deps: Debian's node 18 not unpacked; the node.18.* tests skip" ;;
+    esac
+}
+
 if [ -z "$missing" ]; then
+    node18
     echo "deps: all packages present"
     exit 0
 fi
@@ -55,4 +65,5 @@ $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 if [ -d /run/systemd/system ]; then
     for s in squid tinyproxy; do $SUDO systemctl disable --now "$s" >/dev/null 2>&1 || true; done
 fi
+node18
 echo "deps: done"

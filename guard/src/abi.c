@@ -81,6 +81,19 @@ static const abi_field abi_table[] = {
     ABI_FIELD(ph_redirect, same_origin),
     ABI_FIELD(ph_redirect, drop_credentials),
     ABI_FIELD(ph_redirect, verdict),
+
+    ABI_SIZE(ph_resolver_loop),
+    ABI_FIELD(ph_resolver_loop, watch),
+    ABI_FIELD(ph_resolver_loop, timer),
+    ABI_FIELD(ph_resolver_loop, arg),
+
+    ABI_SIZE(ph_resolve_answer),
+    ABI_FIELD(ph_resolve_answer, st),
+    ABI_FIELD(ph_resolve_answer, reason),
+    ABI_FIELD(ph_resolve_answer, addrs),
+    ABI_FIELD(ph_resolve_answer, detail),
+    ABI_FIELD(ph_resolve_answer, from_cache),
+    ABI_FIELD(ph_resolve_answer, elapsed_us),
 };
 
 static const abi_field *abi_find(const char *type, const char *field)

@@ -8,15 +8,20 @@
 
 #include "pinhole/resolve.h"
 
-/* Ownership: created by ph_dns_cache_new, owned by whoever created it (a
- * resolver or a guard), freed with ph_dns_cache_free once no thread uses it.
- * Every other call may run on any thread concurrently (one mutex). */
+/* Ownership: reference-counted. ph_dns_cache_new returns the creator's
+ * reference (a resolver's own cache, or a guard's), ph_dns_cache_ref takes
+ * another (a resolver sharing a guard's cache, which may outlive the guard),
+ * ph_dns_cache_free drops one and frees the cache with the last. Every other
+ * call may run on any thread concurrently (one mutex). */
 typedef struct ph_dns_cache ph_dns_cache;
 
 /* A cache of `entries` slots (never grows). entries 0: *out NULL, PH_OK (a
  * NULL cache finds nothing and stores nothing). PH_E_NOMEM. */
 ph_status ph_dns_cache_new(unsigned entries, ph_dns_cache **out, ph_diag *diag);
-/* Frees *c and sets it to NULL; NULL-safe. */
+/* Another reference to c (NULL: NULL), for any thread. */
+ph_dns_cache *ph_dns_cache_ref(ph_dns_cache *c);
+/* Drops the reference *c (the cache freed with the last) and sets *c to
+ * NULL; NULL-safe. */
 void ph_dns_cache_free(ph_dns_cache **c);
 
 /* The unexpired outcome cached for host, into *a (from_cache set, ports set

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@ typedef struct cache_entry {
 } cache_entry;
 
 struct ph_dns_cache {
+    atomic_uint refs;     /* the creator's and one per resolver sharing it */
     pthread_mutex_t lock; /* guards slot[] */
     size_t n;
     cache_entry slot[];
@@ -43,16 +45,28 @@ ph_status ph_dns_cache_new(unsigned entries, ph_dns_cache **out, ph_diag *diag)
     ph_dns_cache *c = calloc(1, sizeof *c + (size_t)entries * sizeof c->slot[0]);
     if (c == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory for the DNS cache");
+    atomic_init(&c->refs, 1u);
     pthread_mutex_init(&c->lock, NULL);
     c->n = entries;
     *out = c;
     return PH_OK;
 }
 
+ph_dns_cache *ph_dns_cache_ref(ph_dns_cache *c)
+{
+    if (c != NULL)
+        atomic_fetch_add(&c->refs, 1u);
+    return c;
+}
+
 void ph_dns_cache_free(ph_dns_cache **c)
 {
     if (c == NULL || *c == NULL)
         return;
+    if (atomic_fetch_sub(&(*c)->refs, 1u) != 1u) {
+        *c = NULL;
+        return;
+    }
     pthread_mutex_destroy(&(*c)->lock);
     free(*c);
     *c = NULL;

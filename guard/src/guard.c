@@ -443,4 +443,14 @@ bool ph_guard_lease_revoked(ph_guard *g, const char *tenant, const char *lease, 
 
 const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g) { return &g->resolver; }
 
+ph_status ph_guard_resolver_new(ph_guard *g, const ph_resolver_loop *loop, ph_resolver **out,
+                                ph_diag *diag)
+{
+    if (out != NULL)
+        *out = NULL;
+    if (g == NULL || out == NULL)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "guard resolver: missing argument");
+    return ph_resolver_new_shared(&g->resolver, loop, g->cache, out, diag);
+}
+
 ph_dns_cache *ph_guard_dns_cache(const ph_guard *g) { return g->cache; }

@@ -35,8 +35,8 @@ unsigned ph_resolve_outcome(int status, const struct ares_addrinfo *res, const c
                             ph_resolve_answer *a);
 
 /* ph_resolver_new whose cache is shared (not NULL: used instead of one of
- * cfg->cache_entries slots; borrowed, must outlive the resolver). The TTL
- * caps stay cfg's. */
+ * cfg->cache_entries slots; the resolver takes a reference of its own, so
+ * it may outlive the cache's creator). The TTL caps stay cfg's. */
 ph_status ph_resolver_new_shared(const ph_resolver_config *cfg, const ph_resolver_loop *loop,
                                  ph_dns_cache *shared, ph_resolver **out, ph_diag *diag);
 

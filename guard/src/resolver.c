@@ -34,8 +34,7 @@ struct ph_resolver {
     ares_channel channel;
     ph_resolver_loop loop;
     unsigned timeout_ms, max_ttl_s, negative_ttl_s;
-    ph_dns_cache *cache; /* NULL: none */
-    bool own_cache;      /* made from the config (else borrowed, outlives r) */
+    ph_dns_cache *cache; /* a reference (own or shared); NULL: none */
     query_list pending; /* waiting for DNS, in deadline order (one timeout for all) */
     query_list ready;   /* answered, waiting for ph_resolver_process to deliver */
     uint64_t seq;       /* numbers ready queries, so one delivery pass is bounded */
@@ -365,14 +364,13 @@ ph_status ph_resolver_new_shared(const ph_resolver_config *cfg, const ph_resolve
     r->max_ttl_s = cfg->cache_max_ttl_s;
     r->negative_ttl_s = cfg->negative_ttl_s;
     if (shared != NULL) {
-        r->cache = shared;
+        r->cache = ph_dns_cache_ref(shared);
     } else {
         ph_status cst = ph_dns_cache_new(cfg->cache_entries, &r->cache, diag);
         if (cst != PH_OK) {
             free(r);
             return cst;
         }
-        r->own_cache = true;
     }
     struct ares_options o;
     int mask = 0;
@@ -384,8 +382,7 @@ ph_status ph_resolver_new_shared(const ph_resolver_config *cfg, const ph_resolve
     }
     int rc = ares_init_options(&r->channel, &o, mask);
     if (rc != ARES_SUCCESS) {
-        if (r->own_cache)
-            ph_dns_cache_free(&r->cache);
+        ph_dns_cache_free(&r->cache);
         free(r);
         return ph_diag_set(diag, rc == ARES_ENOMEM ? PH_E_NOMEM : PH_E_IO, 0,
                            "c-ares cannot start: %s", ares_strerror(rc));
@@ -412,8 +409,7 @@ void ph_resolver_free(ph_resolver **rp)
         query_free(r->ready.head);
     /* Calls addrinfo_cb for every lookup still running: frees them. */
     ares_destroy(r->channel);
-    if (r->own_cache)
-        ph_dns_cache_free(&r->cache);
+    ph_dns_cache_free(&r->cache);
     free(r);
     *rp = NULL;
 }

@@ -16,6 +16,7 @@ static const struct {
     {"test", pc_cmd_test, "check expectations (CASES.yaml) against a policy"},
     {"dump", pc_cmd_dump, "print a table's canonical policy as YAML"},
     {"diff", pc_cmd_diff, "destinations added and removed between two policies"},
+    {"fleet-status", pc_cmd_fleet_status, "which policy each pinhole-proxy serves; 0 once all agree"},
     {"replay", pc_cmd_replay, "decide logged connections again on a new table"},
 };
 
@@ -23,9 +24,10 @@ static void usage(FILE *out)
 {
     fputs("Usage: policyc COMMAND [OPTIONS] ARGS...\n\nCommands:\n", out);
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
-        fprintf(out, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
     fputs("\nRun 'policyc COMMAND --help' for a command's options.\n"
-          "Exit status: 0 success, 1 invalid policy or failed check, 2 usage or I/O error.\n",
+          "Exit status: 0 success, 1 invalid policy or failed check (fleet-status: not\n"
+          "converged), 2 usage or I/O error.\n",
           out);
 }
 

@@ -13,7 +13,8 @@
 #include "pinhole/diag.h"
 #include "pinhole/yaml_reader.h"
 
-enum kind { K_STR, K_LONG, K_BOOL, K_LISTEN, K_MODE };
+/* K_LISTEN and K_PREFIX are lists: repeatable options, YAML sequences. */
+enum kind { K_STR, K_LONG, K_BOOL, K_LISTEN, K_MODE, K_PREFIX };
 
 typedef struct setting {
     const char *key; /* YAML key; the long option is the same with '-' for '_' */
@@ -30,6 +31,8 @@ typedef struct setting {
 static const setting SETTINGS[] = {
     { "listen", K_LISTEN, offsetof(px_config, listen), 0, 0, 0,
       "ADDR:PORT  TCP listener, IPv4 or [IPv6] (repeatable; default 127.0.0.1:3128)" },
+    { "proxy_protocol", K_PREFIX, offsetof(px_config, proxy_protocol), 0, 0, 0,
+      "PREFIX  TCP sources (a balancer) that must start with a PROXY v2 header naming the client (repeatable; default none)" },
     S_STR(unix_socket, unix_socket, "PATH  also listen on this unix socket"),
     { "unix_socket_mode", K_MODE, offsetof(px_config, unix_socket_mode), 0, 0, 0777,
       "OCTAL  permissions of the unix socket (default 0660)" },
@@ -96,6 +99,21 @@ void px_config_defaults(px_config *cfg)
     cfg->inspect_timeout_ms = 10000;
 }
 
+static bool is_list(const setting *s)
+{
+    return s->kind == K_LISTEN || s->kind == K_PREFIX;
+}
+
+/* Empties a list setting: the first occurrence of a list in the file, or
+ * on the command line, replaces what came before rather than adding to it. */
+static void list_clear(px_config *cfg, const setting *s)
+{
+    if (s->kind == K_LISTEN)
+        cfg->listen_count = 0;
+    else
+        cfg->proxy_protocol_count = 0;
+}
+
 /* Sets one setting from its string form. Returns NULL or a static error. */
 static const char *apply(px_config *cfg, const setting *s, const char *v, int from_cli)
 {
@@ -114,6 +132,14 @@ static const char *apply(px_config *cfg, const setting *s, const char *v, int fr
             return "expected ADDR:PORT";
         memcpy(cfg->listen[cfg->listen_count++], v, strlen(v) + 1);
         return NULL;
+    case K_PREFIX: {
+        if (cfg->proxy_protocol_count >= PX_TRUSTED_MAX)
+            return "too many prefixes (at most 16)";
+        const char *err = px_prefix_parse(v, &cfg->proxy_protocol[cfg->proxy_protocol_count]);
+        if (err == NULL)
+            cfg->proxy_protocol_count++;
+        return err;
+    }
     case K_BOOL:
         if (strcmp(v, "true") == 0)
             *(int *)(void *)base = 1;
@@ -233,7 +259,7 @@ static ph_status apply_tree(const char *path, ph_diag *diag, px_config *cfg, con
         return PH_OK;
     if (root->kind != PH_YAML_MAPPING)
         return yerr(path, diag, root->pos, "the config must be a mapping of settings");
-    int listen_from_file = 0;
+    bool list_from_file[N_SETTINGS] = { false };
     for (uint32_t i = 0; i < root->len; i++) {
         const ph_yaml_node *k = &root->u.pairs[i].key, *v = &root->u.pairs[i].value;
         /* The reader refused every key that is not a setting. */
@@ -242,20 +268,20 @@ static ph_status apply_tree(const char *path, ph_diag *diag, px_config *cfg, con
             return yerr(path, diag, k->pos, "expected a setting name");
         const setting *s = &SETTINGS[idx];
         ph_status st = PH_OK;
-        if (s->kind == K_LISTEN && !listen_from_file) {
-            cfg->listen_count = 0;
-            listen_from_file = 1;
+        if (is_list(s) && !list_from_file[idx]) {
+            list_clear(cfg, s);
+            list_from_file[idx] = true;
         }
-        if (s->kind == K_LISTEN && v->kind == PH_YAML_SEQUENCE) {
+        if (is_list(s) && v->kind == PH_YAML_SEQUENCE) {
             for (uint32_t j = 0; j < v->len; j++) {
                 const ph_yaml_node *item = &v->u.items[j];
                 if (item->kind != PH_YAML_SCALAR)
-                    return yerr(path, diag, item->pos, "expected ADDR:PORT strings");
+                    return yerr(path, diag, item->pos, "%s: expected a list of strings", s->key);
                 if (strlen(item->u.text) != item->len)
-                    return yerr(path, diag, item->pos, "listen: a value with a NUL byte");
+                    return yerr(path, diag, item->pos, "%s: a value with a NUL byte", s->key);
                 const char *err = apply(cfg, s, item->u.text, 0);
                 if (err)
-                    return yerr(path, diag, item->pos, "listen: %s", err);
+                    return yerr(path, diag, item->pos, "%s: %s", s->key, err);
             }
             continue;
         }
@@ -376,7 +402,7 @@ ph_status px_config_from_args(int argc, char **argv, px_config *cfg, int *action
         if (st != PH_OK)
             return st;
     }
-    int listen_from_cli = 0;
+    bool list_from_cli[N_SETTINGS] = { false };
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "c:hV", opts, NULL)) != -1) {
@@ -396,9 +422,9 @@ ph_status px_config_from_args(int argc, char **argv, px_config *cfg, int *action
             return PH_E_INVAL;
         }
         const setting *s = &SETTINGS[c - OPT_BASE];
-        if (s->kind == K_LISTEN && !listen_from_cli) {
-            cfg->listen_count = 0; /* the command line replaces the file's list */
-            listen_from_cli = 1;
+        if (is_list(s) && !list_from_cli[s - SETTINGS]) {
+            list_clear(cfg, s); /* the command line replaces the file's list */
+            list_from_cli[s - SETTINGS] = true;
         }
         const char *err = apply(cfg, s, optarg, 1);
         if (err) {

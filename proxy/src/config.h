@@ -8,14 +8,20 @@
 #include <stdint.h>
 
 #include "pinhole/status.h"
+#include "sockaddr.h"
 
 #define PX_LISTEN_MAX 8
+#define PX_TRUSTED_MAX 16 /* proxy_protocol prefixes */
 #define PX_PATH_MAX 1024
 #define PX_ADDR_MAX 300
 
 typedef struct px_config {
     char listen[PX_LISTEN_MAX][PX_ADDR_MAX]; /* "host:port", "[v6]:port" */
     int listen_count;
+    /* Sources that must (and alone may) start a TCP connection with a
+     * PROXY protocol v2 header naming the client; none: no header read. */
+    px_prefix proxy_protocol[PX_TRUSTED_MAX];
+    int proxy_protocol_count;
     char unix_socket[PX_PATH_MAX];   /* empty: none */
     unsigned unix_socket_mode;       /* octal permission bits */
     char admin_listen[PX_ADDR_MAX];  /* empty: no admin listener */

@@ -124,6 +124,10 @@ typedef struct px_conn {
  * px_conn with its head phase, in w's list, holding its slots. NULL also
  * when out of memory (fd closed). */
 px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer);
+/* A connection refused before it is a px_conn (fd, not read from yet):
+ * answered reason's status and why, closed, counted and logged with peer
+ * as who connected. */
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why);
 /* Logs the connection (a forwarding one logs its requests itself),
  * releases every slot it holds, closes and frees everything of it. */
 void px_conn_free(px_conn *c);

@@ -286,7 +286,7 @@ void px_conn_close_idle_heads(px_worker *w)
     }
 }
 
-static void refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
+void px_conn_refuse_at_accept(int fd, const char *peer, ph_reason reason, const char *why)
 {
     px_refuse_socket(fd, reason, why);
     px_metrics_request(reason);
@@ -341,30 +341,32 @@ px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer)
     char peer_log[64], peer_key[64];
     peer_identity(fd, peer, peer_log, sizeof peer_log, peer_key);
     if (!px_limits_conn_acquire(w->cfg->max_connections)) {
-        refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
-                         px_limits_conn_active() >= w->cfg->max_connections
-                             ? "max_connections reached"
-                             : "descriptor reserve reached (the descriptor limit caps connections)");
+        px_conn_refuse_at_accept(
+            fd, peer_log, PH_REASON_PROXY_OVERLOADED,
+            px_limits_conn_active() >= w->cfg->max_connections
+                ? "max_connections reached"
+                : "descriptor reserve reached (the descriptor limit caps connections)");
         return NULL;
     }
     if (!px_limits_peer_acquire(peer_key, w->cfg->max_connections_per_peer)) {
         px_limits_conn_release();
-        refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
-                         "max_connections_per_peer reached for this peer");
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_LIMIT_EXCEEDED,
+                                 "max_connections_per_peer reached for this peer");
         return NULL;
     }
     if (!px_limits_peer_head_acquire(peer_key, w->cfg->max_head_connections_per_peer)) {
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
-        refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
-                         "max_head_connections_per_peer reached for this peer");
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PEER_HEAD_LIMIT_EXCEEDED,
+                                 "max_head_connections_per_peer reached for this peer");
         return NULL;
     }
     if (!px_limits_head_acquire(w->cfg->max_head_connections)) {
         px_limits_peer_head_release(peer_key);
         px_limits_peer_release(peer_key);
         px_limits_conn_release();
-        refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED, "max_head_connections reached");
+        px_conn_refuse_at_accept(fd, peer_log, PH_REASON_PROXY_OVERLOADED,
+                                 "max_head_connections reached");
         return NULL;
     }
     /* peer_identity's strings fit their 64 bytes: key_off fits a byte. */

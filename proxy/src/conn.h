@@ -5,13 +5,17 @@
 #ifndef PX_CONN_H
 #define PX_CONN_H
 
+#include <stdint.h>
 #include <sys/socket.h>
 
 struct px_worker;
 
 /* A connection accepted on one of w's listeners (fd non-blocking, now the
- * connection's): the caps at accept, then its head. */
-void px_conn_accept(struct px_worker *w, int fd, const struct sockaddr *peer, int peerlen);
+ * connection's) from peer (the client: the socket's source, or the one a
+ * balancer's PROXY header named): the caps at accept, then its head, due
+ * header_timeout_ms after accepted_ns (ph_monotonic_ns() when the socket
+ * was accepted; 0: now). */
+void px_conn_accept(struct px_worker *w, int fd, const struct sockaddr *peer, int64_t accepted_ns);
 /* Closes every connection of the worker (drain deadline, shutdown). */
 void px_conn_close_all(struct px_worker *w);
 /* Closes connections that are not tunnels yet (drain: no new work). */

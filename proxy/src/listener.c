@@ -19,6 +19,7 @@
 #include <event2/listener.h>
 #include <event2/event.h>
 
+#include "accept_proxied.h"
 #include "config.h"
 #include "conn.h"
 #include "listener.h"
@@ -266,7 +267,16 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
                       void *arg)
 {
     (void)l;
-    px_conn_accept(arg, fd, sa, len);
+    (void)len;
+    px_conn_accept(arg, fd, sa, 0);
+}
+
+static void accept_proxied_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                              int len, void *arg)
+{
+    (void)l;
+    (void)len;
+    px_proxied_accept(arg, fd, sa);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -296,10 +306,12 @@ static void accept_error_cb(struct evconnlistener *l, void *arg)
     px_log_event("warning", "accept_error", "accept failed: %s", strerror(err));
 }
 
-struct evconnlistener *px_listener_attach(px_worker *w, int fd, bool close_on_free)
+struct evconnlistener *px_listener_attach(px_worker *w, int fd, bool close_on_free,
+                                          bool proxy_protocol)
 {
     unsigned flags = LEV_OPT_REUSEABLE | (close_on_free ? LEV_OPT_CLOSE_ON_FREE : 0);
-    struct evconnlistener *l = evconnlistener_new(w->base, accept_cb, w, flags, -1, fd);
+    struct evconnlistener *l = evconnlistener_new(
+        w->base, proxy_protocol ? accept_proxied_cb : accept_cb, w, flags, -1, fd);
     if (l)
         evconnlistener_set_error_cb(l, accept_error_cb);
     return l;

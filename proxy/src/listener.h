@@ -25,7 +25,10 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
 int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
 
 /* Wraps fd in an evconnlistener on base that hands connections to the
- * worker; on EMFILE/ENFILE it pauses accepting for a moment and retries. */
-struct evconnlistener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free);
+ * worker (proxy_protocol: through accept_proxied.h, which reads a
+ * balancer's PROXY header first); on EMFILE/ENFILE it pauses accepting for
+ * a moment and retries. */
+struct evconnlistener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free,
+                                          bool proxy_protocol);
 
 #endif

@@ -4,7 +4,9 @@
 #ifndef PX_SOCKADDR_H
 #define PX_SOCKADDR_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 #include "pinhole/status.h"
@@ -21,5 +23,22 @@ ph_status px_sockaddr_parse(const char *text, px_sockaddr *out, ph_diag *diag);
 void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap);
 /* Formats only the address part ("1.2.3.4", "::1"). */
 void px_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
+
+/* An address prefix: "10.0.0.0/8", "2001:db8::/32", or an address alone
+ * (all its bits). */
+typedef struct px_prefix {
+    int family;          /* AF_INET or AF_INET6 */
+    uint8_t addr[16];    /* network order; the first 4 bytes for AF_INET */
+    uint8_t bits;
+} px_prefix;
+
+/* Parses a prefix (numeric, inet_pton's forms, no brackets, no zone).
+ * Strict: host bits set past the prefix length ("10.0.0.1/8", a typo for
+ * a host or a network) and a length of 0 (every address) are refused.
+ * Returns NULL or a static message. */
+const char *px_prefix_parse(const char *text, px_prefix *out);
+/* Whether sa (AF_INET or AF_INET6) lies in p (same family only: an
+ * IPv4-mapped IPv6 address is not in an IPv4 prefix). */
+bool px_prefix_contains(const px_prefix *p, const struct sockaddr *sa);
 
 #endif

@@ -476,9 +476,8 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg)
     px_conn_refuse_for(arg, PH_REASON_HTTP_HEAD_TIMEOUT, "request head not complete in time");
 }
 
-void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerlen)
+void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int64_t accepted_ns)
 {
-    (void)peerlen;
     px_conn *c = px_conn_new(w, fd, peer);
     if (c == NULL)
         return;
@@ -490,8 +489,14 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int peerl
         px_conn_free(c);
         return;
     }
-    struct timeval tv = { w->cfg->header_timeout_ms / 1000,
-                          (w->cfg->header_timeout_ms % 1000) * 1000 };
+    /* One deadline from accept: a PROXY header read first spent some of it. */
+    long ms = w->cfg->header_timeout_ms;
+    if (accepted_ns != 0) {
+        c->started_ns = accepted_ns;
+        int64_t spent = (ph_monotonic_ns() - accepted_ns) / 1000000;
+        ms = spent < ms ? ms - (long)spent : 0;
+    }
+    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
     evtimer_add(h->timer, &tv);
     head_read(c); /* may free c */
 }

@@ -8,6 +8,7 @@
 #include <event2/listener.h>
 #include <event2/event.h>
 
+#include "accept_proxied.h"
 #include "config.h"
 #include "conn.h"
 #include "dns_async.h"
@@ -41,7 +42,8 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
         int fd = px_listen_tcp(&addrs[i], id == 0, diag);
         if (fd < 0)
             return PH_E_IO;
-        w->listeners[w->nlisteners] = px_listener_attach(w, fd, true);
+        w->listeners[w->nlisteners] =
+            px_listener_attach(w, fd, true, cfg->proxy_protocol_count > 0);
         if (w->listeners[w->nlisteners] == NULL) {
             close(fd);
             return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
@@ -51,7 +53,7 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
     /* The unix socket cannot be SO_REUSEPORT-bound per worker; every worker
      * accepts from the one socket (non-blocking: a lost race is EAGAIN). */
     if (unix_fd >= 0) {
-        w->listeners[w->nlisteners] = px_listener_attach(w, unix_fd, false);
+        w->listeners[w->nlisteners] = px_listener_attach(w, unix_fd, false, false);
         if (w->listeners[w->nlisteners] == NULL)
             return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
         w->nlisteners++;
@@ -110,6 +112,7 @@ static void drain_cb(evutil_socket_t fd, short what, void *arg)
     w->draining = true;
     stop_listeners(w);
     /* Requests still sending their head get no tunnel now; tunnels finish. */
+    px_proxied_close_all(w);
     px_conn_close_idle_heads(w);
     struct timeval tv = { w->cfg->drain_timeout_s, 0 };
     w->drain_deadline = evtimer_new(w->base, drain_deadline_cb, w);
@@ -145,6 +148,7 @@ void px_worker_join_and_free(px_worker *w)
 {
     if (w->thread)
         pthread_join(w->thread, NULL);
+    px_proxied_close_all(w);
     px_conn_close_all(w);
     stop_listeners(w);
     if (w->drain_deadline)

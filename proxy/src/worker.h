@@ -21,6 +21,7 @@ struct event_base;
 struct evconnlistener;
 struct px_conn;
 struct px_dns;
+struct px_proxied;
 
 typedef struct px_worker {
     int id;
@@ -31,6 +32,8 @@ typedef struct px_worker {
     struct px_dns *dns;
     struct px_conn *conns;        /* doubly linked list of live connections */
     long nconns;
+    struct px_proxied *proxied;   /* balancers' connections whose PROXY header is
+                                   * still arriving (accept_proxied.c) */
     bool draining;                /* then the loop ends with the last connection (px_conn_free) */
     struct event *drain_deadline;
     const px_config *cfg;

@@ -90,11 +90,42 @@ static void respond(const server *s, const char *path, char *resp, size_t cap)
         /* answered before the body is read ("Expect: 100-continue") */
         {"/to-other-307-early", "http://other.test:%u/echo", 2, 307},
         {"/to-tls-other", "https://tls2.test:%u/echo", 3, 302},
+        {"/to-tls-other-and-back", "https://tls2.test:%u/to-tls-home", 3, 302},
+        {"/to-tls-home", "https://tls.test:%u/echo", 3, 302},
     };
+    /* Redirects that set a cookie, and a final answer of another origin
+     * that sets one. */
+    char loc[256];
+    const char *cookie_redirect = NULL;
+    if (strcmp(path, "/cookie-to-other") == 0) {
+        snprintf(loc, sizeof loc, "http://other.test:%u/set-cookie", (unsigned)B.port);
+        cookie_redirect = loc;
+    } else if (strcmp(path, "/cookie-to-same") == 0) {
+        cookie_redirect = "/echo";
+    } else if (strcmp(path, "/cookie-to-other-and-back") == 0) {
+        snprintf(loc, sizeof loc, "http://other.test:%u/cookie-back", (unsigned)B.port);
+        cookie_redirect = loc;
+    } else if (strcmp(path, "/cookie-back") == 0) {
+        snprintf(loc, sizeof loc, "http://loop.test:%u/echo", (unsigned)A.port);
+        cookie_redirect = loc;
+    }
+    if (cookie_redirect != NULL) {
+        snprintf(resp, cap,
+                 "HTTP/1.1 302 Found\r\nLocation: %s\r\nSet-Cookie: hop%s=1; Path=/\r\n"
+                 "Content-Length: 0\r\nConnection: close\r\n\r\n",
+                 cookie_redirect, s->tag);
+        return;
+    }
+    if (strcmp(path, "/set-cookie") == 0) {
+        snprintf(resp, cap,
+                 "HTTP/1.1 200 OK\r\nSet-Cookie: final%s=1; Path=/\r\nContent-Length: 5\r\n"
+                 "Connection: close\r\n\r\nfinal",
+                 s->tag);
+        return;
+    }
     for (size_t i = 0; i < sizeof redirects / sizeof *redirects; i++) {
         if (strcmp(path, redirects[i].path) != 0)
             continue;
-        char loc[256];
         snprintf(loc, sizeof loc, "%s", redirects[i].location);
         if (redirects[i].which != 0) { /* "%u" replaced by the port */
             const char *fmt = redirects[i].location;
@@ -375,6 +406,9 @@ typedef struct fetch_opts {
     bool body_cross_origin;         /* redirect.allow_body_cross_origin */
     unsigned timeout_ms;            /* ph_curl_options.timeout_ms */
     long curl_timeout_ms;           /* CURLOPT_TIMEOUT_MS before attaching; 0: none */
+    const char *const *cookies;     /* curl's cookie engine on, holding these (Netscape) */
+    char *jar_after;                /* the engine's cookies after the chain, "name=value;" */
+    size_t jar_cap;
 } fetch_opts;
 
 static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl_result *r,
@@ -429,7 +463,24 @@ static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl
     ph_curl *pc = NULL;
     ph_diag d;
     assert_int_equal(ph_curl_attach(c, G, "default", &o, &pc, &d), PH_OK);
+    if (fo->cookies != NULL) {
+        curl_easy_setopt(c, CURLOPT_COOKIEFILE, "");
+        for (const char *const *k = fo->cookies; *k != NULL; k++)
+            curl_easy_setopt(c, CURLOPT_COOKIELIST, *k);
+    }
     ph_status st = ph_curl_perform(pc, url, r);
+    if (fo->jar_after != NULL) {
+        struct curl_slist *jar = NULL;
+        curl_easy_getinfo(c, CURLINFO_COOKIELIST, &jar);
+        fo->jar_after[0] = '\0';
+        for (struct curl_slist *l = jar; l != NULL; l = l->next) {
+            char name[64] = "", value[64] = "";
+            sscanf(l->data, "%*s %*s %*s %*s %*s %63s %63s", name, value);
+            size_t at = strlen(fo->jar_after);
+            snprintf(fo->jar_after + at, fo->jar_cap - at, "%s=%s;", name, value);
+        }
+        curl_slist_free_all(jar);
+    }
     ph_curl_detach(&pc);
     assert_null(pc);
     curl_easy_cleanup(c);
@@ -602,19 +653,78 @@ static void cross_origin_redirect_keeps_secrets_home(void **state)
 }
 
 /* The client certificate is shown to the origin it was set for, never to
- * the next one. */
+ * the next one, nor again once the chain left its origin (A -> B -> A). */
 static void client_certificate_stays_on_its_origin(void **state)
 {
     (void)state;
-    fetch_opts fo = {.client_cert = true, .curl_timeout_ms = 5000};
+    static const struct {
+        const char *path, *shown;
+    } cases[] = {
+        {"/to-tls-other", "/to-tls-other:yes\n/echo:no\n"},
+        {"/to-tls-other-and-back", "/to-tls-other-and-back:yes\n/to-tls-home:no\n/echo:no\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fetch_opts fo = {.client_cert = true, .curl_timeout_ms = 5000};
+        ph_curl_result r;
+        body b;
+        char url[128];
+        snprintf(url, sizeof url, "https://tls.test:%u%s", (unsigned)T.port, cases[i].path);
+        assert_int_equal(fetch_ex(url, &fo, &r, &b), PH_OK);
+        printf("# client certificate shown:\n%s", t_certs);
+        assert_string_equal(t_certs, cases[i].shown);
+        assert_true(r.credentials_dropped);
+    }
+}
+
+/* The engine holds exactly its two cookies of before (in any order). */
+static bool jar_is_ab(const char *after)
+{
+    return strstr(after, "a=1;") != NULL && strstr(after, "b=2;") != NULL && strlen(after) == 8;
+}
+
+/* curl's cookie engine, when the caller turns it on, follows the rule of
+ * the Python adapters: a redirect's Set-Cookie is never kept nor sent on,
+ * the engine's cookies go to no hop once the chain left its first origin,
+ * and a final response stores cookies only when the chain never left it. */
+static void cookie_engine_keeps_no_redirect_cookie(void **state)
+{
+    (void)state;
+    static const char *const jar[] = {"loop.test\tFALSE\t/\tFALSE\t0\ta\t1",
+                                      "other.test\tFALSE\t/\tFALSE\t0\tb\t2", NULL};
+    static const char *const none[] = {NULL};
+    char after[512];
+    fetch_opts fo = {.headers = none, .cookies = jar, .jar_after = after,
+                     .jar_cap = sizeof after, .curl_timeout_ms = 5000};
     ph_curl_result r;
     body b;
+    assert_int_equal(fetch_ex("/cookie-to-other", &fo, &r, &b), PH_OK);
+    printf("# cookie engine, A -> B:\n%s# engine after: %s\n", request_log, after);
+    assert_string_equal(request_log, "A /cookie-to-other auth=- cookie=a=1\n"
+                                     "B /set-cookie auth=- cookie=-\n");
+    assert_true(jar_is_ab(after));
+    assert_int_equal(fetch_ex("/cookie-to-same", &fo, &r, &b), PH_OK);
+    printf("# cookie engine, A -> A:\n%s# engine after: %s\n", request_log, after);
+    assert_string_equal(request_log, "A /cookie-to-same auth=- cookie=a=1\n"
+                                     "A /echo auth=- cookie=a=1\n");
+    assert_true(jar_is_ab(after));
+    assert_int_equal(fetch_ex("/cookie-to-other-and-back", &fo, &r, &b), PH_OK);
+    printf("# cookie engine, A -> B -> A:\n%s# engine after: %s\n", request_log, after);
+    assert_string_equal(request_log, "A /cookie-to-other-and-back auth=- cookie=a=1\n"
+                                     "B /cookie-back auth=- cookie=-\n"
+                                     "A /echo auth=- cookie=-\n");
+    assert_true(jar_is_ab(after));
+    /* A refused redirect's cookie is not kept either. */
+    fo.max_hops = 1;
+    assert_int_equal(fetch_ex("/cookie-to-other-and-back", &fo, &r, &b), PH_E_DENIED);
+    assert_int_equal(r.reason, PH_REASON_REDIRECT_LIMIT);
+    assert_true(jar_is_ab(after));
+    /* Without redirects the engine is curl's own: a final answer's cookie
+     * is kept. */
     char url[128];
-    snprintf(url, sizeof url, "https://tls.test:%u/to-tls-other", (unsigned)T.port);
+    snprintf(url, sizeof url, "http://other.test:%u/set-cookie", (unsigned)B.port);
+    fo.max_hops = 0;
     assert_int_equal(fetch_ex(url, &fo, &r, &b), PH_OK);
-    printf("# client certificate shown: %s", t_certs);
-    assert_string_equal(t_certs, "/to-tls-other:yes\n/echo:no\n");
-    assert_true(r.credentials_dropped);
+    assert_non_null(strstr(after, "finalB=1;"));
 }
 
 /* A redirect's body is read up to the bound, then its connection closed;
@@ -700,6 +810,7 @@ int main(void)
         cmocka_unit_test(cross_origin_redirect_drops_credentials),
         cmocka_unit_test(cross_origin_redirect_keeps_secrets_home),
         cmocka_unit_test(client_certificate_stays_on_its_origin),
+        cmocka_unit_test(cookie_engine_keeps_no_redirect_cookie),
         cmocka_unit_test(redirect_bodies_and_deadline_are_bounded),
         cmocka_unit_test(rebinding_second_request_refused),
         cmocka_unit_test(socket_check_refuses_unchecked_addresses),

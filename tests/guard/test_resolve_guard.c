@@ -10,6 +10,7 @@
 #include "dnsmasq_fixture.h"
 #include "guard_fixture.h"
 #include "pinhole/guard.h"
+#include "pinhole/resolve.h"
 
 static const char POLICY[] = "version: 1\n"
                              "lists:\n"
@@ -105,6 +106,52 @@ static void test_no_dns_for_what_the_allowlist_refuses(void **state)
     ph_guard_close(&g);
 }
 
+static void on_answer(void *arg, const ph_resolve_answer *a) { *(ph_resolve_answer *)arg = *a; }
+
+/* ph_guard_resolver_new: an event loop's resolver with the guard's
+ * settings and its DNS cache, which it keeps after the guard is closed. */
+static void test_guard_resolver_shares_the_cache(void **state)
+{
+    (void)state;
+    ph_resolver *r = (ph_resolver *)&dns;
+    assert_int_equal(ph_guard_resolver_new(NULL, NULL, &r, NULL), PH_E_INVAL);
+    assert_null(r);
+    ph_guard *g = guard(dns.server, 2000);
+    ph_verdict v;
+    ph_pinned_addrs a;
+    assert_int_equal(check(g, "https://allowed.test/", &v, &a), PH_REASON_ALLOWED);
+    assert_int_equal(ph_guard_resolver_new(g, NULL, &r, NULL), PH_OK);
+    ph_guard_close(&g);
+    ph_resolve_answer got = {.st = PH_E_INTERNAL};
+    ph_resolve_query *q = NULL;
+    assert_int_equal(ph_resolver_start(r, "allowed.test", 443, on_answer, &got, &q, NULL), PH_OK);
+    ph_resolver_process(r, -1, 0); /* a cache hit is delivered on the next turn */
+    assert_int_equal(got.st, PH_OK);
+    assert_true(got.from_cache);
+    char text[64];
+    assert_int_equal(ph_pinned_addr_string(&got.addrs, 0, text, sizeof text), PH_OK);
+    assert_string_equal(text, "93.184.215.14");
+    /* A name not in the cache asks the guard's DNS server. */
+    got.st = PH_E_INTERNAL;
+    assert_int_equal(ph_resolver_start(r, "rebind.test", 443, on_answer, &got, &q, NULL), PH_OK);
+    for (int i = 0; i < 400 && got.st == PH_E_INTERNAL; i++) {
+        ph_resolver_fd fds[8];
+        size_t n = ph_resolver_fds(r, fds, 8);
+        struct pollfd p[8];
+        for (size_t k = 0; k < n; k++)
+            p[k] = (struct pollfd){.fd = fds[k].fd, .events = POLLIN};
+        int ready = poll(p, (nfds_t)n, 10);
+        for (size_t k = 0; ready > 0 && k < n; k++)
+            if (p[k].revents != 0)
+                ph_resolver_process(r, p[k].fd, PH_RESOLVER_READ);
+        ph_resolver_process(r, -1, 0);
+    }
+    assert_int_equal(got.st, PH_E_DENIED);
+    assert_int_equal(got.reason, PH_REASON_DENIED_ADDRESS);
+    assert_false(got.from_cache);
+    ph_resolver_free(&r);
+}
+
 int main(void)
 {
     if (!ph_dnsmasq_installed())
@@ -113,6 +160,7 @@ int main(void)
         cmocka_unit_test(test_allowed_name_is_pinned),
         cmocka_unit_test(test_refusals_after_the_allowlist),
         cmocka_unit_test(test_no_dns_for_what_the_allowlist_refuses),
+        cmocka_unit_test(test_guard_resolver_shares_the_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -141,6 +141,38 @@ async function recorder(host = '127.0.0.1') {
   return rec;
 }
 
+/* A TCP blackhole on loopback: a listener (Debian's python3: node's own
+ * listeners accept everything) that never accepts, its accept queue
+ * filled, so the kernel drops every further SYN. {port}. */
+async function blackhole() {
+  const py = spawn('/usr/bin/python3', ['-c', `
+import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(0)
+print(s.getsockname()[1], flush=True)
+sys.stdin.read()
+`], { stdio: ['pipe', 'pipe', 'inherit'] });
+  cleanups.push(() => py.kill());
+  const port = await new Promise((resolve, reject) => {
+    py.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+    py.once('exit', () => reject(new Error('the blackhole listener exited')));
+  });
+  // Fill the accept queue: connect until a connection does not complete.
+  const fillers = [];
+  cleanups.push(() => fillers.forEach((s) => s.destroy()));
+  for (;;) {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    fillers.push(s);
+    const connected = await new Promise((resolve) => {
+      const t = setTimeout(() => resolve(false), 300);
+      s.once('connect', () => { clearTimeout(t); resolve(true); });
+    });
+    if (!connected) return { port };
+  }
+}
+
 /* An HTTP server; handler(req, res). Records every request in .seen. */
 async function httpServer(handler) {
   const srv = { seen: [] };
@@ -152,6 +184,18 @@ async function httpServer(handler) {
   srv.close = () => { srv.server.closeAllConnections(); srv.server.close(); };
   cleanups.push(srv.close);
   return srv;
+}
+
+/* Answers res with a 302 to location whose body never ends (the client
+ * must stop reading it); onClose(bytes the server wrote) when the client
+ * closes the connection. */
+function floodRedirect(res, location, onClose) {
+  res.writeHead(302, { location, 'content-type': 'application/octet-stream' });
+  res.socket.once('close', () => onClose(res.socket.bytesWritten));
+  const chunk = Buffer.alloc(65536, 0x41);
+  const pump = () => { while (res.write(chunk)) { if (res.writableLength > 1 << 26) return; } };
+  res.on('drain', pump);
+  pump();
 }
 
 /* A test CA and a certificate for names signed by it (openssl): {ca, cert,
@@ -171,4 +215,4 @@ function makeCert(names, tag = 'leaf') {
     key: fs.readFileSync(f('leaf.key'), 'utf8') };
 }
 
-module.exports = { makeCert, cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };
+module.exports = { blackhole, floodRedirect, makeCert, cleanup, plainFetch, DOMAIN, TMP, startDnsmasq, compileTable, recorder, httpServer };

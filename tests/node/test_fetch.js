@@ -14,7 +14,7 @@ const { Guard, PinholeError, guardedFetch } = require('../../guard/node/lib/inde
 const S = require('./support.js');
 
 const D = S.DOMAIN;
-let dns, app, other, rec, guard, table, tlsApp, pki;
+let dns, app, other, rec, guard, table, tlsApp, pki, hole;
 let floodSent = -1; // bytes the flood's server wrote before its connection closed
 
 const plainFetch = (url, init) => S.plainFetch(dns, url, init);
@@ -62,31 +62,27 @@ before(async () => {
     }
     if (u.pathname === '/flood') {
       // A redirect whose body never ends: the guard reads at most 64 KiB.
-      res.writeHead(302, { location: '/hello', 'content-type': 'application/octet-stream' });
-      res.socket.once('close', () => { floodSent = res.socket.bytesWritten; });
-      const chunk = Buffer.alloc(65536, 0x41);
-      const pump = () => { while (res.write(chunk)) { if (res.writableLength > 1 << 26) return; } };
-      res.on('drain', pump);
-      pump();
+      S.floodRedirect(res, '/hello', (n) => { floodSent = n; });
       return undefined;
     }
     res.statusCode = 404;
     return res.end();
   });
   other = await S.httpServer((req, res) => { req.resume(); req.on('end', () => res.end('other')); });
+  hole = await S.blackhole();
   pki = S.makeCert([`tls.${D}`]);
   tlsApp = require('node:https').createServer({ cert: pki.cert, key: pki.key }, (req, res) => res.end('tls hello'));
   await new Promise((r) => tlsApp.listen(0, '127.0.0.1', r));
   tlsApp.port = tlsApp.address().port;
   dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`other.${D}`]: ['127.0.0.1'],
     [`tls.${D}`]: ['127.0.0.1'], [`wrongname.${D}`]: ['127.0.0.1'],
-    [`rebind.${D}`]: ['127.0.0.1'],
+    [`rebind.${D}`]: ['127.0.0.1'], [`hole.${D}`]: ['127.0.0.1'],
     [`zero.${D}`]: ['0.0.0.0'] });
   // zero.D is listed on the recorder's port: only its address refuses it.
   table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`other.${D}`, [other.port]],
     [`rebind.${D}`, [app.port, rec.port]], [`tls.${D}`, [tlsApp.port]],
     [`wrongname.${D}`, [tlsApp.port]],
-    [`zero.${D}`, [rec.port]],
+    [`zero.${D}`, [rec.port]], [`hole.${D}`, [hole.port]],
     [`*.slow.${D}`, [80]]] });
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
 });
@@ -276,11 +272,37 @@ test('12 blackholed tenant URLs in flight; a healthy fetch completes under 0.5 s
   assert.deepEqual(await Promise.all(stuck), Array(12).fill('dns_timeout'));
 });
 
+test('12 TCP-blackholed tenant URLs in flight; a healthy fetch completes under 0.5 s', async () => {
+  // hole.D's port is a listener whose accept queue is full: the kernel
+  // drops every further SYN, as a blackholed upstream does.
+  const f = guardedFetch(guard, 'default', { connectTimeoutMs: 3000 });
+  const stuck = [];
+  for (let i = 0; i < 12; i++) {
+    stuck.push(f(`http://hole.${D}:${hole.port}/${i}`).then(() => 'answered', (e) => e.reason));
+  }
+  const t0 = process.hrtime.bigint();
+  const res = await f(`http://app.${D}:${app.port}/hello`);
+  assert.equal(await res.text(), 'hello');
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(`# healthy fetch with 12 TCP-blackholed in flight: ${ms.toFixed(1)} ms`);
+  assert.ok(ms < 500, `healthy fetch took ${ms} ms`);
+  assert.deepEqual(await Promise.all(stuck), Array(12).fill('upstream_timeout'));
+});
+
 test('resolutions over maxPending are refused at once: limit_exceeded', async () => {
   const g = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 1000, maxPending: 2 });
   const a = g.resolve(`http://a.slow.${D}/`, 'default').catch((e) => e.reason);
   const b = g.resolve(`http://b.slow.${D}/`, 'default').catch((e) => e.reason);
-  await refusedWith('limit_exceeded', g.resolve(`http://app.${D}:${app.port}/`, 'default'));
+  const t0 = process.hrtime.bigint();
+  await assert.rejects(guardedFetch(g, 'default')(`http://app.${D}:${app.port}/hello`), (e) => {
+    assert.ok(e instanceof PinholeError, `a PinholeError, got ${e && e.stack}`);
+    assert.equal(e.reason, 'limit_exceeded');
+    assert.match(e.detail, /2 resolutions already in flight on this guard \(maxPending\)/);
+    return true;
+  });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(`# fetch over maxPending refused in ${ms.toFixed(1)} ms`);
+  assert.ok(ms < 100, `refused after ${ms} ms`);
   assert.deepEqual([await a, await b], ['dns_timeout', 'dns_timeout']);
   g.close();
 });

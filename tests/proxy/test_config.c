@@ -1,6 +1,7 @@
 /* test_config.c - pinhole-proxy settings: defaults, the strict YAML file
  * (positioned errors, a bad file changes nothing) and the command line
  * overriding the file. */
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,60 @@ static void test_command_line_overrides_the_file(void **state)
     assert_string_equal(cfg.table, "t");
 }
 
+/* The sources that must send a PROXY header: a list of prefixes in the
+ * file and on the command line (which replaces the file's), strict. */
+static void test_proxy_protocol_prefixes(void **state)
+{
+    (void)state;
+    px_config cfg;
+    ph_diag d;
+    assert_int_equal(load("proxy_protocol:\n  - 10.0.0.0/8\n  - 127.0.0.1\n  - \"2001:db8::/32\"\n",
+                          &cfg, &d),
+                     PH_OK);
+    assert_int_equal(cfg.proxy_protocol_count, 3);
+    assert_int_equal(cfg.proxy_protocol[0].bits, 8);
+    assert_int_equal(cfg.proxy_protocol[1].bits, 32);
+    assert_int_equal(cfg.proxy_protocol[2].bits, 32);
+    px_sockaddr a;
+    assert_int_equal(px_sockaddr_parse("10.200.3.4:1", &a, NULL), PH_OK);
+    assert_true(px_prefix_contains(&cfg.proxy_protocol[0], (struct sockaddr *)&a.ss));
+    assert_false(px_prefix_contains(&cfg.proxy_protocol[1], (struct sockaddr *)&a.ss));
+    assert_int_equal(px_sockaddr_parse("11.0.0.1:1", &a, NULL), PH_OK);
+    assert_false(px_prefix_contains(&cfg.proxy_protocol[0], (struct sockaddr *)&a.ss));
+    assert_int_equal(px_sockaddr_parse("[2001:db8:ffff::1]:1", &a, NULL), PH_OK);
+    assert_true(px_prefix_contains(&cfg.proxy_protocol[2], (struct sockaddr *)&a.ss));
+    assert_int_equal(px_sockaddr_parse("[::ffff:10.0.0.1]:1", &a, NULL), PH_OK);
+    assert_false(px_prefix_contains(&cfg.proxy_protocol[0], (struct sockaddr *)&a.ss));
+    assert_int_equal(load("proxy_protocol: 192.168.1.0/25\n", &cfg, &d), PH_OK);
+    assert_int_equal(cfg.proxy_protocol_count, 1);
+    assert_int_equal(px_sockaddr_parse("192.168.1.127:1", &a, NULL), PH_OK);
+    assert_true(px_prefix_contains(&cfg.proxy_protocol[0], (struct sockaddr *)&a.ss));
+    assert_int_equal(px_sockaddr_parse("192.168.1.128:1", &a, NULL), PH_OK);
+    assert_false(px_prefix_contains(&cfg.proxy_protocol[0], (struct sockaddr *)&a.ss));
+
+    assert_error_at("proxy_protocol: [10.0.0.1/8]\n", ":1:18:", "bits set past");
+    assert_error_at("proxy_protocol: [0.0.0.0/0]\n", ":1:18:", "/0");
+    assert_error_at("proxy_protocol: [\"::/0\"]\n", ":1:18:", "/0");
+    assert_error_at("proxy_protocol: [10.0.0.0/33]\n", ":1:18:", "out of range");
+    assert_error_at("proxy_protocol: [10.0.0.0/]\n", ":1:18:", "prefix length");
+    assert_error_at("proxy_protocol: [10.0.0.0/+8]\n", ":1:18:", "prefix length");
+    assert_error_at("proxy_protocol: [lb.example]\n", ":1:18:", "numeric");
+    assert_error_at("proxy_protocol: [\"[::1]\"]\n", ":1:18:", "numeric");
+    assert_error_at("proxy_protocol: [010.0.0.0/8]\n", ":1:18:", "numeric");
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s",
+             write_yaml("proxy_protocol: [10.0.0.0/8, 10.1.0.0/16]\ntable: t\ngrant_key: k\n"));
+    char *argv[] = { "pinhole-proxy", "--config", path, "--proxy-protocol", "127.0.0.1",
+                     "--proxy-protocol=::1", NULL };
+    int action = -1;
+    px_config_defaults(&cfg);
+    assert_int_equal(px_config_from_args(6, argv, &cfg, &action, &d), PH_OK);
+    assert_int_equal(cfg.proxy_protocol_count, 2);
+    assert_int_equal(cfg.proxy_protocol[0].family, AF_INET);
+    assert_int_equal(cfg.proxy_protocol[1].family, AF_INET6);
+}
+
 static void test_command_line_errors(void **state)
 {
     (void)state;
@@ -198,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_errors_are_positioned_and_change_nothing),
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_bad_utf8_is_positioned),
+        cmocka_unit_test(test_proxy_protocol_prefixes),
         cmocka_unit_test(test_command_line_overrides_the_file),
         cmocka_unit_test(test_command_line_errors),
     };

@@ -20,6 +20,13 @@ Host header says which party answers:
                         this origin)
     GET  /sse-same      the endpoint event is a same-origin path
     POST /messages      202 (the SSE transport's message endpoint)
+    POST /mcp-flood     200 announcing a 1 GiB JSON body, written until the
+                        client goes (also /messages-flood, for a ping)
+    POST /mcp-trickle   200 whose 400-byte body comes a byte per 100 ms
+    POST /mcp-gzip      200 with Content-Encoding gzip: about 1 MiB that
+                        inflates to 256 MiB of JSON whitespace (made before
+                        the port is printed)
+    GET  /sse-flood     the endpoint event names /messages-flood
   as.DOMAIN   the authorization server:
     GET  /.well-known/oauth-authorization-server
                         RFC 8414 metadata; its token_endpoint is an IP literal
@@ -30,6 +37,17 @@ import argparse
 import http.server
 import json
 import sys
+import time
+import zlib
+
+FLOOD = 1 << 30
+
+
+def gzip_bomb():
+    """256 MiB of spaces, gzip-compressed (level 1: the quickest to make)."""
+    z = zlib.compressobj(1, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    chunk = b" " * (1 << 20)
+    return b"".join([z.compress(chunk) for _ in range(256)] + [z.flush()])
 
 
 def main():
@@ -37,6 +55,7 @@ def main():
     p.add_argument("--domain", required=True)
     args = p.parse_args()
     d = args.domain
+    bomb = gzip_bomb()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -69,6 +88,35 @@ def main():
             self.wfile.flush()
             self.close_connection = True
 
+        def flood(self):
+            """200 announcing FLOOD bytes of JSON, written until the client goes."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(FLOOD))
+            self.end_headers()
+            chunk = b" " * 65536
+            try:
+                for _ in range(FLOOD // len(chunk)):
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+            self.close_connection = True
+
+        def trickle(self):
+            """200 whose 400-byte body comes a byte per 100 ms."""
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "400")
+            self.end_headers()
+            try:
+                for _ in range(400):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            self.close_connection = True
+
         def host(self):
             return (self.headers.get("Host") or "").split(":")[0].lower()
 
@@ -76,6 +124,13 @@ def main():
             n = int(self.headers.get("Content-Length") or 0)
             self.rfile.read(n)
             h = self.host()
+            if h == "mcp." + d and self.path in ("/mcp-flood", "/messages-flood"):
+                return self.flood()
+            if h == "mcp." + d and self.path == "/mcp-trickle":
+                return self.trickle()
+            if h == "mcp." + d and self.path == "/mcp-gzip":
+                return self.reply(200, bomb, [("Content-Type", "application/json"),
+                                                     ("Content-Encoding", "gzip")])
             if h == "mcp." + d and self.path in ("/mcp", "/mcp-hostile"):
                 if self.headers.get("Authorization") == "Bearer good":
                     return self.json({"jsonrpc": "2.0", "id": 1,
@@ -118,6 +173,8 @@ def main():
                 return self.sse("http://collector.%s:%d/messages?session_id=1" % (d, port))
             if h == "mcp." + d and path == "/sse-other":
                 return self.sse(self.origin("as") + "/messages?session_id=2")
+            if h == "mcp." + d and path == "/sse-flood":
+                return self.sse("/messages-flood")
             if h == "mcp." + d and path == "/sse-same":
                 return self.sse("/messages?session_id=3")
             self.reply(404)

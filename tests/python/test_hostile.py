@@ -7,16 +7,19 @@ path, for httpx (sync and asyncio) and requests through pinhole:
   Private-Token, Authorization do not; Accept, User-Agent do), on 302 and
   307; a 307 of a POST to another origin is refused
   (redirect_body_cross_origin) unless the request opts in; a cookie set by
-  an intermediate hop is not kept; a TLS client certificate is presented
-  to the request's origin and not to the next one (the server asks every
-  client for one);
+  an intermediate hop is not kept, nor one of a final answer once the
+  chain left its origin (A -> B -> A); a TLS client certificate is
+  presented to the request's origin and not to the next one, nor back on
+  the first once the chain left it (the server asks every client for
+  one);
 
   the worker cannot be exhausted: a redirect whose body never ends (1 GiB
   announced) costs the worker at most a few MiB (bytes the server got out,
   RSS growth printed); a chain of redirects whose bodies trickle a byte
-  per 100 ms ends at the request's total deadline (upstream_timeout); 12
-  dials to a black hole in flight on one event loop do not delay a
-  healthy fetch on it (under 0.5 s).
+  per 100 ms ends at the request's total deadline (upstream_timeout);
+  dials to a black hole in flight on one event loop (12 and 64 to one
+  host, 96 over 24 names, 200 over two clients, 64 whose DNS never
+  answers) neither delay nor refuse a healthy fetch on it (under 0.5 s).
 
 Every figure is printed ("# ..."), so a run against another build shows
 what it did there.
@@ -106,7 +109,9 @@ def fetch(flavor, guard, url, method="GET", headers=None, body=None, cert=None, 
 
 
 def main():
-    names = {n + "." + D: ["127.0.0.1"] for n in ("ok", "other", "tls", "tls2", "bh")}
+    BH = ["bh"] + ["bh%d" % i for i in range(24)]  # 25 names of one black hole
+    names = {n + "." + D: ["127.0.0.1"] for n in ["ok", "other", "tls", "tls2"] + BH}
+    names["dual." + D] = ["::1", "127.0.0.1"]  # nothing listens on [::1]
     dns = support.Dnsmasq(names)
     cert, key = support.make_cert(["tls." + D, "tls2." + D])
     ccert, ckey = support.make_cert(["worker-client." + D])
@@ -181,10 +186,17 @@ def main():
                          client_ca=ccert)
     T2 = "https://tls2.%s:%d" % (D, tls.port)
     tls.routes["/to-tls2"] = (302, {"Location": T2 + "/hello"}, b"")
+    # tls -> tls2 -> tls: the same server under two names (two origins).
+    tls.routes["/aba"] = (302, {"Location": T2 + "/bounce"}, b"")
+    tls.routes["/bounce"] = (302, {"Location": "https://tls.%s:%d/hello" % (D, tls.port)}, b"")
+    a.routes["/r/via-other-final"] = (302, {"Location": O + "/back-final"}, b"")
+    other.routes["/back-final"] = (302, {"Location": A + "/set-final"}, b"")
+    a.routes["/set-final"] = (200, {"Set-Cookie": "final=1; Path=/"}, b"final\n")
     bh = support.Blackhole()
     table = support.compile_table(support.allowlist({"default": [
         ("ok." + D, [a.port]), ("other." + D, [other.port]), ("tls." + D, [tls.port]),
-        ("tls2." + D, [tls.port]), ("bh." + D, [bh.port])]}))
+        ("tls2." + D, [tls.port]), ("slow." + D, [bh.port]), ("dual." + D, [a.port])] +
+        [(n + "." + D, [bh.port]) for n in BH]}))
     guard = pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=2000)
 
     for flavor in ("httpx", "httpx-async", "requests"):
@@ -227,6 +239,14 @@ def main():
         st, cookies = fetch(flavor, guard, A + "/r/via-other")
         check("%s a cookie set by an intermediate hop of another origin is not kept" % flavor,
               (200, {}), (st, cookies))
+        st, cookies = fetch(flavor, guard, A + "/r/via-other-final")
+        print("# %s A -> B -> A, the final answer sets a cookie: kept %s" % (flavor, cookies),
+              flush=True)
+        check("%s a final cookie is not kept once the chain left its origin" % flavor,
+              (200, {}), (st, cookies))
+        st, cookies = fetch(flavor, guard, A + "/set-final")
+        check("%s a cookie of a request without redirects is kept" % flavor,
+              (200, {"final": "1"}), (st, cookies))
         st, cookies = fetch(flavor, guard, A + "/r/cookie-hop")
         check("%s a cookie set by an intermediate hop is not kept" % flavor, (200, {}),
               (st, cookies))
@@ -237,6 +257,14 @@ def main():
         print("# %s client certificate presented: %s" % (flavor, tls.certs), flush=True)
         check("%s client certificate: to the first origin only" % flavor,
               (200, [("/to-tls2", True), ("/hello", False)]), (st, tls.certs))
+
+        tls.certs.clear()
+        st = fetch(flavor, guard, "https://tls.%s:%d/aba" % (D, tls.port),
+                   cert=(ccert, ckey), ca=cert)[0]
+        print("# %s client certificate presented on A -> B -> A: %s" % (flavor, tls.certs),
+              flush=True)
+        check("%s client certificate: not again once the chain left its origin" % flavor,
+              (200, [("/aba", True), ("/bounce", False), ("/hello", False)]), (st, tls.certs))
 
         flood_sent[0] = 0
         before = peak_rss_kib()
@@ -263,7 +291,10 @@ def main():
                 flavor, what, e.reason if e else "not refused", took), flush=True)
             check("%s trickled %s ended within 2.5 s" % (flavor, what), True, took < 2.5)
 
-    blackholes(guard, A, bh)
+    # DNS timeouts long enough that the last query starts before the first
+    # ends, on a machine whose cores are busy.
+    blackholes(guard, pinhole.Guard(table, dns_servers=dns.server, dns_timeout_ms=8000), A,
+               bh, dns)
     sessions(guard, A, a)
 
 
@@ -302,33 +333,99 @@ def sessions(guard, A, a):
               any(isinstance(v, pinhole.requests.GuardedAdapter) for v in s.adapters.values()))
 
 
-def blackholes(guard, A, bh):
-    """12 dials to a black hole in flight on one loop; a healthy fetch on
-    the same loop still answers at once."""
+async def ss(*args):
+    """The lines ss(8) prints (iproute2, asking the kernel over netlink with
+    the filter in args), run beside the loop: reading /proc/net/tcp of a
+    busy host would stall the loop the dials run on."""
+    p = await asyncio.create_subprocess_exec("ss", "-Hn", *args, stdout=asyncio.subprocess.PIPE)
+    out, _ = await p.communicate()
+    return out.decode().splitlines()
+
+
+async def syn_sent(bh):
+    """Connections in SYN_SENT to the black hole bh, its own fillers left
+    out: dials in flight to it."""
+    fillers = {"127.0.0.1:%d" % s.getsockname()[1] for s in bh.fillers}
+    rows = await ss("-t", "state", "syn-sent", "dst", "127.0.0.1:%d" % bh.port)
+    return sum(1 for r in rows if r.split()[-2] not in fillers)
+
+
+async def dns_queries(dns):
+    """UDP sockets connected to the test's DNS server: resolutions in
+    flight, one each."""
+    return len(await ss("-u", "dst", "127.0.0.1:%d" % dns.port))
+
+
+def blackholes(guard, slow_guard, A, bh, dns):
+    """Dials to a black hole in flight (counted in the kernel's SYN_SENT by
+    ss, not guessed from time) on one loop: a healthy fetch on the same loop
+    still answers at once, and is never refused. 12 and 64 to one host,
+    96 spread over 24 names of the same black hole on one client, and 200
+    over two tenants' clients (each at its connection limit, 100) beside a
+    third tenant's; then 64 whose DNS never answers (their queries counted
+    in the kernel's UDP sockets)."""
     print("# async dials", flush=True)
 
-    async def go():
+    async def dual():
         async with pinhole.httpx.AsyncClient(guard, "default", timeout=3) as c:
-            async def stuck():
+            t0 = time.monotonic()
+            r = await c.get(A.replace("ok.", "dual.") + "/hello")
+            return r.status_code, time.monotonic() - t0
+    st, took = asyncio.run(dual())
+    print("# a name answering ::1 (refused) and 127.0.0.1: %s in %.3f s" % (st, took),
+          flush=True)
+    check("async happy eyeballs: IPv6 refused, IPv4 at once (before the 250 ms stagger)",
+          (200, True), (st, took < 0.25))
+
+    async def go(n, names, clients, count, guard):
+        # Long enough that the last dial starts before the first ends, on
+        # a machine whose cores are busy.
+        cs = [pinhole.httpx.AsyncClient(guard, "default", timeout=8) for _ in range(clients)]
+        healthy = cs[0] if clients == 1 else \
+            pinhole.httpx.AsyncClient(guard, "default", timeout=3)
+        try:
+            async def stuck(i):
                 try:
-                    await c.get("http://bh.%s:%d/" % (D, bh.port))
+                    await cs[i % clients].get("http://%s.%s:%d/" % (names[i % len(names)], D,
+                                                                     bh.port))
                 except Exception as e:  # noqa: BLE001
                     return e
-            tasks = [asyncio.create_task(stuck()) for _ in range(12)]
-            # Let every task reach its dial (scheduling steps, not time).
-            for _ in range(200):
-                await asyncio.sleep(0)
+            base = await count()
+            tasks = [asyncio.create_task(stuck(i)) for i in range(n)]
+            end = time.monotonic() + 20
+            while await count() - base < n and time.monotonic() < end and \
+                    not any(t.done() for t in tasks):
+                await asyncio.sleep(0.05)
+            in_flight = await count() - base
             t0 = time.monotonic()
-            r = await c.get(A + "/hello")
+            try:
+                r = await healthy.get(A + "/hello")
+                st = r.status_code
+            except pinhole.Refused as e:
+                st = e.reason
             took = time.monotonic() - t0
             results = await asyncio.gather(*tasks)
-            return r.status_code, took, results
-    st, took, results = asyncio.run(go())
-    print("# healthy fetch with 12 black-holed dials in flight: %.3f s" % took, flush=True)
-    check("healthy fetch beside 12 black-holed dials: 200 in under 0.5 s", (200, True),
-          (st, took < 0.5))
-    reasons = sorted({getattr(e, "reason", type(e).__name__) for e in results})
-    check("the black-holed dials: upstream_timeout", ["upstream_timeout"], reasons)
+            return in_flight, st, took, results
+        finally:
+            for c in set(cs + [healthy]):
+                await c.aclose()
+
+    many = ["bh%d" % i for i in range(24)]
+    connect = ("black-holed dials", "SYN_SENT", lambda: syn_sent(bh), "upstream_timeout", guard)
+    silent = ("dials whose DNS never answers", "DNS queries", lambda: dns_queries(dns),
+              "dns_timeout", slow_guard)
+    for n, names, clients, (kind, where, count, reason, g) in (
+            (12, ["bh"], 1, connect), (64, ["bh"], 1, connect), (96, many, 1, connect),
+            (200, many, 2, connect), (64, ["slow"], 1, silent)):
+        what = "%d %s to %d name(s) on %d client(s)" % (n, kind, len(names), clients)
+        in_flight, st, took, results = asyncio.run(go(n, names, clients, count, g))
+        reasons = sorted({getattr(e, "reason", type(e).__name__) for e in results})
+        print("# %s: %d in %s; healthy fetch %s in %.3f s; theirs: %s"
+              % (what, in_flight, where, st, took, reasons), flush=True)
+        check("%s all in flight" % what, n, in_flight)
+        check("healthy fetch beside %s: 200 in under 0.5 s" % what, (200, True),
+              (st, took < 0.5))
+        check("%s: %s" % (what, reason), [reason], reasons)
 
 
 support.run(main)

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """test_mcp.py - examples/mcp_client.py walks the MCP discovery chain of a
 hostile server (fake_mcp_server.py) through pinhole.httpx; asserts exactly
-which hops were dialed, which were refused, and the reason code of each.
+which hops were dialed, which were refused, and the reason code of each;
+that the MCP server's own answers (initialize, ping) are read within 1 MiB
+and 20 s (a 1 GiB flood and a trickle end the example with exit status 2,
+its peak RSS printed beside a plain walk's).
 
 Then the discovery documents are fuzzed: hostile Protected Resource and
 Authorization Server Metadata (wrong JSON types in every field, a
@@ -17,6 +20,8 @@ import os
 import random
 import subprocess
 import sys
+import threading
+import time
 
 import support
 from support import DOMAIN as D, check
@@ -88,7 +93,58 @@ def main():
     got = walk(o % "unlisted" + "/mcp")
     check("an unlisted MCP server is not dialed",
           [("server", o % "unlisted" + "/mcp", "not_allowlisted")], got)
+    bounded_answers(example, env, table, dns, o)
     fuzz(dns)
+
+
+def run_example(cmd, env, limit):
+    """One run of the example: (exit status, stderr, seconds, peak RSS in
+    KiB), killed after limit seconds (exit status then "killed")."""
+    err = open(os.path.join(support.TMP, "stderr"), "w+")
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    timer = threading.Timer(limit, p.kill)
+    timer.start()
+    _, status, usage = os.wait4(p.pid, 0)
+    timer.cancel()
+    took = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err.seek(0)
+    text = err.read()
+    err.close()
+    code = "killed" if p.returncode < 0 else p.returncode
+    return code, text.strip(), took, usage.ru_maxrss
+
+
+def bounded_answers(example, env, table, dns, o):
+    """The MCP server's answers to initialize and ping are read with
+    bounds: a 1 GiB body costs the example at most a few MiB and ends it
+    with exit status 2, a trickled one ends at RESPONSE_SECONDS (20 s)."""
+    def cmd(server, *sse):
+        c = [sys.executable, example, "--table", table, "--list", "mcp",
+             "--dns-server", dns.server, server]
+        for u in sse:
+            c += ["--sse", u]
+        return c
+    base = run_example(cmd(o % "mcp" + "/mcp"), env, 120)
+    print("# a plain walk: exit %s, peak RSS %d MiB" % (base[0], base[3] >> 10))
+    for what, body, c, want in (
+            ("initialize", "1 GiB", cmd(o % "mcp" + "/mcp-flood"), "more than 1048576 bytes"),
+            ("ping", "1 GiB", cmd(o % "mcp" + "/mcp", o % "mcp" + "/sse-flood"),
+             "more than 1048576 bytes"),
+            ("initialize", "gzip (1 MiB, 256 MiB inflated)", cmd(o % "mcp" + "/mcp-gzip"),
+             "Content-Encoding 'gzip'")):
+        code, err, took, rss = run_example(c, env, 120)
+        grew = (rss - base[3]) >> 10
+        print("# a %s %s response: exit %s after %.1f s, peak RSS %d MiB more than a plain "
+              "walk; stderr %r" % (body, what, code, took, grew, err[:160]))
+        check("a %s %s response: exit 2, the bound named, RSS under 32 MiB more"
+              % (body, what), (2, True, True), (code, what in err and want in err, grew < 32))
+    code, err, took, _ = run_example(cmd(o % "mcp" + "/mcp-trickle"), env, 60)
+    print("# a trickled initialize response: exit %s after %.1f s; stderr %r"
+          % (code, took, err[:160]))
+    check("a trickled initialize response: exit 2 at 20 s, the bound named",
+          (2, True, True), (code, "not read within 20s" in err, took < 30))
 
 
 def random_json(rng, depth=0):

@@ -70,6 +70,9 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_SNI_MISSING] = "sni_missing",
     [PH_REASON_SNI_MISMATCH] = "sni_mismatch",
     [PH_REASON_PROTOCOL_NOT_ALLOWED] = "protocol_not_allowed",
+    [PH_REASON_PROXY_PROTOCOL_UNTRUSTED] = "proxy_protocol_untrusted",
+    [PH_REASON_PROXY_PROTOCOL_MISSING] = "proxy_protocol_missing",
+    [PH_REASON_PROXY_PROTOCOL_MALFORMED] = "proxy_protocol_malformed",
     [PH_REASON_LEASE_REVOKED] = "lease_revoked",
 };
 
@@ -127,6 +130,12 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     [PH_REASON_SNI_MISSING] = 403,
     [PH_REASON_SNI_MISMATCH] = 403,
     [PH_REASON_PROTOCOL_NOT_ALLOWED] = 403,
+    /* A PROXY header: a source the operator did not name may not claim to
+     * speak for another (403); a balancer that sends none or a bad one is
+     * misconfigured (400). */
+    [PH_REASON_PROXY_PROTOCOL_UNTRUSTED] = 403,
+    [PH_REASON_PROXY_PROTOCOL_MISSING] = 400,
+    [PH_REASON_PROXY_PROTOCOL_MALFORMED] = 400,
     [PH_REASON_LEASE_REVOKED] = 407,
 };
 

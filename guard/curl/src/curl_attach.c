@@ -30,6 +30,8 @@ struct ph_curl {
     ph_pinned_addrs pins;          /* the current hop's checked addresses */
     struct curl_slist *resolve;    /* owned; set as CURLOPT_RESOLVE */
     struct curl_slist *http_hdrs;  /* owned; set as CURLOPT_HTTPHEADER */
+    struct curl_slist *jar;        /* owned; the cookie engine's cookies before the chain */
+    bool saw_redirect;             /* a redirect response came during the chain */
     bool dropped;                  /* credentials dropped for the rest of the chain */
     bool redirected;               /* a redirect was followed: headers filtered */
     bool socket_refused;           /* the open-socket check refused an address */
@@ -169,6 +171,37 @@ static ph_status apply(ph_curl *pc)
     return rc == CURLE_OK ? PH_OK : PH_E_UNSUPPORTED;
 }
 
+/* The cookie engine (CURLOPT_COOKIEFILE, CURLOPT_COOKIELIST), if the caller
+ * turned it on, keeps what the chain's first request would keep and nothing
+ * else: the rule of ph_redirect_header_follows for Cookie, applied to the
+ * engine. Every hop after the first starts from the cookies the engine held
+ * before the chain (a redirect's Set-Cookie is never kept, never sent on),
+ * and with none at all once the chain left its first origin; the final
+ * response's cookies are kept only when the chain never left it. Nothing
+ * here turns the engine on: "RELOAD" and "ALL" do nothing to a handle
+ * without one, and cookies are added back only when some were there. */
+static void cookies_save(ph_curl *pc)
+{
+    curl_slist_free_all(pc->jar);
+    pc->jar = NULL;
+    /* Files named by CURLOPT_COOKIEFILE are read now rather than at the
+     * first transfer, so the snapshot holds them. */
+    curl_easy_setopt(pc->c, CURLOPT_COOKIELIST, "RELOAD");
+    curl_easy_getinfo(pc->c, CURLINFO_COOKIELIST, &pc->jar);
+}
+
+/* The engine emptied, then given back the chain's snapshot when with_jar. */
+static void cookies_reset(ph_curl *pc, bool with_jar)
+{
+    struct curl_slist *now = NULL;
+    curl_easy_getinfo(pc->c, CURLINFO_COOKIELIST, &now);
+    if (now != NULL)
+        curl_easy_setopt(pc->c, CURLOPT_COOKIELIST, "ALL");
+    curl_slist_free_all(now);
+    for (const struct curl_slist *l = with_jar ? pc->jar : NULL; l != NULL; l = l->next)
+        curl_easy_setopt(pc->c, CURLOPT_COOKIELIST, l->data);
+}
+
 static void free_headers(char **h)
 {
     for (char **p = h; p != NULL && *p != NULL; p++)
@@ -259,15 +292,8 @@ static ph_status refused(ph_curl_result *res, ph_reason r, ph_status st, const c
     return st;
 }
 
-ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
+static ph_status perform_chain(ph_curl *pc, const char *url, ph_curl_result *res)
 {
-    if (res == NULL)
-        return PH_E_INVAL;
-    memset(res, 0, sizeof *res);
-    res->reason = PH_REASON_PARSE_ERROR;
-    res->curl_code = CURLE_OK;
-    if (pc == NULL || url == NULL)
-        return refused(res, PH_REASON_PARSE_ERROR, PH_E_INVAL, "curl perform: missing argument");
     size_t ulen = strnlen(url, PH_URL_MAX_LEN + 1);
     if (ulen > PH_URL_MAX_LEN)
         return refused(res, PH_REASON_PARSE_ERROR, PH_E_DENIED, "URL too long");
@@ -303,6 +329,8 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
                            "the chain's deadline passed before this hop");
         }
         curl_easy_setopt(pc->c, CURLOPT_TIMEOUT_MS, (long)left);
+        if (hop > 0)
+            cookies_reset(pc, !pc->dropped);
         pc->socket_refused = false;
         pc->discarded = 0;
         pc->discard_cut = false;
@@ -334,6 +362,7 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
             res->reason = PH_REASON_ALLOWED;
             return PH_OK;
         }
+        pc->saw_redirect = true;
         /* The method of the next hop, and whether it re-sends a body. */
         char *method = NULL;
         curl_easy_getinfo(pc->c, CURLINFO_EFFECTIVE_METHOD, &method);
@@ -381,6 +410,27 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
             curl_easy_setopt(pc->c, CURLOPT_CUSTOMREQUEST, (char *)NULL);
         }
     }
+}
+
+ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
+{
+    if (res == NULL)
+        return PH_E_INVAL;
+    memset(res, 0, sizeof *res);
+    res->reason = PH_REASON_PARSE_ERROR;
+    res->curl_code = CURLE_OK;
+    if (pc == NULL || url == NULL)
+        return refused(res, PH_REASON_PARSE_ERROR, PH_E_INVAL, "curl perform: missing argument");
+    pc->saw_redirect = false;
+    cookies_save(pc);
+    ph_status st = perform_chain(pc, url, res);
+    /* A chain that met a redirect keeps the final response's cookies only
+     * when it completed without leaving its first origin. */
+    if (pc->saw_redirect && !(st == PH_OK && !pc->dropped))
+        cookies_reset(pc, true);
+    curl_slist_free_all(pc->jar);
+    pc->jar = NULL;
+    return st;
 }
 
 void ph_curl_detach(ph_curl **pp)

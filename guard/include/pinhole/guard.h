@@ -217,6 +217,19 @@ PH_API ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const
                                             size_t len, ph_verdict *v, ph_pinned_addrs *addrs,
                                             ph_diag *diag);
 
+/*
+ * A resolver (pinhole/resolve.h) with g's resolver settings (DNS servers,
+ * timeout, cache TTL caps) that shares g's DNS cache, driven by loop (NULL:
+ * poll style): how an event loop resolves a decided host for the guard
+ * without a thread (ph_resolver_start with ph_verdict.host and port). The
+ * caller owns *out: free it with ph_resolver_free on the thread driving it.
+ * It holds a reference to the cache, not to g, so it may outlive g (a
+ * reload still empties the cache it shares). PH_E_INVAL for NULL
+ * arguments; otherwise as ph_resolver_new.
+ */
+PH_API ph_status ph_guard_resolver_new(ph_guard *g, const ph_resolver_loop *loop,
+                                       ph_resolver **out, ph_diag *diag);
+
 /* ---- one decision per kind of request ------------------------------------ */
 
 /* What the caller does next with an allowed request. */

@@ -1,5 +1,7 @@
 // Type declarations of @pinhole/guard (lib/index.js).
 import type { Agent } from 'undici';
+import type * as http from 'node:http';
+import type * as https from 'node:https';
 
 /** Every refusal and every failed call of the package. */
 export declare class PinholeError extends Error {
@@ -71,6 +73,8 @@ export interface RedirectVerdict {
 export declare class Guard {
   constructor(tablePath: string, options?: GuardOptions);
   decide(url: string | URL, list?: string): Decision;
+  /** ph_guard_check_url's verdict (the check CLI's): the parser's or the lookup's own detail. */
+  checkUrl(url: string | URL, list?: string): Omit<Decision, 'httpStatus'>;
   resolve(url: string | URL, list?: string): Promise<Resolution>;
   redirectCheck(fromUrl: string, location: string, hop: number, list?: string,
                 options?: RedirectOptions): RedirectVerdict;
@@ -85,7 +89,7 @@ export interface GuardedFetchOptions {
   connectTimeoutMs?: number;
   allowDowngrade?: boolean;
   allowBodyCrossOrigin?: boolean;
-  /** Extra trusted CA certificates (PEM) for https. */
+  /** Extra trusted CA certificates (PEM) for https, beside Node's own. */
   ca?: string | Buffer | Array<string | Buffer>;
 }
 
@@ -98,3 +102,25 @@ export declare function headerFollows(name: string, sameOrigin: boolean, bodyFol
 export declare function nextMethod(status: number, method: string): string;
 export declare const REDIRECT_STATUSES: ReadonlySet<number>;
 export declare const BODY_DISCARD_MAX: number;
+
+export interface GuardedAgentOptions {
+  /** An https.Agent (default: an http.Agent). */
+  https?: boolean;
+  /** Extra trusted CA certificates (PEM) for https, beside Node's own. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  connectTimeoutMs?: number;
+  keepAlive?: boolean;
+  keepAliveMsecs?: number;
+  maxSockets?: number;
+  maxFreeSockets?: number;
+  timeout?: number;
+}
+
+export declare function guardedAgent(guard: Guard, list?: string,
+                                     options?: GuardedAgentOptions & { https?: false }): http.Agent;
+export declare function guardedAgent(guard: Guard, list: string,
+                                     options: GuardedAgentOptions & { https: true }): https.Agent;
+/** True when the loaded libpinhole is the test build exempting loopback. */
+export declare const testLoopback: boolean;
+/** PH_URL_MAX_LEN: the longest URL the guard decides. */
+export declare const URL_MAX_LEN: number;

@@ -8,11 +8,15 @@
  *   guardedFetch   a fetch whose every connection is decided and pinned at
  *                  connect time, and whose redirects follow libpinhole's
  *                  rules (pinhole/redirect.h), never fetch's own
+ *   guardedAgent   an http.Agent / https.Agent whose every connection is
+ *                  decided and pinned the same way (http.get, axios, got)
  *   PinholeError   every refusal: .reason (the stable code), .detail
  *
  * The addon (src/addon.c) is found at $PINHOLE_NODE_ADDON, else beside the
  * package in build/pinhole.node.
  */
+const http = require('node:http');
+const https = require('node:https');
 const net = require('node:net');
 const path = require('node:path');
 const tls = require('node:tls');
@@ -54,6 +58,13 @@ class Guard {
   /** The one decision for url against list (ph_decide_url); no DNS. */
   decide(url, list = 'default') {
     return this._native.decide(String(url), list);
+  }
+
+  /** ph_guard_check_url's verdict: {allowed, reason, detail, scheme, host,
+   * port, policyId, rule}; its detail is the parser's or the lookup's own
+   * message (what the check CLI prints). No DNS. */
+  checkUrl(url, list = 'default') {
+    return this._native.checkUrl(String(url), list);
   }
 
   /** The decision, then exactly the decided name resolved with every
@@ -129,59 +140,87 @@ async function discardBody(res) {
 
 /* ---- connections: decided and pinned at connect time ---------------------- */
 
-/* undici's connect hook: decide host:port, resolve exactly the decided name
- * with every address checked, and hand net/tls a lookup that answers only
- * those addresses for only that name. */
-function pinnedConnector(guard, list, options) {
-  const connectTimeoutMs = options.connectTimeoutMs || DEFAULT_CONNECT_TIMEOUT_MS;
-  return function connect(o, callback) {
-    const origin = `${o.protocol}//${o.hostname}${o.port ? ':' + o.port : ''}/`;
-    guard.resolve(origin, list).then((res) => {
-      const addrs = res.addresses;
-      const lookup = (hostname, lopts, cb) => {
-        if (typeof lopts === 'function') { cb = lopts; lopts = {}; }
-        if (hostname !== res.host) {
-          cb(refused('denied_address', `lookup of ${hostname} on a connection pinned to ${res.host}`));
-          return;
-        }
-        if (lopts && lopts.all) cb(null, addrs.map((a) => ({ address: a.address, family: a.family })));
-        else cb(null, addrs[0].address, addrs[0].family);
-      };
-      const common = { host: res.host, port: res.port, lookup };
-      let socket;
-      if (res.scheme === 'https') {
-        socket = tls.connect({
-          ...common,
-          servername: res.host,
-          ALPNProtocols: ['http/1.1'],
-          ca: options.ca,
-          rejectUnauthorized: true,
-        });
-      } else {
-        socket = net.connect(common);
+/* A socket to exactly the address the guard checked for scheme://host:port:
+ * the decision, then exactly the decided name resolved with every address
+ * checked, then net/tls handed a lookup that answers only those addresses
+ * for only that name (https: SNI and the certificate verified for the
+ * decided host against conn.secureContext). callback(err, socket) once
+ * connected (https: once the handshake is done). */
+function pinnedSocket(guard, list, conn, scheme, host, port, callback) {
+  const connectTimeoutMs = conn.connectTimeoutMs;
+  const origin = `${scheme}://${host}${port ? ':' + port : ''}/`;
+  let resolution;
+  try {
+    resolution = guard.resolve(origin, list);
+  } catch (err) {
+    callback(err);
+    return;
+  }
+  resolution.then((res) => {
+    const addrs = res.addresses;
+    const lookup = (hostname, lopts, cb) => {
+      if (typeof lopts === 'function') { cb = lopts; lopts = {}; }
+      if (hostname !== res.host) {
+        cb(refused('denied_address', `lookup of ${hostname} on a connection pinned to ${res.host}`));
+        return;
       }
-      socket.setNoDelay(true);
-      let settled = false;
-      const timer = setTimeout(() => {
-        socket.destroy(refused('upstream_timeout',
-          `no connection to ${res.host}:${res.port} within ${connectTimeoutMs} ms`));
-      }, connectTimeoutMs);
-      const done = (err) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        socket.removeListener('error', done);
-        if (err) {
-          socket.destroy();
-          callback(err instanceof PinholeError ? err : refused('upstream_unreachable',
-            `${res.host}:${res.port}: ${err.message}`));
-        } else {
-          callback(null, socket);
-        }
-      };
-      socket.once(res.scheme === 'https' ? 'secureConnect' : 'connect', () => done(null));
-      socket.once('error', done);
-    }, (err) => callback(err));
+      if (lopts && lopts.all) cb(null, addrs.map((a) => ({ address: a.address, family: a.family })));
+      else cb(null, addrs[0].address, addrs[0].family);
+    };
+    const common = { host: res.host, port: res.port, lookup };
+    let socket;
+    if (res.scheme === 'https') {
+      socket = tls.connect({
+        ...common,
+        servername: res.host,
+        ALPNProtocols: ['http/1.1'],
+        secureContext: conn.secureContext,
+        rejectUnauthorized: true,
+      });
+    } else {
+      socket = net.connect(common);
+    }
+    socket.setNoDelay(true);
+    let settled = false;
+    const timer = setTimeout(() => {
+      socket.destroy(refused('upstream_timeout',
+        `no connection to ${res.host}:${res.port} within ${connectTimeoutMs} ms`));
+    }, connectTimeoutMs);
+    const done = (err) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      socket.removeListener('error', done);
+      if (err) {
+        socket.destroy();
+        callback(err instanceof PinholeError ? err : refused('upstream_unreachable',
+          `${res.host}:${res.port}: ${err.message}`));
+      } else {
+        callback(null, socket);
+      }
+    };
+    socket.once(res.scheme === 'https' ? 'secureConnect' : 'connect', () => done(null));
+    socket.once('error', done);
+  }, (err) => callback(err));
+}
+
+/* What pinnedSocket needs from a caller's options, made once: the connect
+ * timeout and the TLS context trusting Node's CAs (tls.rootCertificates)
+ * plus options.ca. */
+function connectOptions(options) {
+  return {
+    connectTimeoutMs: options.connectTimeoutMs || DEFAULT_CONNECT_TIMEOUT_MS,
+    secureContext: tls.createSecureContext({
+      ca: options.ca === undefined ? undefined : [...tls.rootCertificates, ...[].concat(options.ca)],
+    }),
+  };
+}
+
+/* undici's connect hook over pinnedSocket. */
+function pinnedConnector(guard, list, options) {
+  const conn = connectOptions(options);
+  return function connect(o, callback) {
+    pinnedSocket(guard, list, conn, o.protocol.replace(/:$/, ''), o.hostname, o.port, callback);
   };
 }
 
@@ -204,15 +243,30 @@ function guardedFetch(guard, list = 'default', options = {}) {
   const timeoutMs = options.timeoutMs || DEFAULT_TIMEOUT_MS;
   const agent = new undici.Agent({ connect: pinnedConnector(guard, list, options), maxRedirections: 0 });
 
-  async function fetchGuarded(input, init = {}) {
+  async function fetchGuarded(input, init) {
+    if (init === undefined || init === null) init = {};
     if (init.dispatcher !== undefined) {
       throw refused('proxy_refused', 'init.dispatcher would route around the guard');
     }
-    const first = new undici.Request(input, init);
-    let url = first.url;
-    let method = first.method;
-    const headers = new undici.Headers(first.headers);
-    let body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
+    // A GET of a URL with at most headers and a signal needs no Request
+    // (the common case, and a Request costs as much as the decision);
+    // anything else is read through one, as fetch reads it.
+    let url, method, headers, body, redirectMode;
+    if ((typeof input === 'string' || input instanceof URL) &&
+        Object.keys(init).every((k) => k === 'headers' || k === 'signal')) {
+      url = new URL(input).href;
+      method = 'GET';
+      headers = new undici.Headers(init.headers);
+      body = null;
+      redirectMode = 'follow';
+    } else {
+      const first = new undici.Request(input, init);
+      url = first.url;
+      method = first.method;
+      headers = new undici.Headers(first.headers);
+      body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
+      redirectMode = first.redirect;
+    }
 
     const deadline = new AbortController();
     const timer = setTimeout(() => deadline.abort(
@@ -245,8 +299,8 @@ function guardedFetch(guard, list = 'default', options = {}) {
         // The caller's own redirect mode is stricter than following: 'manual'
         // hands it the redirect (a request it then makes is decided again),
         // 'error' fails as fetch does.
-        if (first.redirect === 'manual') return res;
-        if (first.redirect === 'error') {
+        if (redirectMode === 'manual') return res;
+        if (redirectMode === 'error') {
           await discardBody(res);
           throw new TypeError(`fetch: a redirect (${res.status}) with redirect mode "error"`);
         }
@@ -279,10 +333,43 @@ function guardedFetch(guard, list = 'default', options = {}) {
   return fetchGuarded;
 }
 
+/**
+ * guardedAgent(guard, list, options) -> an http.Agent, or with options.https
+ * an https.Agent, for clients built on node:http/node:https: every socket it
+ * makes is decided for its host:port and pinned to the checked addresses,
+ * as guardedFetch's are. Redirects are the client's (axios and got follow
+ * them on new requests through the same agent, each connection decided
+ * again; the header rules of guardedFetch are not the agent's to apply).
+ * options: https, ca, connectTimeoutMs, and the Agent's own keepAlive,
+ * keepAliveMsecs, maxSockets, maxFreeSockets, timeout.
+ */
+function guardedAgent(guard, list = 'default', options = {}) {
+  if (!(guard instanceof Guard)) throw new TypeError('guardedAgent: guard must be a Guard');
+  const conn = connectOptions(options);
+  const scheme = options.https ? 'https' : 'http';
+  const Base = options.https ? https.Agent : http.Agent;
+  const agentOptions = {};
+  for (const k of ['keepAlive', 'keepAliveMsecs', 'maxSockets', 'maxFreeSockets', 'timeout']) {
+    if (options[k] !== undefined) agentOptions[k] = options[k];
+  }
+  class PinnedAgent extends Base {
+    // The request's own lookup, servername, ca or rejectUnauthorized are
+    // not used: the decided host, its checked addresses and the agent's CAs are.
+    createConnection(o, callback) {
+      pinnedSocket(guard, list, conn, scheme, o.host, o.port, callback);
+      return undefined;
+    }
+  }
+  return new PinnedAgent(agentOptions);
+}
+
 module.exports = {
   Guard,
   PinholeError,
   guardedFetch,
+  guardedAgent,
+  testLoopback: addon.testLoopback,
+  URL_MAX_LEN: addon.urlMaxLen,
   headerFollows,
   nextMethod: (status, method) => addon.nextMethod(status, method),
   REDIRECT_STATUSES,

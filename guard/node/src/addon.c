@@ -3,13 +3,15 @@
  * JavaScript. What it exposes (index.js wraps it, index.d.ts types it):
  *   - Guard(tablePath, options): ph_guard_open; reload() is
  *     ph_guard_reload_policy; close().
- *   - guard.decide(url, list): the one decision for a URL (ph_decide_url).
+ *   - guard.decide(url, list): the one decision for a URL (ph_decide_url);
+ *     guard.checkUrl(url, list): ph_guard_check_url's verdict (the CLI's).
  *   - guard.resolve(url, list): the decision, then exactly the decided name
  *     resolved by the guard's resolver driver (pinhole/resolve.h) with
  *     every address checked; a Promise of the checked addresses or a
  *     PinholeError with the stable reason.
  *   - guard.redirectCheck(...), nextMethod, redirectHeaders: the redirect
  *     rules of pinhole/redirect.h, read from the library, never copied.
+ *   - testLoopback (ph_build_is_test_loopback), urlMaxLen (PH_URL_MAX_LEN).
  *
  * Resolution never blocks the event loop and takes no thread of libuv's
  * shared pool (which fs, dns.lookup and zlib of the whole process share):
@@ -31,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "pinhole/addr.h"
 #include "pinhole/guard.h"
 #include "pinhole/redirect.h"
 #include "pinhole/resolve.h"
@@ -541,33 +544,40 @@ static napi_value nh_guard_reload(napi_env env, napi_callback_info info)
     return out;
 }
 
+/* A verdict's fields (what ph_guard_check_url fills) on o. */
+static void nh_set_verdict(napi_env env, napi_value o, const ph_verdict *v)
+{
+    napi_value rule;
+    nh_set_str(env, o, "scheme",
+               v->scheme == PH_SCHEME_HTTPS  ? "https"
+               : v->scheme == PH_SCHEME_HTTP ? "http"
+                                             : "");
+    nh_set_str(env, o, "host", v->host);
+    nh_set_u32(env, o, "port", v->port);
+    nh_set_str(env, o, "policyId", v->policy_id);
+    if (v->has_rule) {
+        napi_create_object(env, &rule);
+        nh_set_str(env, rule, "list", v->rule_list);
+        nh_set_str(env, rule, "host", v->rule_host);
+        nh_set_str(env, rule, "file", v->rule_file);
+        nh_set_u32(env, rule, "line", v->rule_line);
+        nh_set_str(env, rule, "reason", v->rule_reason);
+    } else {
+        napi_get_null(env, &rule);
+    }
+    napi_set_named_property(env, o, "rule", rule);
+}
+
 /* The decision as a plain object. */
 static napi_value nh_decision_object(napi_env env, const ph_decision *d)
 {
-    napi_value o, rule;
+    napi_value o;
     napi_create_object(env, &o);
     nh_set_bool(env, o, "allowed", d->allowed);
     nh_set_str(env, o, "reason", ph_reason_code(d->reason));
     nh_set_str(env, o, "detail", d->log_detail);
     nh_set_u32(env, o, "httpStatus", (uint32_t)d->http_status);
-    nh_set_str(env, o, "scheme",
-               d->verdict.scheme == PH_SCHEME_HTTPS  ? "https"
-               : d->verdict.scheme == PH_SCHEME_HTTP ? "http"
-                                                     : "");
-    nh_set_str(env, o, "host", d->verdict.host);
-    nh_set_u32(env, o, "port", d->verdict.port);
-    nh_set_str(env, o, "policyId", d->verdict.policy_id);
-    if (d->verdict.has_rule) {
-        napi_create_object(env, &rule);
-        nh_set_str(env, rule, "list", d->verdict.rule_list);
-        nh_set_str(env, rule, "host", d->verdict.rule_host);
-        nh_set_str(env, rule, "file", d->verdict.rule_file);
-        nh_set_u32(env, rule, "line", d->verdict.rule_line);
-        nh_set_str(env, rule, "reason", d->verdict.rule_reason);
-    } else {
-        napi_get_null(env, &rule);
-    }
-    napi_set_named_property(env, o, "rule", rule);
+    nh_set_verdict(env, o, &d->verdict);
     return o;
 }
 
@@ -587,6 +597,34 @@ static bool nh_decide(napi_env env, nh_guard *g, size_t argc, napi_value *argv, 
         return false;
     }
     return true;
+}
+
+/* guard.checkUrl(url, list): ph_guard_check_url's verdict, whose detail is
+ * the parser's or the lookup's own message (what pinhole-guard check
+ * prints; decide's is the line a proxy logs). */
+static napi_value nh_guard_check_url(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    nh_guard *g = nh_unwrap(env, info, &argc, argv, NULL);
+    char url[NH_STR_MAX + 1], list[PH_VERDICT_TEXT_MAX + 1];
+    if (!g || argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
+        !nh_string(env, argv[1], list, sizeof list, "list"))
+        return NULL;
+    ph_verdict v;
+    ph_diag diag = {0};
+    ph_status st = ph_guard_check_url(g->guard, list, url, strlen(url), &v, &diag);
+    if (st != PH_OK && st != PH_E_DENIED && st != PH_E_INVAL) {
+        nh_throw_status(env, st, diag.message);
+        return NULL;
+    }
+    napi_value o;
+    napi_create_object(env, &o);
+    nh_set_bool(env, o, "allowed", v.allowed);
+    nh_set_str(env, o, "reason", ph_reason_code(v.reason));
+    nh_set_str(env, o, "detail", v.detail);
+    nh_set_verdict(env, o, &v);
+    return o;
 }
 
 static napi_value nh_guard_decide(napi_env env, napi_callback_info info)
@@ -834,6 +872,7 @@ static napi_value nh_init(napi_env env, napi_value exports)
     }
     napi_property_descriptor methods[] = {
         {"decide", NULL, nh_guard_decide, NULL, NULL, NULL, napi_default, NULL},
+        {"checkUrl", NULL, nh_guard_check_url, NULL, NULL, NULL, napi_default, NULL},
         {"resolve", NULL, nh_guard_resolve, NULL, NULL, NULL, napi_default, NULL},
         {"redirectCheck", NULL, nh_guard_redirect_check, NULL, NULL, NULL, napi_default, NULL},
         {"reload", NULL, nh_guard_reload, NULL, NULL, NULL, napi_default, NULL},
@@ -844,11 +883,16 @@ static napi_value nh_init(napi_env env, napi_value exports)
                           sizeof methods / sizeof methods[0], methods, &cls) != napi_ok)
         return NULL;
     napi_create_reference(env, cls, 1, &inst->guard_ctor);
+    napi_value test_loopback, url_max;
+    napi_get_boolean(env, ph_build_is_test_loopback(), &test_loopback);
+    napi_create_uint32(env, PH_URL_MAX_LEN, &url_max);
     napi_property_descriptor fns[] = {
         {"Guard", NULL, NULL, NULL, NULL, cls, napi_default, NULL},
         {"setErrorClass", NULL, nh_set_error_class, NULL, NULL, NULL, napi_default, NULL},
         {"nextMethod", NULL, nh_next_method, NULL, NULL, NULL, napi_default, NULL},
         {"redirectHeaders", NULL, nh_redirect_headers, NULL, NULL, NULL, napi_default, NULL},
+        {"testLoopback", NULL, NULL, NULL, NULL, test_loopback, napi_default, NULL},
+        {"urlMaxLen", NULL, NULL, NULL, NULL, url_max, napi_default, NULL},
     };
     napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns);
     return exports;

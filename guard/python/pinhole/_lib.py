@@ -152,6 +152,30 @@ class CRedirect(ctypes.Structure):
     ]
 
 
+# pinhole/resolve.h: an event loop's resolver (ph_guard_resolver_new).
+PH_RESOLVER_READ = 1
+PH_RESOLVER_WRITE = 2
+WATCH_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint)
+TIMER_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_long)
+
+
+class ResolverLoop(ctypes.Structure):
+    _fields_ = [("watch", WATCH_CB), ("timer", TIMER_CB), ("arg", ctypes.c_void_p)]
+
+
+class ResolveAnswer(ctypes.Structure):
+    _fields_ = [
+        ("st", ctypes.c_int),
+        ("reason", ctypes.c_int),
+        ("addrs", PinnedAddrs),
+        ("detail", ctypes.c_char * PH_DIAG_MESSAGE_MAX),
+        ("from_cache", ctypes.c_bool),
+        ("elapsed_us", ctypes.c_uint64),
+    ]
+
+
+RESOLVE_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(ResolveAnswer))
+
 # C name -> ctypes mirror, checked at load.
 MIRRORED = {
     "ph_diag": Diag,
@@ -162,6 +186,8 @@ MIRRORED = {
     "ph_dial_result": CDialResult,
     "ph_redirect_options": RedirectOptions,
     "ph_redirect": CRedirect,
+    "ph_resolver_loop": ResolverLoop,
+    "ph_resolve_answer": ResolveAnswer,
 }
 
 
@@ -257,6 +283,12 @@ def _declare(lib):
         "ph_redirect_cross_origin_header": (c_char_p, [c_size_t]),
         "ph_redirect_body_header": (c_char_p, [c_size_t]),
         "ph_redirect_next_method": (c_char_p, [c_int, c_char_p]),
+        "ph_guard_resolver_new": (c_int, [c_void_p, P(ResolverLoop), P(c_void_p), P(Diag)]),
+        "ph_resolver_free": (None, [P(c_void_p)]),
+        "ph_resolver_start": (c_int, [c_void_p, c_char_p, ctypes.c_uint16, RESOLVE_CB, c_void_p,
+                                      P(c_void_p), P(Diag)]),
+        "ph_resolver_cancel": (None, [c_void_p]),
+        "ph_resolver_process": (None, [c_void_p, c_int, ctypes.c_uint]),
     }
     for name, (res, args) in sigs.items():
         try:

@@ -342,16 +342,34 @@ class Guard:
     def dial_authority_with_result(self, host: Union[str, bytes], port: int,
                                    list: str = "default", timeout: Optional[float] = 10.0,
                                    stagger_ms: int = 0) -> Tuple[socket.socket, DialResult]:
+        authority = self._authority(host, port)
+        return self._dial(self._lib.ph_dial_authority, _encode(authority, "authority"),
+                          authority, list, timeout, stagger_ms)
+
+    async def dial_authority_async(self, host: Union[str, bytes], port: int,
+                                   list: str = "default", timeout: Optional[float] = 10.0,
+                                   stagger_ms: int = 0) -> socket.socket:
+        """dial_authority() for asyncio, holding no thread: the decision,
+        then the host resolved by a resolver of the guard's (its DNS
+        servers, timeout and cache) driven by the running loop, then the
+        checked addresses connected to with non-blocking sockets (happy
+        eyeballs), all within timeout (None: 10 s). A connected
+        NON-BLOCKING socket (the caller's); the same refusals as
+        dial_authority(). Call it on the loop's own thread."""
+        from . import _aio
+        return await _aio.dial_authority(self, self._authority(host, port), list, timeout,
+                                         stagger_ms)
+
+    @staticmethod
+    def _authority(host, port):
+        """ "host:port" for the decision; an IPv6 literal as httpcore and
+        urllib3 hand it over (no brackets) refused like every IP literal."""
         if isinstance(host, bytes):
             host = host.decode("ascii", "surrogateescape")
         if ":" in host:
-            # An IPv6 literal as httpcore/urllib3 hand it over (no brackets):
-            # refused like every IP literal, never dialed.
             raise Refused("ip_literal", "host %r is an IP address literal: destinations must "
                           "be host names" % host, url=host)
-        authority = "%s:%d" % (host, int(port))
-        return self._dial(self._lib.ph_dial_authority, _encode(authority, "authority"),
-                          authority, list, timeout, stagger_ms)
+        return "%s:%d" % (host, int(port))
 
     def _dial(self, fn, data, shown, list, timeout, stagger_ms):
         opts = _lib.DialOptions(_timeout_ms(timeout), int(stagger_ms))

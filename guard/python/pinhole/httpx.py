@@ -19,14 +19,15 @@ What the transport guarantees, for every request it is handed:
     when asked for) and dialed anew. When the origin changes only the
     headers of libpinhole's short list follow (Accept, Accept-Encoding,
     Accept-Language, User-Agent; a body's own headers with the body), and
-    a TLS client certificate (cert=) is not presented. The client never
+    from then on to the end of the chain a TLS client certificate (cert=)
+    is not presented, not even back on the first origin. The client never
     sees a 3xx, so its own follow_redirects does not matter. The hops are
     in response.extensions["pinhole_redirects"] (a list of (status, url)),
     the URL that answered in response.extensions["pinhole_url"] (httpx
     keeps the first URL in response.url). Set-Cookie of a final response
-    from another origin than the request's is removed (the client would
-    store it for the first origin); cookies of intermediate hops are not
-    kept;
+    is removed when the chain left the request's origin on the way (the
+    client would store it for the first origin); cookies of intermediate
+    hops are not kept;
   - a redirect's body is read up to 64 KiB and its connection closed
     beyond; one deadline (total_timeout, default 30 s; per request the
     extension "pinhole_total_timeout") covers every hop up to the final
@@ -46,18 +47,18 @@ Refusals raise Refused (connection-time reasons) or RefusedTimeout
 httpx.ConnectError / httpx.ConnectTimeout.
 
 The async transport needs asyncio (it wraps the guard's socket in asyncio
-streams). Its dials (resolution and connection, blocking calls into
-libpinhole) run on the package's own pool of DIAL_THREADS threads, never on
-the event loop's default executor, so unreachable tenant URLs cannot delay
-anything else the loop runs; when every dial thread is busy a dial is
-refused at once (limit_exceeded) instead of queued.
+streams). Its dials hold no thread (Guard.dial_authority_async): the
+guard's resolver is driven by the event loop and the checked addresses are
+connected to with non-blocking sockets, so unreachable tenant URLs, however
+many and under however many names, delay nothing else the loop or the
+process runs. What bounds the dials one client has in flight is its
+connection limit (limits=, httpx's max_connections, 100 here): give each
+tenant its own client, so one tenant's slow servers fill only its own.
 """
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import ssl
-import threading
 import time
 from typing import Any, Dict, Optional, Union
 
@@ -90,8 +91,6 @@ __all__ = ["AsyncClient", "AsyncGuardedTransport", "Client", "GuardedTransport",
            "RefusedTimeout", "check_client"]
 
 _TIMEOUT_REASONS = ("dns_timeout", "upstream_timeout")
-# The async transport's dial threads (process-wide).
-DIAL_THREADS = 64
 
 
 class Refused(errors.Refused, httpx.ConnectError):
@@ -163,15 +162,13 @@ class _GuardBackend(NetworkBackend):
         self._guard, self._list, self._stagger_ms = guard, list, stagger_ms
 
     def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
-        return _DeadlineStream(self.dial(host, port, _connect_timeout(timeout), local_address,
-                                         socket_options))
-
-    def dial(self, host, port, timeout, local_address, socket_options):
-        """A connected socket to a checked address of host (blocking)."""
+        """A stream over a connected (blocking) socket to a checked address
+        of host."""
         if local_address is not None:
             raise Refused("parse_error", "a local address is not supported through the guard")
         try:
-            sock = self._guard.dial_authority_with_result(host, port, self._list, timeout,
+            sock = self._guard.dial_authority_with_result(host, port, self._list,
+                                                          _connect_timeout(timeout),
                                                           self._stagger_ms)[0]
         except errors.Refused as e:
             raise _httpx_refusal(e) from None
@@ -181,7 +178,7 @@ class _GuardBackend(NetworkBackend):
         except OSError:
             sock.close()
             raise
-        return sock
+        return _DeadlineStream(sock)
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
         raise Refused("parse_error", "unix sockets are not dialed through the guard")
@@ -255,65 +252,26 @@ class _AsyncSocketStream(AsyncNetworkStream):
         return None
 
 
-class _DialPool:
-    """The async transport's dials: DIAL_THREADS threads of their own, and
-    a refusal at once when all are busy. A shared executor (the loop's
-    default one has min(32, CPUs + 4) threads) would let a few unreachable
-    tenant URLs, each holding a thread for its whole connect timeout, queue
-    every other dial, and anything else the loop runs there, behind them."""
-
-    def __init__(self, threads):
-        self.threads = threads
-        self._free = threading.BoundedSemaphore(threads)
-        self._ex = concurrent.futures.ThreadPoolExecutor(threads,
-                                                         thread_name_prefix="pinhole-dial")
-
-    def submit(self, fn, *args):
-        if not self._free.acquire(blocking=False):
-            raise Refused("limit_exceeded", "all %d dial threads of pinhole.httpx are busy "
-                          "(DIAL_THREADS)" % self.threads)
-        try:
-            fut = self._ex.submit(fn, *args)
-        except BaseException:
-            self._free.release()
-            raise
-        fut.add_done_callback(lambda f: self._free.release())
-        return fut
-
-
-_pool_lock = threading.Lock()
-_pool = None
-
-
-def _dial_pool():
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = _DialPool(DIAL_THREADS)
-        return _pool
-
-
-def _close_quietly(f):
-    if not f.cancelled() and f.exception() is None:
-        f.result().close()
-
-
 class _AsyncGuardBackend(AsyncNetworkBackend):
+    """httpcore's asyncio network backend: every TCP connection through the
+    guard's loop-driven dial (Guard.dial_authority_async), no thread held."""
+
     def __init__(self, guard, list, stagger_ms):
-        self._sync = _GuardBackend(guard, list, stagger_ms)
+        self._guard, self._list, self._stagger_ms = guard, list, stagger_ms
 
     async def connect_tcp(self, host, port, timeout=None, local_address=None,
                           socket_options=None):
-        cf = _dial_pool().submit(self._sync.dial, host, port, _connect_timeout(timeout),
-                                 local_address, socket_options)
-        fut = asyncio.wrap_future(cf)
+        if local_address is not None:
+            raise Refused("parse_error", "a local address is not supported through the guard")
         try:
-            sock = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            # The dial finishes in its thread: close what it opens.
-            cf.add_done_callback(_close_quietly)
-            raise
+            sock = await self._guard.dial_authority_async(host, port, self._list,
+                                                          _connect_timeout(timeout),
+                                                          self._stagger_ms)
+        except errors.Refused as e:
+            raise _httpx_refusal(e) from None
         try:
+            for opt in socket_options or ():
+                sock.setsockopt(*opt)
             return await _AsyncSocketStream.open(sock)
         except BaseException:
             sock.close()
@@ -390,6 +348,7 @@ class _Hops:
         self.first = request
         self.first_origin = _origin_of(request.url)
         self.hops = []
+        self.left = False  # a hop was on another origin than the first
         total = request.extensions.get("pinhole_total_timeout", transport.total_timeout)
         self.total = float(total)
         self.token = _redirect.deadline_var.set(time.monotonic() + self.total)
@@ -415,9 +374,12 @@ class _Hops:
         return request
 
     def sender(self, request):
-        """The transport for this hop: without the client certificate when
-        the hop leaves the request's origin."""
-        if self.t._nocert is not None and _origin_of(request.url) != self.first_origin:
+        """The transport for this hop: without the client certificate from
+        the first hop on another origin than the request's to the end of
+        the chain (A -> B -> A presents it on the first hop only)."""
+        if _origin_of(request.url) != self.first_origin:
+            self.left = True
+        if self.t._nocert is not None and self.left:
             return self.t._nocert
         return self.t
 
@@ -470,8 +432,7 @@ class _Hops:
         response.extensions = dict(response.extensions)
         response.extensions["pinhole_redirects"] = list(self.hops)
         response.extensions["pinhole_url"] = str(request.url)
-        a, b = self.first.url, request.url
-        if self.hops and (a.scheme, a.host, a.port) != (b.scheme, b.host, b.port):
+        if self.left:
             while "set-cookie" in response.headers:
                 del response.headers["set-cookie"]
         return response
@@ -492,7 +453,8 @@ _TRANSPORT_DOC = """
     stagger_ms: RFC 8305 attempt delay between addresses (0: 250 ms).
     verify, cert, http1, http2, limits, retries: as httpx.HTTPTransport. A
       client certificate goes in cert= (then it is presented to the
-      request's origin only), never inside an SSLContext given as verify=.
+      request's origin, on the hops before the chain first leaves it),
+      never inside an SSLContext given as verify=.
 """
 
 

@@ -13,10 +13,12 @@ checked addresses, while TLS verifies the certificate against the host
 name; redirects followed in the adapter, each Location decided by
 Guard.redirect_check and dialed anew; when the origin changes only the
 headers of libpinhole's short list follow, the body only when asked for
-(redirect_body_cross_origin), and the client certificate (cert=) is not
-presented (response.history holds the hops; the Session never sees a 3xx,
+(redirect_body_cross_origin), and from then on to the end of the chain
+the client certificate (cert=) is not presented, not even back on the
+first origin (response.history holds the hops; the Session never sees a 3xx,
 so allow_redirects does not matter); Set-Cookie of the intermediate hops,
-and of a final response from another origin than the request's, removed.
+and of a final response when the chain left the request's origin on the
+way, removed.
 A redirect's body is read up to 64 KiB, its connection closed beyond; one
 deadline (total_timeout, default 30 s) covers every hop up to the final
 response's head: each hop's timeouts are capped by what is left of it.
@@ -192,7 +194,26 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
             raise ValueError("total_timeout must be positive seconds")
         self.total_timeout = _redirect.DEFAULT_TOTAL_TIMEOUT if total_timeout is None \
             else float(total_timeout)
+        self._options = kwargs
+        self._nocert_adapter: Optional[GuardedAdapter] = None
+        self._nocert_lock = threading.Lock()
         super().__init__(**kwargs)
+
+    def _nocert(self) -> "GuardedAdapter":
+        """The adapter whose pools serve the hops after the chain left its
+        first origin: the same guarded connections, never a client
+        certificate (made at the first such hop)."""
+        with self._nocert_lock:
+            if self._nocert_adapter is None:
+                self._nocert_adapter = GuardedAdapter(self.guard, self.list,
+                                                      stagger_ms=self.stagger_ms,
+                                                      **self._options)
+            return self._nocert_adapter
+
+    def close(self) -> None:
+        super().close()
+        if self._nocert_adapter is not None:
+            self._nocert_adapter.close()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
@@ -216,18 +237,24 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
                              self.allow_body_cross_origin)
         deadline = time.monotonic() + self.total_timeout
         history = []
+        left = False  # a hop was on another origin than the first
         while True:
             v = self.guard.check_url(request.url, self.list)
             if not v.allowed:
                 raise _requests_refusal(errors.Refused(v.reason, v.detail, url=request.url,
                                                        verdict=v), request)
-            # The client certificate is for the request's origin only.
-            hop_cert = cert if _origin(request.url) == first_origin else None
+            # The client certificate is for the request's origin, on the
+            # hops before the chain first leaves it. requests sets a
+            # certificate on a connection pool and never clears it, and
+            # keeps connections alive: every later hop goes through pools
+            # of their own that never had one (A -> B -> A included).
+            left = left or _origin(request.url) != first_origin
+            sender = self._nocert() if left else self
             state = _chain.state = {"deadline": deadline, "cut": False}
             try:
-                response = super().send(request, stream=True,
-                                        timeout=_capped(timeout, deadline, request),
-                                        verify=verify, cert=hop_cert, proxies=None)
+                response = requests.adapters.HTTPAdapter.send(
+                    sender, request, stream=True, timeout=_capped(timeout, deadline, request),
+                    verify=verify, cert=None if left else cert, proxies=None)
             except errors.Refused as e:
                 raise _requests_refusal(e, request) from None
             except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as e:
@@ -250,8 +277,9 @@ class GuardedAdapter(requests.adapters.HTTPAdapter):
             history.append(response)
             request = nxt
         response.history = history
-        if history and first_origin != _origin(request.url):
+        if left:
             _drop_set_cookie(response)
+        if history and first_origin != _origin(request.url):
             # requests' auth handlers and response hooks re-send
             # response.request (a Digest answer to a 401, for one): the
             # first request, so a retry starts at the first origin again

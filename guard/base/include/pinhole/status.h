@@ -97,9 +97,15 @@ typedef enum ph_reason {
     PH_REASON_SNI_MISSING = 39,          /* a ClientHello without a server name */
     PH_REASON_SNI_MISMATCH = 40,         /* a server name other than the CONNECT host */
     PH_REASON_PROTOCOL_NOT_ALLOWED = 41, /* neither TLS nor what the rule allows */
+    /* The PROXY protocol header a load balancer puts before a connection's
+     * bytes (pinhole-proxy --proxy-protocol): refused at accept, before a
+     * byte of the request is read. */
+    PH_REASON_PROXY_PROTOCOL_UNTRUSTED = 42, /* a header from a source not allowed to send one */
+    PH_REASON_PROXY_PROTOCOL_MISSING = 43,   /* no header from a source that must send one */
+    PH_REASON_PROXY_PROTOCOL_MALFORMED = 44, /* a header that is not strict v2, or cut short */
     /* The grant verifies, but its lease is on the revocation list in force
      * (pinhole/revocation.h): refused like a grant (407). */
-    PH_REASON_LEASE_REVOKED = 42,
+    PH_REASON_LEASE_REVOKED = 45,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 

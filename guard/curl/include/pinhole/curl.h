@@ -26,10 +26,12 @@
  *   - CURLOPT_WRITEFUNCTION / WRITEDATA: the caller's write callback gets
  *     the final response's body only (the body of a redirect that is
  *     followed is discarded);
- *   - CURLOPT_HTTPHEADER: the headers given in ph_curl_options, without
- *     Authorization, Proxy-Authorization and Cookie once the origin changed.
+ *   - CURLOPT_HTTPHEADER: the headers given in ph_curl_options, once the
+ *     origin changed only those ph_redirect_header_follows keeps.
  * Options the caller must not set on an attached handle: the ones above,
- * CURLOPT_SHARE with a connection cache shared with unguarded handles.
+ * CURLOPT_SHARE with a connection cache shared with unguarded handles, or
+ * with a cookie store shared with any other handle (a chain empties the
+ * cookie engine for some hops and gives it back its cookies afterwards).
  *
  * Threads: one attachment per handle, used by one thread at a time (as the
  * handle is); attachments on one guard may run on many threads at once.
@@ -130,7 +132,12 @@ PH_API ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list,
  *   certificate, CURLOPT_SSLCERT(_BLOB), CURLOPT_SSLKEY(_BLOB),
  *   CURLOPT_KEYPASSWD, cleared; of the headers only those
  *   ph_redirect_header_follows keeps); the method of the next hop is
- *   ph_redirect_next_method's. The whole chain runs under one deadline
+ *   ph_redirect_next_method's. curl's cookie engine, if the caller turned
+ *   it on, follows the same rule (docs/worker.md): every hop after the first
+ *   starts from the cookies it held before the chain (none once the chain
+ *   left its first origin), and after a chain that met a redirect it holds
+ *   those, plus the final response's only when the chain never left its
+ *   origin. The whole chain runs under one deadline
  *   (ph_curl_options.timeout_ms): upstream_timeout when it passes.
  * Returns PH_OK when the chain completed (res->http_status is the last
  * response's), PH_E_DENIED when the guard refused a hop (res->reason,
