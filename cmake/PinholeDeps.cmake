@@ -10,6 +10,7 @@ pkg_check_modules(PSL REQUIRED IMPORTED_TARGET libpsl)
 pkg_check_modules(IDN2 REQUIRED IMPORTED_TARGET libidn2)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(ZLIB REQUIRED IMPORTED_TARGET zlib)
 # libunistring (Unicode normalization for filenames) ships no pkg-config file.
 find_path(UNISTRING_INCLUDE_DIR uninorm.h REQUIRED)
 find_library(UNISTRING_LIBRARY unistring REQUIRED)

@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
 build-essential cmake pkg-config clang libclang-rt-14-dev
 libevent-dev libc-ares-dev libssl-dev libyaml-dev libcmocka-dev
-libpsl-dev publicsuffix libidn2-dev libunistring-dev libjansson-dev libcurl4-openssl-dev
+libpsl-dev publicsuffix libidn2-dev libunistring-dev libjansson-dev libcurl4-openssl-dev zlib1g-dev
 ceph-mon ceph-osd radosgw
 dnsmasq-base curl openssl ca-certificates iproute2 procps python3 python3-jsonschema
 python3-httpx python3-requests python3-pip python3-venv python3-setuptools python3-wheel

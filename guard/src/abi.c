@@ -34,6 +34,7 @@ static const abi_field abi_table[] = {
     ABI_FIELD(ph_guard_options, dns_cache_max_ttl_s),
     ABI_FIELD(ph_guard_options, dns_negative_ttl_s),
     ABI_FIELD(ph_guard_options, dns_cache_off),
+    ABI_FIELD(ph_guard_options, revocations_path),
 
     ABI_SIZE(ph_pinned_addrs),
     ABI_FIELD(ph_pinned_addrs, count),

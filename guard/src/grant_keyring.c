@@ -19,9 +19,9 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
-#include "pinhole/io.h"
 #include "grant-int.h"
 #include "grant_keyring-int.h"
+#include "policy_file-int.h"
 
 #define KEY_FILE_MAX (16 * 1024)
 
@@ -126,9 +126,10 @@ ph_status ph_grant_format_key_line(const char *kid, const uint8_t *key, size_t l
 }
 
 /* One non-comment line: "<kid> <hex>". off is the line's byte offset. */
-static ph_status parse_key_line(ph_keyring *kr, const char *line, size_t len, size_t lineno,
+static ph_status parse_key_line(void *ctx, const char *line, size_t len, size_t lineno,
                                 size_t off, ph_diag *diag)
 {
+    ph_keyring *kr = ctx;
     const char *sp = memchr(line, ' ', len);
     if (sp == NULL)
         return ph_diag_set(diag, PH_E_FORMAT, off,
@@ -177,29 +178,9 @@ ph_status ph_keyring_parse(const char *text, size_t len, ph_keyring **out, ph_di
     ph_status st = ph_keyring_new(&kr, diag);
     if (st != PH_OK)
         return st;
-    size_t pos = 0, lineno = 0;
-    while (pos < len) {
-        lineno++;
-        const char *nl = memchr(text + pos, '\n', len - pos);
-        size_t linelen = nl != NULL ? (size_t)(nl - (text + pos)) : len - pos;
-        const char *line = text + pos;
-        for (size_t i = 0; i < linelen; i++) {
-            unsigned char c = (unsigned char)line[i];
-            if (c < 0x20 || c > 0x7e) {
-                st = ph_diag_set(diag, PH_E_FORMAT, pos + i,
-                                 "line %zu column %zu: control or non-ASCII byte 0x%02x "
-                                 "(tabs and CR are not allowed either)",
-                                 lineno, i + 1, c);
-                goto fail;
-            }
-        }
-        if (linelen > 0 && line[0] != '#') {
-            st = parse_key_line(kr, line, linelen, lineno, pos, diag);
-            if (st != PH_OK)
-                goto fail;
-        }
-        pos += linelen + (nl != NULL ? 1 : 0);
-    }
+    st = ph_policy_lines(text, len, parse_key_line, kr, diag);
+    if (st != PH_OK)
+        goto fail;
     if (kr->count == 0) {
         st = ph_diag_set(diag, PH_E_FORMAT, 0, "the key file holds no key");
         goto fail;
@@ -211,65 +192,18 @@ fail:
     return st;
 }
 
+static ph_status parse_keys(const char *text, size_t len, void *out, ph_diag *diag)
+{
+    return ph_keyring_parse(text, len, out, diag);
+}
+
 ph_status ph_keyring_load_file(const char *path, ph_keyring **out, ph_diag *diag)
 {
     if (path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "keyring load: missing argument");
     *out = NULL;
-    int fd;
-    struct stat sb;
-    ph_status st = ph_open_regular(path, &fd, &sb, diag);
-    if (st != PH_OK)
-        return st;
-    char *buf = NULL;
-    /* Secrets: refuse rather than warn, a warning in a log nobody reads
-     * protects nothing. */
-    if ((sb.st_mode & 077) != 0) {
-        st = ph_diag_set(diag, PH_E_INVAL, 0,
-                         "%s: mode %04o gives group or others access to the keys; "
-                         "run chmod 600 on it",
-                         path, (unsigned)(sb.st_mode & 07777));
-        goto out;
-    }
-    if (sb.st_size > KEY_FILE_MAX) {
-        st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
-        goto out;
-    }
-    buf = malloc(KEY_FILE_MAX + 1);
-    if (buf == NULL) {
-        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-        goto out;
-    }
-    size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, KEY_FILE_MAX + 1 - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            st = ph_diag_set(diag, PH_E_IO, 0, "%s: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len > KEY_FILE_MAX) {
-            st = ph_diag_set(diag, PH_E_LIMIT, 0, "%s: over %d bytes", path, KEY_FILE_MAX);
-            goto out;
-        }
-    }
-    st = ph_keyring_parse(buf, len, out, diag);
-    if (st != PH_OK && diag != NULL) {
-        char msg[PH_DIAG_MESSAGE_MAX];
-        memcpy(msg, diag->message, sizeof msg);
-        ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
-    }
-out:
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, KEY_FILE_MAX + 1);
-        free(buf);
-    }
-    close(fd);
-    return st;
+    return ph_policy_file_load(path, KEY_FILE_MAX, 077, "gives group or others access to the keys",
+                               parse_keys, out, diag);
 }
 
 ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_LEN + 1])

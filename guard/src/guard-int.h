@@ -10,12 +10,13 @@
 #include "pinhole/guard.h"
 
 /* One version of the policy: a loaded table and (for a guard opened with a
- * key file) the grant keyring loaded with it, and the references to them:
- * the guard's "current" pointer holds one, every decision in flight holds
- * one. The last release closes both. */
+ * key file) the grant keyring and revocation list loaded with it, and the
+ * references to them: the guard's "current" pointer holds one, every
+ * decision in flight holds one. The last release closes them. */
 struct ph_guard_snapshot {
     ph_table *table;
     ph_keyring *keyring; /* NULL: the guard has no key file */
+    ph_revocations *revocations; /* NULL: the guard has no revocation list */
     uint64_t generation;
     atomic_uint refs;
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];

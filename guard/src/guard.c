@@ -1,6 +1,7 @@
 /* guard.c - the guard handle, the policy object: the current policy version
- * (the table and, for the proxy, the grant keyring), reference counted, and
- * reloading both as one unit when either file is replaced. */
+ * (the table and, for the proxy, the grant keyring and the revocation list),
+ * reference counted, and reloading them as one unit when any file is
+ * replaced. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -31,7 +32,8 @@ struct ph_guard {
     pthread_mutex_t reload_lock; /* one reload at a time; guards loaded, last_error */
     char *path;                  /* NULL for ph_guard_from_table */
     char *keys_path;             /* the grant key file; NULL: no keyring */
-    file_id loaded, keys_loaded;
+    char *rev_path;              /* the revocation list; NULL: none */
+    file_id loaded, keys_loaded, rev_loaded;
     ph_diag last_error;          /* status PH_OK when the last reload worked */
     char *dns_servers;
     ph_resolver_config resolver; /* servers, timeout, TTL caps; cache_entries 0 */
@@ -62,24 +64,35 @@ static bool same_id(const file_id *a, const file_id *b)
            a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }
 
-/* Wraps *table and *keyring (both taken; *keyring may be NULL) in a
- * snapshot holding one reference. On failure both are freed. */
-static ph_guard_snapshot *snapshot_new(ph_table **table, ph_keyring **keyring,
-                                       uint64_t generation, ph_diag *diag)
+/* The files of one policy version, loaded (each may be NULL but the
+ * table). */
+typedef struct loaded_files {
+    ph_table *table;
+    ph_keyring *keyring;
+    ph_revocations *revocations;
+} loaded_files;
+
+static void loaded_free(loaded_files *f)
+{
+    ph_table_close(&f->table);
+    ph_keyring_free(&f->keyring);
+    ph_revocations_free(&f->revocations);
+}
+
+/* Wraps the files (all taken) in a snapshot holding one reference. On
+ * failure they are freed. */
+static ph_guard_snapshot *snapshot_new(loaded_files *f, uint64_t generation, ph_diag *diag)
 {
     ph_guard_snapshot *s = calloc(1, sizeof *s);
     if (s == NULL) {
-        ph_table_close(table);
-        ph_keyring_free(keyring);
+        loaded_free(f);
         ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
         return NULL;
     }
-    s->table = *table;
-    *table = NULL;
-    if (keyring != NULL) {
-        s->keyring = *keyring;
-        *keyring = NULL;
-    }
+    s->table = f->table;
+    s->keyring = f->keyring;
+    s->revocations = f->revocations;
+    memset(f, 0, sizeof *f);
     s->generation = generation;
     atomic_init(&s->refs, 1);
     const char *hex = ph_table_policy_id_hex(s->table);
@@ -112,6 +125,7 @@ void ph_guard_snapshot_release(ph_guard_snapshot **s)
     if (atomic_fetch_sub_explicit(&(*s)->refs, 1, memory_order_acq_rel) == 1) {
         ph_table_close(&(*s)->table);
         ph_keyring_free(&(*s)->keyring);
+        ph_revocations_free(&(*s)->revocations);
         free(*s);
     }
     *s = NULL;
@@ -127,27 +141,36 @@ static void swap_in(ph_guard *g, ph_guard_snapshot *s)
     ph_guard_snapshot_release(&old);
 }
 
-/* Loads the table and (when the guard has one) the key file, each file's
- * identity taken before it is opened: if it is replaced in between, the next
- * reload sees a change and loads again (never misses). All or nothing: on
- * failure nothing is returned and *which (may be NULL) names the file. */
-static ph_status load_files(const ph_guard *g, file_id *tid, file_id *kid, ph_table **t,
-                            ph_keyring **kr, const char **which, ph_diag *diag)
+/* Loads the table and (when the guard has them) the key file and the
+ * revocation list, each file's identity taken before it is opened: if it is
+ * replaced in between, the next reload sees a change and loads again (never
+ * misses). All or nothing: on failure nothing is returned and *which (may
+ * be NULL) names the file. */
+static ph_status load_files(const ph_guard *g, file_id ids[static 3], loaded_files *f,
+                            const char **which, ph_diag *diag)
 {
+    memset(f, 0, sizeof *f);
     if (which != NULL)
         *which = "table";
-    ph_status st = stat_id(g->path, tid, diag);
+    ph_status st = stat_id(g->path, &ids[0], diag);
     if (st == PH_OK)
-        st = ph_table_open(g->path, t, diag);
-    if (st != PH_OK || g->keys_path == NULL)
-        return st;
-    if (which != NULL)
-        *which = "grant keys";
-    st = stat_id(g->keys_path, kid, diag);
-    if (st == PH_OK)
-        st = ph_keyring_load_file(g->keys_path, kr, diag);
+        st = ph_table_open(g->path, &f->table, diag);
+    if (st == PH_OK && g->keys_path != NULL) {
+        if (which != NULL)
+            *which = "grant keys";
+        st = stat_id(g->keys_path, &ids[1], diag);
+        if (st == PH_OK)
+            st = ph_keyring_load_file(g->keys_path, &f->keyring, diag);
+    }
+    if (st == PH_OK && g->rev_path != NULL) {
+        if (which != NULL)
+            *which = "revocations";
+        st = stat_id(g->rev_path, &ids[2], diag);
+        if (st == PH_OK)
+            st = ph_revocations_load_file(g->rev_path, &f->revocations, diag);
+    }
     if (st != PH_OK)
-        ph_table_close(t);
+        loaded_free(f);
     return st;
 }
 
@@ -210,18 +233,30 @@ ph_status ph_guard_open(const char *table_path, const ph_guard_options *opts, ph
     ph_status st = guard_new(opts, &g, diag);
     if (st != PH_OK)
         return st;
+    const char *keys = opts != NULL ? opts->grant_keys_path : NULL;
+    const char *rev = opts != NULL ? opts->revocations_path : NULL;
+    if (rev != NULL && keys == NULL) {
+        ph_guard_close(&g);
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "a revocation list needs a grant key file (it revokes grants)");
+    }
     g->path = strdup(table_path);
-    if (opts != NULL && opts->grant_keys_path != NULL)
-        g->keys_path = strdup(opts->grant_keys_path);
-    if (g->path == NULL || (opts != NULL && opts->grant_keys_path != NULL && g->keys_path == NULL)) {
+    g->keys_path = keys != NULL ? strdup(keys) : NULL;
+    g->rev_path = rev != NULL ? strdup(rev) : NULL;
+    if (g->path == NULL || (keys != NULL && g->keys_path == NULL) ||
+        (rev != NULL && g->rev_path == NULL)) {
         ph_guard_close(&g);
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
-    ph_table *t = NULL;
-    ph_keyring *kr = NULL;
-    st = load_files(g, &g->loaded, &g->keys_loaded, &t, &kr, NULL, diag);
+    loaded_files f;
+    file_id ids[3];
+    memset(ids, 0, sizeof ids);
+    st = load_files(g, ids, &f, NULL, diag);
     if (st == PH_OK) {
-        g->current = snapshot_new(&t, &kr, 1, diag);
+        g->loaded = ids[0];
+        g->keys_loaded = ids[1];
+        g->rev_loaded = ids[2];
+        g->current = snapshot_new(&f, 1, diag);
         if (g->current == NULL)
             st = PH_E_NOMEM;
     }
@@ -244,9 +279,9 @@ ph_status ph_guard_from_table(ph_table **table, const ph_guard_options *opts, ph
     if (st != PH_OK)
         return st;
     g->reload_interval_ms = 0;
-    ph_table *t = *table;
+    loaded_files f = { .table = *table };
     *table = NULL;
-    g->current = snapshot_new(&t, NULL, 1, diag);
+    g->current = snapshot_new(&f, 1, diag);
     if (g->current == NULL) {
         ph_guard_close(&g);
         return PH_E_NOMEM;
@@ -264,6 +299,7 @@ void ph_guard_close(ph_guard **g)
     pthread_mutex_destroy(&(*g)->reload_lock);
     free((*g)->path);
     free((*g)->keys_path);
+    free((*g)->rev_path);
     free((*g)->dns_servers);
     ph_dns_cache_free(&(*g)->cache);
     free(*g);
@@ -273,26 +309,27 @@ void ph_guard_close(ph_guard **g)
 /* The reload itself; reload_lock held. r may be NULL. */
 static ph_status reload_locked(ph_guard *g, ph_reload_report *r, ph_diag *diag)
 {
-    file_id tid, kid;
-    memset(&kid, 0, sizeof kid);
+    file_id ids[3];
+    memset(ids, 0, sizeof ids);
     ph_diag d;
     memset(&d, 0, sizeof d);
-    /* Nothing to do when neither file changed (a file that cannot be
-     * stat'ed is a change: loading it reports why). */
-    bool t_same = stat_id(g->path, &tid, &d) == PH_OK && same_id(&tid, &g->loaded);
+    /* Nothing to do when no file changed (a file that cannot be stat'ed is
+     * a change: loading it reports why). */
+    bool t_same = stat_id(g->path, &ids[0], &d) == PH_OK && same_id(&ids[0], &g->loaded);
     bool k_same = g->keys_path == NULL ||
-                  (stat_id(g->keys_path, &kid, &d) == PH_OK && same_id(&kid, &g->keys_loaded));
-    if (t_same && k_same) {
+                  (stat_id(g->keys_path, &ids[1], &d) == PH_OK && same_id(&ids[1], &g->keys_loaded));
+    bool r_same = g->rev_path == NULL ||
+                  (stat_id(g->rev_path, &ids[2], &d) == PH_OK && same_id(&ids[2], &g->rev_loaded));
+    if (t_same && k_same && r_same) {
         g->last_error.status = PH_OK;
         return PH_OK;
     }
-    ph_table *t = NULL;
-    ph_keyring *kr = NULL;
+    loaded_files f;
     const char *which = "table";
-    ph_status st = load_files(g, &tid, &kid, &t, &kr, &which, &d);
+    ph_status st = load_files(g, ids, &f, &which, &d);
     ph_guard_snapshot *s = NULL;
     if (st == PH_OK) {
-        s = snapshot_new(&t, &kr, g->current->generation + 1, &d);
+        s = snapshot_new(&f, g->current->generation + 1, &d);
         if (s == NULL)
             st = PH_E_NOMEM;
     }
@@ -309,12 +346,14 @@ static ph_status reload_locked(ph_guard *g, ph_reload_report *r, ph_diag *diag)
         r->reloaded = true;
         r->table_changed = strcmp(s->policy_id, g->current->policy_id) != 0;
         r->keys_changed = strcmp(s->keyring_id, g->current->keyring_id) != 0;
+        r->revocations_changed = !same_id(&ids[2], &g->rev_loaded);
     }
     swap_in(g, s);
     /* A new policy version starts with fresh answers. */
     ph_dns_cache_clear(g->cache);
-    g->loaded = tid;
-    g->keys_loaded = kid;
+    g->loaded = ids[0];
+    g->keys_loaded = ids[1];
+    g->rev_loaded = ids[2];
     g->last_error.status = PH_OK;
     return PH_OK;
 }
@@ -390,7 +429,16 @@ void ph_guard_policy_info(ph_guard *g, ph_policy_info *out)
     memcpy(out->policy_id, s->policy_id, sizeof out->policy_id);
     memcpy(out->keyring_id, s->keyring_id, sizeof out->keyring_id);
     out->keys = ph_keyring_count(s->keyring);
+    out->revocations = ph_revocations_count(s->revocations);
     ph_guard_snapshot_release(&s);
+}
+
+bool ph_guard_lease_revoked(ph_guard *g, const char *tenant, const char *lease, int64_t now)
+{
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    bool revoked = s != NULL && ph_revocations_revoked(s->revocations, tenant, lease, now);
+    ph_guard_snapshot_release(&s);
+    return revoked;
 }
 
 const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g) { return &g->resolver; }

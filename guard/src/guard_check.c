@@ -298,6 +298,15 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
         }
         d->has_grant = true;
         list = d->grant.list;
+        /* A verified grant of a revoked lease: refused like a grant, the
+         * lease named in the log only. */
+        if (ph_revocations_revoked(s->revocations, d->grant.tenant, d->grant.lease, req->now)) {
+            ph_guard_snapshot_release(&s);
+            snprintf(d->log_detail, sizeof d->log_detail,
+                     "lease %s of tenant %s is on the revocation list", d->grant.lease,
+                     d->grant.tenant);
+            return decision_end(d, PH_REASON_LEASE_REVOKED);
+        }
     }
     /* 3. The second yes: the list, on the same version. */
     ph_status st = lookup_on(s, list, host_len, &d->verdict, NULL);
@@ -378,6 +387,7 @@ ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_decisio
     st = decide_destination(g, &r, host_len, d);
     if (ending != NULL)
         *ending = st == PH_OK                             ? PH_ENDING_NONE
+                  : d->reason == PH_REASON_LEASE_REVOKED  ? PH_ENDING_LEASE_REVOKED
                   : req->list != NULL || d->has_grant     ? PH_ENDING_POLICY_REVOKED
                   : d->reason == PH_REASON_GRANT_EXPIRED ? PH_ENDING_GRANT_EXPIRED
                                                           : PH_ENDING_KEY_REVOKED;
@@ -391,6 +401,7 @@ const char *ph_ending_code(ph_ending e)
     case PH_ENDING_KEY_REVOKED: return "key_revoked";
     case PH_ENDING_GRANT_EXPIRED: return "grant_expired";
     case PH_ENDING_POLICY_REVOKED: return "policy_revoked";
+    case PH_ENDING_LEASE_REVOKED: return "lease_revoked";
     }
     return "policy_revoked";
 }

@@ -18,6 +18,7 @@ static const struct {
     {"addr", pg_cmd_addr, "the denylist verdict for each IP address"},
     {"grant", pg_cmd_grant, "issue or verify a network grant"},
     {"keygen", pg_cmd_keygen, "generate a grant key (key-file line)"},
+    {"revoke", pg_cmd_revoke, "add a lease to a revocation list, atomically"},
 };
 
 static void usage(FILE *out)

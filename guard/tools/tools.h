@@ -18,6 +18,7 @@ int pg_cmd_check(int argc, char **argv);
 int pg_cmd_addr(int argc, char **argv);
 int pg_cmd_grant(int argc, char **argv);
 int pg_cmd_keygen(int argc, char **argv);
+int pg_cmd_revoke(int argc, char **argv);
 
 /* Prints "pinhole-guard: <message>\n" on stderr. */
 void pg_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

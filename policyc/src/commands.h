@@ -15,5 +15,6 @@ int pc_cmd_dump(int argc, char **argv);
 int pc_cmd_diff(int argc, char **argv);
 /* 0 converged, 1 not converged, 2 usage error (cmd_fleet_status.c). */
 int pc_cmd_fleet_status(int argc, char **argv);
+int pc_cmd_replay(int argc, char **argv);
 
 #endif

@@ -11,6 +11,10 @@ ph_status pc_format_json(FILE *out, const pc_diagnostics *d);
 ph_status pc_format_sarif(FILE *out, const pc_diagnostics *d);
 ph_status pc_format_github(FILE *out, const pc_diagnostics *d);
 
+/* Writes s escaped as a GitHub workflow command wants it: '%', CR and LF
+ * always, ':' and ',' too inside a property (property true). */
+void pc_github_escape(FILE *out, const char *s, bool property);
+
 /* "error" or "warning". */
 const char *pc_severity_name(pc_severity s);
 

@@ -5,7 +5,7 @@
  * escaped newline so the annotation shows it. */
 #include "diag_format-int.h"
 
-static void put_escaped(FILE *out, const char *s, bool property)
+void pc_github_escape(FILE *out, const char *s, bool property)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -24,14 +24,14 @@ ph_status pc_format_github(FILE *out, const pc_diagnostics *d)
     for (size_t i = 0; i < d->count; i++) {
         const pc_diagnostic *x = &d->items[i];
         fprintf(out, "::%s file=", pc_severity_name(x->severity));
-        put_escaped(out, x->file, true);
+        pc_github_escape(out, x->file, true);
         if (x->line)
             fprintf(out, ",line=%u,col=%u", x->line, x->col);
         fprintf(out, ",title=PC%03d::", (int)x->code);
-        put_escaped(out, x->message, false);
+        pc_github_escape(out, x->message, false);
         if (x->help) {
             fputs("%0Ahelp: ", out);
-            put_escaped(out, x->help, false);
+            pc_github_escape(out, x->help, false);
         }
         fputc('\n', out);
     }

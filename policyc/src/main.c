@@ -17,6 +17,7 @@ static const struct {
     {"dump", pc_cmd_dump, "print a table's canonical policy as YAML"},
     {"diff", pc_cmd_diff, "destinations added and removed between two policies"},
     {"fleet-status", pc_cmd_fleet_status, "which policy each pinhole-proxy serves; 0 once all agree"},
+    {"replay", pc_cmd_replay, "decide logged connections again on a new table"},
 };
 
 static void usage(FILE *out)

@@ -41,6 +41,7 @@ static const setting SETTINGS[] = {
     S_STR(admin_listen, admin_listen, "ADDR:PORT  admin listener (default 127.0.0.1:9128; \"\" disables)"),
     S_STR(table, table, "FILE  compiled allowlist table (.ptab; required)"),
     S_STR(grant_key, grant_key, "FILE  grant verification key (required)"),
+    S_STR(revocations, revocations, "FILE  revocation list: leases refused before their grants expire (reloaded with the table)"),
     S_STR(dns_servers, dns_servers, "LIST  DNS servers, c-ares CSV (\"127.0.0.1:53,[::1]:53\"); default resolv.conf"),
     S_STR(user, user, "NAME  drop privileges to this user after binding (when root)"),
     S_STR(ready_file, ready_file, "FILE  once listening, write the bound addresses here (port 0: the kernel's)"),

@@ -27,6 +27,7 @@ typedef struct px_config {
     char admin_listen[PX_ADDR_MAX];  /* empty: no admin listener */
     char table[PX_PATH_MAX];         /* compiled allowlist (.ptab) */
     char grant_key[PX_PATH_MAX];     /* grant verification key file */
+    char revocations[PX_PATH_MAX];   /* the revocation list; "" none */
     char dns_servers[PX_ADDR_MAX];   /* c-ares CSV; empty: /etc/resolv.conf */
     char user[64];                   /* drop to this user after binding (root only) */
     char ready_file[PX_PATH_MAX];    /* written with the bound addresses; empty: none */

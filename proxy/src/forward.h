@@ -81,5 +81,10 @@ void px_forward_free(struct px_fwd **f, const char *end);
 /* True while f waits for a request or reads its head (drain closes such
  * connections, as it closes CONNECT connections still sending their head). */
 bool px_forward_idle(const struct px_fwd *f);
+/* After a reload: ends f (end "lease_revoked", from the loop) when the
+ * revocation list now in force revokes the lease of its last decided
+ * request, whether that request is in flight or the connection is kept
+ * alive for the next one (which its client would send under that lease). */
+void px_forward_recheck(struct px_fwd *f, int64_t now);
 
 #endif

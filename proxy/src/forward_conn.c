@@ -18,6 +18,7 @@
 #include "log_json.h"
 #include "metrics.h"
 #include "pinhole/clock.h"
+#include "reload.h"
 #include "reply.h"
 #include "upstream.h"
 
@@ -402,6 +403,13 @@ struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, p
         px_fwd_keep_idle(f);
     }
     return f;
+}
+
+void px_forward_recheck(struct px_fwd *f, int64_t now)
+{
+    if (f->state != F_DEAD && f->has_grant &&
+        ph_guard_lease_revoked(px_policy(), f->grant.tenant, f->grant.lease, now))
+        px_fwd_kill(f, ph_ending_code(PH_ENDING_LEASE_REVOKED));
 }
 
 bool px_forward_idle(const struct px_fwd *f)

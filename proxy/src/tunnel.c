@@ -127,12 +127,15 @@ static void recheck(px_conn *c)
 void px_conn_recheck_all(px_worker *w)
 {
     px_conn *c = w->conns, *next;
+    int64_t now = (int64_t)time(NULL);
     for (; c; c = next) {
         next = c->next; /* recheck frees at most c */
         /* Past the decision: resolving, dialing or a tunnel (each holds
          * the token the decision accepted). */
         if (c->state == ST_RESOLVE || c->state == ST_CONNECT || c->state == ST_RELAY)
             recheck(c);
+        else if (c->state == ST_FORWARD && c->fwd != NULL)
+            px_forward_recheck(c->fwd, now); /* ends it from the loop, if at all */
     }
 }
 

@@ -75,6 +75,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_PROXY_PROTOCOL_MALFORMED] = "proxy_protocol_malformed",
     [PH_REASON_CLIENT_TIMEOUT] = "client_timeout",
     [PH_REASON_HOST_MISMATCH] = "host_mismatch",
+    [PH_REASON_LEASE_REVOKED] = "lease_revoked",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -142,6 +143,7 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
     /* An HTTP/1 request inside a tunnel: answered 403 before a byte of it
      * is relayed, and the connection ends. */
     [PH_REASON_HOST_MISMATCH] = 403,
+    [PH_REASON_LEASE_REVOKED] = 407,
 };
 
 int ph_reason_http_status(ph_reason r)

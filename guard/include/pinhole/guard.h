@@ -12,14 +12,17 @@
  *   2. look up canonical host + port in the named list (pinhole/table.h);
  *   3. optionally resolve exactly that name and check every address
  *      (pinhole/resolve.h); dial only those (pinhole/connect.h).
- * Grants (step 2 of the proxy's decision) are in pinhole/grant.h.
+ * Grants (step 2 of the proxy's decision) are in pinhole/grant.h, the
+ * revocation list that refuses a lease's grants early in
+ * pinhole/revocation.h.
  *
  * Threads: every function may be called concurrently on one guard. A
  * decision uses one policy version (table and keyring) from start to end: a
  * reload that lands meanwhile replaces the version for later calls only, and
  * the old one is freed when its last user is done (reference counted). A
- * reload loads both files; when either fails to load the new pair is refused
- * whole, the old pair stays in use and the failure is reported.
+ * reload loads every file (table, key file, revocation list); when one fails
+ * to load the new version is refused whole, the old one stays in use and the
+ * failure is reported.
  */
 #ifndef PINHOLE_GUARD_H
 #define PINHOLE_GUARD_H
@@ -31,6 +34,7 @@
 #include "pinhole/grant.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
+#include "pinhole/revocation.h"
 #include "pinhole/status.h"
 #include "pinhole/table.h"
 #include "pinhole/url.h"
@@ -68,6 +72,11 @@ typedef struct ph_guard_options {
     unsigned dns_cache_max_ttl_s; /* 0 = PH_GUARD_DNS_CACHE_MAX_TTL_S_DEFAULT */
     unsigned dns_negative_ttl_s;  /* 0 = PH_GUARD_DNS_NEGATIVE_TTL_S_DEFAULT */
     bool dns_cache_off;
+    /* The revocation list (pinhole/revocation.h; copied) loaded and
+     * reloaded with the table and the key file as one policy version: a
+     * verified grant whose lease it revokes is refused lease_revoked.
+     * NULL: no list. Only with grant_keys_path. */
+    const char *revocations_path;
 } ph_guard_options;
 
 /* The guard's DNS cache defaults (ph_guard_options). */
@@ -147,6 +156,7 @@ typedef struct ph_policy_info {
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
     char keyring_id[PH_KEYRING_ID_HEX_LEN + 1]; /* "" without a key file */
     size_t keys;                                /* keys in the keyring */
+    size_t revocations; /* entries of the revocation list (live or not); 0 without one */
 } ph_policy_info;
 
 PH_API void ph_guard_policy_info(ph_guard *g, ph_policy_info *out);
@@ -156,16 +166,18 @@ typedef struct ph_reload_report {
     bool reloaded;           /* a new version is in force */
     bool table_changed;      /* its policy id differs from the old one */
     bool keys_changed;       /* its keyring id differs from the old one */
-    const char *failed_file; /* on failure: "table" or "grant keys" (static) */
+    bool revocations_changed; /* the revocation list file was replaced */
+    const char *failed_file; /* on failure: "table", "grant keys" or "revocations" (static) */
     ph_policy_info info;     /* the version in force afterwards */
 } ph_reload_report;
 
 /*
- * Reloads the policy when the table or the key file was replaced (device,
- * inode, size, mtime or ctime changed): both files are loaded, and only when
- * both loaded is the new pair put in force, in one swap. On failure the old
- * pair stays, the error is returned (r->failed_file names the file) and
- * remembered for ph_guard_last_reload_error. r may be NULL.
+ * Reloads the policy when the table, the key file or the revocation list
+ * was replaced (device, inode, size, mtime or ctime changed): every file is
+ * loaded, and only when all loaded is the new version put in force, in one
+ * swap. On failure the old version stays, the error is returned
+ * (r->failed_file names the file) and remembered for
+ * ph_guard_last_reload_error. r may be NULL.
  */
 PH_API ph_status ph_guard_reload_policy(ph_guard *g, ph_reload_report *r, ph_diag *diag);
 
@@ -277,7 +289,8 @@ typedef struct ph_decision {
 /*
  * Decides a CONNECT against one pinned policy version, in this order: the
  * authority (parsed once; IP literals refused first), the grant (or the
- * trusted caller's list), the list lookup. Fills *d always. Returns PH_OK
+ * trusted caller's list) and its lease against the revocation list, the
+ * list lookup. Fills *d always. Returns PH_OK
  * when allowed (d->next is PH_NEXT_RESOLVE), PH_E_DENIED when refused,
  * PH_E_INVAL for missing arguments or a request naming both or neither of
  * a list and a keyring (d then says parse_error, 400).
@@ -321,6 +334,8 @@ typedef enum ph_ending {
     PH_ENDING_GRANT_EXPIRED = 2,  /* its grant expired */
     PH_ENDING_POLICY_REVOKED = 3, /* the grant verifies (or the caller named the list), but
                                    * the list no longer allows the destination */
+    PH_ENDING_LEASE_REVOKED = 4,  /* the grant verifies, but the revocation list in force
+                                   * revokes its lease */
 } ph_ending;
 
 /*
@@ -337,8 +352,14 @@ PH_API ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_
                                  ph_ending *ending);
 
 /* The ending's stable code for logs: "none", "key_revoked",
- * "grant_expired", "policy_revoked" (static). */
+ * "grant_expired", "policy_revoked", "lease_revoked" (static). */
 PH_API const char *ph_ending_code(ph_ending e);
+
+/* True when the revocation list in force revokes (tenant, lease) at now:
+ * for a caller holding a verified grant's fields rather than its token (a
+ * kept-alive forwarding connection, after a reload). False without a list. */
+PH_API bool ph_guard_lease_revoked(ph_guard *g, const char *tenant, const char *lease,
+                                   int64_t now);
 
 #ifdef __cplusplus
 }

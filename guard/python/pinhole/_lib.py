@@ -78,6 +78,7 @@ class GuardOptions(ctypes.Structure):
         ("dns_cache_max_ttl_s", ctypes.c_uint),
         ("dns_negative_ttl_s", ctypes.c_uint),
         ("dns_cache_off", ctypes.c_bool),
+        ("revocations_path", ctypes.c_char_p),
     ]
 
 

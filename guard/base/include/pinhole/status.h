@@ -107,6 +107,9 @@ typedef enum ph_reason {
     PH_REASON_CLIENT_TIMEOUT = 45,
     PH_REASON_HOST_MISMATCH = 46,        /* an HTTP request in a tunnel naming another
                                           * host or port than the CONNECT */
+    /* The grant verifies, but its lease is on the revocation list in force
+     * (pinhole/revocation.h): refused like a grant (407). */
+    PH_REASON_LEASE_REVOKED = 47,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
