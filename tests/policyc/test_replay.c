@@ -70,6 +70,9 @@ static int run(char **out, ...)
     return rc;
 }
 
+/* DATA "e2e-allowlist.yaml" is the proxy e2e allowlist as the log was
+ * recorded under it (its policy id is in the log), kept here byte for byte so
+ * later edits of tests/proxy/data/e2e-allowlist.yaml leave the report alone. */
 #define DATA "tests/policyc/data/replay/"
 
 static void expect_file(const char *got, const char *expected_rel)
@@ -101,11 +104,11 @@ static void recorded_log_widened(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run(&out, "--old", "tests/proxy/data/e2e-allowlist.yaml",
+    assert_int_equal(run(&out, "--old", DATA "e2e-allowlist.yaml",
                          DATA "widened.yaml", DATA "e2e-decisions.log", NULL), 1);
     expect_file(out, DATA "widened.expected");
     free(out);
-    assert_int_equal(run(&out, "--format=json", "--old", "tests/proxy/data/e2e-allowlist.yaml",
+    assert_int_equal(run(&out, "--format=json", "--old", DATA "e2e-allowlist.yaml",
                          DATA "widened.yaml", DATA "e2e-decisions.log", NULL), 1);
     expect_file(out, DATA "widened.expected.json");
     free(out);
@@ -117,7 +120,7 @@ static void recorded_log_widened(void **state)
                          DATA "e2e-decisions.log", NULL), 0);
     free(out);
     /* The table it was recorded under changes nothing. */
-    assert_int_equal(run(&out, "tests/proxy/data/e2e-allowlist.yaml", DATA "e2e-decisions.log",
+    assert_int_equal(run(&out, DATA "e2e-allowlist.yaml", DATA "e2e-decisions.log",
                          NULL), 0);
     assert_non_null(strstr(out, "newly refused: 0 destination(s)"));
     assert_non_null(strstr(out, "newly allowed: 0 destination(s)"));
@@ -290,16 +293,16 @@ static void destination_cap(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run(&out, "--max-destinations=2", "tests/proxy/data/e2e-allowlist.yaml",
+    assert_int_equal(run(&out, "--max-destinations=2", DATA "e2e-allowlist.yaml",
                          DATA "e2e-decisions.log", NULL), 2);
     assert_non_null(strstr(out, "incomplete: "));
     free(out);
-    assert_int_equal(run(NULL, "--max-destinations=0", "tests/proxy/data/e2e-allowlist.yaml",
+    assert_int_equal(run(NULL, "--max-destinations=0", DATA "e2e-allowlist.yaml",
                          DATA "e2e-decisions.log", NULL), 2);
-    assert_int_equal(run(NULL, "--format=sarif", "tests/proxy/data/e2e-allowlist.yaml",
+    assert_int_equal(run(NULL, "--format=sarif", DATA "e2e-allowlist.yaml",
                          DATA "e2e-decisions.log", NULL), 2);
-    assert_int_equal(run(NULL, "tests/proxy/data/e2e-allowlist.yaml", "/nonexistent/log", NULL), 2);
-    assert_int_equal(run(NULL, "tests/proxy/data/e2e-allowlist.yaml", NULL), 2);
+    assert_int_equal(run(NULL, DATA "e2e-allowlist.yaml", "/nonexistent/log", NULL), 2);
+    assert_int_equal(run(NULL, DATA "e2e-allowlist.yaml", NULL), 2);
 }
 
 int main(void)

@@ -76,7 +76,7 @@ special() {
 rm -f "$TABLE"; mkfifo -m 644 "$TABLE"; chown nobody "$TABLE"
 special "table is a FIFO" "$TABLE" "a FIFO"
 check "reload_failed logged with the reason (POST /reload, SIGHUP)" "2" \
-    "$(grep -c '"event":"reload_failed".*not a regular file (a FIFO); the old table and keys stay in force' "$E2E_TMP/proxy.err")"
+    "$(grep -c '"event":"reload_failed".*not a regular file (a FIFO); the old table, keys and revocations stay in force' "$E2E_TMP/proxy.err")"
 rm -f "$TABLE"; mkfifo -m 644 "$E2E_TMP/fifo"; ln -s "$E2E_TMP/fifo" "$TABLE"
 special "table is a symlink to a FIFO" "$E2E_TMP/fifo" "a FIFO"
 rm -f "$TABLE"; ln -s /dev/zero "$TABLE"
