@@ -47,7 +47,6 @@ import re
 import socket
 import sys
 import threading
-import time
 from typing import Any, Dict, List, Optional
 from urllib.parse import urlsplit, urlunsplit
 
@@ -122,46 +121,59 @@ def identity(r: httpx.Response) -> None:
         raise BodyExceeded("encoding", "Content-Encoding %r, identity was asked for" % enc[:40])
 
 
-def read_body(r: httpx.Response, limit: int, seconds: float) -> bytes:
-    """The body of r (a streamed response), at most limit bytes within
-    seconds: its connection is shut down at the deadline, so a body
-    trickled a byte per read timeout ends there too. BodyExceeded when a
-    bound is passed or the body is encoded; httpx's errors otherwise."""
-    identity(r)
-    stream = r.extensions.get("network_stream")
-    sock = stream.get_extra_info("socket") if stream is not None else None
-    lock = threading.Lock()
-    state = {"done": False, "cut": False}
+class Cut:
+    """With it: r's connection (a streamed response) shut down `seconds`
+    from now, whatever each read's own timeout, so that a body trickled a
+    byte per read timeout, or bytes that never make a body byte (a chunk
+    extension or a trailer sent a byte at a time), end there. .fired: it
+    was (the reads then failed with httpx's errors)."""
 
-    def cut():
-        with lock:
-            if state["done"] or sock is None:
+    def __init__(self, r: httpx.Response, seconds: float) -> None:
+        stream = r.extensions.get("network_stream")
+        self._sock = stream.get_extra_info("socket") if stream is not None else None
+        self._lock = threading.Lock()
+        self._done = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._cut)
+        self._timer.daemon = True
+
+    def _cut(self) -> None:
+        with self._lock:
+            if self._done or self._sock is None:
                 return
-            state["cut"] = True
+            self.fired = True
             try:  # the descriptor's, under any TLS layer
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
             except OSError:
                 pass
-    timer = threading.Timer(seconds, cut)
-    timer.daemon = True
-    timer.start()
+
+    def __enter__(self) -> "Cut":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._timer.cancel()
+        with self._lock:
+            self._done = True
+
+
+def read_body(r: httpx.Response, limit: int, seconds: float) -> bytes:
+    """The body of r (a streamed response), at most limit bytes within
+    seconds (Cut). BodyExceeded when a bound is passed or the body is
+    encoded; httpx's errors otherwise."""
+    identity(r)
     chunks, n = [], 0
-    try:
-        for chunk in r.iter_raw():
-            n += len(chunk)
-            if n > limit:
-                raise BodyExceeded("size", "more than %d bytes" % limit)
-            chunks.append(chunk)
-        with lock:
-            state["done"] = True
-    except httpx.HTTPError:
-        if not state["cut"]:
-            raise
-    finally:
-        timer.cancel()
-        with lock:
-            state["done"] = True
-    if state["cut"]:
+    with Cut(r, seconds) as cut:
+        try:
+            for chunk in r.iter_raw():
+                n += len(chunk)
+                if n > limit:
+                    raise BodyExceeded("size", "more than %d bytes" % limit)
+                chunks.append(chunk)
+        except httpx.HTTPError:
+            if not cut.fired:
+                raise
+    if cut.fired:
         raise BodyExceeded("time", "not read within %gs" % seconds)
     return b"".join(chunks)
 
@@ -253,14 +265,13 @@ def failure(kind, url, e):
 def endpoint_event(chunks):
     """The data of the first `endpoint` event of an SSE stream (its lines
     cut at CR, LF or CRLF), reading at most MAX_DOCUMENT bytes within
-    DOCUMENT_SECONDS; None when there is none."""
+    DOCUMENT_SECONDS (the caller's Cut); None when there is none."""
     buf = b""
     seen = 0
     event = None
-    end = time.monotonic() + DOCUMENT_SECONDS
     for chunk in chunks:
         seen += len(chunk)
-        if seen > MAX_DOCUMENT or time.monotonic() > end:
+        if seen > MAX_DOCUMENT:
             return None
         buf += chunk
         # A CR last may be the first half of a CRLF: keep it for later.
@@ -409,7 +420,16 @@ def sse_endpoint(client, guard, lst, sse_url):
                 record("sse_endpoint", sse_url, allowed=True, error="transport_error",
                        detail=str(e))
                 return
-            endpoint = endpoint_event(r.iter_raw())
+            with Cut(r, DOCUMENT_SECONDS) as cut:
+                try:
+                    endpoint = endpoint_event(r.iter_raw())
+                except httpx.HTTPError:
+                    if not cut.fired:
+                        raise
+            if cut.fired:
+                record("sse_endpoint", sse_url, allowed=True, error="transport_error",
+                       detail="no endpoint event within %gs" % DOCUMENT_SECONDS)
+                return
     except pinhole.Refused as e:
         refusal("sse", sse_url, e)
         return

@@ -7,6 +7,7 @@
 #include "test_support.h"
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -407,6 +408,7 @@ typedef struct fetch_opts {
     unsigned timeout_ms;            /* ph_curl_options.timeout_ms */
     long curl_timeout_ms;           /* CURLOPT_TIMEOUT_MS before attaching; 0: none */
     const char *const *cookies;     /* curl's cookie engine on, holding these (Netscape) */
+    const char *cookie_file;        /* curl's cookie engine on, reading this file */
     char *jar_after;                /* the engine's cookies after the chain, "name=value;" */
     size_t jar_cap;
 } fetch_opts;
@@ -468,6 +470,8 @@ static ph_status fetch_ex(const char *path_or_url, const fetch_opts *fo, ph_curl
         for (const char *const *k = fo->cookies; *k != NULL; k++)
             curl_easy_setopt(c, CURLOPT_COOKIELIST, *k);
     }
+    if (fo->cookie_file != NULL)
+        curl_easy_setopt(c, CURLOPT_COOKIEFILE, fo->cookie_file);
     ph_status st = ph_curl_perform(pc, url, r);
     if (fo->jar_after != NULL) {
         struct curl_slist *jar = NULL;
@@ -727,6 +731,37 @@ static void cookie_engine_keeps_no_redirect_cookie(void **state)
     assert_non_null(strstr(after, "finalB=1;"));
 }
 
+/* The same with the cookies in a file (CURLOPT_COOKIEFILE): curl reads its
+ * files again before every transfer, so a hop after the chain left its
+ * first origin must not get them back. */
+static void cookie_file_keeps_no_redirect_cookie(void **state)
+{
+    (void)state;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/cookies.txt", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("loop.test\tFALSE\t/\tFALSE\t0\ta\t1\nother.test\tFALSE\t/\tFALSE\t0\tb\t2\n", f);
+    assert_int_equal(fclose(f), 0);
+    static const char *const none[] = {NULL};
+    char after[512];
+    fetch_opts fo = {.headers = none, .cookie_file = path, .jar_after = after,
+                     .jar_cap = sizeof after, .curl_timeout_ms = 5000};
+    ph_curl_result r;
+    body b;
+    assert_int_equal(fetch_ex("/cookie-to-other", &fo, &r, &b), PH_OK);
+    printf("# cookie file, A -> B:\n%s# engine after: %s\n", request_log, after);
+    assert_string_equal(request_log, "A /cookie-to-other auth=- cookie=a=1\n"
+                                     "B /set-cookie auth=- cookie=-\n");
+    assert_true(jar_is_ab(after));
+    assert_int_equal(fetch_ex("/cookie-to-other-and-back", &fo, &r, &b), PH_OK);
+    printf("# cookie file, A -> B -> A:\n%s# engine after: %s\n", request_log, after);
+    assert_string_equal(request_log, "A /cookie-to-other-and-back auth=- cookie=a=1\n"
+                                     "B /cookie-back auth=- cookie=-\n"
+                                     "A /echo auth=- cookie=-\n");
+    assert_true(jar_is_ab(after));
+}
+
 /* A redirect's body is read up to the bound, then its connection closed;
  * the whole chain runs under one deadline, set or defaulted. */
 static void redirect_bodies_and_deadline_are_bounded(void **state)
@@ -811,6 +846,7 @@ int main(void)
         cmocka_unit_test(cross_origin_redirect_keeps_secrets_home),
         cmocka_unit_test(client_certificate_stays_on_its_origin),
         cmocka_unit_test(cookie_engine_keeps_no_redirect_cookie),
+        cmocka_unit_test(cookie_file_keeps_no_redirect_cookie),
         cmocka_unit_test(redirect_bodies_and_deadline_are_bounded),
         cmocka_unit_test(rebinding_second_request_refused),
         cmocka_unit_test(socket_check_refuses_unchecked_addresses),

@@ -27,6 +27,9 @@ Host header says which party answers:
                         inflates to 256 MiB of JSON whitespace (made before
                         the port is printed)
     GET  /sse-flood     the endpoint event names /messages-flood
+    GET  /sse-trickle   a chunked stream whose first chunk never completes:
+                        its chunk extension comes a byte per 100 ms (no
+                        body byte ever reaches the client)
   as.DOMAIN   the authorization server:
     GET  /.well-known/oauth-authorization-server
                         RFC 8414 metadata; its token_endpoint is an IP literal
@@ -117,6 +120,25 @@ def main():
                 pass
             self.close_connection = True
 
+        def sse_trickle(self):
+            """A chunked event stream whose first chunk line is never
+            finished: ';' then an extension byte per 100 ms, until the
+            client goes (h11 holds up to 16 KiB of it, 27 minutes)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                self.wfile.write(b"10;x=")
+                self.wfile.flush()
+                for _ in range(16000):
+                    time.sleep(0.1)
+                    self.wfile.write(b"a")
+                    self.wfile.flush()
+            except OSError:
+                pass
+            self.close_connection = True
+
         def host(self):
             return (self.headers.get("Host") or "").split(":")[0].lower()
 
@@ -173,6 +195,8 @@ def main():
                 return self.sse("http://collector.%s:%d/messages?session_id=1" % (d, port))
             if h == "mcp." + d and path == "/sse-other":
                 return self.sse(self.origin("as") + "/messages?session_id=2")
+            if h == "mcp." + d and path == "/sse-trickle":
+                return self.sse_trickle()
             if h == "mcp." + d and path == "/sse-flood":
                 return self.sse("/messages-flood")
             if h == "mcp." + d and path == "/sse-same":

@@ -97,12 +97,12 @@ def main():
     fuzz(dns)
 
 
-def run_example(cmd, env, limit):
+def run_example(cmd, env, limit, stdout=subprocess.DEVNULL):
     """One run of the example: (exit status, stderr, seconds, peak RSS in
     KiB), killed after limit seconds (exit status then "killed")."""
     err = open(os.path.join(support.TMP, "stderr"), "w+")
     t0 = time.monotonic()
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    p = subprocess.Popen(cmd, env=env, stdout=stdout, stderr=err)
     timer = threading.Timer(limit, p.kill)
     timer.start()
     _, status, usage = os.wait4(p.pid, 0)
@@ -145,6 +145,20 @@ def bounded_answers(example, env, table, dns, o):
           % (code, took, err[:160]))
     check("a trickled initialize response: exit 2 at 20 s, the bound named",
           (2, True, True), (code, "not read within 20s" in err, took < 30))
+    # An event stream whose bytes never make a chunk (its chunk extension
+    # trickled): no read times out and no body byte arrives, the stream
+    # still ends at DOCUMENT_SECONDS (20 s) with a result line.
+    out = os.path.join(support.TMP, "sse-trickle.out")
+    with open(out, "w") as f:
+        code, err, took, _ = run_example(cmd(o % "mcp" + "/mcp", o % "mcp" + "/sse-trickle"),
+                                         env, 60, stdout=f)
+    with open(out) as f:
+        last = json.loads(f.read().splitlines()[-1])
+    print("# an event stream whose chunk line trickles: exit %s after %.1f s; last line %r"
+          % (code, took, last))
+    check("an event stream whose chunk line trickles: exit 0 at 20 s, a transport_error line",
+          (0, True, "sse_endpoint", "transport_error"),
+          (code, took < 30, last.get("hop"), last.get("error")))
 
 
 def random_json(rng, depth=0):

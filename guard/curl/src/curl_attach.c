@@ -32,6 +32,7 @@ struct ph_curl {
     struct curl_slist *http_hdrs;  /* owned; set as CURLOPT_HTTPHEADER */
     struct curl_slist *jar;        /* owned; the cookie engine's cookies before the chain */
     bool saw_redirect;             /* a redirect response came during the chain */
+    bool cookies_none;             /* this hop's request goes with an empty cookie engine */
     bool dropped;                  /* credentials dropped for the rest of the chain */
     bool redirected;               /* a redirect was followed: headers filtered */
     bool socket_refused;           /* the open-socket check refused an address */
@@ -121,6 +122,8 @@ static ph_status build_headers(ph_curl *pc)
     return PH_OK;
 }
 
+static int before_request(void *arg, char *ip, char *local_ip, int port, int local_port);
+
 /* The options every hop runs with, set again before each transfer. */
 static ph_status apply(ph_curl *pc)
 {
@@ -143,6 +146,8 @@ static ph_status apply(ph_curl *pc)
     SET(CURLOPT_OPENSOCKETDATA, pc);
     SET(CURLOPT_WRITEFUNCTION, on_write);
     SET(CURLOPT_WRITEDATA, pc);
+    SET(CURLOPT_PREREQFUNCTION, before_request);
+    SET(CURLOPT_PREREQDATA, pc);
     SET(CURLOPT_HTTPHEADER, pc->http_hdrs);
     SET(CURLOPT_RESOLVE, pc->resolve);
 #if LIBCURL_VERSION_NUM >= 0x074000
@@ -200,6 +205,23 @@ static void cookies_reset(ph_curl *pc, bool with_jar)
     curl_slist_free_all(now);
     for (const struct curl_slist *l = with_jar ? pc->jar : NULL; l != NULL; l = l->next)
         curl_easy_setopt(pc->c, CURLOPT_COOKIELIST, l->data);
+}
+
+/* curl's CURLOPT_PREREQFUNCTION: the hop's connection is up and its request
+ * not yet written. curl reads the caller's cookie files (CURLOPT_COOKIEFILE)
+ * again at the start of every transfer, after cookies_reset ran: a hop that
+ * must send no cookie empties the engine again here, where nothing is read
+ * any more before the request's Cookie header is made. */
+static int before_request(void *arg, char *ip, char *local_ip, int port, int local_port)
+{
+    (void)ip;
+    (void)local_ip;
+    (void)port;
+    (void)local_port;
+    ph_curl *pc = arg;
+    if (pc->cookies_none)
+        cookies_reset(pc, false);
+    return CURL_PREREQFUNC_OK;
 }
 
 static void free_headers(char **h)
@@ -331,6 +353,7 @@ static ph_status perform_chain(ph_curl *pc, const char *url, ph_curl_result *res
         curl_easy_setopt(pc->c, CURLOPT_TIMEOUT_MS, (long)left);
         if (hop > 0)
             cookies_reset(pc, !pc->dropped);
+        pc->cookies_none = hop > 0 && pc->dropped;
         pc->socket_refused = false;
         pc->discarded = 0;
         pc->discard_cut = false;
@@ -424,6 +447,7 @@ ph_status ph_curl_perform(ph_curl *pc, const char *url, ph_curl_result *res)
     pc->saw_redirect = false;
     cookies_save(pc);
     ph_status st = perform_chain(pc, url, res);
+    pc->cookies_none = false;
     /* A chain that met a redirect keeps the final response's cookies only
      * when it completed without leaving its first origin. */
     if (pc->saw_redirect && !(st == PH_OK && !pc->dropped))
@@ -444,6 +468,8 @@ void ph_curl_detach(ph_curl **pp)
     curl_easy_setopt(pc->c, CURLOPT_OPENSOCKETDATA, (void *)NULL);
     curl_easy_setopt(pc->c, CURLOPT_WRITEFUNCTION, (curl_write_callback)NULL);
     curl_easy_setopt(pc->c, CURLOPT_WRITEDATA, (void *)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_PREREQFUNCTION, (curl_prereq_callback)NULL);
+    curl_easy_setopt(pc->c, CURLOPT_PREREQDATA, (void *)NULL);
     curl_slist_free_all(pc->resolve);
     curl_slist_free_all(pc->http_hdrs);
     free_headers(pc->headers);

@@ -23,6 +23,10 @@
  *   - CURLOPT_OPENSOCKETFUNCTION refuses any address that is not in the
  *     hop's checked set (a second lock on the same door) and opens sockets
  *     close-on-exec;
+ *   - CURLOPT_PREREQFUNCTION / PREREQDATA: a hop that must send no cookie
+ *     empties the cookie engine right before its request is written (curl
+ *     reads CURLOPT_COOKIEFILE's files again at the start of every
+ *     transfer);
  *   - CURLOPT_WRITEFUNCTION / WRITEDATA: the caller's write callback gets
  *     the final response's body only (the body of a redirect that is
  *     followed is discarded);
