@@ -5,6 +5,7 @@
 #include "sandbox-int.h"
 
 #include "pinhole/tree_remove.h"
+#include "pinhole/hex.h"
 #include "pinhole/io.h"
 
 #include <dirent.h>
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -359,12 +359,8 @@ static void remove_workspace(int env_fd, const char *env_path)
 
 static ph_status new_env_id(char out[ENV_ID_LEN + 1])
 {
-    uint8_t rnd[8];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        return PH_E_IO;
-    snprintf(out, ENV_ID_LEN + 1, "env-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    return PH_OK;
+    memcpy(out, "env-", 4);
+    return ph_hex_random((ENV_ID_LEN - 4) / 2, out + 4) ? PH_OK : PH_E_IO;
 }
 
 static bool valid_env_id(const char *id)
