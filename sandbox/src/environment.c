@@ -7,6 +7,7 @@
 #include "pinhole/tree_remove.h"
 #include "pinhole/hex.h"
 #include "pinhole/io.h"
+#include "pinhole/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -324,10 +325,10 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
     }
     /* Both paths are saved in spec.json for reattach: a path JSON cannot
      * carry as text would come back as none. */
-    if (s->passthrough_file && !ph_bytes_are_utf8(s->passthrough_file, strlen(s->passthrough_file)))
+    if (s->passthrough_file && !ph_utf8_valid(s->passthrough_file, strlen(s->passthrough_file)))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.passthrough_file must be valid UTF-8");
     if (s->network.proxy_socket_path &&
-        !ph_bytes_are_utf8(s->network.proxy_socket_path, strlen(s->network.proxy_socket_path)))
+        !ph_utf8_valid(s->network.proxy_socket_path, strlen(s->network.proxy_socket_path)))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.network.proxy_socket_path must be valid UTF-8");
     return PH_OK;
 }

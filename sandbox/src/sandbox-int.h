@@ -134,8 +134,6 @@ ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
 /* ---- byte strings in JSON and text (byte_strings.c) ---- */
 
 struct json_t;
-/* Whether the len bytes at s are valid UTF-8 (as jansson takes them). */
-bool ph_bytes_are_utf8(const char *s, size_t len);
 /* A new JSON string of the standard (padded) base64 of the len bytes at
  * data, or NULL when out of memory. */
 struct json_t *ph_json_b64(const void *data, size_t len);
