@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -795,17 +794,10 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
      * the sandbox. The lock is on a fresh open file description of the
      * environment's directory, so two handles of one process exclude each
      * other too; the time spent waiting comes out of the run budget. */
-    int lock_fd = openat(env->env_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int64_t wait_start = ph_monotonic_ms();
-    int lock_rc;
-    while ((lock_rc = lock_fd < 0 ? -1 : flock(lock_fd, LOCK_EX)) != 0 && errno == EINTR)
-        ;
-    if (lock_rc != 0) {
-        int e = errno;
-        if (lock_fd >= 0)
-            close(lock_fd);
-        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(e));
-    }
+    int lock_fd = ph_state_lock_dir(env->env_fd);
+    if (lock_fd < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(errno));
     int64_t budget = cmd->run_budget_ms;
     if (budget != PH_SANDBOX_UNSET) {
         budget -= ph_monotonic_ms() - wait_start;

@@ -185,6 +185,12 @@ ph_status ph_state_dir_open(const char *path, int *fd, char **canon, ph_diag *di
  * in the diagnostic. */
 ph_status ph_state_verify_dir(int fd, bool exact_0700, const char *what, ph_diag *diag);
 
+/* Takes an exclusive flock on a fresh open file description of the
+ * directory dir_fd (so two holders in one process exclude each other too),
+ * waiting for it, a signal's EINTR retried. Returns the lock's descriptor
+ * (the caller's: closing it releases the lock), or -1 with errno. */
+int ph_state_lock_dir(int dir_fd);
+
 /* mkdirat(dir_fd, name, mode) then ph_state_opendir. exclusive: an existing
  * name is refused (PH_E_DENIED) rather than reused. *fd is the caller's. */
 ph_status ph_state_mkdir(int dir_fd, const char *name, mode_t mode, bool exclusive, int *fd,
