@@ -33,7 +33,7 @@ ph_gate(grammar_refusals policyc.test_check_corpus policyc.test_check_compile_ag
         policyc.test_parse_load)
 ph_gate(private_range_every_address guard.test_addr_classify guard.test_addr_embedded
         guard.test_resolve_guard proxy.e2e_decisions proxy.e2e_default_build)
-ph_gate(pinned_dial guard.test_connect guard.test_guard_worker_example proxy.e2e_decisions
+ph_gate(pinned_dial guard.e2e_dial guard.test_guard_worker_example proxy.e2e_decisions
         proxy.e2e_pinned_dial)
 ph_gate(two_yeses guard.test_grant proxy.e2e_decisions sandbox.e2e_gvisor_proxy
         sandbox.test_escape)

@@ -3,8 +3,6 @@
  * a path separator, a dot, an uppercase twin or a NUL into a backend. */
 #include <string.h>
 
-#include <openssl/rand.h>
-
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
 #include "ids-int.h"
@@ -24,10 +22,8 @@ bool ph_artifact_id_valid(const char *id, size_t id_len)
 
 ph_status ph_artifact_id_generate(char id[static PH_ARTIFACT_ID_LEN + 1], ph_diag *diag)
 {
-    unsigned char raw[PH_ARTIFACT_ID_LEN / 2];
-    if (RAND_bytes(raw, (int)sizeof raw) != 1)
-        return ph_diag_set(diag, PH_E_INTERNAL, 0, "RAND_bytes failed: no artifact id");
-    ph_hex_encode(raw, sizeof raw, id);
+    if (!ph_hex_random(PH_ARTIFACT_ID_LEN / 2, id))
+        return ph_diag_set(diag, PH_E_INTERNAL, 0, "getrandom failed: no artifact id");
     return PH_OK;
 }
 

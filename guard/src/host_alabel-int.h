@@ -1,5 +1,6 @@
 /* host_alabel-int.h - validating the IDN A-labels ("xn--...") of a host name.
- * Private to libpinhole (used by the URL / CONNECT authority parser). */
+ * Private to libpinhole (used by the URL / CONNECT authority parser);
+ * policyc reaches it through compiler-int.h. */
 #ifndef PINHOLE_HOST_ALABEL_INT_H
 #define PINHOLE_HOST_ALABEL_INT_H
 

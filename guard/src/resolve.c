@@ -11,6 +11,7 @@
 #include "pinhole/addr.h"
 #include "pinhole/host.h"
 #include "pinhole/resolve.h"
+#include "pinhole/sockaddr.h"
 #include "resolve-int.h"
 
 #define SERVERS_COUNT_MAX 8
@@ -47,67 +48,28 @@ void ph_resolver_channel_options(struct ares_options *opts, int *optmask, unsign
                ARES_OPT_DOMAINS | ARES_OPT_LOOKUPS;
 }
 
-/* Parses a decimal port 1..65535, no sign, no leading zero. */
-static bool parse_port(const char *s, size_t n, int *port)
-{
-    if (n == 0 || n > 5 || s[0] == '0')
-        return false;
-    int v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v > 65535)
-        return false;
-    *port = v;
-    return true;
-}
-
-/* One "ip[:port]" / "[ip6][:port]" entry into node. */
+/* One "ip[:port]" / "[ip6][:port]" entry into node: port 1..65535, 53
+ * when absent. */
 static bool parse_server(const char *s, size_t n, struct ares_addr_port_node *node)
 {
-    char ip[INET6_ADDRSTRLEN];
-    const char *portp = NULL;
-    size_t iplen;
-    int port = 53;
+    ph_sockaddr sa;
     memset(node, 0, sizeof *node);
-    if (n > 0 && s[0] == '[') {
-        const char *close = memchr(s, ']', n);
-        if (close == NULL)
-            return false;
-        iplen = (size_t)(close - s - 1);
-        if (iplen >= sizeof ip)
-            return false;
-        memcpy(ip, s + 1, iplen);
-        ip[iplen] = '\0';
-        size_t rest = n - (size_t)(close - s) - 1;
-        if (rest > 0) {
-            if (close[1] != ':')
-                return false;
-            portp = close + 2;
-        }
-        node->family = AF_INET6;
-        if (inet_pton(AF_INET6, ip, &node->addr.addr6) != 1)
-            return false;
-    } else {
-        const char *colon = memchr(s, ':', n);
-        iplen = colon != NULL ? (size_t)(colon - s) : n;
-        if (iplen >= sizeof ip)
-            return false;
-        memcpy(ip, s, iplen);
-        ip[iplen] = '\0';
-        if (colon != NULL)
-            portp = colon + 1;
-        node->family = AF_INET;
-        if (inet_pton(AF_INET, ip, &node->addr.addr4) != 1)
-            return false;
-    }
-    if (portp != NULL && !parse_port(portp, (size_t)(s + n - portp), &port))
+    if (ph_sockaddr_parse(s, n, 53, &sa, NULL) != PH_OK)
         return false;
-    node->udp_port = port;
-    node->tcp_port = port;
-    return true;
+    if (sa.ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 s6;
+        memcpy(&s6, &sa.ss, sizeof s6);
+        node->family = AF_INET6;
+        memcpy(&node->addr.addr6, &s6.sin6_addr, sizeof s6.sin6_addr);
+        node->udp_port = node->tcp_port = ntohs(s6.sin6_port);
+    } else {
+        struct sockaddr_in s4;
+        memcpy(&s4, &sa.ss, sizeof s4);
+        node->family = AF_INET;
+        memcpy(&node->addr.addr4, &s4.sin_addr, sizeof s4.sin_addr);
+        node->udp_port = node->tcp_port = ntohs(s4.sin_port);
+    }
+    return node->udp_port != 0;
 }
 
 ph_status ph_resolver_set_servers(ares_channel channel, const char *servers, ph_diag *diag)
@@ -145,15 +107,6 @@ ph_status ph_resolver_set_servers(ares_channel channel, const char *servers, ph_
     return PH_OK;
 }
 
-static void sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
-{
-    const void *a = sa->sa_family == AF_INET6
-                        ? (const void *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr
-                        : (const void *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
-    if (inet_ntop(sa->sa_family, a, buf, (socklen_t)cap) == NULL)
-        snprintf(buf, cap, "?");
-}
-
 ph_status ph_resolve_check_answer(const struct ares_addrinfo *ai, uint16_t port,
                                   ph_pinned_addrs *out, ph_reason *reason, ph_diag *diag)
 {
@@ -176,7 +129,7 @@ ph_status ph_resolve_check_answer(const struct ares_addrinfo *ai, uint16_t port,
             if (!known || v.block == NULL)
                 return ph_diag_set(diag, PH_E_DENIED, 0,
                                    "the answer holds an address that cannot be classified");
-            sockaddr_text(n->ai_addr, text, sizeof text);
+            ph_sockaddr_addr_text(n->ai_addr, text, sizeof text);
             return ph_diag_set(diag, PH_E_DENIED, 0, "address %s is in %s (%s, %s)", text,
                                v.block->prefix, v.block->name, v.block->rfc);
         }
@@ -210,7 +163,7 @@ ph_status ph_pinned_addr_string(const ph_pinned_addrs *a, size_t i, char *buf, s
 {
     if (a == NULL || buf == NULL || cap == 0 || i >= a->count)
         return PH_E_INVAL;
-    sockaddr_text((const struct sockaddr *)&a->addr[i], buf, cap);
+    ph_sockaddr_addr_text((const struct sockaddr *)&a->addr[i], buf, cap);
     return PH_OK;
 }
 

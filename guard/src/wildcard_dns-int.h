@@ -1,6 +1,7 @@
 /* wildcard_dns-int.h - the wildcard-DNS and DNS-rebinding services a rule
  * may never name and the guard never allows (guard/data/
- * wildcard_dns_services.txt, compiled in). Private to libpinhole and policyc. */
+ * wildcard_dns_services.txt, compiled in). Private to libpinhole; policyc
+ * reaches it through compiler-int.h. */
 #ifndef PINHOLE_WILDCARD_DNS_INT_H
 #define PINHOLE_WILDCARD_DNS_INT_H
 

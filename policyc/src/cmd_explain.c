@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "decide.h"
 #include "table_input.h"
-#include "wildcard_dns-int.h"
+#include "compiler-int.h"
 
 static void usage(FILE *out)
 {

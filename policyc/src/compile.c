@@ -11,11 +11,10 @@
 
 #include <openssl/evp.h>
 
-#include "pinhole/diag.h"
+#include "compiler-int.h"
 #include "load.h"
+#include "pinhole/diag.h"
 #include "pinhole/host.h"
-#include "table-int.h"
-#include "table_format.h"
 
 /* One rule of a flattened list. */
 typedef struct frule {
@@ -220,7 +219,7 @@ static ph_status add_rule(compiler *c, const pc_rule *r)
     bool wild = hl > 2 && r->host[0] == '*' && r->host[1] == '.';
     const char *base = wild ? r->host + 2 : r->host;
     if (hl == 0 || wild != r->wildcard ||
-        !ph_tab_host_canonical(base, hl - (wild ? 2 : 0))) /* = ph_host_check, one pass */
+        ph_host_check(base, hl - (wild ? 2 : 0), NULL) != PH_HOST_OK)
         return ph_diag_set(c->diag, PH_E_INVAL, 0, "rule host '%s' is not canonical",
                            r->host ? r->host : "");
     f->host = r->host;

@@ -15,11 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_alabel-int.h"
+#include "compiler-int.h"
 #include "load-int.h"
 #include "pinhole/host.h"
-#include "table-int.h"
-#include "wildcard_dns-int.h"
 #include "scalar.h"
 
 /* Worst case for an A-label candidate: every input byte becomes at most a
@@ -243,12 +241,12 @@ bool pc_check_host(pc_loader *L, const pc_scalar *s, char **host, bool *wildcard
 
     candidate c;
     make_candidate(name, len, &c);
-    /* The common case, a name already canonical, in one pass: canonical
-     * means ph_host_check passes, so it is no IP literal either (the
-     * candidate is the name itself). Anything else takes the checks below,
-     * in their order, for the exact report. */
+    /* The common case, a name already canonical: ph_host_check passes, so
+     * it is no IP literal either (the candidate is the name itself).
+     * Anything else takes the checks below, in their order, for the exact
+     * report. */
     bool canonical = c.len == len && memcmp(c.text, name, len) == 0 &&
-                     ph_tab_host_canonical(c.text, c.len);
+                     ph_host_check(c.text, c.len, NULL) == PH_HOST_OK;
     if (!canonical &&
         (ph_host_is_ip_literal(name, len) ||
          (!c.unicode_failed && ph_host_is_ip_literal(c.text, c.len)))) {

@@ -9,7 +9,7 @@
 
 #include "compile.h"
 #include "load.h"
-#include "table_format.h"
+#include "compiler-int.h"
 
 static bool starts_with_magic(const char *path, int *err)
 {

@@ -83,7 +83,7 @@ static void refuse(int fd, const struct sockaddr *source, ph_reason reason, cons
                    int64_t accepted_ns)
 {
     char who[PX_ADDR_MAX];
-    px_sockaddr_format(source, who, sizeof who);
+    ph_sockaddr_text(source, who, sizeof who);
     px_conn_refuse_at_accept(fd, who, reason, why, accepted_ns);
 }
 
@@ -91,7 +91,7 @@ static void refuse(int fd, const struct sockaddr *source, ph_reason reason, cons
 static void closed(int fd, const struct sockaddr *source, const char *end, int64_t accepted_ns)
 {
     char who[PX_ADDR_MAX];
-    px_sockaddr_format(source, who, sizeof who);
+    ph_sockaddr_text(source, who, sizeof who);
     px_log_record r = { .peer = who, .end = end,
                         .duration_s = (double)(ph_monotonic_ns() - accepted_ns) / 1e9 };
     px_log_connection(&r);

@@ -319,8 +319,8 @@ void px_conn_peer_identity(int fd, const struct sockaddr *peer, char *log, size_
 {
     if (peer->sa_family == AF_INET || peer->sa_family == AF_INET6) {
         char a[INET6_ADDRSTRLEN];
-        px_sockaddr_format(peer, log, log_cap);
-        px_addr_format(peer, a, sizeof a);
+        ph_sockaddr_text(peer, log, log_cap);
+        ph_sockaddr_addr_text(peer, a, sizeof a);
         snprintf(key, PX_PEER_KEY_MAX, "ip %s", a);
         return;
     }

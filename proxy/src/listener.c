@@ -147,7 +147,7 @@ static uint16_t sockaddr_port(const px_sockaddr *a)
 int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
 {
     char a[PX_ADDR_MAX];
-    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    ph_sockaddr_text((const struct sockaddr *)&addr->ss, a, sizeof a);
     bool kernel_port = sockaddr_port(addr) == 0;
     int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -167,7 +167,7 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
         return -1;
     }
     addr->len = len; /* port 0: now the kernel's choice */
-    px_sockaddr_format((const struct sockaddr *)&addr->ss, a, sizeof a);
+    ph_sockaddr_text((const struct sockaddr *)&addr->ss, a, sizeof a);
     /* SO_REUSEPORT lets a second process of the same user bind beside a
      * live one and take half its connections (STYLE.md). So the first
      * socket of an address takes the instance lock (another pinhole-proxy),

@@ -96,13 +96,13 @@ static ph_status write_ready_file(const char *path, const px_sockaddr *addrs, in
     if (f == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "%s: %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
-        px_sockaddr_format((const struct sockaddr *)&addrs[i].ss, a, sizeof a);
+        ph_sockaddr_text((const struct sockaddr *)&addrs[i].ss, a, sizeof a);
         fprintf(f, "listen %s\n", a);
     }
     if (unix_path[0])
         fprintf(f, "unix %s\n", unix_path);
     if (admin) {
-        px_sockaddr_format((const struct sockaddr *)&admin->ss, a, sizeof a);
+        ph_sockaddr_text((const struct sockaddr *)&admin->ss, a, sizeof a);
         fprintf(f, "admin %s\n", a);
     }
     if (fclose(f) != 0) {
@@ -239,11 +239,11 @@ int main(int argc, char **argv)
     size_t used = 0;
     for (int i = 0; i < cfg.listen_count; i++) {
         char a[PX_ADDR_MAX];
-        px_sockaddr_format((const struct sockaddr *)&addrs[i].ss, a, sizeof a);
+        ph_sockaddr_text((const struct sockaddr *)&addrs[i].ss, a, sizeof a);
         used += (size_t)snprintf(listening + used, sizeof listening - used, "%s%s", i ? " " : "", a);
     }
     if (admin)
-        px_sockaddr_format((const struct sockaddr *)&admin_addr.ss, admin_text, sizeof admin_text);
+        ph_sockaddr_text((const struct sockaddr *)&admin_addr.ss, admin_text, sizeof admin_text);
     else
         snprintf(admin_text, sizeof admin_text, "off");
     px_policy_id(id);

@@ -1,5 +1,6 @@
 /* sockaddr.h - numeric socket addresses as the proxy's settings and logs
- * spell them ("1.2.3.4:80", "[::1]:80"). Listeners are not destinations:
+ * spell them ("1.2.3.4:80", "[::1]:80"), and the prefixes of trusted PROXY
+ * protocol sources. Listeners are not destinations:
  * nothing here resolves a name. */
 #ifndef PX_SOCKADDR_H
 #define PX_SOCKADDR_H
@@ -9,20 +10,17 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "pinhole/sockaddr.h"
 #include "pinhole/status.h"
 
-typedef struct px_sockaddr {
-    struct sockaddr_storage ss;
-    socklen_t len;
-} px_sockaddr;
+/* A listener's address (pinhole/sockaddr.h); formatted with
+ * ph_sockaddr_text / ph_sockaddr_addr_text. */
+typedef ph_sockaddr px_sockaddr;
 
-/* Parses "1.2.3.4:80" or "[::1]:80" (numeric only: listeners are not
- * destinations and are never resolved). */
+/* Parses "1.2.3.4:80" or "[::1]:80" (ph_sockaddr_parse, the port required;
+ * numeric only: listeners are not destinations and are never resolved).
+ * The diagnostic quotes text. */
 ph_status px_sockaddr_parse(const char *text, px_sockaddr *out, ph_diag *diag);
-/* Formats an address as "1.2.3.4:80" / "[::1]:80". */
-void px_sockaddr_format(const struct sockaddr *sa, char *buf, size_t cap);
-/* Formats only the address part ("1.2.3.4", "::1"). */
-void px_addr_format(const struct sockaddr *sa, char *buf, size_t cap);
 
 /* An address prefix: "10.0.0.0/8", "2001:db8::/32", or an address alone
  * (all its bits). */

@@ -200,7 +200,7 @@ static void dial_next(px_upstream *u)
     while (l->addrs != NULL && (size_t)l->next < l->addrs->count) {
         int i = l->next++;
         const struct sockaddr *sa = (const struct sockaddr *)&l->addrs->addr[i];
-        px_sockaddr_format(sa, l->dialed, sizeof l->dialed);
+        ph_sockaddr_text(sa, l->dialed, sizeof l->dialed);
         l->attempts++;
         l->bev = bufferevent_socket_new(l->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
         if (l->bev == NULL)
@@ -356,7 +356,7 @@ const char *px_upstream_checked(const px_upstream *u)
 
 void px_upstream_set_dialed(px_upstream *u, const struct sockaddr *addr)
 {
-    px_sockaddr_format(addr, u->live->dialed, sizeof u->live->dialed);
+    ph_sockaddr_text(addr, u->live->dialed, sizeof u->live->dialed);
 }
 
 long px_upstream_lifetime(const px_upstream *u, const char **end)

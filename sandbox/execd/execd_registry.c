@@ -5,11 +5,12 @@
  * otherwise. */
 #include "execd_state-int.h"
 
+#include "pinhole/hex.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define XD_MAX_SERVICES 24 /* the steps of xd_cap_bucket and the daemon's own */
 
@@ -85,11 +86,9 @@ void xd_print_histograms(char *out, size_t cap)
 
 void xd_new_id(const char *prefix, char out[PH_EXECD_ID_MAX])
 {
-    uint8_t r[8] = {0};
-    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+    size_t n = (size_t)snprintf(out, PH_EXECD_ID_MAX, "%s", prefix);
+    if (n + 2 * 8 >= PH_EXECD_ID_MAX || !ph_hex_random(8, out + n))
         abort(); /* no randomness: ids would be guessable */
-    snprintf(out, PH_EXECD_ID_MAX, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, r[0], r[1], r[2],
-             r[3], r[4], r[5], r[6], r[7]);
 }
 
 /* Under g_mu. The service for a connection's cap (created on first use). */

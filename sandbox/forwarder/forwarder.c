@@ -55,6 +55,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pinhole/sockaddr.h"
 #include "pinhole/version.h"
 
 #define FWD_BUF_SIZE 65536
@@ -142,33 +143,17 @@ static void usage(FILE *out)
           out);
 }
 
-/* Parses "a.b.c.d:port" into a loopback sockaddr. Anything else (names,
- * non-loopback addresses, port 0 or out of range) is refused: the forwarder
- * must never listen where another host could reach it. */
+/* Parses "a.b.c.d:port" (ph_sockaddr_parse) into a loopback sockaddr.
+ * Anything else (names, IPv6, non-loopback addresses, port 0) is refused:
+ * the forwarder must never listen where another host could reach it. */
 static int parse_listen(const char *text, struct sockaddr_in *out)
 {
-    char host[INET_ADDRSTRLEN];
-    const char *colon = strrchr(text, ':');
-    if (colon == NULL || (size_t)(colon - text) >= sizeof host || colon[1] == '\0')
+    ph_sockaddr sa;
+    if (ph_sockaddr_parse(text, strlen(text), PH_SOCKADDR_PORT_REQUIRED, &sa, NULL) != PH_OK ||
+        sa.ss.ss_family != AF_INET)
         return -1;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    unsigned long port = 0;
-    for (const char *p = colon + 1; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9')
-            return -1;
-        port = port * 10 + (unsigned long)(*p - '0');
-        if (port > 65535)
-            return -1;
-    }
-    if (port == 0)
-        return -1;
-    memset(out, 0, sizeof *out);
-    out->sin_family = AF_INET;
-    out->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &out->sin_addr) != 1)
-        return -1;
-    if ((ntohl(out->sin_addr.s_addr) >> 24) != 127)
+    memcpy(out, &sa.ss, sizeof *out);
+    if (out->sin_port == 0 || (ntohl(out->sin_addr.s_addr) >> 24) != 127)
         return -1;
     return 0;
 }

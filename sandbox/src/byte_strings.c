@@ -3,9 +3,10 @@
  * carries Unicode text and a terminal reads control characters. One
  * encoding for each, used by every place that prints one (docs/sandbox.md):
  *  - JSON: the bytes as a string under the text key when they are valid
- *    UTF-8 (jansson's own check, so what is accepted here is exactly what
- *    json_stringn accepts) without a NUL, else their standard base64 under
- *    the base64 key. A NUL would go out as \u0000, which a reader without
+ *    UTF-8 (json_stringn decides; ph_utf8_valid, which the text form and
+ *    the spec checks use, accepts exactly what it accepts: RFC 3629, no
+ *    overlong, surrogate or value above U+10FFFF) without a NUL, else
+ *    their standard base64 under the base64 key. A NUL would go out as \u0000, which a reader without
  *    JSON_ALLOW_NUL (ours included) refuses: binary output would break the
  *    whole frame.
  *    Never dropped: jansson returns NULL for invalid UTF-8 and
@@ -19,18 +20,11 @@
 
 #include "pinhole/base64.h"
 #include "pinhole/hex.h"
+#include "pinhole/utf8.h"
 
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-
-bool ph_bytes_are_utf8(const char *s, size_t len)
-{
-    json_t *t = json_stringn(len ? s : "", len);
-    bool ok = t != NULL;
-    json_decref(t);
-    return ok;
-}
 
 json_t *ph_json_b64(const void *data, size_t len)
 {
@@ -61,7 +55,7 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
 
 char *ph_text_escape(const char *s, size_t len)
 {
-    bool utf8 = ph_bytes_are_utf8(s, len);
+    bool utf8 = ph_utf8_valid(s, len);
     char *out = malloc(4 * len + 1);
     if (out == NULL)
         return NULL;

@@ -5,7 +5,9 @@
 #include "sandbox-int.h"
 
 #include "pinhole/tree_remove.h"
+#include "pinhole/hex.h"
 #include "pinhole/io.h"
+#include "pinhole/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -15,9 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -324,10 +324,10 @@ static ph_status validate_spec(const ph_execution_service *svc, const ph_environ
     }
     /* Both paths are saved in spec.json for reattach: a path JSON cannot
      * carry as text would come back as none. */
-    if (s->passthrough_file && !ph_bytes_are_utf8(s->passthrough_file, strlen(s->passthrough_file)))
+    if (s->passthrough_file && !ph_utf8_valid(s->passthrough_file, strlen(s->passthrough_file)))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.passthrough_file must be valid UTF-8");
     if (s->network.proxy_socket_path &&
-        !ph_bytes_are_utf8(s->network.proxy_socket_path, strlen(s->network.proxy_socket_path)))
+        !ph_utf8_valid(s->network.proxy_socket_path, strlen(s->network.proxy_socket_path)))
         return ph_diag_set(diag, PH_E_INVAL, 0, "spec.network.proxy_socket_path must be valid UTF-8");
     return PH_OK;
 }
@@ -359,12 +359,8 @@ static void remove_workspace(int env_fd, const char *env_path)
 
 static ph_status new_env_id(char out[ENV_ID_LEN + 1])
 {
-    uint8_t rnd[8];
-    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        return PH_E_IO;
-    snprintf(out, ENV_ID_LEN + 1, "env-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
-             rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-    return PH_OK;
+    memcpy(out, "env-", 4);
+    return ph_hex_random((ENV_ID_LEN - 4) / 2, out + 4) ? PH_OK : PH_E_IO;
 }
 
 static bool valid_env_id(const char *id)
@@ -798,17 +794,10 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
      * the sandbox. The lock is on a fresh open file description of the
      * environment's directory, so two handles of one process exclude each
      * other too; the time spent waiting comes out of the run budget. */
-    int lock_fd = openat(env->env_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int64_t wait_start = ph_monotonic_ms();
-    int lock_rc;
-    while ((lock_rc = lock_fd < 0 ? -1 : flock(lock_fd, LOCK_EX)) != 0 && errno == EINTR)
-        ;
-    if (lock_rc != 0) {
-        int e = errno;
-        if (lock_fd >= 0)
-            close(lock_fd);
-        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(e));
-    }
+    int lock_fd = ph_state_lock_dir(env->env_fd);
+    if (lock_fd < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(errno));
     int64_t budget = cmd->run_budget_ms;
     if (budget != PH_SANDBOX_UNSET) {
         budget -= ph_monotonic_ms() - wait_start;

@@ -16,6 +16,7 @@
 
 #include "pinhole/diag.h"
 #include "pinhole/hex.h"
+#include "pinhole/utf8.h"
 #include "sandbox-int.h"
 
 #define DEFAULT_TMP_BYTES (64ull * 1024 * 1024)
@@ -311,7 +312,7 @@ ph_status ph_oci_run_argv(char *const *argv, char ***out, bool *hex, ph_diag *di
     *out = NULL;
     *hex = false;
     for (; argv[n] != NULL; n++)
-        if (!ph_bytes_are_utf8(argv[n], strlen(argv[n])))
+        if (!ph_utf8_valid(argv[n], strlen(argv[n])))
             *hex = true;
     if (!*hex)
         return PH_OK;

@@ -134,8 +134,6 @@ ph_status ph_snapshot_diff(const ph_snapshot *before, const ph_snapshot *after,
 /* ---- byte strings in JSON and text (byte_strings.c) ---- */
 
 struct json_t;
-/* Whether the len bytes at s are valid UTF-8 (as jansson takes them). */
-bool ph_bytes_are_utf8(const char *s, size_t len);
 /* A new JSON string of the standard (padded) base64 of the len bytes at
  * data, or NULL when out of memory. */
 struct json_t *ph_json_b64(const void *data, size_t len);
@@ -186,6 +184,12 @@ ph_status ph_state_dir_open(const char *path, int *fd, char **canon, ph_diag *di
  * (exact_0700) or at least not writable by group and other. `what` names it
  * in the diagnostic. */
 ph_status ph_state_verify_dir(int fd, bool exact_0700, const char *what, ph_diag *diag);
+
+/* Takes an exclusive flock on a fresh open file description of the
+ * directory dir_fd (so two holders in one process exclude each other too),
+ * waiting for it, a signal's EINTR retried. Returns the lock's descriptor
+ * (the caller's: closing it releases the lock), or -1 with errno. */
+int ph_state_lock_dir(int dir_fd);
 
 /* mkdirat(dir_fd, name, mode) then ph_state_opendir. exclusive: an existing
  * name is refused (PH_E_DENIED) rather than reused. *fd is the caller's. */

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -305,6 +306,23 @@ ph_status ph_state_dir_default(char **out, ph_diag *diag)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     }
     return PH_OK;
+}
+
+int ph_state_lock_dir(int dir_fd)
+{
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc;
+    while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR)
+        ;
+    if (rc != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
 }
 
 ph_status ph_state_mkdir(int dir_fd, const char *name, mode_t mode, bool exclusive, int *fd_out,

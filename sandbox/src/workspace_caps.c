@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -97,18 +96,11 @@ ph_status ph_ws_reserve_env_dir(int state_fd, const ph_ws_caps *caps, const char
     *env_fd = -1;
     if (bytes == 0)
         return ph_state_mkdir(state_fd, id, 0700, true, env_fd, diag);
-    /* A fresh open file description: flock excludes other descriptions,
-     * so two services of one process exclude each other too. */
-    int lock = openat(state_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int rc;
-    while ((rc = lock < 0 ? -1 : flock(lock, LOCK_EX)) != 0 && errno == EINTR)
-        ;
-    if (rc != 0) {
-        int e = errno;
-        if (lock >= 0)
-            close(lock);
-        return ph_diag_set(diag, PH_E_IO, 0, "workspace_reserve_lock_failed: %s", strerror(e));
-    }
+    /* Two services of one process exclude each other too. */
+    int lock = ph_state_lock_dir(state_fd);
+    if (lock < 0)
+        return ph_diag_set(diag, PH_E_IO, 0, "workspace_reserve_lock_failed: %s",
+                           strerror(errno));
     uint64_t total, mine;
     ph_status st = sum_reserved(state_fd, tenant, &total, &mine, diag);
     if (st == PH_OK && (bytes > caps->total_max || total > caps->total_max - bytes))

@@ -59,6 +59,30 @@ static void test_digits(void **state)
     assert_int_equal(ph_hex_value(0xff), -1);
 }
 
+/* Random ids: the asked number of bytes as lowercase hex, a fresh value
+ * each call, out-of-range lengths refused with "" written. */
+static void test_random(void **state)
+{
+    (void)state;
+    char a[2 * PH_HEX_RANDOM_MAX + 1], b[2 * PH_HEX_RANDOM_MAX + 1];
+    unsigned char raw[PH_HEX_RANDOM_MAX];
+    for (size_t len = 1; len <= PH_HEX_RANDOM_MAX; len *= 2) {
+        memset(a, 'x', sizeof a);
+        assert_true(ph_hex_random(len, a));
+        assert_int_equal(strlen(a), 2 * len);
+        assert_true(ph_hex_decode(a, 2 * len, raw, NULL)); /* lowercase digits only */
+    }
+    assert_true(ph_hex_random(16, a));
+    assert_true(ph_hex_random(16, b));
+    assert_string_not_equal(a, b); /* 128 bits: equal only if the RNG is broken */
+    memset(a, 'x', sizeof a);
+    assert_false(ph_hex_random(0, a));
+    assert_string_equal(a, "");
+    memset(a, 'x', sizeof a);
+    assert_false(ph_hex_random(PH_HEX_RANDOM_MAX + 1, a));
+    assert_string_equal(a, "");
+}
+
 static void test_percent_encoding(void **state)
 {
     (void)state;
@@ -85,6 +109,7 @@ int main(void)
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_digits),
         cmocka_unit_test(test_percent_encoding),
+        cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

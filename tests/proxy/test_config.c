@@ -272,6 +272,25 @@ static void test_only_a_regular_file_is_read(void **state)
     unlink(fifo);
 }
 
+/* A listener's address has one spelling (ph_sockaddr_parse): a port with
+ * a sign, a space or a leading zero, which strtol would take, is refused
+ * and named. */
+static void test_listen_address_spelling(void **state)
+{
+    (void)state;
+    px_sockaddr a;
+    ph_diag d = {0};
+    assert_int_equal(px_sockaddr_parse("127.0.0.1:0", &a, NULL), PH_OK); /* the kernel's pick */
+    static const char *const bad[] = {"127.0.0.1:+80", "127.0.0.1: 80", "127.0.0.1:080",
+                                      "127.0.0.1:-0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (px_sockaddr_parse(bad[i], &a, &d) != PH_E_INVAL)
+            fail_msg("%s accepted", bad[i]);
+        assert_non_null(strstr(d.message, "bad port"));
+        assert_non_null(strstr(d.message, bad[i]));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_reader_refusals),
         cmocka_unit_test(test_bad_utf8_is_positioned),
         cmocka_unit_test(test_proxy_protocol_prefixes),
+        cmocka_unit_test(test_listen_address_spelling),
         cmocka_unit_test(test_command_line_overrides_the_file),
         cmocka_unit_test(test_command_line_errors),
         cmocka_unit_test(test_only_a_regular_file_is_read),

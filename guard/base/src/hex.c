@@ -1,8 +1,10 @@
 /* hex.c - lowercase hexadecimal (pinhole/hex.h). */
 #include "pinhole/hex.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/random.h>
 
 static const char digits[] = "0123456789abcdef";
 
@@ -58,6 +60,29 @@ bool ph_hex_decode(const char *hex, size_t hex_len, void *out, size_t *bad_at)
         }
         o[i / 2] = (uint8_t)(hi << 4 | lo);
     }
+    return true;
+}
+
+bool ph_hex_random(size_t len, char *out)
+{
+    uint8_t raw[PH_HEX_RANDOM_MAX];
+    out[0] = '\0';
+    if (len == 0 || len > sizeof raw) {
+        errno = EINVAL;
+        return false;
+    }
+    /* Up to 256 bytes come whole once the pool is seeded; a signal while
+     * waiting for the seed is the one interruption. */
+    ssize_t got;
+    do
+        got = getrandom(raw, len, 0);
+    while (got < 0 && errno == EINTR);
+    if (got != (ssize_t)len) {
+        if (got >= 0)
+            errno = EIO;
+        return false;
+    }
+    ph_hex_encode(raw, len, out);
     return true;
 }
 

@@ -11,7 +11,7 @@
  *      refused before anything else sees them);
  *   2. look up canonical host + port in the named list (pinhole/table.h);
  *   3. optionally resolve exactly that name and check every address
- *      (pinhole/resolve.h); dial only those (pinhole/connect.h).
+ *      (pinhole/resolve.h); dial only those (pinhole/dial.h).
  * Grants (step 2 of the proxy's decision) are in pinhole/grant.h, the
  * revocation list that refuses a lease's grants early in
  * pinhole/revocation.h.
@@ -212,8 +212,8 @@ PH_API ph_status ph_guard_check_authority(ph_guard *g, const char *list, const c
  * ph_guard_check_url, then (when allowed) resolves the host with the guard's
  * resolver settings and its DNS cache (ph_guard_options: a cached outcome
  * is returned without asking DNS) and checks every address. On PH_OK
- * *addrs holds the addresses to dial (with the port), for ph_connect_pinned
- * or CURLOPT_RESOLVE. Refusals add dns_failure, dns_timeout and
+ * *addrs holds the addresses to dial (with the port), for CURLOPT_RESOLVE
+ * (libpinhole-curl); ph_dial_url (pinhole/dial.h) resolves and dials itself. Refusals add dns_failure, dns_timeout and
  * denied_address; addrs->count is then 0. Blocks for up to the DNS timeout.
  */
 PH_API ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *url,

@@ -38,6 +38,17 @@ PH_API void ph_hex_encode(const void *in, size_t len, char *out);
  * byte (hex_len for an odd length) and out holds unspecified bytes. */
 PH_API bool ph_hex_decode(const char *hex, size_t hex_len, void *out, size_t *bad_at);
 
+/* A fresh random id: reads len bytes (1..PH_HEX_RANDOM_MAX) from getrandom(2),
+ * the kernel's CSPRNG (blocking only until it is first seeded), and writes
+ * them as 2*len lowercase digits and a NUL to out, which holds at least
+ * 2*len + 1 bytes and is owned by the caller. Returns false, out then "" and
+ * errno set, when len is out of range or the kernel gives no randomness: an
+ * id made without it would be guessable, so the caller fails instead. The
+ * one generator of the ids of environments, execd workspaces and leases, and
+ * artifacts. */
+#define PH_HEX_RANDOM_MAX 256
+PH_API bool ph_hex_random(size_t len, char *out);
+
 /*
  * Percent-encoding (RFC 3986 section 2.1), the one place hex is uppercase:
  * every byte of in[0..len) outside the RFC 3986 unreserved set (ALPHA DIGIT
