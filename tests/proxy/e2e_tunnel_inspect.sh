@@ -9,7 +9,8 @@
 # deadline; a non-TLS protocol is refused; HTTP/1 in clear is served by the
 # forwarding engine, each request's Host checked (host_mismatch); a rule's
 # protocol: tcp lets an SSH-like exchange through uninspected, and a reload
-# that takes it away ends such a tunnel.
+# that takes it away ends such a tunnel; a reload that makes an HTTP
+# tunnel's rule protocol tls refuses that tunnel's next request.
 # Usage: e2e_tunnel_inspect.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -349,4 +350,65 @@ PY
 )"
 check "the log says why the raw tunnel ended" "1" \
     "$(grep -c '"detail":"after reload: the rule now says protocol tls or http".*"end":"policy_revoked"' "$E2E_TMP/proxy.log")"
+# HTTP in clear in a tunnel is decided request by request: a reload that
+# makes its rule protocol tls refuses the tunnel's next request
+# (protocol_not_allowed) and ends the connection, its bytes not forwarded.
+: >"$E2E_TMP/up/recv.bin"
+check "reload to protocol tls: an HTTP tunnel's next request is refused" \
+    "200 403 protocol_not_allowed closed" \
+    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" "$PROXY_PID" "$POLICYC" \
+        "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" "$ADMIN_PORT" 2>&1 <<'PY'
+import os, signal, socket, subprocess, sys, time, urllib.request
+port, tok, host, up, pid, policyc, allow, tmp, admin = sys.argv[1:]
+def reloads():
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
+            return int(float(line.split()[-1]))
+    return 0
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+f = s.makefile("rb")
+assert f.readline().startswith(b"HTTP/1.1 200")
+while f.readline() not in (b"\r\n", b""):
+    pass
+def response():
+    status, n, reason = f.readline().decode()[9:12], 0, ""
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        if k.lower() == "content-length":
+            n = int(v)
+        if k.lower() == "pinhole-reason":
+            reason = v.strip()
+    f.read(n)
+    return [status, reason] if reason else [status]
+s.sendall(f"GET /before HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
+out = response()
+text = open(allow).read().replace("        protocol: http\n", "        protocol: tls\n")
+with open(os.path.join(tmp, "tlsweb.yaml"), "w") as y:
+    y.write(text)
+new = os.path.join(tmp, "new.ptab")
+subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "tlsweb.yaml"), "-o", new],
+               check=True, stderr=subprocess.DEVNULL)
+if os.getuid() == 0:
+    os.chown(new, 65534, -1)
+n = reloads()
+os.rename(new, os.path.join(tmp, "table.ptab"))
+os.kill(int(pid), signal.SIGHUP)
+while reloads() <= n:
+    time.sleep(0.05)
+s.sendall(f"GET /after HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
+out += response()
+try:
+    out.append("closed" if f.read() == b"" else "open")
+except socket.timeout:
+    out.append("open")
+print(" ".join(out))
+PY
+)"
+check "the upstream got the request before the reload and none after" "1 0" \
+    "$(grep -c 'GET /before' "$E2E_TMP/up/recv.bin") $(grep -c 'GET /after' "$E2E_TMP/up/recv.bin")"
 e2e_finish
