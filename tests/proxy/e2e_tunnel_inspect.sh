@@ -214,34 +214,15 @@ check "the one sending nothing was closed at inspect_timeout_ms" "1" \
 : >"$E2E_TMP/up/recv.bin"
 check "HTTP in a tunnel: the CONNECT host's request passes, another Host is refused" \
     "HTTP/1.1 200|hello /first|HTTP/1.1 403|host_mismatch|closed" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
-import socket, sys
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
+import sys
+from tunnel_http import response, tunnel
 port, tok, host, up = sys.argv[1:]
-s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
-f = s.makefile("rb")
-assert f.readline().startswith(b"HTTP/1.1 200")
-while f.readline() not in (b"\r\n", b""):
-    pass
-def response():
-    status = f.readline().decode().strip()
-    n = 0
-    reason = ""
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.decode().partition(":")
-        if k.lower() == "content-length":
-            n = int(v)
-        if k.lower() == "pinhole-reason":
-            reason = v.strip()
-    body = f.read(n).decode()
-    return status, body, reason
+s, f = tunnel(port, tok, f"{host}:{up}")
 s.sendall(f"GET /first HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
-st1, b1, _ = response()
+st1, b1, _ = response(f)
 s.sendall(f"GET /second HTTP/1.1\r\nHost: tls.pinhole-e2e.test:{up}\r\n\r\n".encode())
-st2, b2, r2 = response()
+st2, b2, r2 = response(f)
 rest = f.read()
 print("|".join([st1[:12], b1, st2[:12], r2 or b2, "closed" if rest == b"" else "open"]))
 PY
@@ -356,9 +337,11 @@ check "the log says why the raw tunnel ended" "1" \
 : >"$E2E_TMP/up/recv.bin"
 check "reload to protocol tls: an HTTP tunnel's next request is refused" \
     "200 403 protocol_not_allowed closed" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" "$PROXY_PID" "$POLICYC" \
-        "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" "$ADMIN_PORT" 2>&1 <<'PY'
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" \
+        "$PROXY_PID" "$POLICYC" "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
+        "$ADMIN_PORT" 2>&1 <<'PY'
 import os, signal, socket, subprocess, sys, time, urllib.request
+from tunnel_http import response, tunnel
 port, tok, host, up, pid, policyc, allow, tmp, admin = sys.argv[1:]
 def reloads():
     text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
@@ -366,27 +349,12 @@ def reloads():
         if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
             return int(float(line.split()[-1]))
     return 0
-s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
-f = s.makefile("rb")
-assert f.readline().startswith(b"HTTP/1.1 200")
-while f.readline() not in (b"\r\n", b""):
-    pass
-def response():
-    status, n, reason = f.readline().decode()[9:12], 0, ""
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.decode().partition(":")
-        if k.lower() == "content-length":
-            n = int(v)
-        if k.lower() == "pinhole-reason":
-            reason = v.strip()
-    f.read(n)
-    return [status, reason] if reason else [status]
+def status_reason():
+    status, _, reason = response(f)
+    return [status[9:12], reason] if reason else [status[9:12]]
+s, f = tunnel(port, tok, f"{host}:{up}")
 s.sendall(f"GET /before HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
-out = response()
+out = status_reason()
 text = open(allow).read().replace("        protocol: http\n", "        protocol: tls\n")
 with open(os.path.join(tmp, "tlsweb.yaml"), "w") as y:
     y.write(text)
@@ -401,7 +369,7 @@ os.kill(int(pid), signal.SIGHUP)
 while reloads() <= n:
     time.sleep(0.05)
 s.sendall(f"GET /after HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
-out += response()
+out += status_reason()
 try:
     out.append("closed" if f.read() == b"" else "open")
 except socket.timeout:
