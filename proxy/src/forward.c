@@ -674,6 +674,14 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         px_fwd_refuse(f, d.reason, d.client_detail, d.log_detail);
         return;
     }
+    if (f->tun_token != NULL && d.verdict.rule_protocol == PH_PROTOCOL_TLS) {
+        /* The inspection admitted HTTP in clear under the rule of the
+         * tunnel's first bytes; each request is decided on the rule in
+         * force now, which a reload may have made tls. */
+        px_fwd_refuse(f, PH_REASON_PROTOCOL_NOT_ALLOWED,
+                      "HTTP in clear in a tunnel, and the rule now says protocol tls", NULL);
+        return;
+    }
     f->has_rule = d.verdict.has_rule;
     f->rule_line = d.verdict.rule_line;
     snprintf(f->rule_file, sizeof f->rule_file, "%s", d.verdict.rule_file);

@@ -9,7 +9,8 @@
 # deadline; a non-TLS protocol is refused; HTTP/1 in clear is served by the
 # forwarding engine, each request's Host checked (host_mismatch); a rule's
 # protocol: tcp lets an SSH-like exchange through uninspected, and a reload
-# that takes it away ends such a tunnel.
+# that takes it away ends such a tunnel; a reload that makes an HTTP
+# tunnel's rule protocol tls refuses that tunnel's next request.
 # Usage: e2e_tunnel_inspect.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -213,34 +214,15 @@ check "the one sending nothing was closed at inspect_timeout_ms" "1" \
 : >"$E2E_TMP/up/recv.bin"
 check "HTTP in a tunnel: the CONNECT host's request passes, another Host is refused" \
     "HTTP/1.1 200|hello /first|HTTP/1.1 403|host_mismatch|closed" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
-import socket, sys
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
+import sys
+from tunnel_http import response, tunnel
 port, tok, host, up = sys.argv[1:]
-s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
-f = s.makefile("rb")
-assert f.readline().startswith(b"HTTP/1.1 200")
-while f.readline() not in (b"\r\n", b""):
-    pass
-def response():
-    status = f.readline().decode().strip()
-    n = 0
-    reason = ""
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.decode().partition(":")
-        if k.lower() == "content-length":
-            n = int(v)
-        if k.lower() == "pinhole-reason":
-            reason = v.strip()
-    body = f.read(n).decode()
-    return status, body, reason
+s, f = tunnel(port, tok, f"{host}:{up}")
 s.sendall(f"GET /first HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
-st1, b1, _ = response()
+st1, b1, _ = response(f)
 s.sendall(f"GET /second HTTP/1.1\r\nHost: tls.pinhole-e2e.test:{up}\r\n\r\n".encode())
-st2, b2, r2 = response()
+st2, b2, r2 = response(f)
 rest = f.read()
 print("|".join([st1[:12], b1, st2[:12], r2 or b2, "closed" if rest == b"" else "open"]))
 PY
@@ -349,4 +331,52 @@ PY
 )"
 check "the log says why the raw tunnel ended" "1" \
     "$(grep -c '"detail":"after reload: the rule now says protocol tls or http".*"end":"policy_revoked"' "$E2E_TMP/proxy.log")"
+# HTTP in clear in a tunnel is decided request by request: a reload that
+# makes its rule protocol tls refuses the tunnel's next request
+# (protocol_not_allowed) and ends the connection, its bytes not forwarded.
+: >"$E2E_TMP/up/recv.bin"
+check "reload to protocol tls: an HTTP tunnel's next request is refused" \
+    "200 403 protocol_not_allowed closed" \
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" \
+        "$PROXY_PID" "$POLICYC" "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
+        "$ADMIN_PORT" 2>&1 <<'PY'
+import os, signal, socket, subprocess, sys, time, urllib.request
+from tunnel_http import response, tunnel
+port, tok, host, up, pid, policyc, allow, tmp, admin = sys.argv[1:]
+def reloads():
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
+            return int(float(line.split()[-1]))
+    return 0
+def status_reason():
+    status, _, reason = response(f)
+    return [status[9:12], reason] if reason else [status[9:12]]
+s, f = tunnel(port, tok, f"{host}:{up}")
+s.sendall(f"GET /before HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
+out = status_reason()
+text = open(allow).read().replace("        protocol: http\n", "        protocol: tls\n")
+with open(os.path.join(tmp, "tlsweb.yaml"), "w") as y:
+    y.write(text)
+new = os.path.join(tmp, "new.ptab")
+subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "tlsweb.yaml"), "-o", new],
+               check=True, stderr=subprocess.DEVNULL)
+if os.getuid() == 0:
+    os.chown(new, 65534, -1)
+n = reloads()
+os.rename(new, os.path.join(tmp, "table.ptab"))
+os.kill(int(pid), signal.SIGHUP)
+while reloads() <= n:
+    time.sleep(0.05)
+s.sendall(f"GET /after HTTP/1.1\r\nHost: {host}:{up}\r\n\r\n".encode())
+out += status_reason()
+try:
+    out.append("closed" if f.read() == b"" else "open")
+except socket.timeout:
+    out.append("open")
+print(" ".join(out))
+PY
+)"
+check "the upstream got the request before the reload and none after" "1 0" \
+    "$(grep -c 'GET /before' "$E2E_TMP/up/recv.bin") $(grep -c 'GET /after' "$E2E_TMP/up/recv.bin")"
 e2e_finish

@@ -1,0 +1,32 @@
+"""tunnel_http.py - HTTP/1 in clear inside a CONNECT tunnel, for
+e2e_tunnel_inspect.sh's raw clients (imported: PYTHONPATH is this directory).
+"""
+import socket
+
+
+def tunnel(port, token, dest):
+    """A socket and its reader past the proxy's 200 for CONNECT dest."""
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    s.sendall(f"CONNECT {dest} HTTP/1.1\r\nProxy-Authorization: Bearer {token}\r\n\r\n".encode())
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 200")
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    return s, f
+
+
+def response(f):
+    """The next response on f: its status line, body and Pinhole-Reason."""
+    status = f.readline().decode().strip()
+    n = 0
+    reason = ""
+    while True:
+        line = f.readline()
+        if line in (b"\r\n", b""):
+            break
+        k, _, v = line.decode().partition(":")
+        if k.lower() == "content-length":
+            n = int(v)
+        if k.lower() == "pinhole-reason":
+            reason = v.strip()
+    return status, f.read(n).decode(), reason
