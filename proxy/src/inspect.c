@@ -63,6 +63,10 @@ static int http_start(const uint8_t *held, size_t len)
 px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t len,
                                    const char *host, ph_protocol proto, bool last)
 {
+    /* A reload made the rule tcp while these bytes were held: they go on
+     * uninspected, as in a tunnel opened under that rule. */
+    if (proto == PH_PROTOCOL_TCP)
+        return PX_INSPECT_PASS;
     if (len == 0)
         return last ? refuse(in, PH_REASON_PROTOCOL_NOT_ALLOWED,
                              "the client sent nothing to inspect", false)

@@ -37,7 +37,8 @@ void px_inspect_init(px_inspect *in);
 /*
  * The client's bytes so far, held[0..len); host: the CONNECT host the
  * decision was for (lowercase, an A-label, no trailing dot); proto: its
- * rule's protocol (never PH_PROTOCOL_TCP: such a tunnel is not inspected).
+ * rule's protocol (PH_PROTOCOL_TCP only when a reload made the rule tcp
+ * while the bytes were held: PASS, the bytes go on uninspected).
  * last: no more bytes will come (the client's EOF, the hold's cap or
  * deadline): WAIT is then a refusal (returned as REFUSE).
  *   TLS (a handshake record; default or tls): a ClientHello (tls_hello.h)
