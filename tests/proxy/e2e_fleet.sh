@@ -62,8 +62,10 @@ backend proxies
     server p3 127.0.0.1:${PORTS[2]} send-proxy-v2
 CFG
         chmod 644 "$E2E_TMP/haproxy.cfg"
-        setpriv --reuid=nobody --regid=nogroup --clear-groups \
-            "$HAPROXY" -db -f "$E2E_TMP/haproxy.cfg" >"$E2E_TMP/haproxy.out" 2>&1 &
+        # From /: haproxy goes back to its starting directory, which nobody
+        # may not be allowed to enter (a build tree under a 0700 directory).
+        (cd / && exec setpriv --reuid=nobody --regid=nogroup --clear-groups \
+            "$HAPROXY" -db -f "$E2E_TMP/haproxy.cfg") >"$E2E_TMP/haproxy.out" 2>&1 &
         LB_PID=$!
         for _ in $(seq 1 100); do
             if (exec 3<>/dev/tcp/127.0.0.1/"$LB_PORT") 2>/dev/null; then

@@ -38,13 +38,17 @@ static int run_helper(const char *argv0, const char *const *args, uid_t uid)
     if (pid == 0) {
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 2);
+        /* Opened before the uid changes and run by descriptor: the caller
+         * under test need not be able to walk the build tree's path (a
+         * checkout under a 0700 directory). */
+        int exe = open(PH_IDMAP_TEST_PATH, O_RDONLY | O_CLOEXEC);
         if (uid != 0 && (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
                          setresuid(uid, uid, uid) != 0))
             _exit(100);
         char *exec_argv[16];
         memcpy(exec_argv, argv, sizeof exec_argv);
         char *envp[] = {NULL};
-        execve(PH_IDMAP_TEST_PATH, exec_argv, envp);
+        fexecve(exe, exec_argv, envp);
         _exit(101);
     }
     int status = 0;
