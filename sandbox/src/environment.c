@@ -794,13 +794,13 @@ ph_status ph_environment_execute(ph_environment *env, const ph_execution_command
      * the sandbox. The lock is on a fresh open file description of the
      * environment's directory, so two handles of one process exclude each
      * other too; the time spent waiting comes out of the run budget. */
-    int64_t wait_start = ph_monotonic_ms();
+    int64_t wait_start = ph_monotonic_us();
     int lock_fd = ph_state_lock_dir(env->env_fd);
     if (lock_fd < 0)
         return ph_diag_set(diag, PH_E_IO, 0, "environment_lock_failed: %s", strerror(errno));
     int64_t budget = cmd->run_budget_ms;
     if (budget != PH_SANDBOX_UNSET) {
-        budget -= ph_monotonic_ms() - wait_start;
+        budget -= (ph_monotonic_us() - wait_start) / 1000; /* whole ms waited */
         if (budget < 0)
             budget = 0; /* spent (and never -1, which means none) */
     }
