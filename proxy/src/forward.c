@@ -493,25 +493,6 @@ static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char 
 
 /* ---- the request head and the decision ----------------------------------- */
 
-/* The Proxy-Authorization value, or NULL (*several set when it appears
- * more than once). */
-static const uint8_t *proxy_authorization(const uint8_t *buf, const ph_h1_head *h, size_t *len,
-                                          bool *several)
-{
-    const uint8_t *v = NULL;
-    *several = false;
-    for (unsigned i = 0; i < h->nfields; i++) {
-        const ph_h1_field *fl = &h->fields[i];
-        if (!ph_h1_name_is(buf + fl->name.off, fl->name.len, "proxy-authorization"))
-            continue;
-        if (v != NULL)
-            *several = true;
-        v = buf + fl->value.off;
-        *len = fl->value.len;
-    }
-    return v;
-}
-
 /* The request head for the upstream: origin-form target, Host from the URI,
  * the client's end-to-end fields, the body's framing, Via. */
 static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, const char *url,
@@ -632,17 +613,13 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
                        "a proxy request names its http:// URL (absolute form)", NULL);
         return;
     }
-    size_t alen = 0;
-    bool several = false;
     /* In a tunnel, the grant is the CONNECT's (a Proxy-Authorization field
      * there is the origin's business, and is not forwarded either). */
-    const uint8_t *auth = f->tun_token != NULL
-                              ? (alen = f->tun_token_len, (const uint8_t *)f->tun_token)
-                              : proxy_authorization(buf, h, &alen, &several);
-    if (several) {
-        px_fwd_refuse(f, PH_REASON_HTTP_BAD_FIELD, "several Proxy-Authorization fields", NULL);
-        return;
-    }
+    const ph_h1_field *pa = h->proxy_auth_field >= 0 ? &h->fields[h->proxy_auth_field] : NULL;
+    size_t alen = f->tun_token != NULL ? f->tun_token_len : pa != NULL ? pa->value.len : 0;
+    const uint8_t *auth = f->tun_token != NULL ? (const uint8_t *)f->tun_token
+                          : pa != NULL         ? buf + pa->value.off
+                                               : NULL;
     ph_url_request r = {
         .url = (const char *)t,
         .url_len = tlen,
