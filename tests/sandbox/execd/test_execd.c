@@ -1660,6 +1660,72 @@ static void test_a_slow_reader_does_not_hold_an_answer(void **state)
 
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
+/* workspace.list is bounded whatever max_entries asks: a sandbox fills a
+ * directory with entries of long names (here 50,000 names of 240 bytes,
+ * made from the host side for speed; a command makes them the same way, up
+ * to its workspace's inode limit), and a list asking for 10^9 entries must
+ * come back truncated at the port's caps, with the daemon's peak RSS
+ * growing by a bounded amount, not by the size of the directory. */
+static void test_a_huge_directory_list_is_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s/workspace/many", d.state, env);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    const int files = 50000;
+    char name[256];
+    memset(name, 'n', 240);
+    name[240] = '\0';
+    for (int i = 0; i < files; i++) {
+        snprintf(name, 12, "%010d", i);
+        name[10] = 'n';
+        int f = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        assert_true(f >= 0);
+        close(f);
+    }
+    close(dfd);
+    long rss0 = proc_kib(d.pid, "VmHWM");
+    int64_t t0 = ph_monotonic_ms();
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list", "tenant",
+                               "t1", "workspace", ws, "path", "many", "max_entries",
+                               (json_int_t)1000000000));
+    int64_t ms = ph_monotonic_ms() - t0;
+    long grew = proc_kib(d.pid, "VmHWM") - rss0;
+    assert_non_null(r);
+    size_t got = json_array_size(json_object_get(r, "entries"));
+    bool truncated = json_is_true(json_object_get(r, "truncated"));
+    printf("list of %d entries of 240-byte names, max_entries 10^9: %zu entries, truncated %d, "
+           "%lld ms, daemon peak RSS growth %.1f MiB\n",
+           files, got, truncated, (long long)ms, (double)grew / 1024);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_true(truncated);
+    assert_true(got <= PH_WS_LIST_MAX_ENTRIES);
+    size_t name_bytes = 0;
+    for (size_t i = 0; i < got; i++)
+        name_bytes += strlen(ph_wire_str(json_array_get(json_object_get(r, "entries"), i),
+                                         "name")) + 1;
+    assert_true(name_bytes <= PH_WS_LIST_MAX_NAME_BYTES);
+    if (!PH_ASAN)
+        assert_true(grew < 32 * 1024);
+    json_decref(r);
+    ph_test_rmtree(dir); /* else destroying them could outlast the stop's 10 s */
+    close(fd);
+    free(ws);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2296,6 +2362,7 @@ int main(void)
         cmocka_unit_test_teardown(test_one_identity_cannot_hold_the_parser, stop_left),
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
+        cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
