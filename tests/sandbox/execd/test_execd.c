@@ -1726,6 +1726,43 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* At start the daemon destroys every environment its state directory holds
+ * (recovery): a second daemon started on the state directory of a running
+ * one (two units, a copy started by hand) must be refused, not destroy the
+ * first one's live sandboxes. */
+static void test_a_second_daemon_on_the_state_dir_is_refused(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    int fd = raw_hello(&a);
+    char *env = raw_create(fd, "t1");
+    assert_int_equal(env_dirs(a.state), 1);
+    daemon_prepare(&b);
+    snprintf(b.state, sizeof b.state, "%s", a.state);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn(&b, allow, NULL);
+    size_t len;
+    char *log = ph_test_read_file(b.log, &len);
+    size_t left = env_dirs(a.state);
+    const char *const argv[] = {"true", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("second daemon on the same state directory: %s (exit %d); the first's "
+           "environments left: %zu of 1; executing in it: %s\n",
+           rc == -1 ? "listening" : "refused", rc, left, error_of(r) ? error_of(r) : "ok");
+    assert_int_equal(rc, 78);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "state_dir_in_use"));
+    assert_int_equal(left, 1);
+    assert_null(error_of(r));
+    json_decref(r);
+    free(log);
+    assert_int_equal(daemon_stop(&b), -1);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&a), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2363,6 +2400,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
