@@ -1140,6 +1140,55 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A lease's now_seconds is the worker's clock, any int64 on the wire: the
+ * daemon's own tick adds its elapsed time to the hold's begin, so a begin
+ * of INT64_MAX overflowed (undefined; UBSan reports it in the daemon's
+ * log). Out of 0..2^62 it is invalid, and nothing is held. */
+static void test_lease_clock_out_of_range_is_invalid(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant",
+                                       "t1", "lease", "l1", "approval_hold_seconds", 1));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *h = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                               "handle", h));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    const json_int_t bad[] = {INT64_MAX, INT64_MIN, -1, (json_int_t)PH_EXECD_NOW_SECONDS_MAX + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant",
+                                   "t1", "handle", h, "now_seconds", bad[i]));
+        printf("lease.hold_begin now_seconds %lld: %s\n", (long long)bad[i],
+               error_of(r) ? error_of(r) : "ok");
+        assert_string_equal(error_of(r) ? error_of(r) : "ok", "invalid");
+        json_decref(r);
+    }
+    /* The largest accepted begin: the daemon's tick (once a second) ends
+     * the one-second hold on its own. */
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant", "t1",
+                               "handle", h, "now_seconds", (json_int_t)PH_EXECD_NOW_SECONDS_MAX));
+    assert_null(error_of(r));
+    json_decref(r);
+    bool has = true;
+    for (int t = 0; t < 200 && has; t++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1",
+                                   "handle", h));
+        has = json_is_true(json_object_get(r, "has_sandbox"));
+        json_decref(r);
+        if (has)
+            usleep(50 * 1000);
+    }
+    assert_false(has);
+    close(fd);
+    free(h);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_owner_gone_past_grace(void **state)
 {
     (void)state;
@@ -2405,6 +2454,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
