@@ -21,6 +21,9 @@
 #define PH_EXECD_DEFAULT_MAX_REQUEST (16u * 1024 * 1024)
 /* Object ids: "env-", "ws-", "lse-" and 16 lowercase hex digits. */
 #define PH_EXECD_ID_MAX 24
+/* The largest now_seconds of a lease operation (a monotonic clock's
+ * seconds, from 0): the daemon adds its own elapsed time to it. */
+#define PH_EXECD_NOW_SECONDS_MAX (INT64_C(1) << 62)
 
 /* ---- frames (wire.c) ---- */
 

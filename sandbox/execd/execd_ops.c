@@ -713,8 +713,10 @@ static void op_lease(xd_job *job)
     } else if (strcmp(op, "status") == 0) {
         job->resp = json_pack("{s:b, s:b}", "ok", 1, "has_sandbox",
                               ph_sandbox_lease_has_sandbox(l->lease));
-    } else if (!ok) {
-        job->resp = ph_wire_error("invalid", "now_seconds must be an integer");
+    } else if (!ok || now < 0 || now > PH_EXECD_NOW_SECONDS_MAX) {
+        /* A monotonic clock's seconds: the daemon's own tick adds its
+         * elapsed time to the hold's begin, which must not overflow. */
+        job->resp = ph_wire_error("invalid", "now_seconds must be an integer from 0 to 2^62");
     } else if (strcmp(op, "hold_begin") == 0) {
         if (!l->held) {
             l->held = true;

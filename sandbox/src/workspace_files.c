@@ -444,13 +444,16 @@ ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entri
         return ph_diag_set(diag, PH_E_IO, 0, "listing '%s': %s", path, strerror(errno));
     }
     ph_ws_list *list = calloc(1, sizeof *list);
-    size_t cap = 0;
+    size_t cap = 0, name_bytes = 0;
+    if (max_entries > PH_WS_LIST_MAX_ENTRIES)
+        max_entries = PH_WS_LIST_MAX_ENTRIES;
     st = list ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     struct dirent *de;
     while (st == PH_OK && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (list->count == max_entries) {
+        size_t nl = strlen(de->d_name) + 1;
+        if (list->count == max_entries || name_bytes + nl > PH_WS_LIST_MAX_NAME_BYTES) {
             list->truncated = true;
             break;
         }
@@ -470,11 +473,13 @@ ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entri
             cap = ncap;
         }
         ph_ws_entry *e = &list->entries[list->count];
-        e->name = strdup(de->d_name);
+        e->name = malloc(nl);
         if (e->name == NULL) {
             st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
             break;
         }
+        memcpy(e->name, de->d_name, nl);
+        name_bytes += nl;
         fill_stat(&sb, &e->st);
         list->count++;
     }

@@ -1140,6 +1140,55 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A lease's now_seconds is the worker's clock, any int64 on the wire: the
+ * daemon's own tick adds its elapsed time to the hold's begin, so a begin
+ * of INT64_MAX overflowed (undefined; UBSan reports it in the daemon's
+ * log). Out of 0..2^62 it is invalid, and nothing is held. */
+static void test_lease_clock_out_of_range_is_invalid(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant",
+                                       "t1", "lease", "l1", "approval_hold_seconds", 1));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *h = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                               "handle", h));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    const json_int_t bad[] = {INT64_MAX, INT64_MIN, -1, (json_int_t)PH_EXECD_NOW_SECONDS_MAX + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant",
+                                   "t1", "handle", h, "now_seconds", bad[i]));
+        printf("lease.hold_begin now_seconds %lld: %s\n", (long long)bad[i],
+               error_of(r) ? error_of(r) : "ok");
+        assert_string_equal(error_of(r) ? error_of(r) : "ok", "invalid");
+        json_decref(r);
+    }
+    /* The largest accepted begin: the daemon's tick (once a second) ends
+     * the one-second hold on its own. */
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant", "t1",
+                               "handle", h, "now_seconds", (json_int_t)PH_EXECD_NOW_SECONDS_MAX));
+    assert_null(error_of(r));
+    json_decref(r);
+    bool has = true;
+    for (int t = 0; t < 200 && has; t++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1",
+                                   "handle", h));
+        has = json_is_true(json_object_get(r, "has_sandbox"));
+        json_decref(r);
+        if (has)
+            usleep(50 * 1000);
+    }
+    assert_false(has);
+    close(fd);
+    free(h);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_owner_gone_past_grace(void **state)
 {
     (void)state;
@@ -1660,6 +1709,109 @@ static void test_a_slow_reader_does_not_hold_an_answer(void **state)
 
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
+/* workspace.list is bounded whatever max_entries asks: a sandbox fills a
+ * directory with entries of long names (here 50,000 names of 240 bytes,
+ * made from the host side for speed; a command makes them the same way, up
+ * to its workspace's inode limit), and a list asking for 10^9 entries must
+ * come back truncated at the port's caps, with the daemon's peak RSS
+ * growing by a bounded amount, not by the size of the directory. */
+static void test_a_huge_directory_list_is_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s/workspace/many", d.state, env);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    const int files = 50000;
+    char name[256];
+    memset(name, 'n', 240);
+    name[240] = '\0';
+    for (int i = 0; i < files; i++) {
+        snprintf(name, 12, "%010d", i);
+        name[10] = 'n';
+        int f = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        assert_true(f >= 0);
+        close(f);
+    }
+    close(dfd);
+    long rss0 = proc_kib(d.pid, "VmHWM");
+    int64_t t0 = ph_monotonic_ms();
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list", "tenant",
+                               "t1", "workspace", ws, "path", "many", "max_entries",
+                               (json_int_t)1000000000));
+    int64_t ms = ph_monotonic_ms() - t0;
+    long grew = proc_kib(d.pid, "VmHWM") - rss0;
+    assert_non_null(r);
+    size_t got = json_array_size(json_object_get(r, "entries"));
+    bool truncated = json_is_true(json_object_get(r, "truncated"));
+    printf("list of %d entries of 240-byte names, max_entries 10^9: %zu entries, truncated %d, "
+           "%lld ms, daemon peak RSS growth %.1f MiB\n",
+           files, got, truncated, (long long)ms, (double)grew / 1024);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_true(truncated);
+    assert_true(got <= PH_WS_LIST_MAX_ENTRIES);
+    size_t name_bytes = 0;
+    for (size_t i = 0; i < got; i++)
+        name_bytes += strlen(ph_wire_str(json_array_get(json_object_get(r, "entries"), i),
+                                         "name")) + 1;
+    assert_true(name_bytes <= PH_WS_LIST_MAX_NAME_BYTES);
+    if (!PH_ASAN)
+        assert_true(grew < 32 * 1024);
+    json_decref(r);
+    ph_test_rmtree(dir); /* else destroying them could outlast the stop's 10 s */
+    close(fd);
+    free(ws);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* At start the daemon destroys every environment its state directory holds
+ * (recovery): a second daemon started on the state directory of a running
+ * one (two units, a copy started by hand) must be refused, not destroy the
+ * first one's live sandboxes. */
+static void test_a_second_daemon_on_the_state_dir_is_refused(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    int fd = raw_hello(&a);
+    char *env = raw_create(fd, "t1");
+    assert_int_equal(env_dirs(a.state), 1);
+    daemon_prepare(&b);
+    snprintf(b.state, sizeof b.state, "%s", a.state);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn(&b, allow, NULL);
+    size_t len;
+    char *log = ph_test_read_file(b.log, &len);
+    size_t left = env_dirs(a.state);
+    const char *const argv[] = {"true", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("second daemon on the same state directory: %s (exit %d); the first's "
+           "environments left: %zu of 1; executing in it: %s\n",
+           rc == -1 ? "listening" : "refused", rc, left, error_of(r) ? error_of(r) : "ok");
+    assert_int_equal(rc, 78);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "state_dir_in_use"));
+    assert_int_equal(left, 1);
+    assert_null(error_of(r));
+    json_decref(r);
+    free(log);
+    assert_int_equal(daemon_stop(&b), -1);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&a), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2296,10 +2448,13 @@ int main(void)
         cmocka_unit_test_teardown(test_one_identity_cannot_hold_the_parser, stop_left),
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
+        cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
