@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ph_ws_stat st;
     (void)ph_wire_get_stat(json_object_get(o, "stat"), &st);
     ph_sandbox_limits l;
-    (void)ph_wire_get_limits(o, &l);
+    (void)ph_wire_get_limits(json_object_get(o, "limits"), &l);
     uint8_t *bytes;
     size_t len;
     if (ph_wire_get_bytes(o, "path", "path_base64", &bytes, &len) == 0) {

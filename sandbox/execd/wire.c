@@ -311,7 +311,7 @@ void ph_wire_argv_free(char **argv)
 int ph_wire_argv(const json_t *arr, char ***argv)
 {
     *argv = NULL;
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 4096)
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > PH_WIRE_ARGV_MAX)
         return -1;
     size_t n = json_array_size(arr);
     char **v = calloc(n + 1, sizeof *v);
@@ -372,10 +372,9 @@ json_t *ph_wire_limits(const ph_sandbox_limits *l)
                      (json_int_t)l->output_bytes);
 }
 
-bool ph_wire_get_limits(const json_t *o, ph_sandbox_limits *l)
+bool ph_wire_get_limits(const json_t *lim, ph_sandbox_limits *l)
 {
     ph_sandbox_limits_init(l);
-    json_t *lim = json_object_get(o, "limits");
     if (lim == NULL)
         return true;
     if (!json_is_object(lim))
