@@ -975,6 +975,13 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
     event_add(timer, &sec);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
+    /* Blocked since the sockets were made (execd_main.c): one that came
+     * since is handled now; the pool threads start with them unblocked. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     size_t started = xd_pool_start(cfg->max_executions, done_ev);
     json_t *x = json_pack("{s:s, s:s, s:I}", "mechanism", ph_sandbox_mechanism_name(cfg->mechanism),
                           "mode", ph_service_mode_name(cfg->mode), "threads",

@@ -71,6 +71,12 @@ ph_add_script_test(NAME execd.tool_schemas
             $<TARGET_FILE:pinhole-execd> ${PROJECT_SOURCE_DIR})
 set_tests_properties(execd.tool_schemas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
 
+# A SIGTERM the moment the socket appears stops the daemon cleanly (exit 0).
+ph_add_script_test(NAME execd.sigterm_at_start
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/sigterm_at_start.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.sigterm_at_start PROPERTIES TIMEOUT 120)
+
 # Disconnect kills the command inside gVisor too (skipped without runsc).
 ph_add_script_test(NAME execd.disconnect_gvisor
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/disconnect_gvisor.py
