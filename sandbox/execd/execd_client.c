@@ -104,9 +104,21 @@ static json_t *exchange_locked(ph_execd_service *svc, json_t *req, frame_fn *on_
         }
     }
     int saved = errno;
+    ph_wire_op_id op;
+    bool known = ph_wire_op_find(ph_wire_str(req, "op"), &op);
     json_decref(req);
     if (rc != 0) {
         *st = ph_diag_set(diag, PH_E_IO, 0, "pinhole-execd connection: %s", strerror(saved));
+        return NULL;
+    }
+    /* An answer is read only once it has what the operation's row says. */
+    const char *bad = json_is_true(json_object_get(resp, "ok")) && known
+                          ? ph_wire_reply_check(op, resp)
+                          : NULL;
+    if (bad != NULL) {
+        *st = ph_diag_set(diag, PH_E_FORMAT, 0, "pinhole-execd answered %s without a valid %s",
+                          ph_wire_ops[op].name, bad);
+        json_decref(resp);
         return NULL;
     }
     if (json_is_true(json_object_get(resp, "ok"))) {
@@ -234,10 +246,9 @@ static ph_status svc_hello(ph_execd_service **svcp, const ph_service_config *con
     ph_wire_args a = {.f[PH_F_HARD_CAP_MS] = PH_WV_INT(config->hard_cap_ms)};
     json_t *resp = call(svc, ph_wire_request(PH_OP_HELLO, &a), &st, diag);
     const char *mech = ph_wire_str(resp, "mechanism");
-    if (resp != NULL && (mech == NULL || strcmp(mech, ph_sandbox_mechanism_name(
-                                                          config->mechanism)) != 0))
-        st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s",
-                         mech ? mech : "?", ph_sandbox_mechanism_name(config->mechanism));
+    if (resp != NULL && strcmp(mech, ph_sandbox_mechanism_name(config->mechanism)) != 0)
+        st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s", mech,
+                         ph_sandbox_mechanism_name(config->mechanism));
     json_decref(resp);
     /* TLS 1.3: the service checks the client certificate after the client's
      * side of the handshake returned, so a refusal (an alert, or the session
@@ -487,11 +498,9 @@ ph_status ph_execd_environment_create(ph_execd_service *svc, const ph_environmen
     if (resp == NULL)
         return st;
     forward_warnings(svc, resp);
-    const char *id = ph_wire_str(resp, "environment");
-    *out = id ? env_new(svc, id, spec->tenant) : NULL;
+    *out = env_new(svc, ph_wire_str(resp, "environment"), spec->tenant);
     json_decref(resp);
-    return *out ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
-                                      "no environment in the service's answer");
+    return *out ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 /* An operation on env that takes no more than its names. */
@@ -581,17 +590,15 @@ void ph_execd_environment_destroy(ph_execd_environment **envp)
 static ph_status workspace_from(ph_execd_service *svc, const char *tenant, json_t *resp,
                                 ph_execd_workspace **out, ph_diag *diag)
 {
-    const char *id = ph_wire_str(resp, "workspace");
-    ph_execd_workspace *ws = id ? calloc(1, sizeof *ws) : NULL;
+    ph_execd_workspace *ws = calloc(1, sizeof *ws);
     if (ws != NULL) {
         ws->svc = svc;
-        snprintf(ws->id, sizeof ws->id, "%s", id);
+        snprintf(ws->id, sizeof ws->id, "%s", ph_wire_str(resp, "workspace"));
         copy_tenant(ws->tenant, tenant);
     }
     json_decref(resp);
     *out = ws;
-    return ws ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
-                                    "no workspace in the service's answer");
+    return ws ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 ph_status ph_execd_environment_workspace(ph_execd_environment *env, ph_execd_workspace **out,
@@ -858,16 +865,15 @@ ph_status ph_execd_lease_open(ph_execd_service *svc, const ph_environment_spec *
     json_t *resp = req ? call(svc, req, &st, diag) : NULL;
     if (resp == NULL)
         return st;
-    const char *h = ph_wire_str(resp, "handle");
-    ph_execd_lease *l = h ? calloc(1, sizeof *l) : NULL;
+    ph_execd_lease *l = calloc(1, sizeof *l);
     if (l) {
         l->svc = svc;
-        snprintf(l->handle, sizeof l->handle, "%s", h);
+        snprintf(l->handle, sizeof l->handle, "%s", ph_wire_str(resp, "handle"));
         copy_tenant(l->tenant, spec->tenant);
     }
     json_decref(resp);
     *out = l;
-    return l ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no lease handle in the answer");
+    return l ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 /* A lease operation on l: now_seconds when now is not NULL. */
@@ -892,7 +898,7 @@ ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment
         return st;
     forward_warnings(lease->svc, resp);
     const char *id = ph_wire_str(resp, "environment");
-    if (id && (lease->env == NULL || strcmp(lease->env->id, id) != 0)) {
+    if (lease->env == NULL || strcmp(lease->env->id, id) != 0) {
         free(lease->env);
         lease->env = env_new(lease->svc, id, lease->tenant);
         if (lease->env)
@@ -900,7 +906,7 @@ ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment
     }
     json_decref(resp);
     *env = lease->env;
-    return lease->env ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no environment in the answer");
+    return lease->env ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 ph_status ph_execd_lease_workspace(ph_execd_lease *lease, ph_execd_workspace **ws, ph_diag *diag)

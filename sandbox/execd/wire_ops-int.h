@@ -168,6 +168,11 @@ json_t *ph_wire_request(ph_wire_op_id op, const ph_wire_args *a);
 const char *ph_wire_decode(ph_wire_op_id op, const json_t *req, ph_wire_args *a);
 void ph_wire_args_clear(ph_wire_args *a);
 
+/* Checks a successful reply to op against the row's reply fields: each
+ * required one there, each one there of its type. NULL, or the key of the
+ * first that is not. */
+const char *ph_wire_reply_check(ph_wire_op_id op, const json_t *resp);
+
 /* The `invalid` message of field id of op's row (its bad-value message).
  * NULL when the row has no such field. */
 const char *ph_wire_field_msg(ph_wire_op_id op, ph_wire_field_id id);

@@ -166,7 +166,7 @@ const ph_wire_op ph_wire_ops[PH_OP_COUNT] = {
     [PH_OP_WS_READ] = {"workspace.read", "workspace",
                        FIELDS(&f_tenant, &f_workspace, &f_path, &f_max_bytes, &f_chunk_bytes,
                               &f_data, &f_mode),
-                       FIELDS(&r_read_stat, &r_data, &r_stream, &r_end, &r_size)},
+                       FIELDS(&r_stream, &r_read_stat, &r_data, &r_end, &r_size)},
     [PH_OP_WS_WRITE] = {"workspace.write", "workspace",
                         FIELDS(&f_tenant, &f_workspace, &f_path, &f_write_data, &f_mode,
                                &f_max_bytes),
@@ -219,6 +219,33 @@ static void b64_key(const ph_wire_field *f, char out[static 64])
 }
 
 /* ---- the client's side ---- */
+
+const char *ph_wire_reply_check(ph_wire_op_id op, const json_t *resp)
+{
+    for (const ph_wire_field *const *f = ph_wire_ops[op].reply; *f; f++) {
+        char b64[64];
+        b64_key(*f, b64);
+        json_t *v = json_object_get(resp, (*f)->key);
+        bool typed = false;
+        switch ((*f)->type) {
+        case PH_WT_NAME:
+        case PH_WT_TEXT: typed = json_is_string(v); break;
+        case PH_WT_FLAG: typed = json_is_boolean(v); break;
+        case PH_WT_INT: typed = json_is_integer(v); break;
+        case PH_WT_BYTES:
+        case PH_WT_BINARY:
+            v = v ? v : json_object_get(resp, b64);
+            typed = json_is_string(v);
+            break;
+        case PH_WT_ARGV:
+        case PH_WT_LIST: typed = json_is_array(v); break;
+        case PH_WT_OBJECT: typed = json_is_object(v); break;
+        }
+        if (v == NULL ? ((*f)->flags & PH_WF_REQUIRED) != 0 : !typed)
+            return (*f)->key;
+    }
+    return NULL;
+}
 
 static int put(json_t *o, const ph_wire_field *f, const ph_wire_value *v)
 {

@@ -494,43 +494,14 @@ static void table_objs_end(int fd, const table_objs *o)
                                        "handle", o->lease)));
 }
 
-/* A successful answer has every required reply field of the row, and
- * every reply field there has the row's type. */
-static void table_check_reply(ph_wire_op_id op, const json_t *resp)
-{
-    for (const ph_wire_field *const *f = ph_wire_ops[op].reply; *f; f++) {
-        char b64[64];
-        b64_of(*f, b64);
-        json_t *v = json_object_get(resp, (*f)->key);
-        bool ok = true;
-        switch ((*f)->type) {
-        case PH_WT_NAME:
-        case PH_WT_TEXT: ok = v == NULL || json_is_string(v); break;
-        case PH_WT_FLAG: ok = v == NULL || json_is_boolean(v); break;
-        case PH_WT_INT: ok = v == NULL || json_is_integer(v); break;
-        case PH_WT_BYTES:
-        case PH_WT_BINARY:
-            if (v == NULL)
-                v = json_object_get(resp, b64);
-            ok = v == NULL || json_is_string(v);
-            break;
-        case PH_WT_ARGV:
-        case PH_WT_LIST: ok = v == NULL || json_is_array(v); break;
-        case PH_WT_OBJECT: ok = v == NULL || json_is_object(v); break;
-        }
-        if (!ok || (v == NULL && ((*f)->flags & PH_WF_REQUIRED)))
-            fail_msg("%s: reply field %s missing or of another type", ph_wire_ops[op].name,
-                     (*f)->key);
-    }
-}
-
 /* Every row of the operation table is served, and every field of every
  * row is checked as the table says: for each required field missing and
  * each field of a wrong type, out of range, malformed base64, with a NUL
  * where none may be, or over its count, the daemon answers the row's
  * refusal (`invalid` with the field's message; a NAME that names nothing:
- * `not_found` "no such <object>"), and nothing else. Generated from the
- * table: a new row or field is covered as it is added. */
+ * `not_found` "no such <object>"), and nothing else; each row's valid
+ * request is served and answered with the row's reply fields. Generated
+ * from the table: a new row or field is covered as it is added. */
 static void test_the_operation_table_is_what_the_daemon_checks(void **state)
 {
     (void)state;
@@ -593,8 +564,12 @@ static void test_the_operation_table_is_what_the_daemon_checks(void **state)
                      (strcmp(said, "unknown op") == 0 || table_says(row->req, NULL, said))) ||
                     (strcmp(err, "not_found") == 0 && strcmp(said, not_found_msg) == 0)))
             fail_msg("%s: the valid request was refused: %s", row->name, said);
-        if (json_is_true(json_object_get(r, "ok")))
-            table_check_reply((ph_wire_op_id)op, r);
+        /* ... and its answer has the row's reply fields, of their types. */
+        const char *reply_bad = json_is_true(json_object_get(r, "ok"))
+                                    ? ph_wire_reply_check((ph_wire_op_id)op, r)
+                                    : NULL;
+        if (reply_bad != NULL)
+            fail_msg("%s: reply field %s missing or of another type", row->name, reply_bad);
         json_decref(r);
         if (row->object)
             table_objs_end(fd, &o);
@@ -884,6 +859,49 @@ static void test_allow_gid_matches_supplementary_groups(void **state)
     hello_in_group(&d, 4243, buf, sizeof buf);
     assert_string_equal(buf, "unauthenticated");
     assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The client reads an answer only once it has the row's reply fields: a
+ * service whose hello answer lacks a valid mechanism (here: a number) is
+ * PH_E_FORMAT naming the field, and nothing is read from it. */
+static void test_client_checks_answers_against_the_table(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    char path[100];
+    snprintf(path, sizeof path, "%.80s/execd.sock", dir);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sun, sizeof sun), 0);
+    assert_int_equal(listen(l, 4), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* a service that answers hello without a valid mechanism */
+        alarm(20);
+        int c = accept(l, NULL, NULL);
+        json_t *req = NULL;
+        if (c < 0 || ph_wire_recv(c, 1 << 20, &req) != 0)
+            _exit(1);
+        json_t *resp = json_pack("{s:b, s:i, s:i, s:s, s:i, s:s}", "ok", 1, "protocol", 1,
+                                 "mechanism", 5, "mode", "development", "hard_cap_ms", 1000,
+                                 "identity", "uid:0");
+        _exit(ph_wire_send(c, resp) == 0 ? 0 : 1);
+    }
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_E_FORMAT);
+    assert_string_equal(diag.message, "pinhole-execd answered hello without a valid mechanism");
+    assert_null(svc);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(l);
+    ph_test_rmtree(dir);
+    free(dir);
 }
 
 /* A socket put in a shared directory by someone else (uid 65534 here)
@@ -2614,6 +2632,7 @@ int main(void)
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
         cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
         cmocka_unit_test_teardown(test_client_checks_who_serves_the_socket, stop_left),
+        cmocka_unit_test_teardown(test_client_checks_answers_against_the_table, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
         cmocka_unit_test_teardown(test_the_operation_table_is_what_the_daemon_checks, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
