@@ -2,7 +2,7 @@
  * (sandbox/execd/wire.c) with what a peer can send: a frame body. Invariants:
  * a result that decodes re-encodes and decodes to the same result; an argv
  * that decodes re-encodes (ph_wire_arg) and decodes to the same strings; a
- * stat and limits decode or are refused, never half-filled into a crash;
+ * stat decodes or is refused, never half-filled into a crash;
  * the frame scan (ph_wire_frame_scan) counts exactly the values and
  * nesting of whatever jansson accepts, refusing it exactly when a cap is
  * over; and, for every row of the operation table, a request the daemon
@@ -68,8 +68,9 @@ static void check_scan(const uint8_t *data, size_t size)
         abort();
 }
 
-static void same_value(const ph_wire_field *f, const ph_wire_value *a, const ph_wire_value *b)
+static void same_value(const ph_wire_field *f, const ph_wire_args *x, const ph_wire_args *y)
 {
+    const ph_wire_value *a = &x->f[f->id], *b = &y->f[f->id];
     if (a->present != b->present || a->i != b->i)
         abort();
     if ((a->s || b->s) && (!a->s || !b->s || strcmp(a->s, b->s) != 0))
@@ -81,7 +82,8 @@ static void same_value(const ph_wire_field *f, const ph_wire_value *a, const ph_
             abort();
     if ((a->json || b->json) && !json_equal(a->json, b->json))
         abort();
-    (void)f;
+    for (const ph_wire_field *const *m = f->sub; f->type == PH_WT_OBJECT && *m; m++)
+        same_value(*m, x, y);
 }
 
 static void check_table(const json_t *o)
@@ -94,7 +96,7 @@ static void check_table(const json_t *o)
         if (again == NULL || ph_wire_decode((ph_wire_op_id)op, again, &b) != NULL)
             abort();
         for (const ph_wire_field *const *f = ph_wire_ops[op].req; *f; f++)
-            same_value(*f, &a.f[(*f)->id], &b.f[(*f)->id]);
+            same_value(*f, &a, &b);
         ph_wire_args_clear(&b);
         json_decref(again);
         ph_wire_args_clear(&a);
@@ -137,8 +139,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     ph_ws_stat st;
     (void)ph_wire_get_stat(json_object_get(o, "stat"), &st);
-    ph_sandbox_limits l;
-    (void)ph_wire_get_limits(json_object_get(o, "limits"), &l);
     uint8_t *bytes;
     size_t len;
     if (ph_wire_get_bytes(o, "path", "path_base64", &bytes, &len) == 0) {

@@ -101,11 +101,6 @@ const char *ph_wire_str(const json_t *o, const char *key);
 
 /* ---- the port's types ---- */
 
-/* limits as an object (every field, -1 for unset). */
-json_t *ph_wire_limits(const ph_sandbox_limits *l);
-/* Reads a "limits" object (NULL: none) into *l (absent fields unset).
- * false when malformed. */
-bool ph_wire_get_limits(const json_t *lim, ph_sandbox_limits *l);
 /* result as the "result" object of environment.execute. NULL on memory. */
 json_t *ph_wire_result(const ph_execution_result *r);
 /* The reverse. PH_OK and *out (new, ph_execution_result_free) or PH_E_FORMAT. */

@@ -445,23 +445,24 @@ static json_t *spec_request(ph_execd_service *svc, ph_wire_op_id op,
     *st = get_passthrough(svc, spec, &pass, diag);
     if (*st != PH_OK)
         return NULL;
-    json_t *limits = ph_wire_limits(&spec->limits);
-    json_t *net = spec->network.grant_token
-                      ? json_pack("{s:s, s:i}", "grant_token", spec->network.grant_token,
-                                  "proxy_port", (int)spec->network.proxy_port)
-                      : NULL;
+    const ph_sandbox_limits *l = &spec->limits;
     ph_wire_args a = {.f = {
                           [PH_F_MECHANISM] = PH_WV_STR(ph_sandbox_mechanism_name(spec->mechanism)),
-                          [PH_F_LIMITS] = PH_WV_JSON(limits),
+                          [PH_F_LIMITS] = {.present = true},
+                          [PH_F_MEMORY_BYTES] = PH_WV_INT(l->memory_bytes),
+                          [PH_F_PIDS] = PH_WV_INT(l->pids),
+                          [PH_F_CPU_MILLIS] = PH_WV_INT(l->cpu_millis),
+                          [PH_F_WALL_CLOCK_MS] = PH_WV_INT(l->wall_clock_ms),
+                          [PH_F_OUTPUT_BYTES] = PH_WV_INT(l->output_bytes),
                           [PH_F_TENANT] = PH_WV_STR(spec->tenant),
                           [PH_F_LEASE] = PH_WV_STR(spec->lease),
-                          [PH_F_NETWORK] = PH_WV_JSON(net),
+                          [PH_F_NETWORK] = {.present = spec->network.grant_token != NULL},
+                          [PH_F_GRANT_TOKEN] = PH_WV_STR(spec->network.grant_token),
+                          [PH_F_PROXY_PORT] = PH_WV_INT(spec->network.proxy_port),
                           [PH_F_PASSTHROUGH] = PH_WV_JSON(pass),
                           [PH_F_APPROVAL_HOLD] = PH_WV_INT(hold),
                       }};
-    json_t *req = limits && (net || !spec->network.grant_token) ? ph_wire_request(op, &a) : NULL;
-    json_decref(limits);
-    json_decref(net);
+    json_t *req = ph_wire_request(op, &a);
     json_decref(pass);
     if (req == NULL)
         *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");

@@ -69,18 +69,18 @@ static json_t *get_spec(const ph_wire_args *a, ph_environment_spec *spec, ph_env
         spec->mechanism = g_cfg->mechanism;
     else if (ph_sandbox_mechanism_from_name(mech, &spec->mechanism, &d) != PH_OK)
         return ph_wire_error("invalid", d.message);
-    (void)ph_wire_get_limits(a->f[PH_F_LIMITS].json, &spec->limits);
-    const json_t *net = a->f[PH_F_NETWORK].json;
-    if (net != NULL) {
-        bool ok = true;
-        spec->network.grant_token = ph_wire_str(net, "grant_token");
-        spec->network.proxy_port = (uint16_t)ph_wire_int(net, "proxy_port", 0, &ok);
-        if (spec->network.grant_token != NULL) {
-            if (g_cfg->proxy_socket == NULL)
-                return ph_wire_error("unsupported",
-                                     "this service has no proxy socket (--proxy-socket)");
-            spec->network.proxy_socket_path = g_cfg->proxy_socket;
-        }
+    ph_sandbox_limits_init(&spec->limits);
+    spec->limits.memory_bytes = a->f[PH_F_MEMORY_BYTES].i;
+    spec->limits.pids = a->f[PH_F_PIDS].i;
+    spec->limits.cpu_millis = a->f[PH_F_CPU_MILLIS].i;
+    spec->limits.wall_clock_ms = a->f[PH_F_WALL_CLOCK_MS].i;
+    spec->limits.output_bytes = a->f[PH_F_OUTPUT_BYTES].i;
+    spec->network.grant_token = a->f[PH_F_GRANT_TOKEN].s;
+    spec->network.proxy_port = (uint16_t)a->f[PH_F_PROXY_PORT].i;
+    if (spec->network.grant_token != NULL) {
+        if (g_cfg->proxy_socket == NULL)
+            return ph_wire_error("unsupported", "this service has no proxy socket (--proxy-socket)");
+        spec->network.proxy_socket_path = g_cfg->proxy_socket;
     }
     const json_t *pass = a->f[PH_F_PASSTHROUGH].json;
     size_t tier1_bytes = 0;

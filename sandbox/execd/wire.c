@@ -364,30 +364,6 @@ const char *ph_wire_str(const json_t *o, const char *key)
 
 /* ---- the port's types ---- */
 
-json_t *ph_wire_limits(const ph_sandbox_limits *l)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "memory_bytes", (json_int_t)l->memory_bytes,
-                     "pids", (json_int_t)l->pids, "cpu_millis", (json_int_t)l->cpu_millis,
-                     "wall_clock_ms", (json_int_t)l->wall_clock_ms, "output_bytes",
-                     (json_int_t)l->output_bytes);
-}
-
-bool ph_wire_get_limits(const json_t *lim, ph_sandbox_limits *l)
-{
-    ph_sandbox_limits_init(l);
-    if (lim == NULL)
-        return true;
-    if (!json_is_object(lim))
-        return false;
-    bool ok = true;
-    l->memory_bytes = ph_wire_int(lim, "memory_bytes", PH_SANDBOX_UNSET, &ok);
-    l->pids = ph_wire_int(lim, "pids", PH_SANDBOX_UNSET, &ok);
-    l->cpu_millis = ph_wire_int(lim, "cpu_millis", PH_SANDBOX_UNSET, &ok);
-    l->wall_clock_ms = ph_wire_int(lim, "wall_clock_ms", PH_SANDBOX_UNSET, &ok);
-    l->output_bytes = ph_wire_int(lim, "output_bytes", PH_SANDBOX_UNSET, &ok);
-    return ok;
-}
-
 static int set_output(json_t *o, const char *key, const ph_output *out)
 {
     char b64[32], trunc[32];

@@ -43,9 +43,9 @@ typedef enum ph_wire_op_id {
     PH_OP_COUNT
 } ph_wire_op_id;
 
-/* Every request field, top level, by name: where its value is in
- * ph_wire_args. Members of an object field and reply fields have none
- * (PH_F_NONE). */
+/* Every request field by name: where its value is in ph_wire_args (the
+ * members of an object field too). Members of a list's elements and reply
+ * fields have none (PH_F_NONE). */
 typedef enum ph_wire_field_id {
     PH_F_NONE = -1,
     PH_F_TENANT,
@@ -55,8 +55,15 @@ typedef enum ph_wire_field_id {
     PH_F_HARD_CAP_MS,
     PH_F_MECHANISM,
     PH_F_LIMITS,
+    PH_F_MEMORY_BYTES,
+    PH_F_PIDS,
+    PH_F_CPU_MILLIS,
+    PH_F_WALL_CLOCK_MS,
+    PH_F_OUTPUT_BYTES,
     PH_F_LEASE,
     PH_F_NETWORK,
+    PH_F_GRANT_TOKEN,
+    PH_F_PROXY_PORT,
     PH_F_PASSTHROUGH,
     PH_F_APPROVAL_HOLD,
     PH_F_ARGV,
@@ -94,7 +101,8 @@ typedef enum ph_wire_type {
     /* An array of min..max elements, each a string or {"base64": ...},
      * none holding a NUL. */
     PH_WT_ARGV,
-    /* An object whose members are sub (others are ignored). */
+    /* An object whose members are sub (others are ignored); their values
+     * are fields of their own in ph_wire_args. */
     PH_WT_OBJECT,
     /* An array of at most max objects whose members are sub. */
     PH_WT_LIST,
@@ -140,7 +148,7 @@ typedef struct ph_wire_value {
     const void *data;         /* BYTES, BINARY: NUL-terminated when decoded */
     size_t len;
     const char *const *argv;  /* ARGV: NULL-terminated */
-    json_t *json;             /* OBJECT, LIST */
+    json_t *json;             /* LIST (OBJECT: the members hold the values) */
     uint8_t *owned_data;      /* what ph_wire_decode allocated behind data */
     char **owned_argv;        /* and behind argv */
 } ph_wire_value;
@@ -155,9 +163,9 @@ typedef struct ph_wire_args {
 #define PH_WV_BYTES(p, n) ((ph_wire_value){.present = true, .data = (p), .len = (n)})
 #define PH_WV_JSON(j) ((ph_wire_value){.present = (j) != NULL, .json = (j)})
 
-/* The request {"op": name, fields of a present in the row's order} (new
- * reference), or NULL when out of memory or a TEXT or NAME value is not
- * UTF-8. */
+/* The request {"op": name, fields of a present in the row's order; an
+ * object present holds its members present} (new reference), or NULL when
+ * out of memory or a TEXT or NAME value is not UTF-8. */
 json_t *ph_wire_request(ph_wire_op_id op, const ph_wire_args *a);
 
 /* Checks req against the row of op and decodes it into *a (a->op = op;

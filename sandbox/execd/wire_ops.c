@@ -41,17 +41,19 @@ static const ph_wire_field f_hard_cap = INT(PH_F_HARD_CAP_MS, "hard_cap_ms", 100
 static const ph_wire_field f_spec_tenant = TEXT(PH_F_TENANT, "tenant");
 static const ph_wire_field f_mechanism = TEXT(PH_F_MECHANISM, "mechanism");
 static const ph_wire_field f_lease = TEXT(PH_F_LEASE, "lease");
-#define LIMIT(k) INT(PH_F_NONE, k, INT64_MIN, INT64_MAX, PH_SANDBOX_UNSET, NULL)
-static const ph_wire_field m_memory = LIMIT("memory_bytes"), m_pids = LIMIT("pids"),
-                           m_cpu = LIMIT("cpu_millis"), m_wall = LIMIT("wall_clock_ms"),
-                           m_output = LIMIT("output_bytes");
+#define LIMIT(fid, k) INT(fid, k, INT64_MIN, INT64_MAX, PH_SANDBOX_UNSET, NULL)
+static const ph_wire_field m_memory = LIMIT(PH_F_MEMORY_BYTES, "memory_bytes"),
+                           m_pids = LIMIT(PH_F_PIDS, "pids"),
+                           m_cpu = LIMIT(PH_F_CPU_MILLIS, "cpu_millis"),
+                           m_wall = LIMIT(PH_F_WALL_CLOCK_MS, "wall_clock_ms"),
+                           m_output = LIMIT(PH_F_OUTPUT_BYTES, "output_bytes");
 static const ph_wire_field *const limits_members[] = {&m_memory, &m_pids, &m_cpu, &m_wall,
                                                       &m_output, NULL};
 static const ph_wire_field f_limits = {.id = PH_F_LIMITS, .key = "limits", .type = PH_WT_OBJECT,
                                        .msg = "limits: every field is an integer",
                                        .sub = limits_members};
-static const ph_wire_field m_grant = TEXT(PH_F_NONE, "grant_token");
-static const ph_wire_field m_proxy_port = INT(PH_F_NONE, "proxy_port", 0, 65535, 0, NULL);
+static const ph_wire_field m_grant = TEXT(PH_F_GRANT_TOKEN, "grant_token");
+static const ph_wire_field m_proxy_port = INT(PH_F_PROXY_PORT, "proxy_port", 0, 65535, 0, NULL);
 static const ph_wire_field *const network_members[] = {&m_grant, &m_proxy_port, NULL};
 static const ph_wire_field f_network = {.id = PH_F_NETWORK, .key = "network",
                                         .type = PH_WT_OBJECT,
@@ -247,8 +249,24 @@ const char *ph_wire_reply_check(ph_wire_op_id op, const json_t *resp)
     return NULL;
 }
 
-static int put(json_t *o, const ph_wire_field *f, const ph_wire_value *v)
+static int put(json_t *o, const ph_wire_field *f, const ph_wire_args *a);
+
+/* The members of a present in a new object, or NULL when out of memory. */
+static json_t *object_of(const ph_wire_field *f, const ph_wire_args *a)
 {
+    json_t *o = json_object();
+    for (const ph_wire_field *const *m = f->sub; o && *m; m++) {
+        if (a->f[(*m)->id].present && put(o, *m, a) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    return o;
+}
+
+static int put(json_t *o, const ph_wire_field *f, const ph_wire_args *a)
+{
+    const ph_wire_value *v = &a->f[f->id];
     char b64[64];
     b64_key(f, b64);
     switch (f->type) {
@@ -268,7 +286,7 @@ static int put(json_t *o, const ph_wire_field *f, const ph_wire_value *v)
         }
         return json_object_set_new(o, f->key, arr);
     }
-    case PH_WT_OBJECT:
+    case PH_WT_OBJECT: return json_object_set_new(o, f->key, object_of(f, a));
     case PH_WT_LIST: return json_object_set(o, f->key, v->json);
     }
     return -1;
@@ -278,8 +296,7 @@ json_t *ph_wire_request(ph_wire_op_id op, const ph_wire_args *a)
 {
     json_t *req = json_pack("{s:s}", "op", ph_wire_ops[op].name);
     for (const ph_wire_field *const *f = ph_wire_ops[op].req; req && *f; f++) {
-        const ph_wire_value *v = &a->f[(*f)->id];
-        if (v->present && put(req, *f, v) != 0) {
+        if (a->f[(*f)->id].present && put(req, *f, a) != 0) {
             json_decref(req);
             req = NULL;
         }
@@ -297,11 +314,12 @@ static void value_clear(ph_wire_value *v)
 }
 
 /* Checks field f of obj (an object or not: then every member is absent)
- * and, when v is not NULL, decodes it into *v. NULL, or the message of the
- * refusal; outer is the enclosing field's. */
+ * and, when a is not NULL, decodes it (an object's members too) into a.
+ * NULL, or the message of the refusal; outer is the enclosing field's. */
 static const char *take(const json_t *obj, const ph_wire_field *f, const char *outer,
-                        ph_wire_value *v)
+                        ph_wire_args *a)
 {
+    ph_wire_value *v = a ? &a->f[f->id] : NULL;
     const char *msg = f->msg ? f->msg : outer;
     json_t *j = json_object_get(obj, f->key);
     ph_wire_value tmp = {0}, *out = v ? v : &tmp;
@@ -355,21 +373,23 @@ static const char *take(const json_t *obj, const ph_wire_field *f, const char *o
     }
     case PH_WT_OBJECT:
     case PH_WT_LIST: {
+        bool list = f->type == PH_WT_LIST;
+        for (const ph_wire_field *const *m = f->sub; a && !list && *m; m++)
+            a->f[(*m)->id].i = (*m)->dflt; /* the members' defaults, sent or not */
         if (j == NULL)
             break;
-        bool list = f->type == PH_WT_LIST;
         if (list ? !json_is_array(j) || json_array_size(j) > (size_t)f->max : !json_is_object(j))
             return msg;
         for (size_t i = 0; i < (list ? json_array_size(j) : 1); i++) {
             const json_t *item = list ? json_array_get(j, i) : j;
             for (const ph_wire_field *const *m = f->sub; *m; m++) {
-                const char *bad = take(item, *m, msg, NULL);
+                const char *bad = take(item, *m, msg, list ? NULL : a);
                 if (bad != NULL)
                     return bad;
             }
         }
         out->present = true;
-        out->json = j;
+        out->json = list ? j : NULL;
         break;
     }
     }
@@ -385,7 +405,7 @@ const char *ph_wire_decode(ph_wire_op_id op, const json_t *req, ph_wire_args *a)
 {
     *a = (ph_wire_args){.op = op};
     for (const ph_wire_field *const *f = ph_wire_ops[op].req; *f; f++) {
-        const char *bad = take(req, *f, NULL, &a->f[(*f)->id]);
+        const char *bad = take(req, *f, NULL, a);
         if (bad != NULL) {
             ph_wire_args_clear(a);
             return bad;
