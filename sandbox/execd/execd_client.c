@@ -417,13 +417,11 @@ static ph_status get_passthrough(ph_execd_service *svc, const ph_environment_spe
     for (size_t i = 0; arr && i < env.count; i++) {
         char *eq = strchr(env.vars[i], '=');
         *eq = '\0';
-        if (!ph_env_name_is_synthesized(env.vars[i])) {
-            json_t *e = json_pack("{s:s}", "name", env.vars[i]);
-            if (e == NULL || ph_json_set_bytes(e, "value", "value_base64", eq + 1,
-                                               strlen(eq + 1)) != 0 ||
-                json_array_append_new(arr, e) != 0)
-                st = PH_E_NOMEM;
-        }
+        ph_wire_args item = {.f = {[PH_F_PASS_NAME] = PH_WV_STR(env.vars[i]),
+                                   [PH_F_PASS_VALUE] = PH_WV_BYTES(eq + 1, strlen(eq + 1))}};
+        if (!ph_env_name_is_synthesized(env.vars[i]) &&
+            json_array_append_new(arr, ph_wire_item(PH_F_PASSTHROUGH, &item)) != 0)
+            st = PH_E_NOMEM;
         *eq = '=';
     }
     ph_env_block_clear(&env);

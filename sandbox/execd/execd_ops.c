@@ -85,20 +85,19 @@ static json_t *get_spec(const ph_wire_args *a, ph_environment_spec *spec, ph_env
     const json_t *pass = a->f[PH_F_PASSTHROUGH].json;
     size_t tier1_bytes = 0;
     for (size_t i = 0; pass && i < json_array_size(pass); i++) {
-        json_t *e = json_array_get(pass, i);
-        const char *name = ph_wire_str(e, "name");
-        uint8_t *value;
-        size_t len;
-        if (ph_wire_get_bytes(e, "value", "value_base64", &value, &len) != 0)
-            return ph_wire_error("nomem", "out of memory");
+        ph_wire_args item;
+        if (ph_wire_item_decode(PH_F_PASSTHROUGH, json_array_get(pass, i), &item) != NULL)
+            return ph_wire_error("nomem", "out of memory"); /* checked with the request */
+        const char *name = item.f[PH_F_PASS_NAME].s, *value = item.f[PH_F_PASS_VALUE].data;
+        size_t len = item.f[PH_F_PASS_VALUE].len;
         tier1_bytes += strlen(name) + len;
-        if (tier1_bytes > XD_TIER1_BYTES_MAX) {
-            free(value);
-            return ph_wire_error("limit", "passthrough: more than 64 KiB of names and values");
-        }
         bool bad = memchr(value, '\0', len) != NULL || strchr(name, '=') != NULL;
-        ph_status st = bad ? PH_E_INVAL : ph_env_set(tier1, name, (const char *)value);
-        free(value);
+        ph_status st = bad || tier1_bytes > XD_TIER1_BYTES_MAX
+                           ? PH_E_INVAL
+                           : ph_env_set(tier1, name, value);
+        ph_wire_args_clear(&item);
+        if (tier1_bytes > XD_TIER1_BYTES_MAX)
+            return ph_wire_error("limit", "passthrough: more than 64 KiB of names and values");
         if (st != PH_OK)
             return ph_wire_error("invalid", "passthrough[]: a name or value is malformed");
     }

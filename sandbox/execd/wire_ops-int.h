@@ -44,7 +44,7 @@ typedef enum ph_wire_op_id {
 } ph_wire_op_id;
 
 /* Every request field by name: where its value is in ph_wire_args (the
- * members of an object field too). Members of a list's elements and reply
+ * members of an object field, and of one element of a list, too). Reply
  * fields have none (PH_F_NONE). */
 typedef enum ph_wire_field_id {
     PH_F_NONE = -1,
@@ -65,6 +65,8 @@ typedef enum ph_wire_field_id {
     PH_F_GRANT_TOKEN,
     PH_F_PROXY_PORT,
     PH_F_PASSTHROUGH,
+    PH_F_PASS_NAME,
+    PH_F_PASS_VALUE,
     PH_F_APPROVAL_HOLD,
     PH_F_ARGV,
     PH_F_TIMEOUT_SECONDS,
@@ -104,7 +106,9 @@ typedef enum ph_wire_type {
     /* An object whose members are sub (others are ignored); their values
      * are fields of their own in ph_wire_args. */
     PH_WT_OBJECT,
-    /* An array of at most max objects whose members are sub. */
+    /* An array of at most max objects whose members are sub; one element
+     * at a time is built and read with ph_wire_item and
+     * ph_wire_item_decode. */
     PH_WT_LIST,
 } ph_wire_type;
 
@@ -175,6 +179,14 @@ json_t *ph_wire_request(ph_wire_op_id op, const ph_wire_args *a);
  * are the caller's. */
 const char *ph_wire_decode(ph_wire_op_id op, const json_t *req, ph_wire_args *a);
 void ph_wire_args_clear(ph_wire_args *a);
+
+/* One element of the list field list from the members present in a (new
+ * reference), or NULL when out of memory. */
+json_t *ph_wire_item(ph_wire_field_id list, const ph_wire_args *a);
+/* Decodes one element of the list field list (checked by ph_wire_decode
+ * with its request) into the members of *a. NULL, or the refusal's
+ * message; *a is cleared either way first. */
+const char *ph_wire_item_decode(ph_wire_field_id list, const json_t *item, ph_wire_args *a);
 
 /* Checks a successful reply to op against the row's reply fields: each
  * required one there, each one there of its type. NULL, or the key of the

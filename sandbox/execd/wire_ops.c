@@ -60,9 +60,9 @@ static const ph_wire_field f_network = {.id = PH_F_NETWORK, .key = "network",
                                         .msg = "network.proxy_port must be 0-65535",
                                         .sub = network_members};
 static const char PASS_ITEM_MSG[] = "passthrough[]: name and value";
-static const ph_wire_field m_pass_name = {.id = PH_F_NONE, .key = "name", .type = PH_WT_TEXT,
-                                          .flags = R, .msg = PASS_ITEM_MSG};
-static const ph_wire_field m_pass_value = {.id = PH_F_NONE, .key = "value",
+static const ph_wire_field m_pass_name = {.id = PH_F_PASS_NAME, .key = "name",
+                                          .type = PH_WT_TEXT, .flags = R, .msg = PASS_ITEM_MSG};
+static const ph_wire_field m_pass_value = {.id = PH_F_PASS_VALUE, .key = "value",
                                            .type = PH_WT_BYTES, .flags = R,
                                            .msg = PASS_ITEM_MSG};
 static const ph_wire_field *const passthrough_members[] = {&m_pass_name, &m_pass_value, NULL};
@@ -412,6 +412,36 @@ const char *ph_wire_decode(ph_wire_op_id op, const json_t *req, ph_wire_args *a)
         }
     }
     return NULL;
+}
+
+/* The list field list, wherever it is used. */
+static const ph_wire_field *list_field(ph_wire_field_id list)
+{
+    for (size_t op = 0; op < PH_OP_COUNT; op++)
+        for (const ph_wire_field *const *f = ph_wire_ops[op].req; *f; f++)
+            if ((*f)->id == list && (*f)->type == PH_WT_LIST)
+                return *f;
+    return NULL;
+}
+
+json_t *ph_wire_item(ph_wire_field_id list, const ph_wire_args *a)
+{
+    const ph_wire_field *f = list_field(list);
+    return f ? object_of(f, a) : NULL;
+}
+
+const char *ph_wire_item_decode(ph_wire_field_id list, const json_t *item, ph_wire_args *a)
+{
+    const ph_wire_field *f = list_field(list);
+    *a = (ph_wire_args){0};
+    for (const ph_wire_field *const *m = f ? f->sub : NULL; m && *m; m++) {
+        const char *bad = take(item, *m, f->msg, a);
+        if (bad != NULL) {
+            ph_wire_args_clear(a);
+            return bad;
+        }
+    }
+    return f ? NULL : "unknown list";
 }
 
 void ph_wire_args_clear(ph_wire_args *a)
