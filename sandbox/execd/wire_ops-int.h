@@ -5,9 +5,13 @@
  * table (ph_wire_request) and the daemon checks and decodes every request
  * against it (ph_wire_decode) before the operation's handler runs, so the
  * two sides read one definition: adding an operation is a row here and a
- * handler in execd_ops.c. execd.test_execd_table sends, for every row, each
- * required field missing and each field mistyped, and expects the row's
- * refusal. Private to pinhole-execd and its client; not installed. */
+ * handler in execd_ops.c. The client also checks every answer against the
+ * row's reply fields (ph_wire_reply_check). execd.test_execd
+ * (test_the_operation_table_is_what_the_daemon_checks) sends, for every
+ * row, each required field missing and each field mistyped, and expects
+ * the row's refusal; the execd_wire fuzzer checks that what the daemon
+ * accepts, rebuilt by the client, is accepted again unchanged. Private to
+ * pinhole-execd and its client; not installed. */
 #ifndef PINHOLE_WIRE_OPS_INT_H
 #define PINHOLE_WIRE_OPS_INT_H
 
