@@ -649,6 +649,14 @@ int main(int argc, char **argv)
     }
     if ((rc = recover(&cfg)) != 0)
         return rc;
+    /* From the moment a socket exists a supervisor may stop the daemon:
+     * SIGTERM and SIGINT wait (blocked) until the loop handles them
+     * (xd_serve unblocks them then), rather than killing it unclean. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
     SSL_CTX *tls_ctx = NULL;
     int tls_fd = -1;
     if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||
