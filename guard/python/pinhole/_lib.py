@@ -28,7 +28,7 @@ import threading
 from . import _config
 from .errors import LibraryError
 
-SONAME = "libpinhole.so.0"
+SONAME = "libpinhole.so.1"
 
 PH_HOST_MAX = 253
 PH_VERDICT_FILE_MAX = 128
