@@ -330,8 +330,9 @@ static void every_corpus_row_and_reason_decides_alike(void **state)
         if (grants[i].want >= PH_REASON_NO_GRANT && grants[i].want <= PH_REASON_GRANT_EXPIRED)
             assert_string_equal(d.client_detail, "");
     }
-    printf("%u destinations decided with a grant, with the list named and again, %u mismatches\n", F.decided,
-           F.mismatches);
+    printf("%u destinations decided with a grant, with the list named and again, "
+           "%u mismatches\n",
+           F.decided, F.mismatches);
     assert_int_equal(F.mismatches, 0);
 
     /* Every reason the decision gives occurred (wildcard_dns needs a table
