@@ -49,26 +49,19 @@ static void join_detail(ph_diag *d, const char *const *parts)
     d->message[n] = '\0';
 }
 
-static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d, ph_diag *diag)
+/* v refused for r, d's message its detail. */
+static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d)
 {
     v->allowed = false;
     v->reason = r;
-    if (d != NULL)
-        copy_text(v->detail, sizeof v->detail, d->message);
-    if (diag != NULL) {
-        if (d != NULL)
-            *diag = *d;
-        diag->status = PH_E_DENIED;
-        if (d == NULL)
-            snprintf(diag->message, sizeof diag->message, "%s", ph_reason_code(r));
-    }
+    copy_text(v->detail, sizeof v->detail, d->message);
     return PH_E_DENIED;
 }
 
 /* Looks v->host (host_len bytes) :port up in list on the pinned version s
  * and fills the verdict. */
 static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t host_len,
-                           ph_verdict *v, ph_diag *diag)
+                           ph_verdict *v)
 {
     memcpy(v->policy_id, s->policy_id, sizeof v->policy_id);
     ph_table_result res;
@@ -76,7 +69,7 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
     ph_status st = ph_table_lookup(s->table, list, v->host, host_len, v->port, &res);
     if (st != PH_OK) {
         ph_diag_set(&d, PH_E_DENIED, 0, "host %s is not canonical", v->host);
-        return refuse(v, PH_REASON_PARSE_ERROR, &d, diag);
+        return refuse(v, PH_REASON_PARSE_ERROR, &d);
     }
     if (res.has_rule) {
         v->has_rule = true;
@@ -125,8 +118,7 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
         join_detail(&d, (const char *const[]){"list ", list, " does not allow ", v->host, NULL});
         break;
     }
-    return refuse(v, res.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED : res.reason, &d,
-                  diag);
+    return refuse(v, res.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED : res.reason, &d);
 }
 
 /* The two kinds of request differ only in the parser: a URL or a CONNECT
@@ -134,10 +126,10 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
 /* Parses the target into v->scheme/host/port (*host_len: the host's
- * length; path, when not NULL, gets a URL's path span: path[0] offset,
- * path[1] length), or refuses it in *v. */
+ * length; path gets a URL's path span: path[0] offset, path[1] length), or
+ * refuses it in *v (v->detail: the parser's message). */
 static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
-                              size_t *host_len, size_t *path, ph_diag *diag)
+                              size_t *host_len, size_t path[static 2])
 {
     ph_url u;
     u.path_offset = u.path_len = 0;
@@ -156,12 +148,9 @@ static ph_status parse_target(const char *text, size_t len, target_kind kind, ph
         memcpy(u.host, a.host, a.host_len + 1);
     }
     if (st != PH_OK)
-        return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d,
-                      diag);
-    if (path != NULL) {
-        path[0] = u.path_offset;
-        path[1] = u.path_len;
-    }
+        return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d);
+    path[0] = u.path_offset;
+    path[1] = u.path_len;
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
@@ -249,7 +238,7 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
         }
     }
     /* 3. The second yes: the list, on the same version. */
-    ph_status st = lookup_on(s, list, host_len, &d->verdict, NULL);
+    ph_status st = lookup_on(s, list, host_len, &d->verdict);
     ph_guard_snapshot_release(&s);
     if (st != PH_OK) {
         copy_text(d->log_detail, sizeof d->log_detail, d->verdict.detail);
@@ -272,17 +261,16 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
     /* 1. The authority, parsed once (IP literals refused before anything
      * else sees them). The parser's message is safe to show: it describes
      * only the client's own bytes. */
-    ph_diag pd;
     size_t host_len = 0, path[2] = { 0, 0 };
     ph_status pst = parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len,
-                                 path, &pd);
+                                 path);
     d->path_offset = path[0];
     d->path_len = path[1];
     if (pst != PH_OK) {
         ph_reason r = d->verdict.reason;
         copy_text(d->client_detail, sizeof d->client_detail,
                   r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
-                                            : pd.message);
+                                            : d->verdict.detail);
         copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
         return decision_end(d, r);
     }
