@@ -19,7 +19,6 @@ import ctypes
 import socket
 import struct
 import threading
-import time
 from typing import Any, List, Optional, Tuple, Union
 
 from . import _lib
@@ -276,31 +275,27 @@ class Guard:
         (ph_decide_connect, the list named)."""
         return Verdict._from_c(self._decide(authority, list, False)[0].verdict)
 
-    def _decide(self, target, list, is_url, resolve=False):
-        """The decision on target (a URL or an authority) and, with resolve,
-        the step after an allowed one (ph_decision_resolve): (CDecision,
-        PinnedAddrs or None, status). GuardError for anything but an
-        answer."""
-        data = _encode(target, "url" if is_url else "authority")
-        lst = _cstr(list, "list")
+    def _decide(self, target, list, is_url, pinned=None):
+        """The decision on target (a URL or an authority) and, with pinned
+        (a PinnedAddrs to fill), the step after an allowed one
+        (ph_decision_resolve): (CDecision, status). GuardError for anything
+        but an answer."""
+        data = _encode(target, "url")
+        # The list named: a trusted caller, no grant, so the decision reads
+        # no clock (now 0).
+        req = (_lib.UrlRequest if is_url else _lib.ConnectRequest)(data, len(data), None, 0,
+                                                                   _cstr(list, "list"))
         d = _lib.CDecision()
-        pinned = _lib.PinnedAddrs() if resolve else None
-        now = int(time.time())
         h = self._enter()
         try:
-            if is_url:
-                st = self._lib.ph_decide_url(h, ctypes.byref(_lib.UrlRequest(
-                    data, len(data), None, 0, lst, now)), ctypes.byref(d))
-            else:
-                st = self._lib.ph_decide_connect(h, ctypes.byref(_lib.ConnectRequest(
-                    data, len(data), None, 0, lst, now)), ctypes.byref(d))
-            if resolve and st == _lib.PH_OK:
-                st = self._lib.ph_decision_resolve(h, ctypes.byref(d), ctypes.byref(pinned))
+            st = (self._lib.ph_decide_url if is_url else self._lib.ph_decide_connect)(h, req, d)
+            if pinned is not None and st == _lib.PH_OK:
+                st = self._lib.ph_decision_resolve(h, d, pinned)
         finally:
             self._leave()
         if st not in (_lib.PH_OK, _lib.PH_E_DENIED):
             raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(d.log_detail))
-        return d, pinned, st
+        return d, st
 
     def resolve(self, url: Union[str, bytes], list: str = "default") -> List[Address]:
         """Checks url, resolves its host with the guard's resolver and checks
@@ -312,7 +307,8 @@ class Guard:
 
     def _decide_and_resolve(self, url, list):
         """(Verdict, PinnedAddrs) of an allowed, resolved url; Refused."""
-        d, pinned, st = self._decide(url, list, True, resolve=True)
+        pinned = _lib.PinnedAddrs()
+        d, st = self._decide(url, list, True, pinned)
         verdict = Verdict._from_c(d.verdict)
         if st != _lib.PH_OK or not verdict.allowed:
             raise Refused(verdict.reason, verdict.detail or _lib.text(d.log_detail),
