@@ -108,10 +108,20 @@ static void put_key(line *l, const char *key)
     put(l, "\":", 2);
 }
 
+/* Whether s[0..n) is UTF-8: ASCII (one OR over the bytes, which compilers
+ * vectorize: most of what is logged) or valid by pinhole/utf8.h. */
+static bool is_utf8(const char *s, size_t n)
+{
+    unsigned char any = 0;
+    for (size_t i = 0; i < n; i++)
+        any |= (unsigned char)s[i];
+    return any < 0x80 || ph_utf8_valid(s, n);
+}
+
 /* ,"key":"v" ("key":null for NULL); nothing for a v that is not UTF-8. */
 static void put_strn(line *l, const char *key, const char *v, size_t n)
 {
-    if (v != NULL && !ph_utf8_valid(v, n))
+    if (v != NULL && !is_utf8(v, n))
         return;
     put_key(l, key);
     if (v == NULL)
@@ -137,7 +147,7 @@ static void put_list(line *l, const char *key, const char *v)
     bool first = true;
     for (const char *p = v; *p;) {
         size_t n = strcspn(p, " ");
-        if (ph_utf8_valid(p, n)) {
+        if (is_utf8(p, n)) {
             if (!first)
                 put(l, ",", 1);
             first = false;
