@@ -1183,9 +1183,40 @@ static void usage(FILE *f)
             AB_MAX);
 }
 
+/* Compiles the bench's allowlist into dir/t<idx>.ptab for the proxy binary
+ * `path` with the policyc of its own build tree (<tree>/policyc/policyc
+ * beside <tree>/proxy/), so an A/B against an older revision reads a table
+ * of its own format; this tree's policyc when there is none. 0 or -1. */
+static int compile_table(const char *path, const char *dir, int idx)
+{
+    char pc[600], cmd[2048];
+    snprintf(pc, sizeof pc, "%s", path);
+    char *slash = strrchr(pc, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+        slash = strrchr(pc, '/');
+    }
+    if (slash != NULL)
+        snprintf(slash, sizeof pc - (size_t)(slash - pc), "/policyc/policyc");
+    if (slash == NULL || access(pc, X_OK) != 0)
+        snprintf(pc, sizeof pc, "%s", PX_POLICYC);
+    snprintf(cmd, sizeof cmd,
+             "%s compile %s/tests/proxy/data/e2e-allowlist.yaml -o %s/t%d.ptab >/dev/null 2>&1",
+             pc, PH_SOURCE_DIR, dir, idx);
+    if (system(cmd) != 0)
+        return -1;
+    if (geteuid() == 0) {
+        snprintf(cmd, sizeof cmd, "chown nobody %s/t%d.ptab", dir, idx);
+        if (system(cmd) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Starts the pinhole-proxy binary `path` on 127.0.0.1:*port (a free port),
- * with the bench's table, key and resolver; its pid, or -1. */
-static pid_t start_pinhole(const char *path, const char *dir, const char *workers, int *port)
+ * with the bench's table t<idx>.ptab, key and resolver; its pid, or -1. */
+static pid_t start_pinhole(const char *path, const char *dir, int idx, const char *workers,
+                           int *port)
 {
     char cmd_buf[700];
     char listen[64], admin[64], dnss[64], table[512], key[512], bin[512];
@@ -1193,7 +1224,7 @@ static pid_t start_pinhole(const char *path, const char *dir, const char *worker
     snprintf(listen, sizeof listen, "127.0.0.1:%d", *port);
     snprintf(admin, sizeof admin, "127.0.0.1:%d", free_port());
     snprintf(dnss, sizeof dnss, "127.0.0.1:%d", dns_port);
-    snprintf(table, sizeof table, "%s/t.ptab", dir);
+    snprintf(table, sizeof table, "%s/t%d.ptab", dir, idx);
     snprintf(key, sizeof key, "%s/g.key", dir);
     snprintf(bin, sizeof bin, "%s", path);
     char wk[16];
@@ -1298,10 +1329,9 @@ int main(int argc, char **argv)
     dns_port = free_port();
 
     snprintf(cmd, sizeof cmd,
-             "%s compile %s/tests/proxy/data/e2e-allowlist.yaml -o %s/t.ptab >/dev/null 2>&1 && "
              "%s keygen --kid bench --output %s/g.key && "
              "%s grant issue --keys %s/g.key --tenant bench --lease bench --list e2e",
-             PX_POLICYC, PH_SOURCE_DIR, dir, PX_GUARD_CLI, dir, PX_GUARD_CLI, dir);
+             PX_GUARD_CLI, dir, PX_GUARD_CLI, dir);
     if (run(cmd, token, sizeof token) != 0 || token[0] == '\0') {
         fprintf(stderr, "bench_proxy: set-up failed (policyc or pinhole-guard)\n");
         return 1;
@@ -1319,7 +1349,7 @@ int main(int argc, char **argv)
     pid_t up = upstream_pid = start_upstream(upstream_port);
 
     if (geteuid() == 0) {
-        snprintf(cmd, sizeof cmd, "chown nobody %s %s/t.ptab %s/g.key", dir, dir, dir);
+        snprintf(cmd, sizeof cmd, "chown nobody %s %s/g.key", dir, dir);
         if (system(cmd) != 0)
             return 1;
     }
@@ -1328,7 +1358,9 @@ int main(int argc, char **argv)
     bool started = wait_port(upstream_port) == 0;
     for (int p = 0; p < nproxies; p++) {
         int port = 0;
-        pid_t pid = started ? start_pinhole(proxy_paths[p], dir, workers, &port) : -1;
+        pid_t pid = started && compile_table(proxy_paths[p], dir, p) == 0
+                        ? start_pinhole(proxy_paths[p], dir, p, workers, &port)
+                        : -1;
         started = started && pid > 0;
         px_t[p] = (target){ ab ? proxy_paths[p] : "pinhole-proxy", port, TARGET_HOST,
                             pid > 0 ? pid : 0, NULL, 0 };

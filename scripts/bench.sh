@@ -7,7 +7,8 @@
 # --ab REV: an A/B run of bench_proxy in one run: the pinhole-proxy of git
 # revision REV (A; exported with git archive and built as a release build in
 # build/ab/REV, once) against this tree's (B, from BUILD_DIR), the same
-# rounds interleaved. Extra bench_proxy options may follow in BENCH_AB_ARGS.
+# rounds interleaved; each proxy reads a table its own revision's policyc
+# compiled. Extra bench_proxy options may follow in BENCH_AB_ARGS.
 #
 # bench_artifacts' S3 rows need an object store: without PH_BENCH_S3_CONFIG,
 # a single-node Ceph RGW is brought up for the run (scripts/start-ceph-rgw.sh,
@@ -26,13 +27,13 @@ if [ "${1:-}" = "--ab" ]; then
     }
     ab="build/ab/$rev"
     old="$ab/build/proxy/pinhole-proxy-testloopback"
-    if [ ! -x "$old" ]; then
+    if [ ! -x "$old" ] || [ ! -x "$ab/build/policyc/policyc" ]; then
         echo "==> building pinhole-proxy of $rev in $ab (release)"
         rm -rf "$ab" && mkdir -p "$ab/src" || exit 1
         git archive "$rev" | tar -x -C "$ab/src" || exit 1
         cmake -S "$ab/src" -B "$ab/build" -DCMAKE_BUILD_TYPE=Release -DPINHOLE_BUILD_BENCH=ON \
             >"$ab/configure.log" 2>&1 || { echo "bench: configure of $rev failed: $ab/configure.log" >&2; exit 1; }
-        MAKEFLAGS= cmake --build "$ab/build" -j "${JOBS:-2}" --target pinhole-proxy-testloopback \
+        MAKEFLAGS= cmake --build "$ab/build" -j "${JOBS:-2}" --target pinhole-proxy-testloopback --target policyc \
             >"$ab/build.log" 2>&1 || { echo "bench: build of $rev failed: $ab/build.log" >&2; exit 1; }
     fi
     echo "==> bench_proxy A/B: A = $rev, B = this tree ($(git describe --always --dirty))"
