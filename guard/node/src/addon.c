@@ -3,7 +3,8 @@
  * JavaScript. What it exposes (index.js wraps it, index.d.ts types it):
  *   - Guard(tablePath, options): ph_guard_open; reload() is
  *     ph_guard_reload_policy; close().
- *   - guard.decide(url, list): the one decision for a URL (ph_decide_url).
+ *   - guard.decide(url, list): the one decision for a URL (ph_decide_url);
+ *     guard.admit(url, list): the same decision, thrown when refused.
  *   - guard.resolve(url, list): the decision, then exactly the decided name
  *     resolved by the guard's resolver driver (pinhole/resolve.h) with
  *     every address checked; a Promise of the checked addresses or a
@@ -613,6 +614,23 @@ static napi_value nh_guard_decide(napi_env env, napi_callback_info info)
     return nh_decision_object(env, &d);
 }
 
+/* guard.admit(url, list): the same decision as decide, for a request about
+ * to be sent: undefined when allowed, the refusal thrown as a PinholeError.
+ * No verdict object is made: building one costs many times the decision
+ * itself, and guardedFetch makes this call on every request. */
+static napi_value nh_guard_admit(napi_env env, napi_callback_info info)
+{
+    size_t argc = 2;
+    napi_value argv[2];
+    nh_guard *g = nh_unwrap(env, info, &argc, argv, NULL);
+    ph_decision d;
+    if (!g || !nh_decide(env, g, argc, argv, &d))
+        return NULL;
+    if (!d.allowed)
+        napi_throw(env, nh_error(env, ph_reason_code(d.reason), d.log_detail, NULL));
+    return NULL;
+}
+
 static void nh_query_unlink(nh_query *q)
 {
     nh_guard *g = q->g;
@@ -847,6 +865,7 @@ static napi_value nh_init(napi_env env, napi_value exports)
     }
     napi_property_descriptor methods[] = {
         {"decide", NULL, nh_guard_decide, NULL, NULL, NULL, napi_default, NULL},
+        {"admit", NULL, nh_guard_admit, NULL, NULL, NULL, napi_default, NULL},
         {"resolve", NULL, nh_guard_resolve, NULL, NULL, NULL, napi_default, NULL},
         {"redirectCheck", NULL, nh_guard_redirect_check, NULL, NULL, NULL, napi_default, NULL},
         {"reload", NULL, nh_guard_reload, NULL, NULL, NULL, napi_default, NULL},
