@@ -7,14 +7,14 @@
  * the same dnsmasq for the name (plain fetch through a lookup, the guard
  * through its resolver), so the difference is the guard's: the decision
  * per request, and per connection the checked resolution and the pinned
- * connect. Rounds interleave the clients so load from other processes
- * hits both alike; the best round of each is printed, wall time and the
- * process's CPU time per request (client and server: the server's share is
- * the same for both). Asserts nothing about time.
+ * connect. The clients take turns request by request (which goes first
+ * alternates), so load from other processes hits both alike, and the
+ * median request of each is printed: wall time, and the process's CPU
+ * time over the request (client and server: the server's share is the
+ * same for both). Asserts nothing about time.
  *
- * usage: bench_guard_node [--requests N] [--rounds R]   (run via the
- *        wrapper CMake generates: the test-loopback addon, policyc, npm
- *        modules)
+ * usage: bench_guard_node [--requests N]   (run via the wrapper CMake
+ *        generates: the test-loopback addon, policyc, npm modules)
  */
 const http = require('node:http');
 const path = require('node:path');
@@ -26,19 +26,37 @@ function arg(name, dflt) {
   const i = process.argv.indexOf(name);
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 }
-const REQUESTS = arg('--requests', 500);
-const ROUNDS = arg('--rounds', 15);
+const REQUESTS = arg('--requests', 4000);
 
-/* n requests: [wall us, CPU us of this process (client and server)] per request. */
-async function round(fetchFn, url, n) {
-  const t0 = process.hrtime.bigint();
+/* One request: [wall us, CPU us of this process (client and server)]. */
+async function one(fetchFn, url) {
   const c0 = process.cpuUsage();
-  for (let i = 0; i < n; i++) {
-    const res = await fetchFn(url);
-    if ((await res.text()) !== 'ok') throw new Error(`bad answer from ${url}`);
-  }
+  const t0 = process.hrtime.bigint();
+  const res = await fetchFn(url);
+  if ((await res.text()) !== 'ok') throw new Error(`bad answer from ${url}`);
+  const t = Number(process.hrtime.bigint() - t0) / 1e3;
   const c = process.cpuUsage(c0);
-  return [Number(process.hrtime.bigint() - t0) / 1e3 / n, (c.user + c.system) / n];
+  return [t, c.user + c.system];
+}
+
+const median = (a) => {
+  const s = [...a].sort((x, y) => x - y);
+  return s[s.length >> 1];
+};
+
+/* n requests of each client, taking turns: the median [wall, CPU] of each. */
+async function turns(clients, url, n) {
+  const wall = clients.map(() => []);
+  const cpu = clients.map(() => []);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < clients.length; j++) {
+      const k = (i + j) % clients.length;
+      const [w, c] = await one(clients[k], url);
+      wall[k].push(w);
+      cpu[k].push(c);
+    }
+  }
+  return clients.map((_, k) => [median(wall[k]), median(cpu[k])]);
 }
 
 async function main() {
@@ -66,23 +84,16 @@ async function main() {
   for (const [what, pathname, n] of [['reused connection', '/', REQUESTS],
     ['new connection each', '/close', Math.max(1, Math.floor(REQUESTS / 4))]]) {
     const url = `http://bench.${D}:${port}${pathname}`;
-    await round(plain, url, 50);
-    await round(guarded, url, 50);
-    const best = { plain: [Infinity, Infinity], guarded: [Infinity, Infinity] };
-    for (let r = 0; r < ROUNDS; r++) {
-      for (const [k, f] of [['plain', plain], ['guarded', guarded]]) {
-        const [wall, cpu] = await round(f, url, n);
-        best[k] = [Math.min(best[k][0], wall), Math.min(best[k][1], cpu)];
-      }
-    }
-    rows.push([what, n, best.plain, best.guarded]);
+    await turns([plain, guarded], url, 200);
+    const [p, g] = await turns([plain, guarded], url, n);
+    rows.push([what, n, p, g]);
   }
-  console.log(`bench_guard_node: loopback http, sequential GETs, best of ${ROUNDS} rounds, node ${process.version}`);
-  console.log('  (CPU: this process, client and server, per request: the figure load from other processes disturbs least)');
+  console.log(`bench_guard_node: loopback http, sequential GETs taking turns, median request, node ${process.version}`);
+  console.log('  (CPU: this process, client and server, over one request)');
   const pct = (g, p) => `${(100 * (g - p) / p).toFixed(1)}%`;
   for (const [what, n, [pw, pc], [gw, gc]] of rows) {
-    console.log(`  plain undici fetch, ${what.padEnd(20)} ${(1e6 / pw).toFixed(0).padStart(7)} req/s ${pw.toFixed(1).padStart(8)} us/req wall ${pc.toFixed(1).padStart(7)} us CPU  (${n} a round)`);
-    console.log(`  guardedFetch,       ${what.padEnd(20)} ${(1e6 / gw).toFixed(0).padStart(7)} req/s ${gw.toFixed(1).padStart(8)} us/req wall ${gc.toFixed(1).padStart(7)} us CPU  overhead ${pct(gw, pw)} wall, ${pct(gc, pc)} CPU (${(gc - pc).toFixed(1)} us)`);
+    console.log(`  plain undici fetch, ${what.padEnd(20)} ${pw.toFixed(1).padStart(8)} us/req wall ${pc.toFixed(1).padStart(7)} us CPU  (${n} requests)`);
+    console.log(`  guardedFetch,       ${what.padEnd(20)} ${gw.toFixed(1).padStart(8)} us/req wall ${gc.toFixed(1).padStart(7)} us CPU  overhead ${pct(gw, pw)} wall (${(gw - pw).toFixed(1)} us), ${pct(gc, pc)} CPU (${(gc - pc).toFixed(1)} us)`);
   }
   await agent.close();
   await guarded.agent.close();

@@ -16,6 +16,8 @@ const S = require('./support.js');
 const D = S.DOMAIN;
 let dns, app, other, rec, guard, table, tlsApp, pki, hole;
 let floodSent = -1; // bytes the flood's server wrote before its connection closed
+let silent;         // a listener that reads requests and never answers
+const dripClosed = []; // resolvers waiting for a drip connection to close
 
 const plainFetch = (url, init) => S.plainFetch(dns, url, init);
 
@@ -60,6 +62,13 @@ before(async () => {
       res.writeHead(302, { location: `/chain/${n + 1}` });
       return res.end();
     }
+    if (u.pathname === '/drip-redirect' || u.pathname === '/drip-body') {
+      // A head, then a body of one byte every 50 ms that never ends.
+      res.writeHead(u.pathname === '/drip-redirect' ? 302 : 200, { location: '/hello' });
+      const t = setInterval(() => res.write('x'), 50);
+      res.socket.once('close', () => { clearInterval(t); dripClosed.splice(0).forEach((r) => r()); });
+      return undefined;
+    }
     if (u.pathname === '/flood') {
       // A redirect whose body never ends: the guard reads at most 64 KiB.
       S.floodRedirect(res, '/hello', (n) => { floodSent = n; });
@@ -70,6 +79,7 @@ before(async () => {
   });
   other = await S.httpServer((req, res) => { req.resume(); req.on('end', () => res.end('other')); });
   hole = await S.blackhole();
+  silent = await S.recorder();
   pki = S.makeCert([`tls.${D}`]);
   tlsApp = require('node:https').createServer({ cert: pki.cert, key: pki.key }, (req, res) => res.end('tls hello'));
   await new Promise((r) => tlsApp.listen(0, '127.0.0.1', r));
@@ -77,12 +87,12 @@ before(async () => {
   dns = await S.startDnsmasq({ [`app.${D}`]: ['127.0.0.1'], [`other.${D}`]: ['127.0.0.1'],
     [`tls.${D}`]: ['127.0.0.1'], [`wrongname.${D}`]: ['127.0.0.1'],
     [`rebind.${D}`]: ['127.0.0.1'], [`hole.${D}`]: ['127.0.0.1'],
-    [`zero.${D}`]: ['0.0.0.0'] });
+    [`zero.${D}`]: ['0.0.0.0'], [`silent.${D}`]: ['127.0.0.1'] });
   // zero.D is listed on the recorder's port: only its address refuses it.
   table = S.compileTable({ default: [[`app.${D}`, [app.port]], [`other.${D}`, [other.port]],
     [`rebind.${D}`, [app.port, rec.port]], [`tls.${D}`, [tlsApp.port]],
     [`wrongname.${D}`, [tlsApp.port]],
-    [`zero.${D}`, [rec.port]], [`hole.${D}`, [hole.port]],
+    [`zero.${D}`, [rec.port]], [`hole.${D}`, [hole.port]], [`silent.${D}`, [silent.port]],
     [`*.slow.${D}`, [80]]] });
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
 });
@@ -305,6 +315,127 @@ test('resolutions over maxPending are refused at once: limit_exceeded', async ()
   assert.ok(ms < 100, `refused after ${ms} ms`);
   assert.deepEqual([await a, await b], ['dns_timeout', 'dns_timeout']);
   g.close();
+});
+
+/* Resolves when silent's next connection closes. */
+function silentClosed() {
+  return new Promise((resolve) => silent.server.once('connection', (sock) => sock.once('close', resolve)));
+}
+
+test('timeoutMs: a server that never answers: upstream_timeout, and the request is aborted', { timeout: 60000 }, async () => {
+  const f = guardedFetch(guard, 'default', { timeoutMs: 300 });
+  const closed = silentClosed();
+  const t0 = process.hrtime.bigint();
+  await refusedWith('upstream_timeout', f(`http://silent.${D}:${silent.port}/`));
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(`# deadline of 300 ms: refused after ${ms.toFixed(1)} ms`);
+  assert.ok(ms >= 290, `refused after ${ms} ms, before the deadline`);
+  await closed; // the request was aborted: its connection closed, not left waiting
+  // The same guardedFetch goes on: its next request is served, and a later
+  // deadline passes on its own.
+  assert.equal(await (await f(`http://app.${D}:${app.port}/hello`)).text(), 'hello');
+  await refusedWith('upstream_timeout', f(`http://silent.${D}:${silent.port}/again`));
+});
+
+test('timeoutMs: the deadline covers the connection (shorter than connectTimeoutMs)', { timeout: 60000 }, async () => {
+  const f = guardedFetch(guard, 'default', { timeoutMs: 300, connectTimeoutMs: 20000 });
+  const t0 = process.hrtime.bigint();
+  await refusedWith('upstream_timeout', f(`http://hole.${D}:${hole.port}/`));
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(`# deadline of 300 ms while connecting: refused after ${ms.toFixed(1)} ms`);
+  assert.ok(ms >= 290 && ms < 10000, `refused after ${ms} ms`);
+});
+
+test('timeoutMs: the deadline covers a redirect body that never ends', { timeout: 60000 }, async () => {
+  const f = guardedFetch(guard, 'default', { timeoutMs: 400 });
+  const closed = new Promise((r) => dripClosed.push(r));
+  const start = app.seen.length;
+  await refusedWith('upstream_timeout', f(`http://app.${D}:${app.port}/drip-redirect`));
+  await closed;
+  assert.deepEqual(app.seen.slice(start).map((x) => x.url), ['/drip-redirect'], 'no hop after the deadline');
+});
+
+test('deadlines of requests in flight together pass each at its own time', { timeout: 60000 }, async () => {
+  const f = guardedFetch(guard, 'default', { timeoutMs: 500 });
+  const t0 = process.hrtime.bigint();
+  const at = () => Number(process.hrtime.bigint() - t0) / 1e6;
+  const first = f(`http://silent.${D}:${silent.port}/1`).then(() => 'answered', (e) => [e.reason, at()]);
+  await new Promise((r) => setTimeout(r, 200));
+  const second = f(`http://silent.${D}:${silent.port}/2`).then(() => 'answered', (e) => [e.reason, at()]);
+  // A request that finishes in between leaves the others' deadlines alone.
+  assert.equal(await (await f(`http://app.${D}:${app.port}/hello`)).text(), 'hello');
+  const [[r1, ms1], [r2, ms2]] = [await first, await second];
+  console.log(`# deadlines of 500 ms begun 200 ms apart: passed at ${ms1.toFixed(1)} and ${ms2.toFixed(1)} ms`);
+  assert.deepEqual([r1, r2], ['upstream_timeout', 'upstream_timeout']);
+  assert.ok(ms1 >= 490 && ms2 >= ms1 + 150, `passed at ${ms1} and ${ms2} ms`);
+});
+
+test("the caller's signal aborts a request in flight and the body of its response", { timeout: 60000 }, async () => {
+  const f = guardedFetch(guard, 'default');
+  const ac = new AbortController();
+  const closed = silentClosed();
+  const p = f(`http://silent.${D}:${silent.port}/`, { signal: ac.signal });
+  await new Promise((r) => setTimeout(r, 100));
+  ac.abort();
+  await assert.rejects(p, (e) => e.name === 'AbortError');
+  await closed;
+  const body = new AbortController();
+  const dripped = new Promise((r) => dripClosed.push(r));
+  const res = await f(`http://app.${D}:${app.port}/drip-body`, { signal: body.signal });
+  assert.equal(res.status, 200);
+  body.abort();
+  await assert.rejects(res.text(), (e) => e.name === 'AbortError');
+  await dripped;
+});
+
+test('a finished request leaves no timer holding the process open', { timeout: 60000 }, async () => {
+  // A process that makes one guarded request (deadline 60 s) and then has
+  // nothing left to do exits at once.
+  const { spawn } = require('node:child_process');
+  const script = `
+    const { Guard, guardedFetch } = require(${JSON.stringify(require.resolve('../../guard/node/lib/index.js'))});
+    const g = new Guard(process.argv[1], { dnsServers: process.argv[2], reloadIntervalMs: 0 });
+    guardedFetch(g, 'default', { timeoutMs: 60000 })(process.argv[3])
+      .then((r) => r.text()).then((t) => { console.log(t); g.close(); });`;
+  const t0 = process.hrtime.bigint();
+  const child = spawn(process.execPath, ['-e', script, table, dns.server, `http://app.${D}:${app.port}/hello`],
+    { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const code = await new Promise((r) => child.once('exit', r));
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  console.log(`# a process with one guarded request (deadline 60 s) exited after ${ms.toFixed(0)} ms`);
+  assert.equal(code, 0);
+  assert.equal(out.trim(), 'hello');
+  assert.ok(ms < 30000, `exited after ${ms} ms`);
+});
+
+test('a reload re-decides the next request, even on a kept-alive connection', async () => {
+  const fs = require('node:fs');
+  const tpath = S.compileTable({ default: [[`app.${D}`, [app.port]]] }, 'reload-a');
+  const g = new Guard(tpath, { dnsServers: dns.server, reloadIntervalMs: 0 });
+  const f = guardedFetch(g, 'default');
+  let connections = 0;
+  const count = () => { connections++; };
+  app.server.on('connection', count);
+  try {
+    // undici opens a second connection for a request made as the first
+    // one's body ends; from then on the pool's connections are reused.
+    for (let i = 0; i < 3; i++) assert.equal(await (await f(`http://app.${D}:${app.port}/hello`)).text(), 'hello');
+    const warm = connections;
+    assert.equal(await (await f(`http://app.${D}:${app.port}/hello`)).text(), 'hello');
+    assert.equal(connections, warm, 'the request went on a kept-alive connection');
+    // The new version lists only other.D.
+    fs.renameSync(S.compileTable({ default: [[`other.${D}`, [other.port]]] }, 'reload-b'), tpath);
+    assert.equal(g.reload().reloaded, true);
+    const start = app.seen.length;
+    await refusedWith('not_allowlisted', f(`http://app.${D}:${app.port}/hello`));
+    assert.equal(app.seen.length, start, 'nothing was sent on the kept-alive connection');
+  } finally {
+    app.server.off('connection', count);
+    await f.agent.close();
+    g.close();
+  }
 });
 
 test('the guard refuses what is not on the list and reloads', () => {

@@ -224,6 +224,152 @@ function causeReason(err) {
   return null;
 }
 
+/* The deadline of one guarded request: every hop up to the final response
+ * head. When it passes, the hop in flight is aborted through the abort
+ * undici handed its dispatch (onConnect: the socket's request, a redirect
+ * body being read too), and a hop still waiting for its connection is
+ * rejected at once (its request is aborted when the connection comes).
+ * The Deadline is the dispatcher fetch is given for the request's hops: it
+ * hands each hop to the guarded agent with a handler that learns the
+ * hop's abort. An AbortSignal per request would do the same at a cost
+ * above the decision's (undici ties every signal to its Request with a
+ * listener and a FinalizationRegistry), and so would a timer per request
+ * (Node makes and drops a timer list each time). */
+class Deadline {
+  constructor(deadlines) {
+    this.deadlines = deadlines;
+    this.expires = performance.now() + deadlines.ms;
+    this.prev = this.next = null;
+    this.error = null;   // the refusal once the deadline passed
+    this.abort = null;   // the abort of the hop on a socket
+    this.reject = null;  // rejects the hop being awaited
+  }
+
+  expire() {
+    this.error = refused('upstream_timeout',
+      `the guarded request's deadline of ${this.deadlines.ms} ms passed`);
+    if (this.abort) this.abort(this.error);
+    if (this.reject) this.reject(this.error);
+  }
+
+  /* undici's dispatcher interface: what fetch calls once per hop. */
+  dispatch(opts, handler) {
+    return this.deadlines.agent.dispatch(opts, new DeadlineHandler(handler, this));
+  }
+
+  /* fetch(url, init) of one hop under this deadline. */
+  hop(url, init) {
+    if (this.error) return Promise.reject(this.error);
+    init.dispatcher = this;
+    return new Promise((resolve, reject) => {
+      this.reject = reject;
+      undici.fetch(url, init).then(resolve, reject);
+    });
+  }
+
+  /* The request is done with its deadline (its final response head came,
+   * or it failed). */
+  finish() {
+    this.abort = this.reject = null;
+    this.deadlines.unlink(this);
+  }
+}
+
+/* The deadlines of one guardedFetch's requests, all of the same length:
+ * they pass in the order the requests began, so one queue (oldest first)
+ * and one timer, armed for the oldest and re-armed only when it fires,
+ * serve them all; a request that finishes only leaves the queue. The
+ * timer holds the process open only while a request is in the queue. */
+class Deadlines {
+  constructor(agent, ms) {
+    this.agent = agent;
+    this.ms = ms;
+    this.head = this.tail = null;
+    this.timer = null;
+  }
+
+  start() {
+    const d = new Deadline(this);
+    if (this.tail) {
+      d.prev = this.tail;
+      this.tail.next = d;
+    } else {
+      this.head = d;
+      if (this.timer) this.timer.ref();
+      else this.timer = setTimeout(Deadlines.fire, this.ms, this);
+    }
+    this.tail = d;
+    return d;
+  }
+
+  unlink(d) {
+    if (d.prev) d.prev.next = d.next;
+    else if (this.head === d) this.head = d.next;
+    else return; // already out of the queue
+    if (d.next) d.next.prev = d.prev;
+    else this.tail = d.prev;
+    d.prev = d.next = null;
+    if (!this.head && this.timer) this.timer.unref();
+  }
+
+  static fire(self) {
+    self.timer = null;
+    const now = performance.now();
+    while (self.head && self.head.expires <= now) {
+      const d = self.head;
+      self.unlink(d);
+      d.expire();
+    }
+    if (self.head) {
+      self.timer = setTimeout(Deadlines.fire, Math.max(1, Math.ceil(self.head.expires - now)), self);
+    }
+  }
+}
+
+/* fetch's dispatch handler, its hop's abort told to the Deadline. */
+class DeadlineHandler {
+  constructor(handler, deadline) {
+    this.handler = handler;
+    this.deadline = deadline;
+  }
+
+  onConnect(abort, context) {
+    this.deadline.abort = abort;
+    this.handler.onConnect(abort, context);
+    if (this.deadline.error) abort(this.deadline.error);
+  }
+
+  onResponseStarted() { return this.handler.onResponseStarted?.(); }
+  onHeaders(status, headers, resume, text) { return this.handler.onHeaders(status, headers, resume, text); }
+  onData(chunk) { return this.handler.onData(chunk); }
+  onComplete(trailers) { return this.handler.onComplete(trailers); }
+  onError(err) { return this.handler.onError(err); }
+  onUpgrade(status, headers, socket) { return this.handler.onUpgrade(status, headers, socket); }
+  onBodySent(chunk) { return this.handler.onBodySent?.(chunk); }
+  onRequestSent() { return this.handler.onRequestSent?.(); }
+}
+
+function onlyHeadersAndSignal(init) {
+  for (const k in init) {
+    if (k !== 'headers' && k !== 'signal') return false;
+  }
+  return true;
+}
+
+/* fetch's init for one hop: redirects are the package's; a member that
+ * would be fetch's default is left out (fetch reads each one given). */
+function hopInit(method, headers, body, signal) {
+  const init = { redirect: 'manual' };
+  if (method !== 'GET') init.method = method;
+  if (headers !== undefined) init.headers = headers;
+  if (body !== null) {
+    init.body = body;
+    init.duplex = 'half';
+  }
+  if (signal !== undefined && signal !== null) init.signal = signal;
+  return init;
+}
+
 /**
  * guardedFetch(guard, list, options) -> fetch(input, init)
  * options: maxRedirects (10), timeoutMs (30000: every hop up to the final
@@ -235,6 +381,8 @@ function guardedFetch(guard, list = 'default', options = {}) {
   const maxRedirects = options.maxRedirects === undefined ? DEFAULT_MAX_REDIRECTS : options.maxRedirects;
   const timeoutMs = options.timeoutMs || DEFAULT_TIMEOUT_MS;
   const agent = new undici.Agent({ connect: pinnedConnector(guard, list, options), maxRedirections: 0 });
+  const deadlines = new Deadlines(agent, timeoutMs);
+  const native = guard._native;
 
   async function fetchGuarded(input, init) {
     if (init === undefined || init === null) init = {};
@@ -243,15 +391,16 @@ function guardedFetch(guard, list = 'default', options = {}) {
     }
     // A GET of a URL with at most headers and a signal needs no Request
     // (the common case, and a Request costs as much as the decision);
-    // anything else is read through one, as fetch reads it.
-    let url, method, headers, body, redirectMode;
-    if ((typeof input === 'string' || input instanceof URL) &&
-        Object.keys(init).every((k) => k === 'headers' || k === 'signal')) {
+    // anything else is read through one, as fetch reads it. Headers are
+    // copied only when given (a redirect edits the copy).
+    let url, method, headers, body, redirectMode, signal;
+    if ((typeof input === 'string' || input instanceof URL) && onlyHeadersAndSignal(init)) {
       url = new URL(input).href;
       method = 'GET';
-      headers = new undici.Headers(init.headers);
+      headers = init.headers === undefined ? undefined : new undici.Headers(init.headers);
       body = null;
       redirectMode = 'follow';
+      signal = init.signal;
     } else {
       const first = new undici.Request(input, init);
       url = first.url;
@@ -259,36 +408,24 @@ function guardedFetch(guard, list = 'default', options = {}) {
       headers = new undici.Headers(first.headers);
       body = first.body ? Buffer.from(await first.arrayBuffer()) : null;
       redirectMode = first.redirect;
+      // The caller's signal, which fetch follows on every hop and on the
+      // final response's body.
+      signal = init.signal || (input instanceof undici.Request ? input.signal : undefined);
     }
 
-    const deadline = new AbortController();
-    const timer = setTimeout(() => deadline.abort(
-      refused('upstream_timeout', `the guarded request's deadline of ${timeoutMs} ms passed`)), timeoutMs);
-    // The caller's signal aborts the chain too (AbortSignal.any is not in Node 18).
-    const callerSignal = init.signal || (input instanceof undici.Request ? input.signal : null);
-    const onCallerAbort = () => deadline.abort(callerSignal.reason);
-    if (callerSignal) {
-      if (callerSignal.aborted) onCallerAbort();
-      else callerSignal.addEventListener('abort', onCallerAbort, { once: true });
-    }
-    const signal = deadline.signal;
+    const deadline = deadlines.start();
     try {
       for (let hop = 0; ; hop++) {
-        const d = guard.decide(url, list);
-        if (!d.allowed) throw refused(d.reason, d.detail);
+        native.admit(url, list);
         let res;
         try {
-          res = await undici.fetch(url, {
-            method, headers, body, redirect: 'manual', dispatcher: agent, signal,
-            ...(body ? { duplex: 'half' } : {}),
-          });
+          res = await deadline.hop(url, hopInit(method, headers, body, signal));
         } catch (err) {
-          const pe = causeReason(err) || causeReason(signal.reason);
-          if (pe) throw pe;
-          throw err;
+          throw causeReason(err) || err;
         }
+        if (!REDIRECT_STATUSES.has(res.status)) return res;
         const location = res.headers.get('location');
-        if (!REDIRECT_STATUSES.has(res.status) || location === null) return res;
+        if (location === null) return res;
         // The caller's own redirect mode is stricter than following: 'manual'
         // hands it the redirect (a request it then makes is decided again),
         // 'error' fails as fetch does.
@@ -305,21 +442,19 @@ function guardedFetch(guard, list = 'default', options = {}) {
         });
         await discardBody(res);
         if (!rc.allowed) throw refused(rc.reason, rc.detail);
-        for (const name of [...headers.keys()]) {
-          if (!headerFollows(name, rc.sameOrigin, resendBody)) headers.delete(name);
+        if (headers !== undefined) {
+          for (const name of [...headers.keys()]) {
+            if (!headerFollows(name, rc.sameOrigin, resendBody)) headers.delete(name);
+          }
         }
         method = next;
         body = resendBody ? body : null;
         url = rc.url;
       }
     } catch (err) {
-      if (signal.aborted) {
-        const pe = causeReason(signal.reason);
-        if (pe) throw pe;
-      }
-      throw err;
+      throw deadline.error || err;
     } finally {
-      clearTimeout(timer);
+      deadline.finish();
     }
   }
   fetchGuarded.agent = agent;

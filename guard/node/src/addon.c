@@ -3,7 +3,8 @@
  * JavaScript. What it exposes (index.js wraps it, index.d.ts types it):
  *   - Guard(tablePath, options): ph_guard_open; reload() is
  *     ph_guard_reload_policy; close().
- *   - guard.decide(url, list): the one decision for a URL (ph_decide_url).
+ *   - guard.decide(url, list): the one decision for a URL (ph_decide_url);
+ *     guard.admit(url, list): the same decision, thrown when refused.
  *   - guard.resolve(url, list): the decision, then exactly the decided name
  *     resolved by the guard's resolver driver (pinhole/resolve.h) with
  *     every address checked; a Promise of the checked addresses or a
@@ -584,33 +585,48 @@ static napi_value nh_decision_object(napi_env env, const ph_decision *d)
     return o;
 }
 
-/* Decides url for list into *d; false with an exception pending for bad
- * arguments. */
-static bool nh_decide(napi_env env, nh_guard *g, size_t argc, napi_value *argv, ph_decision *d)
+/* A guard method's call (url, list): decides url for list into *d and
+ * returns the guard (*self the Guard object when self is not NULL); NULL
+ * with an exception pending for a closed guard or bad arguments. */
+static nh_guard *nh_decide(napi_env env, napi_callback_info info, napi_value *self, ph_decision *d)
 {
+    size_t argc = 2;
+    napi_value argv[2];
+    nh_guard *g = nh_unwrap(env, info, &argc, argv, self);
     char url[NH_STR_MAX + 1], list[PH_VERDICT_TEXT_MAX + 1];
-    if (argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
+    if (!g || argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
         !nh_string(env, argv[1], list, sizeof list, "list"))
-        return false;
+        return NULL;
     ph_url_request req = {.url = url, .url_len = strlen(url), .list = list,
                           .now = (int64_t)time(NULL)};
     ph_status st = ph_decide_url(g->guard, &req, d);
     if (st != PH_OK && st != PH_E_DENIED && st != PH_E_INVAL) {
         nh_throw_status(env, st, d->log_detail);
-        return false;
+        return NULL;
     }
-    return true;
+    return g;
 }
 
 static napi_value nh_guard_decide(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
-    napi_value argv[2];
-    nh_guard *g = nh_unwrap(env, info, &argc, argv, NULL);
     ph_decision d;
-    if (!g || !nh_decide(env, g, argc, argv, &d))
+    if (!nh_decide(env, info, NULL, &d))
         return NULL;
     return nh_decision_object(env, &d);
+}
+
+/* guard.admit(url, list): the same decision as decide, for a request about
+ * to be sent: undefined when allowed, the refusal thrown as a PinholeError.
+ * No verdict object is made: building one costs many times the decision
+ * itself, and guardedFetch makes this call on every request. */
+static napi_value nh_guard_admit(napi_env env, napi_callback_info info)
+{
+    ph_decision d;
+    if (!nh_decide(env, info, NULL, &d))
+        return NULL;
+    if (!d.allowed)
+        napi_throw(env, nh_error(env, ph_reason_code(d.reason), d.log_detail, NULL));
+    return NULL;
 }
 
 static void nh_query_unlink(nh_query *q)
@@ -658,17 +674,14 @@ static void nh_on_answer(void *arg, const ph_resolve_answer *a)
 /* guard.resolve(url, list) -> Promise */
 static napi_value nh_guard_resolve(napi_env env, napi_callback_info info)
 {
-    size_t argc = 2;
-    napi_value argv[2], self, promise;
-    nh_guard *g = nh_unwrap(env, info, &argc, argv, &self);
-    if (!g)
-        return NULL;
+    napi_value self, promise;
     nh_query *q = calloc(1, sizeof *q);
     if (!q) {
         nh_throw_status(env, PH_E_NOMEM, "out of memory");
         return NULL;
     }
-    if (!nh_decide(env, g, argc, argv, &q->d)) {
+    nh_guard *g = nh_decide(env, info, &self, &q->d);
+    if (!g) {
         free(q);
         return NULL;
     }
@@ -847,6 +860,7 @@ static napi_value nh_init(napi_env env, napi_value exports)
     }
     napi_property_descriptor methods[] = {
         {"decide", NULL, nh_guard_decide, NULL, NULL, NULL, napi_default, NULL},
+        {"admit", NULL, nh_guard_admit, NULL, NULL, NULL, napi_default, NULL},
         {"resolve", NULL, nh_guard_resolve, NULL, NULL, NULL, napi_default, NULL},
         {"redirectCheck", NULL, nh_guard_redirect_check, NULL, NULL, NULL, napi_default, NULL},
         {"reload", NULL, nh_guard_reload, NULL, NULL, NULL, napi_default, NULL},
