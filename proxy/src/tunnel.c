@@ -311,7 +311,7 @@ static void start_relay(px_conn *c)
      * lease slot stay. */
     const char *life_end;
     long life = px_upstream_lifetime(c->up, &life_end);
-    struct bufferevent *ub = px_upstream_take(c->up, NULL);
+    int ufd = px_upstream_take_fd(c->up, NULL);
     px_upstream_stop(&c->up);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
@@ -329,12 +329,12 @@ static void start_relay(px_conn *c)
         t = NULL;
     }
     if (t == NULL) {
-        bufferevent_free(ub);
+        close(ufd);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
     }
-    c->relay = px_relay_start(c->w->base, c->fd, bufferevent_getfd(ub), h->head_buf + h->head_len,
+    c->relay = px_relay_start(c->w->base, c->fd, ufd, h->head_buf + h->head_len,
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,
                               c);
@@ -346,19 +346,15 @@ static void start_relay(px_conn *c)
                       inspect_gate, http_handoff, c);
     }
     if (c->relay == NULL) {
-        bufferevent_free(ub);
+        close(ufd);
         free(t);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
     }
-    /* The relay owns the sockets now: the upstream's leaves its bufferevent
-     * (whose connect event is deleted before the loop applies it), and the
-     * head phase goes (nothing of it is pending: the head was parsed, the
-     * dial ended, the timer and the client's read event are gone). */
-    bufferevent_disable(ub, EV_READ | EV_WRITE);
-    bufferevent_setfd(ub, -1);
-    bufferevent_free(ub);
+    /* The relay owns the sockets now, and the head phase goes (nothing of
+     * it is pending: the head was parsed, the dial ended, the timer and
+     * the client's read event are gone). */
     c->fd = -1;
     px_conn_head_free(&c->h);
     c->t = t;
