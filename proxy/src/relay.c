@@ -56,6 +56,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "event_slot.h"
 #include "pinhole/clock.h"
 #include "proxy_limits.h"
 #include "relay.h"
@@ -102,15 +103,11 @@ struct px_relay {
     void *gate_arg;
     size_t hold_cap;
     int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
-    /* ev[0], ev[1] and timer, EVENT_SLOT bytes each: one allocation per
+    /* ev[0], ev[1] and timer, PX_EVENT_SLOT bytes each: one allocation per
      * tunnel instead of four (an idle tunnel is mostly its events). */
     max_align_t ev_store[];
 };
 
-/* libevent's struct event, rounded up to keep each slot aligned. */
-#define EVENT_SLOT \
-    ((event_get_struct_event_size() + sizeof(max_align_t) - 1) / sizeof(max_align_t) * \
-     sizeof(max_align_t))
 
 static const char *side_error(int side)
 {
@@ -503,13 +500,13 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
                          const char *life_end, uint64_t *up, uint64_t *down,
                          px_relay_done_cb done, void *arg)
 {
-    px_relay *r = calloc(1, sizeof *r + 3 * EVENT_SLOT);
+    px_relay *r = calloc(1, sizeof *r + 3 * PX_EVENT_SLOT);
     if (r == NULL)
         return NULL;
     unsigned char *slot = (unsigned char *)r->ev_store;
     r->ev[0] = (struct event *)slot;
-    r->ev[1] = (struct event *)(slot + EVENT_SLOT);
-    r->timer = (struct event *)(slot + 2 * EVENT_SLOT);
+    r->ev[1] = (struct event *)(slot + PX_EVENT_SLOT);
+    r->timer = (struct event *)(slot + 2 * PX_EVENT_SLOT);
     /* The sockets' events are assigned (and added) by watch(); nothing is
      * watched yet. */
     for (int i = 0; i < 2; i++)

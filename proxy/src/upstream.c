@@ -29,6 +29,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "event_slot.h"
 #include "dns_async.h"
 #include "proxy_limits.h"
 #include "reply.h"
@@ -45,7 +46,8 @@ typedef struct up_live {
     px_worker *w;
     px_upstream_cb cb;
     void *arg;
-    struct px_dns_query *query;  /* live handle while resolving (dns_async.c rule) */
+    px_dns_query query;          /* live while resolving (dns_async.c rule) */
+    bool resolving;
     struct event *timer;         /* the connect timeout of the address being tried (in ev_store) */
     struct event *conn_ev;       /* the connect's completion: writable (in ev_store) */
     int fd;                      /* the connection being tried, then the connected one; -1 */
@@ -55,13 +57,9 @@ typedef struct up_live {
     int next, attempts, timeouts;
     char dialed[INET6_ADDRSTRLEN + 8];
     char checked[CHECKED_MAX];   /* the checked addresses, for the log */
-    max_align_t ev_store[];      /* timer and conn_ev, EVENT_SLOT bytes each */
+    max_align_t ev_store[];      /* timer and conn_ev, PX_EVENT_SLOT bytes each */
 } up_live;
 
-/* libevent's struct event, rounded up to keep each slot aligned. */
-#define EVENT_SLOT \
-    ((event_get_struct_event_size() + sizeof(max_align_t) - 1) / sizeof(max_align_t) * \
-     sizeof(max_align_t))
 
 struct px_upstream {
     up_live *live;               /* NULL once stopped; else inside this allocation */
@@ -100,7 +98,7 @@ static void resolved(const ph_resolve_answer *a, void *arg)
 {
     px_upstream *u = arg;
     up_live *l = u->live;
-    l->query = NULL;
+    l->resolving = false;
     /* The guard checked every address; any denied one refused the answer
      * (a mixed answer is the DNS-rebinding case). */
     if (a->reason != PH_REASON_ALLOWED) {
@@ -130,7 +128,7 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     /* One allocation: the handle and its strings, then the live state. */
     size_t at = (sizeof(px_upstream) + tl + 1 + ll + 1 + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
                 sizeof(max_align_t);
-    px_upstream *u = malloc(at + sizeof(up_live) + 2 * EVENT_SLOT);
+    px_upstream *u = malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
     if (u == NULL) {
         *reason = PH_REASON_PROXY_OVERLOADED;
         *detail = "out of memory";
@@ -140,7 +138,7 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     up_live *l = (up_live *)((unsigned char *)u + at);
     memset(l, 0, sizeof *l);
     l->timer = (struct event *)(unsigned char *)l->ev_store;
-    l->conn_ev = (struct event *)((unsigned char *)l->ev_store + EVENT_SLOT);
+    l->conn_ev = (struct event *)((unsigned char *)l->ev_store + PX_EVENT_SLOT);
     l->fd = -1;
     u->live = l;
     l->w = w;
@@ -162,8 +160,8 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     event_assign(l->conn_ev, w->base, -1, 0, connect_event_cb, u);
     /* What the decision said comes next (d->next == PH_NEXT_RESOLVE):
      * exactly this name, for this port (the answer comes from the loop). */
-    l->query = px_dns_resolve(w->dns, d->verdict.host, d->verdict.port, resolved, u);
-    if (l->query == NULL) {
+    l->resolving = px_dns_resolve(w->dns, &l->query, d->verdict.host, d->verdict.port, resolved, u);
+    if (!l->resolving) {
         px_upstream_free(&u);
         *reason = PH_REASON_DNS_FAILURE;
         *detail = "out of memory";
@@ -341,9 +339,9 @@ struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *ad
  * part of its px_upstream's allocation. */
 static void live_end(up_live *l)
 {
-    if (l->query != NULL)
-        px_dns_cancel(l->query);
-    l->query = NULL;
+    if (l->resolving)
+        px_dns_cancel(&l->query);
+    l->resolving = false;
     evtimer_del(l->timer);
     drop_attempt(l);
     event_debug_unassign(l->timer);
