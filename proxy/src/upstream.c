@@ -269,9 +269,10 @@ static void dial_next(px_upstream *u)
         event_assign(l->conn_ev, l->w->base, l->fd, EV_WRITE, connect_event_cb, u);
         if (event_add(l->conn_ev, NULL) == 0)
             return;
-        evtimer_del(l->timer);
         drop_attempt(l);
     }
+    /* No address left: nothing may fire for this dial any more. */
+    evtimer_del(l->timer);
     l->dialed[0] = '\0';
     char detail[PH_DIAG_MESSAGE_MAX];
     if (l->attempts > 0 && l->timeouts == l->attempts) {
