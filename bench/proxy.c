@@ -28,9 +28,9 @@
  *
  * The run ends with the targets, each beside its baseline of the same run:
  * the proxy's CPU per transaction against the floor (client + upstream CPU
- * of a direct transaction; <= 1.15x), transactions/s against direct
- * (>= 0.44x) and against tinyproxy (>= 1.5x), the added latency (<= 80 us)
- * and the idle tunnels' RSS (<= 24 MiB).
+ * of a direct transaction; <= 1.20x, stretch 1.15x), transactions/s against
+ * direct (>= 0.44x) and against tinyproxy (>= 1.6x), the added latency
+ * (<= 80 us and <= 0.5x tinyproxy's) and the idle tunnels' RSS (<= 24 MiB).
  *
  * A/B: --proxy given two or more times starts each binary (pinhole-proxy's
  * command line; ready when its listener answers) beside the
@@ -1188,7 +1188,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
                'A' + p, px[p].name, rm, rlo, rhi, median_of(rel, rounds), xlo, xhi, lm, llo, lhi,
                median_of(cpu, rounds), clo, chi);
         printf("    proxy CPU/tx against the floor of the same round: %.2fx [%.2f-%.2f] (target <= "
-               "1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
+               "1.20x, stretch 1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
                median_of(fl, rounds), flo, fhi, median_of(sys, rounds), slo, shi);
         if (p > 0)
             printf("    against A in the same round: transactions/s %.2fx [%.2f-%.2f], proxy CPU/tx "
@@ -1494,9 +1494,9 @@ int main(int argc, char **argv)
         double floor_us = a->cd.client + a->cd.upstream;
         printf("\ntargets (event-driven clients; each beside its baseline in this run)\n");
         printf("  proxy CPU per transaction   %6.1f us, floor (direct client + upstream) %6.1f "
-               "us: %.2fx (target <= 1.15x: %s)\n",
+               "us: %.2fx (target <= 1.20x: %s; stretch 1.15x: %s)\n",
                a->cp.proxy, floor_us, a->cp.proxy / floor_us,
-               met(a->cp.proxy <= 1.15 * floor_us));
+               met(a->cp.proxy <= 1.20 * floor_us), met(a->cp.proxy <= 1.15 * floor_us));
         printf("  transactions/s vs direct    %8.0f vs %8.0f: %.2fx (target >= 0.44x: %s)\n",
                a->proxied, a->direct, a->proxied / a->direct,
                met(a->proxied >= 0.44 * a->direct));
@@ -1504,7 +1504,7 @@ int main(int argc, char **argv)
             const char *name = i == 0 ? "tinyproxy" : "squid";
             if (!have_peer[i]) {
                 printf("  transactions/s vs %-9s no %s in this run%s\n", name, name,
-                       i == 0 ? " (target >= 1.5x: not measured)" : "");
+                       i == 0 ? " (target >= 1.6x: not measured)" : "");
                 continue;
             }
             /* The peer's ratio to its own direct rounds, against ours: the
@@ -1512,14 +1512,18 @@ int main(int argc, char **argv)
             double ours = a->proxied / a->direct,
                    theirs = peer_fig[i].async.proxied / peer_fig[i].async.direct;
             printf("  transactions/s vs %-9s %.2fx direct vs %.2fx: %.2fx%s%s\n", name, ours,
-                   theirs, ours / theirs, i == 0 ? " (target >= 1.5x: " : "",
-                   i == 0 ? (ours >= 1.5 * theirs ? "met)" : "NOT met)") : "");
+                   theirs, ours / theirs, i == 0 ? " (target >= 1.6x: " : "",
+                   i == 0 ? (ours >= 1.6 * theirs ? "met)" : "NOT met)") : "");
         }
         printf("  added median latency        %6.1f us", fig.added_us);
         for (int i = 0; i < 2; i++)
             if (have_peer[i])
                 printf(", %s %.1f us", i == 0 ? "tinyproxy" : "squid", peer_fig[i].added_us);
-        printf(" (target <= 80 us: %s)\n", met(fig.added_us >= 0 && fig.added_us <= 80));
+        printf(" (target <= 80 us: %s", met(fig.added_us >= 0 && fig.added_us <= 80));
+        if (have_peer[0])
+            printf("; <= 0.5x tinyproxy's: %.2fx, %s", fig.added_us / peer_fig[0].added_us,
+                   met(fig.added_us >= 0 && fig.added_us <= 0.5 * peer_fig[0].added_us));
+        printf(")\n");
         /* Under a descriptor limit of 20000 a few tunnels short of 10,000
          * open: the figure for 10,000 is the one measured plus the missing
          * tunnels at the measured bytes per tunnel (only when at least 90 %
