@@ -8,6 +8,8 @@
 #     the N transactions: at most 22.5 per transaction besides the
 #     epoll_wait wake-ups (whose count depends on how the peers' bytes fall
 #     into loop iterations); docs/pinhole-proxy.md names each of the 22.
+#   small messages after bulk: 64-byte echoes on a tunnel that moved 384
+#     KiB first go by recv/send, not splice (strace).
 #   heap allocations: the counter of bench_proxy (libbench_alloc_count.so)
 #     preloaded into two proxies, one serving the warm-up and N transactions,
 #     one the warm-up alone; the difference over N, the log line's JSON
@@ -102,6 +104,53 @@ echo "# per transaction: system calls besides epoll_wait $others"
 sed 's/^/#   /' "$E2E_TMP/strace.txt"
 check "at most 22.5 system calls per transaction besides epoll_wait" "yes" \
     "$(awk -v o="$others" 'BEGIN { print (o > 0 && o <= 22.5) ? "yes" : "no: " o }')"
+
+# ---- small messages after bulk ---------------------------------------------
+# One tunnel moves 384 KiB each way (past the relay's splice mark), then
+# ECHOES 64-byte round trips: those go by recv/send again, not by two
+# splice(2) calls and a pipe per hop (main: 4 splice calls per echo).
+ECHOES=300
+PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "ok.$E2E_DOMAIN:$UP" \
+    "$TOKEN" "$E2E_TMP/echo.ctl" $ECHOES <<'PY' &
+import os, sys, time
+from tunnel_http import tunnel
+port, dest, token, ctl, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+s, f = tunnel(port, token, dest)
+for _ in range(6):
+    s.sendall(b"y" * 65536)
+    assert f.read(65536) == b"y" * 65536
+open(ctl + ".bulk", "w").close()
+while not os.path.exists(ctl + ".go"):
+    time.sleep(0.01)
+ok = 0
+for _ in range(n):
+    s.sendall(b"x" * 64)
+    ok += f.read(64) == b"x" * 64
+open(ctl + ".done", "w").write(str(ok))
+PY
+CLIENT=$!
+for _ in $(seq 1 400); do [ -e "$E2E_TMP/echo.ctl.bulk" ] && break; sleep 0.025; done
+strace -f -c -q -e trace=splice,recvfrom,sendto -o "$E2E_TMP/strace-small.txt" \
+    -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
+ST=$!
+for _ in $(seq 1 200); do
+    all=1
+    for t in /proc/"$PROXY_PID"/task/*; do
+        [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
+    done
+    [ $all = 1 ] && break
+    sleep 0.025
+done
+touch "$E2E_TMP/echo.ctl.go"
+wait $CLIENT
+kill -INT $ST; wait $ST
+check "$ECHOES echoes after the bulk" "$ECHOES" "$(cat "$E2E_TMP/echo.ctl.done" 2>/dev/null)"
+splices=$(awk -v n=$ECHOES '$NF == "splice" { s = $4 } END { printf "%.2f\n", s / n }' \
+    "$E2E_TMP/strace-small.txt")
+echo "# splice calls per 64-byte echo after 384 KiB of bulk: $splices"
+sed 's/^/#   /' "$E2E_TMP/strace-small.txt"
+check "small messages after bulk leave splice (at most 0.1 splice per echo)" "yes" \
+    "$(awk -v x="$splices" 'BEGIN { print (x <= 0.1) ? "yes" : "no: " x }')"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
 # ---- heap allocations ------------------------------------------------------
