@@ -79,21 +79,26 @@ wait_lines() { # COUNT
     return 1
 }
 
+# strace ($ST) has attached to every thread of the proxy once each names it
+# in its status (TracerPid).
+wait_attached() {
+    for _ in $(seq 1 200); do
+        all=1
+        for t in /proc/"$PROXY_PID"/task/*; do
+            [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
+        done
+        [ $all = 1 ] && return 0
+        sleep 0.025
+    done
+}
+
 # ---- system calls ----------------------------------------------------------
 e2e_start_proxy
 check "warm-up transaction" "0" "$(transactions 1)"
 wait_lines 1
 strace -f -c -q -o "$E2E_TMP/strace.txt" -p "$PROXY_PID" 2>"$E2E_TMP/strace.err" &
 ST=$!
-# Attached to every thread once it names them all in its status (TracerPid).
-for _ in $(seq 1 200); do
-    all=1
-    for t in /proc/"$PROXY_PID"/task/*; do
-        [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
-    done
-    [ $all = 1 ] && break
-    sleep 0.025
-done
+wait_attached
 check "$N transactions under strace" "0" "$(transactions $N)"
 wait_lines $((N + 1))
 kill -INT $ST; wait $ST
@@ -133,14 +138,7 @@ for _ in $(seq 1 400); do [ -e "$E2E_TMP/echo.ctl.bulk" ] && break; sleep 0.025;
 strace -f -c -q -e trace=splice,recvfrom,sendto -o "$E2E_TMP/strace-small.txt" \
     -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
 ST=$!
-for _ in $(seq 1 200); do
-    all=1
-    for t in /proc/"$PROXY_PID"/task/*; do
-        [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
-    done
-    [ $all = 1 ] && break
-    sleep 0.025
-done
+wait_attached
 touch "$E2E_TMP/echo.ctl.go"
 wait $CLIENT
 kill -INT $ST; wait $ST
