@@ -1,5 +1,5 @@
 # bench_guard_python: Guard.check_url from Python (ctypes over libpinhole),
-# checks/s on one thread, beside the same ph_guard_check_url loop in C, on the
+# checks/s on one thread, beside the same ph_decide_url loop in C, on the
 # same guard, table and URLs in the same process (the C loop is a small
 # shared library the script calls once per round).
 add_library(bench_guard_python_loop SHARED ${CMAKE_CURRENT_LIST_DIR}/guard_python_loop.c)

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """bench_guard_python - checks/s of pinhole.Guard.check_url from Python on
-one thread, beside ph_guard_check_url in a C loop on the same guard, table
+one thread, beside ph_decide_url in a C loop on the same guard, table
 (RULES rules: a quarter wildcards) and URL mix (50% exact hits, 25%
 wildcard hits, 15% misses, 10% wrong port), in the same process. Rounds
 interleave the two figures so load from other processes hits both alike;
@@ -109,7 +109,7 @@ def main():
           % (a.rules, len(us), 100 * expect, ROUNDS))
     print("  Guard.check_url (Python, ctypes)   %10.0f checks/s  %6.2f us/check"
           % (best_py, 1e6 / best_py))
-    print("  ph_guard_check_url (C, same guard) %10.0f checks/s  %6.2f us/check"
+    print("  ph_decide_url (C, same guard)      %10.0f checks/s  %6.2f us/check"
           % (best_c, 1e6 / best_c))
     print("  Python / C                          %9.1f%%" % (100 * best_py / best_c))
     g.close()

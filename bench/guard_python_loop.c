@@ -8,7 +8,8 @@
 
 #include "bench_util.h"
 
-/* Checks urls[i % n] against list for about `seconds`; returns checks/s
+/* Decides urls[i % n] against list (ph_decide_url, the list named, as
+ * Guard.check_url does) for about `seconds`; returns decisions/s
  * and adds the number allowed to *allowed. Borrowed arguments. */
 __attribute__((visibility("default"))) double ph_bench_check_rate(ph_guard *g, const char *list,
                                                                   const char *const *urls,
@@ -24,9 +25,10 @@ double ph_bench_check_rate(ph_guard *g, const char *list, const char *const *url
     do {
         for (uint64_t i = 0; i < batch; i++) {
             size_t k = (size_t)((done + i) % n);
-            ph_verdict v;
-            ph_guard_check_url(g, list, urls[k], lens[k], &v, NULL);
-            ok += v.allowed;
+            ph_url_request req = {.url = urls[k], .url_len = lens[k], .list = list};
+            ph_decision d;
+            ph_decide_url(g, &req, &d);
+            ok += d.allowed;
         }
         done += batch;
         t = bench_now_s() - t0;

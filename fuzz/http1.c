@@ -1,9 +1,12 @@
-/* http1.c - fuzzer for the forwarding's HTTP/1.1 framing parser
- * (proxy/src/http1.c). The first byte picks the part: 'q' a request head,
- * 'r' a response head (odd second byte: the response to a HEAD), anything
- * else a chunked body; the rest is the input. Invariants beyond "no crash":
- *   - a refusal has a framing reason (never "allowed"), a one-line message
- *     and an offset inside the input;
+/* http1.c - fuzzer for the proxy's one HTTP/1.1 parser (proxy/src/http1.c):
+ * CONNECT and forwarded request heads, response heads, chunked bodies. The
+ * first byte picks the part: 'q' a request head (a CONNECT's too: the seeds
+ * connect_* are what tunnel.c reads), 'r' a response head (odd second byte:
+ * the response to a HEAD), anything else a chunked body; the rest is the
+ * input. Invariants beyond "no crash":
+ *   - a refusal has a framing reason (never "allowed"; parse_error only for
+ *     a CONNECT's request line, the guard's reason for a malformed
+ *     authority), a one-line message and an offset inside the input;
  *   - DONE: the head is inside the input and its limit, ends in CRLF CRLF,
  *     every span lies inside it, the method is a token, the target within
  *     PH_H1_TARGET_MAX, a Content-Length is exactly its field's digits
@@ -13,7 +16,14 @@
  *     with more bytes after it, parse the same;
  *   - incremental: every prefix of a complete head is INCOMPLETE, and a
  *     refused input stays refused, with the same reason, when more bytes
- *     follow (what a connection delivering it byte by byte would see);
+ *     follow (what a connection delivering it byte by byte would see); fed
+ *     a byte at a time and parsed only when ph_h1_head_scan says so (as
+ *     tunnel.c and forward.c do), a complete head is found the same, with
+ *     at most two parses;
+ *   - requests: the target's form follows from the method and its first
+ *     byte; a CONNECT (authority-form) has no body and no framing field;
+ *     proxy_auth_field is the one Proxy-Authorization field; a CONNECT
+ *     rebuilt from its target and grant field parses to the same ones;
  *   - chunked: decoding in one piece and byte by byte gives the same data
  *     and the same result; the data is never longer than the input; data
  *     re-encoded as one chunk decodes to the same bytes.
@@ -50,6 +60,59 @@ static void in_head(ph_h1_span s, size_t head_len)
     CHECK((size_t)s.off + s.len <= head_len);
 }
 
+/* A request head's form, its CONNECT rules and its grant field (h parsed
+ * DONE from d). */
+static void check_request(const uint8_t *d, const ph_h1_head *h)
+{
+    const uint8_t *t = d + h->target.off;
+    bool connect = h->method.len == 7 && memcmp(d, "CONNECT", 7) == 0;
+    CHECK(h->form == (connect                              ? PH_H1_FORM_AUTHORITY
+                      : t[0] == '/'                        ? PH_H1_FORM_ORIGIN
+                      : h->target.len == 1 && t[0] == '*' ? PH_H1_FORM_ASTERISK
+                                                           : PH_H1_FORM_ABSOLUTE));
+    int auth = -1;
+    for (unsigned i = 0; i < h->nfields; i++) {
+        const ph_h1_field *f = &h->fields[i];
+        if (ph_h1_name_is(d + f->name.off, f->name.len, "proxy-authorization")) {
+            CHECK(auth < 0);
+            auth = (int)i;
+        }
+        if (connect)
+            CHECK(!ph_h1_name_is(d + f->name.off, f->name.len, "content-length") &&
+                  !ph_h1_name_is(d + f->name.off, f->name.len, "transfer-encoding"));
+    }
+    CHECK(h->proxy_auth_field == auth);
+    if (!connect)
+        return;
+    CHECK(h->body == PH_H1_BODY_NONE && !h->has_content_length);
+
+    /* Round trip through the canonical CONNECT: the same target and grant. */
+    ph_h1_span av = auth >= 0 ? h->fields[auth].value : (ph_h1_span){ 0, 0 };
+    size_t cap = h->target.len + av.len + 64, n = 0;
+    uint8_t *c = malloc(cap);
+    CHECK(c != NULL);
+    memcpy(c + n, "CONNECT ", 8), n += 8;
+    memcpy(c + n, t, h->target.len), n += h->target.len;
+    memcpy(c + n, " HTTP/1.1\r\n", 11), n += 11;
+    if (auth >= 0) {
+        memcpy(c + n, "Proxy-Authorization: ", 21), n += 21;
+        memcpy(c + n, d + av.off, av.len), n += av.len;
+        memcpy(c + n, "\r\n", 2), n += 2;
+    }
+    memcpy(c + n, "\r\n", 2), n += 2;
+    static ph_h1_head k;
+    if (n <= PH_H1_REQUEST_HEAD_MAX) {
+        CHECK(ph_h1_parse_request(c, n, &k) == PH_H1_DONE && k.head_len == n);
+        CHECK(k.form == PH_H1_FORM_AUTHORITY && k.target.len == h->target.len &&
+              memcmp(c + k.target.off, t, h->target.len) == 0);
+        CHECK(k.proxy_auth_field == (auth >= 0 ? 0 : -1));
+        if (auth >= 0)
+            CHECK(k.fields[0].value.len == av.len &&
+                  memcmp(c + k.fields[0].value.off, d + av.off, av.len) == 0);
+    }
+    free(c);
+}
+
 static void check_head(bool request, bool was_head, const uint8_t *d, size_t n)
 {
     static ph_h1_head h, k;
@@ -58,7 +121,9 @@ static void check_head(bool request, bool was_head, const uint8_t *d, size_t n)
     CHECK(r == PH_H1_INCOMPLETE || r == PH_H1_DONE || r == PH_H1_REFUSED);
 
     if (r == PH_H1_REFUSED) {
-        CHECK(framing_reason(h.reason));
+        /* A CONNECT's request line is refused as a malformed authority. */
+        CHECK(framing_reason(h.reason) || (request && h.reason == PH_REASON_PARSE_ERROR &&
+                                           n >= 8 && memcmp(d, "CONNECT ", 8) == 0));
         CHECK(h.message != NULL && strchr(h.message, '\n') == NULL);
         CHECK(h.error_offset <= n || h.error_offset == max);
         /* More bytes after a refused prefix: still refused, same reason. */
@@ -117,6 +182,7 @@ static void check_head(bool request, bool was_head, const uint8_t *d, size_t n)
         CHECK(h.target.len > 0 && h.target.len <= PH_H1_TARGET_MAX);
         in_head(h.target, h.head_len);
         CHECK(h.body != PH_H1_BODY_CLOSE);
+        check_request(d, &h);
     } else {
         CHECK(h.status >= 100 && h.status <= 999);
         in_head(h.reason_phrase, h.head_len);
@@ -143,6 +209,18 @@ static void check_head(bool request, bool was_head, const uint8_t *d, size_t n)
     size_t step = h.head_len > 64 ? h.head_len / 64 : 1;
     for (size_t p = 0; p < h.head_len; p += step)
         CHECK(parse(request, was_head, d, p, &k) == PH_H1_INCOMPLETE);
+
+    /* Byte by byte as a connection parses it: only when the scan says so
+     * (or at the cap), the same head in at most two parses. */
+    size_t mark = 0;
+    unsigned parses = 0;
+    ph_h1_result fr = PH_H1_INCOMPLETE;
+    for (size_t i = 1; i <= h.head_len && fr == PH_H1_INCOMPLETE; i++)
+        if (ph_h1_head_scan(d, i, &mark) || i >= max) {
+            parses++;
+            fr = parse(request, was_head, d, i, &k);
+        }
+    CHECK(fr == PH_H1_DONE && k.head_len == h.head_len && parses <= 2);
 }
 
 /* Decodes d[0..n) in pieces of at most piece bytes; the data goes to out

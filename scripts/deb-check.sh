@@ -39,7 +39,7 @@ failed=0
 ok() { echo "deb $1: ok${2:+ $2}"; }
 bad() { echo "deb $1: FAILED $2"; failed=1; }
 
-PKGS="libpinhole0 libpinhole-curl0 libpinhole-dev pinhole-proxy pinhole-execd pinhole-tools python3-pinhole"
+PKGS="libpinhole1 libpinhole-curl1 libpinhole-dev pinhole-proxy pinhole-execd pinhole-tools python3-pinhole"
 if [ $build = 1 ] && ! sh scripts/deb.sh "$out" >/dev/null; then
     bad build "scripts/deb.sh failed (log: $out/build.log)"
     echo "deb: $(($(date +%s) - start)) s"
@@ -61,9 +61,9 @@ M=usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # contents: "package path" rows; a path ending in / is a directory that
 # must hold at least one file.
 cat >"$x/want" <<EOT
-libpinhole0 $M/libpinhole.so.0
-libpinhole0 $M/libpinhole-base.so.0
-libpinhole-curl0 $M/libpinhole-curl.so.0
+libpinhole1 $M/libpinhole.so.1
+libpinhole1 $M/libpinhole-base.so.1
+libpinhole-curl1 $M/libpinhole-curl.so.1
 libpinhole-dev $M/libpinhole.so
 libpinhole-dev $M/libpinhole-base.so
 libpinhole-dev $M/libpinhole-curl.so
@@ -142,7 +142,7 @@ for b in "$x"/root/usr/bin/* "$x"/root/usr/libexec/pinhole/*; do
     case "$v" in *" 0."*|*" 1."*) ;; *) why="$why $(basename "$b"):'$v'" ;; esac
     if LD_LIBRARY_PATH=$L ldd "$b" 2>/dev/null | grep -q "not found"; then why="$why $(basename "$b"):ldd"; fi
 done
-for l in "$L"/*.so.0; do
+for l in "$L"/*.so.1; do
     LD_LIBRARY_PATH=$L ldd "$l" | grep -q "not found" && why="$why $(basename "$l"):ldd"
 done
 py=$(PYTHONPATH=$x/root/usr/lib/python3/dist-packages LD_LIBRARY_PATH=$L /usr/bin/python3 -c '

@@ -13,7 +13,6 @@
 
 #include "pinhole/diag.h"
 #include "guard-int.h"
-#include "resolve-int.h"
 #include "pinhole/clock.h"
 #include "pinhole/dial.h"
 
@@ -224,25 +223,18 @@ static ph_status dial(ph_guard *g, const char *list, const char *target, size_t 
 
     /* 2 and 3. Exactly that name, every address checked, within the time
      * the deadline leaves (never longer than the guard's DNS timeout). */
-    ph_resolver_config cfg = *ph_guard_resolver_config(g);
-    unsigned dns_ms = cfg.timeout_ms != 0 ? cfg.timeout_ms : PH_RESOLVE_TIMEOUT_MS_DEFAULT;
-    cfg.timeout_ms = dns_ms < total ? dns_ms : total;
-    ph_reason why = PH_REASON_DNS_FAILURE;
-    ph_diag rd;
-    rd.message[0] = '\0';
-    st = ph_resolve_blocking_shared(&cfg, ph_guard_dns_cache(g), r->verdict.host,
-                                    r->verdict.port, &r->checked, &why, NULL, &rd);
+    st = ph_decision_resolve_within(g, &d, total, &r->checked);
+    r->verdict = d.verdict;
     r->resolve_ms = elapsed_since(start);
     if (st != PH_OK) {
-        r->checked.count = 0;
         r->elapsed_ms = r->resolve_ms;
-        /* Could not even ask (no memory, DNS library): fail closed. */
-        return refuse(r, st == PH_E_DENIED ? why : PH_REASON_DNS_FAILURE, st, rd.message, diag);
+        return refuse(r, d.reason, st, d.log_detail, diag);
     }
 
     /* 4. The race over the checked addresses. */
     int s = -1;
     size_t won = 0;
+    ph_reason why = PH_REASON_UPSTREAM_UNREACHABLE;
     ph_diag cd;
     cd.message[0] = '\0';
     st = race(&r->checked, deadline, stagger, &s, &won, &why, &cd);

@@ -1,5 +1,6 @@
 /* guard-int.h - the guard's table snapshots, shared by guard.c (lifecycle,
- * reload) and guard_check.c (decisions). */
+ * reload) and guard_check.c (decisions), and what dial.c and redirect.c
+ * build on the decision. */
 #ifndef PINHOLE_GUARD_INT_H
 #define PINHOLE_GUARD_INT_H
 
@@ -32,6 +33,11 @@ ph_dns_cache *ph_guard_dns_cache(const ph_guard *g);
 /* Runs the automatic reload when its interval has passed; never waits
  * behind another reload, never fails a check (errors are remembered). */
 void ph_guard_reload_if_due(ph_guard *g);
+
+/* ph_decision_resolve with the guard's DNS timeout capped at timeout_ms
+ * (0: not capped), for a caller under a deadline of its own (dial.c). */
+ph_status ph_decision_resolve_within(ph_guard *g, ph_decision *d, unsigned timeout_ms,
+                                     ph_pinned_addrs *addrs);
 
 /* A refusal after (or instead of) the decision: v keeps host, port and
  * rule, and says why (v->detail and diag, if not NULL, get detail).

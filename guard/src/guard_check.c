@@ -1,5 +1,8 @@
-/* guard_check.c - the decision: parse, look up, and (optionally) resolve and
- * check every address. The proxy and the workers both come through here. */
+/* guard_check.c - the decision (ph_decide_connect, ph_decide_url,
+ * ph_decide_again): parse, grant, look up, on one pinned policy version;
+ * and the step after an allowed one for a caller that dials itself
+ * (ph_decision_resolve). The proxy, the workers and policyc all come
+ * through here. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,26 +49,19 @@ static void join_detail(ph_diag *d, const char *const *parts)
     d->message[n] = '\0';
 }
 
-static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d, ph_diag *diag)
+/* v refused for r, d's message its detail. */
+static ph_status refuse(ph_verdict *v, ph_reason r, const ph_diag *d)
 {
     v->allowed = false;
     v->reason = r;
-    if (d != NULL)
-        copy_text(v->detail, sizeof v->detail, d->message);
-    if (diag != NULL) {
-        if (d != NULL)
-            *diag = *d;
-        diag->status = PH_E_DENIED;
-        if (d == NULL)
-            snprintf(diag->message, sizeof diag->message, "%s", ph_reason_code(r));
-    }
+    copy_text(v->detail, sizeof v->detail, d->message);
     return PH_E_DENIED;
 }
 
 /* Looks v->host (host_len bytes) :port up in list on the pinned version s
  * and fills the verdict. */
 static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t host_len,
-                           ph_verdict *v, ph_diag *diag)
+                           ph_verdict *v)
 {
     memcpy(v->policy_id, s->policy_id, sizeof v->policy_id);
     ph_table_result res;
@@ -73,7 +69,7 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
     ph_status st = ph_table_lookup(s->table, list, v->host, host_len, v->port, &res);
     if (st != PH_OK) {
         ph_diag_set(&d, PH_E_DENIED, 0, "host %s is not canonical", v->host);
-        return refuse(v, PH_REASON_PARSE_ERROR, &d, diag);
+        return refuse(v, PH_REASON_PARSE_ERROR, &d);
     }
     if (res.has_rule) {
         v->has_rule = true;
@@ -122,30 +118,18 @@ static ph_status lookup_on(const ph_guard_snapshot *s, const char *list, size_t 
         join_detail(&d, (const char *const[]){"list ", list, " does not allow ", v->host, NULL});
         break;
     }
-    return refuse(v, res.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED : res.reason, &d,
-                  diag);
+    return refuse(v, res.reason == PH_REASON_ALLOWED ? PH_REASON_NOT_ALLOWLISTED : res.reason, &d);
 }
 
-/* Looks host:port up in list on the version in force. */
-static ph_status decide(ph_guard *g, const char *list, size_t host_len, ph_verdict *v,
-                        ph_diag *diag)
-{
-    ph_guard_reload_if_due(g);
-    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
-    ph_status st = lookup_on(s, list, host_len, v, diag);
-    ph_guard_snapshot_release(&s);
-    return st;
-}
-
-/* The two entry points differ only in the parser: a URL or a CONNECT
+/* The two kinds of request differ only in the parser: a URL or a CONNECT
  * authority. Both fill the same parts of a ph_url. */
 typedef enum target_kind { TARGET_URL, TARGET_AUTHORITY } target_kind;
 
 /* Parses the target into v->scheme/host/port (*host_len: the host's
- * length; path, when not NULL, gets a URL's path span: path[0] offset,
- * path[1] length), or refuses it in *v. */
+ * length; path gets a URL's path span: path[0] offset, path[1] length), or
+ * refuses it in *v (v->detail: the parser's message). */
 static ph_status parse_target(const char *text, size_t len, target_kind kind, ph_verdict *v,
-                              size_t *host_len, size_t *path, ph_diag *diag)
+                              size_t *host_len, size_t path[static 2])
 {
     ph_url u;
     u.path_offset = u.path_len = 0;
@@ -164,69 +148,14 @@ static ph_status parse_target(const char *text, size_t len, target_kind kind, ph
         memcpy(u.host, a.host, a.host_len + 1);
     }
     if (st != PH_OK)
-        return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d,
-                      diag);
-    if (path != NULL) {
-        path[0] = u.path_offset;
-        path[1] = u.path_len;
-    }
+        return refuse(v, u.reason == PH_REASON_ALLOWED ? PH_REASON_PARSE_ERROR : u.reason, &d);
+    path[0] = u.path_offset;
+    path[1] = u.path_len;
     v->scheme = u.scheme;
     v->port = u.port;
     memcpy(v->host, u.host, u.host_len + 1);
     *host_len = u.host_len;
     return PH_OK;
-}
-
-static ph_status check_target(ph_guard *g, const char *list, const char *text, size_t len,
-                              target_kind kind, ph_verdict *v, ph_diag *diag)
-{
-    if (v == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing verdict");
-    verdict_reset(v);
-    if (g == NULL || list == NULL || text == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing argument");
-    size_t host_len = 0;
-    ph_status st = parse_target(text, len, kind, v, &host_len, NULL, diag);
-    return st != PH_OK ? st : decide(g, list, host_len, v, diag);
-}
-
-ph_status ph_guard_check_url(ph_guard *g, const char *list, const char *url, size_t len,
-                             ph_verdict *v, ph_diag *diag)
-{
-    return check_target(g, list, url, len, TARGET_URL, v, diag);
-}
-
-ph_status ph_guard_check_authority(ph_guard *g, const char *list, const char *authority,
-                                   size_t len, ph_verdict *v, ph_diag *diag)
-{
-    return check_target(g, list, authority, len, TARGET_AUTHORITY, v, diag);
-}
-
-ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *url, size_t len,
-                                     ph_verdict *v, ph_pinned_addrs *addrs, ph_diag *diag)
-{
-    if (addrs == NULL)
-        return ph_diag_set(diag, PH_E_INVAL, 0, "guard check: missing address list");
-    addrs->count = 0;
-    ph_status st = ph_guard_check_url(g, list, url, len, v, diag);
-    if (st != PH_OK)
-        return st;
-    ph_reason r = PH_REASON_DNS_FAILURE;
-    ph_diag d;
-    memset(&d, 0, sizeof d);
-    st = ph_resolve_blocking_shared(ph_guard_resolver_config(g), ph_guard_dns_cache(g), v->host,
-                                    v->port, addrs, &r, NULL, &d);
-    if (st == PH_OK)
-        return PH_OK;
-    addrs->count = 0;
-    if (st != PH_E_DENIED) {
-        /* Could not even ask (bad servers, no memory): fail closed. */
-        refuse(v, PH_REASON_DNS_FAILURE, &d, NULL);
-        if (diag != NULL)
-            *diag = d;
-        return st;
-    }
-    return refuse(v, r, &d, diag);
 }
 
 /* ---- ph_decide_connect ---------------------------------------------------- */
@@ -309,7 +238,7 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
         }
     }
     /* 3. The second yes: the list, on the same version. */
-    ph_status st = lookup_on(s, list, host_len, &d->verdict, NULL);
+    ph_status st = lookup_on(s, list, host_len, &d->verdict);
     ph_guard_snapshot_release(&s);
     if (st != PH_OK) {
         copy_text(d->log_detail, sizeof d->log_detail, d->verdict.detail);
@@ -332,17 +261,16 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
     /* 1. The authority, parsed once (IP literals refused before anything
      * else sees them). The parser's message is safe to show: it describes
      * only the client's own bytes. */
-    ph_diag pd;
     size_t host_len = 0, path[2] = { 0, 0 };
     ph_status pst = parse_target(req->authority, req->authority_len, kind, &d->verdict, &host_len,
-                                 path, &pd);
+                                 path);
     d->path_offset = path[0];
     d->path_len = path[1];
     if (pst != PH_OK) {
         ph_reason r = d->verdict.reason;
         copy_text(d->client_detail, sizeof d->client_detail,
                   r == PH_REASON_IP_LITERAL ? "IP literal destinations are never allowed"
-                                            : pd.message);
+                                            : d->verdict.detail);
         copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
         return decision_end(d, r);
     }
@@ -419,4 +347,40 @@ ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)
             .now = req->now,
         };
     return decide_request(g, req != NULL ? &r : NULL, TARGET_URL, d);
+}
+
+/* ---- the step after an allowed decision ----------------------------------- */
+
+ph_status ph_decision_resolve_within(ph_guard *g, ph_decision *d, unsigned timeout_ms,
+                                     ph_pinned_addrs *addrs)
+{
+    if (addrs != NULL)
+        addrs->count = 0;
+    if (g == NULL || d == NULL || addrs == NULL || !d->allowed || d->next != PH_NEXT_RESOLVE ||
+        strnlen(d->verdict.host, sizeof d->verdict.host) == sizeof d->verdict.host)
+        return PH_E_INVAL;
+    ph_resolver_config cfg = *ph_guard_resolver_config(g);
+    if (timeout_ms != 0) {
+        unsigned dns_ms = cfg.timeout_ms != 0 ? cfg.timeout_ms : PH_RESOLVE_TIMEOUT_MS_DEFAULT;
+        cfg.timeout_ms = dns_ms < timeout_ms ? dns_ms : timeout_ms;
+    }
+    ph_reason r = PH_REASON_DNS_FAILURE;
+    ph_diag rd;
+    rd.message[0] = '\0';
+    ph_status st = ph_resolve_blocking_shared(&cfg, ph_guard_dns_cache(g), d->verdict.host,
+                                              d->verdict.port, addrs, &r, NULL, &rd);
+    if (st == PH_OK)
+        return PH_OK;
+    addrs->count = 0;
+    /* A refused answer says why; a resolution that could not even ask (bad
+     * servers, no memory, the DNS library) fails closed as dns_failure. */
+    decision_end(d, st == PH_E_DENIED ? r : PH_REASON_DNS_FAILURE);
+    copy_text(d->log_detail, sizeof d->log_detail, rd.message);
+    copy_text(d->verdict.detail, sizeof d->verdict.detail, rd.message);
+    return st;
+}
+
+ph_status ph_decision_resolve(ph_guard *g, ph_decision *d, ph_pinned_addrs *addrs)
+{
+    return ph_decision_resolve_within(g, d, 0, addrs);
 }

@@ -28,13 +28,14 @@
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-/* Version 4: 64-byte entries carrying their first port range, its rule's
- * provenance and the start of their host, a hash index of 64-byte groups of
- * twelve tagged slots, a CRC-32C file checksum, and each rule's protocol
- * (what a CONNECT tunnel may carry). Older versions are refused (recompile
- * the policy): a version 3 table has no protocol, and reading it with the
- * default would let nothing say `tcp` where the operator meant it. */
-#define PH_TAB_VERSION 4u
+/* Version 5: 64-byte entries carrying their first port range, its rule's
+ * provenance and protocol and the start of their host, a hash index of
+ * 64-byte groups of twelve tagged slots, a CRC-32C file checksum, and each
+ * rule's protocol (what a CONNECT tunnel may carry). Older versions are
+ * refused (recompile the policy): a version 3 table has no protocol, and
+ * reading it with the default would let nothing say `tcp` where the
+ * operator meant it; a version 4 entry has no copy of it. */
+#define PH_TAB_VERSION 5u
 
 /* Header field offsets. */
 #define PH_TAB_OFF_MAGIC 0
@@ -119,10 +120,11 @@ static inline unsigned ph_tab_proto_rank(unsigned proto)
 
 /* ENTRIES record (64 bytes, so with 64-byte sections one cache line): what a
  * lookup hit on the entry's first port range reads, all in one line: the
- * first range, the provenance of its rule (copies of that rule's fields, so
- * the hit reads no RULES record) and the first PH_TAB_ENTRY_PREFIX_LEN bytes
- * of the host (zero-padded), so a name of up to that length is compared
- * without reading STRINGS. The host is the string of the entry's rules (the
+ * first range, the provenance and protocol of its rule (copies of that
+ * rule's fields, so the hit reads no RULES record: spread over a large
+ * table that would be one more cache miss after the entry's) and the first
+ * PH_TAB_ENTRY_PREFIX_LEN bytes of the host (zero-padded), so a name of up
+ * to that length is compared without reading STRINGS. The host is the string of the entry's rules (the
  * same bytes; a wildcard's base is its rules' host after "*."). */
 #define PH_TAB_ENTRY_SIZE 64u
 #define PH_TAB_ENTRY_HOST_OFF 0     /* u32, into STRINGS */
@@ -139,7 +141,8 @@ static inline unsigned ph_tab_proto_rank(unsigned proto)
 #define PH_TAB_ENTRY_RULE_REASON 28 /* u32, copy of its reason offset (0: none) */
 #define PH_TAB_ENTRY_RULE_LINE 32   /* u32, copy of its line */
 #define PH_TAB_ENTRY_PREFIX 36      /* the host's first bytes, zero-padded */
-#define PH_TAB_ENTRY_PREFIX_LEN 28u
+#define PH_TAB_ENTRY_PREFIX_LEN 27u
+#define PH_TAB_ENTRY_PROTOCOL 63    /* u8, copy of that rule's protocol */
 #define PH_TAB_KIND_EXACT 0u
 #define PH_TAB_KIND_WILDCARD 1u /* host is the parent of every name it matches */
 

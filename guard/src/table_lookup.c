@@ -178,8 +178,7 @@ static void fill_rule_from_entry(const ph_table *t, const uint8_t *e, ph_table_r
     rule->reason = reason == 0 ? NULL : (const char *)t->strings + reason;
     rule->line = ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE);
     rule->nports = ph_tab_get16(e + PH_TAB_ENTRY_RULE_NPORTS);
-    /* The one field a hit reads from its RULES record. */
-    rule->protocol = (ph_protocol)ph_tab_rule(t, rule->index)[PH_TAB_RULE_PROTOCOL];
+    rule->protocol = (ph_protocol)e[PH_TAB_ENTRY_PROTOCOL];
 }
 
 /* The offsets of the first two dots of host[0..len) (len: none), for a name

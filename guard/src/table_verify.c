@@ -359,8 +359,9 @@ static uint64_t low_bytes(long n)
  * image goes on past h (the host's bytes beyond n are masked off). */
 static bool prefix_ok(const ph_table *t, const uint8_t *p, const uint8_t *h, uint32_t n)
 {
-    _Static_assert(PH_TAB_ENTRY_PREFIX_LEN == 28, "prefix compare is by 3 words and a half");
-    if (image_after(t, h) < PH_TAB_ENTRY_PREFIX_LEN) {
+    _Static_assert(PH_TAB_ENTRY_PREFIX_LEN == 27, "prefix compare is by 3 words and 3 bytes");
+    /* The word compare reads 28 bytes of h (the last masked off). */
+    if (image_after(t, h) < PH_TAB_ENTRY_PREFIX_LEN + 1) {
         if (memcmp(p, h, n) != 0)
             return false;
         for (uint32_t i = n; i < PH_TAB_ENTRY_PREFIX_LEN; i++)
@@ -371,12 +372,13 @@ static bool prefix_ok(const ph_table *t, const uint8_t *p, const uint8_t *h, uin
     uint64_t diff = 0;
     for (long k = 0; k < 24; k += 8)
         diff |= (ph_tab_word(h + k) & low_bytes((long)n - k)) ^ ph_tab_word(p + k);
-    diff |= (ph_tab_get32(h + 24) & (uint32_t)low_bytes((long)n - 24)) ^ ph_tab_get32(p + 24);
+    diff |= (ph_tab_get32(h + 24) & (uint32_t)low_bytes((long)n - 24) & 0xffffffu) ^
+            (ph_tab_get32(p + 24) & 0xffffffu);
     return diff == 0;
 }
 
 /* The inline host prefix equals the host's first bytes, the rest zero; the
- * first range and its rule's provenance equal the originals. */
+ * first range and its rule's provenance and protocol equal the originals. */
 static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
 {
     const uint8_t *h = t->strings + ph_tab_get32(e + PH_TAB_ENTRY_HOST_OFF);
@@ -397,7 +399,8 @@ static bool entry_copies_ok(const ph_table *t, const uint8_t *e)
                ph_tab_get32(rr + PH_TAB_RULE_FILE + PH_TAB_STR_OFF) &&
            ph_tab_get32(e + PH_TAB_ENTRY_RULE_REASON) ==
                ph_tab_get32(rr + PH_TAB_RULE_REASON + PH_TAB_STR_OFF) &&
-           ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE) == ph_tab_get32(rr + PH_TAB_RULE_LINE);
+           ph_tab_get32(e + PH_TAB_ENTRY_RULE_LINE) == ph_tab_get32(rr + PH_TAB_RULE_LINE) &&
+           e[PH_TAB_ENTRY_PROTOCOL] == rr[PH_TAB_RULE_PROTOCOL];
 }
 
 /* Entry e is reachable by a lookup for its key, whose hash is h: in a slot

@@ -1,7 +1,9 @@
-/* cmd_check.c - pinhole-guard check: one verdict line per URL. */
+/* cmd_check.c - pinhole-guard check: one verdict line per URL (the guard's
+ * ph_decide_url, and ph_decision_resolve for --resolve). */
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pinhole/guard.h"
 #include "tools.h"
@@ -90,13 +92,16 @@ static void print_json(const char *url, const ph_verdict *v, const ph_pinned_add
 /* Checks one URL and prints its line; returns whether it was allowed. */
 static bool check_one(ph_guard *g, const check_opts *o, const char *url, size_t len)
 {
-    ph_verdict v;
+    /* The worker's decision (the list named), then for --resolve the
+     * step after it; the line prints its verdict, whose detail is the
+     * parser's, the lookup's or the resolution's own message. */
+    ph_url_request req = {.url = url, .url_len = len, .list = o->list, .now = time(NULL)};
+    ph_decision d;
     ph_pinned_addrs addrs;
     addrs.count = 0;
-    if (o->resolve)
-        ph_guard_check_and_resolve(g, o->list, url, len, &v, &addrs, NULL);
-    else
-        ph_guard_check_url(g, o->list, url, len, &v, NULL);
+    if (ph_decide_url(g, &req, &d) == PH_OK && o->resolve)
+        ph_decision_resolve(g, &d, &addrs);
+    const ph_verdict *v = &d.verdict;
     /* The URL is echoed only as far as it is printable ASCII: the input is
      * hostile by assumption and must not forge a second output line. */
     char shown[256];
@@ -109,10 +114,10 @@ static bool check_one(ph_guard *g, const check_opts *o, const char *url, size_t 
     }
     shown[n] = '\0';
     if (o->json)
-        print_json(shown, &v, o->resolve ? &addrs : NULL);
+        print_json(shown, v, o->resolve ? &addrs : NULL);
     else
-        print_text(shown, &v, o->resolve ? &addrs : NULL);
-    return v.allowed;
+        print_text(shown, v, o->resolve ? &addrs : NULL);
+    return v->allowed;
 }
 
 /* URLs from stdin, one per line; an over-long line is one refused entry. */

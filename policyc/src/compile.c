@@ -744,6 +744,7 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
         ph_tab_put32(p + PH_TAB_ENTRY_RULE_FILE, fr->file_ref);
         ph_tab_put32(p + PH_TAB_ENTRY_RULE_REASON, fr->reason ? fr->reason_ref : 0);
         ph_tab_put32(p + PH_TAB_ENTRY_RULE_LINE, fr->line);
+        p[PH_TAB_ENTRY_PROTOCOL] = fr->protocol;
         memcpy(p + PH_TAB_ENTRY_PREFIX, c->strings.buf + en->host_ref,
                en->host_len < PH_TAB_ENTRY_PREFIX_LEN ? en->host_len : PH_TAB_ENTRY_PREFIX_LEN);
     }

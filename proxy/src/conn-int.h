@@ -33,7 +33,7 @@
 
 #include "pinhole/grant.h"
 #include "pinhole/guard.h"
-#include "proxy_request.h"
+#include "http1.h"
 #include "relay.h"
 #include "upstream.h"
 #include "worker.h"
@@ -124,7 +124,7 @@ typedef struct px_conn {
 
 /* The most one head read takes: a whole head and the tunnel bytes a client
  * sent right behind it (a TLS ClientHello fits). */
-#define HEAD_READ_MAX (PH_PREQ_HEAD_MAX + 4096)
+#define HEAD_READ_MAX (PH_H1_REQUEST_HEAD_MAX + 4096)
 
 /* A connection accepted on w (fd now its): the overall, descriptor,
  * per-peer and request-head caps at accept (a refusal is answered on fd

@@ -156,7 +156,7 @@ conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_l
         len[k] = str[k] == NULL ? 0 : (k == CS_TOKEN ? token_len : strlen(str[k]));
         total += str[k] == NULL ? 0 : len[k] + 1;
     }
-    /* Bounded by the head (PH_PREQ_HEAD_MAX) and the fields' own caps. */
+    /* Bounded by the head (PH_H1_REQUEST_HEAD_MAX) and the fields' own caps. */
     if (total >= CS_ABSENT)
         return NULL;
     conn_tunnel *t = malloc(sizeof *t + total);

@@ -3,10 +3,10 @@
  * CONNECT to the URL's host and port.
  *
  *   request head (http1.h: strict RFC 9112 framing, smuggling refused)
- *     -> https:// refused (https_use_connect); not absolute-form refused
- *        (origin_form)
- *     -> ph_decide_url (guard: URL, grant from Proxy-Authorization, list, on
- *        one pinned policy version; the verdict carries its status)
+ *     -> forward_decide.c: not absolute-form refused (origin_form); the URL
+ *        to ph_decide_url (guard: URL and its scheme, grant from
+ *        Proxy-Authorization, list, on one pinned policy version; the
+ *        verdict carries its status); https:// refused (https_use_connect)
  *     -> upstream.c, as for a CONNECT: per-lease limit, exactly that name
  *        resolved for the port, every address checked; then a checked
  *        address dialed, or the kept-alive upstream reused when it was
@@ -30,7 +30,8 @@
  *
  * This file serves each request; the connection's life around them (a
  * request's log line and end, refusals, the kept-alive upstream, timers,
- * closing) is forward_conn.c's (forward-int.h), the re-framing of fields and
+ * closing) is forward_conn.c's (forward-int.h), a request head's decision
+ * forward_decide.c's (forward_decide.h), the re-framing of fields and
  * bodies h1_reframe.c's.
  *
  * Ownership: forward.h. Every buffer is bounded: the request head
@@ -44,7 +45,6 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -52,14 +52,12 @@
 
 #include "forward-int.h"
 #include "forward.h"
+#include "forward_decide.h"
 #include "h1_reframe.h"
 #include "http1.h"
 #include "log_json.h"
 #include "metrics.h"
 #include "pinhole/clock.h"
-#include "pinhole/host.h"
-#include "pinhole/url.h"
-#include "reload.h"
 #include "reply.h"
 #include "upstream.h"
 #include "worker.h"
@@ -68,12 +66,6 @@ static void client_head(px_fwd *f);
 static void pump_request(px_fwd *f);
 static void up_timeouts(px_fwd *f);
 static void pump_response(px_fwd *f);
-
-static bool starts_with_ci(const uint8_t *p, size_t len, const char *lit)
-{
-    size_t n = strlen(lit);
-    return len >= n && ph_h1_name_is(p, n, lit);
-}
 
 /* ---- the kept-alive upstream --------------------------------------------- */
 
@@ -496,25 +488,6 @@ static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char 
 
 /* ---- the request head and the decision ----------------------------------- */
 
-/* The Proxy-Authorization value, or NULL (*several set when it appears
- * more than once). */
-static const uint8_t *proxy_authorization(const uint8_t *buf, const ph_h1_head *h, size_t *len,
-                                          bool *several)
-{
-    const uint8_t *v = NULL;
-    *several = false;
-    for (unsigned i = 0; i < h->nfields; i++) {
-        const ph_h1_field *fl = &h->fields[i];
-        if (!ph_h1_name_is(buf + fl->name.off, fl->name.len, "proxy-authorization"))
-            continue;
-        if (v != NULL)
-            *several = true;
-        v = buf + fl->value.off;
-        *len = fl->value.len;
-    }
-    return v;
-}
-
 /* The request head for the upstream: origin-form target, Host from the URI,
  * the client's end-to-end fields, the body's framing, Via. */
 static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, const char *url,
@@ -538,156 +511,16 @@ static void rewrite_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, con
     evbuffer_add(o, "Via: 1.1 pinhole\r\n\r\n", 20);
 }
 
-/* Whether host[0..len) (a Host field's value) holds only what a host and
- * port are spelt with: no userinfo, path, query or fragment can hide in
- * the URL it is made into (tunnel_url). */
-static bool host_value_plain(const uint8_t *v, size_t len)
-{
-    for (size_t i = 0; i < len; i++)
-        if (!(ph_is_lower(v[i]) || ph_is_upper(v[i]) || ph_is_digit(v[i]) || v[i] == '.' ||
-              v[i] == '-' || v[i] == ':' || v[i] == '[' || v[i] == ']'))
-            return false;
-    return len > 0;
-}
-
-/* The URL a request inside a tunnel is decided on, into url[cap]: an
- * absolute-form target as it is; an origin-form one as http://HOST + the
- * target, HOST its Host field. Either way the Host field must parse to the
- * tunnel's host and port (checked against the decision by the caller for
- * the absolute form). false: refused (the request is answered). */
-static bool tunnel_url(px_fwd *f, const uint8_t *buf, const ph_h1_head *h, char *url,
-                       size_t cap, size_t *len)
-{
-    const uint8_t *t = buf + h->target.off;
-    size_t tlen = h->target.len;
-    if (h->host_field < 0) {
-        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, "a request in a tunnel without a Host field",
-                      NULL);
-        return false;
-    }
-    const ph_h1_field *hf = &h->fields[h->host_field];
-    const uint8_t *hv = buf + hf->value.off;
-    size_t hl = hf->value.len;
-    ph_url u;
-    ph_diag diag;
-    char hurl[PH_H1_REQUEST_HEAD_MAX + 16];
-    int n = snprintf(hurl, sizeof hurl, "http://%.*s/", (int)hl, (const char *)hv);
-    if (!host_value_plain(hv, hl) || n < 0 || (size_t)n >= sizeof hurl ||
-        ph_url_parse(hurl, (size_t)n, &u, &diag) != PH_OK || strcmp(u.host, f->tun_host) != 0 ||
-        u.port != f->tun_port) {
-        char d[PH_HOST_MAX + 300];
-        snprintf(d, sizeof d, "Host %.*s in a tunnel to %s:%u", (int)(hl < 200 ? hl : 200),
-                 (const char *)hv, f->tun_host, (unsigned)f->tun_port);
-        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, d, NULL);
-        return false;
-    }
-    if (starts_with_ci(t, tlen, "http://")) {
-        n = snprintf(url, cap, "%.*s", (int)tlen, (const char *)t);
-    } else if (tlen > 0 && t[0] == '/') {
-        n = snprintf(url, cap, "http://%.*s%.*s", (int)hl, (const char *)hv, (int)tlen,
-                     (const char *)t);
-    } else {
-        px_fwd_refuse(f, PH_REASON_HTTP_BAD_REQUEST_LINE,
-                      "a request in a tunnel names an origin-form or http:// target", NULL);
-        return false;
-    }
-    if (n < 0 || (size_t)n >= cap) {
-        px_fwd_refuse(f, PH_REASON_HTTP_BAD_REQUEST_LINE, "request target too long", NULL);
-        return false;
-    }
-    *len = (size_t)n;
-    return true;
-}
-
 static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
 {
-    const uint8_t *t = buf + h->target.off;
-    size_t tlen = h->target.len;
     snprintf(f->method, sizeof f->method, "%.*s", (int)h->method.len, (const char *)buf);
     f->is_head = h->method.len == 4 && memcmp(buf, "HEAD", 4) == 0;
     f->client_v10 = h->version_minor == 0;
-    if (h->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0) {
-        /* A tunnel is a connection's first request, never one after
-         * forwarded requests (tunnel.c answers those). */
-        px_fwd_refuse(f, PH_REASON_ORIGIN_FORM,
-                   "CONNECT opens a connection of its own, not one that forwarded requests", NULL);
-        return;
-    }
-    char turl[2 * PH_H1_REQUEST_HEAD_MAX + 16];
-    if (f->tun_token != NULL) {
-        if (!tunnel_url(f, buf, h, turl, sizeof turl, &tlen))
-            return;
-        t = (const uint8_t *)turl;
-    }
-    if (starts_with_ci(t, tlen, "https://")) {
-        px_fwd_refuse(f, PH_REASON_HTTPS_USE_CONNECT,
-                   "https:// URLs go through a CONNECT tunnel (HTTPS_PROXY), not forwarding", NULL);
-        return;
-    }
-    if (!starts_with_ci(t, tlen, "http://")) {
-        size_t i = 0;
-        while (i < tlen && (ph_is_lower(t[i]) || ph_is_upper(t[i])))
-            i++;
-        if (i > 0 && tlen - i >= 3 && memcmp(t + i, "://", 3) == 0)
-            px_fwd_refuse(f, PH_REASON_PARSE_ERROR, "only http:// URLs are forwarded", NULL);
-        else
-            px_fwd_refuse(f, PH_REASON_ORIGIN_FORM,
-                       "a proxy request names its http:// URL (absolute form)", NULL);
-        return;
-    }
-    size_t alen = 0;
-    bool several = false;
-    /* In a tunnel, the grant is the CONNECT's (a Proxy-Authorization field
-     * there is the origin's business, and is not forwarded either). */
-    const uint8_t *auth = f->tun_token != NULL
-                              ? (alen = f->tun_token_len, (const uint8_t *)f->tun_token)
-                              : proxy_authorization(buf, h, &alen, &several);
-    if (several) {
-        px_fwd_refuse(f, PH_REASON_HTTP_BAD_FIELD, "several Proxy-Authorization fields", NULL);
-        return;
-    }
-    ph_url_request r = {
-        .url = (const char *)t,
-        .url_len = tlen,
-        .proxy_authorization = (const char *)auth,
-        .proxy_authorization_len = alen,
-        .now = (int64_t)time(NULL),
-    };
+    char url[PX_FWD_URL_MAX];
     ph_decision d;
-    ph_decide_url(px_policy(), &r, &d);
-    if (f->tun_token != NULL && d.has_authority &&
-        (strcmp(d.verdict.host, f->tun_host) != 0 || d.verdict.port != f->tun_port)) {
-        char why[2 * PH_HOST_MAX + 64];
-        snprintf(why, sizeof why, "request for %s:%u in a tunnel to %s:%u", d.verdict.host,
-                 (unsigned)d.verdict.port, f->tun_host, (unsigned)f->tun_port);
-        px_fwd_refuse(f, PH_REASON_HOST_MISMATCH, why, NULL);
+    const char *u = px_fwd_decide(f, buf, h, url, &d);
+    if (u == NULL)
         return;
-    }
-    if (d.has_authority) {
-        f->has_host = true;
-        f->port = d.verdict.port;
-        snprintf(f->host, sizeof f->host, "%s", d.verdict.host);
-    }
-    if (d.has_grant) {
-        f->has_grant = true;
-        f->grant = d.grant;
-    }
-    snprintf(f->policy_id, sizeof f->policy_id, "%s", d.verdict.policy_id);
-    if (!d.allowed) {
-        px_fwd_refuse(f, d.reason, d.client_detail, d.log_detail);
-        return;
-    }
-    if (f->tun_token != NULL && d.verdict.rule_protocol == PH_PROTOCOL_TLS) {
-        /* The inspection admitted HTTP in clear under the rule of the
-         * tunnel's first bytes; each request is decided on the rule in
-         * force now, which a reload may have made tls. */
-        px_fwd_refuse(f, PH_REASON_PROTOCOL_NOT_ALLOWED,
-                      "HTTP in clear in a tunnel, and the rule now says protocol tls", NULL);
-        return;
-    }
-    f->has_rule = d.verdict.has_rule;
-    f->rule_line = d.verdict.rule_line;
-    snprintf(f->rule_file, sizeof f->rule_file, "%s", d.verdict.rule_file);
     /* The lease slot, and exactly this name resolved for this port (the
      * answer comes from the loop, after the head is rewritten below). */
     ph_reason why;
@@ -697,7 +530,7 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
         return;
     }
     px_fwd_arm_deadline(f);
-    rewrite_head(f, buf, h, (const char *)t, &d); /* the path as the guard's parse found it */
+    rewrite_head(f, buf, h, u, &d); /* the path as the guard's parse found it */
     f->req_body = h->body;
     f->req_left = h->content_length;
     f->req_done = h->body == PH_H1_BODY_NONE ||

@@ -1,5 +1,5 @@
-/* http1.c - strict HTTP/1.1 framing (RFC 9112) for forwarded requests and
- * their responses: heads from either side, chunked bodies. Pure: no
+/* http1.c - strict HTTP/1.1 framing (RFC 9112): request heads (a CONNECT's
+ * and a forwarded request's), response heads, chunked bodies. Pure: no
  * allocation, no I/O; spans point into the caller's buffer. Why each
  * leniency is refused: http1.h. */
 #include "http1.h"
@@ -135,6 +135,17 @@ static ph_h1_result request_line(const uint8_t *buf, size_t end, ph_h1_head *out
         return refuse(out, PH_REASON_HTTP_BAD_REQUEST_LINE,
                       "malformed request line: bad request-target", i);
     out->target = span(t, i - t);
+    /* RFC 9112 section 3.2: the form follows from the method and the
+     * target's first byte; what an absolute-form target holds (its scheme
+     * included) is the guard's URL parser's to judge. */
+    if (out->method.len == 7 && memcmp(buf, "CONNECT", 7) == 0)
+        out->form = PH_H1_FORM_AUTHORITY;
+    else if (buf[t] == '/')
+        out->form = PH_H1_FORM_ORIGIN;
+    else if (i - t == 1 && buf[t] == '*')
+        out->form = PH_H1_FORM_ASTERISK;
+    else
+        out->form = PH_H1_FORM_ABSOLUTE;
     i++;
     if (end - i != 8 || (out->version_minor = http_version(buf + i)) < 0)
         return refuse(out, PH_REASON_HTTP_BAD_REQUEST_LINE,
@@ -221,7 +232,13 @@ static ph_h1_result field_line(const uint8_t *buf, size_t pos, size_t end, ph_h1
     f->value = span(v, vend - v);
     const uint8_t *name = buf + pos, *val = buf + v;
     size_t vlen = vend - v;
+    bool connect = out->form == PH_H1_FORM_AUTHORITY;
     if (ph_h1_name_is(name, nlen, "content-length")) {
+        /* A CONNECT has no content: a length on one is a client bug or
+         * bytes meant to pass the head unnoticed (its tunnel's). */
+        if (connect)
+            return refuse(out, PH_REASON_HTTP_BAD_CONTENT_LENGTH,
+                          "Content-Length on a CONNECT, which has no content", pos);
         if (seen->cl)
             return refuse(out, PH_REASON_HTTP_BAD_CONTENT_LENGTH, "several Content-Length fields",
                           pos);
@@ -231,6 +248,9 @@ static ph_h1_result field_line(const uint8_t *buf, size_t pos, size_t end, ph_h1
             return refuse(out, PH_REASON_HTTP_BAD_CONTENT_LENGTH,
                           "Content-Length is not one decimal number in range", v);
     } else if (ph_h1_name_is(name, nlen, "transfer-encoding")) {
+        if (connect)
+            return refuse(out, PH_REASON_HTTP_BAD_TRANSFER_ENCODING,
+                          "Transfer-Encoding on a CONNECT, which has no content", pos);
         if (seen->te)
             return refuse(out, PH_REASON_HTTP_BAD_TRANSFER_ENCODING,
                           "several Transfer-Encoding fields", pos);
@@ -248,6 +268,11 @@ static ph_h1_result field_line(const uint8_t *buf, size_t pos, size_t end, ph_h1
         if (out->host_field >= 0)
             return refuse(out, PH_REASON_HTTP_BAD_FIELD, "several Host fields", pos);
         out->host_field = (int)out->nfields;
+    } else if (ph_h1_name_is(name, nlen, "proxy-authorization")) {
+        if (out->proxy_auth_field >= 0)
+            return refuse(out, PH_REASON_HTTP_BAD_FIELD, "several Proxy-Authorization fields",
+                          pos);
+        out->proxy_auth_field = (int)out->nfields;
     }
     out->nfields++;
     return PH_H1_DONE;
@@ -269,28 +294,45 @@ static bool target_overlong(const uint8_t *buf, size_t len)
     return i - t > PH_H1_TARGET_MAX;
 }
 
+/* A refusal of a CONNECT's request line is the guard's parse_error: the
+ * line after "CONNECT " is the destination (authority, then the version),
+ * and whatever breaks it (a byte no authority holds, the line ending inside
+ * the target, a target over the limit, anything but " HTTP/1.x" after it)
+ * is a malformed authority, which the proxy must answer as
+ * ph_decide_connect answers it (the parity of DESIGN section 2,
+ * tests/proxy/proxy_parity.c). The message still says what broke it. */
+static ph_h1_result line_refused(ph_h1_head *out, bool connect_line)
+{
+    if (connect_line)
+        out->reason = PH_REASON_PARSE_ERROR;
+    return PH_H1_REFUSED;
+}
+
 static ph_h1_result parse_head(const uint8_t *buf, size_t len, bool request, bool was_head,
                                ph_h1_head *out)
 {
     memset(out, 0, offsetof(ph_h1_head, fields));
-    out->host_field = -1;
+    out->host_field = out->proxy_auth_field = -1;
     size_t max = request ? PH_H1_REQUEST_HEAD_MAX : PH_H1_RESPONSE_HEAD_MAX;
     size_t scan = len < max ? len : max;
     ph_reason line_reason = request ? PH_REASON_HTTP_BAD_REQUEST_LINE
                                     : PH_REASON_UPSTREAM_BAD_RESPONSE;
+    bool connect_line = request && len >= 8 && memcmp(buf, "CONNECT ", 8) == 0;
     size_t cr = 0, pos = 0;
     framing_seen seen = { 0 };
     int e = line_end(buf, scan, 0, &cr, out, line_reason);
     if (e < 0)
-        return PH_H1_REFUSED;
+        return line_refused(out, connect_line);
     if (e == 0) {
-        if (request && target_overlong(buf, scan))
-            return refuse(out, PH_REASON_HTTP_TARGET_TOO_LONG, "request target too long", 0);
+        if (request && target_overlong(buf, scan)) {
+            refuse(out, PH_REASON_HTTP_TARGET_TOO_LONG, "request target too long", 0);
+            return line_refused(out, connect_line);
+        }
         goto incomplete;
     }
     ph_h1_result r = request ? request_line(buf, cr, out) : status_line(buf, cr, out);
     if (r != PH_H1_DONE)
-        return r;
+        return line_refused(out, connect_line);
     pos = cr + 2;
     for (;;) {
         e = line_end(buf, scan, pos, &cr, out, PH_REASON_HTTP_BAD_FIELD);
@@ -322,11 +364,13 @@ static ph_h1_result parse_head(const uint8_t *buf, size_t len, bool request, boo
     return PH_H1_DONE;
 
 incomplete:
-    if (len >= max)
-        return refuse(out, PH_REASON_HTTP_HEAD_TOO_LARGE, "the head exceeds its size limit", max);
+    if (len >= max) {
+        refuse(out, PH_REASON_HTTP_HEAD_TOO_LARGE, "the head exceeds its size limit", max);
+        return line_refused(out, connect_line && pos == 0);
+    }
     /* A valid prefix: the spans filled so far mean nothing yet. */
     memset(out, 0, offsetof(ph_h1_head, fields));
-    out->host_field = -1;
+    out->host_field = out->proxy_auth_field = -1;
     return PH_H1_INCOMPLETE;
 }
 

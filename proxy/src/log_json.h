@@ -3,6 +3,7 @@
 #ifndef PX_LOG_JSON_H
 #define PX_LOG_JSON_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pinhole/status.h"
@@ -31,6 +32,16 @@ typedef struct px_log_record {
 /* One JSON line on stdout per connection, or per forwarded request (method
  * set: event "request"), with a single write(2). */
 void px_log_connection(const px_log_record *rec);
+/* The line px_log_connection writes for rec, its "time" field time (a
+ * NUL-terminated string), newline included, into buf[0..cap): returns the
+ * line's length, which may exceed cap (then buf holds a prefix; format
+ * again into a buffer that large). Writes no NUL; allocates nothing; rec,
+ * time and buf stay the caller's. */
+size_t px_log_format_connection(const px_log_record *rec, const char *time, char *buf,
+                                size_t cap);
+/* The same for an event line of px_log_event, message already formatted. */
+size_t px_log_format_event(const char *time, const char *level, const char *event,
+                           const char *message, char *buf, size_t cap);
 /* A JSON event line ("start", "reload", "warning", ...) on stderr. */
 void px_log_event(const char *level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

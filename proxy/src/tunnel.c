@@ -54,9 +54,7 @@
 #include "log_json.h"
 #include "metrics.h"
 #include "pinhole/clock.h"
-#include "pinhole/url.h"
 #include "proxy_limits.h"
-#include "proxy_request.h"
 #include "relay.h"
 #include "reload.h"
 #include "reply.h"
@@ -385,12 +383,14 @@ static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char 
 
 /* ---- the head and the decision ------------------------------------------- */
 
-static void decide(px_conn *c, const uint8_t *head, const ph_proxy_request *req)
+static void decide(px_conn *c, const uint8_t *head, const ph_h1_head *req)
 {
     conn_head *h = c->h;
     /* The guard decides (authority, grant, list) on one policy version. */
-    const char *value = req->has_authorization ? (const char *)head + req->authorization.off : NULL;
-    size_t vlen = req->has_authorization ? req->authorization.len : 0;
+    const ph_h1_field *auth = req->proxy_auth_field >= 0 ? &req->fields[req->proxy_auth_field]
+                                                         : NULL;
+    const char *value = auth != NULL ? (const char *)head + auth->value.off : NULL;
+    size_t vlen = auth != NULL ? auth->value.len : 0;
     ph_connect_request r = {
         .authority = (const char *)head + req->target.off,
         .authority_len = req->target.len,
@@ -511,16 +511,16 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
      * stopped (head_len holds its mark until the head is parsed), so a
      * head sent a byte at a time costs time linear in its size. */
     conn_head *h = c->h;
-    ph_proxy_request req;
-    ph_preq_result st = PH_PREQ_INCOMPLETE;
+    ph_h1_head req;
+    ph_h1_result st = PH_H1_INCOMPLETE;
     size_t mark = h != NULL ? h->head_len : 0;
-    bool parse = ph_h1_head_scan(in, n, &mark) || n >= PH_PREQ_HEAD_MAX;
+    bool parse = ph_h1_head_scan(in, n, &mark) || n >= PH_H1_REQUEST_HEAD_MAX;
     if (parse) {
         px_metrics_head_parse();
-        st = ph_proxy_request_parse(in, n, &req);
+        st = ph_h1_parse_request(in, n, &req);
     }
     if (h == NULL &&
-        (h = head_start(c, in, n, st == PH_PREQ_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
+        (h = head_start(c, in, n, st == PH_H1_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
@@ -531,8 +531,10 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
         forward_handoff(c);
         return;
     }
+    /* From here the head starts with "CONNECT ": its method is CONNECT, its
+     * target authority-form, and it has no body (http1.h). */
     switch (st) {
-    case PH_PREQ_INCOMPLETE:
+    case PH_H1_INCOMPLETE:
         if (h->head_ev == NULL) {
             h->head_ev = event_new(c->w->base, c->fd, EV_READ | EV_PERSIST, head_ev_cb, c);
             if (h->head_ev == NULL || event_add(h->head_ev, NULL) != 0) {
@@ -541,10 +543,13 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
             }
         }
         return;
-    case PH_PREQ_REFUSED:
-        px_conn_refuse_for(c, req.reason, req.message);
+    case PH_H1_REFUSED: {
+        char detail[PH_DIAG_MESSAGE_MAX];
+        snprintf(detail, sizeof detail, "%s (byte %zu)", req.message, req.error_offset);
+        px_conn_refuse_for(c, req.reason, detail);
         return;
-    case PH_PREQ_DONE:
+    }
+    case PH_H1_DONE:
         break;
     }
     evtimer_del(h->timer);

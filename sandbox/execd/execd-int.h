@@ -13,6 +13,7 @@
 #include "pinhole/sandbox.h"
 #include "pinhole/workspace.h"
 #include "sandbox-int.h"
+#include "wire_ops-int.h"
 
 #define PH_EXECD_PROTOCOL 1
 #define PH_EXECD_FRAME_HEADER 4
@@ -21,6 +22,9 @@
 #define PH_EXECD_DEFAULT_MAX_REQUEST (16u * 1024 * 1024)
 /* Object ids: "env-", "ws-", "lse-" and 16 lowercase hex digits. */
 #define PH_EXECD_ID_MAX 24
+/* The largest now_seconds of a lease operation (a monotonic clock's
+ * seconds, from 0): the daemon adds its own elapsed time to it. */
+#define PH_EXECD_NOW_SECONDS_MAX (INT64_C(1) << 62)
 
 /* ---- frames (wire.c) ---- */
 
@@ -100,10 +104,6 @@ const char *ph_wire_str(const json_t *o, const char *key);
 
 /* ---- the port's types ---- */
 
-/* limits as an object (every field, -1 for unset). */
-json_t *ph_wire_limits(const ph_sandbox_limits *l);
-/* Reads "limits" of o into *l (absent fields unset). false when malformed. */
-bool ph_wire_get_limits(const json_t *o, ph_sandbox_limits *l);
 /* result as the "result" object of environment.execute. NULL on memory. */
 json_t *ph_wire_result(const ph_execution_result *r);
 /* The reverse. PH_OK and *out (new, ph_execution_result_free) or PH_E_FORMAT. */

@@ -1,6 +1,8 @@
 /* execd_client.c - the ports of pinhole/execd_client.h over pinhole-execd's
  * socket: each call is one request frame and one response frame
- * (docs/execd.md) on the service's connection, under its mutex. */
+ * (docs/execd.md) on the service's connection, under its mutex. Every
+ * request is built from the operation table (wire_ops.c) that the daemon
+ * checks it against. */
 #include "pinhole/execd_client.h"
 
 #include <errno.h>
@@ -102,9 +104,21 @@ static json_t *exchange_locked(ph_execd_service *svc, json_t *req, frame_fn *on_
         }
     }
     int saved = errno;
+    ph_wire_op_id op;
+    bool known = ph_wire_op_find(ph_wire_str(req, "op"), &op);
     json_decref(req);
     if (rc != 0) {
         *st = ph_diag_set(diag, PH_E_IO, 0, "pinhole-execd connection: %s", strerror(saved));
+        return NULL;
+    }
+    /* An answer is read only once it has what the operation's row says. */
+    const char *bad = json_is_true(json_object_get(resp, "ok")) && known
+                          ? ph_wire_reply_check(op, resp)
+                          : NULL;
+    if (bad != NULL) {
+        *st = ph_diag_set(diag, PH_E_FORMAT, 0, "pinhole-execd answered %s without a valid %s",
+                          ph_wire_ops[op].name, bad);
+        json_decref(resp);
         return NULL;
     }
     if (json_is_true(json_object_get(resp, "ok"))) {
@@ -229,14 +243,12 @@ static ph_status svc_hello(ph_execd_service **svcp, const ph_service_config *con
 {
     ph_status st;
     ph_execd_service *svc = *svcp;
-    json_t *resp = call(svc, json_pack("{s:s, s:I}", "op", "hello", "hard_cap_ms",
-                                       (json_int_t)config->hard_cap_ms),
-                        &st, diag);
+    ph_wire_args a = {.f[PH_F_HARD_CAP_MS] = PH_WV_INT(config->hard_cap_ms)};
+    json_t *resp = call(svc, ph_wire_request(PH_OP_HELLO, &a), &st, diag);
     const char *mech = ph_wire_str(resp, "mechanism");
-    if (resp != NULL && (mech == NULL || strcmp(mech, ph_sandbox_mechanism_name(
-                                                          config->mechanism)) != 0))
-        st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s",
-                         mech ? mech : "?", ph_sandbox_mechanism_name(config->mechanism));
+    if (resp != NULL && strcmp(mech, ph_sandbox_mechanism_name(config->mechanism)) != 0)
+        st = ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "pinhole-execd runs %s, not %s", mech,
+                         ph_sandbox_mechanism_name(config->mechanism));
     json_decref(resp);
     /* TLS 1.3: the service checks the client certificate after the client's
      * side of the handshake returned, so a refusal (an alert, or the session
@@ -386,10 +398,12 @@ static const char *worker_getenv(const char *name)
 
 /* Tier 1 as the worker resolves it: the sandbox's own builder over the
  * worker's list and environment (warnings to the service's log), then only
- * the variables tier 2 does not synthesize. */
-static ph_status add_passthrough(ph_execd_service *svc, const ph_environment_spec *spec,
-                                 json_t *req, ph_diag *diag)
+ * the variables tier 2 does not synthesize. *out: the "passthrough" array
+ * (new), or NULL without a passthrough file. */
+static ph_status get_passthrough(ph_execd_service *svc, const ph_environment_spec *spec,
+                                 json_t **out, ph_diag *diag)
 {
+    *out = NULL;
     if (spec->passthrough_file == NULL)
         return PH_OK;
     ph_env_inputs in = {.lease = spec->lease ? spec->lease : "",
@@ -403,47 +417,53 @@ static ph_status add_passthrough(ph_execd_service *svc, const ph_environment_spe
     for (size_t i = 0; arr && i < env.count; i++) {
         char *eq = strchr(env.vars[i], '=');
         *eq = '\0';
-        if (!ph_env_name_is_synthesized(env.vars[i])) {
-            json_t *e = json_pack("{s:s}", "name", env.vars[i]);
-            if (e == NULL || ph_json_set_bytes(e, "value", "value_base64", eq + 1,
-                                               strlen(eq + 1)) != 0 ||
-                json_array_append_new(arr, e) != 0)
-                st = PH_E_NOMEM;
-        }
+        ph_wire_args item = {.f = {[PH_F_PASS_NAME] = PH_WV_STR(env.vars[i]),
+                                   [PH_F_PASS_VALUE] = PH_WV_BYTES(eq + 1, strlen(eq + 1))}};
+        if (!ph_env_name_is_synthesized(env.vars[i]) &&
+            json_array_append_new(arr, ph_wire_item(PH_F_PASSTHROUGH, &item)) != 0)
+            st = PH_E_NOMEM;
         *eq = '=';
     }
     ph_env_block_clear(&env);
-    if (arr && st == PH_OK)
-        return json_object_set_new(req, "passthrough", arr) == 0
-                   ? PH_OK
-                   : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    if (arr && st == PH_OK) {
+        *out = arr;
+        return PH_OK;
+    }
     json_decref(arr);
-    return st == PH_OK ? PH_OK : ph_diag_set(diag, st, 0, "building tier 1: %s", ph_strerror(st));
+    return st == PH_OK ? ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory")
+                       : ph_diag_set(diag, st, 0, "building tier 1: %s", ph_strerror(st));
 }
 
-static json_t *spec_request(ph_execd_service *svc, const char *op,
-                            const ph_environment_spec *spec, ph_status *st, ph_diag *diag)
+/* environment.create or lease.open (approval_hold_seconds hold) of spec. */
+static json_t *spec_request(ph_execd_service *svc, ph_wire_op_id op,
+                            const ph_environment_spec *spec, int64_t hold, ph_status *st,
+                            ph_diag *diag)
 {
-    json_t *req = json_pack("{s:s, s:s, s:o}", "op", op, "mechanism",
-                            ph_sandbox_mechanism_name(spec->mechanism), "limits",
-                            ph_wire_limits(&spec->limits));
-    if (req && spec->tenant)
-        json_object_set_new(req, "tenant", json_string(spec->tenant));
-    if (req && spec->lease)
-        json_object_set_new(req, "lease", json_string(spec->lease));
-    if (req && spec->network.grant_token)
-        json_object_set_new(req, "network",
-                            json_pack("{s:s, s:i}", "grant_token", spec->network.grant_token,
-                                      "proxy_port", (int)spec->network.proxy_port));
-    if (req == NULL) {
+    json_t *pass;
+    *st = get_passthrough(svc, spec, &pass, diag);
+    if (*st != PH_OK)
+        return NULL;
+    const ph_sandbox_limits *l = &spec->limits;
+    ph_wire_args a = {.f = {
+                          [PH_F_MECHANISM] = PH_WV_STR(ph_sandbox_mechanism_name(spec->mechanism)),
+                          [PH_F_LIMITS] = {.present = true},
+                          [PH_F_MEMORY_BYTES] = PH_WV_INT(l->memory_bytes),
+                          [PH_F_PIDS] = PH_WV_INT(l->pids),
+                          [PH_F_CPU_MILLIS] = PH_WV_INT(l->cpu_millis),
+                          [PH_F_WALL_CLOCK_MS] = PH_WV_INT(l->wall_clock_ms),
+                          [PH_F_OUTPUT_BYTES] = PH_WV_INT(l->output_bytes),
+                          [PH_F_TENANT] = PH_WV_STR(spec->tenant),
+                          [PH_F_LEASE] = PH_WV_STR(spec->lease),
+                          [PH_F_NETWORK] = {.present = spec->network.grant_token != NULL},
+                          [PH_F_GRANT_TOKEN] = PH_WV_STR(spec->network.grant_token),
+                          [PH_F_PROXY_PORT] = PH_WV_INT(spec->network.proxy_port),
+                          [PH_F_PASSTHROUGH] = PH_WV_JSON(pass),
+                          [PH_F_APPROVAL_HOLD] = PH_WV_INT(hold),
+                      }};
+    json_t *req = ph_wire_request(op, &a);
+    json_decref(pass);
+    if (req == NULL)
         *st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-        return NULL;
-    }
-    *st = add_passthrough(svc, spec, req, diag);
-    if (*st != PH_OK) {
-        json_decref(req);
-        return NULL;
-    }
     return req;
 }
 
@@ -472,16 +492,22 @@ ph_status ph_execd_environment_create(ph_execd_service *svc, const ph_environmen
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_environment_create: NULL argument");
     *out = NULL;
     ph_status st;
-    json_t *req = spec_request(svc, "environment.create", spec, &st, diag);
+    json_t *req = spec_request(svc, PH_OP_ENV_CREATE, spec, 0, &st, diag);
     json_t *resp = req ? call(svc, req, &st, diag) : NULL;
     if (resp == NULL)
         return st;
     forward_warnings(svc, resp);
-    const char *id = ph_wire_str(resp, "environment");
-    *out = id ? env_new(svc, id, spec->tenant) : NULL;
+    *out = env_new(svc, ph_wire_str(resp, "environment"), spec->tenant);
     json_decref(resp);
-    return *out ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
-                                      "no environment in the service's answer");
+    return *out ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+}
+
+/* An operation on env that takes no more than its names. */
+static json_t *env_request(const ph_execd_environment *env, ph_wire_op_id op)
+{
+    ph_wire_args a = {.f = {[PH_F_TENANT] = PH_WV_STR(env->tenant),
+                            [PH_F_ENVIRONMENT] = PH_WV_STR(env->id)}};
+    return ph_wire_request(op, &a);
 }
 
 const char *ph_execd_environment_id(const ph_execd_environment *env)
@@ -519,35 +545,21 @@ ph_status ph_execd_environment_execute(ph_execd_environment *env, const ph_execu
         return ph_diag_set(diag, PH_E_INVAL, 0, "argv must have a non-empty argv[0]");
     if (cmd->stdin_data == NULL && cmd->stdin_len > 0)
         return ph_diag_set(diag, PH_E_INVAL, 0, "stdin_len without stdin_data");
-    json_t *argv = json_array();
-    for (size_t i = 0; argv && cmd->argv[i]; i++)
-        if (json_array_append_new(argv, ph_wire_arg(cmd->argv[i])) != 0) {
-            json_decref(argv);
-            argv = NULL;
-        }
-    json_t *req = argv ? json_pack("{s:s, s:s, s:s, s:o, s:I, s:I}", "op",
-                                   "environment.execute", "tenant", env->tenant, "environment",
-                                   env->id, "argv", argv, "timeout_seconds",
-                                   (json_int_t)cmd->timeout_seconds, "run_budget_ms",
-                                   (json_int_t)cmd->run_budget_ms)
-                       : NULL;
-    if (req && cmd->cwd &&
-        ph_json_set_bytes(req, "cwd", "cwd_base64", cmd->cwd, strlen(cmd->cwd)) != 0) {
-        json_decref(req);
-        req = NULL;
-    }
-    /* stdin is binary: always base64. */
-    if (req && cmd->stdin_data) {
-        json_t *b64 = cmd->stdin_len <= (size_t)INT32_MAX / 2
-                          ? ph_json_b64(cmd->stdin_data, cmd->stdin_len)
-                          : NULL;
-        if (b64 == NULL || json_object_set_new(req, "stdin_base64", b64) != 0) {
-            json_decref(req);
-            req = NULL;
-        }
-    }
-    if (req && cmd->on_output)
-        json_object_set_new(req, "stream_output", json_true());
+    ph_wire_args a = {.f = {
+                          [PH_F_TENANT] = PH_WV_STR(env->tenant),
+                          [PH_F_ENVIRONMENT] = PH_WV_STR(env->id),
+                          [PH_F_ARGV] = {.present = true, .argv = cmd->argv},
+                          [PH_F_TIMEOUT_SECONDS] = PH_WV_INT(cmd->timeout_seconds),
+                          [PH_F_RUN_BUDGET_MS] = PH_WV_INT(cmd->run_budget_ms),
+                          [PH_F_CWD] = {.present = cmd->cwd != NULL, .data = cmd->cwd,
+                                        .len = cmd->cwd ? strlen(cmd->cwd) : 0},
+                          [PH_F_STDIN] = {.present = cmd->stdin_data != NULL,
+                                          .data = cmd->stdin_data, .len = cmd->stdin_len},
+                          [PH_F_STREAM_OUTPUT] = {.present = cmd->on_output != NULL, .i = 1},
+                      }};
+    json_t *req = cmd->stdin_len <= (size_t)INT32_MAX / 2
+                      ? ph_wire_request(PH_OP_ENV_EXECUTE, &a)
+                      : NULL;
     ph_status st;
     json_t *resp = call_streamed(env->svc, req, cmd->on_output ? output_frame : NULL,
                                  cmd, &st, diag);
@@ -568,10 +580,7 @@ void ph_execd_environment_destroy(ph_execd_environment **envp)
     ph_execd_environment *env = *envp;
     if (!env->of_lease) {
         ph_status st;
-        json_decref(call(env->svc,
-                         json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant",
-                                   env->tenant, "environment", env->id),
-                         &st, NULL));
+        json_decref(call(env->svc, env_request(env, PH_OP_ENV_DESTROY), &st, NULL));
         free(env);
     }
     *envp = NULL;
@@ -580,17 +589,15 @@ void ph_execd_environment_destroy(ph_execd_environment **envp)
 static ph_status workspace_from(ph_execd_service *svc, const char *tenant, json_t *resp,
                                 ph_execd_workspace **out, ph_diag *diag)
 {
-    const char *id = ph_wire_str(resp, "workspace");
-    ph_execd_workspace *ws = id ? calloc(1, sizeof *ws) : NULL;
+    ph_execd_workspace *ws = calloc(1, sizeof *ws);
     if (ws != NULL) {
         ws->svc = svc;
-        snprintf(ws->id, sizeof ws->id, "%s", id);
+        snprintf(ws->id, sizeof ws->id, "%s", ph_wire_str(resp, "workspace"));
         copy_tenant(ws->tenant, tenant);
     }
     json_decref(resp);
     *out = ws;
-    return ws ? PH_OK : ph_diag_set(diag, id ? PH_E_NOMEM : PH_E_FORMAT, 0,
-                                    "no workspace in the service's answer");
+    return ws ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 ph_status ph_execd_environment_workspace(ph_execd_environment *env, ph_execd_workspace **out,
@@ -600,25 +607,22 @@ ph_status ph_execd_environment_workspace(ph_execd_environment *env, ph_execd_wor
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     *out = NULL;
     ph_status st;
-    json_t *resp = call(env->svc,
-                        json_pack("{s:s, s:s, s:s}", "op", "environment.workspace", "tenant",
-                                  env->tenant, "environment", env->id),
-                        &st, diag);
+    json_t *resp = call(env->svc, env_request(env, PH_OP_ENV_WORKSPACE), &st, diag);
     return resp ? workspace_from(env->svc, env->tenant, resp, out, diag) : st;
 }
 
 /* ---- WorkspaceFiles ---- */
 
-static json_t *ws_request(const ph_execd_workspace *ws, const char *op, const char *path)
+/* A WorkspaceFiles request on ws: the fields of a, ws's names and path
+ * (NULL: none). */
+static json_t *ws_request(const ph_execd_workspace *ws, ph_wire_op_id op, ph_wire_args *a,
+                          const char *path)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s}", "op", op, "tenant", ws->tenant, "workspace",
-                            ws->id);
-    const char *p = path ? path : "";
-    if (req && ph_json_set_bytes(req, "path", "path_base64", p, strlen(p)) != 0) {
-        json_decref(req);
-        return NULL;
-    }
-    return req;
+    a->f[PH_F_TENANT] = PH_WV_STR(ws->tenant);
+    a->f[PH_F_WORKSPACE] = PH_WV_STR(ws->id);
+    if (path != NULL)
+        a->f[PH_F_PATH] = PH_WV_BYTES(path, strlen(path));
+    return ph_wire_request(op, a);
 }
 
 void ph_execd_workspace_close(ph_execd_workspace **ws)
@@ -626,7 +630,8 @@ void ph_execd_workspace_close(ph_execd_workspace **ws)
     if (ws == NULL || *ws == NULL)
         return;
     ph_status st;
-    json_decref(call((*ws)->svc, ws_request(*ws, "workspace.close", ""), &st, NULL));
+    ph_wire_args a = {0};
+    json_decref(call((*ws)->svc, ws_request(*ws, PH_OP_WS_CLOSE, &a, NULL), &st, NULL));
     free(*ws);
     *ws = NULL;
 }
@@ -637,7 +642,8 @@ ph_status ph_execd_workspace_stat(ph_execd_workspace *ws, const char *path, ph_w
     if (ws == NULL || path == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     ph_status st;
-    json_t *resp = call(ws->svc, ws_request(ws, "workspace.stat", path), &st, diag);
+    ph_wire_args a = {0};
+    json_t *resp = call(ws->svc, ws_request(ws, PH_OP_WS_STAT, &a, path), &st, diag);
     if (resp == NULL)
         return st;
     bool ok = ph_wire_get_stat(json_object_get(resp, "stat"), out);
@@ -652,11 +658,9 @@ ph_status ph_execd_workspace_read(ph_execd_workspace *ws, const char *path, size
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     *data = NULL;
     *len = 0;
-    json_t *req = ws_request(ws, "workspace.read", path);
-    if (req)
-        json_object_set_new(req, "max_bytes", json_integer((json_int_t)max_bytes));
+    ph_wire_args a = {.f[PH_F_MAX_BYTES] = PH_WV_INT(max_bytes)};
     ph_status st;
-    json_t *resp = call(ws->svc, req, &st, diag);
+    json_t *resp = call(ws->svc, ws_request(ws, PH_OP_WS_READ, &a, path), &st, diag);
     if (resp == NULL)
         return st;
     int rc = ph_wire_get_bytes(resp, "data", "data_base64", data, len);
@@ -737,11 +741,9 @@ ph_status ph_execd_workspace_open_read(ph_execd_workspace *ws, const char *path,
     int fd = memfd_create("pinhole-execd-read", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return ph_diag_set(diag, PH_E_IO, 0, "memfd: %s", strerror(errno));
-    json_t *req = ws_request(ws, "workspace.read", path);
-    if (req) {
-        json_object_set_new(req, "max_bytes", json_integer((json_int_t)max_bytes));
-        json_object_set_new(req, "chunk_bytes", json_integer(STREAM_CHUNK));
-    }
+    ph_wire_args a = {.f = {[PH_F_MAX_BYTES] = PH_WV_INT(max_bytes),
+                            [PH_F_CHUNK_BYTES] = PH_WV_INT(STREAM_CHUNK)}};
+    json_t *req = ws_request(ws, PH_OP_WS_READ, &a, path);
     ph_ws_stat st;
     ph_status rc = stream_into(ws, req, fd, max_bytes, &st, diag);
     if (rc == PH_OK &&
@@ -763,13 +765,10 @@ ph_status ph_execd_workspace_write(ph_execd_workspace *ws, const char *path, con
 {
     if (ws == NULL || path == NULL || (data == NULL && len > 0))
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
-    json_t *req = ws_request(ws, "workspace.write", path);
-    json_t *b64 = req && len <= (size_t)INT32_MAX ? ph_json_b64(data, len) : NULL;
-    if (b64 == NULL || json_object_set_new(req, "data_base64", b64) != 0) {
-        json_decref(req);
+    ph_wire_args a = {.f = {[PH_F_DATA] = PH_WV_BYTES(data, len), [PH_F_MODE] = PH_WV_INT(mode)}};
+    json_t *req = len <= (size_t)INT32_MAX ? ws_request(ws, PH_OP_WS_WRITE, &a, path) : NULL;
+    if (req == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    }
-    json_object_set_new(req, "mode", json_integer(mode));
     ph_status st;
     json_decref(call(ws->svc, req, &st, diag));
     return st;
@@ -817,9 +816,8 @@ ph_status ph_execd_workspace_list(ph_execd_workspace *ws, const char *path, size
     if (ws == NULL || out == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "NULL argument");
     *out = NULL;
-    json_t *req = ws_request(ws, "workspace.list", path);
-    if (req)
-        json_object_set_new(req, "max_entries", json_integer((json_int_t)max_entries));
+    ph_wire_args a = {.f[PH_F_MAX_ENTRIES] = PH_WV_INT(max_entries)};
+    json_t *req = ws_request(ws, PH_OP_WS_LIST, &a, path ? path : "");
     ph_status st;
     json_t *resp = call(ws->svc, req, &st, diag);
     if (resp == NULL)
@@ -862,34 +860,30 @@ ph_status ph_execd_lease_open(ph_execd_service *svc, const ph_environment_spec *
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_open: NULL argument");
     *out = NULL;
     ph_status st;
-    json_t *req = spec_request(svc, "lease.open", spec, &st, diag);
-    if (req)
-        json_object_set_new(req, "approval_hold_seconds",
-                            json_integer((json_int_t)approval_hold_seconds));
+    json_t *req = spec_request(svc, PH_OP_LEASE_OPEN, spec, approval_hold_seconds, &st, diag);
     json_t *resp = req ? call(svc, req, &st, diag) : NULL;
     if (resp == NULL)
         return st;
-    const char *h = ph_wire_str(resp, "handle");
-    ph_execd_lease *l = h ? calloc(1, sizeof *l) : NULL;
+    ph_execd_lease *l = calloc(1, sizeof *l);
     if (l) {
         l->svc = svc;
-        snprintf(l->handle, sizeof l->handle, "%s", h);
+        snprintf(l->handle, sizeof l->handle, "%s", ph_wire_str(resp, "handle"));
         copy_tenant(l->tenant, spec->tenant);
     }
     json_decref(resp);
     *out = l;
-    return l ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no lease handle in the answer");
+    return l ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
-static json_t *lease_call(const ph_execd_lease *l, const char *op, json_t *extra, ph_status *st,
-                          ph_diag *diag)
+/* A lease operation on l: now_seconds when now is not NULL. */
+static json_t *lease_call(const ph_execd_lease *l, ph_wire_op_id op, const int64_t *now,
+                          ph_status *st, ph_diag *diag)
 {
-    json_t *req = json_pack("{s:s, s:s, s:s}", "op", op, "tenant", l->tenant, "handle",
-                            l->handle);
-    if (req && extra)
-        json_object_update(req, extra);
-    json_decref(extra);
-    return call(l->svc, req, st, diag);
+    ph_wire_args a = {.f = {[PH_F_TENANT] = PH_WV_STR(l->tenant),
+                            [PH_F_HANDLE] = PH_WV_STR(l->handle)}};
+    if (now != NULL)
+        a.f[PH_F_NOW_SECONDS] = PH_WV_INT(*now);
+    return call(l->svc, ph_wire_request(op, &a), st, diag);
 }
 
 ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment **env,
@@ -898,12 +892,12 @@ ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment
     if (lease == NULL || env == NULL)
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_environment: NULL argument");
     ph_status st;
-    json_t *resp = lease_call(lease, "lease.environment", NULL, &st, diag);
+    json_t *resp = lease_call(lease, PH_OP_LEASE_ENVIRONMENT, NULL, &st, diag);
     if (resp == NULL)
         return st;
     forward_warnings(lease->svc, resp);
     const char *id = ph_wire_str(resp, "environment");
-    if (id && (lease->env == NULL || strcmp(lease->env->id, id) != 0)) {
+    if (lease->env == NULL || strcmp(lease->env->id, id) != 0) {
         free(lease->env);
         lease->env = env_new(lease->svc, id, lease->tenant);
         if (lease->env)
@@ -911,7 +905,7 @@ ph_status ph_execd_lease_environment(ph_execd_lease *lease, ph_execd_environment
     }
     json_decref(resp);
     *env = lease->env;
-    return lease->env ? PH_OK : ph_diag_set(diag, PH_E_FORMAT, 0, "no environment in the answer");
+    return lease->env ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
 }
 
 ph_status ph_execd_lease_workspace(ph_execd_lease *lease, ph_execd_workspace **ws, ph_diag *diag)
@@ -920,7 +914,7 @@ ph_status ph_execd_lease_workspace(ph_execd_lease *lease, ph_execd_workspace **w
         return ph_diag_set(diag, PH_E_INVAL, 0, "ph_sandbox_lease_workspace: NULL argument");
     *ws = NULL;
     ph_status st;
-    json_t *resp = lease_call(lease, "lease.workspace", NULL, &st, diag);
+    json_t *resp = lease_call(lease, PH_OP_LEASE_WORKSPACE, NULL, &st, diag);
     if (resp == NULL)
         return st;
     forward_warnings(lease->svc, resp);
@@ -932,19 +926,18 @@ bool ph_execd_lease_has_sandbox(const ph_execd_lease *lease)
     if (lease == NULL)
         return false;
     ph_status st;
-    json_t *resp = lease_call(lease, "lease.status", NULL, &st, NULL);
+    json_t *resp = lease_call(lease, PH_OP_LEASE_STATUS, NULL, &st, NULL);
     bool has = json_is_true(json_object_get(resp, "has_sandbox"));
     json_decref(resp);
     return has;
 }
 
-static bool hold_call(ph_execd_lease *lease, const char *op, int64_t now)
+static bool hold_call(ph_execd_lease *lease, ph_wire_op_id op, int64_t now)
 {
     if (lease == NULL)
         return false;
     ph_status st;
-    json_t *resp = lease_call(lease, op, json_pack("{s:I}", "now_seconds", (json_int_t)now), &st,
-                              NULL);
+    json_t *resp = lease_call(lease, op, &now, &st, NULL);
     bool destroyed = json_is_true(json_object_get(resp, "destroyed"));
     json_decref(resp);
     return destroyed;
@@ -952,17 +945,17 @@ static bool hold_call(ph_execd_lease *lease, const char *op, int64_t now)
 
 void ph_execd_lease_hold_begin(ph_execd_lease *lease, int64_t now_seconds)
 {
-    (void)hold_call(lease, "lease.hold_begin", now_seconds);
+    (void)hold_call(lease, PH_OP_LEASE_HOLD_BEGIN, now_seconds);
 }
 
 bool ph_execd_lease_hold_tick(ph_execd_lease *lease, int64_t now_seconds)
 {
-    return hold_call(lease, "lease.hold_tick", now_seconds);
+    return hold_call(lease, PH_OP_LEASE_HOLD_TICK, now_seconds);
 }
 
 bool ph_execd_lease_hold_end(ph_execd_lease *lease, int64_t now_seconds)
 {
-    return hold_call(lease, "lease.hold_end", now_seconds);
+    return hold_call(lease, PH_OP_LEASE_HOLD_END, now_seconds);
 }
 
 void ph_execd_lease_end(ph_execd_lease **lease)
@@ -970,7 +963,7 @@ void ph_execd_lease_end(ph_execd_lease **lease)
     if (lease == NULL || *lease == NULL)
         return;
     ph_status st;
-    json_decref(lease_call(*lease, "lease.end", NULL, &st, NULL));
+    json_decref(lease_call(*lease, PH_OP_LEASE_END, NULL, &st, NULL));
     free((*lease)->env);
     free(*lease);
     *lease = NULL;

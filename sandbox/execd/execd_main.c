@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -299,6 +300,61 @@ static int prepare_state_dir(const char *dir)
         return XD_EXIT_REFUSED;
     }
     return 0;
+}
+
+/* One daemon per state directory. At start the daemon destroys every
+ * environment the directory holds (recover, below), so a second daemon
+ * started on the directory of a running one would destroy that one's live
+ * sandboxes, commands and all. An exclusive flock on <state>/execd.lock,
+ * taken before recovery and held for the daemon's life (the descriptor is
+ * never closed; the kernel drops the lock when the daemon exits, however it
+ * dies), refuses the second one instead. The lock is a file of its own: the
+ * directory itself is flocked briefly by every create (the workspace caps).
+ * A clean stop removes the file last, once every sandbox is destroyed
+ * (unlock_state_dir), so a stopped daemon's state directory is empty. */
+static int g_state_lock_dir_fd = -1;
+
+static int lock_state_dir(const char *dir)
+{
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd < 0 ? -1
+                      : openat(dfd, "execd.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int err = errno;
+    if (fd < 0 && dfd >= 0)
+        close(dfd);
+    if (fd < 0) {
+        fprintf(stderr, "pinhole-execd: cannot open the state directory's lock: %s\n",
+                strerror(err));
+        return XD_EXIT_OS;
+    }
+    int rc;
+    while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
+        ;
+    if (rc == 0) {
+        g_state_lock_dir_fd = dfd;
+        return 0; /* fd stays open: the lock lasts as long as the daemon */
+    }
+    err = errno;
+    close(fd);
+    close(dfd);
+    if (err != EWOULDBLOCK) {
+        fprintf(stderr, "pinhole-execd: cannot lock the state directory: %s\n", strerror(err));
+        return XD_EXIT_OS;
+    }
+    json_t *x = json_pack("{s:s}", "fix",
+                          "another pinhole-execd serves this state directory: give each daemon "
+                          "its own --state-dir");
+    xd_log("error", "state_dir_in_use", x);
+    json_decref(x);
+    return XD_EXIT_REFUSED;
+}
+
+/* After a clean stop (every sandbox destroyed): the lock's file goes, the
+ * lock itself with the process. */
+static void unlock_state_dir(void)
+{
+    if (g_state_lock_dir_fd >= 0)
+        (void)unlinkat(g_state_lock_dir_fd, "execd.lock", 0);
 }
 
 /* The workspace is a cache (decision 1): whatever a previous run left is
@@ -584,7 +640,8 @@ int main(int argc, char **argv)
         json_decref(x);
         return XD_EXIT_UNAVAILABLE;
     }
-    if ((rc = prepare_state_dir(cfg.state_dir)) != 0 || (rc = check_socket_dir(cfg.socket_path)) != 0)
+    if ((rc = prepare_state_dir(cfg.state_dir)) != 0 || (rc = check_socket_dir(cfg.socket_path)) != 0 ||
+        (rc = lock_state_dir(cfg.state_dir)) != 0)
         return rc;
     if (evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");
@@ -592,6 +649,14 @@ int main(int argc, char **argv)
     }
     if ((rc = recover(&cfg)) != 0)
         return rc;
+    /* From the moment a socket exists a supervisor may stop the daemon:
+     * SIGTERM and SIGINT wait (blocked) until the loop handles them
+     * (xd_serve unblocks them then), rather than killing it unclean. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
     SSL_CTX *tls_ctx = NULL;
     int tls_fd = -1;
     if (cfg.tls_listen && ((rc = tls_context(&cfg, &tls_ctx)) != 0 ||
@@ -612,5 +677,7 @@ int main(int argc, char **argv)
     }
     rc = xd_serve(&cfg, fd, tls_fd, tls_ctx, admin_fd);
     SSL_CTX_free(tls_ctx);
+    if (rc == XD_EXIT_OK)
+        unlock_state_dir();
     return rc;
 }

@@ -1,8 +1,11 @@
 /* execd_ops.c - pinhole-execd's operations (docs/execd.md), each run as a
  * job on a pool thread: the two ports (ExecutionEnvironment,
  * WorkspaceFiles), the lease operations, and the daemon's own maintenance.
- * An object in use by a job is marked (xd_use); a request whose use it
- * excludes gets `busy` rather than waiting. */
+ * A request is checked and decoded against its row of the operation table
+ * (wire_ops.c) before its handler runs, so a handler reads typed values
+ * and judges only what the port decides. An object in use by a job is
+ * marked (xd_use); a request whose use it excludes gets `busy` rather than
+ * waiting. */
 #include "execd_state-int.h"
 
 #include <errno.h>
@@ -52,55 +55,49 @@ json_t *xd_busy(const char *why)
     return ph_wire_error("busy", why);
 }
 
-/* Decodes the spec fields of a create or lease.open request. The strings
- * point into req. tier1 gets the passthrough pairs. NULL or an error. */
-static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_block *tier1)
+/* The spec of a create or lease.open request (checked against the table:
+ * what is left is the port's to judge). The strings point into the
+ * request. tier1 gets the passthrough pairs. NULL or an error. */
+static json_t *get_spec(const ph_wire_args *a, ph_environment_spec *spec, ph_env_block *tier1)
 {
     memset(spec, 0, sizeof *spec);
-    spec->tenant = ph_wire_str(req, "tenant");
-    spec->lease = ph_wire_str(req, "lease");
-    const char *mech = ph_wire_str(req, "mechanism");
+    spec->tenant = a->f[PH_F_TENANT].s;
+    spec->lease = a->f[PH_F_LEASE].s;
+    const char *mech = a->f[PH_F_MECHANISM].s;
     ph_diag d = {0};
     if (mech == NULL)
         spec->mechanism = g_cfg->mechanism;
     else if (ph_sandbox_mechanism_from_name(mech, &spec->mechanism, &d) != PH_OK)
         return ph_wire_error("invalid", d.message);
-    if (!ph_wire_get_limits(req, &spec->limits))
-        return ph_wire_error("invalid", "limits: every field is an integer");
-    json_t *net = json_object_get(req, "network");
-    if (net != NULL) {
-        bool ok = json_is_object(net);
-        spec->network.grant_token = ph_wire_str(net, "grant_token");
-        int64_t port = ph_wire_int(net, "proxy_port", 0, &ok);
-        if (!ok || port < 0 || port > 65535)
-            return ph_wire_error("invalid", "network.proxy_port must be 0-65535");
-        spec->network.proxy_port = (uint16_t)port;
-        if (spec->network.grant_token != NULL) {
-            if (g_cfg->proxy_socket == NULL)
-                return ph_wire_error("unsupported",
-                                     "this service has no proxy socket (--proxy-socket)");
-            spec->network.proxy_socket_path = g_cfg->proxy_socket;
-        }
+    ph_sandbox_limits_init(&spec->limits);
+    spec->limits.memory_bytes = a->f[PH_F_MEMORY_BYTES].i;
+    spec->limits.pids = a->f[PH_F_PIDS].i;
+    spec->limits.cpu_millis = a->f[PH_F_CPU_MILLIS].i;
+    spec->limits.wall_clock_ms = a->f[PH_F_WALL_CLOCK_MS].i;
+    spec->limits.output_bytes = a->f[PH_F_OUTPUT_BYTES].i;
+    spec->network.grant_token = a->f[PH_F_GRANT_TOKEN].s;
+    spec->network.proxy_port = (uint16_t)a->f[PH_F_PROXY_PORT].i;
+    if (spec->network.grant_token != NULL) {
+        if (g_cfg->proxy_socket == NULL)
+            return ph_wire_error("unsupported", "this service has no proxy socket (--proxy-socket)");
+        spec->network.proxy_socket_path = g_cfg->proxy_socket;
     }
-    json_t *pass = json_object_get(req, "passthrough");
-    if (pass != NULL && (!json_is_array(pass) || json_array_size(pass) > 256))
-        return ph_wire_error("invalid", "passthrough must be an array of at most 256");
+    const json_t *pass = a->f[PH_F_PASSTHROUGH].json;
     size_t tier1_bytes = 0;
     for (size_t i = 0; pass && i < json_array_size(pass); i++) {
-        json_t *e = json_array_get(pass, i);
-        const char *name = ph_wire_str(e, "name");
-        uint8_t *value;
-        size_t len;
-        if (name == NULL || ph_wire_get_bytes(e, "value", "value_base64", &value, &len) != 0)
-            return ph_wire_error("invalid", "passthrough[]: name and value");
+        ph_wire_args item;
+        if (ph_wire_item_decode(PH_F_PASSTHROUGH, json_array_get(pass, i), &item) != NULL)
+            return ph_wire_error("nomem", "out of memory"); /* checked with the request */
+        const char *name = item.f[PH_F_PASS_NAME].s, *value = item.f[PH_F_PASS_VALUE].data;
+        size_t len = item.f[PH_F_PASS_VALUE].len;
         tier1_bytes += strlen(name) + len;
-        if (tier1_bytes > XD_TIER1_BYTES_MAX) {
-            free(value);
-            return ph_wire_error("limit", "passthrough: more than 64 KiB of names and values");
-        }
         bool bad = memchr(value, '\0', len) != NULL || strchr(name, '=') != NULL;
-        ph_status st = bad ? PH_E_INVAL : ph_env_set(tier1, name, (const char *)value);
-        free(value);
+        ph_status st = bad || tier1_bytes > XD_TIER1_BYTES_MAX
+                           ? PH_E_INVAL
+                           : ph_env_set(tier1, name, value);
+        ph_wire_args_clear(&item);
+        if (tier1_bytes > XD_TIER1_BYTES_MAX)
+            return ph_wire_error("limit", "passthrough: more than 64 KiB of names and values");
         if (st != PH_OK)
             return ph_wire_error("invalid", "passthrough[]: a name or value is malformed");
     }
@@ -109,11 +106,11 @@ static json_t *get_spec(const json_t *req, ph_environment_spec *spec, ph_env_blo
 
 /* ---- ExecutionEnvironment ---- */
 
-static void op_env_create(xd_job *job)
+static void op_env_create(xd_job *job, const ph_wire_args *a)
 {
     ph_environment_spec spec;
     ph_env_block tier1 = {0};
-    job->resp = get_spec(job->req, &spec, &tier1);
+    job->resp = get_spec(a, &spec, &tier1);
     if (job->resp != NULL) {
         ph_env_block_clear(&tier1);
         return;
@@ -183,11 +180,10 @@ static void op_env_create(xd_job *job)
     job->resp = json_pack("{s:b, s:s, s:o}", "ok", 1, "environment", e->id, "warnings", warnings);
 }
 
-/* Takes the environment of the request for this job for use u. NULL and
+/* Takes environment id of tenant for this job for use u. NULL and
  * job->resp set when there is none or it is in a use that excludes u. */
-static xd_env *take_env(xd_job *job, const char *id, xd_use u)
+static xd_env *take_env(xd_job *job, const char *tenant, const char *id, xd_use u)
 {
-    const char *tenant = ph_wire_str(job->req, "tenant");
     pthread_mutex_lock(&g_mu);
     xd_env *e = xd_env_find(id, job->owner, tenant);
     if (e == NULL)
@@ -275,32 +271,21 @@ static void stream_output(void *ctx, int stream, const uint8_t *data, size_t len
     xd_frame_queue(os->job, fr);
 }
 
-static void op_env_execute(xd_job *job)
+static void op_env_execute(xd_job *job, const ph_wire_args *a)
 {
-    char **argv = NULL;
-    uint8_t *cwd = NULL, *in = NULL;
-    size_t cwd_len = 0, in_len = 0;
-    bool ok = true;
-    ph_execution_command cmd = {0};
-    cmd.timeout_seconds = ph_wire_int(job->req, "timeout_seconds", PH_SANDBOX_UNSET, &ok);
-    cmd.run_budget_ms = ph_wire_int(job->req, "run_budget_ms", PH_SANDBOX_UNSET, &ok);
-    int cwd_rc = ph_wire_get_bytes(job->req, "cwd", "cwd_base64", &cwd, &cwd_len);
-    int in_rc = ph_wire_get_bytes(job->req, "stdin", "stdin_base64", &in, &in_len);
-    if (!ok || cwd_rc < 0 || in_rc < 0 || ph_wire_argv(json_object_get(job->req, "argv"),
-                                                       &argv) != 0 ||
-        (cwd && memchr(cwd, '\0', cwd_len))) {
-        job->resp = ph_wire_error("invalid", "argv, cwd, stdin, timeout_seconds, run_budget_ms");
-        goto out;
-    }
-    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXEC);
+    xd_env *e = take_env(job, a->f[PH_F_TENANT].s, a->f[PH_F_ENVIRONMENT].s, XD_USE_EXEC);
     if (e == NULL)
-        goto out;
-    cmd.argv = (const char *const *)argv;
-    cmd.cwd = (const char *)cwd;
-    cmd.stdin_data = in;
-    cmd.stdin_len = in_len;
+        return;
+    ph_execution_command cmd = {
+        .argv = a->f[PH_F_ARGV].argv,
+        .cwd = a->f[PH_F_CWD].data,
+        .timeout_seconds = a->f[PH_F_TIMEOUT_SECONDS].i,
+        .run_budget_ms = a->f[PH_F_RUN_BUDGET_MS].i,
+        .stdin_data = a->f[PH_F_STDIN].data,
+        .stdin_len = a->f[PH_F_STDIN].len,
+    };
     xd_output_stream os = {.job = job};
-    if (json_is_true(json_object_get(job->req, "stream_output")) && job->conn != NULL) {
+    if (a->f[PH_F_STREAM_OUTPUT].i && job->conn != NULL) {
         cmd.on_output = stream_output;
         cmd.on_output_ctx = &os;
     }
@@ -310,7 +295,7 @@ static void op_env_execute(xd_job *job)
     release_env(e, XD_USE_EXEC);
     if (st != PH_OK) {
         job->resp = diag_resp(st, &d);
-        goto out;
+        return;
     }
     json_t *res = ph_wire_result(r);
     ph_execution_result_free(&r);
@@ -319,15 +304,11 @@ static void op_env_execute(xd_job *job)
     /* Beside the result: it is the transport's, not the command's. */
     if (job->resp && cmd.on_output != NULL)
         json_object_set_new(job->resp, "stream_dropped_bytes", json_integer((json_int_t)os.dropped));
-out:
-    ph_wire_argv_free(argv);
-    free(cwd);
-    free(in);
 }
 
-static void op_env_destroy(xd_job *job)
+static void op_env_destroy(xd_job *job, const ph_wire_args *a)
 {
-    xd_env *e = take_env(job, ph_wire_str(job->req, "environment"), XD_USE_EXCLUSIVE);
+    xd_env *e = take_env(job, a->f[PH_F_TENANT].s, a->f[PH_F_ENVIRONMENT].s, XD_USE_EXCLUSIVE);
     if (e == NULL)
         return;
     if (e->lease != NULL) {
@@ -364,11 +345,11 @@ static json_t *new_workspace(const char *owner, const char *tenant, const char *
     return json_pack("{s:b, s:s}", "ok", 1, "workspace", w->id);
 }
 
-static void op_env_workspace(xd_job *job)
+static void op_env_workspace(xd_job *job, const ph_wire_args *a)
 {
-    const char *tenant = ph_wire_str(job->req, "tenant");
+    const char *tenant = a->f[PH_F_TENANT].s;
     pthread_mutex_lock(&g_mu);
-    xd_env *e = xd_env_find(ph_wire_str(job->req, "environment"), job->owner, tenant);
+    xd_env *e = xd_env_find(a->f[PH_F_ENVIRONMENT].s, job->owner, tenant);
     job->resp = e ? new_workspace(job->owner, tenant, e->id) : not_found("environment");
     pthread_mutex_unlock(&g_mu);
 }
@@ -408,13 +389,12 @@ static json_t *stream_file(xd_job *job, int fd, const ph_ws_stat *st, size_t chu
     return json_pack("{s:b, s:b, s:I}", "ok", 1, "end", 1, "size", (json_int_t)sent);
 }
 
-static void op_workspace(xd_job *job)
+static void op_workspace(xd_job *job, const ph_wire_args *a)
 {
-    const char *tenant = ph_wire_str(job->req, "tenant");
-    const char *op = job->op + strlen("workspace.");
-    if (strcmp(op, "close") == 0) {
+    const char *tenant = a->f[PH_F_TENANT].s;
+    if (a->op == PH_OP_WS_CLOSE) {
         pthread_mutex_lock(&g_mu);
-        xd_ws *w = xd_ws_find(ph_wire_str(job->req, "workspace"), job->owner, tenant);
+        xd_ws *w = xd_ws_find(a->f[PH_F_WORKSPACE].s, job->owner, tenant);
         for (xd_ws **p = &g_wss; w && *p; p = &(*p)->next) {
             if (*p == w) {
                 *p = w->next;
@@ -428,7 +408,7 @@ static void op_workspace(xd_job *job)
     }
     char env_id[PH_EXECD_ID_MAX] = "";
     pthread_mutex_lock(&g_mu);
-    xd_ws *w = xd_ws_find(ph_wire_str(job->req, "workspace"), job->owner, tenant);
+    xd_ws *w = xd_ws_find(a->f[PH_F_WORKSPACE].s, job->owner, tenant);
     if (w)
         memcpy(env_id, w->env_id, sizeof env_id);
     pthread_mutex_unlock(&g_mu);
@@ -436,49 +416,35 @@ static void op_workspace(xd_job *job)
         job->resp = not_found("workspace");
         return;
     }
-    uint8_t *path = NULL, *data = NULL;
-    size_t path_len = 0, data_len = 0;
-    bool ok = true;
-    int64_t max = ph_wire_int(job->req, strcmp(op, "list") ? "max_bytes" : "max_entries",
-                              16 * 1024 * 1024, &ok);
-    int64_t mode = ph_wire_int(job->req, "mode", 0644, &ok);
-    int prc = ph_wire_get_bytes(job->req, "path", "path_base64", &path, &path_len);
-    int drc = ph_wire_get_bytes(job->req, "data", "data_base64", &data, &data_len);
-    if (!ok || prc != 0 || drc < 0 || max < 0 || memchr(path, '\0', path_len)) {
-        job->resp = ph_wire_error("invalid", "path, data, max_bytes, max_entries, mode");
-        goto out;
-    }
+    const char *path = a->f[PH_F_PATH].data;
+    int64_t max = a->f[a->op == PH_OP_WS_LIST ? PH_F_MAX_ENTRIES : PH_F_MAX_BYTES].i;
     /* The environment it was opened on is gone: every file is gone. */
-    xd_env *e = take_env(job, env_id, XD_USE_SHARED);
+    xd_env *e = take_env(job, tenant, env_id, XD_USE_SHARED);
     if (e == NULL) {
         if (strstr(ph_wire_str(job->resp, "error"), "not_found")) {
             json_decref(job->resp);
             job->resp = ph_wire_error("not_found", "the workspace's sandbox no longer exists");
         }
-        goto out;
+        return;
     }
     ph_workspace *ws = NULL;
     ph_diag d = {0};
     ph_status st = ph_environment_workspace(e->env, &ws, &d);
     json_t *resp = NULL;
-    if (st == PH_OK && strcmp(op, "stat") == 0) {
+    if (st == PH_OK && a->op == PH_OP_WS_STAT) {
         ph_ws_stat s;
-        st = ph_workspace_stat(ws, (const char *)path, &s, &d);
+        st = ph_workspace_stat(ws, path, &s, &d);
         if (st == PH_OK)
             resp = json_pack("{s:b, s:o}", "ok", 1, "stat", ph_wire_stat(&s));
-    } else if (st == PH_OK && strcmp(op, "read") == 0) {
+    } else if (st == PH_OK && a->op == PH_OP_WS_READ) {
         int fd = -1;
         ph_ws_stat s;
-        bool chunk_ok = true;
-        int64_t chunk = ph_wire_int(job->req, "chunk_bytes", 0, &chunk_ok);
+        int64_t chunk = a->f[PH_F_CHUNK_BYTES].i;
         /* A whole-file answer is one frame held in memory: bounded; larger
          * files are read with chunk_bytes. */
         if (chunk == 0 && max > XD_READ_WHOLE_MAX)
             max = XD_READ_WHOLE_MAX;
-        if (!chunk_ok || chunk < 0 || chunk > 8 * 1024 * 1024)
-            st = ph_diag_set(&d, PH_E_INVAL, 0, "chunk_bytes must be 1..8388608");
-        else
-            st = ph_workspace_open_read(ws, (const char *)path, (uint64_t)max, &fd, &s, &d);
+        st = ph_workspace_open_read(ws, path, (uint64_t)max, &fd, &s, &d);
         if (st == PH_OK && chunk > 0) {
             resp = stream_file(job, fd, &s, (size_t)chunk);
             close(fd);
@@ -507,17 +473,14 @@ static void op_workspace(xd_job *job)
             }
         }
         free(buf);
-    } else if (st == PH_OK && strcmp(op, "write") == 0) {
-        if (drc != 0)
-            st = ph_diag_set(&d, PH_E_INVAL, 0, "workspace.write needs data or data_base64");
-        else
-            st = ph_workspace_write(ws, (const char *)path, data, data_len,
-                                    (uint32_t)mode & 07777, &d);
+    } else if (st == PH_OK && a->op == PH_OP_WS_WRITE) {
+        st = ph_workspace_write(ws, path, a->f[PH_F_DATA].data, a->f[PH_F_DATA].len,
+                                (uint32_t)a->f[PH_F_MODE].i & 07777, &d);
         if (st == PH_OK)
             resp = ok_resp();
-    } else if (st == PH_OK && strcmp(op, "list") == 0) {
+    } else if (st == PH_OK && a->op == PH_OP_WS_LIST) {
         ph_ws_list *list = NULL;
-        st = ph_workspace_list(ws, (const char *)path, (size_t)max, &list, &d);
+        st = ph_workspace_list(ws, path, (size_t)max, &list, &d);
         json_t *arr = st == PH_OK ? json_array() : NULL;
         for (size_t i = 0; arr && i < list->count; i++) {
             json_t *en = ph_wire_stat(&list->entries[i].st);
@@ -532,8 +495,6 @@ static void op_workspace(xd_job *job)
             resp = json_pack("{s:b, s:o, s:b}", "ok", 1, "entries", arr, "truncated",
                              list->truncated);
         ph_ws_list_free(&list);
-    } else if (st == PH_OK) {
-        st = ph_diag_set(&d, PH_E_INVAL, 0, "unknown operation");
     }
     ph_workspace_close(&ws);
     release_env(e, XD_USE_SHARED);
@@ -541,22 +502,16 @@ static void op_workspace(xd_job *job)
                             : resp ? resp : ph_wire_error("nomem", "out of memory");
     if (st != PH_OK)
         json_decref(resp);
-out:
-    free(path);
-    free(data);
 }
 
 /* ---- leases ---- */
 
-static void op_lease_open(xd_job *job)
+static void op_lease_open(xd_job *job, const ph_wire_args *a)
 {
     ph_environment_spec spec;
     ph_env_block tier1 = {0};
-    bool ok = true;
-    int64_t hold = ph_wire_int(job->req, "approval_hold_seconds", 0, &ok);
-    job->resp = get_spec(job->req, &spec, &tier1);
-    if (job->resp == NULL && !ok)
-        job->resp = ph_wire_error("invalid", "approval_hold_seconds must be an integer");
+    int64_t hold = a->f[PH_F_APPROVAL_HOLD].i;
+    job->resp = get_spec(a, &spec, &tier1);
     ph_diag d = {0};
     xd_lease *l = job->resp ? NULL : calloc(1, sizeof *l);
     if (job->resp == NULL && l == NULL)
@@ -606,11 +561,10 @@ bool xd_lease_env_in_use(const xd_lease *l)
     return e != NULL && e->users > 0;
 }
 
-static xd_lease *take_lease(xd_job *job)
+static xd_lease *take_lease(xd_job *job, const ph_wire_args *a)
 {
-    const char *tenant = ph_wire_str(job->req, "tenant");
     pthread_mutex_lock(&g_mu);
-    xd_lease *l = xd_lease_find(ph_wire_str(job->req, "handle"), job->owner, tenant);
+    xd_lease *l = xd_lease_find(a->f[PH_F_HANDLE].s, job->owner, a->f[PH_F_TENANT].s);
     if (l == NULL)
         job->resp = not_found("lease");
     else if (l->busy || xd_lease_env_in_use(l))
@@ -684,16 +638,14 @@ static ph_status lease_env(xd_lease *l, json_t *warnings, ph_environment **env, 
     return st;
 }
 
-static void op_lease(xd_job *job)
+static void op_lease(xd_job *job, const ph_wire_args *a)
 {
-    const char *op = job->op + strlen("lease.");
-    xd_lease *l = take_lease(job);
+    xd_lease *l = take_lease(job, a);
     if (l == NULL)
         return;
     ph_diag d = {0};
-    bool ok = true;
-    int64_t now = ph_wire_int(job->req, "now_seconds", 0, &ok);
-    if (strcmp(op, "environment") == 0 || strcmp(op, "workspace") == 0) {
+    int64_t now = a->f[PH_F_NOW_SECONDS].i;
+    if (a->op == PH_OP_LEASE_ENVIRONMENT || a->op == PH_OP_LEASE_WORKSPACE) {
         json_t *warnings = json_array();
         ph_environment *env = NULL;
         ph_status st = lease_env(l, warnings, &env, &d);
@@ -701,7 +653,7 @@ static void op_lease(xd_job *job)
             json_decref(warnings);
             job->resp = strncmp(d.message, "busy:", 5) == 0 ? xd_busy(d.message + 6)
                                                             : diag_resp(st, &d);
-        } else if (op[0] == 'e') {
+        } else if (a->op == PH_OP_LEASE_ENVIRONMENT) {
             job->resp = json_pack("{s:b, s:s, s:o}", "ok", 1, "environment",
                                   ph_environment_id(env), "warnings", warnings);
         } else {
@@ -710,12 +662,10 @@ static void op_lease(xd_job *job)
             pthread_mutex_unlock(&g_mu);
             json_object_set_new(job->resp, "warnings", warnings);
         }
-    } else if (strcmp(op, "status") == 0) {
+    } else if (a->op == PH_OP_LEASE_STATUS) {
         job->resp = json_pack("{s:b, s:b}", "ok", 1, "has_sandbox",
                               ph_sandbox_lease_has_sandbox(l->lease));
-    } else if (!ok) {
-        job->resp = ph_wire_error("invalid", "now_seconds must be an integer");
-    } else if (strcmp(op, "hold_begin") == 0) {
+    } else if (a->op == PH_OP_LEASE_HOLD_BEGIN) {
         if (!l->held) {
             l->held = true;
             l->hold_client_start = now;
@@ -723,24 +673,24 @@ static void op_lease(xd_job *job)
         }
         ph_sandbox_lease_hold_begin(l->lease, now);
         job->resp = ok_resp();
-    } else if (strcmp(op, "hold_tick") == 0 || strcmp(op, "hold_end") == 0) {
-        bool end = strcmp(op, "hold_end") == 0;
+    } else if (a->op == PH_OP_LEASE_HOLD_TICK || a->op == PH_OP_LEASE_HOLD_END) {
+        bool end = a->op == PH_OP_LEASE_HOLD_END;
         bool destroyed = end ? ph_sandbox_lease_hold_end(l->lease, now)
                              : ph_sandbox_lease_hold_tick(l->lease, now);
         if (end)
             l->held = false;
         job->resp = json_pack("{s:b, s:b}", "ok", 1, "destroyed", destroyed);
-    } else if (strcmp(op, "end") == 0) {
+    } else { /* PH_OP_LEASE_END */
         lease_destroy(l);
         job->resp = ok_resp();
         return;
-    } else {
-        job->resp = ph_wire_error("invalid", "unknown operation");
     }
     release_lease(l);
 }
 
 /* ---- the daemon's own jobs ---- */
+
+static void run_undelivered(xd_job *job);
 
 xd_job *xd_undelivered_job(const xd_job *create)
 {
@@ -750,7 +700,7 @@ xd_job *xd_undelivered_job(const xd_job *create)
         return NULL;
     job->req = json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "environment", env,
                          "tenant", ph_wire_str(create->req, "tenant"));
-    job->fn = op_env_destroy;
+    job->fn = run_undelivered;
     memcpy(job->owner, create->owner, sizeof job->owner);
     snprintf(job->op, sizeof job->op, "%s", "maintain.undelivered");
     if (job->req == NULL) {
@@ -808,25 +758,59 @@ void xd_op_maintain(xd_job *job)
     job->resp = ok_resp();
 }
 
-static const struct {
-    const char *op;
-    xd_job_fn *fn;
-} g_ops[] = {
-    {"environment.create", op_env_create},   {"environment.execute", op_env_execute},
-    {"environment.destroy", op_env_destroy}, {"environment.workspace", op_env_workspace},
-    {"workspace.stat", op_workspace},        {"workspace.read", op_workspace},
-    {"workspace.write", op_workspace},       {"workspace.list", op_workspace},
-    {"workspace.close", op_workspace},       {"lease.open", op_lease_open},
-    {"lease.environment", op_lease},         {"lease.workspace", op_lease},
-    {"lease.status", op_lease},              {"lease.hold_begin", op_lease},
-    {"lease.hold_tick", op_lease},           {"lease.hold_end", op_lease},
-    {"lease.end", op_lease},
+/* The handler of each row of the operation table that runs on the pool
+ * (hello, health and metrics are answered on the loop: execd_service.c). */
+typedef void xd_op_fn(xd_job *job, const ph_wire_args *a);
+static xd_op_fn *const g_handlers[PH_OP_COUNT] = {
+    [PH_OP_ENV_CREATE] = op_env_create,
+    [PH_OP_ENV_EXECUTE] = op_env_execute,
+    [PH_OP_ENV_DESTROY] = op_env_destroy,
+    [PH_OP_ENV_WORKSPACE] = op_env_workspace,
+    [PH_OP_WS_STAT] = op_workspace,
+    [PH_OP_WS_READ] = op_workspace,
+    [PH_OP_WS_WRITE] = op_workspace,
+    [PH_OP_WS_LIST] = op_workspace,
+    [PH_OP_WS_CLOSE] = op_workspace,
+    [PH_OP_LEASE_OPEN] = op_lease_open,
+    [PH_OP_LEASE_ENVIRONMENT] = op_lease,
+    [PH_OP_LEASE_WORKSPACE] = op_lease,
+    [PH_OP_LEASE_STATUS] = op_lease,
+    [PH_OP_LEASE_HOLD_BEGIN] = op_lease,
+    [PH_OP_LEASE_HOLD_TICK] = op_lease,
+    [PH_OP_LEASE_HOLD_END] = op_lease,
+    [PH_OP_LEASE_END] = op_lease,
 };
+
+/* Checks job's request against the row of op; the handler runs only on
+ * a request that passed, and every refusal is the table's. */
+static void run(xd_job *job, ph_wire_op_id op)
+{
+    ph_wire_args a;
+    const char *bad = ph_wire_decode(op, job->req, &a);
+    if (bad != NULL) {
+        job->resp = ph_wire_error("invalid", bad);
+        return;
+    }
+    g_handlers[op](job, &a);
+    ph_wire_args_clear(&a);
+}
+
+static void run_op(xd_job *job)
+{
+    ph_wire_op_id op;
+    if (ph_wire_op_find(job->op, &op) && g_handlers[op] != NULL)
+        run(job, op);
+    else
+        job->resp = ph_wire_error("invalid", "unknown op");
+}
+
+static void run_undelivered(xd_job *job)
+{
+    run(job, PH_OP_ENV_DESTROY);
+}
 
 xd_job_fn *xd_op_find(const char *op)
 {
-    for (size_t i = 0; op && i < sizeof g_ops / sizeof g_ops[0]; i++)
-        if (strcmp(g_ops[i].op, op) == 0)
-            return g_ops[i].fn;
-    return NULL;
+    ph_wire_op_id id;
+    return ph_wire_op_find(op, &id) && g_handlers[id] != NULL ? run_op : NULL;
 }

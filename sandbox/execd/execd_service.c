@@ -289,43 +289,50 @@ static void admin_cb(struct evhttp_request *req, void *arg)
     evbuffer_free(b);
 }
 
-static json_t *inline_op(xd_conn *c, const char *op, const json_t *req)
+/* hello, health and metrics: answered on the loop (cheap, and what a
+ * worker asks when the pool is busy). NULL for any other operation. */
+static json_t *inline_op(xd_conn *c, ph_wire_op_id op, const json_t *req)
 {
+    if (op != PH_OP_HELLO && op != PH_OP_HEALTH && op != PH_OP_METRICS)
+        return NULL;
+    ph_wire_args a;
+    const char *bad = ph_wire_decode(op, req, &a);
+    if (bad != NULL)
+        return ph_wire_error("invalid", bad);
     pthread_mutex_lock(&g_mu);
     size_t live = g_live;
     pthread_mutex_unlock(&g_mu);
     pthread_mutex_lock(&g_pool_mu);
     size_t queued = g_queued, running = g_running;
     pthread_mutex_unlock(&g_pool_mu);
-    if (strcmp(op, "hello") == 0) {
-        bool ok = true;
-        int64_t cap = ph_wire_int(req, "hard_cap_ms", g_cfg->hard_cap_ms, &ok);
-        if (!ok || cap < XD_CAP_MIN_MS)
-            return ph_wire_error("invalid", "hard_cap_ms must be an integer of at least 100");
+    if (op == PH_OP_HELLO) {
+        int64_t cap = a.f[PH_F_HARD_CAP_MS].present ? a.f[PH_F_HARD_CAP_MS].i : g_cfg->hard_cap_ms;
+        if (cap < XD_CAP_MIN_MS) /* the daemon's own cap, when no cap was asked */
+            return ph_wire_error("invalid", ph_wire_field_msg(op, PH_F_HARD_CAP_MS));
         c->cap_ms = xd_cap_bucket(cap);
         return json_pack("{s:b, s:i, s:s, s:s, s:I, s:s}", "ok", 1, "protocol", PH_EXECD_PROTOCOL,
                          "mechanism", ph_sandbox_mechanism_name(g_cfg->mechanism), "mode",
                          ph_service_mode_name(g_cfg->mode), "hard_cap_ms", (json_int_t)c->cap_ms,
                          "identity", c->ident->name);
     }
-    if (strcmp(op, "health") == 0)
+    if (op == PH_OP_HEALTH)
         return json_pack("{s:b, s:s, s:s, s:I, s:I, s:I}", "ok", 1, "status", "ok", "mechanism",
                          ph_sandbox_mechanism_name(g_cfg->mechanism), "sandboxes",
                          (json_int_t)live, "executions", (json_int_t)running, "queued",
                          (json_int_t)queued);
-    if (strcmp(op, "metrics") == 0) {
-        char text[8192];
-        metrics_text(text, sizeof text);
-        return json_pack("{s:b, s:s}", "ok", 1, "prometheus", text);
-    }
-    return NULL;
+    char text[8192];
+    metrics_text(text, sizeof text);
+    return json_pack("{s:b, s:s}", "ok", 1, "prometheus", text);
 }
 
 static void dispatch(xd_conn *c, json_t *req)
 {
     const char *op = ph_wire_str(req, "op");
+    ph_wire_op_id id;
     int64_t t0 = ph_monotonic_ms();
-    json_t *resp = op ? inline_op(c, op, req) : ph_wire_error("invalid", "no op");
+    json_t *resp = op == NULL              ? ph_wire_error("invalid", "no op")
+                   : ph_wire_op_find(op, &id) ? inline_op(c, id, req)
+                                          : NULL;
     if (resp == NULL) {
         if (xd_op_find(op) == NULL)
             resp = ph_wire_error("invalid", "unknown op");
@@ -968,6 +975,13 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
     event_add(timer, &sec);
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
+    /* Blocked since the sockets were made (execd_main.c): one that came
+     * since is handled now; the pool threads start with them unblocked. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &stop, NULL);
     size_t started = xd_pool_start(cfg->max_executions, done_ev);
     json_t *x = json_pack("{s:s, s:s, s:I}", "mechanism", ph_sandbox_mechanism_name(cfg->mechanism),
                           "mode", ph_service_mode_name(cfg->mode), "threads",

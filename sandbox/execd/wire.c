@@ -311,7 +311,7 @@ void ph_wire_argv_free(char **argv)
 int ph_wire_argv(const json_t *arr, char ***argv)
 {
     *argv = NULL;
-    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 4096)
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > PH_WIRE_ARGV_MAX)
         return -1;
     size_t n = json_array_size(arr);
     char **v = calloc(n + 1, sizeof *v);
@@ -363,31 +363,6 @@ const char *ph_wire_str(const json_t *o, const char *key)
 }
 
 /* ---- the port's types ---- */
-
-json_t *ph_wire_limits(const ph_sandbox_limits *l)
-{
-    return json_pack("{s:I, s:I, s:I, s:I, s:I}", "memory_bytes", (json_int_t)l->memory_bytes,
-                     "pids", (json_int_t)l->pids, "cpu_millis", (json_int_t)l->cpu_millis,
-                     "wall_clock_ms", (json_int_t)l->wall_clock_ms, "output_bytes",
-                     (json_int_t)l->output_bytes);
-}
-
-bool ph_wire_get_limits(const json_t *o, ph_sandbox_limits *l)
-{
-    ph_sandbox_limits_init(l);
-    json_t *lim = json_object_get(o, "limits");
-    if (lim == NULL)
-        return true;
-    if (!json_is_object(lim))
-        return false;
-    bool ok = true;
-    l->memory_bytes = ph_wire_int(lim, "memory_bytes", PH_SANDBOX_UNSET, &ok);
-    l->pids = ph_wire_int(lim, "pids", PH_SANDBOX_UNSET, &ok);
-    l->cpu_millis = ph_wire_int(lim, "cpu_millis", PH_SANDBOX_UNSET, &ok);
-    l->wall_clock_ms = ph_wire_int(lim, "wall_clock_ms", PH_SANDBOX_UNSET, &ok);
-    l->output_bytes = ph_wire_int(lim, "output_bytes", PH_SANDBOX_UNSET, &ok);
-    return ok;
-}
 
 static int set_output(json_t *o, const char *key, const ph_output *out)
 {

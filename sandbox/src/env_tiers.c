@@ -14,13 +14,12 @@
 #include "sandbox-int.h"
 
 #include "pinhole/hex.h"
+#include "pinhole/io.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define PASSTHROUGH_MAX_BYTES 65536
@@ -134,15 +133,20 @@ static void warn(const ph_env_inputs *in, const char *event, const char *key, co
  * missing final newline... makes the whole list malformed. */
 static int read_passthrough(const ph_env_inputs *in, char *buf, size_t cap, char **names)
 {
-    int fd = open(in->passthrough_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) {
-        warn(in, "passthrough_unreadable", "error", strerror(errno));
-        return -1;
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        warn(in, "passthrough_unreadable", "error", "not a regular file");
+    /* ph_open_regular: a FIFO, a device or a directory named as the list
+     * is never opened (opening one can act: unblock a FIFO's writer, rewind
+     * a tape), and a file swapped in between the check and the open is
+     * refused. Its diagnostic starts with the path, which stays out of the
+     * warning. */
+    int fd = -1;
+    ph_diag d = {0};
+    ph_status opened = ph_open_regular(in->passthrough_file, &fd, NULL, &d);
+    if (opened != PH_OK) {
+        size_t pl = strlen(in->passthrough_file);
+        const char *why = strncmp(d.message, in->passthrough_file, pl) == 0
+                              ? d.message + pl + strspn(d.message + pl, ": ")
+                              : ph_strerror(opened);
+        warn(in, "passthrough_unreadable", "error", why);
         return -1;
     }
     size_t len = 0;

@@ -86,8 +86,15 @@ bool ph_sandbox_lease_hold_tick(ph_sandbox_lease *lease, int64_t now_seconds)
     if (lease == NULL || !lease->held || lease->env == NULL)
         return false;
     /* "Shorter than approval_hold_seconds" keeps it: a hold of exactly that
-     * length is long enough to destroy. */
-    if (now_seconds - lease->held_since < lease->approval_hold_seconds)
+     * length is long enough to destroy. The times are the caller's: a
+     * difference past int64 saturates (a hold from INT64_MIN to INT64_MAX
+     * lasted longer than any limit; one from INT64_MAX back to INT64_MIN,
+     * not at all) rather than overflow, which is undefined and wrapped to
+     * the opposite answer. */
+    int64_t held;
+    if (__builtin_sub_overflow(now_seconds, lease->held_since, &held))
+        held = now_seconds > lease->held_since ? INT64_MAX : INT64_MIN;
+    if (held < lease->approval_hold_seconds)
         return false;
     ph_environment_destroy(&lease->env);
     return true;

@@ -90,13 +90,14 @@ int ph_workspace_root_fd(const ph_workspace *ws)
 /* The gvisor mechanism hands the workspace root to the sandbox's
  * non-root user; entries the service (root) creates take the root's owner
  * too, so commands can modify what the service wrote. Without privilege
- * (the service is that user already) this is a no-op. */
-static void give_to_workspace_owner(int root_fd, int dir_fd, const char *name)
+ * (the service is that user already) this is a no-op. fd is the entry
+ * itself (O_PATH will do), never a name: a command running meanwhile could
+ * swap a name for a hard link to a file outside the workspace. */
+static void give_to_workspace_owner(int root_fd, int fd)
 {
     struct stat root_sb;
     if (geteuid() == 0 && fstat(root_fd, &root_sb) == 0)
-        if (fchownat(dir_fd, name, root_sb.st_uid, root_sb.st_gid,
-                     AT_SYMLINK_NOFOLLOW | (name[0] == '\0' ? AT_EMPTY_PATH : 0)) != 0) {
+        if (fchownat(fd, "", root_sb.st_uid, root_sb.st_gid, AT_EMPTY_PATH) != 0) {
             /* best effort: the command then cannot modify this entry */
         }
 }
@@ -137,8 +138,16 @@ static ph_status open_parent(ph_workspace *ws, char *norm, bool create, int *dir
                 }
                 int rc = mkdirat(base, last ? last + 1 : norm, 0755);
                 int saved = errno;
-                if (rc == 0)
-                    give_to_workspace_owner(ws->root_fd, base, last ? last + 1 : norm);
+                if (rc == 0) {
+                    /* A directory cannot be hard-linked and O_NOFOLLOW
+                     * refuses a symlink put in its place. */
+                    int nfd = openat(base, last ? last + 1 : norm,
+                                     O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                    if (nfd >= 0) {
+                        give_to_workspace_owner(ws->root_fd, nfd);
+                        close(nfd);
+                    }
+                }
                 close(base);
                 if (rc != 0 && saved != EEXIST) {
                     if (slash)
@@ -386,7 +395,7 @@ static ph_status atomic_write(ph_workspace *ws, const char *path, const struct w
         close(real_dir);
         return ph_ws_errno_status(saved, path, diag);
     }
-    give_to_workspace_owner(ws->root_fd, af.fd, "");
+    give_to_workspace_owner(ws->root_fd, af.fd);
     st = copy_source(af.fd, src, path, diag);
     /* The chown above clears no permission bit of mode & 0777, but set them
      * once more after it: what the caller asked for is what the file has. */
@@ -444,13 +453,16 @@ ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entri
         return ph_diag_set(diag, PH_E_IO, 0, "listing '%s': %s", path, strerror(errno));
     }
     ph_ws_list *list = calloc(1, sizeof *list);
-    size_t cap = 0;
+    size_t cap = 0, name_bytes = 0;
+    if (max_entries > PH_WS_LIST_MAX_ENTRIES)
+        max_entries = PH_WS_LIST_MAX_ENTRIES;
     st = list ? PH_OK : ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     struct dirent *de;
     while (st == PH_OK && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (list->count == max_entries) {
+        size_t nl = strlen(de->d_name) + 1;
+        if (list->count == max_entries || name_bytes + nl > PH_WS_LIST_MAX_NAME_BYTES) {
             list->truncated = true;
             break;
         }
@@ -470,11 +482,13 @@ ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entri
             cap = ncap;
         }
         ph_ws_entry *e = &list->entries[list->count];
-        e->name = strdup(de->d_name);
+        e->name = malloc(nl);
         if (e->name == NULL) {
             st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
             break;
         }
+        memcpy(e->name, de->d_name, nl);
+        name_bytes += nl;
         fill_stat(&sb, &e->st);
         list->count++;
     }

@@ -6,7 +6,7 @@
 # compiler (test-only: libpinhole itself never depends on policyc).
 set(PH_GUARD_TABLE_TESTS
     guard.test_guard_check guard.test_guard_reload guard.test_resolve_guard guard.test_guard_cli
-    guard.test_guard_worker_example guard.test_wildcard_dns guard.test_decide_parity
+    guard.test_guard_worker_example guard.test_wildcard_dns guard.test_decide
     guard.test_redirect guard.test_dns_cache guard.test_revocation)
 set(PH_GUARD_DNS_TESTS
     guard.test_resolve guard.test_resolver_driver guard.test_resolve_guard guard.test_guard_cli

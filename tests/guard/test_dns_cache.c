@@ -1,5 +1,5 @@
 /* test_dns_cache.c - the guard's DNS cache, shared by the worker calls
- * (ph_guard_check_and_resolve, ph_dial_url): a tiny DNS server of the
+ * (ph_decision_resolve, ph_dial_url): a tiny DNS server of the
  * test's own on a kernel-assigned UDP port counts the queries it is asked,
  * so "answered from the cache" is "the server was not asked". */
 #include "test_support.h"
@@ -179,19 +179,30 @@ static ph_guard *guard(const ph_guard_options *extra)
     return g;
 }
 
+/* The worker's decision on url (the list named), then the step after an
+ * allowed one: the decision's status, *d filled. */
+static ph_status decide_and_resolve(ph_guard *g, const char *url, ph_decision *d,
+                                    ph_pinned_addrs *a)
+{
+    ph_url_request req = {.url = url, .url_len = strlen(url), .list = "default"};
+    a->count = 0;
+    ph_status st = ph_decide_url(g, &req, d);
+    return st == PH_OK ? ph_decision_resolve(g, d, a) : st;
+}
+
 static ph_reason check(ph_guard *g, const char *name, ph_pinned_addrs *a)
 {
     char url[300];
     snprintf(url, sizeof url, "https://%s/", name);
-    ph_verdict v;
+    ph_decision d;
     ph_pinned_addrs tmp;
     if (a == NULL)
         a = &tmp;
-    ph_status st = ph_guard_check_and_resolve(g, "default", url, strlen(url), &v, a, NULL);
-    assert_int_equal(st, v.allowed ? PH_OK : PH_E_DENIED);
-    if (!v.allowed)
+    ph_status st = decide_and_resolve(g, url, &d, a);
+    assert_int_equal(st, d.verdict.allowed ? PH_OK : PH_E_DENIED);
+    if (!d.verdict.allowed)
         assert_int_equal(a->count, 0);
-    return v.reason;
+    return d.verdict.reason;
 }
 
 static void sleep_ms(long ms)
@@ -269,12 +280,11 @@ static void denied_answer_cached_as_refused(void **state)
     assert_int_equal(check(g, "mixed.dc.test", NULL), PH_REASON_DENIED_ADDRESS);
     assert_int_equal(queries("mixed.dc.test"), before + 1);
     const char url[] = "https://mixed.dc.test/";
-    ph_verdict v;
+    ph_decision d;
     ph_pinned_addrs a;
-    assert_int_equal(ph_guard_check_and_resolve(g, "default", url, strlen(url), &v, &a, NULL),
-                     PH_E_DENIED);
-    assert_int_equal(v.reason, PH_REASON_DENIED_ADDRESS);
-    assert_non_null(strstr(v.detail, "10.0.0.5"));
+    assert_int_equal(decide_and_resolve(g, url, &d, &a), PH_E_DENIED);
+    assert_int_equal(d.reason, PH_REASON_DENIED_ADDRESS);
+    assert_non_null(strstr(d.verdict.detail, "10.0.0.5"));
     int fd = -2;
     ph_dial_result r;
     assert_int_equal(ph_dial_url(g, "default", url, strlen(url), NULL, &fd, &r, NULL),
@@ -355,14 +365,14 @@ static void *hammer(void *arg)
         size_t c = (i * 7u + (unsigned)(errors - thread_errors)) % (sizeof cases / sizeof *cases);
         char url[64];
         snprintf(url, sizeof url, "https://%s/", cases[c].name);
-        ph_verdict v;
+        ph_decision d;
         ph_pinned_addrs a;
-        ph_status st =
-            ph_guard_check_and_resolve(shared_guard, "default", url, strlen(url), &v, &a, NULL);
+        ph_status st = decide_and_resolve(shared_guard, url, &d, &a);
+        const ph_verdict *v = &d.verdict;
         char text[64] = "";
         if (st == PH_OK && ph_pinned_addr_string(&a, 0, text, sizeof text) != PH_OK)
             text[0] = '?';
-        bool ok = v.reason == cases[c].want &&
+        bool ok = v->reason == cases[c].want &&
                   (cases[c].addr == NULL ? st == PH_E_DENIED && a.count == 0
                                          : st == PH_OK && a.count == 1 &&
                                                strcmp(text, cases[c].addr) == 0);

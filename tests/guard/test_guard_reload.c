@@ -55,11 +55,21 @@ static void record_failure(shared *s, const char *what)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* The worker's decision on url (the list named); *v its verdict. */
+static ph_status decide(ph_guard *g, const char *url, ph_verdict *v)
+{
+    ph_url_request req = {.url = url, .url_len = strlen(url), .list = "default"};
+    ph_decision d;
+    ph_status st = ph_decide_url(g, &req, &d);
+    *v = d.verdict;
+    return st;
+}
+
 /* One verdict must be explained by one version. */
 static void check_one(shared *s, const char *url, bool is_a)
 {
     ph_verdict v;
-    ph_status st = ph_guard_check_url(s->g, "default", url, strlen(url), &v, NULL);
+    ph_status st = decide(s->g, url, &v);
     atomic_fetch_add(&s->lookups, 1);
     bool from_a = strcmp(v.policy_id, s->id_a) == 0;
     bool from_b = strcmp(v.policy_id, s->id_b) == 0;
@@ -195,22 +205,19 @@ static void test_bad_new_file_keeps_old_table(void **state)
     assert_int_not_equal(ph_guard_last_reload_error(g, &last), PH_OK);
     assert_string_equal(last.message, d.message);
     ph_verdict v;
-    assert_int_equal(ph_guard_check_url(g, "default", "https://a.example.com/", 22, &v, NULL),
-                     PH_OK);
+    assert_int_equal(decide(g, "https://a.example.com/", &v), PH_OK);
 
     /* A missing file is the same: keep serving. */
     unlink(path);
     assert_int_equal(ph_guard_reload(g, &reloaded, NULL), PH_E_NOT_FOUND);
-    assert_int_equal(ph_guard_check_url(g, "default", "https://a.example.com/", 22, &v, NULL),
-                     PH_OK);
+    assert_int_equal(decide(g, "https://a.example.com/", &v), PH_OK);
 
     /* A good file again: swapped, error cleared. */
     assert_int_equal(ph_file_write_atomic(path, img, len, 0644, PH_WRITE_REPLACE, &d), PH_OK);
     assert_int_equal(ph_guard_reload(g, &reloaded, NULL), PH_OK);
     assert_true(reloaded);
     assert_int_equal(ph_guard_last_reload_error(g, NULL), PH_OK);
-    assert_int_equal(ph_guard_check_url(g, "default", "https://b.example.com/", 22, &v, NULL),
-                     PH_OK);
+    assert_int_equal(decide(g, "https://b.example.com/", &v), PH_OK);
     assert_string_equal(v.rule_file, "b.yaml");
 
     /* A snapshot taken before a reload outlives it. */

@@ -340,8 +340,9 @@ static void *checker(void *arg)
                                       : PH_REASON_ALLOWED;
         if ((st == PH_OK) != want_ok || r.verdict.reason != want)
             (*errors)++;
-        ph_verdict v;
-        if (ph_guard_check_url(G, "default", "https://a.example/", 18, &v, NULL) != PH_OK)
+        ph_url_request req = {.url = "https://a.example/", .url_len = 18, .list = "default"};
+        ph_decision d;
+        if (ph_decide_url(G, &req, &d) != PH_OK || !d.verdict.allowed)
             (*errors)++;
     }
     return NULL;

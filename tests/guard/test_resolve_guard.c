@@ -1,5 +1,6 @@
-/* test_resolve_guard.c - ph_guard_check_and_resolve end to end: allowlist,
- * then resolution against dnsmasq, then the address check (label "e2e"). */
+/* test_resolve_guard.c - the decision (ph_decide_url) and the step after it
+ * (ph_decision_resolve) end to end: allowlist, then resolution against
+ * dnsmasq, then the address check (label "e2e"). */
 #include "test_support.h"
 
 #include <poll.h>
@@ -48,12 +49,31 @@ static ph_guard *guard(const char *servers, unsigned timeout_ms)
     return g;
 }
 
+/* Decides url (the list named) and resolves an allowed one; *v is the
+ * decision's verdict at the end. */
 static ph_reason check(ph_guard *g, const char *url, ph_verdict *v, ph_pinned_addrs *a)
 {
-    ph_status st = ph_guard_check_and_resolve(g, "default", url, strlen(url), v, a, NULL);
+    ph_url_request req = {.url = url, .url_len = strlen(url), .list = "default"};
+    ph_decision d;
+    a->count = 0;
+    ph_status st = ph_decide_url(g, &req, &d);
+    bool decided = st == PH_OK;
+    if (decided)
+        st = ph_decision_resolve(g, &d, a);
+    *v = d.verdict;
     assert_int_equal(st, v->allowed ? PH_OK : PH_E_DENIED);
+    assert_int_equal(d.allowed, v->allowed);
+    assert_int_equal(d.reason, v->reason);
+    assert_int_equal(d.http_status, ph_reason_http_status(d.reason));
+    assert_int_equal(d.next, d.allowed ? PH_NEXT_RESOLVE : PH_NEXT_NONE);
     if (!v->allowed)
         assert_int_equal(a->count, 0);
+    /* A refused resolution: the decision's log line and its verdict's
+     * detail are the resolver's line; the client is told the code only. */
+    if (decided && !d.allowed) {
+        assert_string_equal(d.log_detail, v->detail);
+        assert_string_equal(d.client_detail, "");
+    }
     return v->reason;
 }
 

@@ -27,6 +27,18 @@ static ph_guard *guard_with_smuggled_rules(void)
     return g;
 }
 
+/* The worker's decision on a URL or an authority (the list named). */
+static ph_status decide(ph_guard *g, const char *target, bool url, ph_decision *d)
+{
+    if (url) {
+        ph_url_request req = {.url = target, .url_len = strlen(target), .list = "default"};
+        return ph_decide_url(g, &req, d);
+    }
+    ph_connect_request req = {.authority = target, .authority_len = strlen(target),
+                              .list = "default"};
+    return ph_decide_connect(g, &req, d);
+}
+
 static void test_check_time_refusal(void **state)
 {
     (void)state;
@@ -45,25 +57,25 @@ static void test_check_time_refusal(void **state)
         {"https://a.b.nip.io/", PH_REASON_NOT_ALLOWLISTED},           /* two labels deep */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        ph_verdict v;
-        ph_diag d = {0};
-        ph_status st = ph_guard_check_url(g, "default", cases[i].url, strlen(cases[i].url), &v, &d);
-        if (st != PH_E_DENIED || v.allowed || v.reason != cases[i].reason)
-            fail_msg("%s: got %s (%d), want %s", cases[i].url, ph_reason_code(v.reason), st,
+        ph_decision d;
+        ph_status st = decide(g, cases[i].url, true, &d);
+        const ph_verdict *v = &d.verdict;
+        if (st != PH_E_DENIED || v->allowed || v->reason != cases[i].reason ||
+            d.reason != cases[i].reason)
+            fail_msg("%s: got %s (%d), want %s", cases[i].url, ph_reason_code(d.reason), st,
                      ph_reason_code(cases[i].reason));
         if (cases[i].reason == PH_REASON_WILDCARD_DNS &&
-            (strstr(v.detail, "a wildcard-DNS service") == NULL || !strstr(d.message, " is under ")))
-            fail_msg("%s: detail does not name the service: %s", cases[i].url, v.detail);
+            (strstr(v->detail, "a wildcard-DNS service") == NULL ||
+             !strstr(d.log_detail, " is under ")))
+            fail_msg("%s: detail does not name the service: %s", cases[i].url, v->detail);
     }
-    ph_verdict v;
-    assert_int_equal(ph_guard_check_authority(g, "default", "sslip.io:443", 12, &v, NULL),
-                     PH_E_DENIED);
-    assert_int_equal(v.reason, PH_REASON_WILDCARD_DNS);
-    assert_non_null(strstr(v.detail, "sslip.io is under sslip.io"));
-    assert_int_equal(ph_guard_check_url(g, "default", "https://snip.io/", 16, &v, NULL), PH_OK);
-    assert_true(v.allowed);
-    assert_int_equal(ph_guard_check_url(g, "default", "https://api.github.com/", 23, &v, NULL),
-                     PH_OK);
+    ph_decision d;
+    assert_int_equal(decide(g, "sslip.io:443", false, &d), PH_E_DENIED);
+    assert_int_equal(d.reason, PH_REASON_WILDCARD_DNS);
+    assert_non_null(strstr(d.verdict.detail, "sslip.io is under sslip.io"));
+    assert_int_equal(decide(g, "https://snip.io/", true, &d), PH_OK);
+    assert_true(d.verdict.allowed);
+    assert_int_equal(decide(g, "https://api.github.com/", true, &d), PH_OK);
     ph_guard_close(&g);
 }
 

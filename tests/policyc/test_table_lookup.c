@@ -76,8 +76,8 @@ static void denied(const char *list, const char *host, uint16_t port, ph_reason 
     assert_false(r.has_rule);
 }
 
-/* Entries carry the first 28 bytes of their host inline; a longer name is
- * compared in full, so a name differing only past byte 28 must not match. */
+/* Entries carry the first 27 bytes of their host inline; a longer name is
+ * compared in full, so a name differing only past byte 27 must not match. */
 static void long_names_are_compared_past_the_inline_prefix(void **state)
 {
     (void)state;
@@ -102,6 +102,58 @@ static void long_names_are_compared_past_the_inline_prefix(void **state)
            PH_REASON_NOT_ALLOWLISTED);
     denied("default", "a-name-longer-than-the-inline-prefix.example.com", 444,
            PH_REASON_PORT_NOT_ALLOWED);
+    ph_table_close(&table);
+    table = saved;
+}
+
+/* Names of 26 to 29 bytes, around the end of the inline prefix, each
+ * beside one differing only in its last byte; a hit's protocol, copied into
+ * the entry, is its rule's for every protocol, on the entry's first port
+ * range (read from the entry) and on a later one (read from RULES). */
+static void names_at_the_prefix_edge_and_protocols(void **state)
+{
+    (void)state;
+    ph_table *saved = table;
+    table = fx_open("version: 1\n"
+                    "lists:\n"
+                    "  default:\n"
+                    "    rules:\n"
+                    "      - host: a2345678901234567890123.org\n" /* 27 bytes */
+                    "        ports: [443, 8443]\n"
+                    "        protocol: tls\n"
+                    "      - host: a23456789012345678901234.org\n" /* 28 */
+                    "        ports: [80, 8080]\n"
+                    "        protocol: http\n"
+                    "      - host: a234567890123456789012.org\n" /* 26 */
+                    "        ports: [22, 2222]\n"
+                    "        protocol: tcp\n"
+                    "      - host: \"*.a234567890123456789012345.org\"\n" /* base 29 */
+                    "        ports: [443, 9443]\n");
+    static const struct {
+        const char *host, *rule;
+        uint16_t port;
+        ph_protocol protocol;
+    } hit[] = {
+        { "a2345678901234567890123.org", "a2345678901234567890123.org", 443, PH_PROTOCOL_TLS },
+        { "a2345678901234567890123.org", "a2345678901234567890123.org", 8443, PH_PROTOCOL_TLS },
+        { "a23456789012345678901234.org", "a23456789012345678901234.org", 80, PH_PROTOCOL_HTTP },
+        { "a23456789012345678901234.org", "a23456789012345678901234.org", 8080,
+          PH_PROTOCOL_HTTP },
+        { "a234567890123456789012.org", "a234567890123456789012.org", 22, PH_PROTOCOL_TCP },
+        { "a234567890123456789012.org", "a234567890123456789012.org", 2222, PH_PROTOCOL_TCP },
+        { "x.a234567890123456789012345.org", "*.a234567890123456789012345.org", 443,
+          PH_PROTOCOL_DEFAULT },
+        { "x.a234567890123456789012345.org", "*.a234567890123456789012345.org", 9443,
+          PH_PROTOCOL_DEFAULT },
+    };
+    for (size_t i = 0; i < sizeof hit / sizeof *hit; i++) {
+        allowed("default", hit[i].host, hit[i].port, hit[i].rule);
+        assert_int_equal(look("default", hit[i].host, hit[i].port).rule.protocol, hit[i].protocol);
+    }
+    denied("default", "a2345678901234567890123.orh", 443, PH_REASON_NOT_ALLOWLISTED);
+    denied("default", "a23456789012345678901234.orh", 80, PH_REASON_NOT_ALLOWLISTED);
+    denied("default", "a234567890123456789012.orh", 22, PH_REASON_NOT_ALLOWLISTED);
+    denied("default", "x.a234567890123456789012345.orh", 443, PH_REASON_NOT_ALLOWLISTED);
     ph_table_close(&table);
     table = saved;
 }
@@ -388,6 +440,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_name_matches_only_itself),
         cmocka_unit_test(long_names_are_compared_past_the_inline_prefix),
+        cmocka_unit_test(names_at_the_prefix_edge_and_protocols),
         cmocka_unit_test(wildcard_covers_exactly_one_label),
         cmocka_unit_test(ports_and_ranges_are_inclusive),
         cmocka_unit_test(exact_and_wildcard_rules_combine),

@@ -90,6 +90,36 @@ check "healthz" "ok" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/healthz")"
 check "readyz" "ready" "$(curl -s "http://127.0.0.1:$ADMIN_PORT/readyz")"
 check "GET /reload is 405" "405" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$ADMIN_PORT/reload")"
 
+# One parser for every head (proxy/src/http1.c): a CONNECT head gets the
+# limits and the reasons a forwarded one gets, but for its request line,
+# its destination, refused as the guard refuses a malformed authority (after
+# the metrics above: the last check adds an allowed tunnel).
+answer() { # the status and Pinhole-Reason of the proxy's answer to raw request $1
+    printf "$1" | timeout 10 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PROXY_PORT; cat >&3; cat <&3" \
+        2>/dev/null | tr -d '\r' | awk 'NR==1{s=$2} tolower($1)=="pinhole-reason:"{r=$2} END{print s, r}'
+}
+two_auth="Proxy-Authorization: Bearer $TOKEN\r\nProxy-Authorization: Bearer $TOKEN\r\n\r\n"
+check "CONNECT with two Proxy-Authorization fields" "400 http_bad_field" \
+    "$(answer "CONNECT ok.$D:$TLS_PORT HTTP/1.1\r\n$two_auth")"
+check "forwarded request with two Proxy-Authorization fields" "400 http_bad_field" \
+    "$(answer "GET http://ok.$D:$TLS_PORT/ HTTP/1.1\r\n$two_auth")"
+check "CONNECT with a bare LF in a field" "400 http_bare_lf" \
+    "$(answer "CONNECT ok.$D:443 HTTP/1.1\r\nX-A: 1\n\r\n")"
+check "CONNECT with a bare LF ending its request line (the destination's)" "400 parse_error" \
+    "$(answer "CONNECT ok.$D:443 HTTP/1.1\n\n")"
+check "CONNECT with a Content-Length" "400 http_bad_content_length" \
+    "$(answer "CONNECT ok.$D:$TLS_PORT HTTP/1.1\r\nContent-Length: 0\r\n\r\n")"
+check "CONNECT target over 4096 bytes (the destination's)" "400 parse_error" \
+    "$(answer "CONNECT $(head -c 5000 /dev/zero | tr '\0' a):443 HTTP/1.1\r\n\r\n")"
+check "CONNECT authority longer than any host: the guard's" "400 parse_error" \
+    "$(answer "CONNECT $(head -c 600 /dev/zero | tr '\0' a).$D:443 HTTP/1.1\r\n\r\n")"
+fields=()
+for i in $(seq 1 80); do fields+=(--proxy-header "X-Field-$i: $i"); done
+check "CONNECT head of 80 fields (every head may have 100)" "200" \
+    "$(curl -s -o /dev/null -w '%{http_connect}' --max-time 10 --cacert "$E2E_TMP/tls.crt" \
+        --proxy "http://127.0.0.1:$PROXY_PORT" --proxy-header "Proxy-Authorization: Bearer $TOKEN" \
+        "${fields[@]}" "https://ok.$D:$TLS_PORT/")"
+
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"; rc=$?
 check "SIGTERM with nothing open exits 0" "0" "$rc"
 

@@ -86,7 +86,9 @@ wait_reloads() { # n: until n reloads (ok + failed) were counted
 }
 
 # ---- 1. DNS answers that fail ------------------------------------------------
-E2E_PROXY_NAME=dnsfault e2e_start_proxy --dns-servers 127.0.0.1:"$FAKE_DNS_PORT" --dns-timeout-ms 800
+# A timeout long enough that the fake server (a Python thread per query)
+# answers well inside it with both cores busy; the stall case waits it out.
+E2E_PROXY_NAME=dnsfault e2e_start_proxy --dns-servers 127.0.0.1:"$FAKE_DNS_PORT" --dns-timeout-ms 3000
 check "SERVFAIL: 502 dns_failure" "502 dns_failure" "$(NET connect "$PROXY_PORT" servfail.fake.test:443 "$AUTH")"
 still_serving "after SERVFAIL" ok.fake.test
 grep -q "\"host\":\"ok.fake.test\",\"port\":$PEER_PORT,\"dialed\":\"127.0.0.1:$PEER_PORT\",\"checked\":\[\"127.0.0.1\"\]" \
@@ -110,8 +112,11 @@ NET reset-mid-head "$PROXY_PORT" ok.fake.test:443
 # or never (the lookup times out after the connection is gone).
 NET reset-in-lookup "$PROXY_PORT" late.fake.test:443 "$AUTH" 20
 NET reset-in-lookup "$PROXY_PORT" stall.fake.test:443 "$AUTH" 20
-sleep 1.2
 still_serving "after 41 client resets mid-CONNECT" ok.fake.test
+# Until the stalled lookups time out (20 s at most), each ending its line.
+for _ in $(seq 1 400); do
+    [ $(( $(wc -l <"$E2E_TMP/dnsfault.log") - lines )) -ge 42 ] && break; sleep 0.05
+done
 check "each reset connection ended with its log line" "42" \
     "$(( $(wc -l <"$E2E_TMP/dnsfault.log") - lines ))"
 

@@ -136,6 +136,12 @@ check "https absolute-form" "400 https_use_connect" \
     "$(raw "GET https://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
 check "origin-form" "400 origin_form" "$(raw "GET / HTTP/1.1\r\nHost: ok.$D\r\n\r\n" | head -1)"
 check "another scheme" "400 parse_error" "$(raw "GET ftp://ok.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
+# The scheme is the guard's to judge (its URL parser, once): a target that is
+# not origin form is a URL, and an IP literal is refused before anything else.
+check "no scheme: not a URL to the guard" "400 parse_error" \
+    "$(raw "GET ok.$D:$UP HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
+check "https with an IP literal: ip_literal first" "403 ip_literal" \
+    "$(raw "GET https://127.0.0.1:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n" | head -1)"
 out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nGET http://unlisted.$D:$UP/ HTTP/1.1\r\n$BEARER\r\n\r\n")
 check "each request decided on its own" "200 - 403 not_allowlisted" "$(printf '%s\n' "$out" | grep -v '^BODY' | tr '\n' ' ' | sed 's/ $//')"
 out=$(raw "GET http://ok.$D:$UP/a HTTP/1.1\r\n$BEARER\r\n\r\nCONNECT ok.$D:$UP HTTP/1.1\r\n$BEARER\r\n\r\n")

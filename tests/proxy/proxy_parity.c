@@ -11,7 +11,7 @@
  * column 2 which grant's list decides it).
  *
  * Each input is decided as a CONNECT target by both enforcement points:
- *   guard: ph_guard_check_authority on the table, then (when allowed)
+ *   guard: ph_decide_connect naming the list, then (when allowed)
  *          ph_resolve_blocking of the canonical name with every address
  *          checked: "allowed" or the reason code;
  *   proxy: CONNECT <input> with a valid grant: "allowed" on 200, else its
@@ -20,8 +20,9 @@
  * with its authority, cut from the text (after "http[s]://", up to the first
  * '/', '?' or '#', the scheme's default port added when none is written; no
  * parser of ours decides what is sent). Both points decide those bytes too.
- * And the worker's call on the URL itself (ph_guard_check_and_resolve) must
- * say "allowed" exactly when its authority form is allowed.
+ * And the worker's calls on the URL itself (ph_decide_url naming the list,
+ * then ph_decision_resolve) must say "allowed" exactly when its authority
+ * form is allowed.
  *
  * Fails when the two points give different reasons for any input, when a
  * corpus row the corpus expects to parse ("ok") is not allowed (or, for a
@@ -159,19 +160,26 @@ static bool under_service(const char *host)
     return false;
 }
 
+/* The guard's decision on a CONNECT authority, the list named. */
+static ph_verdict decide_authority(parity *p, const char *list, const char *t, size_t len)
+{
+    ph_connect_request req = { .authority = t, .authority_len = len, .list = list };
+    ph_decision d;
+    ph_decide_connect(p->guard, &req, &d);
+    return d.verdict;
+}
+
 /* What an "ok" row must get: allowed, unless no rule can name its host. */
 static const char *ok_verdict(parity *p, const char *t, size_t len)
 {
-    ph_verdict v;
-    ph_guard_check_authority(p->guard, p->list, t, len, &v, NULL);
+    ph_verdict v = decide_authority(p, p->list, t, len);
     return under_service(v.host) ? "not_allowlisted" : "allowed";
 }
 
 /* The guard's whole decision on a CONNECT authority, as the proxy makes it. */
 static const char *guard_authority(parity *p, const char *list, const char *t, size_t len)
 {
-    ph_verdict v;
-    ph_guard_check_authority(p->guard, list, t, len, &v, NULL);
+    ph_verdict v = decide_authority(p, list, t, len);
     if (!v.allowed)
         return ph_reason_code(v.reason);
     ph_pinned_addrs addrs;
@@ -228,10 +236,12 @@ static void corpus_input(parity *p, const char *in, bool is_url, bool expect_ok,
         return;
     }
     p->urls++;
-    ph_verdict v;
+    ph_url_request req = { .url = t, .url_len = len, .list = p->list };
+    ph_decision d;
     ph_pinned_addrs addrs;
-    ph_guard_check_and_resolve(p->guard, p->list, t, len, &v, &addrs, NULL);
-    const char *worker = v.allowed ? "allowed" : ph_reason_code(v.reason);
+    if (ph_decide_url(p->guard, &req, &d) == PH_OK)
+        ph_decision_resolve(p->guard, &d, &addrs);
+    const char *worker = d.allowed ? "allowed" : ph_reason_code(d.reason);
     size_t alen = url_tsv_connect_authority(t, len, a, sizeof a);
     const char *proxied = alen ? both(p, p->list, p->token, a, alen, line, "authority of") : "-";
     if (expect_ok) {

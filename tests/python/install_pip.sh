@@ -54,7 +54,7 @@ check "a later build records only what it found" "None" \
     "$(cd "$scratch" && PYTHONPATH=$T3 $PY -c 'import pinhole._config as c; print(c.LIBDIR)')"
 err=$(cd "$scratch" && PYTHONPATH=$T3 $PY -c 'import pinhole; pinhole.library_path()' 2>&1 || true)
 case $err in
-*"LibraryError: no usable libpinhole; tried, in order: "*"loader path libpinhole.so.0"*) check "no library: the error names what was tried" ok ok ;;
+*"LibraryError: no usable libpinhole; tried, in order: "*"loader path libpinhole.so.1"*) check "no library: the error names what was tried" ok ok ;;
 *) check "no library: the error names what was tried" "LibraryError ... loader path" "$err" ;;
 esac
 check "no recorded prefix: the loader path" "$P/lib" \
@@ -64,7 +64,7 @@ check "no recorded prefix: the loader path" "$P/lib" \
 S=$scratch/stale
 mkdir -p "$S/lib"
 base=$(ls "$P"/lib/libpinhole-base.so.* | head -n 1)
-cp "$base" "$S/lib/libpinhole.so.0"
+cp "$base" "$S/lib/libpinhole.so.1"
 cp "$base" "$S/lib/libpinhole.so"
 T4=$scratch/target4
 PINHOLE_PREFIX=$S $PY -m pip install -q --no-index --no-build-isolation --target "$T4" \
@@ -73,7 +73,7 @@ check "a stale recorded prefix is passed over for the loader path" "$P/lib" \
     "$(cd "$scratch" && LD_LIBRARY_PATH=$P/lib PYTHONPATH=$T4 $PY -c 'import pinhole, os; print(os.path.dirname(pinhole.library_path()))')"
 err=$(cd "$scratch" && PYTHONPATH=$T4 $PY -c 'import pinhole; pinhole.library_path()' 2>&1 || true)
 case $err in
-*"recorded install prefix $S/lib/libpinhole.so.0: libpinhole has no "*) check "a stale prefix: the error says why it was passed over" ok ok ;;
+*"recorded install prefix $S/lib/libpinhole.so.1: libpinhole has no "*) check "a stale prefix: the error says why it was passed over" ok ok ;;
 *) check "a stale prefix: the error says why it was passed over" "recorded install prefix ... has no" "$err" ;;
 esac
 

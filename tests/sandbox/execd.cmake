@@ -34,7 +34,7 @@ ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/t
                  LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal OpenSSL::SSL
                  LABELS e2e)
 target_compile_definitions(execd.test_execd PRIVATE
-    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>")
+    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>" PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 add_dependencies(execd.test_execd pinhole-execd)
 target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
@@ -70,6 +70,12 @@ ph_add_script_test(NAME execd.tool_schemas
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/tool_schemas.py
             $<TARGET_FILE:pinhole-execd> ${PROJECT_SOURCE_DIR})
 set_tests_properties(execd.tool_schemas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)
+
+# A SIGTERM the moment the socket appears stops the daemon cleanly (exit 0).
+ph_add_script_test(NAME execd.sigterm_at_start
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/sigterm_at_start.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.sigterm_at_start PROPERTIES TIMEOUT 120)
 
 # Disconnect kills the command inside gVisor too (skipped without runsc).
 ph_add_script_test(NAME execd.disconnect_gvisor

@@ -5,9 +5,14 @@
  * parent environment and never a failure. */
 #include "sandbox_test_util.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "sandbox-int.h"
 
@@ -400,6 +405,64 @@ static void test_bad_lists_give_tier2_alone(void **state)
     free(dir);
 }
 
+/* Counts the opens inotify saw on the watched path (read without waiting). */
+static int opens_seen(int ino)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int opens = 0;
+    ssize_t n;
+    while ((n = read(ino, buf, sizeof buf)) > 0)
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            opens += (ev->mask & IN_OPEN) != 0;
+            p += sizeof *ev + ev->len;
+        }
+    return opens;
+}
+
+/* A FIFO or a device named as the list is refused without being opened:
+ * opening a FIFO for reading releases a writer blocked in open(2) (the one
+ * who made it learns the service read its list), and opening a device can
+ * act (rewind a tape, claim a terminal). inotify reports every open. */
+static void expect_not_opened(const char *path, const char *type)
+{
+    int ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    assert_true(ino >= 0);
+    assert_true(inotify_add_watch(ino, path, IN_OPEN) >= 0);
+    ph_env_inputs in = {.lease = "L1", .passthrough_file = path, .getenv_fn = fake_getenv,
+                        .log = collect};
+    g_warnings[0] = '\0';
+    ph_env_block env = {0};
+    assert_int_equal(ph_env_build(&in, &env, NULL), PH_OK);
+    assert_int_equal(env.count, 5);
+    int opens = opens_seen(ino);
+    print_message("%s as the passthrough list: opened %d times; warnings: %s", type, opens,
+                  g_warnings);
+    assert_int_equal(opens, 0);
+    assert_non_null(strstr(g_warnings, "passthrough_unreadable"));
+    assert_non_null(strstr(g_warnings, type));
+    assert_null(strstr(g_warnings, path)); /* the host path stays out of the warning */
+    ph_env_block_clear(&env);
+    close(ino);
+}
+
+static void test_special_files_are_not_opened(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    char path[512];
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    expect_not_opened(path, "a FIFO");
+    snprintf(path, sizeof path, "%s/null", dir);
+    if (mknod(path, S_IFCHR | 0600, makedev(1, 3)) == 0) /* root only: /dev/null's numbers */
+        expect_not_opened(path, "a character device");
+    else
+        print_message("not root: the device case is not run (%s)\n", strerror(errno));
+    ph_test_rmtree(dir);
+    free(dir);
+}
+
 static void test_no_list_no_network_is_tier2(void **state)
 {
     (void)state;
@@ -436,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_operator_cannot_configure_a_credential_in),
         cmocka_unit_test(test_values_carrying_userinfo_are_refused),
         cmocka_unit_test(test_bad_lists_give_tier2_alone),
+        cmocka_unit_test(test_special_files_are_not_opened),
         cmocka_unit_test(test_no_list_no_network_is_tier2),
         cmocka_unit_test(test_proxy_variables_carry_the_grant),
     };

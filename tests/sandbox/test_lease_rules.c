@@ -3,6 +3,8 @@
  * sandbox, ticks outside a hold do nothing, bad arguments are refused. */
 #include "sandbox_test_util.h"
 
+#include <stdint.h>
+
 static void test_edges(void **state)
 {
     (void)state;
@@ -28,6 +30,14 @@ static void test_edges(void **state)
     ph_sandbox_lease_hold_begin(lease, 105); /* a second begin does not restart the hold */
     assert_false(ph_sandbox_lease_hold_tick(lease, 109));
     assert_true(ph_sandbox_lease_hold_end(lease, 110));
+    assert_false(ph_sandbox_lease_has_sandbox(lease));
+    /* Times at int64's ends: the hold's length saturates instead of
+     * overflowing (which wrapped INT64_MAX - INT64_MIN to -1: kept). */
+    assert_int_equal(ph_sandbox_lease_environment(lease, &env, NULL), PH_OK);
+    ph_sandbox_lease_hold_begin(lease, INT64_MAX);
+    assert_false(ph_sandbox_lease_hold_end(lease, INT64_MIN)); /* backwards: no time held */
+    ph_sandbox_lease_hold_begin(lease, INT64_MIN);
+    assert_true(ph_sandbox_lease_hold_tick(lease, INT64_MAX));
     assert_false(ph_sandbox_lease_has_sandbox(lease));
     ph_sandbox_lease_end(&lease);
     assert_null(lease);

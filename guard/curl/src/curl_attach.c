@@ -1,12 +1,14 @@
 /* curl_attach.c - libpinhole-curl: pinning, the socket check, the protocol
  * and proxy restrictions and the redirect chain for a libcurl easy handle
  * (pinhole/curl.h). Every hop goes through the guard's own calls
- * (ph_guard_check_and_resolve, ph_redirect_check): nothing here decides. */
+ * (ph_decide_url and ph_decision_resolve, ph_redirect_check): nothing here
+ * decides. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "pinhole/clock.h"
 #include "pinhole/curl.h"
@@ -329,14 +331,21 @@ static ph_status perform_chain(ph_curl *pc, const char *url, ph_curl_result *res
     memcpy(cur, url, ulen + 1);
     for (unsigned hop = 0;; hop++) {
         res->hops = hop;
-        ph_diag d;
-        d.message[0] = '\0';
-        ph_status st = ph_guard_check_and_resolve(pc->g, pc->list, cur, strlen(cur),
-                                                  &res->verdict, &pc->pins, &d);
+        /* The guard's decision on the hop, then exactly its name resolved
+         * and every address checked. */
+        ph_url_request req = {.url = cur, .url_len = strlen(cur), .list = pc->list,
+                              .now = time(NULL)};
+        ph_decision dec;
+        ph_status st = ph_decide_url(pc->g, &req, &dec);
+        if (st == PH_OK)
+            st = ph_decision_resolve(pc->g, &dec, &pc->pins);
+        else
+            pc->pins.count = 0;
+        res->verdict = dec.verdict;
         memcpy(res->url, cur, strlen(cur) + 1);
         if (st != PH_OK)
-            return refused(res, res->verdict.reason, st == PH_E_DENIED ? PH_E_DENIED : st,
-                           res->verdict.detail[0] != '\0' ? res->verdict.detail : d.message);
+            return refused(res, dec.reason, st == PH_E_DENIED ? PH_E_DENIED : st,
+                           dec.verdict.detail[0] != '\0' ? dec.verdict.detail : dec.log_detail);
         st = pin(pc, &res->verdict);
         if (st == PH_OK)
             st = apply(pc);
@@ -402,6 +411,8 @@ static ph_status perform_chain(ph_curl *pc, const char *url, ph_curl_result *res
         curl_easy_getinfo(pc->c, CURLINFO_SIZE_UPLOAD_T, &sent);
         curl_easy_getinfo(pc->c, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &length);
         pc->redirect.resend_body = !to_get && (sent > 0 || length != 0);
+        ph_diag d;
+        d.message[0] = '\0';
         ph_redirect *rd = malloc(sizeof *rd);
         if (rd == NULL)
             return refused(res, PH_REASON_PARSE_ERROR, PH_E_NOMEM, "out of memory");

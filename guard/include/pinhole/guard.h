@@ -5,13 +5,16 @@
  * A ph_guard is the policy object: it holds the current policy version (the
  * allowlist table, and for the proxy the grant keyring with it) and swaps the
  * version when a file is replaced. The decision (DESIGN section 4) is made
- * here and nowhere else (ph_decide_connect for a CONNECT, ph_guard_check_url
- * for a worker's URL):
+ * here and nowhere else, one function per kind of request: ph_decide_connect
+ * for a CONNECT authority, ph_decide_url for a URL (the proxy's plain-HTTP
+ * path and a worker's), ph_decide_again for an open connection:
  *   1. parse the URL or CONNECT authority (pinhole/url.h; IP literals are
  *      refused before anything else sees them);
- *   2. look up canonical host + port in the named list (pinhole/table.h);
- *   3. optionally resolve exactly that name and check every address
- *      (pinhole/resolve.h); dial only those (pinhole/dial.h).
+ *   2. the grant, or the trusted caller's list;
+ *   3. look up canonical host + port in the named list (pinhole/table.h);
+ * then, for an allowed request, resolve exactly that name and check every
+ * address (ph_decision_resolve, pinhole/resolve.h) and dial only those
+ * (pinhole/dial.h does all of it in one call).
  * Grants (step 2 of the proxy's decision) are in pinhole/grant.h, the
  * revocation list that refuses a lease's grants early in
  * pinhole/revocation.h.
@@ -46,12 +49,13 @@ extern "C" {
 typedef struct ph_guard ph_guard;
 
 typedef struct ph_guard_options {
-    /* DNS servers for ph_guard_check_and_resolve (ph_resolver_config.servers
-     * syntax, copied); NULL: the system's resolv.conf. */
+    /* DNS servers for ph_decision_resolve, ph_dial_url and the guard's
+     * resolvers (ph_resolver_config.servers syntax, copied); NULL: the
+     * system's resolv.conf. */
     const char *dns_servers;
     /* Overall resolution timeout; 0 = PH_RESOLVE_TIMEOUT_MS_DEFAULT. */
     unsigned dns_timeout_ms;
-    /* When not 0, checks look at most this often (by stat) whether the table
+    /* When not 0, decisions look at most this often (by stat) whether the table
      * file was replaced, and reload it; 0: only ph_guard_reload reloads. */
     unsigned reload_interval_ms;
     /* The grant key file (pinhole/grant.h; copied) loaded and reloaded with
@@ -59,8 +63,8 @@ typedef struct ph_guard_options {
      * ph_decide_connect accepts only callers that name the list. */
     const char *grant_keys_path;
     /* The guard's DNS cache, one per guard, shared by every
-     * ph_guard_check_and_resolve, ph_dial_url and ph_dial_authority call on
-     * it from any thread (thread-safe). It keeps only checked outcomes: an
+     * ph_decision_resolve, ph_dial_url and ph_dial_authority call on it
+     * from any thread (thread-safe). It keeps only checked outcomes: an
      * allowed answer (every address already checked) for its DNS TTL capped
      * at dns_cache_max_ttl_s; an NXDOMAIN, empty or denied answer (mixed or
      * private) for dns_negative_ttl_s, refused again without asking;
@@ -89,9 +93,10 @@ typedef struct ph_guard_options {
 #define PH_VERDICT_TEXT_MAX 200
 
 /*
- * The outcome of one check. Self-contained (copies, no pointer into the
- * table), so it stays valid across reloads. Caller-owned, usually on the
- * stack.
+ * The destination part of a decision (ph_decision.verdict; also
+ * ph_dial_result.verdict and ph_redirect.verdict). Self-contained (copies,
+ * no pointer into the table), so it stays valid across reloads.
+ * Caller-owned, usually on the stack.
  */
 typedef struct ph_verdict {
     bool allowed;
@@ -109,7 +114,10 @@ typedef struct ph_verdict {
     char rule_reason[PH_VERDICT_TEXT_MAX + 1]; /* "" when the rule has none */
     /* Policy id (hex SHA-256) of the table that decided; "" if none did. */
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
-    /* One line for logs: why it was refused (the diagnostic's message). */
+    /* One line saying why it was refused: the parser's, the lookup's or the
+     * resolution's own message (what pinhole-guard check prints; for an IP
+     * literal it names the literal, where ph_decision.log_detail, the
+     * proxy's line, does not). "" when allowed or refused by the grant. */
     char detail[PH_DIAG_MESSAGE_MAX];
     /* The rule's protocol (what a CONNECT tunnel may carry); the default
      * when no rule matched. */
@@ -196,31 +204,6 @@ PH_API const ph_table *ph_guard_snapshot_table(const ph_guard_snapshot *s);
 PH_API void ph_guard_snapshot_release(ph_guard_snapshot **s);
 
 /*
- * Decides url[0..len) (an http or https URL) against list. Returns PH_OK when
- * allowed, PH_E_DENIED when refused (v->reason: parse_error, ip_literal,
- * unknown_list, not_allowlisted, port_not_allowed), PH_E_INVAL for NULL
- * arguments. *v is always filled.
- */
-PH_API ph_status ph_guard_check_url(ph_guard *g, const char *list, const char *url, size_t len,
-                                    ph_verdict *v, ph_diag *diag);
-
-/* The same for a CONNECT authority "host:port" (the proxy's request target). */
-PH_API ph_status ph_guard_check_authority(ph_guard *g, const char *list, const char *authority,
-                                          size_t len, ph_verdict *v, ph_diag *diag);
-
-/*
- * ph_guard_check_url, then (when allowed) resolves the host with the guard's
- * resolver settings and its DNS cache (ph_guard_options: a cached outcome
- * is returned without asking DNS) and checks every address. On PH_OK
- * *addrs holds the addresses to dial (with the port), for CURLOPT_RESOLVE
- * (libpinhole-curl); ph_dial_url (pinhole/dial.h) resolves and dials itself. Refusals add dns_failure, dns_timeout and
- * denied_address; addrs->count is then 0. Blocks for up to the DNS timeout.
- */
-PH_API ph_status ph_guard_check_and_resolve(ph_guard *g, const char *list, const char *url,
-                                            size_t len, ph_verdict *v, ph_pinned_addrs *addrs,
-                                            ph_diag *diag);
-
-/*
  * A resolver (pinhole/resolve.h) with g's resolver settings (DNS servers,
  * timeout, cache TTL caps) that shares g's DNS cache, driven by loop (NULL:
  * poll style): how an event loop resolves a decided host for the guard
@@ -239,7 +222,8 @@ PH_API ph_status ph_guard_resolver_new(ph_guard *g, const ph_resolver_loop *loop
 typedef enum ph_next_step {
     PH_NEXT_NONE = 0,    /* refused: answer d->http_status and stop */
     PH_NEXT_RESOLVE = 1, /* resolve exactly d->verdict.host, check every address
-                          * (pinhole/resolve.h), dial d->verdict.port */
+                          * (ph_decision_resolve, or a ph_resolver from
+                          * ph_guard_resolver_new), dial d->verdict.port */
 } ph_next_step;
 
 /* A CONNECT request as the proxy received it. Borrowed for the call. */
@@ -314,6 +298,30 @@ typedef struct ph_url_request {
  * parser; d->verdict.scheme says http or https.
  */
 PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d);
+
+/*
+ * The next step of an allowed decision (d->next PH_NEXT_RESOLVE), for a
+ * caller that connects by itself (libpinhole-curl pins CURLOPT_RESOLVE to
+ * the result; the Python package's Guard.resolve returns it): resolves
+ * exactly d->verdict.host with g's resolver settings and DNS cache
+ * (ph_guard_options: a cached outcome is used without asking DNS) and
+ * checks every address of the answer (pinhole/resolve.h). d is a decision
+ * ph_decide_url or ph_decide_connect made on g; g and d are borrowed,
+ * *addrs is the caller's.
+ *
+ * PH_OK: *addrs holds the checked addresses in answer order, with
+ * d->verdict.port; d is unchanged. PH_E_DENIED: the answer is refused and
+ * *d becomes the refusal: allowed false, reason dns_failure, dns_timeout
+ * or denied_address, http_status ph_reason_http_status(reason), next
+ * PH_NEXT_NONE, log_detail and verdict.detail the resolver's line (the
+ * address and its block for denied_address), client_detail "", host,
+ * port and rule kept. PH_E_NOMEM, PH_E_IO (or PH_E_INVAL for a bad server
+ * list) when DNS could not even be asked: *d says dns_failure likewise.
+ * PH_E_INVAL, *d unchanged, for NULL arguments or a decision that did not
+ * allow (resolve nothing a decision refused). addrs->count is 0 on every
+ * failure. Blocks for up to the guard's DNS timeout; thread-safe.
+ */
+PH_API ph_status ph_decision_resolve(ph_guard *g, ph_decision *d, ph_pinned_addrs *addrs);
 
 /* An open connection, as an earlier allowed decision left it (a tunnel, a
  * forwarded request in flight), to decide again after a reload. Borrowed

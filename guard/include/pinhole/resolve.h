@@ -186,7 +186,7 @@ PH_API ph_status ph_resolver_resolve(ph_resolver *r, const char *name, uint16_t 
  * Thread-safe (no shared state). Same results as ph_resolver_resolve, plus
  * PH_E_INVAL / PH_E_LIMIT for a bad server list and PH_E_IO when the DNS
  * library cannot start. cfg->cache_entries only lives for the call: a
- * worker that wants a cache uses the guard's (ph_guard_check_and_resolve,
+ * worker that wants a cache uses the guard's (ph_decision_resolve,
  * ph_dial_url: pinhole/guard.h ph_guard_options).
  */
 PH_API ph_status ph_resolve_blocking(const ph_resolver_config *cfg, const char *name,

@@ -118,7 +118,9 @@ function printJson(out, url, v, resolve) {
 async function checkOne(out, guard, a, raw) {
   const bytes = raw.length > URL_MAX_LEN + 1 ? raw.subarray(0, URL_MAX_LEN + 1) : raw;
   const url = bytes.toString('utf8');
-  let v = guard.checkUrl(url, a.list);
+  // The decision; a refusal's line shows its verdict's own message.
+  let v = guard.decide(url, a.list);
+  if (!v.allowed) v = { ...v, detail: v.verdictDetail };
   if (a.resolve && v.allowed) {
     try {
       v = await guard.resolve(url, a.list);

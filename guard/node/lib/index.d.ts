@@ -41,6 +41,8 @@ export interface Decision {
   allowed: boolean;
   reason: string;
   detail: string;
+  /** When refused: the parser's or the lookup's own message (what the check CLIs print). */
+  verdictDetail?: string;
   httpStatus: number;
   scheme: 'http' | 'https' | '';
   host: string;
@@ -73,8 +75,6 @@ export interface RedirectVerdict {
 export declare class Guard {
   constructor(tablePath: string, options?: GuardOptions);
   decide(url: string | URL, list?: string): Decision;
-  /** ph_guard_check_url's verdict (the check CLI's): the parser's or the lookup's own detail. */
-  checkUrl(url: string | URL, list?: string): Omit<Decision, 'httpStatus'>;
   resolve(url: string | URL, list?: string): Promise<Resolution>;
   redirectCheck(fromUrl: string, location: string, hop: number, list?: string,
                 options?: RedirectOptions): RedirectVerdict;

@@ -60,13 +60,6 @@ class Guard {
     return this._native.decide(String(url), list);
   }
 
-  /** ph_guard_check_url's verdict: {allowed, reason, detail, scheme, host,
-   * port, policyId, rule}; its detail is the parser's or the lookup's own
-   * message (what the check CLI prints). No DNS. */
-  checkUrl(url, list = 'default') {
-    return this._native.checkUrl(String(url), list);
-  }
-
   /** The decision, then exactly the decided name resolved with every
    * address checked: {host, port, addresses: [{address, family}], ...} or
    * a rejection with a PinholeError. Runs on the event loop. */

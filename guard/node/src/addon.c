@@ -3,8 +3,7 @@
  * JavaScript. What it exposes (index.js wraps it, index.d.ts types it):
  *   - Guard(tablePath, options): ph_guard_open; reload() is
  *     ph_guard_reload_policy; close().
- *   - guard.decide(url, list): the one decision for a URL (ph_decide_url);
- *     guard.checkUrl(url, list): ph_guard_check_url's verdict (the CLI's).
+ *   - guard.decide(url, list): the one decision for a URL (ph_decide_url).
  *   - guard.resolve(url, list): the decision, then exactly the decided name
  *     resolved by the guard's resolver driver (pinhole/resolve.h) with
  *     every address checked; a Promise of the checked addresses or a
@@ -544,7 +543,7 @@ static napi_value nh_guard_reload(napi_env env, napi_callback_info info)
     return out;
 }
 
-/* A verdict's fields (what ph_guard_check_url fills) on o. */
+/* A decision's verdict fields on o. */
 static void nh_set_verdict(napi_env env, napi_value o, const ph_verdict *v)
 {
     napi_value rule;
@@ -576,6 +575,10 @@ static napi_value nh_decision_object(napi_env env, const ph_decision *d)
     nh_set_bool(env, o, "allowed", d->allowed);
     nh_set_str(env, o, "reason", ph_reason_code(d->reason));
     nh_set_str(env, o, "detail", d->log_detail);
+    /* A refusal's own message (ph_verdict.detail: the parser's or the
+     * lookup's, what the check CLIs print), where detail is the log line. */
+    if (!d->allowed)
+        nh_set_str(env, o, "verdictDetail", d->verdict.detail);
     nh_set_u32(env, o, "httpStatus", (uint32_t)d->http_status);
     nh_set_verdict(env, o, &d->verdict);
     return o;
@@ -597,34 +600,6 @@ static bool nh_decide(napi_env env, nh_guard *g, size_t argc, napi_value *argv, 
         return false;
     }
     return true;
-}
-
-/* guard.checkUrl(url, list): ph_guard_check_url's verdict, whose detail is
- * the parser's or the lookup's own message (what pinhole-guard check
- * prints; decide's is the line a proxy logs). */
-static napi_value nh_guard_check_url(napi_env env, napi_callback_info info)
-{
-    size_t argc = 2;
-    napi_value argv[2];
-    nh_guard *g = nh_unwrap(env, info, &argc, argv, NULL);
-    char url[NH_STR_MAX + 1], list[PH_VERDICT_TEXT_MAX + 1];
-    if (!g || argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
-        !nh_string(env, argv[1], list, sizeof list, "list"))
-        return NULL;
-    ph_verdict v;
-    ph_diag diag = {0};
-    ph_status st = ph_guard_check_url(g->guard, list, url, strlen(url), &v, &diag);
-    if (st != PH_OK && st != PH_E_DENIED && st != PH_E_INVAL) {
-        nh_throw_status(env, st, diag.message);
-        return NULL;
-    }
-    napi_value o;
-    napi_create_object(env, &o);
-    nh_set_bool(env, o, "allowed", v.allowed);
-    nh_set_str(env, o, "reason", ph_reason_code(v.reason));
-    nh_set_str(env, o, "detail", v.detail);
-    nh_set_verdict(env, o, &v);
-    return o;
 }
 
 static napi_value nh_guard_decide(napi_env env, napi_callback_info info)
@@ -872,7 +847,6 @@ static napi_value nh_init(napi_env env, napi_value exports)
     }
     napi_property_descriptor methods[] = {
         {"decide", NULL, nh_guard_decide, NULL, NULL, NULL, napi_default, NULL},
-        {"checkUrl", NULL, nh_guard_check_url, NULL, NULL, NULL, napi_default, NULL},
         {"resolve", NULL, nh_guard_resolve, NULL, NULL, NULL, napi_default, NULL},
         {"redirectCheck", NULL, nh_guard_redirect_check, NULL, NULL, NULL, napi_default, NULL},
         {"reload", NULL, nh_guard_reload, NULL, NULL, NULL, napi_default, NULL},

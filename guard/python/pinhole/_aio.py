@@ -5,8 +5,8 @@ few black-holed tenant URLs, each holding one for its whole timeout, use up
 whatever pool the threads come from and so delay or refuse every other
 dial of the process. Here nothing blocks and nothing waits in a pool:
 
-  - the decision is the guard's (ph_guard_check_authority), a call that
-    never blocks;
+  - the decision is the guard's (ph_decide_connect with the list named,
+    through Guard.check_authority), a call that never blocks;
   - the decided host is resolved by a resolver of the guard's
     (ph_guard_resolver_new: its DNS servers and timeout, its DNS cache)
     driven by the running loop: loop.add_reader/add_writer on each DNS

@@ -28,7 +28,7 @@ import threading
 from . import _config
 from .errors import LibraryError
 
-SONAME = "libpinhole.so.0"
+SONAME = "libpinhole.so.1"
 
 PH_HOST_MAX = 253
 PH_VERDICT_FILE_MAX = 128
@@ -120,6 +120,68 @@ class CVerdict(ctypes.Structure):
     ]
 
 
+PH_GRANT_KID_MAX = 32
+PH_GRANT_FIELD_MAX = 64
+PH_KEYRING_ID_HEX_LEN = 64
+
+
+class Grant(ctypes.Structure):
+    _fields_ = [
+        ("kid", ctypes.c_char * (PH_GRANT_KID_MAX + 1)),
+        ("tenant", ctypes.c_char * (PH_GRANT_FIELD_MAX + 1)),
+        ("lease", ctypes.c_char * (PH_GRANT_FIELD_MAX + 1)),
+        ("list", ctypes.c_char * (PH_GRANT_FIELD_MAX + 1)),
+        ("not_before", ctypes.c_int64),
+        ("expires", ctypes.c_int64),
+    ]
+
+
+class ConnectRequest(ctypes.Structure):
+    _fields_ = [
+        ("authority", ctypes.c_char_p),
+        ("authority_len", ctypes.c_size_t),
+        ("proxy_authorization", ctypes.c_char_p),
+        ("proxy_authorization_len", ctypes.c_size_t),
+        ("list", ctypes.c_char_p),
+        ("now", ctypes.c_int64),
+    ]
+
+
+class UrlRequest(ctypes.Structure):
+    _fields_ = [
+        ("url", ctypes.c_char_p),
+        ("url_len", ctypes.c_size_t),
+        ("proxy_authorization", ctypes.c_char_p),
+        ("proxy_authorization_len", ctypes.c_size_t),
+        ("list", ctypes.c_char_p),
+        ("now", ctypes.c_int64),
+    ]
+
+
+# ph_next_step (pinhole/guard.h).
+PH_NEXT_NONE = 0
+PH_NEXT_RESOLVE = 1
+
+
+class CDecision(ctypes.Structure):
+    _fields_ = [
+        ("allowed", ctypes.c_bool),
+        ("reason", ctypes.c_int),
+        ("http_status", ctypes.c_int),
+        ("next", ctypes.c_int),
+        ("client_detail", ctypes.c_char * PH_DIAG_MESSAGE_MAX),
+        ("log_detail", ctypes.c_char * PH_DIAG_MESSAGE_MAX),
+        ("has_grant", ctypes.c_bool),
+        ("grant", Grant),
+        ("has_authority", ctypes.c_bool),
+        ("verdict", CVerdict),
+        ("generation", ctypes.c_uint64),
+        ("keyring_id", ctypes.c_char * (PH_KEYRING_ID_HEX_LEN + 1)),
+        ("path_offset", ctypes.c_size_t),
+        ("path_len", ctypes.c_size_t),
+    ]
+
+
 PH_DIAL_ADDR_TEXT_MAX = 46
 
 
@@ -183,6 +245,10 @@ MIRRORED = {
     "ph_guard_options": GuardOptions,
     "ph_pinned_addrs": PinnedAddrs,
     "ph_verdict": CVerdict,
+    "ph_grant": Grant,
+    "ph_connect_request": ConnectRequest,
+    "ph_url_request": UrlRequest,
+    "ph_decision": CDecision,
     "ph_dial_options": DialOptions,
     "ph_dial_result": CDialResult,
     "ph_redirect_options": RedirectOptions,
@@ -269,12 +335,9 @@ def _declare(lib):
         "ph_guard_open": (c_int, [c_char_p, P(GuardOptions), P(c_void_p), P(Diag)]),
         "ph_guard_close": (None, [P(c_void_p)]),
         "ph_guard_reload": (c_int, [c_void_p, P(ctypes.c_bool), P(Diag)]),
-        "ph_guard_check_url": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t,
-                                       P(CVerdict), P(Diag)]),
-        "ph_guard_check_authority": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t,
-                                             P(CVerdict), P(Diag)]),
-        "ph_guard_check_and_resolve": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t,
-                                               P(CVerdict), P(PinnedAddrs), P(Diag)]),
+        "ph_decide_url": (c_int, [c_void_p, P(UrlRequest), P(CDecision)]),
+        "ph_decide_connect": (c_int, [c_void_p, P(ConnectRequest), P(CDecision)]),
+        "ph_decision_resolve": (c_int, [c_void_p, P(CDecision), P(PinnedAddrs)]),
         "ph_dial_url": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t, P(DialOptions),
                                 P(c_int), P(CDialResult), P(Diag)]),
         "ph_dial_authority": (c_int, [c_void_p, c_char_p, c_char_p, c_size_t, P(DialOptions),

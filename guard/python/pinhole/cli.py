@@ -89,7 +89,7 @@ def _check_one(guard, args, url):
     addrs = []
     if args.resolve:
         try:
-            v, pinned = guard._check_and_resolve(url, args.list)
+            v, pinned = guard._decide_and_resolve(url, args.list)
             addrs = _addresses(pinned)
         except Refused as e:
             v = e.verdict

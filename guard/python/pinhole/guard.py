@@ -265,53 +265,54 @@ class Guard:
     # -- decisions --------------------------------------------------------
     def check_url(self, url: Union[str, bytes], list: str = "default") -> Verdict:
         """The Verdict for url (an http or https URL) against list, without
-        DNS. Never raises for a refusal: look at verdict.allowed and
-        verdict.reason (use dial() or resolve() to act on a URL)."""
-        return self._check(self._lib.ph_guard_check_url, url, list)
+        DNS: the guard's decision (ph_decide_url, the list named). Never
+        raises for a refusal: look at verdict.allowed and verdict.reason
+        (use dial() or resolve() to act on a URL)."""
+        return Verdict._from_c(self._decide(url, list, True)[0].verdict)
 
     def check_authority(self, authority: Union[str, bytes], list: str = "default") -> Verdict:
-        """The Verdict for a "host:port" authority against list."""
-        return self._check(self._lib.ph_guard_check_authority, authority, list)
+        """The Verdict for a "host:port" authority against list
+        (ph_decide_connect, the list named)."""
+        return Verdict._from_c(self._decide(authority, list, False)[0].verdict)
 
-    def _check(self, fn, target, list):
+    def _decide(self, target, list, is_url, pinned=None):
+        """The decision on target (a URL or an authority) and, with pinned
+        (a PinnedAddrs to fill), the step after an allowed one
+        (ph_decision_resolve): (CDecision, status). GuardError for anything
+        but an answer."""
         data = _encode(target, "url")
-        lst = _cstr(list, "list")
-        v = _lib.CVerdict()
+        # The list named: a trusted caller, no grant, so the decision reads
+        # no clock (now 0).
+        req = (_lib.UrlRequest if is_url else _lib.ConnectRequest)(data, len(data), None, 0,
+                                                                   _cstr(list, "list"))
+        d = _lib.CDecision()
         h = self._enter()
         try:
-            st = fn(h, lst, data, len(data), ctypes.byref(v), None)
+            st = (self._lib.ph_decide_url if is_url else self._lib.ph_decide_connect)(h, req, d)
+            if pinned is not None and st == _lib.PH_OK:
+                st = self._lib.ph_decision_resolve(h, d, pinned)
         finally:
             self._leave()
         if st not in (_lib.PH_OK, _lib.PH_E_DENIED):
-            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(v.detail))
-        return Verdict._from_c(v)
+            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(d.log_detail))
+        return d, st
 
     def resolve(self, url: Union[str, bytes], list: str = "default") -> List[Address]:
         """Checks url, resolves its host with the guard's resolver and checks
         every address. Returns the list of checked Address (answer order).
         Raises Refused (reason: any check reason, dns_failure, dns_timeout,
         denied_address)."""
-        verdict, pinned = self._check_and_resolve(url, list)
+        verdict, pinned = self._decide_and_resolve(url, list)
         return _addresses(pinned)
 
-    def _check_and_resolve(self, url, list):
-        data = _encode(url, "url")
-        lst = _cstr(list, "list")
-        v = _lib.CVerdict()
+    def _decide_and_resolve(self, url, list):
+        """(Verdict, PinnedAddrs) of an allowed, resolved url; Refused."""
         pinned = _lib.PinnedAddrs()
-        diag = _lib.Diag()
-        h = self._enter()
-        try:
-            st = self._lib.ph_guard_check_and_resolve(h, lst, data, len(data), ctypes.byref(v),
-                                                      ctypes.byref(pinned), ctypes.byref(diag))
-        finally:
-            self._leave()
-        verdict = Verdict._from_c(v)
-        if st == _lib.PH_E_DENIED or (st == _lib.PH_OK and not verdict.allowed):
-            raise Refused(verdict.reason, verdict.detail or _lib.text(diag.message),
+        d, st = self._decide(url, list, True, pinned)
+        verdict = Verdict._from_c(d.verdict)
+        if st != _lib.PH_OK or not verdict.allowed:
+            raise Refused(verdict.reason, verdict.detail or _lib.text(d.log_detail),
                           url=url, verdict=verdict)
-        if st != _lib.PH_OK:
-            raise GuardError(_lib.STATUS_NAMES.get(st, str(st)), _lib.text(diag.message))
         return verdict, pinned
 
     def dial(self, url: Union[str, bytes], list: str = "default",

@@ -59,7 +59,9 @@ PH_API bool ph_sandbox_lease_has_sandbox(const ph_sandbox_lease *lease);
 PH_API void ph_sandbox_lease_hold_begin(ph_sandbox_lease *lease, int64_t now_seconds);
 
 /* Called while held (e.g. by a timer): destroys the sandbox as soon as the
- * hold has lasted approval_hold_seconds. Returns true if it destroyed it. */
+ * hold has lasted approval_hold_seconds (now_seconds minus the hold's
+ * begin, saturated at int64's ends: never an overflow). Returns true if it
+ * destroyed it. */
 PH_API bool ph_sandbox_lease_hold_tick(ph_sandbox_lease *lease, int64_t now_seconds);
 
 /* The hold is over (approved or denied): same rule as the tick, then the

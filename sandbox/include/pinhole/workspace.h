@@ -164,14 +164,23 @@ typedef struct ph_ws_entry {
 typedef struct ph_ws_list {
     ph_ws_entry *entries; /* sorted by name (byte order) */
     size_t count;
-    bool truncated;       /* more than max_entries existed; which ones were kept is
+    bool truncated;       /* more than the caps allowed existed; which ones were kept is
                            * unspecified (directory order), the kept ones are sorted */
 } ph_ws_list;
 
+/* The most ph_workspace_list returns, whatever max_entries asks: entries,
+ * and bytes of their names (NULs included). A sandbox controls how many
+ * entries a directory holds (up to its workspace's inode limit, 64 Mi) and
+ * their names (255 bytes each): without these a list would cost the caller
+ * memory in proportion to the directory, not to the request. */
+#define PH_WS_LIST_MAX_ENTRIES 10000
+#define PH_WS_LIST_MAX_NAME_BYTES (1024 * 1024)
+
 /*
  * Lists the directory at path ("" or "." for the root), without "." and
- * "..", sorted by name, at most max_entries entries (truncated says more
- * existed). On PH_OK *out is a new list freed with ph_ws_list_free.
+ * "..", sorted by name, at most max_entries entries and never more than
+ * PH_WS_LIST_MAX_ENTRIES nor PH_WS_LIST_MAX_NAME_BYTES of names (truncated
+ * says more existed). On PH_OK *out is a new list freed with ph_ws_list_free.
  */
 PH_API ph_status ph_workspace_list(ph_workspace *ws, const char *path, size_t max_entries,
                                    ph_ws_list **out, ph_diag *diag);

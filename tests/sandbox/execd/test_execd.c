@@ -282,6 +282,314 @@ static const char *error_of(const json_t *r)
     return r ? ph_wire_str(r, "error") : "eof";
 }
 
+/* ---- the operation table (wire_ops.c) against the daemon ---- */
+
+/* The objects a row's NAME fields name: made fresh for each row (its
+ * baseline request may end them). */
+typedef struct table_objs {
+    char env[PH_EXECD_ID_MAX];
+    char ws[PH_EXECD_ID_MAX];
+    char lease[PH_EXECD_ID_MAX];
+} table_objs;
+
+static void b64_of(const ph_wire_field *f, char out[static 64])
+{
+    snprintf(out, 64, "%s_base64", f->key);
+}
+
+/* Sets a valid value of f in obj: the objects' names, a mechanism this
+ * daemon runs, defaults, one-element lists of valid members. */
+static void put_sample(json_t *obj, const ph_wire_field *f, const table_objs *o)
+{
+    char b64[64];
+    b64_of(f, b64);
+    json_t *v = NULL;
+    switch (f->type) {
+    case PH_WT_NAME:
+        v = json_string(strcmp(f->key, "environment") == 0 ? o->env
+                        : strcmp(f->key, "workspace") == 0 ? o->ws
+                        : strcmp(f->key, "handle") == 0    ? o->lease
+                                                           : "t1");
+        break;
+    case PH_WT_TEXT:
+        v = json_string(strcmp(f->key, "mechanism") == 0 ? "fake"
+                        : strcmp(f->key, "name") == 0    ? "PH_TABLE_SAMPLE"
+                                                         : "t1");
+        break;
+    case PH_WT_FLAG: v = json_true(); break;
+    case PH_WT_INT: v = json_integer(f->dflt >= f->min && f->dflt <= f->max ? f->dflt : f->min); break;
+    case PH_WT_BYTES: v = json_string("a.txt"); break;
+    case PH_WT_BINARY: json_object_set_new(obj, b64, json_string("aGk=")); return;
+    case PH_WT_ARGV: v = json_pack("[s]", "true"); break;
+    case PH_WT_OBJECT:
+    case PH_WT_LIST:
+        v = json_object();
+        for (const ph_wire_field *const *m = f->sub; *m; m++)
+            if ((*m)->flags & PH_WF_REQUIRED)
+                put_sample(v, *m, o);
+        if (f->type == PH_WT_LIST)
+            v = json_pack("[o]", v);
+        break;
+    }
+    json_object_set_new(obj, f->key, v);
+}
+
+/* The request every mutation starts from: every field but the optional
+ * byte strings and flags (a cwd or a stream would change what the command
+ * does), each valid. */
+static json_t *table_baseline(ph_wire_op_id op, const table_objs *o)
+{
+    json_t *req = json_pack("{s:s}", "op", ph_wire_ops[op].name);
+    for (const ph_wire_field *const *f = ph_wire_ops[op].req; *f; f++) {
+        bool optional_bytes = !((*f)->flags & PH_WF_REQUIRED) &&
+                              ((*f)->type == PH_WT_BYTES || (*f)->type == PH_WT_BINARY);
+        if (!optional_bytes && (*f)->type != PH_WT_FLAG)
+            put_sample(req, *f, o);
+    }
+    return req;
+}
+
+/* One bad form of a field: the members to set in its container once the
+ * field's own keys are removed (none: the field absent), and the message
+ * of the refusal (NULL: a NAME that names nothing, `not_found`). */
+typedef struct table_bad {
+    json_t *patch;
+    const char *msg;
+} table_bad;
+#define TABLE_BAD_MAX 64
+
+static void bad_add(table_bad *out, size_t *n, json_t *patch, const char *msg)
+{
+    assert_true(*n < TABLE_BAD_MAX);
+    out[(*n)++] = (table_bad){patch, msg};
+}
+
+/* Every bad form of f (a member of an object or list when outer is its
+ * enclosing field's message), generated from its type and limits. */
+static size_t table_bad_forms(const ph_wire_field *f, const char *outer, const table_objs *o,
+                              table_bad *out)
+{
+    const char *msg = f->msg ? f->msg : outer;
+    const char *k = f->key;
+    char b64[64];
+    b64_of(f, b64);
+    size_t n = 0;
+    if (f->flags & PH_WF_REQUIRED)
+        bad_add(out, &n, json_object(), f->type == PH_WT_NAME ? NULL : f->missing ? f->missing : msg);
+    switch (f->type) {
+    case PH_WT_NAME: bad_add(out, &n, json_pack("{s:i}", k, 5), NULL); break;
+    case PH_WT_TEXT:
+        if (f->flags & PH_WF_REQUIRED)
+            bad_add(out, &n, json_pack("{s:i}", k, 5), msg);
+        break;
+    case PH_WT_FLAG: break; /* anything but true is false */
+    case PH_WT_INT:
+        bad_add(out, &n, json_pack("{s:s}", k, "1"), msg);
+        bad_add(out, &n, json_pack("{s:f}", k, 1.5), msg);
+        bad_add(out, &n, json_pack("{s:b}", k, 1), msg);
+        if (f->min > INT64_MIN)
+            bad_add(out, &n, json_pack("{s:I}", k, (json_int_t)(f->min - 1)), msg);
+        if (f->max < INT64_MAX)
+            bad_add(out, &n, json_pack("{s:I}", k, (json_int_t)(f->max + 1)), msg);
+        break;
+    case PH_WT_BYTES:
+    case PH_WT_BINARY:
+        bad_add(out, &n, json_pack("{s:i}", k, 5), msg);
+        bad_add(out, &n, json_pack("{s:n}", b64, 5), msg);
+        bad_add(out, &n, json_pack("{s:s}", b64, "a@=="), msg);
+        bad_add(out, &n, json_pack("{s:s, s:s}", k, "a", b64, "YQ=="), msg);
+        /* (A NUL in a JSON string never gets past the frame parser.) */
+        if (f->flags & PH_WF_NO_NUL)
+            bad_add(out, &n, json_pack("{s:s}", b64, "YQBi"), msg);
+        break;
+    case PH_WT_ARGV: {
+        bad_add(out, &n, json_pack("{s:s}", k, "true"), msg);
+        bad_add(out, &n, json_pack("{s:[i]}", k, 5), msg);
+        bad_add(out, &n, json_pack("{s:[{s:s}]}", k, "base64", "a@=="), msg);
+        bad_add(out, &n, json_pack("{s:[{s:s}]}", k, "base64", "YQBi"), msg);
+        if (f->min > 0)
+            bad_add(out, &n, json_pack("{s:[]}", k), msg);
+        json_t *many = json_array();
+        for (int64_t i = 0; i <= f->max; i++)
+            json_array_append_new(many, json_string("x"));
+        bad_add(out, &n, json_pack("{s:o}", k, many), msg);
+        break;
+    }
+    case PH_WT_OBJECT:
+    case PH_WT_LIST: {
+        bool list = f->type == PH_WT_LIST;
+        bad_add(out, &n, json_pack("{s:i}", k, 5), msg);
+        bad_add(out, &n, json_pack("{s:n}", k), msg);
+        bad_add(out, &n, json_pack(list ? "{s:{}}" : "{s:[]}", k), msg);
+        if (list) {
+            json_t *many = json_array();
+            for (int64_t i = 0; i <= f->max; i++) {
+                json_t *item = json_object();
+                for (const ph_wire_field *const *m = f->sub; *m; m++)
+                    if ((*m)->flags & PH_WF_REQUIRED)
+                        put_sample(item, *m, o);
+                json_array_append_new(many, item);
+            }
+            bad_add(out, &n, json_pack("{s:o}", k, many), msg);
+        }
+        /* Each member's bad forms, inside an otherwise valid value. */
+        for (const ph_wire_field *const *m = f->sub; *m; m++) {
+            table_bad sub[TABLE_BAD_MAX];
+            size_t sn = table_bad_forms(*m, msg, o, sub);
+            for (size_t i = 0; i < sn; i++) {
+                json_t *item = json_object();
+                for (const ph_wire_field *const *s = f->sub; *s; s++)
+                    if (*s != *m && ((*s)->flags & PH_WF_REQUIRED))
+                        put_sample(item, *s, o);
+                json_object_update(item, sub[i].patch);
+                json_decref(sub[i].patch);
+                bad_add(out, &n, json_pack("{s:o}", k, list ? json_pack("[o]", item) : item),
+                        sub[i].msg);
+            }
+        }
+        break;
+    }
+    }
+    return n;
+}
+
+/* Whether msg is a refusal message of fields (members included). */
+static bool table_says(const ph_wire_field *const *fields, const char *outer, const char *msg)
+{
+    for (const ph_wire_field *const *f = fields; f && *f; f++) {
+        const char *m = (*f)->msg ? (*f)->msg : outer;
+        if ((m && strcmp(m, msg) == 0) || ((*f)->missing && strcmp((*f)->missing, msg) == 0) ||
+            table_says((*f)->sub, m, msg))
+            return true;
+    }
+    return false;
+}
+
+/* A row's objects, fresh: an environment, a workspace on it holding a.txt,
+ * a lease. */
+static void table_objs_make(int fd, table_objs *o)
+{
+    char *env = raw_create(fd, "t1");
+    snprintf(o->env, sizeof o->env, "%s", env);
+    free(env);
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", o->env));
+    snprintf(o->ws, sizeof o->ws, "%s", ph_wire_str(r, "workspace"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:s}", "op", "workspace.write", "tenant",
+                               "t1", "workspace", o->ws, "path", "a.txt", "data", "hi"));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t1",
+                               "lease", "l1", "approval_hold_seconds", 60));
+    snprintf(o->lease, sizeof o->lease, "%s", ph_wire_str(r, "handle"));
+    json_decref(r);
+}
+
+static void table_objs_end(int fd, const table_objs *o)
+{
+    json_decref(raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.destroy", "tenant",
+                                       "t1", "environment", o->env)));
+    json_decref(raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.end", "tenant", "t1",
+                                       "handle", o->lease)));
+}
+
+/* Every row of the operation table is served, and every field of every
+ * row is checked as the table says: for each required field missing and
+ * each field of a wrong type, out of range, malformed base64, with a NUL
+ * where none may be, or over its count, the daemon answers the row's
+ * refusal (`invalid` with the field's message; a NAME that names nothing:
+ * `not_found` "no such <object>"), and nothing else; each row's valid
+ * request is served and answered with the row's reply fields. Generated
+ * from the table: a new row or field is covered as it is added. */
+static void test_the_operation_table_is_what_the_daemon_checks(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    size_t checked = 0;
+    size_t len;
+    char *doc = ph_test_read_file(PH_SOURCE_DIR "/docs/execd.md", &len);
+    assert_non_null(doc);
+    for (int op = 0; op < PH_OP_COUNT; op++) {
+        const ph_wire_op *row = &ph_wire_ops[op];
+        char named[64];
+        snprintf(named, sizeof named, "%s`", row->name);
+        if (strstr(doc, named) == NULL) {
+            snprintf(named, sizeof named, "%s**", row->name);
+            if (strstr(doc, named) == NULL)
+                fail_msg("docs/execd.md does not describe %s", row->name);
+        }
+        table_objs o = {0};
+        if (row->object)
+            table_objs_make(fd, &o);
+        char not_found_msg[64];
+        snprintf(not_found_msg, sizeof not_found_msg, "no such %s", row->object ? row->object : "?");
+        for (const ph_wire_field *const *f = row->req; *f; f++) {
+            table_bad bad[TABLE_BAD_MAX];
+            size_t n = table_bad_forms(*f, NULL, &o, bad);
+            for (size_t i = 0; i < n; i++) {
+                json_t *req = table_baseline((ph_wire_op_id)op, &o);
+                char b64[64];
+                b64_of(*f, b64);
+                json_object_del(req, (*f)->key);
+                json_object_del(req, b64);
+                json_object_update(req, bad[i].patch);
+                char *text = json_dumps(req, JSON_COMPACT);
+                json_t *r = raw_call(fd, req);
+                const char *code = bad[i].msg ? "invalid" : "not_found";
+                const char *want = bad[i].msg ? bad[i].msg : not_found_msg;
+                const char *got = r && ph_wire_str(r, "error") ? ph_wire_str(r, "error")
+                                  : r                          ? "ok"
+                                                               : "eof";
+                const char *said = r && ph_wire_str(r, "message") ? ph_wire_str(r, "message") : "";
+                if (strcmp(got, code) != 0 || strcmp(said, want) != 0)
+                    fail_msg("%.300s: got %s \"%s\", want %s \"%s\"", text, got, said, code,
+                             want);
+                free(text);
+                json_decref(r);
+                json_decref(bad[i].patch);
+                checked++;
+            }
+        }
+        /* The row is served: its valid request is refused neither as an
+         * unknown operation nor by the table (what the port judges, e.g. an
+         * approval_hold_seconds of 0, is not the table's). */
+        json_t *r = raw_call(fd, table_baseline((ph_wire_op_id)op, &o));
+        assert_non_null(r);
+        const char *err = ph_wire_str(r, "error");
+        const char *said = ph_wire_str(r, "message") ? ph_wire_str(r, "message") : "";
+        if (err && ((strcmp(err, "invalid") == 0 &&
+                     (strcmp(said, "unknown op") == 0 || table_says(row->req, NULL, said))) ||
+                    (strcmp(err, "not_found") == 0 && strcmp(said, not_found_msg) == 0)))
+            fail_msg("%s: the valid request was refused: %s", row->name, said);
+        /* ... and its answer has the row's reply fields, of their types. */
+        const char *reply_bad = json_is_true(json_object_get(r, "ok"))
+                                    ? ph_wire_reply_check((ph_wire_op_id)op, r)
+                                    : NULL;
+        if (reply_bad != NULL)
+            fail_msg("%s: reply field %s missing or of another type", row->name, reply_bad);
+        json_decref(r);
+        if (row->object)
+            table_objs_end(fd, &o);
+    }
+    free(doc);
+    /* Nothing the table lacks is served. */
+    const char *const unknown[] = {"shell", "environment.exec", "workspace.delete", "lease.",
+                                   "HELLO", "maintain.hold", ""};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
+        json_t *r = raw_call(fd, json_pack("{s:s}", "op", unknown[i]));
+        assert_string_equal(error_of(r), "invalid");
+        assert_string_equal(ph_wire_str(r, "message"), "unknown op");
+        json_decref(r);
+    }
+    printf("operation table: %d operations, %zu bad requests refused as the table says\n",
+           PH_OP_COUNT, checked);
+    close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* ---- the client library on the unix socket ---- */
 
 static ph_execd_service *client_open(const xdaemon *d)
@@ -551,6 +859,49 @@ static void test_allow_gid_matches_supplementary_groups(void **state)
     hello_in_group(&d, 4243, buf, sizeof buf);
     assert_string_equal(buf, "unauthenticated");
     assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The client reads an answer only once it has the row's reply fields: a
+ * service whose hello answer lacks a valid mechanism (here: a number) is
+ * PH_E_FORMAT naming the field, and nothing is read from it. */
+static void test_client_checks_answers_against_the_table(void **state)
+{
+    (void)state;
+    char *dir = ph_test_mkdtemp();
+    assert_non_null(dir);
+    char path[100];
+    snprintf(path, sizeof path, "%.80s/execd.sock", dir);
+    struct sockaddr_un sun = {.sun_family = AF_UNIX};
+    snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(l >= 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sun, sizeof sun), 0);
+    assert_int_equal(listen(l, 4), 0);
+    pid_t pid = fork();
+    if (pid == 0) { /* a service that answers hello without a valid mechanism */
+        alarm(20);
+        int c = accept(l, NULL, NULL);
+        json_t *req = NULL;
+        if (c < 0 || ph_wire_recv(c, 1 << 20, &req) != 0)
+            _exit(1);
+        json_t *resp = json_pack("{s:b, s:i, s:i, s:s, s:i, s:s}", "ok", 1, "protocol", 1,
+                                 "mechanism", 5, "mode", "development", "hard_cap_ms", 1000,
+                                 "identity", "uid:0");
+        _exit(ph_wire_send(c, resp) == 0 ? 0 : 1);
+    }
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE, .hard_cap_ms = 1000};
+    ph_execd_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execd_service_open(path, &cfg, &svc, &diag), PH_E_FORMAT);
+    assert_string_equal(diag.message, "pinhole-execd answered hello without a valid mechanism");
+    assert_null(svc);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    close(l);
+    ph_test_rmtree(dir);
+    free(dir);
 }
 
 /* A socket put in a shared directory by someone else (uid 65534 here)
@@ -1140,6 +1491,55 @@ static void test_lease_hold_and_end_through_the_service(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A lease's now_seconds is the worker's clock, any int64 on the wire: the
+ * daemon's own tick adds its elapsed time to the hold's begin, so a begin
+ * of INT64_MAX overflowed (undefined; UBSan reports it in the daemon's
+ * log). Out of 0..2^62 it is invalid, and nothing is held. */
+static void test_lease_clock_out_of_range_is_invalid(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant",
+                                       "t1", "lease", "l1", "approval_hold_seconds", 1));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *h = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                               "handle", h));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    const json_int_t bad[] = {INT64_MAX, INT64_MIN, -1, (json_int_t)PH_EXECD_NOW_SECONDS_MAX + 1};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant",
+                                   "t1", "handle", h, "now_seconds", bad[i]));
+        printf("lease.hold_begin now_seconds %lld: %s\n", (long long)bad[i],
+               error_of(r) ? error_of(r) : "ok");
+        assert_string_equal(error_of(r) ? error_of(r) : "ok", "invalid");
+        json_decref(r);
+    }
+    /* The largest accepted begin: the daemon's tick (once a second) ends
+     * the one-second hold on its own. */
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:I}", "op", "lease.hold_begin", "tenant", "t1",
+                               "handle", h, "now_seconds", (json_int_t)PH_EXECD_NOW_SECONDS_MAX));
+    assert_null(error_of(r));
+    json_decref(r);
+    bool has = true;
+    for (int t = 0; t < 200 && has; t++) {
+        r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1",
+                                   "handle", h));
+        has = json_is_true(json_object_get(r, "has_sandbox"));
+        json_decref(r);
+        if (has)
+            usleep(50 * 1000);
+    }
+    assert_false(has);
+    close(fd);
+    free(h);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_owner_gone_past_grace(void **state)
 {
     (void)state;
@@ -1660,6 +2060,109 @@ static void test_a_slow_reader_does_not_hold_an_answer(void **state)
 
 /* A 16 MiB frame is parsed off the loop: another connection's health is
  * answered while it is. */
+/* workspace.list is bounded whatever max_entries asks: a sandbox fills a
+ * directory with entries of long names (here 50,000 names of 240 bytes,
+ * made from the host side for speed; a command makes them the same way, up
+ * to its workspace's inode limit), and a list asking for 10^9 entries must
+ * come back truncated at the port's caps, with the daemon's peak RSS
+ * growing by a bounded amount, not by the size of the directory. */
+static void test_a_huge_directory_list_is_bounded(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s/workspace/many", d.state, env);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(dfd >= 0);
+    const int files = 50000;
+    char name[256];
+    memset(name, 'n', 240);
+    name[240] = '\0';
+    for (int i = 0; i < files; i++) {
+        snprintf(name, 12, "%010d", i);
+        name[10] = 'n';
+        int f = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        assert_true(f >= 0);
+        close(f);
+    }
+    close(dfd);
+    long rss0 = proc_kib(d.pid, "VmHWM");
+    int64_t t0 = ph_monotonic_ms();
+    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list", "tenant",
+                               "t1", "workspace", ws, "path", "many", "max_entries",
+                               (json_int_t)1000000000));
+    int64_t ms = ph_monotonic_ms() - t0;
+    long grew = proc_kib(d.pid, "VmHWM") - rss0;
+    assert_non_null(r);
+    size_t got = json_array_size(json_object_get(r, "entries"));
+    bool truncated = json_is_true(json_object_get(r, "truncated"));
+    printf("list of %d entries of 240-byte names, max_entries 10^9: %zu entries, truncated %d, "
+           "%lld ms, daemon peak RSS growth %.1f MiB\n",
+           files, got, truncated, (long long)ms, (double)grew / 1024);
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    assert_true(truncated);
+    assert_true(got <= PH_WS_LIST_MAX_ENTRIES);
+    size_t name_bytes = 0;
+    for (size_t i = 0; i < got; i++)
+        name_bytes += strlen(ph_wire_str(json_array_get(json_object_get(r, "entries"), i),
+                                         "name")) + 1;
+    assert_true(name_bytes <= PH_WS_LIST_MAX_NAME_BYTES);
+    if (!PH_ASAN)
+        assert_true(grew < 32 * 1024);
+    json_decref(r);
+    ph_test_rmtree(dir); /* else destroying them could outlast the stop's 10 s */
+    close(fd);
+    free(ws);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* At start the daemon destroys every environment its state directory holds
+ * (recovery): a second daemon started on the state directory of a running
+ * one (two units, a copy started by hand) must be refused, not destroy the
+ * first one's live sandboxes. */
+static void test_a_second_daemon_on_the_state_dir_is_refused(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    int fd = raw_hello(&a);
+    char *env = raw_create(fd, "t1");
+    assert_int_equal(env_dirs(a.state), 1);
+    daemon_prepare(&b);
+    snprintf(b.state, sizeof b.state, "%s", a.state);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn(&b, allow, NULL);
+    size_t len;
+    char *log = ph_test_read_file(b.log, &len);
+    size_t left = env_dirs(a.state);
+    const char *const argv[] = {"true", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("second daemon on the same state directory: %s (exit %d); the first's "
+           "environments left: %zu of 1; executing in it: %s\n",
+           rc == -1 ? "listening" : "refused", rc, left, error_of(r) ? error_of(r) : "ok");
+    assert_int_equal(rc, 78);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "state_dir_in_use"));
+    assert_int_equal(left, 1);
+    assert_null(error_of(r));
+    json_decref(r);
+    free(log);
+    assert_int_equal(daemon_stop(&b), -1);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&a), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2281,7 +2784,9 @@ int main(void)
         cmocka_unit_test_teardown(test_wrong_uid_is_refused, stop_left),
         cmocka_unit_test_teardown(test_allow_gid_matches_supplementary_groups, stop_left),
         cmocka_unit_test_teardown(test_client_checks_who_serves_the_socket, stop_left),
+        cmocka_unit_test_teardown(test_client_checks_answers_against_the_table, stop_left),
         cmocka_unit_test_teardown(test_other_identity_or_tenant_gets_not_found, stop_left),
+        cmocka_unit_test_teardown(test_the_operation_table_is_what_the_daemon_checks, stop_left),
         cmocka_unit_test_teardown(test_restart_destroys_what_a_previous_run_left, stop_left),
         cmocka_unit_test_teardown(test_disconnect_kills_the_command, stop_left),
         cmocka_unit_test_teardown(test_queue_full_answers_busy, stop_left),
@@ -2296,10 +2801,13 @@ int main(void)
         cmocka_unit_test_teardown(test_one_identity_cannot_hold_the_parser, stop_left),
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
+        cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),

@@ -105,7 +105,7 @@ typedef struct ph_curl_result {
     bool credentials_dropped;   /* the origin changed along the chain */
     char url[PH_URL_MAX_LEN + 1]; /* the last URL decided (the refused one on refusal) */
     char addr_text[46];         /* the address of the last connection ("" when none) */
-    ph_verdict verdict;         /* the decision on url */
+    ph_verdict verdict;         /* the decision's verdict on url */
     char detail[PH_DIAG_MESSAGE_MAX]; /* for the log: why refused or failed */
 } ph_curl_result;
 
@@ -124,8 +124,9 @@ PH_API ph_status ph_curl_attach(CURL *c, ph_guard *g, const char *list,
 /*
  * Fetches url (NUL-terminated) on the attached handle, following redirects
  * (301, 302, 303, 307, 308 with a Location) under the guard:
- *   each hop: the decision and resolution (ph_guard_check_and_resolve:
- *   list, IP literals, every address checked), CURLOPT_RESOLVE pinned to
+ *   each hop: the decision and resolution (ph_decide_url with the list
+ *   named, then ph_decision_resolve: IP literals, the list, every address
+ *   checked), CURLOPT_RESOLVE pinned to
  *   the checked addresses, the transfer; for a redirect, ph_redirect_check
  *   (hop limit, Location, downgrade, decision on the target, a body to
  *   another origin); a redirect's body is discarded, at most

@@ -1,13 +1,12 @@
-/* test_decide_parity.c - one decision for both enforcement points (DESIGN
+/* test_decide.c - one decision for both enforcement points (DESIGN
  * section 2), without processes: every hostile destination of the corpora
  * and every reason code, decided by
  *   proxy:   ph_decide_connect with a grant in Proxy-Authorization, on a
  *            guard opened as pinhole-proxy opens it (table + key file);
- *   worker:  ph_guard_check_authority naming the list (and, for URL rows,
- *            ph_guard_check_url on the URL itself, which ph_decide_url
- *            must match with a grant and with the list named), on a
- *            guard opened with the table only;
- *   policyc: ph_decide_connect naming the list (policyc explain/test);
+ *   worker:  ph_decide_connect naming the list (a worker, policyc
+ *            explain/test), on a guard opened with the table only; for URL
+ *            rows also ph_decide_url on the URL itself, with a grant on the
+ *            proxy's guard and with the list named on the worker's;
  *   recheck: ph_decide_again on the host and port the proxy's decision
  *            parsed (what a reload asks of an open tunnel);
  * must give identical verdicts (allowed, reason, canonical host and port,
@@ -137,15 +136,14 @@ static bool same_verdict(const ph_verdict *a, const ph_verdict *b)
             strcmp(a->policy_id, b->policy_id) == 0);
 }
 
-/* Decides the CONNECT authority t[0..len) at the three entry points. */
+/* Decides the CONNECT authority t[0..len) with a grant, with the list
+ * named, and again from what the first decision parsed. */
 static ph_decision decide_everywhere(const char *list, const char *auth, const char *t,
                                      size_t len, unsigned line)
 {
     ph_decision p = proxy_decides(auth, t, len);
     if (p.path_offset != 0 || p.path_len != 0)
         p.reason = PH_REASON_COUNT_; /* a CONNECT has no path: counted as a mismatch below */
-    ph_verdict w;
-    ph_guard_check_authority(F.worker, list, t, len, &w, NULL);
     ph_connect_request req = { .authority = t, .authority_len = len, .list = list };
     ph_decision c;
     ph_decide_connect(F.worker, &req, &c);
@@ -163,17 +161,16 @@ static ph_decision decide_everywhere(const char *list, const char *auth, const c
             a.reason = PH_REASON_COUNT_; /* counted as a mismatch below */
     }
     F.decided++;
-    int ws = ph_reason_http_status(w.reason);
-    if (p.allowed != w.allowed || p.reason != w.reason || p.http_status != ws ||
-        !same_verdict(&p.verdict, &w) || !same_verdict(&p.verdict, &c.verdict) ||
-        p.http_status != c.http_status || p.reason != c.reason || a.reason != p.reason ||
+    if (p.allowed != c.allowed || p.reason != c.reason || p.http_status != c.http_status ||
+        c.http_status != ph_reason_http_status(c.reason) ||
+        !same_verdict(&p.verdict, &c.verdict) || a.reason != p.reason ||
         !same_verdict(&p.verdict, &a.verdict)) {
         F.mismatches++;
         printf("MISMATCH %s:%u \"%.*s\": proxy %s %d (%s:%u), worker %s %d (%s:%u), "
-               "policyc %s %d, again %s\n",
+               "again %s\n",
                F.file, line, len > 100 ? 100 : (int)len, t, ph_reason_code(p.reason),
-               p.http_status, p.verdict.host, p.verdict.port, ph_reason_code(w.reason), ws,
-               w.host, w.port, ph_reason_code(c.reason), c.http_status,
+               p.http_status, p.verdict.host, p.verdict.port, ph_reason_code(c.reason),
+               c.http_status, c.verdict.host, c.verdict.port,
                a.reason < PH_REASON_COUNT_ ? ph_reason_code(a.reason) : "(inconsistent)");
     }
     return p;
@@ -186,12 +183,9 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     ph_decision verbatim = decide_everywhere("parity", F.auth, t, len, line);
     if (!is_url)
         return;
-    /* A URL: the worker's own call on it, and the CONNECT a client sends. */
+    /* A URL: the URL decision (plain HTTP through the proxy with a grant,
+     * a worker naming the list), and the CONNECT a client sends. */
     (void)verbatim;
-    ph_verdict u;
-    ph_guard_check_url(F.worker, "parity", t, len, &u, NULL);
-    /* The URL decision (plain HTTP, workers) agrees with the worker's call,
-     * with a grant and with the list named. */
     ph_url_request ur = { .url = t, .url_len = len, .proxy_authorization = F.auth,
                           .proxy_authorization_len = strlen(F.auth), .now = F.now };
     ph_decision du;
@@ -202,6 +196,7 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     ur.list = "parity";
     ph_decision dl;
     ph_decide_url(F.worker, &ur, &dl);
+    const ph_verdict *u = &dl.verdict;
     /* The decision carries the URL's path span, as the URL parser finds it
      * (what forwarding sends as the origin-form target). */
     ph_url pu;
@@ -209,27 +204,28 @@ static void corpus_input(const char *in, bool is_url, unsigned line)
     bool path_ok = parsed ? du.path_offset == pu.path_offset && du.path_len == pu.path_len &&
                                 dl.path_offset == pu.path_offset && dl.path_len == pu.path_len
                           : du.path_len == 0 || du.path_offset + du.path_len <= len;
-    if (du.reason != u.reason || du.http_status != ph_reason_http_status(u.reason) ||
-        !same_verdict(&du.verdict, &u) || dl.reason != u.reason || !same_verdict(&dl.verdict, &u) ||
-        du.verdict.scheme != u.scheme || !path_ok) {
+    if (du.reason != dl.reason || du.http_status != dl.http_status ||
+        dl.http_status != ph_reason_http_status(dl.reason) || dl.reason != u->reason ||
+        dl.allowed != u->allowed || !same_verdict(&du.verdict, u) ||
+        du.verdict.scheme != u->scheme || !path_ok) {
         F.mismatches++;
-        printf("MISMATCH %s:%u URL: worker %s, ph_decide_url %s / %s\n", F.file, line,
-               ph_reason_code(u.reason), ph_reason_code(du.reason), ph_reason_code(dl.reason));
+        printf("MISMATCH %s:%u URL: with a grant %s, with the list named %s\n", F.file, line,
+               ph_reason_code(du.reason), ph_reason_code(dl.reason));
     }
     size_t alen = url_tsv_connect_authority(t, len, a, sizeof a);
     if (alen == 0) {
-        if (u.allowed) {
+        if (u->allowed) {
             F.mismatches++;
             printf("MISMATCH %s:%u: URL allowed, no authority to CONNECT to\n", F.file, line);
         }
         return;
     }
     ph_decision d = decide_everywhere("parity", F.auth, a, alen, line);
-    if (u.allowed && (!d.allowed || strcmp(u.host, d.verdict.host) != 0 ||
-                      u.port != d.verdict.port || u.rule_index != d.verdict.rule_index)) {
+    if (u->allowed && (!d.allowed || strcmp(u->host, d.verdict.host) != 0 ||
+                       u->port != d.verdict.port || u->rule_index != d.verdict.rule_index)) {
         F.mismatches++;
-        printf("MISMATCH %s:%u: URL allowed (%s:%u), its CONNECT %s\n", F.file, line, u.host,
-               u.port, ph_reason_code(d.reason));
+        printf("MISMATCH %s:%u: URL allowed (%s:%u), its CONNECT %s\n", F.file, line, u->host,
+               u->port, ph_reason_code(d.reason));
     }
 }
 
@@ -334,8 +330,9 @@ static void every_corpus_row_and_reason_decides_alike(void **state)
         if (grants[i].want >= PH_REASON_NO_GRANT && grants[i].want <= PH_REASON_GRANT_EXPIRED)
             assert_string_equal(d.client_detail, "");
     }
-    printf("%u destinations decided at three entry points, %u mismatches\n", F.decided,
-           F.mismatches);
+    printf("%u destinations decided with a grant, with the list named and again, "
+           "%u mismatches\n",
+           F.decided, F.mismatches);
     assert_int_equal(F.mismatches, 0);
 
     /* Every reason the decision gives occurred (wildcard_dns needs a table
