@@ -28,9 +28,9 @@
  *
  * The run ends with the targets, each beside its baseline of the same run:
  * the proxy's CPU per transaction against the floor (client + upstream CPU
- * of a direct transaction; <= 1.15x), transactions/s against direct
- * (>= 0.44x) and against tinyproxy (>= 1.5x), the added latency (<= 80 us)
- * and the idle tunnels' RSS (<= 24 MiB).
+ * of a direct transaction; <= 1.20x, stretch 1.15x), transactions/s against
+ * direct (>= 0.44x) and against tinyproxy (>= 1.6x), the added latency
+ * (<= 80 us and <= 0.5x tinyproxy's) and the idle tunnels' RSS (<= 24 MiB).
  *
  * A/B: --proxy given two or more times starts each binary (pinhole-proxy's
  * command line; ready when its listener answers) beside the
@@ -52,7 +52,9 @@
  *
  * Options: --workers N (proxy worker threads; default 0, one per core),
  * --clients N (client threads, default 4), --idle-tunnels N (default
- * 10000), --proxy PATH (repeatable: A/B runs), --rounds N, --no-peers (Pinhole alone),
+ * 10000), --proxy PATH (repeatable: A/B runs), --rounds N, --syscalls N and
+ * --allocs N (the system calls and heap allocations per transaction, counted
+ * over N sequential ones), --no-peers (Pinhole alone),
  * --idle-only (only the idle tunnels' RSS, of a proxy that served nothing
  * before), --help.
  * Exit codes: 0 figures printed,
@@ -942,6 +944,59 @@ static pid_t start_squid(const char *dir, int port)
     return start_peer(dir, "squid", "/usr/sbin/squid", "-N", "-f", conf);
 }
 
+/* ---- heap allocations per transaction ---------------------------------------- */
+
+static pid_t start_pinhole(const char *path, const char *dir, const char *workers, int *port);
+
+/* The proxy's heap allocations (libbench_alloc_count.so preloaded: malloc,
+ * calloc, realloc and the aligned ones) after `n` sequential transactions
+ * of one client; -1 when it did not start or wrote no count. A warm-up
+ * transaction fills the DNS cache first; the process exits (SIGTERM) and
+ * the counter writes its totals, start-up and shutdown included. */
+static long alloc_total(const char *path, const char *dir, const char *workers, int n)
+{
+    char out[600];
+    snprintf(out, sizeof out, "%s/allocs-%d.txt", dir, n);
+    setenv("LD_PRELOAD", PX_ALLOC_COUNT, 1);
+    setenv("PH_ALLOC_COUNT_OUT", out, 1);
+    int port = 0;
+    pid_t pid = start_pinhole(path, dir, workers, &port);
+    unsetenv("LD_PRELOAD");
+    unsetenv("PH_ALLOC_COUNT_OUT");
+    if (pid <= 0)
+        return -1;
+    target t = { "counted", port, TARGET_HOST, pid, NULL, 0 };
+    int failed = transaction(&t) != 0;
+    for (int i = 0; i < n; i++)
+        failed += transaction(&t) != 0;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    long allocs = -1;
+    FILE *f = fopen(out, "r");
+    if (f == NULL || fscanf(f, "allocs %ld", &allocs) != 1 || failed > 0)
+        allocs = -1;
+    if (f)
+        fclose(f);
+    return allocs;
+}
+
+/* Heap allocations per transaction: the difference between a proxy that
+ * served n + 1 sequential transactions and one that served 1 (the same
+ * start-up, DNS warm-up and shutdown), over n. A count, not a time: the
+ * machine's load does not move it. */
+static void alloc_counts(const char *name, const char *path, int n, const char *dir,
+                         const char *workers)
+{
+    long few = alloc_total(path, dir, workers, 0), many = alloc_total(path, dir, workers, n);
+    if (few < 0 || many < 0) {
+        printf("allocations per tx  %s: no count (the counted proxy failed)\n", name);
+        return;
+    }
+    printf("allocations per tx  %s: %.2f (heap allocations over %d sequential transactions of "
+           "one client, against 1)\n",
+           name, (double)(many - few) / n, n);
+}
+
 /* ---- system calls per transaction ------------------------------------------ */
 
 /* Counts the proxy's system calls over n sequential transactions of one
@@ -1133,7 +1188,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
                'A' + p, px[p].name, rm, rlo, rhi, median_of(rel, rounds), xlo, xhi, lm, llo, lhi,
                median_of(cpu, rounds), clo, chi);
         printf("    proxy CPU/tx against the floor of the same round: %.2fx [%.2f-%.2f] (target <= "
-               "1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
+               "1.20x, stretch 1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
                median_of(fl, rounds), flo, fhi, median_of(sys, rounds), slo, shi);
         if (p > 0)
             printf("    against A in the same round: transactions/s %.2fx [%.2f-%.2f], proxy CPU/tx "
@@ -1162,7 +1217,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]... "
-               "[--rounds N] [--syscalls N] [--no-peers] [--idle-only]\n"
+               "[--rounds N] [--syscalls N] [--allocs N] [--counts-only] [--no-peers] [--idle-only]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
@@ -1175,6 +1230,9 @@ static void usage(FILE *f)
                "  --rounds N         rounds of an A/B run, 3-64 (default 7)\n"
                "  --syscalls N       count each proxy's system calls over N transactions\n"
                "                     (strace; default 1000, 0: no count)\n"
+               "  --allocs N         count each proxy's heap allocations over N transactions\n"
+               "                     (a counter preloaded; default 1000, 0: no count)\n"
+               "  --counts-only      only the system calls and allocations per transaction\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --idle-only        only the idle tunnels' RSS (a fresh proxy: no load before)\n"
@@ -1263,6 +1321,8 @@ int main(int argc, char **argv)
                                            { "proxy", required_argument, NULL, 'p' },
                                            { "rounds", required_argument, NULL, 'r' },
                                            { "syscalls", required_argument, NULL, 's' },
+                                           { "allocs", required_argument, NULL, 'a' },
+                                           { "counts-only", no_argument, NULL, 'C' },
                                            { "clients", required_argument, NULL, 'c' },
                                            { "no-peers", no_argument, NULL, 'n' },
                                            { "idle-only", no_argument, NULL, 'I' },
@@ -1270,9 +1330,9 @@ int main(int argc, char **argv)
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
     const char *proxy_paths[AB_MAX] = { PX_PROXY };
-    int nproxies = 0, rounds = 7, sys_n = 1000;
+    int nproxies = 0, rounds = 7, sys_n = 1000, alloc_n = 1000;
     int want = 10000, o;
-    bool peers = true, idle_only = false;
+    bool peers = true, idle_only = false, counts_only = false;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o == 'w' && atoi(optarg) >= 0)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
@@ -1284,6 +1344,10 @@ int main(int argc, char **argv)
             rounds = atoi(optarg);
         else if (o == 's' && atoi(optarg) >= 0)
             sys_n = atoi(optarg);
+        else if (o == 'a' && atoi(optarg) >= 0)
+            alloc_n = atoi(optarg);
+        else if (o == 'C')
+            counts_only = true;
         else if (o == 'c' && atoi(optarg) >= 1 && atoi(optarg) <= 16)
             clients = atoi(optarg);
         else if (o == 'n')
@@ -1312,7 +1376,7 @@ int main(int argc, char **argv)
         return 2;
     }
     if (idle_only)
-        peers = false, sys_n = 0;
+        peers = false, sys_n = 0, alloc_n = 0;
     bool ab = nproxies > 1;
     signal(SIGPIPE, SIG_IGN);
     struct rlimit rl = { 65536, 65536 };
@@ -1381,6 +1445,16 @@ int main(int argc, char **argv)
     fflush(stdout);
     for (int p = 0; sys_n > 0 && p < nproxies; p++)
         syscall_counts(&px_t[p], sys_n, dir);
+    for (int p = 0; alloc_n > 0 && p < nproxies; p++)
+        alloc_counts(px_t[p].name, proxy_paths[p], alloc_n, dir, workers);
+    if (counts_only) {
+        for (int p = 0; p < nproxies; p++)
+            kill(px_t[p].pid, SIGTERM), waitpid(px_t[p].pid, NULL, 0);
+        kill(up, SIGKILL), waitpid(up, NULL, 0);
+        kill(dns, SIGKILL), waitpid(dns, NULL, 0);
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        return system(cmd) != 0;
+    }
     if (ab) {
         ab_compare(&direct_t, px_t, nproxies, rounds);
         for (int p = 0; p < nproxies; p++) {
@@ -1452,9 +1526,9 @@ int main(int argc, char **argv)
         double floor_us = a->cd.client + a->cd.upstream;
         printf("\ntargets (event-driven clients; each beside its baseline in this run)\n");
         printf("  proxy CPU per transaction   %6.1f us, floor (direct client + upstream) %6.1f "
-               "us: %.2fx (target <= 1.15x: %s)\n",
+               "us: %.2fx (target <= 1.20x: %s; stretch 1.15x: %s)\n",
                a->cp.proxy, floor_us, a->cp.proxy / floor_us,
-               met(a->cp.proxy <= 1.15 * floor_us));
+               met(a->cp.proxy <= 1.20 * floor_us), met(a->cp.proxy <= 1.15 * floor_us));
         printf("  transactions/s vs direct    %8.0f vs %8.0f: %.2fx (target >= 0.44x: %s)\n",
                a->proxied, a->direct, a->proxied / a->direct,
                met(a->proxied >= 0.44 * a->direct));
@@ -1462,7 +1536,7 @@ int main(int argc, char **argv)
             const char *name = i == 0 ? "tinyproxy" : "squid";
             if (!have_peer[i]) {
                 printf("  transactions/s vs %-9s no %s in this run%s\n", name, name,
-                       i == 0 ? " (target >= 1.5x: not measured)" : "");
+                       i == 0 ? " (target >= 1.6x: not measured)" : "");
                 continue;
             }
             /* The peer's ratio to its own direct rounds, against ours: the
@@ -1470,14 +1544,18 @@ int main(int argc, char **argv)
             double ours = a->proxied / a->direct,
                    theirs = peer_fig[i].async.proxied / peer_fig[i].async.direct;
             printf("  transactions/s vs %-9s %.2fx direct vs %.2fx: %.2fx%s%s\n", name, ours,
-                   theirs, ours / theirs, i == 0 ? " (target >= 1.5x: " : "",
-                   i == 0 ? (ours >= 1.5 * theirs ? "met)" : "NOT met)") : "");
+                   theirs, ours / theirs, i == 0 ? " (target >= 1.6x: " : "",
+                   i == 0 ? (ours >= 1.6 * theirs ? "met)" : "NOT met)") : "");
         }
         printf("  added median latency        %6.1f us", fig.added_us);
         for (int i = 0; i < 2; i++)
             if (have_peer[i])
                 printf(", %s %.1f us", i == 0 ? "tinyproxy" : "squid", peer_fig[i].added_us);
-        printf(" (target <= 80 us: %s)\n", met(fig.added_us >= 0 && fig.added_us <= 80));
+        printf(" (target <= 80 us: %s", met(fig.added_us >= 0 && fig.added_us <= 80));
+        if (have_peer[0])
+            printf("; <= 0.5x tinyproxy's: %.2fx, %s", fig.added_us / peer_fig[0].added_us,
+                   met(fig.added_us >= 0 && fig.added_us <= 0.5 * peer_fig[0].added_us));
+        printf(")\n");
         /* Under a descriptor limit of 20000 a few tunnels short of 10,000
          * open: the figure for 10,000 is the one measured plus the missing
          * tunnels at the measured bytes per tunnel (only when at least 90 %

@@ -14,4 +14,11 @@ if(TARGET pinhole-proxy-testloopback)
         PX_POLICYC="$<TARGET_FILE:policyc>" PX_GUARD_CLI="$<TARGET_FILE:pinhole-guard>"
         PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
     add_dependencies(bench_proxy pinhole-proxy-testloopback policyc pinhole-guard)
+    # The allocation counter bench_proxy preloads into the proxy (--allocs):
+    # without pinhole_flags, whose sanitizers cannot be preloaded.
+    add_library(bench_alloc_count MODULE ${CMAKE_CURRENT_LIST_DIR}/alloc_count.c)
+    target_compile_options(bench_alloc_count PRIVATE -Wall -Wextra -Werror)
+    target_compile_definitions(bench_proxy PRIVATE
+        PX_ALLOC_COUNT="$<TARGET_FILE:bench_alloc_count>")
+    add_dependencies(bench_proxy bench_alloc_count)
 endif()

@@ -4,8 +4,9 @@
  * upstream, relay) and, through the hooks of forward.h, forward.c.
  *
  * Memory: a connection is a small long-lived px_conn and, until it is a
- * tunnel (or forward.c's), its head phase (conn_head: the head's bytes, the
- * decision, the refusal's buffers), freed once the tunnel is established;
+ * tunnel (or forward.c's), its head phase (conn_head, one allocation made
+ * at the first read: the head's bytes, its timer, the decision, the
+ * refusal's buffers), freed once the tunnel is established;
  * a tunnel keeps only what its log line and its rechecks need, packed in
  * one conn_tunnel, and its px_upstream once stopped (the lease slot, the
  * dialed and checked addresses). An idle tunnel is then its px_conn, its
@@ -49,20 +50,23 @@ typedef enum conn_state { ST_HEAD, ST_RESOLVE, ST_CONNECT, ST_RELAY, ST_REPLY, S
 enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_TOKEN, CS_DETAIL,
        CS_SNI, CS_COUNT };
 
-/* The head phase: from accept until the connection is a tunnel
+/* The head phase: from the first read until the connection is a tunnel
  * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
  * px_conn (c->h) and freed with it (px_conn_free) or at that hand-over
- * (px_conn_head_free). Every libevent object here (the bufferevent,
+ * (px_conn_head_free). One allocation: the fields, the timer's event, then
+ * head_buf (of the head's own size when the first read brought it whole,
+ * else HEAD_READ_MAX). Every libevent object here (the bufferevent,
  * head_ev, timer) has the px_conn as its callback argument, never h, and
  * is freed (or handed over) by px_conn_head_free: no callback of h's can
  * run once h is gone. */
 typedef struct conn_head {
     struct bufferevent *client; /* only to answer a refusal */
     struct event *head_ev;      /* head reads after the first (NULL until needed) */
-    struct event *timer;        /* head timeout */
-    uint8_t *head_buf;          /* HEAD_READ_MAX: the head and the bytes after it */
+    struct event *timer;        /* head timeout (in store) */
+    uint8_t *head_buf;          /* the head and the bytes after it (in store) */
     size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
-    char *token;                /* the Proxy-Authorization value, for rechecks */
+    const char *token;          /* the Proxy-Authorization value (in head_buf, or ""),
+                                 * for rechecks; not NUL-terminated: token_len */
     size_t token_len;
     /* the decision, as far as it got */
     bool has_grant, has_auth, has_rule;
@@ -72,6 +76,7 @@ typedef struct conn_head {
     char rule_file[PH_VERDICT_FILE_MAX + 1];
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
     char detail[PH_DIAG_MESSAGE_MAX + 64];
+    max_align_t store[];        /* the timer's event, then head_buf's bytes */
 } conn_head;
 
 /* What an established tunnel keeps of its decision, for its log line and
@@ -124,8 +129,8 @@ typedef struct px_conn {
 /* A connection accepted on w (fd now its): the overall, descriptor,
  * per-peer and request-head caps at accept (a refusal is answered on fd
  * without reading further, logged, and fd closed: NULL), then the
- * px_conn with its head phase, in w's list, holding its slots. NULL also
- * when out of memory (fd closed). */
+ * px_conn, in w's list, holding its slots (its head phase comes with its
+ * first read: tunnel.c). NULL also when out of memory (fd closed). */
 px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer);
 /* A connection refused before it is a px_conn (fd, not read from yet):
  * answered reason's status and why, closed, counted and logged with peer

@@ -90,8 +90,7 @@ void px_conn_refuse(px_conn *c, int status, ph_reason reason, const char *detail
     px_metrics_request(reason);
     px_conn_leave_head(c);
     c->state = ST_REPLY;
-    if (h->timer)
-        evtimer_del(h->timer);
+    evtimer_del(h->timer);
     if (c->up != NULL)
         px_upstream_stop(&c->up);
     struct bufferevent *b = px_conn_client_bev(c);
@@ -213,10 +212,8 @@ void px_conn_head_free(conn_head **hp)
     conn_head *h = *hp;
     if (h == NULL)
         return;
-    free(h->token);
-    free(h->head_buf);
-    if (h->timer)
-        event_free(h->timer);
+    event_del(h->timer);
+    event_debug_unassign(h->timer);
     if (h->head_ev)
         event_free(h->head_ev);
     if (h->client)
@@ -391,15 +388,12 @@ px_conn *px_conn_new(px_worker *w, int fd, const struct sockaddr *peer)
     /* px_conn_peer_identity's strings fit their 64 bytes: key_off fits a byte. */
     size_t log_len = strlen(peer_log), key_len = strlen(peer_key);
     px_conn *c = calloc(1, sizeof *c + log_len + 1 + key_len + 1);
-    conn_head *h = c != NULL ? calloc(1, sizeof *h) : NULL;
-    if (h == NULL) {
-        free(c);
+    if (c == NULL) {
         px_conn_slots_release(peer_key);
         close(fd);
         return NULL;
     }
     c->w = w;
-    c->h = h;
     c->fd = fd;
     c->id = ((uint64_t)w->id << 48) | ++w->next_conn_seq;
     c->started_ns = ph_monotonic_ns();

@@ -28,21 +28,17 @@ struct px_dns {
 };
 
 /*
- * Ownership: a px_dns_query is the tunnel's handle on one guard query. It
- * is allocated in px_dns_resolve and freed in exactly two places: in
- * resolved_cb just before the tunnel's callback runs, and in px_dns_cancel
- * (which cancels the guard query, so resolved_cb never runs for it).
- * resolved_cb runs only from ph_resolver_process called by this file's
- * events (the guard's rule at struct ph_resolve_query): never inside
- * px_dns_resolve, inside c-ares or inside px_dns_cancel. Queries still live
- * at px_dns_free belong to connections that are gone with the worker; the
- * guard frees its side, px_dns_free does not run their callbacks.
+ * Ownership: a px_dns_query is the caller's storage (the upstream's live
+ * state) for one guard query, live from px_dns_resolve until either
+ * resolved_cb, which reads it before the caller's callback runs and never
+ * after, or px_dns_cancel (which cancels the guard query, so resolved_cb
+ * never runs for it). resolved_cb runs only from ph_resolver_process called
+ * by this file's events (the guard's rule at struct ph_resolve_query):
+ * never inside px_dns_resolve, inside c-ares or inside px_dns_cancel.
+ * Queries still live at px_dns_free belong to connections that are gone
+ * with the worker; the guard frees its side, px_dns_free does not run their
+ * callbacks.
  */
-struct px_dns_query {
-    ph_resolve_query *q;
-    px_dns_cb cb;
-    void *arg;
-};
 
 /* ---- loop integration ---------------------------------------------------- */
 
@@ -120,36 +116,24 @@ static void loop_watch(void *arg, int fd, unsigned events)
 
 static void resolved_cb(void *arg, const ph_resolve_answer *ans)
 {
-    struct px_dns_query *pq = arg;
+    px_dns_query *pq = arg;
     if (!ans->from_cache)
         px_metrics_dns_latency((double)ans->elapsed_us / 1e6);
-    px_dns_cb cb = pq->cb;
-    void *cb_arg = pq->arg;
-    free(pq);
-    cb(ans, cb_arg);
+    pq->cb(ans, pq->arg); /* may free pq */
 }
 
-struct px_dns_query *px_dns_resolve(struct px_dns *d, const char *host, uint16_t port,
-                                    px_dns_cb cb, void *arg)
+bool px_dns_resolve(struct px_dns *d, px_dns_query *pq, const char *host, uint16_t port,
+                    px_dns_cb cb, void *arg)
 {
-    struct px_dns_query *pq = calloc(1, sizeof *pq);
-    if (pq == NULL)
-        return NULL;
     pq->cb = cb;
     pq->arg = arg;
-    if (ph_resolver_start(d->resolver, host, port, resolved_cb, pq, &pq->q, NULL) != PH_OK) {
-        free(pq);
-        return NULL;
-    }
-    return pq;
+    pq->q = NULL;
+    return ph_resolver_start(d->resolver, host, port, resolved_cb, pq, &pq->q, NULL) == PH_OK;
 }
 
-void px_dns_cancel(struct px_dns_query *pq)
+void px_dns_cancel(px_dns_query *pq)
 {
-    if (pq == NULL)
-        return;
     ph_resolver_cancel(pq->q);
-    free(pq);
 }
 
 ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dns **out,

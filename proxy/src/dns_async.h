@@ -3,6 +3,7 @@
 #ifndef PX_DNS_ASYNC_H
 #define PX_DNS_ASYNC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -11,7 +12,6 @@
 
 struct event_base;
 struct px_dns;
-struct px_dns_query;
 
 /* The answer is the guard's (pinhole/resolve.h): every address checked,
  * the query's port set, cached there. */
@@ -20,19 +20,25 @@ typedef void (*px_dns_cb)(const ph_resolve_answer *answer, void *arg);
 ph_status px_dns_new(struct event_base *base, const px_config *cfg, struct px_dns **out,
                      ph_diag *diag);
 void px_dns_free(struct px_dns **dns);
+/* One query: the caller's storage, owned by dns_async.c and the guard
+ * while live (rules at px_dns_resolve in dns_async.c and at struct
+ * ph_resolve_query in guard/src/resolver.c). */
+typedef struct px_dns_query {
+    ph_resolve_query *q;
+    px_dns_cb cb;
+    void *arg;
+} px_dns_query;
+
 /* Resolves host (canonical, never an IP literal: the guard's parsers have
- * refused those) A and AAAA for port. cb runs exactly once, always later,
+ * refused those) A and AAAA for port, the query in *pq (the caller's
+ * storage, live until cb starts or px_dns_cancel, whichever comes first;
+ * the caller may free it within cb). cb runs exactly once, always later,
  * from the worker's loop (never within this call, within c-ares or within
- * px_dns_cancel), unless the query is cancelled first. The query is owned
- * by dns_async.c and the guard (rules at struct px_dns_query and at
- * struct ph_resolve_query in guard/src/resolver.c):
- * the returned handle is valid until cb starts or px_dns_cancel, whichever
- * comes first; the caller forgets it in cb. NULL (cb will not run): out of
- * memory. */
-struct px_dns_query *px_dns_resolve(struct px_dns *dns, const char *host, uint16_t port,
-                                    px_dns_cb cb, void *arg);
-/* Frees the query; its callback will not run. q must be a live handle (or
- * NULL). */
-void px_dns_cancel(struct px_dns_query *q);
+ * px_dns_cancel), unless the query is cancelled first. False (cb will not
+ * run, *pq is not live): out of memory. */
+bool px_dns_resolve(struct px_dns *dns, px_dns_query *pq, const char *host, uint16_t port,
+                    px_dns_cb cb, void *arg);
+/* Cancels a live query; its callback will not run. */
+void px_dns_cancel(px_dns_query *pq);
 
 #endif

@@ -468,7 +468,10 @@ static void upstream_cb(void *arg, px_up_event ev, ph_reason reason, const char 
         return;
     case PX_UP_CONNECTED: {
         fwd_dest *d = &f->up_dest;
-        f->up = px_upstream_take(f->dial, &d->addr);
+        if ((f->up = px_upstream_take(f->dial, &d->addr)) == NULL) {
+            px_fwd_refuse(f, PH_REASON_PROXY_OVERLOADED, "out of memory", NULL);
+            return;
+        }
         snprintf(d->host, sizeof d->host, "%s", f->host);
         d->port = f->port;
         snprintf(d->tenant, sizeof d->tenant, "%s", f->grant.tenant);

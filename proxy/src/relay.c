@@ -21,7 +21,11 @@
  * same cap, and a direction that cannot get a pipe (no descriptors, or none
  * to spare beside the connections' reserve: px_limits_pipe_acquire) stays
  * on the buffer path. Small transactions never create pipes, so idle tunnels
- * and the descriptor budget are unaffected.
+ * and the descriptor budget are unaffected. A direction past that mark whose
+ * reads turn small again (an interactive session after a download: a
+ * splice read of less than SPLICE_SMALL) goes back to recv(2) and send(2)
+ * once its pipe is empty (two splices and a pipe per small message cost more
+ * than one copy), and to the pipe when a read fills its step again.
  *
  * Half-close: EOF from one side becomes shutdown(SHUT_WR) towards the other
  * once everything read before it has been written; the tunnel ends when both
@@ -56,6 +60,7 @@
 #include <event2/event.h>
 
 #include "config.h"
+#include "event_slot.h"
 #include "pinhole/clock.h"
 #include "proxy_limits.h"
 #include "relay.h"
@@ -67,6 +72,8 @@
 /* A direction switches to splice(2) after this many bytes (a transaction's
  * few bytes never create pipes; a bulk transfer soon does). */
 #define SPLICE_AFTER_BYTES (256 * 1024)
+/* A splice read smaller than this sends the direction back to recv(2). */
+#define SPLICE_SMALL 4096
 
 /* One read's bytes on their way through, per worker thread: reads larger
  * than this are a bulk transfer, which soon moves to splice(2). */
@@ -80,6 +87,7 @@ struct px_relay {
     int pipe[2][2];             /* splice(2) pipe of direction i, {-1,-1} until used */
     size_t piped[2];            /* bytes in that pipe (they follow buf[i]'s) */
     size_t pipe_cap[2];
+    bool copying[2];            /* direction i left its pipe for small reads */
     struct event_base *base;
     struct event *ev[2];        /* one per socket, for what watching[i] says (in ev_store) */
     short watching[2];          /* EV_READ / EV_WRITE wanted on side i's socket */
@@ -102,15 +110,11 @@ struct px_relay {
     void *gate_arg;
     size_t hold_cap;
     int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
-    /* ev[0], ev[1] and timer, EVENT_SLOT bytes each: one allocation per
+    /* ev[0], ev[1] and timer, PX_EVENT_SLOT bytes each: one allocation per
      * tunnel instead of four (an idle tunnel is mostly its events). */
     max_align_t ev_store[];
 };
 
-/* libevent's struct event, rounded up to keep each slot aligned. */
-#define EVENT_SLOT \
-    ((event_get_struct_event_size() + sizeof(max_align_t) - 1) / sizeof(max_align_t) * \
-     sizeof(max_align_t))
 
 static const char *side_error(int side)
 {
@@ -177,7 +181,7 @@ static bool use_splice(px_relay *r, int from)
 {
 #ifdef __linux__
     if (r->pipe[from][0] >= 0)
-        return true;
+        return !r->copying[from] || r->piped[from] > 0;
     if (*r->count[from] < SPLICE_AFTER_BYTES || !px_limits_pipe_acquire())
         return false;
     if (pipe2(r->pipe[from], O_NONBLOCK | O_CLOEXEC) != 0) {
@@ -341,6 +345,8 @@ static void read_side(px_relay *r, int from)
         n = splice(fd, NULL, r->pipe[from][1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n > 0)
             r->piped[from] += (size_t)n;
+        /* Small reads: back to recv(2) once the pipe is empty (flush). */
+        r->copying[from] = n > 0 && (size_t)n < SPLICE_SMALL;
 #else
         n = -1;
 #endif
@@ -352,6 +358,9 @@ static void read_side(px_relay *r, int from)
         if (room > sizeof scratch)
             room = sizeof scratch;
         n = recv(fd, scratch, room, 0);
+        /* A read that filled its step is bulk again: the pipe next time. */
+        if (n > 0 && (size_t)n == room)
+            r->copying[from] = false;
         if (n > 0 && !pass_on(r, from, scratch, (size_t)n))
             return;
     }
@@ -503,13 +512,13 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
                          const char *life_end, uint64_t *up, uint64_t *down,
                          px_relay_done_cb done, void *arg)
 {
-    px_relay *r = calloc(1, sizeof *r + 3 * EVENT_SLOT);
+    px_relay *r = calloc(1, sizeof *r + 3 * PX_EVENT_SLOT);
     if (r == NULL)
         return NULL;
     unsigned char *slot = (unsigned char *)r->ev_store;
     r->ev[0] = (struct event *)slot;
-    r->ev[1] = (struct event *)(slot + EVENT_SLOT);
-    r->timer = (struct event *)(slot + 2 * EVENT_SLOT);
+    r->ev[1] = (struct event *)(slot + PX_EVENT_SLOT);
+    r->timer = (struct event *)(slot + 2 * PX_EVENT_SLOT);
     /* The sockets' events are assigned (and added) by watch(); nothing is
      * watched yet. */
     for (int i = 0; i < 2; i++)

@@ -47,6 +47,7 @@
 
 #include "conn-int.h"
 #include "conn.h"
+#include "event_slot.h"
 #include "forward.h"
 #include "http1.h"
 #include "inspect.h"
@@ -309,7 +310,7 @@ static void start_relay(px_conn *c)
      * lease slot stay. */
     const char *life_end;
     long life = px_upstream_lifetime(c->up, &life_end);
-    struct bufferevent *ub = px_upstream_take(c->up, NULL);
+    int ufd = px_upstream_take_fd(c->up, NULL);
     px_upstream_stop(&c->up);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
@@ -327,12 +328,12 @@ static void start_relay(px_conn *c)
         t = NULL;
     }
     if (t == NULL) {
-        bufferevent_free(ub);
+        close(ufd);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
     }
-    c->relay = px_relay_start(c->w->base, c->fd, bufferevent_getfd(ub), h->head_buf + h->head_len,
+    c->relay = px_relay_start(c->w->base, c->fd, ufd, h->head_buf + h->head_len,
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,
                               c);
@@ -344,19 +345,15 @@ static void start_relay(px_conn *c)
                       inspect_gate, http_handoff, c);
     }
     if (c->relay == NULL) {
-        bufferevent_free(ub);
+        close(ufd);
         free(t);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
     }
-    /* The relay owns the sockets now: the upstream's leaves its bufferevent
-     * (whose connect event is deleted before the loop applies it), and the
-     * head phase goes (nothing of it is pending: the head was parsed, the
-     * dial ended, the timer and the client's read event are gone). */
-    bufferevent_disable(ub, EV_READ | EV_WRITE);
-    bufferevent_setfd(ub, -1);
-    bufferevent_free(ub);
+    /* The relay owns the sockets now, and the head phase goes (nothing of
+     * it is pending: the head was parsed, the dial ended, the timer and
+     * the client's read event are gone). */
     c->fd = -1;
     px_conn_head_free(&c->h);
     c->t = t;
@@ -425,13 +422,9 @@ static void decide(px_conn *c, const uint8_t *head, const ph_h1_head *req)
     c->rule_line = d.verdict.has_rule ? d.verdict.rule_line : 0;
     snprintf(h->rule_file, sizeof h->rule_file, "%s", d.verdict.rule_file);
 
-    /* Kept for rechecks after a reload (px_conn_recheck_all). */
-    if ((h->token = malloc(vlen + 1)) == NULL) {
-        px_conn_refuse_for(c, PH_REASON_PROXY_OVERLOADED, "out of memory");
-        return;
-    }
-    memcpy(h->token, value != NULL ? value : "", vlen);
-    h->token[vlen] = '\0';
+    /* Kept for rechecks after a reload (px_conn_recheck_all): the head's
+     * bytes stay until the tunnel packs its own copy. */
+    h->token = value != NULL ? value : "";
     h->token_len = vlen;
 
     /* The lease slot, then exactly this name resolved for this port (the
@@ -481,10 +474,36 @@ static void head_ev_cb(evutil_socket_t fd, short what, void *arg)
  * whole head at once and keep only a copy of its size. */
 static _Thread_local uint8_t head_scratch[HEAD_READ_MAX];
 
+static void head_timeout_cb(evutil_socket_t fd, short what, void *arg);
+
+/* The head phase, made at the first read with in[0..n) (the head_scratch)
+ * in it and room for cap bytes, its timer running until the head deadline
+ * (header_timeout_ms from accept). NULL when out of memory. */
+static conn_head *head_start(px_conn *c, const uint8_t *in, size_t n, size_t cap)
+{
+    conn_head *h = malloc(sizeof *h + PX_EVENT_SLOT + cap);
+    if (h == NULL)
+        return NULL;
+    memset(h, 0, sizeof *h);
+    h->timer = (struct event *)(unsigned char *)h->store;
+    h->head_buf = (uint8_t *)h->store + PX_EVENT_SLOT;
+    memcpy(h->head_buf, in, n);
+    h->head_got = n;
+    evtimer_assign(h->timer, c->w->base, head_timeout_cb, c);
+    int64_t left = c->w->cfg->header_timeout_ms - (ph_monotonic_ns() - c->started_ns) / 1000000;
+    if (left < 0)
+        left = 0;
+    struct timeval tv = { (time_t)(left / 1000), (suseconds_t)(left % 1000 * 1000) };
+    evtimer_add(h->timer, &tv);
+    c->h = h;
+    return h;
+}
+
 /* Parses the head read so far (in[0..n): head_buf, or the first read in
- * head_scratch, which is then kept in head_buf: of its own size when the
- * head is complete, HEAD_READ_MAX when the rest is still to come): decides
- * a complete head, refuses a bad one, waits for more of an incomplete one. */
+ * head_scratch, which is then kept in the head phase's head_buf: of its own
+ * size when the head is complete, HEAD_READ_MAX when the rest is still to
+ * come): decides a complete head, refuses a bad one, waits for more of an
+ * incomplete one. */
 static void head_parse(px_conn *c, const uint8_t *in, size_t n)
 {
     /* A head arriving in pieces is parsed only when ph_h1_head_scan says a
@@ -494,22 +513,19 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
     conn_head *h = c->h;
     ph_h1_head req;
     ph_h1_result st = PH_H1_INCOMPLETE;
-    size_t mark = h->head_len;
+    size_t mark = h != NULL ? h->head_len : 0;
     bool parse = ph_h1_head_scan(in, n, &mark) || n >= PH_H1_REQUEST_HEAD_MAX;
-    h->head_len = mark;
     if (parse) {
         px_metrics_head_parse();
         st = ph_h1_parse_request(in, n, &req);
     }
-    if (h->head_buf == NULL && n > 0) {
-        if ((h->head_buf = malloc(st == PH_H1_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
-            c->end = "out_of_memory";
-            px_conn_free(c);
-            return;
-        }
-        memcpy(h->head_buf, in, n);
-        h->head_got = n;
+    if (h == NULL &&
+        (h = head_start(c, in, n, st == PH_H1_INCOMPLETE ? HEAD_READ_MAX : n)) == NULL) {
+        c->end = "out_of_memory";
+        px_conn_free(c);
+        return;
     }
+    h->head_len = mark;
     const uint8_t *head = h->head_buf;
     if (px_forward_wants(head, h->head_got)) {
         forward_handoff(c);
@@ -553,10 +569,11 @@ static void head_parse(px_conn *c, const uint8_t *in, size_t n)
 static void head_read(px_conn *c)
 {
     conn_head *h = c->h;
-    uint8_t *to = h->head_buf != NULL ? h->head_buf + h->head_got : head_scratch;
-    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - h->head_got, 0);
+    size_t got = h != NULL ? h->head_got : 0;
+    uint8_t *to = h != NULL ? h->head_buf + got : head_scratch;
+    ssize_t r = recv(c->fd, to, HEAD_READ_MAX - got, 0);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-        if (h->head_got == 0)
+        if (h == NULL)
             head_parse(c, head_scratch, 0); /* nothing yet: arms the read event */
         return;
     }
@@ -565,7 +582,7 @@ static void head_read(px_conn *c)
         px_conn_free(c);
         return;
     }
-    if (h->head_buf == NULL) {
+    if (h == NULL) {
         head_parse(c, head_scratch, (size_t)r);
         return;
     }
@@ -585,22 +602,10 @@ void px_conn_accept(px_worker *w, int fd, const struct sockaddr *peer, int64_t a
     px_conn *c = px_conn_new(w, fd, peer);
     if (c == NULL)
         return;
-    /* fd is non-blocking already: evconnlistener accepts with SOCK_NONBLOCK. */
-    conn_head *h = c->h;
-    h->timer = evtimer_new(w->base, head_timeout_cb, c);
-    if (h->timer == NULL) {
-        c->end = "out_of_memory";
-        px_conn_free(c);
-        return;
-    }
-    /* One deadline from accept: a PROXY header read first spent some of it. */
-    long ms = w->cfg->header_timeout_ms;
-    if (accepted_ns != 0) {
+    /* One deadline from accept (head_start): a PROXY header read first
+     * spent some of it. fd is non-blocking already (accepted with
+     * SOCK_NONBLOCK). */
+    if (accepted_ns != 0)
         c->started_ns = accepted_ns;
-        int64_t spent = (ph_monotonic_ns() - accepted_ns) / 1000000;
-        ms = spent < ms ? ms - (long)spent : 0;
-    }
-    struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
-    evtimer_add(h->timer, &tv);
     head_read(c); /* may free c */
 }

@@ -3,25 +3,33 @@
  * answer order with a timer per address, the lifetime.
  *
  * One px_upstream per request (forward.c) or tunnel (tunnel.c), in two
- * forms behind one handle: while resolving and dialing it holds its live
- * state (up_live: the query, the checked answer, the timer, the connection
- * being tried); px_upstream_stop frees that and compacts the handle to what
- * the log and the slot need (the slot's key, the dialed and checked
- * strings, in one allocation), so an idle tunnel carries some sixty bytes
- * of it.
+ * forms behind one handle. While resolving and dialing it is one
+ * allocation: the handle, the slot's key, and its live state (up_live:
+ * the query, the checked answer and its text, the connection being tried
+ * as a plain non-blocking socket, its connect event and timer assigned in
+ * place), so a CONNECT's dial allocates nothing more. px_upstream_stop
+ * compacts it to what the log and the slot need (the slot's key, the
+ * dialed and checked strings, in one allocation), so an idle tunnel
+ * carries some sixty bytes of it.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "config.h"
+#include "event_slot.h"
 #include "dns_async.h"
 #include "proxy_limits.h"
 #include "reply.h"
@@ -29,23 +37,32 @@
 #include "upstream.h"
 #include "worker.h"
 
-/* From px_upstream_start to px_upstream_stop. */
+/* The checked addresses as text: PH_PINNED_MAX of them, space-separated. */
+#define CHECKED_MAX (PH_PINNED_MAX * (INET6_ADDRSTRLEN + 1) + 1)
+
+/* From px_upstream_start to px_upstream_stop, inside the px_upstream's own
+ * allocation (after its strings). */
 typedef struct up_live {
     px_worker *w;
     px_upstream_cb cb;
     void *arg;
-    struct px_dns_query *query;  /* live handle while resolving (dns_async.c rule) */
-    struct event *timer;         /* the connect timeout of the address being tried */
-    struct bufferevent *bev;     /* the connection being tried, then the connected one */
-    ph_pinned_addrs *addrs;      /* the checked answer, from PX_UP_RESOLVED on */
-    char *checked;               /* the checked addresses, for the log */
+    px_dns_query query;          /* live while resolving (dns_async.c rule) */
+    bool resolving;
+    struct event *timer;         /* the connect timeout of the address being tried (in ev_store) */
+    struct event *conn_ev;       /* the connect's completion: writable (in ev_store) */
+    int fd;                      /* the connection being tried, then the connected one; -1 */
+    bool has_addrs;              /* from PX_UP_RESOLVED on: addrs and checked */
+    ph_pinned_addrs addrs;       /* the checked answer */
     int64_t expires;             /* the grant's */
     int next, attempts, timeouts;
     char dialed[INET6_ADDRSTRLEN + 8];
+    char checked[CHECKED_MAX];   /* the checked addresses, for the log */
+    max_align_t ev_store[];      /* timer and conn_ev, PX_EVENT_SLOT bytes each */
 } up_live;
 
+
 struct px_upstream {
-    up_live *live;               /* NULL once stopped */
+    up_live *live;               /* NULL once stopped; else inside this allocation */
     bool lease_slot;
     uint8_t lease_off;           /* the lease's start in s (after the tenant's NUL) */
     uint8_t dialed_off;          /* stopped: the dialed string's start in s, 0 for none */
@@ -54,47 +71,45 @@ struct px_upstream {
                                   * dialed and checked strings, each NUL-terminated */
 };
 
+static void connect_event_cb(evutil_socket_t fd, short what, void *arg);
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg);
+
 /* The refusal, last: the callback may free u. */
 static void refused(px_upstream *u, ph_reason reason, const char *detail)
 {
     u->live->cb(u->live->arg, PX_UP_REFUSED, reason, detail);
 }
 
-/* "a1 a2 ..." (addresses only, in answer order): what the guard checked and
- * the dial may try. NULL when out of memory. */
-static char *format_checked(const ph_pinned_addrs *a)
+/* "a1 a2 ..." (addresses only, in answer order) into out[CHECKED_MAX]:
+ * what the guard checked and the dial may try. */
+static void format_checked(const ph_pinned_addrs *a, char *out)
 {
-    size_t cap = a->count * (INET6_ADDRSTRLEN + 1) + 1, n = 0;
-    char *s = malloc(cap);
-    if (s == NULL)
-        return NULL;
-    s[0] = '\0';
-    for (size_t i = 0; i < a->count; i++) {
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < a->count && i < PH_PINNED_MAX; i++) {
         char one[INET6_ADDRSTRLEN];
         if (ph_pinned_addr_string(a, i, one, sizeof one) != PH_OK)
             one[0] = '\0';
-        n += (size_t)snprintf(s + n, cap - n, "%s%s", i ? " " : "", one);
+        n += (size_t)snprintf(out + n, CHECKED_MAX - n, "%s%s", i ? " " : "", one);
     }
-    return s;
 }
 
 static void resolved(const ph_resolve_answer *a, void *arg)
 {
     px_upstream *u = arg;
     up_live *l = u->live;
-    l->query = NULL;
+    l->resolving = false;
     /* The guard checked every address; any denied one refused the answer
      * (a mixed answer is the DNS-rebinding case). */
     if (a->reason != PH_REASON_ALLOWED) {
         refused(u, a->reason, a->detail);
         return;
     }
-    if ((l->addrs = malloc(sizeof *l->addrs)) == NULL) {
-        refused(u, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
-        return;
-    }
-    *l->addrs = a->addrs;
-    l->checked = format_checked(&a->addrs);
+    l->addrs = a->addrs;
+    if (l->addrs.count > PH_PINNED_MAX)
+        l->addrs.count = PH_PINNED_MAX;
+    format_checked(&l->addrs, l->checked);
+    l->has_addrs = true;
     l->cb(l->arg, PX_UP_RESOLVED, PH_REASON_ALLOWED, NULL);
 }
 
@@ -110,14 +125,21 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     }
     const ph_grant *g = &d->grant;
     size_t tl = strlen(g->tenant), ll = strlen(g->lease);
-    px_upstream *u = calloc(1, sizeof *u + tl + 1 + ll + 1);
-    up_live *l = u != NULL ? calloc(1, sizeof *l) : NULL;
-    if (l == NULL) {
-        free(u);
+    /* One allocation: the handle and its strings, then the live state. */
+    size_t at = (sizeof(px_upstream) + tl + 1 + ll + 1 + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
+                sizeof(max_align_t);
+    px_upstream *u = malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
+    if (u == NULL) {
         *reason = PH_REASON_PROXY_OVERLOADED;
         *detail = "out of memory";
         return NULL;
     }
+    memset(u, 0, sizeof *u);
+    up_live *l = (up_live *)((unsigned char *)u + at);
+    memset(l, 0, sizeof *l);
+    l->timer = (struct event *)(unsigned char *)l->ev_store;
+    l->conn_ev = (struct event *)((unsigned char *)l->ev_store + PX_EVENT_SLOT);
+    l->fd = -1;
     u->live = l;
     l->w = w;
     l->cb = cb;
@@ -128,17 +150,18 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     memcpy(u->s + u->lease_off, g->lease, ll + 1);
     /* The per-lease limit (from the grant): the proxy's own resource. */
     if (!px_limits_lease_acquire(u->s, u->s + u->lease_off, w->cfg->max_connections_per_lease)) {
-        free(l);
         free(u);
         *reason = PH_REASON_LIMIT_EXCEEDED;
         *detail = "too many connections for this lease";
         return NULL;
     }
     u->lease_slot = true;
+    evtimer_assign(l->timer, w->base, connect_timeout_cb, u);
+    event_assign(l->conn_ev, w->base, -1, 0, connect_event_cb, u);
     /* What the decision said comes next (d->next == PH_NEXT_RESOLVE):
      * exactly this name, for this port (the answer comes from the loop). */
-    l->query = px_dns_resolve(w->dns, d->verdict.host, d->verdict.port, resolved, u);
-    if (l->query == NULL) {
+    l->resolving = px_dns_resolve(w->dns, &l->query, d->verdict.host, d->verdict.port, resolved, u);
+    if (!l->resolving) {
         px_upstream_free(&u);
         *reason = PH_REASON_DNS_FAILURE;
         *detail = "out of memory";
@@ -149,26 +172,43 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
 
 /* ---- dial ---------------------------------------------------------------- */
 
+/* Closes the connection being tried (its event deleted first). */
+static void drop_attempt(up_live *l)
+{
+    event_del(l->conn_ev);
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+}
+
 static void connected(px_upstream *u)
 {
     up_live *l = u->live;
     evtimer_del(l->timer);
-    px_set_nodelay(l->bev);
+    event_del(l->conn_ev);
+    /* Tunnels and forwarded requests carry interactive protocols (TLS
+     * handshakes, request and response): no Nagle delay on top of the
+     * peer's own. */
+    int one = 1;
+    (void)setsockopt(l->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     l->cb(l->arg, PX_UP_CONNECTED, PH_REASON_ALLOWED, NULL);
 }
 
 static void dial_next(px_upstream *u);
 
-static void connect_event_cb(struct bufferevent *b, short what, void *arg)
+/* The connect in progress ended: writable once connected, or with the
+ * error in SO_ERROR. */
+static void connect_event_cb(evutil_socket_t fd, short what, void *arg)
 {
-    (void)b;
+    (void)what;
     px_upstream *u = arg;
-    if (what & BEV_EVENT_CONNECTED) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
         connected(u);
         return;
     }
-    bufferevent_free(u->live->bev);
-    u->live->bev = NULL;
+    drop_attempt(u->live);
     dial_next(u);
 }
 
@@ -178,8 +218,7 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     px_upstream *u = arg;
     u->live->timeouts++;
-    bufferevent_free(u->live->bev);
-    u->live->bev = NULL;
+    drop_attempt(u->live);
     dial_next(u);
 }
 
@@ -193,34 +232,47 @@ static bool connected_at_once(int fd)
     return poll(&p, 1, 0) == 1 && (p.revents & (POLLOUT | POLLERR | POLLHUP)) == POLLOUT;
 }
 
+/* A non-blocking connect to sa started (or done): the socket, or -1. */
+static int connect_start(const struct sockaddr *sa, socklen_t len)
+{
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, sa, len) != 0 && errno != EINPROGRESS && errno != EINTR) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void dial_next(px_upstream *u)
 {
     up_live *l = u->live;
     const px_config *cfg = l->w->cfg;
-    while (l->addrs != NULL && (size_t)l->next < l->addrs->count) {
+    while (l->has_addrs && (size_t)l->next < l->addrs.count) {
         int i = l->next++;
-        const struct sockaddr *sa = (const struct sockaddr *)&l->addrs->addr[i];
+        const struct sockaddr *sa = (const struct sockaddr *)&l->addrs.addr[i];
         ph_sockaddr_text(sa, l->dialed, sizeof l->dialed);
         l->attempts++;
-        l->bev = bufferevent_socket_new(l->w->base, -1, BEV_OPT_CLOSE_ON_FREE);
-        if (l->bev == NULL)
-            break;
-        bufferevent_setcb(l->bev, NULL, NULL, connect_event_cb, u);
+        /* The address was checked; connect to exactly it, no name lookup. */
+        if ((l->fd = connect_start(sa, l->addrs.addr_len[i])) < 0)
+            continue;
         struct timeval tv = { cfg->connect_timeout_ms / 1000,
                               (cfg->connect_timeout_ms % 1000) * 1000 };
         /* The previous address's timer may still be pending (its connect
          * failed before the timer fired): re-adding replaces it. */
         evtimer_add(l->timer, &tv);
-        /* The address was checked; connect to exactly it, no name lookup. */
-        if (bufferevent_socket_connect(l->bev, sa, (int)l->addrs->addr_len[i]) == 0) {
-            if (connected_at_once(bufferevent_getfd(l->bev)))
-                connected(u); /* may free u */
+        if (connected_at_once(l->fd)) {
+            connected(u); /* may free u */
             return;
         }
-        evtimer_del(l->timer);
-        bufferevent_free(l->bev);
-        l->bev = NULL;
+        event_assign(l->conn_ev, l->w->base, l->fd, EV_WRITE, connect_event_cb, u);
+        if (event_add(l->conn_ev, NULL) == 0)
+            return;
+        drop_attempt(l);
     }
+    /* No address left: nothing may fire for this dial any more. */
+    evtimer_del(l->timer);
     l->dialed[0] = '\0';
     char detail[PH_DIAG_MESSAGE_MAX];
     if (l->attempts > 0 && l->timeouts == l->attempts) {
@@ -236,16 +288,9 @@ static void dial_next(px_upstream *u)
 void px_upstream_dial(px_upstream *u)
 {
     up_live *l = u->live;
-    if (l->bev != NULL) {
-        bufferevent_free(l->bev);
-        l->bev = NULL;
-    }
+    evtimer_del(l->timer);
+    drop_attempt(l);
     l->next = l->attempts = l->timeouts = 0;
-    if (l->timer == NULL &&
-        (l->timer = evtimer_new(l->w->base, connect_timeout_cb, u)) == NULL) {
-        refused(u, PH_REASON_UPSTREAM_UNREACHABLE, "out of memory");
-        return;
-    }
     dial_next(u);
 }
 
@@ -265,39 +310,43 @@ static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_st
 bool px_upstream_is_checked(const px_upstream *u, const struct sockaddr_storage *addr)
 {
     const up_live *l = u->live;
-    for (size_t i = 0; l != NULL && l->addrs != NULL && i < l->addrs->count; i++)
-        if (same_addr(&l->addrs->addr[i], addr))
+    for (size_t i = 0; l != NULL && l->has_addrs && i < l->addrs.count; i++)
+        if (same_addr(&l->addrs.addr[i], addr))
             return true;
     return false;
+}
+
+int px_upstream_take_fd(px_upstream *u, struct sockaddr_storage *addr)
+{
+    up_live *l = u->live;
+    int fd = l->fd;
+    l->fd = -1;
+    if (addr != NULL)
+        *addr = l->addrs.addr[l->next - 1];
+    return fd;
 }
 
 struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *addr)
 {
     up_live *l = u->live;
-    struct bufferevent *b = l->bev;
-    l->bev = NULL;
-    if (addr != NULL)
-        *addr = l->addrs->addr[l->next - 1];
-    bufferevent_setcb(b, NULL, NULL, NULL, NULL);
+    struct bufferevent *b = bufferevent_socket_new(l->w->base, l->fd, BEV_OPT_CLOSE_ON_FREE);
+    if (b == NULL)
+        return NULL; /* the socket stays the px_upstream's */
+    (void)px_upstream_take_fd(u, addr);
     return b;
 }
 
-/* Frees the live state (the callback does not run afterwards). */
-static void live_free(up_live **lp)
+/* Ends the live state (the callback does not run afterwards); l itself is
+ * part of its px_upstream's allocation. */
+static void live_end(up_live *l)
 {
-    up_live *l = *lp;
-    if (l == NULL)
-        return;
-    if (l->query != NULL)
-        px_dns_cancel(l->query);
-    if (l->timer != NULL)
-        event_free(l->timer);
-    if (l->bev != NULL)
-        bufferevent_free(l->bev);
-    free(l->addrs);
-    free(l->checked);
-    free(l);
-    *lp = NULL;
+    if (l->resolving)
+        px_dns_cancel(&l->query);
+    l->resolving = false;
+    evtimer_del(l->timer);
+    drop_attempt(l);
+    event_debug_unassign(l->timer);
+    event_debug_unassign(l->conn_ev);
 }
 
 void px_upstream_stop(px_upstream **up)
@@ -306,26 +355,26 @@ void px_upstream_stop(px_upstream **up)
     up_live *l = u->live;
     if (l == NULL)
         return;
+    live_end(l);
+    u->live = NULL;
     /* The compact form: the key, then the log's strings. Out of memory:
      * the old form without them (the log line goes without). */
     size_t key = u->lease_off + strlen(u->s + u->lease_off) + 1;
     size_t dl = l->dialed[0] ? strlen(l->dialed) + 1 : 0;
-    size_t cl = l->checked != NULL ? strlen(l->checked) + 1 : 0;
+    size_t cl = l->has_addrs ? strlen(l->checked) + 1 : 0;
     px_upstream *c = key + dl + cl <= UINT16_MAX ? malloc(sizeof *c + key + dl + cl) : NULL;
-    if (c != NULL) {
-        *c = *u;
-        memcpy(c->s, u->s, key);
-        c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
-        if (c->dialed_off)
-            memcpy(c->s + key, l->dialed, dl);
-        c->checked_off = cl ? (uint16_t)(key + dl) : 0;
-        if (cl)
-            memcpy(c->s + key + dl, l->checked, cl);
-        free(u);
-        *up = u = c;
-    }
-    u->live = NULL;
-    live_free(&l);
+    if (c == NULL)
+        return;
+    *c = *u;
+    memcpy(c->s, u->s, key);
+    c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
+    if (c->dialed_off)
+        memcpy(c->s + key, l->dialed, dl);
+    c->checked_off = cl ? (uint16_t)(key + dl) : 0;
+    if (cl)
+        memcpy(c->s + key + dl, l->checked, cl);
+    free(u); /* l with it */
+    *up = c;
 }
 
 void px_upstream_free(px_upstream **up)
@@ -333,7 +382,8 @@ void px_upstream_free(px_upstream **up)
     px_upstream *u = *up;
     if (u == NULL)
         return;
-    live_free(&u->live);
+    if (u->live != NULL)
+        live_end(u->live);
     if (u->lease_slot)
         px_limits_lease_release(u->s, u->s + u->lease_off);
     free(u);
@@ -350,7 +400,7 @@ const char *px_upstream_dialed(const px_upstream *u)
 const char *px_upstream_checked(const px_upstream *u)
 {
     if (u->live != NULL)
-        return u->live->checked;
+        return u->live->has_addrs ? u->live->checked : NULL;
     return u->checked_off ? u->s + u->checked_off : NULL;
 }
 

@@ -14,11 +14,11 @@
  *                       upstream) or calls px_upstream_dial
  *   px_upstream_dial    each checked address in answer order, each under
  *                       connect_timeout_ms, never re-resolving
- *   PX_UP_CONNECTED     px_upstream_take hands over the connected socket's
- *                       bufferevent (TCP_NODELAY set; a connect that
- *                       completed inside connect(2), as on a near upstream,
- *                       is delivered at once, and the bufferevent still
- *                       reports BEV_EVENT_CONNECTED once, at its first write)
+ *   PX_UP_CONNECTED     px_upstream_take_fd hands over the connected socket
+ *                       (px_upstream_take, the same in a bufferevent);
+ *                       TCP_NODELAY set; a connect that completed inside
+ *                       connect(2), as on a near upstream, is delivered at
+ *                       once
  *   PX_UP_REFUSED       reason and detail: dns_failure, dns_timeout,
  *                       denied_address (the resolver's), upstream_timeout
  *                       (every address timed out), upstream_unreachable
@@ -47,7 +47,7 @@ typedef struct px_upstream px_upstream;
 
 typedef enum px_up_event {
     PX_UP_RESOLVED,  /* checked addresses ready: px_upstream_dial, or a connection of the caller's */
-    PX_UP_CONNECTED, /* px_upstream_take the connected bufferevent */
+    PX_UP_CONNECTED, /* px_upstream_take(_fd) the connected socket */
     PX_UP_REFUSED,   /* reason and detail say why; nothing is pending any more */
 } px_up_event;
 
@@ -70,8 +70,12 @@ px_upstream *px_upstream_start(struct px_worker *w, const ph_decision *d, px_ups
 void px_upstream_dial(px_upstream *u);
 /* True when addr's address (not its port) is one of the checked ones. */
 bool px_upstream_is_checked(const px_upstream *u, const struct sockaddr_storage *addr);
-/* After PX_UP_CONNECTED: the connected socket's bufferevent (callbacks
- * cleared), now the caller's; *addr (may be NULL) the address dialed. */
+/* After PX_UP_CONNECTED: the connected socket (non-blocking, close on
+ * exec), now the caller's; *addr (may be NULL) the address dialed. */
+int px_upstream_take_fd(px_upstream *u, struct sockaddr_storage *addr);
+/* px_upstream_take_fd with the socket in a new bufferevent (closing it when
+ * freed), now the caller's; NULL when out of memory (the socket then stays
+ * the px_upstream's, closed with it). */
 struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *addr);
 /* Stops resolving or dialing (the callback does not run afterwards) and
  * frees the answer, the timer and any connection being tried; the slot and

@@ -29,6 +29,18 @@ if(TARGET pinhole-proxy-testloopback)
     endforeach()
 endif()
 
+# System calls and heap allocations per CONNECT, counted with strace and
+# bench_proxy's preloaded allocation counter (which a sanitizer build cannot
+# preload: none there).
+if(TARGET pinhole-proxy-testloopback AND PINHOLE_BUILD_BENCH AND NOT PINHOLE_SANITIZE)
+    ph_add_script_test(NAME proxy.connect_counts
+        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/connect_counts.sh
+            $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+            $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
+        LABELS e2e)
+    set_tests_properties(proxy.connect_counts PROPERTIES TIMEOUT 120)
+endif()
+
 # The parity helper: the guard's verdict and the proxy's on one corpus.
 if(TARGET pinhole-proxy-testloopback)
     add_executable(proxy_parity ${CMAKE_CURRENT_SOURCE_DIR}/proxy_parity.c

@@ -1,5 +1,6 @@
 """tunnel_http.py - HTTP/1 in clear inside a CONNECT tunnel, for
-e2e_tunnel_inspect.sh's raw clients (imported: PYTHONPATH is this directory).
+e2e_tunnel_inspect.sh's raw clients and connect_counts.sh's (imported:
+PYTHONPATH is this directory).
 """
 import socket
 
