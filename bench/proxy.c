@@ -946,21 +946,22 @@ static pid_t start_squid(const char *dir, int port)
 
 /* ---- heap allocations per transaction ---------------------------------------- */
 
-static pid_t start_pinhole(const char *path, const char *dir, const char *workers, int *port);
+static pid_t start_pinhole(const char *path, const char *dir, int idx, const char *workers,
+                           int *port);
 
 /* The proxy's heap allocations (libbench_alloc_count.so preloaded: malloc,
  * calloc, realloc and the aligned ones) after `n` sequential transactions
  * of one client; -1 when it did not start or wrote no count. A warm-up
  * transaction fills the DNS cache first; the process exits (SIGTERM) and
  * the counter writes its totals, start-up and shutdown included. */
-static long alloc_total(const char *path, const char *dir, const char *workers, int n)
+static long alloc_total(const char *path, const char *dir, int idx, const char *workers, int n)
 {
     char out[600];
     snprintf(out, sizeof out, "%s/allocs-%d.txt", dir, n);
     setenv("LD_PRELOAD", PX_ALLOC_COUNT, 1);
     setenv("PH_ALLOC_COUNT_OUT", out, 1);
     int port = 0;
-    pid_t pid = start_pinhole(path, dir, workers, &port);
+    pid_t pid = start_pinhole(path, dir, idx, workers, &port);
     unsetenv("LD_PRELOAD");
     unsetenv("PH_ALLOC_COUNT_OUT");
     if (pid <= 0)
@@ -984,10 +985,11 @@ static long alloc_total(const char *path, const char *dir, const char *workers, 
  * served n + 1 sequential transactions and one that served 1 (the same
  * start-up, DNS warm-up and shutdown), over n. A count, not a time: the
  * machine's load does not move it. */
-static void alloc_counts(const char *name, const char *path, int n, const char *dir,
+static void alloc_counts(const char *name, const char *path, int idx, int n, const char *dir,
                          const char *workers)
 {
-    long few = alloc_total(path, dir, workers, 0), many = alloc_total(path, dir, workers, n);
+    long few = alloc_total(path, dir, idx, workers, 0);
+    long many = alloc_total(path, dir, idx, workers, n);
     if (few < 0 || many < 0) {
         printf("allocations per tx  %s: no count (the counted proxy failed)\n", name);
         return;
@@ -1446,7 +1448,7 @@ int main(int argc, char **argv)
     for (int p = 0; sys_n > 0 && p < nproxies; p++)
         syscall_counts(&px_t[p], sys_n, dir);
     for (int p = 0; alloc_n > 0 && p < nproxies; p++)
-        alloc_counts(px_t[p].name, proxy_paths[p], alloc_n, dir, workers);
+        alloc_counts(px_t[p].name, proxy_paths[p], p, alloc_n, dir, workers);
     if (counts_only) {
         for (int p = 0; p < nproxies; p++)
             kill(px_t[p].pid, SIGTERM), waitpid(px_t[p].pid, NULL, 0);
