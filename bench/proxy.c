@@ -1244,27 +1244,33 @@ static void usage(FILE *f)
 }
 
 /* Compiles the bench's allowlist into dir/t<idx>.ptab for the proxy binary
- * `path` with the policyc of its own build tree (<tree>/policyc/policyc
- * beside <tree>/proxy/), so an A/B against an older revision reads a table
- * of its own format; this tree's policyc when there is none. 0 or -1. */
+ * `path` with its own revision's policyc and allowlist when it was built by
+ * `scripts/bench.sh --ab` (REV/build/proxy/ beside REV/build/policyc/ and
+ * REV/src/), so an A/B against an older revision reads a table of its own
+ * format and rule syntax; this tree's otherwise. 0 or -1. */
 static int compile_table(const char *path, const char *dir, int idx)
 {
-    char pc[600], cmd[2048];
-    snprintf(pc, sizeof pc, "%s", path);
-    char *slash = strrchr(pc, '/');
-    if (slash != NULL) {
+    char tree[600], pc[700], yaml[700], cmd[2048];
+    snprintf(tree, sizeof tree, "%s", path);
+    for (int up = 0; up < 3; up++) { /* REV/build/proxy/pinhole-proxy... -> REV */
+        char *slash = strrchr(tree, '/');
+        if (slash == NULL) {
+            tree[0] = '\0';
+            break;
+        }
         *slash = '\0';
-        slash = strrchr(pc, '/');
     }
-    if (slash != NULL)
-        snprintf(slash, sizeof pc - (size_t)(slash - pc), "/policyc/policyc");
-    if (slash == NULL || access(pc, X_OK) != 0)
+    snprintf(pc, sizeof pc, "%s/build/policyc/policyc", tree);
+    snprintf(yaml, sizeof yaml, "%s/src/tests/proxy/data/e2e-allowlist.yaml", tree);
+    if (tree[0] == '\0' || access(pc, X_OK) != 0 || access(yaml, R_OK) != 0) {
         snprintf(pc, sizeof pc, "%s", PX_POLICYC);
-    snprintf(cmd, sizeof cmd,
-             "%s compile %s/tests/proxy/data/e2e-allowlist.yaml -o %s/t%d.ptab >/dev/null 2>&1",
-             pc, PH_SOURCE_DIR, dir, idx);
-    if (system(cmd) != 0)
+        snprintf(yaml, sizeof yaml, "%s/tests/proxy/data/e2e-allowlist.yaml", PH_SOURCE_DIR);
+    }
+    snprintf(cmd, sizeof cmd, "%s compile %s -o %s/t%d.ptab >/dev/null 2>&1", pc, yaml, dir, idx);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "bench_proxy: %s could not compile %s\n", pc, yaml);
         return -1;
+    }
     if (geteuid() == 0) {
         snprintf(cmd, sizeof cmd, "chown nobody %s/t%d.ptab", dir, idx);
         if (system(cmd) != 0)

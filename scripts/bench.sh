@@ -8,7 +8,7 @@
 # revision REV (A; exported with git archive and built as a release build in
 # build/ab/REV, once) against this tree's (B, from BUILD_DIR), the same
 # rounds interleaved; each proxy reads a table its own revision's policyc
-# compiled. Extra bench_proxy options may follow in BENCH_AB_ARGS.
+# compiled from its own revision's allowlist. Extra bench_proxy options may follow in BENCH_AB_ARGS.
 #
 # bench_artifacts' S3 rows need an object store: without PH_BENCH_S3_CONFIG,
 # a single-node Ceph RGW is brought up for the run (scripts/start-ceph-rgw.sh,
