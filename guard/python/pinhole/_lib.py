@@ -329,6 +329,7 @@ def _declare(lib):
         "ph_abi_struct_size": (c_size_t, [c_char_p]),
         "ph_abi_field_offset": (c_size_t, [c_char_p, c_char_p]),
         "ph_strerror": (c_char_p, [c_int]),
+        "ph_sockaddr_addr_text": (None, [c_void_p, c_char_p, c_size_t]),
         "ph_reason_code": (c_char_p, [c_int]),
         "ph_reason_http_status": (c_int, [c_int]),
         "ph_build_is_test_loopback": (ctypes.c_bool, []),

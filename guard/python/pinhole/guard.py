@@ -110,15 +110,16 @@ Address.__doc__ = ("One checked address: family (socket.AF_INET or AF_INET6), ho
 
 
 def _sockaddr_to_address(ss, length):
-    raw = ctypes.string_at(ctypes.addressof(ss), length)
+    """The Address of a sockaddr the library filled: its text is the library's
+    (ph_sockaddr_addr_text), the port read in network order."""
     family = ss.ss_family
-    if family == socket.AF_INET and length >= 8:
-        port = struct.unpack("!H", raw[2:4])[0]
-        return Address(socket.AF_INET, socket.inet_ntop(socket.AF_INET, raw[4:8]), port)
-    if family == socket.AF_INET6 and length >= 24:
-        port = struct.unpack("!H", raw[2:4])[0]
-        return Address(socket.AF_INET6, socket.inet_ntop(socket.AF_INET6, raw[8:24]), port)
-    raise GuardError("internal", "address of unknown family %d" % family)
+    if not ((family == socket.AF_INET and length >= 8) or
+            (family == socket.AF_INET6 and length >= 24)):
+        raise GuardError("internal", "address of unknown family %d" % family)
+    text = ctypes.create_string_buffer(64)
+    _lib.lib().ph_sockaddr_addr_text(ctypes.addressof(ss), text, len(text))
+    port = struct.unpack("!H", ctypes.string_at(ctypes.addressof(ss) + 2, 2))[0]
+    return Address(socket.AddressFamily(family), text.value.decode("ascii"), port)
 
 
 def _addresses(pinned):
