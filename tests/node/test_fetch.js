@@ -219,6 +219,30 @@ test("the caller's redirect mode 'manual' or 'error' is stricter and kept", asyn
   assert.equal(rec.bytes - before, 0);
 });
 
+test("an init's members read from its prototype (a class's accessors) are fetch's: method, body, redirect", async () => {
+  // fetch reads init.method, init.body, init.redirect wherever init has
+  // them; a class keeps its accessors on its prototype, where for...in
+  // does not look. Neither is the GET of a URL with headers and a signal.
+  class Post {
+    get method() { return 'POST'; }
+    get body() { return 'a body'; }
+  }
+  class Manual {
+    get redirect() { return 'manual'; }
+  }
+  const f = guardedFetch(guard, 'default');
+  const start = other.seen.length;
+  const res = await f(`http://other.${D}:${other.port}/seen`, new Post());
+  assert.equal(await res.text(), 'other');
+  assert.equal(other.seen[start].method, 'POST');
+  assert.equal(other.seen[start].headers['content-length'], '6');
+  const before = rec.bytes;
+  const r = await f(`http://app.${D}:${app.port}/to-literal`, new Manual());
+  assert.equal(r.status, 307);
+  await settle();
+  assert.equal(rec.bytes - before, 0);
+});
+
 test('hostile: a redirect chain over the hop limit is refused: redirect_limit', async () => {
   const f = guardedFetch(guard, 'default', { maxRedirects: 3 });
   const start = app.seen.length;
