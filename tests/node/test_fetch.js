@@ -462,6 +462,18 @@ test('a reload re-decides the next request, even on a kept-alive connection', as
   }
 });
 
+test("admit, decide and resolve without their list throw; admit never answers allowed for it", () => {
+  // admit's undefined is its "allowed": a call the addon could not decide
+  // must throw, not return.
+  const n = guard._native;
+  assert.throws(() => n.admit(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.admit(), TypeError);
+  assert.throws(() => n.decide(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.resolve(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.admit(`http://unlisted.${D}/`, 'default'),
+    (e) => e instanceof PinholeError && e.reason === 'not_allowlisted');
+});
+
 test('the guard refuses what is not on the list and reloads', () => {
   const d = guard.decide(`http://unlisted.${D}/`, 'default');
   assert.equal(d.allowed, false);
