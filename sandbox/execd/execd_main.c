@@ -317,9 +317,34 @@ static int g_state_lock_dir_fd = -1;
 static int lock_state_dir(const char *dir)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd < 0 ? -1
-                      : openat(dfd, "execd.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int err = errno;
+    int fd = -1, rc = -1, err = errno;
+    /* The lock held must be on the file the name holds once it is held: a
+     * daemon stopping unlinks the file it locked (unlock_state_dir), so one
+     * that opened that file just before the unlink gets its lock once the
+     * stopping daemon exits, on a file no longer in the directory, while a
+     * third daemon creates and locks a new one: two daemons on one state
+     * directory. Such a lock is dropped and the file the name now holds is
+     * locked instead. */
+    for (int tries = 0; dfd >= 0 && tries < 100; tries++) {
+        fd = openat(dfd, "execd.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            err = errno;
+            break;
+        }
+        while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
+            ;
+        err = errno;
+        struct stat held, named;
+        if (rc != 0 ||
+            (fstat(fd, &held) == 0 &&
+             fstatat(dfd, "execd.lock", &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+             held.st_dev == named.st_dev && held.st_ino == named.st_ino))
+            break;
+        close(fd); /* unlinked or replaced since it was opened */
+        fd = -1;
+        rc = -1;
+        err = EAGAIN;
+    }
     if (fd < 0 && dfd >= 0)
         close(dfd);
     if (fd < 0) {
@@ -327,14 +352,10 @@ static int lock_state_dir(const char *dir)
                 strerror(err));
         return XD_EXIT_OS;
     }
-    int rc;
-    while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
-        ;
     if (rc == 0) {
         g_state_lock_dir_fd = dfd;
         return 0; /* fd stays open: the lock lasts as long as the daemon */
     }
-    err = errno;
     close(fd);
     close(dfd);
     if (err != EWOULDBLOCK) {

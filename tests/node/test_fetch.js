@@ -219,6 +219,30 @@ test("the caller's redirect mode 'manual' or 'error' is stricter and kept", asyn
   assert.equal(rec.bytes - before, 0);
 });
 
+test("an init's members read from its prototype (a class's accessors) are fetch's: method, body, redirect", async () => {
+  // fetch reads init.method, init.body, init.redirect wherever init has
+  // them; a class keeps its accessors on its prototype, where for...in
+  // does not look. Neither is the GET of a URL with headers and a signal.
+  class Post {
+    get method() { return 'POST'; }
+    get body() { return 'a body'; }
+  }
+  class Manual {
+    get redirect() { return 'manual'; }
+  }
+  const f = guardedFetch(guard, 'default');
+  const start = other.seen.length;
+  const res = await f(`http://other.${D}:${other.port}/seen`, new Post());
+  assert.equal(await res.text(), 'other');
+  assert.equal(other.seen[start].method, 'POST');
+  assert.equal(other.seen[start].headers['content-length'], '6');
+  const before = rec.bytes;
+  const r = await f(`http://app.${D}:${app.port}/to-literal`, new Manual());
+  assert.equal(r.status, 307);
+  await settle();
+  assert.equal(rec.bytes - before, 0);
+});
+
 test('hostile: a redirect chain over the hop limit is refused: redirect_limit', async () => {
   const f = guardedFetch(guard, 'default', { maxRedirects: 3 });
   const start = app.seen.length;
@@ -436,6 +460,18 @@ test('a reload re-decides the next request, even on a kept-alive connection', as
     await f.agent.close();
     g.close();
   }
+});
+
+test("admit, decide and resolve without their list throw; admit never answers allowed for it", () => {
+  // admit's undefined is its "allowed": a call the addon could not decide
+  // must throw, not return.
+  const n = guard._native;
+  assert.throws(() => n.admit(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.admit(), TypeError);
+  assert.throws(() => n.decide(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.resolve(`http://unlisted.${D}/`), TypeError);
+  assert.throws(() => n.admit(`http://unlisted.${D}/`, 'default'),
+    (e) => e instanceof PinholeError && e.reason === 'not_allowlisted');
 });
 
 test('the guard refuses what is not on the list and reloads', () => {

@@ -77,6 +77,14 @@ ph_add_script_test(NAME execd.sigterm_at_start
             $<TARGET_FILE:pinhole-execd>)
 set_tests_properties(execd.sigterm_at_start PROPERTIES TIMEOUT 120)
 
+# A daemon whose flock of execd.lock comes after another's clean stop
+# removed that file is refused when a third took the new one (strace holds
+# its flock back; skipped without strace).
+ph_add_script_test(NAME execd.lock_after_a_stop
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/lock_after_a_stop.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.lock_after_a_stop PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
 # Disconnect kills the command inside gVisor too (skipped without runsc).
 ph_add_script_test(NAME execd.disconnect_gvisor
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/disconnect_gvisor.py

@@ -349,8 +349,14 @@ class DeadlineHandler {
   onRequestSent() { return this.handler.onRequestSent?.(); }
 }
 
+/* Whether init is a plain object holding headers and signal only. fetch
+ * reads a member wherever init has it (its prototype's accessors too: a
+ * class's, which for...in does not list), so anything but a plain object
+ * is read through a Request. */
 function onlyHeadersAndSignal(init) {
-  for (const k in init) {
+  const proto = Object.getPrototypeOf(init);
+  if (proto !== Object.prototype && proto !== null) return false;
+  for (const k of Reflect.ownKeys(init)) {
     if (k !== 'headers' && k !== 'signal') return false;
   }
   return true;

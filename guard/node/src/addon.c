@@ -594,7 +594,15 @@ static nh_guard *nh_decide(napi_env env, napi_callback_info info, napi_value *se
     napi_value argv[2];
     nh_guard *g = nh_unwrap(env, info, &argc, argv, self);
     char url[NH_STR_MAX + 1], list[PH_VERDICT_TEXT_MAX + 1];
-    if (!g || argc < 2 || !nh_string(env, argv[0], url, sizeof url, "url") ||
+    if (!g)
+        return NULL;
+    /* A call without its list throws: returning with no exception pending
+     * would make admit's undefined, its "allowed", an answer. */
+    if (argc < 2) {
+        nh_throw_type(env, "(url, list): both are strings");
+        return NULL;
+    }
+    if (!nh_string(env, argv[0], url, sizeof url, "url") ||
         !nh_string(env, argv[1], list, sizeof list, "list"))
         return NULL;
     ph_url_request req = {.url = url, .url_len = strlen(url), .list = list,
