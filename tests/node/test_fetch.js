@@ -97,6 +97,14 @@ before(async () => {
   guard = new Guard(table, { dnsServers: dns.server, dnsTimeoutMs: 3000 });
 });
 
+test('options: maxRedirects 0 or not an integer is refused when the fetch is made (the library reads 0 as its default of 10)', () => {
+  for (const bad of [0, -1, 1.5, '3', NaN]) {
+    assert.throws(() => guardedFetch(guard, 'default', { maxRedirects: bad }),
+      (e) => e instanceof TypeError && /maxRedirects/.test(e.message), String(bad));
+  }
+  assert.strictEqual(typeof guardedFetch(guard, 'default', { maxRedirects: 1 }), 'function');
+});
+
 test('benign: a listed name fetched through the guard', async () => {
   const f = guardedFetch(guard, 'default');
   const res = await f(`http://app.${D}:${app.port}/hello`);

@@ -83,6 +83,7 @@ export declare class Guard {
 }
 
 export interface GuardedFetchOptions {
+  /** Redirects one chain may follow (default 10, at least 1; redirect: "manual" follows none). */
   maxRedirects?: number;
   /** One deadline for every hop up to the final response head (default 30000). */
   timeoutMs?: number;

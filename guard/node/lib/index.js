@@ -378,13 +378,18 @@ function hopInit(method, headers, body, signal) {
 
 /**
  * guardedFetch(guard, list, options) -> fetch(input, init)
- * options: maxRedirects (10), timeoutMs (30000: every hop up to the final
+ * options: maxRedirects (10; at least 1), timeoutMs (30000: every hop up to the final
  * response head), connectTimeoutMs (10000), allowDowngrade (false),
  * allowBodyCrossOrigin (false), ca (extra trusted CA, PEM).
  */
 function guardedFetch(guard, list = 'default', options = {}) {
   if (!(guard instanceof Guard)) throw new TypeError('guardedFetch: guard must be a Guard');
   const maxRedirects = options.maxRedirects === undefined ? DEFAULT_MAX_REDIRECTS : options.maxRedirects;
+  // The library reads a hop limit of 0 as its default: a caller's 0 would
+  // follow 10 redirects, so it is refused here.
+  if (!Number.isInteger(maxRedirects) || maxRedirects < 1) {
+    throw new TypeError("guardedFetch: maxRedirects must be an integer of at least 1 (redirect: 'manual' or 'error' follows none)");
+  }
   const timeoutMs = options.timeoutMs || DEFAULT_TIMEOUT_MS;
   const agent = new undici.Agent({ connect: pinnedConnector(guard, list, options), maxRedirections: 0 });
   const deadlines = new Deadlines(agent, timeoutMs);
