@@ -311,8 +311,11 @@ static ph_h1_result line_refused(ph_h1_head *out, bool connect_line)
 static ph_h1_result parse_head(const uint8_t *buf, size_t len, bool request, bool was_head,
                                ph_h1_head *out)
 {
-    memset(out, 0, offsetof(ph_h1_head, fields));
+    memset(out, 0, offsetof(ph_h1_head, fields)); /* the fields array is filled as read */
     out->host_field = out->proxy_auth_field = -1;
+    out->reason = PH_REASON_ALLOWED;
+    out->message = NULL;
+    out->error_offset = 0;
     size_t max = request ? PH_H1_REQUEST_HEAD_MAX : PH_H1_RESPONSE_HEAD_MAX;
     size_t scan = len < max ? len : max;
     ph_reason line_reason = request ? PH_REASON_HTTP_BAD_REQUEST_LINE
@@ -369,8 +372,11 @@ incomplete:
         return line_refused(out, connect_line && pos == 0);
     }
     /* A valid prefix: the spans filled so far mean nothing yet. */
-    memset(out, 0, offsetof(ph_h1_head, fields));
+    memset(out, 0, offsetof(ph_h1_head, fields)); /* the fields array is filled as read */
     out->host_field = out->proxy_auth_field = -1;
+    out->reason = PH_REASON_ALLOWED;
+    out->message = NULL;
+    out->error_offset = 0;
     return PH_H1_INCOMPLETE;
 }
 

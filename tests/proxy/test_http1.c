@@ -166,6 +166,11 @@ static void test_connect_heads(void **state)
     assert_int_equal(H.body, PH_H1_BODY_NONE);
     assert_int_equal(H.proxy_auth_field, -1);
     assert_memory_equal(s + H.target.off, "a.example.com:443", H.target.len);
+    /* *out is overwritten whole: a refusal's reason does not outlive it. */
+    assert_int_equal(req("CONNECT a b c\r\n\r\n"), PH_H1_REFUSED);
+    assert_int_equal(req(s), PH_H1_DONE);
+    assert_int_equal(H.reason, PH_REASON_ALLOWED);
+    assert_null(H.message);
 
     /* What Python's http.client (pip, urllib3, requests) sends. */
     s = "CONNECT pypi.org:443 HTTP/1.0\r\nProxy-Authorization: Basic Zm9vOmJhcg==\r\n\r\n";
