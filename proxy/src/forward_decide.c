@@ -75,7 +75,7 @@ static const char *tunnel_url(px_fwd *f, const uint8_t *buf, const ph_h1_head *h
     }
     if (h->form != PH_H1_FORM_ORIGIN) {
         px_fwd_refuse(f, PH_REASON_HTTP_BAD_REQUEST_LINE,
-                      "a request in a tunnel names an origin-form or absolute-form target", NULL);
+                      "a request in a tunnel needs an origin-form or absolute-form target", NULL);
         return NULL;
     }
     n = snprintf(url, cap, "http://%.*s%.*s", (int)hl, (const char *)hv, (int)tlen, t);

@@ -164,7 +164,7 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     if (!l->resolving) {
         px_upstream_free(&u);
         *reason = PH_REASON_DNS_FAILURE;
-        *detail = "out of memory";
+        *detail = "the resolver could not start the query";
         return NULL;
     }
     return u;
