@@ -21,11 +21,13 @@ void px_conn_close_all(struct px_worker *w);
 /* Closes connections that are not tunnels yet (drain: no new work). */
 void px_conn_close_idle_heads(struct px_worker *w);
 /* After a reload: every connection past its decision is decided again
- * against the policy now in force (its grant re-verified, its destination
- * checked again); one that fails is ended: end=key_revoked when its grant
- * no longer verifies, end=grant_expired when it expired, end=policy_revoked
- * when the destination is no longer allowed (unless
- * keep_tunnels_on_reload). */
+ * against the policy now in force (its grant re-verified, its lease looked
+ * up in the revocation list, its destination checked again); a forwarding
+ * one, idle or in a request, on what its next request would be decided
+ * on. One that fails is ended: end=key_revoked when its grant no longer
+ * verifies, end=grant_expired when it expired, end=lease_revoked when its
+ * lease is revoked, end=policy_revoked when the destination is no longer
+ * allowed (unless keep_tunnels_on_reload). */
 void px_conn_recheck_all(struct px_worker *w);
 
 #endif

@@ -75,6 +75,11 @@ struct px_fwd {
     size_t tun_token_len;
     char tun_host[PH_HOST_MAX + 1];
     uint16_t tun_port;
+    /* The Proxy-Authorization value the last request was decided on
+     * (owned; NULL before one, and in a tunnel): what a reload decides the
+     * connection again on (px_forward_recheck_target). */
+    char *last_token;
+    size_t last_token_len;
     bool head_timer;          /* the timer counts a head's arrival */
     bool client_close;        /* close after this response */
     bool client_v10;          /* the request was HTTP/1.0 */
@@ -85,7 +90,9 @@ struct px_fwd {
 
     /* the request in flight */
     bool in_request;
-    int64_t started_ns; /* ph_monotonic_ns() when forwarding began */
+    int64_t started_ns; /* ph_monotonic_ns() when the request in flight (or
+                         * the last one) began; before one, when the
+                         * connection became forward.c's */
     char method[40];
     bool is_head;
     bool has_grant;
@@ -167,6 +174,10 @@ void px_fwd_unwatch_client(px_fwd *f);
  * kept-alive one goes. */
 void px_fwd_keep_idle(px_fwd *f);
 void px_fwd_drop_idle(px_fwd *f);
+/* Keeps token[0..len) as the last request's (f->last_token), copied only
+ * when it differs from the one kept. False when out of memory (the one
+ * kept stays). */
+bool px_fwd_keep_token(px_fwd *f, const uint8_t *token, size_t len);
 /* The request's end of life: the earliest of max_lifetime_s and the
  * grant's expiry (px_upstream_lifetime), from now. */
 void px_fwd_arm_deadline(px_fwd *f);

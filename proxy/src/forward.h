@@ -22,6 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pinhole/grant.h"
+#include "pinhole/guard.h"
+
 struct bufferevent;
 struct px_fwd;
 struct px_worker;
@@ -81,10 +84,24 @@ void px_forward_free(struct px_fwd **f, const char *end);
 /* True while f waits for a request or reads its head (drain closes such
  * connections, as it closes CONNECT connections still sending their head). */
 bool px_forward_idle(const struct px_fwd *f);
-/* After a reload: ends f (end "lease_revoked", from the loop) when the
- * revocation list now in force revokes the lease of its last decided
- * request, whether that request is in flight or the connection is kept
- * alive for the next one (which its client would send under that lease). */
-void px_forward_recheck(struct px_fwd *f, int64_t now);
+/* After a reload (tunnel.c decides every open connection again): what
+ * the next request of f would be decided on, into r: a tunnel's host, port
+ * and CONNECT token, or the host, port and Proxy-Authorization of the last
+ * request decided (borrowed from f until its next request); *in_tunnel
+ * says f serves a tunnel, whose next request is also refused when its rule
+ * says tls (forward_decide.c). False, r untouched, when there is nothing
+ * to decide again: f is ending, or no request of it was decided yet (its
+ * first is decided when it comes). r->now is the caller's. */
+bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bool *in_tunnel);
+/* Ends f, which that decision refused: end is the ending's code
+ * ("policy_revoked", "lease_revoked", ...), detail the log's. A request in
+ * flight is logged with them (its one line); a connection between
+ * requests, which has no request to log, gets one line of its own now
+ * (event "connection", status 0: nothing was answered; its destination,
+ * and the grant of its last request or else grant, may be NULL). Ended
+ * from the loop, as every end of forward.c's: nothing is freed within the
+ * call. */
+void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
+                       const ph_grant *grant);
 
 #endif

@@ -2,7 +2,9 @@
  * request's beginning, log line and end; refusals; the kept-alive
  * upstream; the request's deadline and the connection's timer (head,
  * keep-alive, flush, linger); the client watched while its request waits;
- * the end from the loop (reap). Calls nothing of forward.c's. */
+ * the end from the loop (reap), a reload's included (what a reload decides
+ * the connection again on, and the line of one it ends between requests).
+ * Calls nothing of forward.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +20,6 @@
 #include "log_json.h"
 #include "metrics.h"
 #include "pinhole/clock.h"
-#include "reload.h"
 #include "reply.h"
 #include "upstream.h"
 
@@ -213,6 +214,30 @@ void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
     }
 }
 
+/* *dst (of *dst_len bytes, owned) becomes a NUL-terminated copy of
+ * src[0..len), unless it holds those bytes already. False when out of
+ * memory (*dst unchanged). */
+static bool keep_bytes(char **dst, size_t *dst_len, const void *src, size_t len)
+{
+    if (*dst != NULL && *dst_len == len && memcmp(*dst, src, len) == 0)
+        return true;
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
+        return false;
+    if (len > 0)
+        memcpy(copy, src, len);
+    copy[len] = '\0';
+    free(*dst);
+    *dst = copy;
+    *dst_len = len;
+    return true;
+}
+
+bool px_fwd_keep_token(px_fwd *f, const uint8_t *token, size_t len)
+{
+    return keep_bytes(&f->last_token, &f->last_token_len, token, len);
+}
+
 void px_fwd_drop_idle(px_fwd *f)
 {
     bev_free(&f->idle);
@@ -347,6 +372,7 @@ struct px_fwd *px_forward_start(const px_fwd_owner *hooks, void *owner, px_worke
     }
     f->client = client;
     f->state = F_HEAD;
+    f->started_ns = ph_monotonic_ns();
     return f;
 }
 
@@ -366,6 +392,7 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     event_free(f->deadline);
     evbuffer_free(f->up_head);
     free(f->tun_token);
+    free(f->last_token);
     free(f);
 }
 
@@ -376,14 +403,11 @@ struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, p
     px_fwd *f = px_forward_start(hooks, owner, w, client, conn_id, peer);
     if (f == NULL)
         return NULL;
-    if ((f->tun_token = malloc(t->token_len + 1)) == NULL) {
+    if (!keep_bytes(&f->tun_token, &f->tun_token_len, t->token, t->token_len)) {
         f->client = NULL; /* still the caller's */
         px_forward_free(&f, "out_of_memory");
         return NULL;
     }
-    memcpy(f->tun_token, t->token, t->token_len);
-    f->tun_token[t->token_len] = '\0';
-    f->tun_token_len = t->token_len;
     snprintf(f->tun_host, sizeof f->tun_host, "%s", t->host);
     f->tun_port = t->port;
     if (t->upstream != NULL) {
@@ -405,11 +429,59 @@ struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, p
     return f;
 }
 
-void px_forward_recheck(struct px_fwd *f, int64_t now)
+bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bool *in_tunnel)
 {
-    if (f->state != F_DEAD && f->has_grant &&
-        ph_guard_lease_revoked(px_policy(), f->grant.tenant, f->grant.lease, now))
-        px_fwd_kill(f, ph_ending_code(PH_ENDING_LEASE_REVOKED));
+    /* Between requests or in one; a connection closing or lingering has
+     * had its last answer. */
+    if (f->state != F_HEAD && f->state != F_RESOLVE && f->state != F_CONNECT &&
+        f->state != F_EXCHANGE)
+        return false;
+    *in_tunnel = f->tun_token != NULL;
+    if (f->tun_token != NULL) {
+        r->host = f->tun_host;
+        r->port = f->tun_port;
+        r->proxy_authorization = f->tun_token;
+        r->proxy_authorization_len = f->tun_token_len;
+        return true;
+    }
+    /* An allowed decision set both (one that refused ends the connection). */
+    if (!f->has_host || f->last_token == NULL)
+        return false;
+    r->host = f->host;
+    r->port = f->port;
+    r->proxy_authorization = f->last_token;
+    r->proxy_authorization_len = f->last_token_len;
+    return true;
+}
+
+void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
+                       const ph_grant *grant)
+{
+    if (f->state == F_DEAD)
+        return;
+    snprintf(f->detail, sizeof f->detail, "%s", detail);
+    if (!f->in_request) {
+        /* px_fwd_end_request logs only a request in flight. */
+        const ph_grant *g = f->has_grant ? &f->grant : grant;
+        bool tun = f->tun_token != NULL;
+        px_log_record r = {
+            .conn_id = f->conn_id,
+            .peer = f->peer,
+            .tenant = g != NULL ? g->tenant : NULL,
+            .lease = g != NULL ? g->lease : NULL,
+            .list = g != NULL ? g->list : NULL,
+            .host = tun ? f->tun_host : f->has_host ? f->host : NULL,
+            .port = tun ? f->tun_port : f->has_host ? f->port : 0,
+            .detail = f->detail,
+            .rule_file = f->has_rule ? f->rule_file : NULL,
+            .rule_line = f->has_rule ? f->rule_line : 0,
+            .policy_id = f->policy_id[0] ? f->policy_id : NULL,
+            .duration_s = since(f->started_ns),
+            .end = end,
+        };
+        px_log_connection(&r);
+    }
+    px_fwd_kill(f, end);
 }
 
 bool px_forward_idle(const struct px_fwd *f)

@@ -162,6 +162,12 @@ const char *px_fwd_decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
                       "HTTP in clear in a tunnel, and the rule now says protocol tls", NULL);
         return NULL;
     }
+    /* What a reload decides the connection again on (a tunnel's is the
+     * CONNECT's, kept already). */
+    if (f->tun_token == NULL && !px_fwd_keep_token(f, auth, alen)) {
+        px_fwd_refuse(f, PH_REASON_PROXY_OVERLOADED, "out of memory", NULL);
+        return NULL;
+    }
     f->has_rule = d->verdict.has_rule;
     f->rule_line = d->verdict.rule_line;
     snprintf(f->rule_file, sizeof f->rule_file, "%s", d->verdict.rule_file);

@@ -65,7 +65,9 @@
 /* ---- lifecycle ----------------------------------------------------------- */
 
 /* Decides an open connection again against the policy now in force (the
- * guard says whether it goes on and, if not, why it ends). */
+ * guard says whether it goes on and, if not, why it ends): a tunnel, or a
+ * connection forward.c serves, on what its next request would be decided
+ * (px_forward_recheck_target). */
 static void recheck(px_conn *c)
 {
     const char *str[CS_COUNT];
@@ -78,6 +80,9 @@ static void recheck(px_conn *c)
         .proxy_authorization_len = token_len,
         .now = (int64_t)time(NULL),
     };
+    bool forwarding = c->state == ST_FORWARD, in_tunnel = false;
+    if (forwarding && !px_forward_recheck_target(c->fwd, &r, &in_tunnel))
+        return;
     ph_decision d;
     ph_ending ending;
     ph_status st = ph_decide_again(px_policy(), &r, &d, &ending);
@@ -85,19 +90,27 @@ static void recheck(px_conn *c)
     snprintf(detail, sizeof detail, "after reload: %s", d.log_detail);
     if (st == PH_OK) {
         ph_protocol now = d.verdict.rule_protocol, was = (ph_protocol)c->protocol;
-        /* A tunnel not yet inspected is inspected against the rule now in
-         * force. One already relaying carries what its old rule admitted:
-         * a ClientHello that passed (still admitted unless the rule now
-         * says http) or, with tcp, bytes nobody read (admitted only while
-         * the rule still says tcp). */
-        bool carried_raw = was == PH_PROTOCOL_TCP;
-        bool relaying = c->state == ST_RELAY && c->insp == NULL;
-        if (!relaying) {
-            c->protocol = (uint8_t)now;
-            return;
+        if (forwarding) {
+            /* HTTP in clear in a tunnel: its next request is refused once
+             * the rule says tls (forward_decide.c); a plain forwarded
+             * request is not inspected, whatever the rule says. */
+            if (!in_tunnel || now != PH_PROTOCOL_TLS)
+                return;
+        } else {
+            /* A tunnel not yet inspected is inspected against the rule now
+             * in force. One already relaying carries what its old rule
+             * admitted: a ClientHello that passed (still admitted unless
+             * the rule now says http) or, with tcp, bytes nobody read
+             * (admitted only while the rule still says tcp). */
+            bool carried_raw = was == PH_PROTOCOL_TCP;
+            bool relaying = c->state == ST_RELAY && c->insp == NULL;
+            if (!relaying) {
+                c->protocol = (uint8_t)now;
+                return;
+            }
+            if (carried_raw ? now == PH_PROTOCOL_TCP : now != PH_PROTOCOL_HTTP)
+                return;
         }
-        if (carried_raw ? now == PH_PROTOCOL_TCP : now != PH_PROTOCOL_HTTP)
-            return;
         if (c->w->cfg->keep_tunnels_on_reload)
             return;
         ending = PH_ENDING_POLICY_REVOKED;
@@ -107,6 +120,11 @@ static void recheck(px_conn *c)
         return;
     }
     const char *end = ph_ending_code(ending);
+    if (forwarding) {
+        /* Ended from the loop (forward.h): c stays in the list until then. */
+        px_forward_revoke(c->fwd, end, detail, d.has_grant ? &d.grant : NULL);
+        return;
+    }
     if (c->state == ST_RELAY) {
         /* The log line gets the detail: the tunnel's strings again, with it
          * (out of memory: the line goes without it). */
@@ -126,15 +144,14 @@ static void recheck(px_conn *c)
 void px_conn_recheck_all(px_worker *w)
 {
     px_conn *c = w->conns, *next;
-    int64_t now = (int64_t)time(NULL);
     for (; c; c = next) {
         next = c->next; /* recheck frees at most c */
-        /* Past the decision: resolving, dialing or a tunnel (each holds
-         * the token the decision accepted). */
-        if (c->state == ST_RESOLVE || c->state == ST_CONNECT || c->state == ST_RELAY)
+        /* Past the decision: resolving, dialing, a tunnel (each holds the
+         * token the decision accepted), or forward.c's (each request holds
+         * the token it was decided on). */
+        if (c->state == ST_RESOLVE || c->state == ST_CONNECT || c->state == ST_RELAY ||
+            (c->state == ST_FORWARD && c->fwd != NULL))
             recheck(c);
-        else if (c->state == ST_FORWARD && c->fwd != NULL)
-            px_forward_recheck(c->fwd, now); /* ends it from the loop, if at all */
     }
 }
 

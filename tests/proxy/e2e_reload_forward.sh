@@ -1,0 +1,158 @@
+#!/bin/bash
+# e2e_reload_forward.sh - a reload decides every connection the forwarding
+# engine serves again, as it decides tunnels (docs/pinhole-proxy.md,
+# SIGNALS): an idle connection carrying HTTP in a tunnel ends at the reload
+# that revokes its lease (end=lease_revoked) and at the one that takes its
+# host out of the table (end=policy_revoked), and so does a plain
+# kept-alive forwarding connection, each with one log line; another lease's
+# connections, idle or with a request in flight, go on and their next
+# request is served.
+# Usage: e2e_reload_forward.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
+PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
+. "$(dirname "$0")/e2e_lib.sh"
+
+e2e_start_dns
+e2e_make_policy
+D=$E2E_DOMAIN
+TOKEN_A=$(e2e_issue leaseA e2e)
+TOKEN_B=$(e2e_issue leaseB e2e)
+REV=$E2E_TMP/revocations
+: >"$REV"
+chmod 644 "$REV"
+e2e_start_forward_peer
+e2e_start_proxy --revocations "$REV"
+
+# One client holds every connection over two reloads (each waited for on
+# the proxy's reload counter): lease A's and lease B's HTTP in a tunnel to
+# web and kept-alive forwarding connections to ok, B's forwarding
+# connection to web, and B's POST /echo in flight (half its body sent
+# before the first reload, the rest after). A connection the proxy ends
+# shows as an EOF; one still open after 10 s, as "open".
+PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "$D" "$UP" \
+    "$TOKEN_A" "$TOKEN_B" "$PROXY_PID" "$GRANT" "$REV" "$POLICYC" \
+    "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
+    >"$E2E_TMP/client.out" 2>&1 <<'PY'
+import hashlib, os, signal, socket, subprocess, sys, time, urllib.request
+from tunnel_http import response, tunnel
+(port, admin, dom, up, tok_a, tok_b, pid, grant, rev, policyc, allow, tmp) = sys.argv[1:]
+web, ok = f"web.{dom}:{up}", f"ok.{dom}:{up}"
+
+def reloads():
+    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
+    for line in text.splitlines():
+        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
+            return int(float(line.split()[-1]))
+    return 0
+
+def reload():
+    n = reloads()
+    os.kill(int(pid), signal.SIGHUP)
+    while reloads() <= n:
+        time.sleep(0.02)
+
+def plain(tok):
+    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+    return s, s.makefile("rb"), tok
+
+def get(conn, dest, path):
+    s, f, tok = conn
+    if tok is None:  # in a tunnel: origin form, the CONNECT's grant
+        s.sendall(f"GET /{path} HTTP/1.1\r\nHost: {dest}\r\n\r\n".encode())
+    else:
+        s.sendall(f"GET http://{dest}/{path} HTTP/1.1\r\nHost: {dest}\r\n"
+                  f"Proxy-Authorization: Bearer {tok}\r\n\r\n".encode())
+    status, body, reason = response(f)
+    return f"{status[9:12]} {body}"
+
+def ended(conn):
+    s, f, _ = conn
+    s.settimeout(10)
+    try:
+        return "closed" if f.read(1) == b"" else "data"
+    except socket.timeout:
+        return "open"
+    except ConnectionResetError:
+        return "reset"
+
+conns = {}
+for name, tok, dest in (("ta", tok_a, web), ("tb", tok_b, web)):
+    s, f = tunnel(port, tok, dest)
+    conns[name] = (s, f, None)
+for name, tok in (("ka", tok_a), ("kb", tok_b), ("kw", tok_b)):
+    conns[name] = plain(tok)
+first = [get(conns[n], web if n in ("ta", "tb", "kw") else ok, n + "-1")
+         for n in ("ta", "tb", "ka", "kb", "kw")]
+print("first:", " | ".join(first))
+body = os.urandom(1000)
+fb = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+fb.sendall(f"POST http://{ok}/echo HTTP/1.1\r\nHost: {ok}\r\nProxy-Authorization: Bearer {tok_b}\r\n"
+           f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:500])
+
+# 1. Lease A revoked.
+subprocess.run([grant, "revoke", "--tenant", "t1", "--lease", "leaseA", "--file", rev],
+               check=True, stdout=subprocess.DEVNULL)
+reload()
+print("revoked:", ended(conns["ta"]), ended(conns["ka"]))
+fb.sendall(body[500:])
+status, echoed, _ = response(fb.makefile("rb"))
+print("in flight:", status[9:12],
+      "identical" if echoed == f"sha256 {hashlib.sha256(body).hexdigest()} {len(body)}" else echoed)
+print("lease B:", " | ".join(get(conns[n], web if n in ("tb", "kw") else ok, n + "-2")
+                             for n in ("tb", "kb", "kw")))
+
+# 2. web taken out of the table.
+text = open(allow).read()
+rule = ("      - host: web.pinhole-e2e.test\n        ports: [\"1024-65535\"]\n"
+        "        protocol: http\n        reason: the HTTP upstream, reached in a tunnel\n")
+assert rule in text
+with open(os.path.join(tmp, "noweb.yaml"), "w") as y:
+    y.write(text.replace(rule, ""))
+new = os.path.join(tmp, "new.ptab")
+subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "noweb.yaml"), "-o", new],
+               check=True, stderr=subprocess.DEVNULL)
+if os.getuid() == 0:
+    os.chown(new, 65534, -1)
+os.rename(new, os.path.join(tmp, "table.ptab"))
+reload()
+print("web removed:", ended(conns["tb"]), ended(conns["kw"]))
+print("ok kept:", get(conns["kb"], ok, "kb-3"))
+PY
+sed 's/^/# /' "$E2E_TMP/client.out"
+
+line() { awk -v p="$1 " 'index($0, p) == 1 { print substr($0, length(p) + 1) }' "$E2E_TMP/client.out"; }
+check "every connection served its first request" \
+    "200 hello /ta-1 | 200 hello /tb-1 | 200 hello /ka-1 | 200 hello /kb-1 | 200 hello /kw-1" \
+    "$(line first:)"
+check "lease A revoked: its HTTP tunnel and its kept-alive connection end at the reload" \
+    "closed closed" "$(line revoked:)"
+check "lease B's request in flight over the reload is served, its body identical" \
+    "200 identical" "$(line 'in flight:')"
+check "lease B's connections serve their next request" \
+    "200 hello /tb-2 | 200 hello /kb-2 | 200 hello /kw-2" "$(line 'lease B:')"
+check "web out of the table: B's HTTP tunnel and forwarding connection to web end at the reload" \
+    "closed closed" "$(line 'web removed:')"
+check "B's connection to ok goes on" "200 hello /kb-3" "$(line 'ok kept:')"
+
+log_lines() { # python expression over r (one parsed log line): how many match
+    /usr/bin/python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    n += bool(eval(sys.argv[2]))
+print(n)' "$E2E_TMP/proxy.log" "$1"
+}
+check "A's idle HTTP tunnel is logged once: end=lease_revoked, the lease named" "1" \
+    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "web.'"$D"'" and r["status"] == 0 and r["end"] == "lease_revoked" and r["detail"].startswith("after reload: lease leaseA of tenant t1")')"
+check "A's kept-alive forwarding connection is logged once: end=lease_revoked" "1" \
+    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "ok.'"$D"'" and r["end"] == "lease_revoked"')"
+check "B's HTTP tunnel and forwarding connection to web: end=policy_revoked, once each" "2" \
+    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseB" and r["host"] == "web.'"$D"'" and r["end"] == "policy_revoked" and r["detail"].startswith("after reload: ")')"
+check "no other line ended at a reload" "2 2" \
+    "$(log_lines 'r["end"] == "lease_revoked"') $(log_lines 'r["end"] == "policy_revoked"')"
+check "every request of B was logged done (8)" "8" \
+    "$(log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
+
+kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
+check "SIGTERM: exit 0" "0" "$?"
+e2e_finish
