@@ -441,6 +441,14 @@ bool ph_guard_lease_revoked(ph_guard *g, const char *tenant, const char *lease, 
     return revoked;
 }
 
+size_t ph_guard_revocations_live(ph_guard *g, int64_t now)
+{
+    ph_guard_snapshot *s = ph_guard_snapshot_acquire(g);
+    size_t n = s != NULL ? ph_revocations_live(s->revocations, now) : 0;
+    ph_guard_snapshot_release(&s);
+    return n;
+}
+
 const ph_resolver_config *ph_guard_resolver_config(const ph_guard *g) { return &g->resolver; }
 
 ph_status ph_guard_resolver_new(ph_guard *g, const ph_resolver_loop *loop, ph_resolver **out,

@@ -86,6 +86,14 @@ bool ph_revocations_revoked(const ph_revocations *r, const char *tenant, const c
     return found && now < r->e[i].until;
 }
 
+size_t ph_revocations_live(const ph_revocations *r, int64_t now)
+{
+    size_t n = 0;
+    for (size_t i = 0; r != NULL && i < r->n; i++)
+        n += now < r->e[i].until;
+    return n;
+}
+
 static bool field_ok(const char *s)
 {
     return s != NULL && ph_grant_field_valid(s, strnlen(s, PH_GRANT_FIELD_MAX + 1));

@@ -183,7 +183,8 @@ static void serve(admin_conn *c, const uint8_t *buf, const ph_h1_head *h)
             }
             char id[PH_TABLE_ID_HEX_LEN + 1];
             px_policy_id(id);
-            px_metrics_render(b, px_limits_conn_active(), id);
+            px_metrics_render(b, px_limits_conn_active(), id,
+                              ph_guard_revocations_live(px_policy(), (int64_t)time(NULL)));
             reply(c, 200, "OK", "text/plain; version=0.0.4", b, head);
             evbuffer_free(b);
         }

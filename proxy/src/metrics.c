@@ -78,7 +78,8 @@ void px_metrics_admin_refused(void)
     atomic_fetch_add_explicit(&g_admin_refused, 1, memory_order_relaxed);
 }
 
-void px_metrics_render(struct evbuffer *o, long connections_active, const char *policy_id)
+void px_metrics_render(struct evbuffer *o, long connections_active, const char *policy_id,
+                       size_t revocations_live)
 {
     evbuffer_add_printf(o, "# HELP pinhole_proxy_requests_total Requests (CONNECT and forwarded) by verdict and reason.\n"
                            "# TYPE pinhole_proxy_requests_total counter\n");
@@ -134,8 +135,12 @@ void px_metrics_render(struct evbuffer *o, long connections_active, const char *
                         "pinhole_proxy_head_parses_total %lu\n"
                         "# HELP pinhole_proxy_policy_info The loaded policy id.\n"
                         "# TYPE pinhole_proxy_policy_info gauge\n"
-                        "pinhole_proxy_policy_info{policy_id=\"%s\"} 1\n",
+                        "pinhole_proxy_policy_info{policy_id=\"%s\"} 1\n"
+                        "# HELP pinhole_proxy_revocations_entries Live entries of the revocation"
+                        " list in force.\n"
+                        "# TYPE pinhole_proxy_revocations_entries gauge\n"
+                        "pinhole_proxy_revocations_entries %zu\n",
                         (double)LOAD(g_dns_sum_us) / 1e6, LOAD(g_dns_count), LOAD(g_reloads_ok),
                         LOAD(g_reloads_failed), LOAD(g_accept_backoffs), LOAD(g_admin_refused),
-                        LOAD(g_head_parses), policy_id);
+                        LOAD(g_head_parses), policy_id, revocations_live);
 }

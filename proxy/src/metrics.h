@@ -3,6 +3,7 @@
 #define PX_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pinhole/status.h"
@@ -22,8 +23,9 @@ void px_metrics_head_parse(void);
 /* An admin connection refused over max_admin_connections. */
 void px_metrics_admin_refused(void);
 /* Appends the Prometheus text exposition to out, with the gauges other
- * modules keep: the client connections open (limits.h) and the policy id
- * in force (reload.h). */
-void px_metrics_render(struct evbuffer *out, long connections_active, const char *policy_id);
+ * modules keep: the client connections open (limits.h), the policy id in
+ * force and its revocation list's live entries (reload.h). */
+void px_metrics_render(struct evbuffer *out, long connections_active, const char *policy_id,
+                       size_t revocations_live);
 
 #endif

@@ -88,6 +88,10 @@ static void entries_lapse_and_merge(void **state)
     ph_revocations *r = parse_ok("# a comment\n\nt2 l1 1800000100\nt1 l1 1800000010\n"
                                  "t1 l1 1800000005\nt1 l2 1000\n");
     assert_int_equal(ph_revocations_count(r), 3); /* t1/l1 twice is one entry */
+    assert_int_equal(ph_revocations_live(r, NOW), 2);      /* t1/l2 lapsed */
+    assert_int_equal(ph_revocations_live(r, NOW + 10), 1); /* t1/l1 lapsed too */
+    assert_int_equal(ph_revocations_live(r, 1800000100), 0);
+    assert_int_equal(ph_revocations_live(NULL, NOW), 0);
     ph_revocations *empty = parse_ok("");
     assert_int_equal(ph_revocations_count(empty), 0);
     assert_false(ph_revocations_revoked(empty, "t1", "l1", NOW));
@@ -247,6 +251,8 @@ static void guard_refuses_a_revoked_lease(void **state)
     ph_policy_info info;
     ph_guard_policy_info(g, &info);
     assert_int_equal(info.revocations, 1);
+    assert_int_equal(ph_guard_revocations_live(g, NOW), 1);
+    assert_int_equal(ph_guard_revocations_live(g, NOW + 60), 0);
     ph_guard_close(&g);
 
     /* A list needs keys; a missing list fails the open. */

@@ -6,7 +6,8 @@
 # host out of the table (end=policy_revoked), and so does a plain
 # kept-alive forwarding connection, each with one log line; another lease's
 # connections, idle or with a request in flight, go on and their next
-# request is served.
+# request is served. The revocation list's live entries are a gauge
+# (pinhole_proxy_revocations_entries).
 # Usage: e2e_reload_forward.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 . "$(dirname "$0")/e2e_lib.sh"
@@ -21,6 +22,8 @@ REV=$E2E_TMP/revocations
 chmod 644 "$REV"
 e2e_start_forward_peer
 e2e_start_proxy --revocations "$REV"
+
+check "no revocation entry at start" "0" "$(e2e_metric pinhole_proxy_revocations_entries)"
 
 # One client holds every connection over two reloads (each waited for on
 # the proxy's reload counter): lease A's and lease B's HTTP in a tunnel to
@@ -152,6 +155,17 @@ check "no other line ended at a reload" "2 2" \
     "$(log_lines 'r["end"] == "lease_revoked"') $(log_lines 'r["end"] == "policy_revoked"')"
 check "every request of B was logged done (8)" "8" \
     "$(log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
+
+# The gauge counts the live entries of the list in force: one lapsed entry
+# of three is not.
+check "one revocation entry after the first reload" "1" "$(e2e_metric pinhole_proxy_revocations_entries)"
+printf 't1 gone 1000000000\nt1 leaseA 1900000000\nt1 leaseC 1900000000\n' >"$E2E_TMP/rev.new"
+chmod 644 "$E2E_TMP/rev.new"
+mv "$E2E_TMP/rev.new" "$REV"
+check "POST /reload of a list with a lapsed entry" "200" \
+    "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$ADMIN_PORT/reload")"
+check "the list holds 3 entries, 2 of them live" "1 2" \
+    "$(grep -c '"event":"reload".*revocations replaced, 3 entries' "$E2E_TMP/proxy.err") $(e2e_metric pinhole_proxy_revocations_entries)"
 
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
 check "SIGTERM: exit 0" "0" "$?"

@@ -369,6 +369,11 @@ PH_API const char *ph_ending_code(ph_ending e);
 PH_API bool ph_guard_lease_revoked(ph_guard *g, const char *tenant, const char *lease,
                                    int64_t now);
 
+/* The entries of the revocation list in force that are live at now
+ * (ph_revocations_live): 0 without a list. For a metric (a scrape), not
+ * a decision: linear in the entries. */
+PH_API size_t ph_guard_revocations_live(ph_guard *g, int64_t now);
+
 #ifdef __cplusplus
 }
 #endif

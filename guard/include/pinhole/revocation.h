@@ -59,6 +59,10 @@ PH_API void ph_revocations_free(ph_revocations **r);
 /* Entries held (live or not). */
 PH_API size_t ph_revocations_count(const ph_revocations *r);
 
+/* Entries live at now (now < until): the leases the list revokes at now.
+ * NULL r: 0. Linear in the entries (for a metric, not a decision). */
+PH_API size_t ph_revocations_live(const ph_revocations *r, int64_t now);
+
 /* True when the list revokes (tenant, lease) at now (an entry with
  * now < until). NULL r: false. */
 PH_API bool ph_revocations_revoked(const ph_revocations *r, const char *tenant, const char *lease,
