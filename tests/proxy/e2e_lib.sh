@@ -156,6 +156,16 @@ e2e_make_policy() {
     TOKEN_FORGED=$("$GRANT" grant issue --keys "$E2E_TMP/forger.key" --tenant t1 --lease lease1 --list e2e)
 }
 
+# Tokens of two leases on list e2e, TOKEN_A (leaseA) and TOKEN_B (leaseB),
+# and an empty revocation list REV (e2e_start_proxy --revocations "$REV").
+e2e_two_leases() {
+    TOKEN_A=$(e2e_issue leaseA e2e)
+    TOKEN_B=$(e2e_issue leaseB e2e)
+    REV=$E2E_TMP/revocations
+    : >"$REV"
+    chmod 644 "$REV"
+}
+
 # Waits for a proxy's ready file ($1) while its process ($2) lives.
 e2e_wait_ready() {
     for _ in $(seq 1 200); do
@@ -265,6 +275,19 @@ e2e_wait_metric() {
         sleep 0.05
     done
     echo "$v"
+}
+
+# e2e_log_lines EXPR [LOG]: how many JSON lines of the connection log LOG
+# (default $E2E_TMP/proxy.log) the Python expression EXPR holds for, each
+# parsed line as r.
+e2e_log_lines() {
+    /usr/bin/python3 -c '
+import json, sys
+n = 0
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    n += bool(eval(sys.argv[2]))
+print(n)' "${2:-$E2E_TMP/proxy.log}" "$1"
 }
 
 # Fails on any sanitizer report (a file $E2E_TMP/sanitizer.<pid>, or a

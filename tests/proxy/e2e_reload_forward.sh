@@ -15,11 +15,7 @@ PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 e2e_start_dns
 e2e_make_policy
 D=$E2E_DOMAIN
-TOKEN_A=$(e2e_issue leaseA e2e)
-TOKEN_B=$(e2e_issue leaseB e2e)
-REV=$E2E_TMP/revocations
-: >"$REV"
-chmod 644 "$REV"
+e2e_two_leases
 e2e_start_forward_peer
 e2e_start_proxy --revocations "$REV"
 
@@ -35,22 +31,15 @@ PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$ADMIN
     "$TOKEN_A" "$TOKEN_B" "$PROXY_PID" "$GRANT" "$REV" "$POLICYC" \
     "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
     >"$E2E_TMP/client.out" 2>&1 <<'PY'
-import hashlib, os, signal, socket, subprocess, sys, time, urllib.request
-from tunnel_http import response, tunnel
+import hashlib, os, signal, socket, subprocess, sys, time
+from tunnel_http import reloads, response, tunnel
 (port, admin, dom, up, tok_a, tok_b, pid, grant, rev, policyc, allow, tmp) = sys.argv[1:]
 web, ok = f"web.{dom}:{up}", f"ok.{dom}:{up}"
 
-def reloads():
-    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
-            return int(float(line.split()[-1]))
-    return 0
-
 def reload():
-    n = reloads()
+    n = reloads(admin)
     os.kill(int(pid), signal.SIGHUP)
-    while reloads() <= n:
+    while reloads(admin) <= n:
         time.sleep(0.02)
 
 def plain(tok):
@@ -136,25 +125,16 @@ check "web out of the table: B's HTTP tunnel and forwarding connection to web en
     "closed closed" "$(line 'web removed:')"
 check "B's connection to ok goes on" "200 hello /kb-3" "$(line 'ok kept:')"
 
-log_lines() { # python expression over r (one parsed log line): how many match
-    /usr/bin/python3 -c '
-import json, sys
-n = 0
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    n += bool(eval(sys.argv[2]))
-print(n)' "$E2E_TMP/proxy.log" "$1"
-}
 check "A's idle HTTP tunnel is logged once: end=lease_revoked, the lease named" "1" \
-    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "web.'"$D"'" and r["status"] == 0 and r["end"] == "lease_revoked" and r["detail"].startswith("after reload: lease leaseA of tenant t1")')"
+    "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "web.'"$D"'" and r["status"] == 0 and r["end"] == "lease_revoked" and r["detail"].startswith("after reload: lease leaseA of tenant t1")')"
 check "A's kept-alive forwarding connection is logged once: end=lease_revoked" "1" \
-    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "ok.'"$D"'" and r["end"] == "lease_revoked"')"
+    "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "ok.'"$D"'" and r["end"] == "lease_revoked"')"
 check "B's HTTP tunnel and forwarding connection to web: end=policy_revoked, once each" "2" \
-    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseB" and r["host"] == "web.'"$D"'" and r["end"] == "policy_revoked" and r["detail"].startswith("after reload: ")')"
+    "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseB" and r["host"] == "web.'"$D"'" and r["end"] == "policy_revoked" and r["detail"].startswith("after reload: ")')"
 check "no other line ended at a reload" "2 2" \
-    "$(log_lines 'r["end"] == "lease_revoked"') $(log_lines 'r["end"] == "policy_revoked"')"
+    "$(e2e_log_lines 'r["end"] == "lease_revoked"') $(e2e_log_lines 'r["end"] == "policy_revoked"')"
 check "every request of B was logged done (8)" "8" \
-    "$(log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
+    "$(e2e_log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
 
 # The gauge counts the live entries of the list in force: one lapsed entry
 # of three is not.

@@ -13,11 +13,7 @@ PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
 e2e_start_dns
 e2e_make_policy
 D=$E2E_DOMAIN
-TOKEN_A=$(e2e_issue leaseA e2e)
-TOKEN_B=$(e2e_issue leaseB e2e)
-REV=$E2E_TMP/revocations
-: >"$REV"
-chmod 644 "$REV"
+e2e_two_leases
 
 PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >"$E2E_TMP/serve.out" & E2E_PIDS="$E2E_PIDS $!"
@@ -124,21 +120,12 @@ read -r _ u_recv u_recv_sha _ u_sent u_sent_sha < <(awk '$2 == 3000000' "$E2E_TM
 check "lease B's tunnel completed (exit 0, 3000000 up, 70000 down)" "0 3000000 70000" "$rcb $b_sent $b_recv"
 check "lease B's bytes are identical at both ends" "$b_sent_sha $b_recv_sha" "$u_recv_sha $u_sent_sha"
 
-log_lines() { # python expression over r (one parsed log line): how many match
-    /usr/bin/python3 -c '
-import json, sys
-n = 0
-for l in open(sys.argv[1]):
-    r = json.loads(l)
-    n += bool(eval(sys.argv[2]))
-print(n)' "$E2E_TMP/proxy.log" "$1"
-}
 check "A's tunnel is logged end=lease_revoked, its decision kept" "1" \
-    "$(log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["status"] == 200 and r["end"] == "lease_revoked" and r["bytes_up"] > 0 and r["detail"].startswith("after reload: lease leaseA of tenant t1")')"
+    "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["status"] == 200 and r["end"] == "lease_revoked" and r["bytes_up"] > 0 and r["detail"].startswith("after reload: lease leaseA of tenant t1")')"
 check "A's forwarded request in flight is logged end=lease_revoked" "1" \
-    "$(log_lines 'r["event"] == "request" and r["lease"] == "leaseA" and r["end"] == "lease_revoked"')"
+    "$(e2e_log_lines 'r["event"] == "request" and r["lease"] == "leaseA" and r["end"] == "lease_revoked"')"
 check "nothing of lease B ended lease_revoked" "0" \
-    "$(log_lines 'r["lease"] == "leaseB" and r["end"] == "lease_revoked"')"
+    "$(e2e_log_lines 'r["lease"] == "leaseB" and r["end"] == "lease_revoked"')"
 grep -q '"event":"reload".*revocations replaced, 1 entry' "$E2E_TMP/proxy.err" &&
     ok "the reload event says the revocation list was replaced (1 entry)" ||
     fail "reload event: $(grep '"reload"' "$E2E_TMP/proxy.err")"
@@ -214,7 +201,7 @@ check "after the storm A is refused" "407" \
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN_B" 1000 1000 >/dev/null 2>&1 &&
     ok "and B allowed" || fail "lease B refused after the storm"
 check "no B line ever ended lease_revoked" "0" \
-    "$(log_lines 'r["lease"] == "leaseB" and r["end"] == "lease_revoked"')"
+    "$(e2e_log_lines 'r["lease"] == "leaseB" and r["end"] == "lease_revoked"')"
 
 kill -TERM "$PROXY_PID"; wait "$PROXY_PID"
 check "SIGTERM: exit 0" "0" "$?"

@@ -340,15 +340,9 @@ check "reload to protocol tls: an idle HTTP tunnel ends at the reload" \
     "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" \
         "$PROXY_PID" "$POLICYC" "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
         "$ADMIN_PORT" 2>&1 <<'PY'
-import os, signal, socket, subprocess, sys, time, urllib.request
-from tunnel_http import response, tunnel
+import os, signal, socket, subprocess, sys, time
+from tunnel_http import reloads, response, tunnel
 port, tok, host, up, pid, policyc, allow, tmp, admin = sys.argv[1:]
-def reloads():
-    text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=10).read().decode()
-    for line in text.splitlines():
-        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
-            return int(float(line.split()[-1]))
-    return 0
 def status_reason():
     status, _, reason = response(f)
     return [status[9:12], reason] if reason else [status[9:12]]
@@ -363,10 +357,10 @@ subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "tlsweb.yaml"), "-o"
                check=True, stderr=subprocess.DEVNULL)
 if os.getuid() == 0:
     os.chown(new, 65534, -1)
-n = reloads()
+n = reloads(admin)
 os.rename(new, os.path.join(tmp, "table.ptab"))
 os.kill(int(pid), signal.SIGHUP)
-while reloads() <= n:
+while reloads(admin) <= n:
     time.sleep(0.05)
 try:
     out.append("closed" if f.read() == b"" else "open")

@@ -1,8 +1,10 @@
 """tunnel_http.py - HTTP/1 in clear inside a CONNECT tunnel, for
-e2e_tunnel_inspect.sh's raw clients and connect_counts.sh's (imported:
-PYTHONPATH is this directory).
+e2e_tunnel_inspect.sh's, e2e_reload_forward.sh's and connect_counts.sh's raw
+clients (imported: PYTHONPATH is this directory), and the proxy's reload
+count those that reload wait on.
 """
 import socket
+import urllib.request
 
 
 def tunnel(port, token, dest):
@@ -31,3 +33,12 @@ def response(f):
         if k.lower() == "pinhole-reason":
             reason = v.strip()
     return status, f.read(n).decode(), reason
+
+
+def reloads(admin):
+    """The proxy's successful reloads so far (its admin port's /metrics)."""
+    url = f"http://127.0.0.1:{admin}/metrics"
+    for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
+        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
+            return int(float(line.split()[-1]))
+    return 0
