@@ -318,6 +318,30 @@ static int lock_state_dir(const char *dir)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int fd = -1, rc = -1, err = errno;
+    /* The directory is claimed first (<state>/owner): one the
+     * pinhole-sandbox CLI keeps environments in is refused before recovery
+     * could destroy them, and before execd.lock is made (which marks a
+     * directory without an owner file as a daemon's). */
+    ph_diag d = {0};
+    ph_status claim = dfd >= 0 ? ph_state_claim(dfd, PH_STATE_OWNER_EXECD, &d) : PH_OK;
+    if (claim != PH_OK) {
+        close(dfd);
+        bool owned = strncmp(d.message, "state_dir_owned:", 16) == 0;
+        json_t *x = json_pack("{s:s, s:s}", "error", d.message, "fix",
+                              owned ? "the pinhole-sandbox CLI keeps environments in this state "
+                                      "directory: give the daemon a --state-dir of its own"
+                                    : "see error");
+        xd_log("error", owned ? "state_dir_owned" : "state_dir_refused", x);
+        json_decref(x);
+        return claim == PH_E_IO || claim == PH_E_NOMEM ? XD_EXIT_OS : XD_EXIT_REFUSED;
+    }
+    /* The lock held must be on the file the name holds once it is held: a
+     * daemon stopping unlinks the file it locked (unlock_state_dir), so one
+     * that opened that file just before the unlink gets its lock once the
+     * stopping daemon exits, on a file no longer in the directory, while a
+     * third daemon creates and locks a new one: two daemons on one state
+     * directory. Such a lock is dropped and the file the name now holds is
+     * locked instead. */
     for (int tries = 0; dfd >= 0 && tries < 100; tries++) {
         fd = openat(dfd, "execd.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
@@ -363,12 +387,15 @@ static int lock_state_dir(const char *dir)
     return XD_EXIT_REFUSED;
 }
 
-/* After a clean stop (every sandbox destroyed): the lock's file goes, the
- * lock itself with the process. */
+/* After a clean stop (every sandbox destroyed): the claim goes when no
+ * environment is left, then the lock's file, the lock itself with the
+ * process, so the directory is left empty. */
 static void unlock_state_dir(void)
 {
-    if (g_state_lock_dir_fd >= 0)
+    if (g_state_lock_dir_fd >= 0) {
+        ph_state_release(g_state_lock_dir_fd, PH_STATE_OWNER_EXECD);
         (void)unlinkat(g_state_lock_dir_fd, "execd.lock", 0);
+    }
 }
 
 /* The workspace is a cache (decision 1): whatever a previous run left is

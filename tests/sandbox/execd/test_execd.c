@@ -2326,6 +2326,97 @@ static void test_a_stale_socket_is_replaced_a_file_is_not(void **state)
     assert_int_equal(daemon_stop(&a), -1);
 }
 
+/* Runs the pinhole-sandbox CLI (fake, development) on state with args;
+ * its exit status, its stdout and stderr in out. */
+static int sandbox_cli(const char *state, const char *args, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s --mechanism fake --mode development --state-dir '%s' %s 2>&1 </dev/null",
+             PH_SANDBOX_CLI, state, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The daemon's start destroys every environment of its state directory
+ * (recovery), so the environments pinhole-sandbox keeps in its own state
+ * directory between runs would be destroyed by a daemon given that
+ * directory: it is refused there instead, and nothing is deleted. */
+static void test_the_daemon_refuses_the_cli_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    char out[4096], id[64] = "";
+    assert_int_equal(sandbox_cli(d.state, "create --tenant t --lease l", out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "env-", 4), 0);
+    snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn(&d, allow, NULL);
+    size_t left = env_dirs(d.state);
+    char args[256];
+    snprintf(args, sizeof args, "exec %s -- echo still-here", id);
+    int exec_rc = sandbox_cli(d.state, args, out, sizeof out);
+    printf("pinhole-execd on pinhole-sandbox's state directory: %s (exit %d); the CLI's "
+           "environments left: %zu of 1; exec in it: exit %d\n",
+           rc == -1 ? "listening" : "refused", rc, left, exec_rc);
+    assert_int_equal(rc, 78);
+    assert_true(log_has(&d, "\"state_dir_owned\""));
+    assert_int_equal(left, 1);
+    assert_int_equal(exec_rc, 0);
+    assert_non_null(strstr(out, "still-here"));
+    /* A directory an earlier version left without the owner file: its
+     * environments without an execd.lock are the CLI's. */
+    char owner[400];
+    snprintf(owner, sizeof owner, "%s/owner", d.state);
+    assert_int_equal(unlink(owner), 0);
+    assert_int_equal(daemon_spawn(&d, allow, NULL), 78);
+    assert_int_equal(env_dirs(d.state), 1);
+    assert_int_equal(access(owner, F_OK), -1);
+    snprintf(args, sizeof args, "destroy %s", id);
+    assert_int_equal(sandbox_cli(d.state, args, out, sizeof out), 0);
+    assert_int_equal(daemon_stop(&d), -1);
+}
+
+/* And the CLI is refused in the daemon's state directory: what it made
+ * there would be destroyed at the daemon's next start, and what it could
+ * reach there is the daemon's (a destroy through the CLI used to remove
+ * the daemon's sandbox under its client). */
+static void test_the_cli_refuses_the_daemon_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    char out[4096], args[256];
+    int create_rc = sandbox_cli(d.state, "create --tenant t --lease l", out, sizeof out);
+    bool owned = strstr(out, "state_dir_owned") != NULL;
+    snprintf(args, sizeof args, "destroy %s", env);
+    int destroy_rc = sandbox_cli(d.state, args, out, sizeof out);
+    size_t left = env_dirs(d.state);
+    const char *const argv[] = {"true", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("pinhole-sandbox on pinhole-execd's state directory: create exit %d%s, destroy of "
+           "the daemon's environment exit %d; environments: %zu (want 1); the daemon's "
+           "execute: %s\n",
+           create_rc, owned ? " (state_dir_owned)" : "", destroy_rc, left,
+           error_of(r) ? error_of(r) : "ok");
+    assert_int_equal(create_rc, 3);
+    assert_true(owned);
+    assert_int_equal(destroy_rc, 3);
+    assert_int_equal(left, 1);
+    assert_null(error_of(r));
+    json_decref(r);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2969,6 +3060,8 @@ int main(void)
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_socket_is_refused, stop_left),
         cmocka_unit_test_teardown(test_the_stop_leaves_a_socket_another_bound, stop_left),
         cmocka_unit_test_teardown(test_a_stale_socket_is_replaced_a_file_is_not, stop_left),
+        cmocka_unit_test_teardown(test_the_daemon_refuses_the_cli_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_the_cli_refuses_the_daemon_state_dir, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
