@@ -2334,12 +2334,7 @@ static int sandbox_cli(const char *state, const char *args, char *out, size_t ca
     snprintf(cmd, sizeof cmd,
              "%s --mechanism fake --mode development --state-dir '%s' %s 2>&1 </dev/null",
              PH_SANDBOX_CLI, state, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sbx_shell(cmd, out, cap);
 }
 
 /* The daemon's start destroys every environment of its state directory
