@@ -169,8 +169,9 @@ ph_status ph_unix_listen(const char *path, unsigned mode, int backlog, ph_unix_l
     struct sockaddr_un sun = {.sun_family = AF_UNIX}, tmp_sun = {.sun_family = AF_UNIX};
     size_t len = path ? strlen(path) : 0;
     if (len == 0 || !split(path, dir, sizeof dir, &name))
-        return ph_diag_set(diag, PH_E_INVAL, 0, "unix_socket_bad_path: a socket path names a "
-                                                "file: '%s'", path ? path : "");
+        return ph_diag_set(diag, PH_E_INVAL, 0,
+                           "unix_socket_bad_path: '%s' does not name a file in a directory",
+                           path ? path : "");
     int n = snprintf(tmp_sun.sun_path, sizeof tmp_sun.sun_path, "%s.%d.tmp", path, (int)getpid());
     if (n < 0 || (size_t)n >= sizeof tmp_sun.sun_path)
         return ph_diag_set(diag, PH_E_LIMIT, 0,
@@ -194,7 +195,8 @@ ph_status ph_unix_listen(const char *path, unsigned mode, int backlog, ph_unix_l
         rc = ph_diag_set(diag, PH_E_IO, 0, "unix_socket_bind: %s: %s", tmp_sun.sun_path,
                          strerror(errno));
     } else if (!(made = fstatat(dfd, tmp, &bound, AT_SYMLINK_NOFOLLOW) == 0) ||
-               !S_ISSOCK(bound.st_mode) || fchmodat(dfd, tmp, (mode_t)mode & 07777, AT_SYMLINK_NOFOLLOW) != 0 ||
+               !S_ISSOCK(bound.st_mode) ||
+               fchmodat(dfd, tmp, (mode_t)mode & 07777, AT_SYMLINK_NOFOLLOW) != 0 ||
                fstatat(dfd, tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 || !same_file(&st, &bound) ||
                listen(fd, backlog) != 0) {
         rc = ph_diag_set(diag, PH_E_IO, 0, "unix_socket_listen: %s: %s", tmp_sun.sun_path,
