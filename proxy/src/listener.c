@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -213,54 +212,18 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag)
     return fd;
 }
 
-int px_listen_unix(const char *path, unsigned mode, ph_diag *diag)
+int px_listen_unix(const char *path, unsigned mode, ph_unix_listener *out, ph_diag *diag)
 {
-    struct sockaddr_un sun = { .sun_family = AF_UNIX };
-    if (strlen(path) >= sizeof sun.sun_path) {
-        ph_diag_set(diag, PH_E_INVAL, 0, "unix socket path too long: %s", path);
-        return -1;
-    }
-    memcpy(sun.sun_path, path, strlen(path) + 1);
-    /* Replace only a stale socket (nothing accepts on it), never a live one
-     * (another instance serves there) nor a file someone put there; the
-     * instance lock keeps two starting at once from both replacing it. */
+    /* The instance lock first, so a second pinhole-proxy is named as such;
+     * ph_unix_listen then replaces only a stale socket (nothing accepts on
+     * it), never a live one (another process serves there) nor a file
+     * someone put there. */
     char what[PX_PATH_MAX + 16];
     snprintf(what, sizeof what, "unix socket %s", path);
-    if (!instance_lock(what, diag))
+    out->fd = -1;
+    if (!instance_lock(what, diag) || ph_unix_listen(path, mode, 4096, out, diag) != PH_OK)
         return -1;
-    struct stat st;
-    if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            ph_diag_set(diag, PH_E_IO, 0, "%s exists and is not a socket", path);
-            return -1;
-        }
-        int probe = -1;
-        if (someone_listens((struct sockaddr *)&sun, sizeof sun, &probe)) {
-            struct ucred cred = { 0 };
-            socklen_t cl = sizeof cred;
-            if (getsockopt(probe, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 && cred.pid > 0)
-                ph_diag_set(diag, PH_E_IO, 0,
-                            "unix socket %s is held by a live listener (pid %d, uid %u); "
-                            "refusing to replace it",
-                            path, (int)cred.pid, (unsigned)cred.uid);
-            else
-                ph_diag_set(diag, PH_E_IO, 0,
-                            "unix socket %s is held by a live listener; refusing to replace it",
-                            path);
-            close(probe);
-            return -1;
-        }
-        unlink(path);
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 ||
-        chmod(path, (mode_t)mode) != 0 || listen(fd, 4096) != 0) {
-        ph_diag_set(diag, PH_E_IO, 0, "listen on %s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    return fd;
+    return out->fd;
 }
 
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,

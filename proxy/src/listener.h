@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "pinhole/status.h"
+#include "pinhole/unix_listen.h"
 #include "sockaddr.h"
 
 struct evconnlistener;
@@ -19,10 +20,13 @@ struct px_worker;
  * second instance cannot join the port group. *addr is updated to the bound address (port 0: the kernel's
  * choice, which the other workers then bind). Returns the fd or -1. */
 int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
-/* A unix listening socket at path with mode. A stale socket (nothing
- * accepts on it) is replaced; a live one is an error naming its holder
- * (SO_PEERCRED pid); any other file is an error. */
-int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
+/* A unix listening socket at path with mode, into *out (ph_unix_listen:
+ * a stale socket, nothing accepting on it, is replaced; a live one is an
+ * error naming its holder, SO_PEERCRED pid; a symlink or any other file is
+ * an error), after the instance lock of the path (another pinhole-proxy
+ * is named as such). At stop the caller removes it with
+ * ph_unix_listen_unlink. Returns out->fd or -1. */
+int px_listen_unix(const char *path, unsigned mode, ph_unix_listener *out, ph_diag *diag);
 
 /* Wraps fd in an evconnlistener on base that hands connections to the
  * worker (proxy_protocol: through accept_proxied.h, which reads a

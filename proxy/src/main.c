@@ -22,6 +22,7 @@
 #include "pinhole/addr.h"
 #include "pinhole/diag.h"
 #include "pinhole/file_atomic.h"
+#include "pinhole/unix_listen.h"
 #include "pinhole/version.h"
 #include "privdrop.h"
 #include "proxy_limits.h"
@@ -174,6 +175,7 @@ int main(int argc, char **argv)
     int code = PX_EXIT_OK, started = 0;
     struct px_admin *admin = NULL;
     px_sockaddr admin_addr, addrs[PX_LISTEN_MAX];
+    ph_unix_listener unix_l = {.fd = -1};
     int unix_fd = -1;
     struct event_base *main_base = event_base_new();
     px_worker *workers = calloc((size_t)nworkers, sizeof *workers);
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
             goto out;
         }
     if (cfg.unix_socket[0] &&
-        (unix_fd = px_listen_unix(cfg.unix_socket, cfg.unix_socket_mode, &diag)) < 0) {
+        (unix_fd = px_listen_unix(cfg.unix_socket, cfg.unix_socket_mode, &unix_l, &diag)) < 0) {
         code = fail(PX_EXIT_STARTUP, "unix listener", &diag);
         goto out;
     }
@@ -265,7 +267,7 @@ out:
         event_base_free(main_base);
     if (unix_fd >= 0) {
         close(unix_fd);
-        unlink(cfg.unix_socket);
+        (void)ph_unix_listen_unlink(&unix_l); /* only while it is still ours */
     }
     px_policy_shutdown();
     return code;

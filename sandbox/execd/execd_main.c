@@ -24,9 +24,9 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
+#include "pinhole/unix_listen.h"
 #include "pinhole/version.h"
 
 enum {
@@ -318,6 +318,23 @@ static int lock_state_dir(const char *dir)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     int fd = -1, rc = -1, err = errno;
+    /* The directory is claimed first (<state>/owner): one the
+     * pinhole-sandbox CLI keeps environments in is refused before recovery
+     * could destroy them, and before execd.lock is made (which marks a
+     * directory without an owner file as a daemon's). */
+    ph_diag d = {0};
+    ph_status claim = dfd >= 0 ? ph_state_claim(dfd, PH_STATE_OWNER_EXECD, &d) : PH_OK;
+    if (claim != PH_OK) {
+        close(dfd);
+        bool owned = strncmp(d.message, "state_dir_owned:", 16) == 0;
+        json_t *x = json_pack("{s:s, s:s}", "error", d.message, "fix",
+                              owned ? "the pinhole-sandbox CLI keeps environments in this state "
+                                      "directory: give the daemon a --state-dir of its own"
+                                    : "see error");
+        xd_log("error", owned ? "state_dir_owned" : "state_dir_refused", x);
+        json_decref(x);
+        return claim == PH_E_IO || claim == PH_E_NOMEM ? XD_EXIT_OS : XD_EXIT_REFUSED;
+    }
     /* The lock held must be on the file the name holds once it is held: a
      * daemon stopping unlinks the file it locked (unlock_state_dir), so one
      * that opened that file just before the unlink gets its lock once the
@@ -370,12 +387,15 @@ static int lock_state_dir(const char *dir)
     return XD_EXIT_REFUSED;
 }
 
-/* After a clean stop (every sandbox destroyed): the lock's file goes, the
- * lock itself with the process. */
+/* After a clean stop (every sandbox destroyed): the claim goes when no
+ * environment is left, then the lock's file, the lock itself with the
+ * process, so the directory is left empty. */
 static void unlock_state_dir(void)
 {
-    if (g_state_lock_dir_fd >= 0)
+    if (g_state_lock_dir_fd >= 0) {
+        ph_state_release(g_state_lock_dir_fd, PH_STATE_OWNER_EXECD);
         (void)unlinkat(g_state_lock_dir_fd, "execd.lock", 0);
+    }
 }
 
 /* The workspace is a cache (decision 1): whatever a previous run left is
@@ -486,39 +506,37 @@ static int check_socket_dir(const char *socket_path)
     return 0;
 }
 
+/* The unix socket, for its removal at stop (ph_unix_listen_unlink). */
+static ph_unix_listener g_socket = {.fd = -1};
+
+/* Listens on --socket (ph_unix_listen: bound under a temporary name and
+ * renamed into place, so a client that sees the path can connect). A
+ * socket already there is replaced only when nothing accepts on it (a
+ * killed daemon's); one another daemon serves, whatever state directory it
+ * serves, is refused (exit 78, socket_in_use): replacing it would cut that
+ * daemon's clients off. A symlink or any other file there is refused too. */
 static int bind_socket(const xd_config *cfg, int *out)
 {
-    /* Bound and listening under a temporary name, then renamed into place:
-     * a client that sees the path can connect (no window between bind and
-     * listen where a connect is refused). */
-    struct sockaddr_un sun = {.sun_family = AF_UNIX};
-    int n = snprintf(sun.sun_path, sizeof sun.sun_path, "%s.%d.tmp", cfg->socket_path,
-                     (int)getpid());
-    if (n < 0 || (size_t)n >= sizeof sun.sun_path) {
-        fprintf(stderr, "pinhole-execd: --socket path is too long\n");
+    ph_diag d = {0};
+    ph_status st = ph_unix_listen(cfg->socket_path, cfg->socket_mode, 128, &g_socket, &d);
+    if (st == PH_OK) {
+        *out = g_socket.fd;
+        return 0;
+    }
+    if (st == PH_E_LIMIT) {
+        fprintf(stderr, "pinhole-execd: --socket path is too long: %s\n", d.message);
         return XD_EXIT_USAGE;
     }
-    struct stat st;
-    if (lstat(cfg->socket_path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            fprintf(stderr, "pinhole-execd: --socket names something that is not a socket\n");
-            return XD_EXIT_OS;
-        }
-        unlink(cfg->socket_path);
-    }
-    (void)unlink(sun.sun_path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof sun) != 0 ||
-        chmod(sun.sun_path, cfg->socket_mode) != 0 || listen(fd, 128) != 0 ||
-        rename(sun.sun_path, cfg->socket_path) != 0) {
-        fprintf(stderr, "pinhole-execd: cannot listen on the socket: %s\n", strerror(errno));
-        (void)unlink(sun.sun_path);
-        if (fd >= 0)
-            close(fd);
-        return XD_EXIT_OS;
-    }
-    *out = fd;
-    return 0;
+    bool in_use = st == PH_E_DENIED, other = st == PH_E_INVAL;
+    json_t *x = json_pack("{s:s, s:s, s:s}", "path", cfg->socket_path, "error", d.message, "fix",
+                          in_use ? "another daemon serves this --socket: give each daemon a "
+                                   "socket of its own, or stop that one first"
+                          : other ? "--socket must name a socket or nothing: remove what is "
+                                    "there"
+                                  : "see error");
+    xd_log("error", in_use ? "socket_in_use" : other ? "socket_not_a_socket" : "socket_failed", x);
+    json_decref(x);
+    return in_use || other ? XD_EXIT_REFUSED : XD_EXIT_OS;
 }
 
 /* A worker's certificate must say it is for client authentication: an
@@ -698,6 +716,9 @@ int main(int argc, char **argv)
     }
     rc = xd_serve(&cfg, fd, tls_fd, tls_ctx, admin_fd);
     SSL_CTX_free(tls_ctx);
+    /* Only while the path is still the socket bound above: a daemon that
+     * took the path since (after this one stopped listening) keeps it. */
+    (void)ph_unix_listen_unlink(&g_socket);
     if (rc == XD_EXIT_OK)
         unlock_state_dir();
     return rc;

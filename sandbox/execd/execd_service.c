@@ -1027,6 +1027,5 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
     event_free(sigint);
     event_free(done_ev);
     event_base_free(g_base);
-    unlink(cfg->socket_path);
-    return 0;
+    return 0; /* the socket's path is removed by the caller (execd_main.c) */
 }

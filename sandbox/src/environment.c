@@ -209,6 +209,11 @@ ph_status ph_execution_service_open(const ph_service_config *config, ph_executio
     return PH_OK;
 }
 
+ph_status ph_execution_service_claim_for_cli(ph_execution_service *svc, ph_diag *diag)
+{
+    return ph_state_claim(svc->state_fd, PH_STATE_OWNER_CLI, diag);
+}
+
 void ph_execution_service_close(ph_execution_service **svc)
 {
     if (svc == NULL || *svc == NULL)

@@ -211,6 +211,29 @@ ph_status ph_state_write(int dir_fd, const char *name, const void *data, size_t 
  * length (len may be NULL). PH_E_DENIED (state_file_*) for anything else. */
 ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, ph_diag *diag);
 
+/* Who may use a state directory. pinhole-execd's start destroys every
+ * environment its state directory holds (its recovery: they are a dead
+ * run's), so environments the pinhole-sandbox CLI keeps there between its
+ * runs would be destroyed by it. The first of the two to use a directory
+ * claims it: dir_fd/owner (0600, published whole, never replaced) names
+ * the owner, and the other is refused there. */
+#define PH_STATE_OWNER_FILE "owner"
+#define PH_STATE_OWNER_EXECD "pinhole-execd"
+#define PH_STATE_OWNER_CLI "pinhole-sandbox"
+/* Claims dir_fd for owner (PH_STATE_OWNER_*), or finds it already owner's:
+ * PH_OK. A directory another owns is PH_E_DENIED, "state_dir_owned: ...
+ * belongs to OTHER", with nothing changed. A directory without the file
+ * (an earlier version's) is taken to be pinhole-execd's when it holds
+ * execd.lock (a daemon's, live or killed) and pinhole-sandbox's when it
+ * holds environments without one, and is claimed only for that owner; an
+ * empty one for owner. ph_state_read's refusals for a file that is not one
+ * of ours; PH_E_IO. */
+ph_status ph_state_claim(int dir_fd, const char *owner, ph_diag *diag);
+/* Gives up owner's claim of dir_fd when it holds no environment any more
+ * (pinhole-execd's clean stop: its state directory is left empty, for
+ * either to claim next). */
+void ph_state_release(int dir_fd, const char *owner);
+
 /* PH_OK when path names a unix socket reached through directories only
  * root or the euid can change (a walk from "/" with O_NOFOLLOW, no
  * symlink on the way; in a sticky shared directory the socket must be
@@ -466,6 +489,10 @@ const char *ph_environment_id(const ph_environment *env);
  * same service state dir (spec saved at create). */
 ph_status ph_environment_reattach(ph_execution_service *svc, const char *env_id,
                                   ph_environment **out, ph_diag *diag);
+/* CLI support: claims svc's state directory for the CLI (ph_state_claim
+ * with PH_STATE_OWNER_CLI): refused (PH_E_DENIED, state_dir_owned) where
+ * pinhole-execd's state is, whose start would destroy what the CLI keeps. */
+ph_status ph_execution_service_claim_for_cli(ph_execution_service *svc, ph_diag *diag);
 /* CLI support: releases the in-process handle but keeps the sandbox. */
 void ph_environment_detach(ph_environment **env);
 /* CLI support: saves env's spec (mode 0600, grant token included) in its

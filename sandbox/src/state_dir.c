@@ -27,6 +27,7 @@
 
 #include "pinhole/file_atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -414,6 +415,90 @@ ph_status ph_state_read(int dir_fd, const char *name, char **out, size_t *len, p
     if (len != NULL)
         *len = got;
     return PH_OK;
+}
+
+/* ---- the owner ---- */
+
+/* Whether dir_fd holds an environment directory ("env-..."); true when it
+ * cannot be read (the answer that keeps a claim). */
+static bool holds_environments(int dir_fd)
+{
+    int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return true;
+    }
+    bool found = false;
+    for (struct dirent *de; !found && (de = readdir(d)) != NULL;)
+        found = strncmp(de->d_name, "env-", 4) == 0;
+    closedir(d);
+    return found;
+}
+
+/* The owner an unclaimed directory had under an earlier version, or NULL
+ * (nothing of either's: anyone may claim it). */
+static const char *earlier_owner(int dir_fd)
+{
+    struct stat sb;
+    if (fstatat(dir_fd, "execd.lock", &sb, AT_SYMLINK_NOFOLLOW) == 0)
+        return PH_STATE_OWNER_EXECD;
+    return holds_environments(dir_fd) ? PH_STATE_OWNER_CLI : NULL;
+}
+
+ph_status ph_state_claim(int dir_fd, const char *owner, ph_diag *diag)
+{
+    static const char *const known[] = {PH_STATE_OWNER_EXECD, PH_STATE_OWNER_CLI};
+    for (int tries = 0; tries < 3; tries++) {
+        char *text = NULL;
+        size_t len = 0;
+        ph_status st = ph_state_read(dir_fd, PH_STATE_OWNER_FILE, &text, &len, diag);
+        if (st == PH_OK) {
+            const char *who = NULL;
+            for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+                if (len == strlen(known[i]) + 1 && memcmp(text, known[i], len - 1) == 0 &&
+                    text[len - 1] == '\n')
+                    who = known[i];
+            free(text);
+            if (who != NULL && strcmp(who, owner) == 0)
+                return PH_OK;
+            return ph_diag_set(diag, PH_E_DENIED, 0,
+                               "state_dir_owned: the state directory belongs to %s (its file '"
+                               PH_STATE_OWNER_FILE "'), not to %s: give %s a state directory of "
+                               "its own",
+                               who ? who : "an unknown owner", owner, owner);
+        }
+        if (st != PH_E_NOT_FOUND)
+            return st;
+        const char *earlier = earlier_owner(dir_fd);
+        if (earlier != NULL && strcmp(earlier, owner) != 0)
+            return ph_diag_set(diag, PH_E_DENIED, 0,
+                               "state_dir_owned: the state directory holds %s's %s, not %s's: "
+                               "give %s a state directory of its own",
+                               earlier,
+                               strcmp(earlier, PH_STATE_OWNER_EXECD) == 0 ? "execd.lock"
+                                                                          : "environments",
+                               owner, owner);
+        char line[64];
+        int n = snprintf(line, sizeof line, "%s\n", owner);
+        st = ph_file_write_atomic_at(dir_fd, PH_STATE_OWNER_FILE, line, (size_t)n, 0600,
+                                     PH_WRITE_NO_REPLACE, NULL);
+        if (st == PH_OK)
+            return PH_OK;
+        if (errno != EEXIST)
+            return ph_diag_set(diag, PH_E_IO, 0, "state_write_failed: %s: %s",
+                               PH_STATE_OWNER_FILE, strerror(errno));
+        /* Claimed meanwhile: read whose it is. */
+    }
+    return ph_diag_set(diag, PH_E_IO, 0, "state_dir_owner_unreadable: %s keeps changing",
+                       PH_STATE_OWNER_FILE);
+}
+
+void ph_state_release(int dir_fd, const char *owner)
+{
+    if (!holds_environments(dir_fd) && ph_state_claim(dir_fd, owner, NULL) == PH_OK)
+        (void)unlinkat(dir_fd, PH_STATE_OWNER_FILE, 0);
 }
 
 static ph_status open_socket(const char *path, int *out, ph_diag *diag)

@@ -42,7 +42,8 @@ static const char usage_text[] =
     "                       production; production refuses docker and fake)\n"
     "  --state-dir DIR      where environments live (default: $PINHOLE_SANDBOX_STATE_DIR, else\n"
     "                       /var/lib/pinhole/sandbox as root, $XDG_STATE_HOME/pinhole/sandbox);\n"
-    "                       created 0700, or refused unless it is this user's, 0700, no symlink\n"
+    "                       created 0700, or refused unless it is this user's, 0700, no symlink;\n"
+    "                       never pinhole-execd's (its <state>/owner names the owner)\n"
     "  --hard-cap SECONDS   the service hard cap on any command (default 600)\n"
     "  --workspace-total-max BYTES   workspace bytes all environments of the state\n"
     "                       directory may reserve (default: half its filesystem's size)\n"
@@ -497,6 +498,15 @@ int main(int argc, char **argv)
     ph_status st = ph_execution_service_open(&c.cfg, &svc, &diag);
     if (st != PH_OK) {
         rc = fail("startup_refused", st, &diag);
+        return tool_fail >= 0 ? tool_fail : rc;
+    }
+    /* Environments outlive this process: never in pinhole-execd's state
+     * directory, whose start destroys every environment there. */
+    if ((st = ph_execution_service_claim_for_cli(svc, &diag)) != PH_OK) {
+        ph_execution_service_close(&svc);
+        rc = fail(strncmp(diag.message, "state_dir_owned:", 16) == 0 ? "state_dir_owned"
+                                                                      : "startup_refused",
+                  st, &diag);
         return tool_fail >= 0 ? tool_fail : rc;
     }
     ph_environment *env = NULL;

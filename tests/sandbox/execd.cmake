@@ -34,8 +34,9 @@ ph_add_unit_test(NAME execd.test_execd SOURCES ${CMAKE_CURRENT_LIST_DIR}/execd/t
                  LIBS pinhole_execd_client pinhole_execd_wire pinhole_sandbox_internal OpenSSL::SSL
                  LABELS e2e)
 target_compile_definitions(execd.test_execd PRIVATE
-    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>" PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
-add_dependencies(execd.test_execd pinhole-execd)
+    PH_EXECD_BINARY="$<TARGET_FILE:pinhole-execd>" PH_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    PH_SANDBOX_CLI="$<TARGET_FILE:pinhole-sandbox>")
+add_dependencies(execd.test_execd pinhole-execd pinhole-sandbox)
 target_include_directories(execd.test_execd PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 set_tests_properties(execd.test_execd PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 # In a sanitizer build the daemon runs under ASan+UBSan here too: any report

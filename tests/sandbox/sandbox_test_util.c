@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static void collect_warning(void *ctx, const char *line)
 {
@@ -147,4 +148,14 @@ int sbx_loop_devices_of(const char *needle)
     if (d != NULL)
         closedir(d);
     return n;
+}
+
+int sbx_shell(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }

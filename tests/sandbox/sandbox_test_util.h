@@ -53,4 +53,9 @@ bool sbx_process_with_arg_exists(const char *needle);
 /* How many loop devices have a backing file whose path contains needle. */
 int sbx_loop_devices_of(const char *needle);
 
+/* Runs cmd through sh (popen): what it writes to stdout, at most cap - 1
+ * bytes, into out (NUL-terminated). Its exit status, -1 when it did not
+ * exit (a signal). */
+int sbx_shell(const char *cmd, char *out, size_t cap);
+
 #endif

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 static char g_state[512];
 
@@ -18,12 +17,7 @@ static int cli(char *out, size_t cap, const char *args)
     snprintf(cmd, sizeof cmd,
              "PINHOLE_SANDBOX_STATE_DIR='%s' %s/sandbox/pinhole-sandbox %s 2>&1 </dev/null",
              g_state, PH_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return sbx_shell(cmd, out, cap);
 }
 
 static int setup(void **state)

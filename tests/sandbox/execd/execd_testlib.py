@@ -33,7 +33,9 @@ def start_daemon(execd, tmp, mechanism="fake", extra=()):
             if proc.returncode == 69:
                 print("SKIP: mechanism %s is not available here" % mechanism)
                 sys.exit(77)
-            print("pinhole-execd exited %d" % proc.returncode)
+            log.close()
+            with open(os.path.join(tmp, "execd.log")) as f:
+                print("pinhole-execd exited %d:\n%s" % (proc.returncode, f.read()[-2000:]))
             sys.exit(1)
         time.sleep(0.025)
     print("pinhole-execd did not listen")

@@ -113,8 +113,22 @@ static void daemon_prepare(xdaemon *d)
 
 /* Starts pinhole-execd on d with the extra options and environment (both
  * NULL-terminated; PATH is always set, nothing else is inherited). Returns
- * -1 once it listens, or its exit status when it exits instead. */
-static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const *env)
+ * -1 once it listens, or its exit status when it exits instead. fresh: what
+ * d->sock holds is removed first, and the daemon listens once the path
+ * exists; else the path is left as it is (another daemon's socket, a stale
+ * one, a file) and the daemon listens once its log (emptied first) says so. */
+/* Whether d's log holds what. */
+static bool log_has(const xdaemon *d, const char *what)
+{
+    size_t len;
+    char *log = ph_test_read_file(d->log, &len);
+    bool has = log != NULL && strstr(log, what) != NULL;
+    free(log);
+    return has;
+}
+
+static int daemon_spawn_at(xdaemon *d, const char *const *extra, const char *const *env,
+                           bool fresh)
 {
     char a_sock[300], a_state[300];
     snprintf(a_sock, sizeof a_sock, "--socket=%s", d->sock);
@@ -132,7 +146,10 @@ static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const 
     for (size_t i = 0; env && env[i] && m < 15; i++)
         envp[m++] = strdup(env[i]);
     envp[m] = NULL;
-    unlink(d->sock); /* a previous daemon's: "listening" means this one's */
+    if (fresh)
+        unlink(d->sock); /* a previous daemon's: "listening" means this one's */
+    else if (truncate(d->log, 0) != 0 && errno != ENOENT)
+        fail_msg("truncate %s: %s", d->log, strerror(errno));
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
@@ -153,7 +170,7 @@ static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const 
     d->pid = g_live[live_slot(d->dir)].pid = pid;
     for (int i = 0; i < 200; i++) {
         struct stat st;
-        if (stat(d->sock, &st) == 0)
+        if (fresh ? stat(d->sock, &st) == 0 : log_has(d, "\"event\":\"listening\""))
             return -1;
         int status;
         if (waitpid(pid, &status, WNOHANG) == pid) {
@@ -164,6 +181,11 @@ static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const 
     }
     fail_msg("pinhole-execd neither listened nor exited");
     return 0;
+}
+
+static int daemon_spawn(xdaemon *d, const char *const *extra, const char *const *env)
+{
+    return daemon_spawn_at(d, extra, env, true);
 }
 
 static void daemon_start(xdaemon *d, const char *const *extra)
@@ -2163,6 +2185,233 @@ static void test_a_second_daemon_on_the_state_dir_is_refused(void **state)
     assert_int_equal(daemon_stop(&a), 0);
 }
 
+/* Reaps d's daemon by hand (SIGTERM), so what its stop left can be looked
+ * at before daemon_stop removes its directory. Its exit status. */
+static int daemon_reap(xdaemon *d)
+{
+    int status = reap(d->pid);
+    g_live[live_slot(d->dir)].pid = 0;
+    d->pid = 0;
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A second daemon given another state directory but the --socket of a
+ * running one (two units sharing a socket path) is refused; it used to
+ * replace the first one's socket, cutting its clients off. */
+static void test_a_second_daemon_on_the_socket_is_refused(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    int fd = raw_hello(&a);
+    char *env = raw_create(fd, "t1");
+    struct stat before, after;
+    assert_int_equal(lstat(a.sock, &before), 0);
+    daemon_prepare(&b);
+    snprintf(b.sock, sizeof b.sock, "%s", a.sock);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn_at(&b, allow, NULL, false);
+    size_t len;
+    char *log = ph_test_read_file(b.log, &len);
+    bool same = lstat(a.sock, &after) == 0 && after.st_ino == before.st_ino;
+    /* A new connection reaches the first daemon (its environment is
+     * found), and so does the one made before. */
+    int fresh = raw_connect(&a);
+    json_t *h = fresh >= 0 ? raw_call(fresh, json_pack("{s:s}", "op", "hello")) : NULL;
+    const char *const argv[] = {"true", NULL};
+    json_t *r1 = fresh >= 0 ? raw_call(fresh, raw_execute_req("t1", env, argv)) : NULL;
+    json_t *r0 = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("second daemon on the same socket: %s (exit %d); the path is still the first's: %s; "
+           "a new client's execute: %s; the old client's: %s\n",
+           rc == -1 ? "listening" : "refused", rc, same ? "yes" : "no",
+           r1 ? (error_of(r1) ? error_of(r1) : "ok") : "no connection",
+           error_of(r0) ? error_of(r0) : "ok");
+    assert_int_equal(rc, 78);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "\"socket_in_use\""));
+    assert_true(same);
+    assert_non_null(h);
+    assert_null(error_of(r1));
+    assert_null(error_of(r0));
+    json_decref(h);
+    json_decref(r1);
+    json_decref(r0);
+    free(log);
+    assert_int_equal(daemon_stop(&b), -1);
+    if (fresh >= 0)
+        close(fresh);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&a), 0);
+}
+
+/* A daemon's stop removes its socket's path only while it is still its own:
+ * a daemon that took the path since (the file was removed, another was
+ * started there) keeps serving. It used to be unlinked, whoever it was. */
+static void test_the_stop_leaves_a_socket_another_bound(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    daemon_prepare(&b);
+    snprintf(b.sock, sizeof b.sock, "%s", a.sock);
+    assert_int_equal(unlink(a.sock), 0);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn(&b, allow, NULL), -1);
+    struct stat bound, after;
+    assert_int_equal(lstat(b.sock, &bound), 0);
+    assert_int_equal(daemon_reap(&a), 0);
+    bool kept = lstat(b.sock, &after) == 0 && after.st_ino == bound.st_ino;
+    int fd = kept ? raw_connect(&b) : -1;
+    json_t *h = fd >= 0 ? raw_call(fd, json_pack("{s:s}", "op", "hello")) : NULL;
+    printf("the first daemon stopped: the second's socket %s; hello through it: %s\n",
+           kept ? "kept" : "removed", h ? (error_of(h) ? error_of(h) : "ok") : "no connection");
+    assert_true(kept);
+    assert_non_null(h);
+    assert_null(error_of(h));
+    json_decref(h);
+    close(fd);
+    /* The second's own stop removes it: it is still its own. */
+    assert_int_equal(daemon_reap(&b), 0);
+    assert_int_equal(lstat(b.sock, &after), -1);
+    assert_int_equal(daemon_stop(&b), -1);
+    assert_int_equal(daemon_stop(&a), -1);
+}
+
+/* A killed daemon's socket (nothing accepts on it) is replaced by the next
+ * one; a symlink or a regular file at --socket is refused and kept. */
+static void test_a_stale_socket_is_replaced_a_file_is_not(void **state)
+{
+    (void)state;
+    xdaemon a, b;
+    daemon_start(&a, NULL);
+    kill(a.pid, SIGKILL);
+    daemon_reap(&a);
+    struct stat st;
+    assert_int_equal(lstat(a.sock, &st), 0); /* left behind, stale */
+    daemon_prepare(&b);
+    snprintf(b.sock, sizeof b.sock, "%s", a.sock);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    assert_int_equal(daemon_spawn_at(&b, allow, NULL, false), -1);
+    close(raw_hello(&b));
+    assert_int_equal(daemon_reap(&b), 0);
+    /* A symlink to a socket path, and a regular file. */
+    char target[300];
+    snprintf(target, sizeof target, "%s/elsewhere.sock", a.dir);
+    assert_int_equal(symlink(target, a.sock), 0);
+    int rc_link = daemon_spawn_at(&b, allow, NULL, false);
+    bool link_kept = lstat(a.sock, &st) == 0 && S_ISLNK(st.st_mode) && lstat(target, &st) != 0;
+    unlink(a.sock);
+    int f = open(a.sock, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    assert_true(f >= 0);
+    assert_int_equal(write(f, "keep", 4), 4);
+    close(f);
+    int rc_file = daemon_spawn_at(&b, allow, NULL, false);
+    size_t len;
+    char *back = ph_test_read_file(a.sock, &len);
+    char *log = ph_test_read_file(b.log, &len);
+    printf("--socket a symlink: exit %d (kept: %s); a regular file: exit %d (kept: %s)\n",
+           rc_link, link_kept ? "yes" : "no", rc_file,
+           back && strcmp(back, "keep") == 0 ? "yes" : "no");
+    assert_int_equal(rc_link, 78);
+    assert_true(link_kept);
+    assert_int_equal(rc_file, 78);
+    assert_non_null(back);
+    assert_string_equal(back, "keep");
+    assert_non_null(log);
+    assert_non_null(strstr(log, "\"socket_not_a_socket\""));
+    free(back);
+    free(log);
+    assert_int_equal(daemon_stop(&b), -1);
+    assert_int_equal(daemon_stop(&a), -1);
+}
+
+/* Runs the pinhole-sandbox CLI (fake, development) on state with args;
+ * its exit status, its stdout and stderr in out. */
+static int sandbox_cli(const char *state, const char *args, char *out, size_t cap)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "%s --mechanism fake --mode development --state-dir '%s' %s 2>&1 </dev/null",
+             PH_SANDBOX_CLI, state, args);
+    return sbx_shell(cmd, out, cap);
+}
+
+/* The daemon's start destroys every environment of its state directory
+ * (recovery), so the environments pinhole-sandbox keeps in its own state
+ * directory between runs would be destroyed by a daemon given that
+ * directory: it is refused there instead, and nothing is deleted. */
+static void test_the_daemon_refuses_the_cli_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_prepare(&d);
+    char out[4096], id[64] = "";
+    assert_int_equal(sandbox_cli(d.state, "create --tenant t --lease l", out, sizeof out), 0);
+    assert_int_equal(strncmp(out, "env-", 4), 0);
+    snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
+    const char *const allow[] = {"--allow-uid=0", NULL};
+    int rc = daemon_spawn(&d, allow, NULL);
+    size_t left = env_dirs(d.state);
+    char args[256];
+    snprintf(args, sizeof args, "exec %s -- echo still-here", id);
+    int exec_rc = sandbox_cli(d.state, args, out, sizeof out);
+    printf("pinhole-execd on pinhole-sandbox's state directory: %s (exit %d); the CLI's "
+           "environments left: %zu of 1; exec in it: exit %d\n",
+           rc == -1 ? "listening" : "refused", rc, left, exec_rc);
+    assert_int_equal(rc, 78);
+    assert_true(log_has(&d, "\"state_dir_owned\""));
+    assert_int_equal(left, 1);
+    assert_int_equal(exec_rc, 0);
+    assert_non_null(strstr(out, "still-here"));
+    /* A directory an earlier version left without the owner file: its
+     * environments without an execd.lock are the CLI's. */
+    char owner[400];
+    snprintf(owner, sizeof owner, "%s/owner", d.state);
+    assert_int_equal(unlink(owner), 0);
+    assert_int_equal(daemon_spawn(&d, allow, NULL), 78);
+    assert_int_equal(env_dirs(d.state), 1);
+    assert_int_equal(access(owner, F_OK), -1);
+    snprintf(args, sizeof args, "destroy %s", id);
+    assert_int_equal(sandbox_cli(d.state, args, out, sizeof out), 0);
+    assert_int_equal(daemon_stop(&d), -1);
+}
+
+/* And the CLI is refused in the daemon's state directory: what it made
+ * there would be destroyed at the daemon's next start, and what it could
+ * reach there is the daemon's (a destroy through the CLI used to remove
+ * the daemon's sandbox under its client). */
+static void test_the_cli_refuses_the_daemon_state_dir(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    char out[4096], args[256];
+    int create_rc = sandbox_cli(d.state, "create --tenant t --lease l", out, sizeof out);
+    bool owned = strstr(out, "state_dir_owned") != NULL;
+    snprintf(args, sizeof args, "destroy %s", env);
+    int destroy_rc = sandbox_cli(d.state, args, out, sizeof out);
+    size_t left = env_dirs(d.state);
+    const char *const argv[] = {"true", NULL};
+    json_t *r = raw_call(fd, raw_execute_req("t1", env, argv));
+    printf("pinhole-sandbox on pinhole-execd's state directory: create exit %d%s, destroy of "
+           "the daemon's environment exit %d; environments: %zu (want 1); the daemon's "
+           "execute: %s\n",
+           create_rc, owned ? " (state_dir_owned)" : "", destroy_rc, left,
+           error_of(r) ? error_of(r) : "ok");
+    assert_int_equal(create_rc, 3);
+    assert_true(owned);
+    assert_int_equal(destroy_rc, 3);
+    assert_int_equal(left, 1);
+    assert_null(error_of(r));
+    json_decref(r);
+    close(fd);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 static void test_a_big_frame_does_not_stall_the_loop(void **state)
 {
     (void)state;
@@ -2803,6 +3052,11 @@ int main(void)
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
+        cmocka_unit_test_teardown(test_a_second_daemon_on_the_socket_is_refused, stop_left),
+        cmocka_unit_test_teardown(test_the_stop_leaves_a_socket_another_bound, stop_left),
+        cmocka_unit_test_teardown(test_a_stale_socket_is_replaced_a_file_is_not, stop_left),
+        cmocka_unit_test_teardown(test_the_daemon_refuses_the_cli_state_dir, stop_left),
+        cmocka_unit_test_teardown(test_the_cli_refuses_the_daemon_state_dir, stop_left),
         cmocka_unit_test_teardown(test_one_identity_at_its_caps_leaves_room, stop_left),
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
