@@ -366,6 +366,7 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     event_free(f->deadline);
     evbuffer_free(f->up_head);
     free(f->tun_token);
+    ph_grant_memo_clear(&f->grant_memo);
     free(f);
 }
 
