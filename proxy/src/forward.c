@@ -471,18 +471,24 @@ static void start_exchange(px_fwd *f)
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
     bufferevent_setwatermark(f->up, EV_WRITE, cap_bytes(f) / 2, 0);
     up_timeouts(f);
-    /* The head goes at once (flush_client's reason); up_head stays for a
-     * retry. The upstream's output is empty here (a new connection, or a
-     * kept-alive one whose every byte was taken). */
+    /* The head goes at once when nothing is pending (flush_client's
+     * reason: a new connection, or a kept-alive one whose every byte was
+     * taken); up_head stays for a retry. EV_WRITE stays on only for what
+     * the socket did not take, or for a body to come. */
     size_t n = evbuffer_get_length(f->up_head);
     const uint8_t *head = evbuffer_pullup(f->up_head, (ev_ssize_t)n);
-    ssize_t sent = send(bufferevent_getfd(f->up), head, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    size_t done = sent > 0 ? (size_t)sent : 0;
-    bufferevent_disable(f->up, EV_WRITE);
+    struct evbuffer *out = bufferevent_get_output(f->up);
+    size_t done = 0;
+    if (evbuffer_get_length(out) == 0) {
+        bufferevent_disable(f->up, EV_WRITE);
+        ssize_t sent = send(bufferevent_getfd(f->up), head, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        done = sent > 0 ? (size_t)sent : 0;
+    }
     if (done < n)
         bufferevent_write(f->up, head + done, n - done);
     f->bytes_up += n;
-    bufferevent_enable(f->up, done < n || !f->req_done ? EV_READ | EV_WRITE : EV_READ);
+    bufferevent_enable(f->up, evbuffer_get_length(out) > 0 || !f->req_done ? EV_READ | EV_WRITE
+                                                                            : EV_READ);
     if (!f->req_done) {
         bufferevent_setwatermark(f->client, EV_READ, 0, cap_bytes(f));
         bufferevent_enable(f->client, EV_READ);
@@ -657,8 +663,9 @@ static void client_write_cb(struct bufferevent *b, void *arg)
         bufferevent_enable(f->up, EV_READ);
         up_read_cb(f->up, f); /* the rest of an interim response, or the body */
     }
-    /* Drained: the next bytes go straight to the socket (flush_client). */
-    if ((f->state == F_HEAD || f->state == F_EXCHANGE) &&
+    /* Drained: the next bytes go straight to the socket (flush_client;
+     * F_CLOSING returned above, F_LINGER and F_DEAD write nothing). */
+    if (f->state != F_LINGER && f->state != F_DEAD &&
         evbuffer_get_length(bufferevent_get_output(b)) == 0)
         bufferevent_disable(b, EV_WRITE);
 }
