@@ -22,6 +22,7 @@
 # Usage: forward_counts.sh TEST_PROXY POLICYC PINHOLE_GUARD ALLOC_COUNTER
 PROXY=$1 POLICYC=$2 GRANT=$3 COUNTER=$4
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/counts_lib.sh"
 N=300
 SYS_MAX=10
 ALLOC_MAX=8
@@ -101,46 +102,18 @@ PY
     for _ in $(seq 1 400); do [ -e "$2.warm" ] && break; sleep 0.025; done
 }
 
-# The log line of every request is written when its response ends, which
-# may be just after the client read it: wait for COUNT lines in LOG.
-wait_lines() { # COUNT LOG
-    for _ in $(seq 1 400); do
-        [ "$(grep -c '"status":200' "$2")" -ge "$1" ] && return 0
-        sleep 0.025
-    done
-    return 1
-}
-
-# strace ($ST) has attached to every thread of the proxy once each names it
-# in its status (TracerPid).
-wait_attached() {
-    for _ in $(seq 1 200); do
-        all=1
-        for t in /proc/"$PROXY_PID"/task/*; do
-            [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
-        done
-        [ $all = 1 ] && return 0
-        sleep 0.025
-    done
-}
-
 # ---- system calls ----------------------------------------------------------
 e2e_start_proxy
 client $N "$E2E_TMP/sys"
-wait_lines 1 "$E2E_TMP/proxy.log"
-strace -f -c -q -o "$E2E_TMP/strace.txt" -p "$PROXY_PID" 2>"$E2E_TMP/strace.err" &
-ST=$!
-wait_attached
+counts_wait_lines 1 "$E2E_TMP/proxy.log"
+counts_strace_start "$E2E_TMP/strace.txt"
 touch "$E2E_TMP/sys.go"
 wait $CLIENT
 check "$N kept-alive requests under strace" "0" "$(cat "$E2E_TMP/sys.done" 2>/dev/null)"
-wait_lines $((N + 1)) "$E2E_TMP/proxy.log"
-kill -INT $ST; wait $ST
-others=$(awk -v n=$N '
-    $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" && $NF != "epoll_wait" { o += $4 }
-    END { printf "%.2f\n", o / n }' "$E2E_TMP/strace.txt")
+counts_wait_lines $((N + 1)) "$E2E_TMP/proxy.log"
+others=$(counts_strace_stop "$E2E_TMP/strace.txt" $N 2>"$E2E_TMP/strace.sum")
 echo "# per request: system calls besides epoll_wait $others"
-sed 's/^/#   /' "$E2E_TMP/strace.txt"
+cat "$E2E_TMP/strace.sum"
 check "at most $SYS_MAX system calls per request besides epoll_wait" "yes" \
     "$(awk -v o="$others" -v m="$SYS_MAX" 'BEGIN { print (o > 0 && o <= m) ? "yes" : "no: " o }')"
 check "one log line per request" "$((N + 1))" "$(grep -c '"method":"GET"' "$E2E_TMP/proxy.log")"
@@ -148,22 +121,15 @@ check "one upstream connection for every request" "1" "$(grep -c accepted "$E2E_
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
 # ---- heap allocations ------------------------------------------------------
-allocs() { # COUNT: the proxy's allocations serving a warm-up and COUNT requests
-    E2E_PROXY_NAME=alloc$1 \
-    E2E_PROXY_PREFIX="env LD_PRELOAD=$COUNTER PH_ALLOC_COUNT_OUT=$E2E_TMP/allocs-$1.txt" \
-        e2e_start_proxy
-    client "$1" "$E2E_TMP/alloc$1"
-    touch "$E2E_TMP/alloc$1.go"
+requests() { # COUNT: a warm-up and COUNT requests on one connection; prints the failures
+    client "$1" "$E2E_TMP/req$1"
+    touch "$E2E_TMP/req$1.go"
     wait $CLIENT
-    [ "$(cat "$E2E_TMP/alloc$1.done" 2>/dev/null)" = 0 ] ||
-        fail "requests failed while counting: $(cat "$E2E_TMP/alloc$1.done" 2>/dev/null)"
-    wait_lines $(($1 + 1)) "$E2E_TMP/alloc$1.log"
-    kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
-    awk '{ print $2 }' "$E2E_TMP/allocs-$1.txt"
+    cat "$E2E_TMP/req$1.done" 2>/dev/null || echo "no client"
 }
-few=$(allocs 0)
-many=$(allocs $N)
-per=$(awk -v a="$many" -v b="$few" -v n=$N 'BEGIN { if (a == "" || b == "") print "none"; else printf "%.2f\n", (a - b) / n }')
+few=$(counts_allocs 0 requests)
+many=$(counts_allocs $N requests)
+per=$(counts_per "$many" "$few" $N)
 echo "# heap allocations per request: $per ($many with $N requests, $few without)"
 check "at most $ALLOC_MAX heap allocations per request" "yes" \
     "$(awk -v p="$per" -v m=$ALLOC_MAX 'BEGIN { print (p != "none" && p + 0 >= 0 && p + 0 <= m) ? "yes" : "no: " p }')"
