@@ -30,7 +30,9 @@
  * the proxy's CPU per transaction against the floor (client + upstream CPU
  * of a direct transaction; <= 1.20x, stretch 1.15x), transactions/s against
  * direct (>= 0.44x) and against tinyproxy (>= 1.6x), the added latency
- * (<= 80 us and <= 0.5x tinyproxy's) and the idle tunnels' RSS (<= 24 MiB).
+ * (<= 80 us and <= 0.5x tinyproxy's), the idle tunnels' RSS (<= 24 MiB), and
+ * the plain-HTTP GETs' proxy CPU per request (<= 35 us) and requests/s
+ * against direct (>= 0.35x).
  *
  * A/B: --proxy given two or more times starts each binary (pinhole-proxy's
  * command line; ready when its listener answers) beside the
@@ -56,7 +58,8 @@
  * --allocs N (the system calls and heap allocations per transaction, counted
  * over N sequential ones), --no-peers (Pinhole alone),
  * --idle-only (only the idle tunnels' RSS, of a proxy that served nothing
- * before), --help.
+ * before), --http-only (only the plain-HTTP rows and their targets; with one
+ * --proxy, that binary's), --help.
  * Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
@@ -1220,6 +1223,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "Usage: bench_proxy [--workers N] [--clients N] [--idle-tunnels N] [--proxy PATH]... "
                "[--rounds N] [--syscalls N] [--allocs N] [--counts-only] [--no-peers] [--idle-only]\n"
+               "       [--http-only]\n"
                "pinhole-proxy against a direct connection to the same local upstream:\n"
                "transactions/s, added latency, bulk throughput, RSS of idle tunnels;\n"
                "tinyproxy and squid on the same workload when installed.\n"
@@ -1238,6 +1242,7 @@ static void usage(FILE *f)
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --idle-only        only the idle tunnels' RSS (a fresh proxy: no load before)\n"
+               "  --http-only        only the plain-HTTP GETs and their targets\n"
                "  --help             this text\n"
                "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n",
             AB_MAX);
@@ -1334,13 +1339,14 @@ int main(int argc, char **argv)
                                            { "clients", required_argument, NULL, 'c' },
                                            { "no-peers", no_argument, NULL, 'n' },
                                            { "idle-only", no_argument, NULL, 'I' },
+                                           { "http-only", no_argument, NULL, 'H' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
     const char *proxy_paths[AB_MAX] = { PX_PROXY };
     int nproxies = 0, rounds = 7, sys_n = 1000, alloc_n = 1000;
     int want = 10000, o;
-    bool peers = true, idle_only = false, counts_only = false;
+    bool peers = true, idle_only = false, counts_only = false, http_only = false;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o == 'w' && atoi(optarg) >= 0)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
@@ -1362,6 +1368,8 @@ int main(int argc, char **argv)
             peers = false;
         else if (o == 'I')
             idle_only = true;
+        else if (o == 'H')
+            http_only = true;
         else if (o == 'h') {
             usage(stdout);
             return 0;
@@ -1379,11 +1387,11 @@ int main(int argc, char **argv)
     }
     if (nproxies == 0)
         nproxies = 1;
-    if (idle_only && nproxies > 1) {
+    if ((idle_only || http_only) && nproxies > 1) {
         usage(stderr);
         return 2;
     }
-    if (idle_only)
+    if (idle_only || http_only)
         peers = false, sys_n = 0, alloc_n = 0;
     bool ab = nproxies > 1;
     signal(SIGPIPE, SIG_IGN);
@@ -1474,35 +1482,39 @@ int main(int argc, char **argv)
     target pinhole_t = px_t[0];
     pid_t px = pinhole_t.pid;
     compare_fig fig = { .added_us = -1 }, peer_fig[2];
+    bench_http_fig http_fig = { 0, 0, -1 };
     bool have_peer[2] = { false, false };
     long rss = -1, base = -1;
     int opened = 0;
     if (!ab) {
-        if (!idle_only) {
+        if (!idle_only && !http_only) {
             compare(&direct_t, &pinhole_t, true, &fig);
             inspection_lines(&pinhole_t);
-            bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients);
         }
-
-        base = rss_kib(px);
-        int *fds = calloc((size_t)want, sizeof *fds);
-        for (int i = 0; i < want; i++) {
-            fds[i] = open_tunnel(&pinhole_t);
-            if (fds[i] >= 0)
-                opened++;
+        if (!idle_only)
+            bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients,
+                               &http_fig);
+        if (!http_only) {
+            base = rss_kib(px);
+            int *fds = calloc((size_t)want, sizeof *fds);
+            for (int i = 0; i < want; i++) {
+                fds[i] = open_tunnel(&pinhole_t);
+                if (fds[i] >= 0)
+                    opened++;
+            }
+            usleep(300000);
+            rss = rss_kib(px);
+            /* The proxy needs two descriptors per tunnel: under a limit of 20000,
+             * 10,000 tunnels cannot all open; the count printed is what did. */
+            printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before, %.2f KiB per "
+                   "tunnel; target <= 24 MiB)\n",
+                   opened, (double)rss / 1024, (double)base / 1024,
+                   opened > 0 ? (double)(rss - base) / opened : 0.0);
+            for (int i = 0; i < want; i++)
+                if (fds[i] >= 0)
+                    close(fds[i]);
+            free(fds);
         }
-        usleep(300000);
-        rss = rss_kib(px);
-        /* The proxy needs two descriptors per tunnel: under a limit of 20000,
-         * 10,000 tunnels cannot all open; the count printed is what did. */
-        printf("idle tunnels        %d open: proxy RSS %.1f MiB (%.1f MiB before, %.2f KiB per "
-               "tunnel; target <= 24 MiB)\n",
-               opened, (double)rss / 1024, (double)base / 1024,
-               opened > 0 ? (double)(rss - base) / opened : 0.0);
-        for (int i = 0; i < want; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-        free(fds);
         kill(px, SIGTERM);
         waitpid(px, NULL, 0);
     }
@@ -1521,18 +1533,19 @@ int main(int argc, char **argv)
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
             compare(&direct_t, &other, false, &peer_fig[i]);
-            bench_http_compare(other.name, other.port, other.pid, "localhost", NULL, clients);
+            bench_http_compare(other.name, other.port, other.pid, "localhost", NULL, clients, NULL);
             have_peer[i] = true;
         }
         kill(other.pid, SIGTERM);
         waitpid(other.pid, NULL, 0);
     }
     bench_http_stop();
-    if (!ab && !idle_only) {
-        /* Every target beside its baseline of this run. */
+    /* Every target beside its baseline of this run. */
+    if (!ab && !idle_only)
+        printf("\ntargets (event-driven clients; each beside its baseline in this run)\n");
+    if (!ab && !idle_only && !http_only) {
         const rate_fig *a = &fig.async;
         double floor_us = a->cd.client + a->cd.upstream;
-        printf("\ntargets (event-driven clients; each beside its baseline in this run)\n");
         printf("  proxy CPU per transaction   %6.1f us, floor (direct client + upstream) %6.1f "
                "us: %.2fx (target <= 1.20x: %s; stretch 1.15x: %s)\n",
                a->cp.proxy, floor_us, a->cp.proxy / floor_us,
@@ -1575,6 +1588,22 @@ int main(int argc, char **argv)
         if (opened < 10000 && at10k >= 0)
             printf(", %.1f MiB at 10000 (the per-tunnel bytes measured)", at10k / 1024);
         printf(" (target <= 24 MiB for 10000: %s)\n", met(at10k >= 0 && at10k <= 24 * 1024));
+    }
+    if (!ab && !idle_only) {
+        /* The plain-HTTP GETs: the proxy's CPU per request (an upstream
+         * connection reused, 64-byte answers), and requests/s against the
+         * direct rounds alternating with them. */
+        const bench_http_fig *h = &http_fig;
+        if (h->cpu_us < 0 || h->direct <= 0) {
+            printf("  plain HTTP                  not measured (targets <= 35 us per request, "
+                   ">= 0.35x direct: NOT met)\n");
+        } else {
+            printf("  plain HTTP CPU per request  %6.1f us (target <= 35 us: %s)\n", h->cpu_us,
+                   met(h->cpu_us <= 35));
+            printf("  plain HTTP requests/s       %8.0f vs %8.0f direct: %.2fx (target >= 0.35x: "
+                   "%s)\n",
+                   h->proxied, h->direct, h->proxied / h->direct, met(h->proxied >= 0.35 * h->direct));
+        }
     }
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);

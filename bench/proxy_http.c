@@ -310,8 +310,12 @@ static void http_target_init(http_target *t, int port, const char *host, const c
 }
 
 void bench_http_compare(const char *name, int proxy_port, pid_t proxy_pid, const char *host,
-                        const char *token, int clients)
+                        const char *token, int clients, bench_http_fig *out)
 {
+    bench_http_fig fig_none = { 0, 0, -1 };
+    if (out == NULL)
+        out = &fig_none;
+    *out = fig_none;
     if (origin_pid == 0 && origin_start() != 0) {
         printf("plain HTTP          no origin (cannot listen or fork): no figures\n");
         return;
@@ -352,10 +356,13 @@ void bench_http_compare(const char *name, int proxy_port, pid_t proxy_pid, const
            "round: direct %ld, proxied %ld; failed: direct %ld, proxied %ld\n",
            clients, best[0], name, best[1], best[0] > 0 ? best[1] / best[0] : 0, HTTP_ROUNDS,
            conns[0], conns[1], fails[0], fails[1]);
-    if (px_done > 0)
+    out->direct = best[0], out->proxied = best[1];
+    if (px_done > 0) {
+        out->cpu_us = px_cpu / (double)px_done * 1e6;
         printf("  %s over its %d rounds: %ld requests, %ld upstream connections opened, CPU "
                "%.1f us per request (its threads, /proc/PID/stat)\n",
-               name, HTTP_ROUNDS, px_done, up_conns, px_cpu / (double)px_done * 1e6);
+               name, HTTP_ROUNDS, px_done, up_conns, out->cpu_us);
+    }
     fflush(stdout);
 
     /* Median request: one client, one request each way in turn. */

@@ -17,8 +17,14 @@
  * first call starts the origin (a child process on a port the kernel
  * chose); bench_http_stop ends it. `name` and `host` are borrowed for the
  * call. Prints why when the origin cannot start or the proxy refuses. */
+typedef struct bench_http_fig {
+    double direct, proxied; /* requests/s of the best rounds; 0 when not measured */
+    double cpu_us;          /* the proxy's CPU per request; -1 when not measured */
+} bench_http_fig;
+
+/* out (may be NULL) gets the figures printed, for a summary. */
 void bench_http_compare(const char *name, int proxy_port, pid_t proxy_pid, const char *host,
-                        const char *token, int clients);
+                        const char *token, int clients, bench_http_fig *out);
 
 /* Stops the origin, if one was started. */
 void bench_http_stop(void);

@@ -1,10 +1,13 @@
 /* guard_check.c - the decision (ph_decide_connect, ph_decide_url,
- * ph_decide_again): parse, grant, look up, on one pinned policy version;
+ * ph_decide_url_memo, ph_decide_again): parse, grant, look up, on one
+ * pinned policy version;
  * and the step after an allowed one for a caller that dials itself
  * (ph_decision_resolve). The proxy, the workers and policyc all come
  * through here. */
 #include <stdio.h>
 #include <string.h>
+
+#include <openssl/crypto.h>
 
 #include "pinhole/diag.h"
 #include "guard-int.h"
@@ -194,8 +197,40 @@ static ph_status decision_begin(ph_guard *g, const void *req, const char *target
 /* Steps 2 and 3 of every decision, for the destination in d->verdict
  * (host of host_len bytes, port): the grant (or the trusted caller's
  * list), then the list, on one pinned version. */
+/* The memo holds the grant value[0..len) verifies to under version gen at
+ * now: the same bytes, verified by the same keyring, and now inside the
+ * grant's own validity (the skew the verifier allows beyond it is left to
+ * the verifier). */
+static bool memo_holds(const ph_grant_memo *m, uint64_t gen, const char *value, size_t len,
+                       int64_t now)
+{
+    return m != NULL && m->generation != 0 && m->generation == gen && m->auth_len == len &&
+           len <= sizeof m->auth && CRYPTO_memcmp(m->auth, value, len) == 0 &&
+           now >= m->grant.not_before && now < m->grant.expires;
+}
+
+static void memo_keep(ph_grant_memo *m, uint64_t gen, const char *value, size_t len,
+                      const ph_grant *grant)
+{
+    if (m == NULL)
+        return;
+    ph_grant_memo_clear(m);
+    if (len > sizeof m->auth)
+        return;
+    memcpy(m->auth, value, len);
+    m->auth_len = len;
+    m->grant = *grant;
+    m->generation = gen;
+}
+
+void ph_grant_memo_clear(ph_grant_memo *m)
+{
+    if (m != NULL)
+        OPENSSL_cleanse(m, sizeof *m);
+}
+
 static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, size_t host_len,
-                                    ph_decision *d)
+                                    ph_grant_memo *memo, ph_decision *d)
 {
     d->has_authority = true;
     ph_guard_reload_if_due(g);
@@ -219,11 +254,15 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
         gd.message[0] = '\0';
         const char *value = req->proxy_authorization != NULL ? req->proxy_authorization : "";
         size_t vlen = req->proxy_authorization != NULL ? req->proxy_authorization_len : 0;
-        if (ph_grant_verify_proxy_authorization(s->keyring, value, vlen, req->now, NULL,
-                                                &d->grant, &gr, &gd) != PH_OK) {
+        if (memo_holds(memo, s->generation, value, vlen, req->now)) {
+            d->grant = memo->grant;
+        } else if (ph_grant_verify_proxy_authorization(s->keyring, value, vlen, req->now, NULL,
+                                                       &d->grant, &gr, &gd) != PH_OK) {
             ph_guard_snapshot_release(&s);
             copy_text(d->log_detail, sizeof d->log_detail, gd.message);
             return decision_end(d, gr == PH_REASON_ALLOWED ? PH_REASON_GRANT_INVALID : gr);
+        } else {
+            memo_keep(memo, s->generation, value, vlen, &d->grant);
         }
         d->has_grant = true;
         list = d->grant.list;
@@ -251,7 +290,7 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
 /* The decision for either kind of target: the request's fields with the
  * target text and its parser. */
 static ph_status decide_request(ph_guard *g, const ph_connect_request *req, target_kind kind,
-                                ph_decision *d)
+                                ph_grant_memo *memo, ph_decision *d)
 {
     ph_status st = decision_begin(g, req, req != NULL ? req->authority : NULL,
                                   req != NULL ? req->list : NULL,
@@ -274,12 +313,12 @@ static ph_status decide_request(ph_guard *g, const ph_connect_request *req, targ
         copy_text(d->log_detail, sizeof d->log_detail, d->client_detail);
         return decision_end(d, r);
     }
-    return decide_destination(g, req, host_len, d);
+    return decide_destination(g, req, host_len, memo, d);
 }
 
 ph_status ph_decide_connect(ph_guard *g, const ph_connect_request *req, ph_decision *d)
 {
-    return decide_request(g, req, TARGET_AUTHORITY, d);
+    return decide_request(g, req, TARGET_AUTHORITY, NULL, d);
 }
 
 ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_decision *d,
@@ -312,7 +351,7 @@ ph_status ph_decide_again(ph_guard *g, const ph_recheck_request *req, ph_decisio
         .list = req->list,
         .now = req->now,
     };
-    st = decide_destination(g, &r, host_len, d);
+    st = decide_destination(g, &r, host_len, NULL, d);
     if (ending != NULL)
         *ending = st == PH_OK                             ? PH_ENDING_NONE
                   : d->reason == PH_REASON_LEASE_REVOKED  ? PH_ENDING_LEASE_REVOKED
@@ -336,6 +375,12 @@ const char *ph_ending_code(ph_ending e)
 
 ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)
 {
+    return ph_decide_url_memo(g, req, NULL, d);
+}
+
+ph_status ph_decide_url_memo(ph_guard *g, const ph_url_request *req, ph_grant_memo *m,
+                             ph_decision *d)
+{
     ph_connect_request r;
     if (req != NULL)
         r = (ph_connect_request){
@@ -346,7 +391,7 @@ ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d)
             .list = req->list,
             .now = req->now,
         };
-    return decide_request(g, req != NULL ? &r : NULL, TARGET_URL, d);
+    return decide_request(g, req != NULL ? &r : NULL, TARGET_URL, m, d);
 }
 
 /* ---- the step after an allowed decision ----------------------------------- */

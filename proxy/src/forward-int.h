@@ -80,6 +80,10 @@ struct px_fwd {
      * connection again on (px_forward_recheck_target). */
     char *last_token;
     size_t last_token_len;
+    /* The grant this connection's requests verified last (the guard's
+     * memo: not verified again under the same policy version until it
+     * expires); wiped when the connection ends. */
+    ph_grant_memo grant_memo;
     bool head_timer;          /* the timer counts a head's arrival */
     bool client_close;        /* close after this response */
     bool client_v10;          /* the request was HTTP/1.0 */

@@ -79,6 +79,35 @@ static bool idle_matches(const px_fwd *f)
            strcmp(d->list, f->grant.list) == 0 && px_upstream_is_checked(f->dial, &d->addr);
 }
 
+/* ---- writes -------------------------------------------------------------- */
+
+/* A socket that holds nothing unsent takes a small write at once: a
+ * bufferevent would wait for the next loop pass, with two epoll_ctl calls
+ * around a wake-up saying what is nearly always so (writable). So each
+ * side's EV_WRITE is enabled only while its output holds bytes the socket
+ * did not take (then libevent writes them, its write timeout runs, and the
+ * write callbacks see the output drain); a write error leaves the bytes
+ * there for libevent to fail on, as before. */
+
+/* The client's output, written now when no write is pending; what its
+ * socket does not take waits for EV_WRITE. Only while the connection
+ * serves requests (F_CLOSING enables EV_WRITE itself; nothing is written
+ * once the connection ended). */
+static void flush_client(px_fwd *f)
+{
+    struct evbuffer *out = bufferevent_get_output(f->client);
+    if ((f->state != F_HEAD && f->state != F_EXCHANGE) ||
+        (bufferevent_get_enabled(f->client) & EV_WRITE) || evbuffer_get_length(out) == 0)
+        return;
+    /* A socket bufferevent's output is frozen at its start for everyone
+     * but its own writes: thawed for this one, as libevent's writer does. */
+    evbuffer_unfreeze(out, 1);
+    (void)evbuffer_write(out, bufferevent_getfd(f->client));
+    evbuffer_freeze(out, 1);
+    if (evbuffer_get_length(out) > 0)
+        bufferevent_enable(f->client, EV_WRITE);
+}
+
 /* ---- the next request ---------------------------------------------------- */
 
 static void next_request(px_fwd *f)
@@ -257,9 +286,10 @@ static void response_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     f->bytes_down += evbuffer_get_length(out) - before;
 }
 
-static void up_read_cb(struct bufferevent *b, void *arg)
+/* The upstream's bytes: interim responses, the response head, its body,
+ * to the client's output (flushed by up_read_cb). */
+static void up_read(struct bufferevent *b, px_fwd *f)
 {
-    px_fwd *f = arg;
     struct evbuffer *in = bufferevent_get_input(b);
     if (f->state != F_EXCHANGE)
         return;
@@ -325,6 +355,13 @@ static void up_read_cb(struct bufferevent *b, void *arg)
         f->resp_head_done = true;
     }
     pump_response(f);
+}
+
+static void up_read_cb(struct bufferevent *b, void *arg)
+{
+    px_fwd *f = arg;
+    up_read(b, f);
+    flush_client(f);
 }
 
 static void up_write_cb(struct bufferevent *b, void *arg)
@@ -434,10 +471,24 @@ static void start_exchange(px_fwd *f)
     bufferevent_setwatermark(f->up, EV_READ, 0, hi);
     bufferevent_setwatermark(f->up, EV_WRITE, cap_bytes(f) / 2, 0);
     up_timeouts(f);
+    /* The head goes at once when nothing is pending (flush_client's
+     * reason: a new connection, or a kept-alive one whose every byte was
+     * taken); up_head stays for a retry. EV_WRITE stays on only for what
+     * the socket did not take, or for a body to come. */
     size_t n = evbuffer_get_length(f->up_head);
-    bufferevent_write(f->up, evbuffer_pullup(f->up_head, (ev_ssize_t)n), n);
+    const uint8_t *head = evbuffer_pullup(f->up_head, (ev_ssize_t)n);
+    struct evbuffer *out = bufferevent_get_output(f->up);
+    size_t done = 0;
+    if (evbuffer_get_length(out) == 0) {
+        bufferevent_disable(f->up, EV_WRITE);
+        ssize_t sent = send(bufferevent_getfd(f->up), head, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        done = sent > 0 ? (size_t)sent : 0;
+    }
+    if (done < n)
+        bufferevent_write(f->up, head + done, n - done);
     f->bytes_up += n;
-    bufferevent_enable(f->up, EV_READ | EV_WRITE);
+    bufferevent_enable(f->up, evbuffer_get_length(out) > 0 || !f->req_done ? EV_READ | EV_WRITE
+                                                                            : EV_READ);
     if (!f->req_done) {
         bufferevent_setwatermark(f->client, EV_READ, 0, cap_bytes(f));
         bufferevent_enable(f->client, EV_READ);
@@ -612,6 +663,11 @@ static void client_write_cb(struct bufferevent *b, void *arg)
         bufferevent_enable(f->up, EV_READ);
         up_read_cb(f->up, f); /* the rest of an interim response, or the body */
     }
+    /* Drained: the next bytes go straight to the socket (flush_client;
+     * F_CLOSING returned above, F_LINGER and F_DEAD write nothing). */
+    if (f->state != F_LINGER && f->state != F_DEAD &&
+        evbuffer_get_length(bufferevent_get_output(b)) == 0)
+        bufferevent_disable(b, EV_WRITE);
 }
 
 static void client_event_cb(struct bufferevent *b, short what, void *arg)
@@ -649,6 +705,11 @@ void px_forward_run(struct px_fwd *f)
     bufferevent_set_timeouts(c, &idle, &idle);
     if (f->peer[0] != 'u') /* not a unix socket */
         px_set_nodelay(c);
+    /* EV_WRITE only while the output holds bytes (flush_client). */
+    if (evbuffer_get_length(bufferevent_get_output(c)) == 0)
+        bufferevent_disable(c, EV_WRITE);
+    else
+        bufferevent_enable(c, EV_WRITE);
     bufferevent_enable(c, EV_READ);
     client_head(f);
 }

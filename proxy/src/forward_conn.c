@@ -393,6 +393,7 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     evbuffer_free(f->up_head);
     free(f->tun_token);
     free(f->last_token);
+    ph_grant_memo_clear(&f->grant_memo);
     free(f);
 }
 

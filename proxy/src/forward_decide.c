@@ -4,10 +4,12 @@
  * about what an absolute-form target holds, its scheme included:
  *   - a CONNECT after forwarded requests, or a target not in absolute form
  *     (origin form "/path", "*"): origin_form, before the guard;
- *   - any other target is a URL for ph_decide_url (one parse: the
+ *   - any other target is a URL for ph_decide_url_memo (one parse: the
  *     decision's host, port and path span are the request's from then on);
  *     the guard's refusals (a scheme other than http and https, an IP
  *     literal, a malformed URL, no grant, not on the list) are the request's;
+ *     the connection's grant memo spares re-verifying (HMAC) the grant it
+ *     presented before under the same policy version, nothing else;
  *   - an https URL the guard parsed: https_use_connect (a client reaches one
  *     through a CONNECT tunnel), whatever the rest of the decision said.
  * In a tunnel (forward.h px_fwd_tunnel) the request must name the tunnel's
@@ -125,7 +127,7 @@ const char *px_fwd_decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h,
         .proxy_authorization_len = alen,
         .now = (int64_t)time(NULL),
     };
-    ph_decide_url(px_policy(), &r, d);
+    ph_decide_url_memo(px_policy(), &r, &f->grant_memo, d);
     if (f->tun_token != NULL && d->has_authority &&
         (strcmp(d->verdict.host, f->tun_host) != 0 || d->verdict.port != f->tun_port)) {
         char why[2 * PH_HOST_MAX + 64];

@@ -17,8 +17,9 @@
  * tests/proxy/data/parity-extra.tsv, under tests/proxy/data/parity-allowlist.yaml;
  * then the grant refusals. Every reason the decision can give must occur,
  * and every reason's status must be the one docs/pinhole-proxy.md lists.
- * Also: the policy object reloads table and keys as one version, and a
- * decision made again says why the connection ends. */
+ * Also: the policy object reloads table and keys as one version, a
+ * decision made again says why the connection ends, and a connection's
+ * grant memo (ph_decide_url_memo) decides as ph_decide_url does. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -586,12 +587,114 @@ static void a_decision_made_again_says_why_it_ends(void **state)
     assert_string_equal(ph_ending_code(PH_ENDING_POLICY_REVOKED), "policy_revoked");
 }
 
+/* ph_decide_url_memo: a connection's memo spares the grant's HMAC and
+ * nothing else. Each step below changes one thing the decision depends on
+ * and must see the decision ph_decide_url makes on it: other token bytes,
+ * another host, the grant's expiry, a reload of the table, of the
+ * revocation list, of the keys. */
+static ph_decision memo_decides(ph_guard *g, ph_grant_memo *m, const char *url, const char *auth,
+                                int64_t now)
+{
+    ph_url_request req = { .url = url, .url_len = strlen(url), .proxy_authorization = auth,
+                           .proxy_authorization_len = strlen(auth), .now = now };
+    ph_decision d, plain;
+    ph_status st = ph_decide_url_memo(g, &req, m, &d);
+    assert_int_equal(st, d.allowed ? PH_OK : PH_E_DENIED);
+    assert_int_equal(ph_decide_url(g, &req, &plain), st);
+    assert_int_equal(d.reason, plain.reason);
+    assert_int_equal(d.generation, plain.generation);
+    assert_int_equal(d.has_grant, plain.has_grant);
+    if (d.has_grant)
+        assert_memory_equal(&d.grant, &plain.grant, sizeof d.grant);
+    return d;
+}
+
+static void a_grant_memo_spares_the_hmac_and_nothing_else(void **state)
+{
+    (void)state;
+    static const char both[] = "version: 1\nlists:\n  parity:\n    rules:\n"
+                               "      - host: memo.example\n        ports: [80]\n"
+                               "      - host: other.example\n        ports: [80]\n";
+    static const char other[] = "version: 1\nlists:\n  parity:\n    rules:\n"
+                                "      - host: other.example\n        ports: [80]\n";
+    char table[4200], keys[4200], rev[4200], line[200];
+    snprintf(table, sizeof table, "%s/memo.ptab", ph_test_dir);
+    snprintf(keys, sizeof keys, "%s/memo.keys", ph_test_dir);
+    snprintf(rev, sizeof rev, "%s/memo.rev", ph_test_dir);
+    ph_fixture_write_table(table, both, "memo.yaml");
+    write_keys(keys, "k1", 0x5a); /* F.kr's key: F.auth verifies */
+    assert_int_equal(ph_test_write_file(rev, "# none\n", 7), 0);
+    assert_int_equal(chmod(rev, 0600), 0);
+    ph_guard *g = NULL;
+    ph_guard_options po = { .grant_keys_path = keys, .revocations_path = rev };
+    assert_int_equal(ph_guard_open(table, &po, &g, NULL), PH_OK);
+    ph_grant_memo m;
+    memset(&m, 0, sizeof m);
+    const char *url = "http://memo.example/a";
+    int64_t now = F.now;
+
+    ph_decision d = memo_decides(g, &m, url, F.auth, now);
+    assert_true(d.allowed);
+    assert_int_equal(m.generation, d.generation); /* remembered */
+    assert_true(memo_decides(g, &m, "http://memo.example/b?q", F.auth, now).allowed);
+    /* Other bytes (the signature's last character changed): verified. */
+    char forged[sizeof F.auth];
+    snprintf(forged, sizeof forged, "%s", F.auth);
+    forged[strlen(forged) - 1] = forged[strlen(forged) - 1] == 'A' ? 'B' : 'A';
+    assert_int_equal(memo_decides(g, &m, url, forged, now).reason, PH_REASON_GRANT_INVALID);
+    /* Another host or port on the same connection: decided afresh. */
+    assert_true(memo_decides(g, &m, "http://other.example/", F.auth, now).allowed);
+    assert_int_equal(memo_decides(g, &m, "http://not-listed.example/", F.auth, now).reason,
+                     PH_REASON_NOT_ALLOWLISTED);
+    assert_int_equal(memo_decides(g, &m, "http://memo.example:81/", F.auth, now).reason,
+                     PH_REASON_PORT_NOT_ALLOWED);
+    /* The grant's expiry: past it the verifier decides (its skew first,
+     * then grant_expired). */
+    char brief[sizeof F.auth];
+    bearer("parity", now - 10, now + 100, brief, sizeof brief);
+    assert_true(memo_decides(g, &m, url, brief, now).allowed);
+    assert_true(memo_decides(g, &m, url, brief, now + 100).allowed);
+    assert_int_equal(memo_decides(g, &m, url, brief, now + 100 + PH_GRANT_CLOCK_SKEW_SECONDS).reason,
+                     PH_REASON_GRANT_EXPIRED);
+    /* A reload that removes the host. */
+    assert_true(memo_decides(g, &m, url, F.auth, now).allowed);
+    ph_fixture_write_table(table, other, "other.yaml");
+    ph_reload_report r;
+    assert_int_equal(ph_guard_reload_policy(g, &r, NULL), PH_OK);
+    assert_true(r.reloaded);
+    assert_int_equal(memo_decides(g, &m, url, F.auth, now).reason, PH_REASON_NOT_ALLOWLISTED);
+    /* A reload of the revocation list that revokes the grant's lease. */
+    assert_true(memo_decides(g, &m, "http://other.example/", F.auth, now).allowed);
+    snprintf(line, sizeof line, "t1 l1 %lld\n", (long long)(now + 3600));
+    assert_int_equal(ph_test_write_file(rev, line, strlen(line)), 0);
+    assert_int_equal(chmod(rev, 0600), 0);
+    assert_int_equal(ph_guard_reload_policy(g, &r, NULL), PH_OK);
+    assert_true(r.revocations_changed);
+    assert_int_equal(memo_decides(g, &m, "http://other.example/", F.auth, now).reason,
+                     PH_REASON_LEASE_REVOKED);
+    assert_int_equal(ph_test_write_file(rev, "# none\n", 7), 0);
+    assert_int_equal(chmod(rev, 0600), 0);
+    assert_int_equal(ph_guard_reload_policy(g, &r, NULL), PH_OK);
+    assert_true(memo_decides(g, &m, "http://other.example/", F.auth, now).allowed);
+    /* A reload of the keys that drops the grant's key. */
+    write_keys(keys, "k2", 0x33);
+    assert_int_equal(ph_guard_reload_policy(g, &r, NULL), PH_OK);
+    assert_true(r.keys_changed);
+    assert_int_equal(memo_decides(g, &m, "http://other.example/", F.auth, now).reason,
+                     PH_REASON_GRANT_INVALID);
+    ph_grant_memo_clear(&m);
+    assert_int_equal(m.generation, 0);
+    assert_int_equal(m.auth_len, 0);
+    ph_guard_close(&g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_corpus_row_and_reason_decides_alike),
         /* before the reload test replaces the fixture's key */
         cmocka_unit_test(a_decision_made_again_says_why_it_ends),
+        cmocka_unit_test(a_grant_memo_spares_the_hmac_and_nothing_else),
         cmocka_unit_test(table_and_keys_reload_as_one_version),
         cmocka_unit_test(a_decision_never_sees_a_torn_pair),
     };

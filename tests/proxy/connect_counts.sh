@@ -17,6 +17,7 @@
 # Usage: connect_counts.sh TEST_PROXY POLICYC PINHOLE_GUARD ALLOC_COUNTER
 PROXY=$1 POLICYC=$2 GRANT=$3 COUNTER=$4
 . "$(dirname "$0")/e2e_lib.sh"
+. "$(dirname "$0")/counts_lib.sh"
 N=300
 ALLOC_MAX=24
 
@@ -69,44 +70,16 @@ print(failed)
 PY
 }
 
-# The log line of every transaction is written when the tunnel ends, which
-# may be just after the client's close: wait for COUNT lines.
-wait_lines() { # COUNT
-    for _ in $(seq 1 400); do
-        [ "$(grep -c '"status":200' "$E2E_TMP/proxy.log")" -ge "$1" ] && return 0
-        sleep 0.025
-    done
-    return 1
-}
-
-# strace ($ST) has attached to every thread of the proxy once each names it
-# in its status (TracerPid).
-wait_attached() {
-    for _ in $(seq 1 200); do
-        all=1
-        for t in /proc/"$PROXY_PID"/task/*; do
-            [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
-        done
-        [ $all = 1 ] && return 0
-        sleep 0.025
-    done
-}
-
 # ---- system calls ----------------------------------------------------------
 e2e_start_proxy
 check "warm-up transaction" "0" "$(transactions 1)"
-wait_lines 1
-strace -f -c -q -o "$E2E_TMP/strace.txt" -p "$PROXY_PID" 2>"$E2E_TMP/strace.err" &
-ST=$!
-wait_attached
+counts_wait_lines 1 "$E2E_TMP/proxy.log"
+counts_strace_start "$E2E_TMP/strace.txt"
 check "$N transactions under strace" "0" "$(transactions $N)"
-wait_lines $((N + 1))
-kill -INT $ST; wait $ST
-others=$(awk -v n=$N '
-    $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" && $NF != "epoll_wait" { o += $4 }
-    END { printf "%.2f\n", o / n }' "$E2E_TMP/strace.txt")
+counts_wait_lines $((N + 1)) "$E2E_TMP/proxy.log"
+others=$(counts_strace_stop "$E2E_TMP/strace.txt" $N 2>"$E2E_TMP/strace.sum")
 echo "# per transaction: system calls besides epoll_wait $others"
-sed 's/^/#   /' "$E2E_TMP/strace.txt"
+cat "$E2E_TMP/strace.sum"
 check "at most 22.5 system calls per transaction besides epoll_wait" "yes" \
     "$(awk -v o="$others" 'BEGIN { print (o > 0 && o <= 22.5) ? "yes" : "no: " o }')"
 
@@ -135,10 +108,7 @@ open(ctl + ".done", "w").write(str(ok))
 PY
 CLIENT=$!
 for _ in $(seq 1 400); do [ -e "$E2E_TMP/echo.ctl.bulk" ] && break; sleep 0.025; done
-strace -f -c -q -e trace=splice,recvfrom,sendto -o "$E2E_TMP/strace-small.txt" \
-    -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
-ST=$!
-wait_attached
+counts_strace_start "$E2E_TMP/strace-small.txt" -e trace=splice,recvfrom,sendto
 touch "$E2E_TMP/echo.ctl.go"
 wait $CLIENT
 kill -INT $ST; wait $ST
@@ -152,23 +122,12 @@ check "small messages after bulk leave splice (at most 0.1 splice per echo)" "ye
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
 # ---- heap allocations ------------------------------------------------------
-allocs() { # COUNT: the proxy's allocations serving a warm-up and COUNT transactions
-    E2E_PROXY_NAME=alloc$1 \
-    E2E_PROXY_PREFIX="env LD_PRELOAD=$COUNTER PH_ALLOC_COUNT_OUT=$E2E_TMP/allocs-$1.txt" \
-        e2e_start_proxy
-    local failed
-    failed=$( (transactions 1; transactions "$1") | awk '{ s += $1 } END { print s }')
-    [ "$failed" = 0 ] || fail "transactions failed while counting: $failed"
-    for _ in $(seq 1 400); do
-        [ "$(grep -c '"status":200' "$E2E_TMP/alloc$1.log")" -ge $(($1 + 1)) ] && break
-        sleep 0.025
-    done
-    kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
-    awk '{ print $2 }' "$E2E_TMP/allocs-$1.txt"
+warm_transactions() { # COUNT: a warm-up and COUNT transactions; prints the failures
+    transactions $(($1 + 1))
 }
-few=$(allocs 0)
-many=$(allocs $N)
-per=$(awk -v a="$many" -v b="$few" -v n=$N 'BEGIN { if (a == "" || b == "") print "none"; else printf "%.2f\n", (a - b) / n }')
+few=$(counts_allocs 0 warm_transactions)
+many=$(counts_allocs $N warm_transactions)
+per=$(counts_per "$many" "$few" $N)
 echo "# heap allocations per transaction: $per ($many with $N transactions, $few without)"
 check "at most $ALLOC_MAX heap allocations per transaction" "yes" \
     "$(awk -v p="$per" -v m=$ALLOC_MAX 'BEGIN { print (p != "none" && p + 0 > 0 && p + 0 <= m) ? "yes" : "no: " p }')"

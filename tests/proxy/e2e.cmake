@@ -11,7 +11,7 @@ if(TARGET pinhole-proxy-testloopback)
     set(PX_E2E_SANITIZED e2e_decisions e2e_transfer e2e_load e2e_faults e2e_forward e2e_forward_hostile
         e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect
         e2e_proxy_protocol e2e_fleet e2e_forward_edges e2e_reload_special e2e_revoke
-        e2e_reload_forward)
+        e2e_reload_forward e2e_forward_redecide)
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})
@@ -30,7 +30,8 @@ if(TARGET pinhole-proxy-testloopback)
     endforeach()
 endif()
 
-# System calls and heap allocations per CONNECT, counted with strace and
+# System calls and heap allocations per CONNECT (and per forwarded request),
+# counted with strace and
 # bench_proxy's preloaded allocation counter (which a sanitizer build cannot
 # preload: none there).
 if(TARGET pinhole-proxy-testloopback AND PINHOLE_BUILD_BENCH AND NOT PINHOLE_SANITIZE)
@@ -40,6 +41,13 @@ if(TARGET pinhole-proxy-testloopback AND PINHOLE_BUILD_BENCH AND NOT PINHOLE_SAN
             $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
         LABELS e2e)
     set_tests_properties(proxy.connect_counts PROPERTIES TIMEOUT 120)
+    # The same per forwarded plain-HTTP request on a kept-alive connection.
+    ph_add_script_test(NAME proxy.forward_counts
+        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/forward_counts.sh
+            $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+            $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
+        LABELS e2e)
+    set_tests_properties(proxy.forward_counts PROPERTIES TIMEOUT 120)
 endif()
 
 # The parity helper: the guard's verdict and the proxy's on one corpus.

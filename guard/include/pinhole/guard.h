@@ -299,6 +299,42 @@ typedef struct ph_url_request {
  */
 PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decision *d);
 
+/* The longest Proxy-Authorization value a ph_grant_memo holds ("Basic "
+ * and the base64 of lease:token fit); a longer one is verified every time. */
+#define PH_GRANT_MEMO_AUTH_MAX 640
+
+/*
+ * What one client connection remembers of the grant it presented last
+ * (ph_decide_url_memo): the Proxy-Authorization bytes, the policy version
+ * whose keyring verified them, and the grant they verified to. Caller-owned,
+ * one per connection, used by one thread at a time: zeroed (or
+ * ph_grant_memo_clear) before its first use, and wiped with
+ * ph_grant_memo_clear when done (it holds a bearer token). Opaque in use.
+ */
+typedef struct ph_grant_memo {
+    uint64_t generation; /* of the version that verified it; 0: empty */
+    size_t auth_len;
+    char auth[PH_GRANT_MEMO_AUTH_MAX];
+    ph_grant grant;
+} ph_grant_memo;
+
+/* Empties *m and wipes the bytes it held. */
+PH_API void ph_grant_memo_clear(ph_grant_memo *m);
+
+/*
+ * ph_decide_url for one client connection's requests, the same decision in
+ * every step on the policy version in force (the URL parsed, the grant's
+ * lease against the revocation list, the list looked up), except one: a
+ * grant that version's keyring verified before, from the same
+ * Proxy-Authorization bytes, is not verified again (its HMAC) while now
+ * lies in [not_before, expires) of it. So a reload (another version) or the
+ * grant's expiry verifies anew, and the verifier's own rules (its clock
+ * skew, its reasons) decide every case the memo does not hold. A grant
+ * verified anew replaces the memo's. m NULL: ph_decide_url.
+ */
+PH_API ph_status ph_decide_url_memo(ph_guard *g, const ph_url_request *req, ph_grant_memo *m,
+                                    ph_decision *d);
+
 /*
  * The next step of an allowed decision (d->next PH_NEXT_RESOLVE), for a
  * caller that connects by itself (libpinhole-curl pins CURLOPT_RESOLVE to

@@ -1,0 +1,63 @@
+# counts_lib.sh - what connect_counts.sh and forward_counts.sh share
+# (sourced after e2e_lib.sh): system calls counted by strace attached to
+# every thread of the proxy, heap allocations by bench_proxy's preloaded
+# counter ($COUNTER, libbench_alloc_count.so), and the log lines the
+# counted exchanges write.
+
+# Waits until LOG holds COUNT lines of status 200: an exchange's line is
+# written as it ends, which may be just after its client saw the end.
+counts_wait_lines() { # COUNT LOG
+    for _ in $(seq 1 400); do
+        [ "$(grep -c '"status":200' "$2")" -ge "$1" ] && return 0
+        sleep 0.025
+    done
+    return 1
+}
+
+# Attaches strace -f -c (and OPTIONS) to $PROXY_PID, its summary into FILE
+# (ST: its pid); returns once every thread names it in its status
+# (TracerPid).
+counts_strace_start() { # FILE [OPTIONS...]
+    strace -f -c -q "${@:2}" -o "$1" -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
+    ST=$!
+    for _ in $(seq 1 200); do
+        all=1
+        for t in /proc/"$PROXY_PID"/task/*; do
+            [ "$(awk '/^TracerPid/{print $2}' "$t/status")" = "$ST" ] || all=0
+        done
+        [ $all = 1 ] && return 0
+        sleep 0.025
+    done
+}
+
+# Stops strace and prints the system calls of FILE besides epoll_wait per
+# one of N exchanges (the wake-ups depend on how the peers' bytes fall into
+# loop iterations), then the summary as comments.
+counts_strace_stop() { # FILE N
+    kill -INT "$ST"; wait "$ST"
+    awk -v n="$2" '
+        $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" && $NF != "epoll_wait" { o += $4 }
+        END { printf "%.2f\n", o / n }' "$1"
+    sed 's/^/#   /' "$1" >&2
+}
+
+# The heap allocations of a proxy started with the counter preloaded that
+# served what `RUN COUNT` made (a warm-up and COUNT exchanges; RUN prints
+# its failures), start-up and shutdown included.
+counts_allocs() { # COUNT RUN
+    E2E_PROXY_NAME=alloc$1 \
+    E2E_PROXY_PREFIX="env LD_PRELOAD=$COUNTER PH_ALLOC_COUNT_OUT=$E2E_TMP/allocs-$1.txt" \
+        e2e_start_proxy
+    local failed
+    failed=$("$2" "$1")
+    [ "$failed" = 0 ] || fail "exchanges failed while counting allocations: $failed"
+    counts_wait_lines $(($1 + 1)) "$E2E_TMP/alloc$1.log"
+    kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+    awk '{ print $2 }' "$E2E_TMP/allocs-$1.txt"
+}
+
+# Prints (MANY - FEW) / N, or "none" when either count is missing.
+counts_per() { # MANY FEW N
+    awk -v a="$1" -v b="$2" -v n="$3" \
+        'BEGIN { if (a == "" || b == "") print "none"; else printf "%.2f\n", (a - b) / n }'
+}
