@@ -5,11 +5,13 @@
 # under the same policy version):
 #   another host on the same connection is decided for itself (allowed, or
 #   403 not_allowlisted);
-#   a reload whose table no longer lists the host refuses the next request
-#   on the same connection (403 not_allowlisted);
-#   a reload whose key file no longer holds the grant's key refuses it
-#   (407 grant_invalid);
-# each request with one log line, as before.
+#   a reload that removes another host keeps the connection, and its next
+#   request, to that host, is refused (403 not_allowlisted); a connection
+#   whose last host the reload removed ends at the reload;
+#   a reload whose key file no longer holds the grant's key ends the
+#   connection, and a new one with the grant is refused (407 grant_invalid);
+# each request with one log line, as before, and each connection ended at a
+# reload with one of its own.
 # Usage: e2e_forward_redecide.sh TEST_PROXY POLICYC PINHOLE_GUARD
 PROXY=$1 POLICYC=$2 GRANT=$3
 . "$(dirname "$0")/e2e_lib.sh"
@@ -80,19 +82,26 @@ check "the first host again" "200" "$(step "$E2E_TMP/c1" 3)"
 check "a host the list does not name, on the same connection" "403 not_allowlisted" \
     "$(step "$E2E_TMP/c1" 4)"
 
-# ---- a reload that removes the host ------------------------------------------
-conn "$E2E_TMP/c2" "ok.$D" "ok.$D"
+# ---- a reload that removes a host ------------------------------------------
+# The reload ends a kept-alive connection whose last request's host it took
+# away (end=policy_revoked, at the reload: proxy.e2e_reload_forward); one
+# whose last host stays is kept, and its next request is decided afresh on
+# the new table (the grant memo is of the old version).
+conn "$E2E_TMP/c2" "ok.$D" "web.$D"
+conn "$E2E_TMP/c2b" "web.$D" "web.$D"
 check "a request before the reload" "200" "$(step "$E2E_TMP/c2" 1)"
-sed "s/^      - host: ok\.$D\$/      - host: gone.$D/" \
-    "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" >"$E2E_TMP/without-ok.yaml"
-"$POLICYC" compile "$E2E_TMP/without-ok.yaml" -o "$E2E_TMP/table.new" >/dev/null 2>&1 ||
-    fail "policyc compile of the table without ok.$D"
+check "a request to the host the reload removes" "200" "$(step "$E2E_TMP/c2b" 1)"
+sed "s/^      - host: web\.$D\$/      - host: gone.$D/" \
+    "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" >"$E2E_TMP/without-web.yaml"
+"$POLICYC" compile "$E2E_TMP/without-web.yaml" -o "$E2E_TMP/table.new" >/dev/null 2>&1 ||
+    fail "policyc compile of the table without web.$D"
 [ "$(id -u)" = 0 ] && chown nobody "$E2E_TMP/table.new"
 mv "$E2E_TMP/table.new" "$E2E_TMP/table.ptab"
 kill -HUP "$PROXY_PID"
 wait_reloads 1 || fail "the table reload was not counted"
-check "the same connection's next request, the host gone from the table" "403 not_allowlisted" \
-    "$(step "$E2E_TMP/c2" 2)"
+check "the kept connection's next request, to the host gone from the table" \
+    "403 not_allowlisted" "$(step "$E2E_TMP/c2" 2)"
+check "the connection whose host went: ended at the reload" "eof" "$(step "$E2E_TMP/c2b" 2)"
 
 # ---- a reload that drops the grant's key --------------------------------------
 "$POLICYC" compile "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" -o "$E2E_TMP/table.new" \
@@ -108,9 +117,12 @@ check "a request before the key rotation" "200" "$(step "$E2E_TMP/c3" 1)"
 mv "$E2E_TMP/grant.new" "$E2E_TMP/grant.key"
 kill -HUP "$PROXY_PID"
 wait_reloads 3 || fail "the key reload was not counted"
-check "the same connection's next request, its grant's key gone" "407 grant_invalid" \
-    "$(step "$E2E_TMP/c3" 2)"
+check "the connection whose grant's key went: ended at the reload" "eof" "$(step "$E2E_TMP/c3" 2)"
+conn "$E2E_TMP/c4" "ok.$D"
+check "a new connection with the same grant" "407 grant_invalid" "$(step "$E2E_TMP/c4" 1)"
 
 for p in $CONN_PIDS; do wait "$p"; done
-check "one log line per request" "8" "$(grep -c '"method":"GET"' "$E2E_TMP/proxy.log")"
+check "one log line per request" "9" "$(grep -c '"method":"GET"' "$E2E_TMP/proxy.log")"
+check "one line per connection ended at a reload: web's (policy_revoked), the key's (key_revoked)" "1 1" \
+    "$(e2e_log_lines 'r["event"] == "connection" and r["host"] == "web.'"$D"'" and r["end"] == "policy_revoked"') $(e2e_log_lines 'r["event"] == "connection" and r["host"] == "ok.'"$D"'" and r["end"] == "key_revoked"')"
 e2e_finish
