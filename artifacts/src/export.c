@@ -1,11 +1,13 @@
 /* export.c - artifact.export: one workspace file, read through the
  * WorkspaceFiles port only, streamed into the store by the worker. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_export.h"
+#include "pinhole/utf8.h"
 #include "store-int.h"
 
 /* A descriptor read up to the size the file had when it was opened. */
@@ -60,8 +62,15 @@ ph_status ph_artifact_export(ph_artifact_store *store, ph_workspace *ws, const c
     rc = ph_workspace_open_read(ws, norm, limit, &fd, &st, diag);
     if (rc != PH_OK)
         return rc;
+    /* A name is any bytes but NUL and '/'; source_path is text (UTF-8, no
+     * control): it records the path's text form, the filename its bytes. */
+    char *shown = ph_text_escape(norm, strlen(norm));
+    if (shown == NULL) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
     ph_artifact_spec s = *spec;
-    s.source_path = norm;
+    s.source_path = shown;
     if (s.filename == NULL) {
         const char *slash = strrchr(norm, '/');
         s.filename = slash ? slash + 1 : norm;
@@ -72,5 +81,6 @@ ph_status ph_artifact_export(ph_artifact_store *store, ph_workspace *ws, const c
     ph_artifact_source src = {.read = bounded_read, .ctx = &b};
     rc = ph_artifact_put(store, &s, &src, out, diag);
     close(fd);
+    free(shown);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pinhole/utf8.h"
 #include "sandbox-int.h"
 
 static ph_sandbox_mechanism g_mechanism = PH_MECHANISM_FAKE;
