@@ -51,15 +51,18 @@ ph_status ph_artifact_export(ph_artifact_store *store, ph_workspace *ws, const c
      * (the port's open refuses them too, but a socket only shows up as an
      * I/O error there). A symlink goes on to open_read, which follows it
      * only while it stays inside the workspace. */
+    /* The port is given the path as asked, not norm: a trailing slash names
+     * a directory there (path_not_directory for a file), which the
+     * normalized form no longer says. */
     ph_ws_stat st;
-    ph_status rc = ph_workspace_stat(ws, norm, &st, diag);
+    ph_status rc = ph_workspace_stat(ws, path, &st, diag);
     if (rc != PH_OK)
         return rc;
     if (st.type == PH_WS_TYPE_DIR || st.type == PH_WS_TYPE_OTHER)
         return ph_diag_set(diag, PH_E_INVAL, 0, "export: %s is a %s, not a regular file", norm,
                            st.type == PH_WS_TYPE_DIR ? "directory" : "special file");
     int fd = -1;
-    rc = ph_workspace_open_read(ws, norm, limit, &fd, &st, diag);
+    rc = ph_workspace_open_read(ws, path, limit, &fd, &st, diag);
     if (rc != PH_OK)
         return rc;
     /* A name is any bytes but NUL and '/'; source_path is text (UTF-8, no

@@ -136,6 +136,10 @@ static void test_export_refusals(void **state)
     expect_refusal(f, ".", PH_E_INVAL, "path_is_root");
     expect_refusal(f, "big.bin", PH_E_LIMIT, NULL);        /* 16 bytes > 10 */
     expect_refusal(f, "missing", PH_E_NOT_FOUND, NULL);
+    /* A trailing slash names a directory, as it does at the port: a file
+     * through one is refused, never exported as if the slash were not there. */
+    expect_refusal(f, "out/report.csv/", PH_E_INVAL, "path_not_directory");
+    expect_refusal(f, "out/report.csv/.", PH_E_INVAL, "path_not_directory");
 }
 
 static void test_export_socket_refused(void **state)
