@@ -175,6 +175,7 @@ static void test_export_hostile_names(void **state)
         {"caf\xe9.txt", "out/caf\\xe9.txt"},
         {"esc\x1b[31m.txt", "out/esc\\x1b[31m.txt"},
         {"back\\slash", "out/back\\\\slash"},
+        {"zero\xe2\x80\x8bwidth", "out/zero\\xe2\\x80\\x8bwidth"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char rel[64];
