@@ -1,11 +1,13 @@
 /* export.c - artifact.export: one workspace file, read through the
  * WorkspaceFiles port only, streamed into the store by the worker. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "pinhole/diag.h"
 #include "pinhole/artifact_export.h"
+#include "pinhole/utf8.h"
 #include "store-int.h"
 
 /* A descriptor read up to the size the file had when it was opened. */
@@ -49,19 +51,29 @@ ph_status ph_artifact_export(ph_artifact_store *store, ph_workspace *ws, const c
      * (the port's open refuses them too, but a socket only shows up as an
      * I/O error there). A symlink goes on to open_read, which follows it
      * only while it stays inside the workspace. */
+    /* The port is given the path as asked, not norm: a trailing slash names
+     * a directory there (path_not_directory for a file), which the
+     * normalized form no longer says. */
     ph_ws_stat st;
-    ph_status rc = ph_workspace_stat(ws, norm, &st, diag);
+    ph_status rc = ph_workspace_stat(ws, path, &st, diag);
     if (rc != PH_OK)
         return rc;
     if (st.type == PH_WS_TYPE_DIR || st.type == PH_WS_TYPE_OTHER)
         return ph_diag_set(diag, PH_E_INVAL, 0, "export: %s is a %s, not a regular file", norm,
                            st.type == PH_WS_TYPE_DIR ? "directory" : "special file");
     int fd = -1;
-    rc = ph_workspace_open_read(ws, norm, limit, &fd, &st, diag);
+    rc = ph_workspace_open_read(ws, path, limit, &fd, &st, diag);
     if (rc != PH_OK)
         return rc;
+    /* A name is any bytes but NUL and '/'; source_path is text (UTF-8, no
+     * control): it records the path's text form, the filename its bytes. */
+    char *shown = ph_text_escape(norm, strlen(norm));
+    if (shown == NULL) {
+        close(fd);
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    }
     ph_artifact_spec s = *spec;
-    s.source_path = norm;
+    s.source_path = shown;
     if (s.filename == NULL) {
         const char *slash = strrchr(norm, '/');
         s.filename = slash ? slash + 1 : norm;
@@ -72,5 +84,6 @@ ph_status ph_artifact_export(ph_artifact_store *store, ph_workspace *ws, const c
     ph_artifact_source src = {.read = bounded_read, .ctx = &b};
     rc = ph_artifact_put(store, &s, &src, out, diag);
     close(fd);
+    free(shown);
     return rc;
 }

@@ -11,16 +11,14 @@
  *    whole frame.
  *    Never dropped: jansson returns NULL for invalid UTF-8 and
  *    json_pack/json_object_set_new with that NULL fail quietly.
- *  - text: printable bytes as they are; a backslash doubled; newline,
- *    carriage return and tab as backslash-n, -r, -t; every other C0 control,
- *    DEL, a C1 control (U+0080 to U+009F) and, in a string that is not valid
- *    UTF-8, every byte >= 0x80 as backslash-x and two hex digits. Reversible,
- *    and no name can start a new line. */
+ *  - text: ph_text_escape (pinhole/utf8.h, in the base library, so the
+ *    artifact store records an exported path the same way): printable
+ *    bytes as they are, a backslash doubled, controls and the bytes of a
+ *    string that is not UTF-8 escaped. Reversible, and no name can start a
+ *    new line. */
 #include "sandbox-int.h"
 
 #include "pinhole/base64.h"
-#include "pinhole/hex.h"
-#include "pinhole/utf8.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -51,37 +49,4 @@ int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_
         key = b64_key;
     }
     return v == NULL ? -1 : json_object_set_new(obj, key, v);
-}
-
-char *ph_text_escape(const char *s, size_t len)
-{
-    bool utf8 = ph_utf8_valid(s, len);
-    char *out = malloc(4 * len + 1);
-    if (out == NULL)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        bool c1 = utf8 && c == 0xC2 && i + 1 < len && (unsigned char)s[i + 1] <= 0x9F;
-        if (c == '\\' || c == '\n' || c == '\r' || c == '\t') {
-            out[o++] = '\\';
-            out[o++] = c == '\\' ? '\\' : c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && !utf8) || c1) {
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = ph_hex_digit(c >> 4);
-            out[o++] = ph_hex_digit(c);
-            if (c1) { /* the second byte of a C1 control too */
-                c = (unsigned char)s[++i];
-                out[o++] = '\\';
-                out[o++] = 'x';
-                out[o++] = ph_hex_digit(c >> 4);
-                out[o++] = ph_hex_digit(c);
-            }
-        } else {
-            out[o++] = (char)c;
-        }
-    }
-    out[o] = '\0';
-    return out;
 }

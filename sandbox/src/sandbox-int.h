@@ -142,10 +142,6 @@ struct json_t *ph_json_b64(const void *data, size_t len);
  * when out of memory (nothing set). */
 int ph_json_set_bytes(struct json_t *obj, const char *text_key, const char *b64_key,
                       const void *data, size_t len);
-/* The len bytes at s with control characters (and the bytes of invalid
- * UTF-8) escaped as documented in byte_strings.c. Caller frees; NULL when
- * out of memory. */
-char *ph_text_escape(const char *s, size_t len);
 
 /* ---- logging (environment.c) ---- */
 void ph_sandbox_log_warning(ph_sandbox_log_fn *log, void *ctx, const char *event,

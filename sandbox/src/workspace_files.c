@@ -235,6 +235,55 @@ ph_status ph_workspace_stat(ph_workspace *ws, const char *path, ph_ws_stat *out,
     return PH_OK;
 }
 
+/* Opens the regular file norm resolves to for reading, O_NONBLOCK (a
+ * sandbox's lease makes the open fail with EAGAIN instead of waiting), and
+ * fills *sb. The path is resolved once, as O_PATH, which opens nothing: a
+ * fifo (whose open for reading releases a writer the sandbox keeps waiting
+ * in open(2)) or a device (whose open can act: a tty, a tape, a watchdog)
+ * is refused from the type of what was resolved without ever being
+ * opened. The regular file is then opened through that descriptor:
+ * /proc/self/fd/N names that very file, so nothing can be swapped in
+ * between. Without /proc the path is resolved again and must give the same
+ * file (a fifo swapped in meanwhile is opened, O_NONBLOCK, then refused).
+ * -1 and errno on failure; -2 when it is not a regular file. */
+static int open_regular(ph_workspace *ws, const char *norm, struct stat *sb)
+{
+    int pfd = ph_ws_open_beneath(ws->root_fd, norm, O_PATH, 0);
+    if (pfd < 0)
+        return -1;
+    if (fstat(pfd, sb) != 0) {
+        int e = errno;
+        close(pfd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(sb->st_mode)) {
+        close(pfd);
+        /* The fallback walk opens a final symlink itself (O_PATH |
+         * O_NOFOLLOW) where it refused one before: still a refusal. */
+        errno = ELOOP;
+        return S_ISLNK(sb->st_mode) ? -1 : -2;
+    }
+    const int flags = O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", pfd);
+    int fd = open(self, flags);
+    if (fd < 0 && errno == ENOENT)
+        fd = ph_ws_open_beneath(ws->root_fd, norm, flags, 0);
+    int e = errno;
+    close(pfd);
+    struct stat now;
+    if (fd >= 0 && (fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) ||
+                    now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)) {
+        close(fd);
+        return -2;
+    }
+    if (fd >= 0)
+        *sb = now;
+    errno = e;
+    return fd;
+}
+
 ph_status ph_workspace_open_read(ph_workspace *ws, const char *path, uint64_t max_bytes,
                                  int *fd_out, ph_ws_stat *st_out, ph_diag *diag)
 {
@@ -245,22 +294,12 @@ ph_status ph_workspace_open_read(ph_workspace *ws, const char *path, uint64_t ma
     ph_status st = normalize_file_path(path, norm, "the workspace root is a directory", diag);
     if (st != PH_OK)
         return st;
-    /* O_NONBLOCK: opening a fifo must not wait for a writer; O_NOCTTY: a
-     * device must not become our terminal. Non-regular files are refused
-     * right after, on the descriptor itself (no check-then-open). */
-    int fd = ph_ws_open_beneath(ws->root_fd, norm, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    struct stat sb;
+    int fd = open_regular(ws, norm, &sb);
+    if (fd == -2)
+        return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not a regular file", path);
     if (fd < 0)
         return ph_ws_errno_status(errno, path, diag);
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int saved = errno;
-        close(fd);
-        return ph_ws_errno_status(saved, path, diag);
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ph_diag_set(diag, PH_E_INVAL, 0, "'%s' is not a regular file", path);
-    }
     if ((uint64_t)sb.st_size > max_bytes) {
         close(fd);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "'%s' is %llu bytes, over the cap of %llu",

@@ -70,6 +70,16 @@ ph_ws_path_verdict ph_ws_path_normalize(const char *path, size_t len, char *out,
     return PH_WS_PATH_OK;
 }
 
+/* openat2 answers EAGAIN for two reasons: a rename or mount anywhere on
+ * the host raced a ".." of the resolution (RESOLVE_BENEATH cannot then
+ * prove the walk stayed beneath: a retry settles it), or the open itself
+ * would block and O_NONBLOCK asked it not to: a write lease the sandbox
+ * holds on the file (fcntl F_SETLEASE, open to any owner of a file where
+ * the kernel is shared), which no retry ends before the kernel breaks the
+ * lease (lease-break-time, 45 s) and its holder can take it again. So the
+ * retries are few; after them the caller gets EAGAIN (file_busy). */
+#define OPENAT2_RETRIES 64
+
 static int openat2_beneath(int root_fd, const char *rel, int flags, mode_t mode)
 {
     struct open_how how;
@@ -77,10 +87,12 @@ static int openat2_beneath(int root_fd, const char *rel, int flags, mode_t mode)
     how.flags = (uint64_t)flags;
     how.mode = (flags & O_CREAT) ? mode : 0;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    long fd;
-    do {
+    long fd = -1;
+    for (int attempt = 0; attempt < OPENAT2_RETRIES; attempt++) {
         fd = syscall(SYS_openat2, root_fd, rel, &how, sizeof how);
-    } while (fd < 0 && errno == EAGAIN);
+        if (fd >= 0 || errno != EAGAIN)
+            break;
+    }
     return (int)fd;
 }
 
@@ -157,6 +169,11 @@ ph_status ph_ws_errno_status(int err, const char *path, ph_diag *diag)
                            ph_ws_path_verdict_code(PH_WS_PATH_TOO_LONG), path);
     case ENOMEM:
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory resolving '%s'", path);
+    case EAGAIN:
+        return ph_diag_set(diag, PH_E_IO, 0,
+                           "file_busy: '%s' is held by the sandbox (a lease) or kept changing "
+                           "while it was resolved; try again",
+                           path);
     default:
         return ph_diag_set(diag, PH_E_IO, 0, "'%s': %s", path, strerror(err));
     }

@@ -14,6 +14,7 @@
 #include "pinhole/sandbox.h"
 #include "pinhole/sandbox_lease.h"
 #include "pinhole/version.h"
+#include "pinhole/utf8.h"
 #include "pinhole/workspace.h"
 #include "sandbox-int.h"
 

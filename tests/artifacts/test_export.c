@@ -1,6 +1,8 @@
 /* test_export.c - artifact.export reads one workspace file through the
  * WorkspaceFiles port and nothing else: symlinks out, special files,
- * directories, traversal and oversize files are refused and store nothing. */
+ * directories, traversal and oversize files are refused and store nothing;
+ * a file whose name is any bytes (a newline, a control, not UTF-8) is
+ * exported, its name kept whole as the filename. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +136,10 @@ static void test_export_refusals(void **state)
     expect_refusal(f, ".", PH_E_INVAL, "path_is_root");
     expect_refusal(f, "big.bin", PH_E_LIMIT, NULL);        /* 16 bytes > 10 */
     expect_refusal(f, "missing", PH_E_NOT_FOUND, NULL);
+    /* A trailing slash names a directory, as it does at the port: a file
+     * through one is refused, never exported as if the slash were not there. */
+    expect_refusal(f, "out/report.csv/", PH_E_INVAL, "path_not_directory");
+    expect_refusal(f, "out/report.csv/.", PH_E_INVAL, "path_not_directory");
 }
 
 static void test_export_socket_refused(void **state)
@@ -155,6 +161,46 @@ static void test_export_socket_refused(void **state)
     close(s);
 }
 
+/* A sandbox names its files: any byte but NUL and '/'. The file is exported
+ * all the same, the filename holds the name's bytes as they are, and the
+ * recorded source_path is the path's text form (docs/sandbox.md: a newline
+ * as backslash-n, a byte of a name that is not UTF-8 as backslash-x). */
+static void test_export_hostile_names(void **state)
+{
+    fixture *f = *state;
+    static const struct {
+        const char *name, *source_path;
+    } cases[] = {
+        {"line\nbreak.txt", "out/line\\nbreak.txt"},
+        {"caf\xe9.txt", "out/caf\\xe9.txt"},
+        {"esc\x1b[31m.txt", "out/esc\\x1b[31m.txt"},
+        {"back\\slash", "out/back\\\\slash"},
+        {"zero\xe2\x80\x8bwidth", "out/zero\\xe2\\x80\\x8bwidth"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "out/%s", cases[i].name);
+        make_file(f, rel, "hostile", 7);
+        ph_artifact_spec spec = {.tenant_id = "acme", .tenant_id_len = 4};
+        ph_artifact_metadata *m = NULL;
+        ph_diag d = {0};
+        ph_status st = ph_artifact_export(f->store, f->ws, rel, &spec, &m, &d);
+        if (st != PH_OK)
+            fail_msg("exporting 'out/%s': status %d (%s)", cases[i].name, st, d.message);
+        assert_int_equal(m->filename_len, strlen(cases[i].name));
+        assert_memory_equal(m->filename, cases[i].name, m->filename_len);
+        assert_string_equal(m->source_path, cases[i].source_path);
+        ph_artifact_ref ref = ph_artifact_metadata_ref(m);
+        unsigned char *data = NULL;
+        size_t len = 0;
+        assert_int_equal(get_bytes(f->store, &ref, &data, &len, NULL), PH_OK);
+        assert_int_equal(len, 7);
+        assert_memory_equal(data, "hostile", 7);
+        free(data);
+        ph_artifact_metadata_free(&m);
+    }
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -162,6 +208,7 @@ int main(void)
         T(test_export_regular_file),
         T(test_export_refusals),
         T(test_export_socket_refused),
+        T(test_export_hostile_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

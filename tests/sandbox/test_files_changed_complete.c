@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pinhole/utf8.h"
 #include "sandbox-int.h"
 
 static ph_sandbox_mechanism g_mechanism = PH_MECHANISM_FAKE;
@@ -264,6 +265,11 @@ static void test_the_encodings(void **state)
         {"\x1b[2J\x7f", "\\x1b[2J\\x7f"},                   /* ESC, DEL */
         {"c1\xc2\x9b!", "c1\\xc2\\x9b!"},                    /* U+009B (CSI) */
         {"caf\xc3\xa9\xff", "caf\\xc3\\xa9\\xff"},           /* not UTF-8: every high byte */
+        /* Invisible: drawn as nothing (a zero-width space: "a.txt" twice)
+         * or reordering what is drawn around it (RLO: "evil" + reversed). */
+        {"a\xe2\x80\x8b.txt", "a\\xe2\\x80\\x8b.txt"},
+        {"evil\xe2\x80\xaetxt.exe", "evil\\xe2\\x80\\xaetxt.exe"},
+        {"bom\xef\xbb\xbf", "bom\\xef\\xbb\\xbf"},
     };
     for (size_t i = 0; i < sizeof text / sizeof text[0]; i++) {
         char *e = ph_text_escape(text[i].in, strlen(text[i].in));

@@ -51,7 +51,9 @@ extern "C" {
 #define PH_ARTIFACT_TENANT_MAX 16384      /* bytes; any byte values */
 #define PH_ARTIFACT_FILENAME_MAX 4096     /* bytes stored as given */
 #define PH_ARTIFACT_FIELD_MAX 1024        /* content type, run id */
-#define PH_ARTIFACT_SOURCE_PATH_MAX 4096
+/* Bytes of a source path: the text form (ph_text_escape, at most 4 bytes a
+ * byte) of the longest workspace path, PH_WS_PATH_MAX (4095) bytes. */
+#define PH_ARTIFACT_SOURCE_PATH_MAX 16384
 /* Upper bound of a stored metadata document; larger ones are corrupt. */
 #define PH_ARTIFACT_METADATA_MAX ((size_t)128 * 1024)
 /* Streams whose size is at most this are read and verified completely by

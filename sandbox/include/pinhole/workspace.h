@@ -119,8 +119,11 @@ PH_API ph_status ph_workspace_stat(ph_workspace *ws, const char *path, ph_ws_sta
  * file is larger than max_bytes, or larger than the filesystem that holds it
  * (a sparse file: "file_over_workspace_size", so nothing read or exported
  * from a workspace exceeds its byte limit), PH_E_INVAL when it is not a regular file
- * (directory, fifo, device: a fifo is never opened for reading, so a command
- * cannot make the reader block). The file may still be appended to by a
+ * (directory, fifo, device, socket: refused from the type of what the path
+ * resolves to, never opened, so a command can neither make the reader block
+ * nor learn from a fifo that it looked), and PH_E_IO "file_busy: ..." at once for a
+ * file the sandbox holds a write lease on (opening it would wait for the
+ * kernel to break the lease). The file may still be appended to by a
  * running command after the check: read at most st_out->size (<= max_bytes)
  * bytes from the descriptor.
  */

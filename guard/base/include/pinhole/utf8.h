@@ -56,6 +56,22 @@ PH_API bool ph_unicode_is_invisible(uint32_t cp);
  */
 PH_API bool ph_unicode_is_bidi_override(uint32_t cp);
 
+/*
+ * The text form of the len bytes at s (a file name, any bytes but NUL):
+ * printable characters as they are; a backslash doubled; newline, carriage
+ * return and tab as backslash-n, -r, -t; every other C0 control and DEL as
+ * backslash-x and two lowercase hex digits, and so every byte of a C1
+ * control (U+0080 to U+009F), of an invisible character
+ * (ph_unicode_is_invisible: a zero-width space, a bidi override, the BOM,
+ * ...) and, when s is not valid UTF-8, every byte >= 0x80. The result is
+ * valid UTF-8 without a control or invisible character, at most 4 * len
+ * bytes, and reversible.
+ * The one encoding of a byte string shown as text (docs/sandbox.md: the
+ * CLI's text output, an exported artifact's source_path). A new string the
+ * caller frees; NULL when out of memory.
+ */
+PH_API char *ph_text_escape(const char *s, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
