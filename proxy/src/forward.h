@@ -94,14 +94,16 @@ bool px_forward_idle(const struct px_fwd *f);
  * first is decided when it comes). r->now is the caller's. */
 bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bool *in_tunnel);
 /* Ends f, which that decision refused: end is the ending's code
- * ("policy_revoked", "lease_revoked", ...), detail the log's. A request in
- * flight is logged with them (its one line); a connection between
+ * ("policy_revoked", "lease_revoked", ...), reason the refusal's, detail
+ * the log's. A request in flight is logged with them (its one line), and,
+ * when nothing of its response was sent yet, answered reason's status
+ * first (as a CONNECT still resolving or dialing is); a connection between
  * requests, which has no request to log, gets one line of its own now
  * (event "connection", status 0: nothing was answered; its destination,
  * and the grant of its last request or else grant, may be NULL). Ended
  * from the loop, as every end of forward.c's: nothing is freed within the
  * call. */
-void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
+void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail,
                        const ph_grant *grant);
 
 #endif

@@ -187,8 +187,9 @@ void px_fwd_close_after_flush(px_fwd *f, const char *end)
         bufferevent_enable(f->client, EV_WRITE);
 }
 
-void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
-                       const char *log_detail)
+/* px_fwd_refuse, the request's line ending with end. */
+static void refuse_ending(px_fwd *f, ph_reason reason, const char *client_detail,
+                          const char *log_detail, const char *end)
 {
     char body[PH_DIAG_MESSAGE_MAX + 128], resp[PH_DIAG_MESSAGE_MAX + 512];
     int status = ph_reason_http_status(reason);
@@ -202,16 +203,22 @@ void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
              client_detail[0] ? ": " : "", client_detail);
     size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     f->bytes_down += n;
-    px_fwd_end_request(f, "closed");
+    px_fwd_end_request(f, end);
     bev_free(&f->up);
     bev_free(&f->idle);
     bufferevent_write(f->client, resp, n);
-    px_fwd_close_after_flush(f, "closed");
+    px_fwd_close_after_flush(f, end);
     if (f->state == F_CLOSING) {
         /* A client that does not read cannot hold the connection. */
         struct timeval tv = secs(5);
         evtimer_add(f->timer, &tv);
     }
+}
+
+void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
+                   const char *log_detail)
+{
+    refuse_ending(f, reason, client_detail, log_detail, "closed");
 }
 
 /* *dst (of *dst_len bytes, owned) becomes a NUL-terminated copy of
@@ -454,11 +461,17 @@ bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bo
     return true;
 }
 
-void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
+void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail,
                        const ph_grant *grant)
 {
     if (f->state == F_DEAD)
         return;
+    if (f->in_request && !f->resp_head_done) {
+        /* Nothing of the answer went out yet: the client is told why, as a
+         * CONNECT still resolving or dialing is (tunnel.c). */
+        refuse_ending(f, reason, "the policy changed (reload)", detail, end);
+        return;
+    }
     snprintf(f->detail, sizeof f->detail, "%s", detail);
     if (!f->in_request) {
         /* px_fwd_end_request logs only a request in flight. */

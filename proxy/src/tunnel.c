@@ -122,7 +122,9 @@ static void recheck(px_conn *c)
     const char *end = ph_ending_code(ending);
     if (forwarding) {
         /* Ended from the loop (forward.h): c stays in the list until then. */
-        px_forward_revoke(c->fwd, end, detail, d.has_grant ? &d.grant : NULL);
+        px_forward_revoke(c->fwd, end,
+                          st == PH_OK ? PH_REASON_PROTOCOL_NOT_ALLOWED : d.reason, detail,
+                          d.has_grant ? &d.grant : NULL);
         return;
     }
     if (c->state == ST_RELAY) {
