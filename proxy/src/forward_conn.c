@@ -417,6 +417,21 @@ struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, p
     }
     snprintf(f->tun_host, sizeof f->tun_host, "%s", t->host);
     f->tun_port = t->port;
+    /* The CONNECT's decision is the last one until a request is decided
+     * (px_fwd_begin_request clears it): the line of a reload that ends the
+     * tunnel before its first request names its grant, rule and policy. */
+    if (t->tenant != NULL && t->lease != NULL && t->list != NULL) {
+        f->has_grant = true;
+        snprintf(f->grant.tenant, sizeof f->grant.tenant, "%s", t->tenant);
+        snprintf(f->grant.lease, sizeof f->grant.lease, "%s", t->lease);
+        snprintf(f->grant.list, sizeof f->grant.list, "%s", t->list);
+    }
+    if (t->rule_file != NULL) {
+        f->has_rule = true;
+        snprintf(f->rule_file, sizeof f->rule_file, "%s", t->rule_file);
+        f->rule_line = t->rule_line;
+    }
+    snprintf(f->policy_id, sizeof f->policy_id, "%s", t->policy_id ? t->policy_id : "");
     if (t->upstream != NULL) {
         /* The tunnel's connection, kept alive for the first request to its
          * address (forward.c reuses it only when the guard checked that
@@ -461,8 +476,7 @@ bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bo
     return true;
 }
 
-void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail,
-                       const ph_grant *grant)
+void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail)
 {
     if (f->state == F_DEAD)
         return;
@@ -475,14 +489,13 @@ void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, cons
     snprintf(f->detail, sizeof f->detail, "%s", detail);
     if (!f->in_request) {
         /* px_fwd_end_request logs only a request in flight. */
-        const ph_grant *g = f->has_grant ? &f->grant : grant;
         bool tun = f->tun_token != NULL;
         px_log_record r = {
             .conn_id = f->conn_id,
             .peer = f->peer,
-            .tenant = g != NULL ? g->tenant : NULL,
-            .lease = g != NULL ? g->lease : NULL,
-            .list = g != NULL ? g->list : NULL,
+            .tenant = f->has_grant ? f->grant.tenant : NULL,
+            .lease = f->has_grant ? f->grant.lease : NULL,
+            .list = f->has_grant ? f->grant.list : NULL,
             .host = tun ? f->tun_host : f->has_host ? f->host : NULL,
             .port = tun ? f->tun_port : f->has_host ? f->port : 0,
             .detail = f->detail,

@@ -6,7 +6,10 @@
 # host out of the table (end=policy_revoked), and so does a plain
 # kept-alive forwarding connection, each with one log line; another lease's
 # connections, idle or with a request in flight, go on and their next
-# request is served. The revocation list's live entries are a gauge
+# request is served; a request still resolving at the reload that revokes
+# its lease is answered 407 lease_revoked; an HTTP tunnel before its first
+# request ended by a key replaced is logged with its CONNECT's grant and
+# rule. The revocation list's live entries are a gauge
 # (pinhole_proxy_revocations_entries).
 # Usage: e2e_reload_forward.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
@@ -120,6 +123,22 @@ os.rename(new, os.path.join(tmp, "table.ptab"))
 reload()
 print("web removed:", ended(conns["tb"]), ended(conns["kw"]))
 print("ok kept:", get(conns["kb"], ok, "kb-3"))
+
+# 3. The grant key replaced, while lease B's HTTP tunnel to tls has the
+# first line of its first request only (waited on until that line was
+# parsed: the tunnel is the forwarding engine's, no request decided yet).
+s, f = tunnel(port, tok_b, f"tls.{dom}:{up}")
+heads = metric(admin, "pinhole_proxy_head_parses_total")
+s.sendall(b"GET /tp HTTP/1.1\r\n")
+while metric(admin, "pinhole_proxy_head_parses_total") <= heads:
+    time.sleep(0.01)
+subprocess.run([grant, "keygen", "--kid", "rotated", "--output", os.path.join(tmp, "new.key")],
+               check=True)
+if os.getuid() == 0:
+    os.chown(os.path.join(tmp, "new.key"), 65534, -1)
+os.rename(os.path.join(tmp, "new.key"), os.path.join(tmp, "grant.key"))
+reload()
+print("key replaced:", ended((s, f, None)))
 PY
 sed 's/^/# /' "$E2E_TMP/client.out"
 
@@ -151,6 +170,10 @@ check "and counted a refusal" "1" \
     "$(e2e_metric 'pinhole_proxy_requests_total{verdict="refused",reason="lease_revoked"}')"
 check "no other line ended at a reload" "3 2" \
     "$(e2e_log_lines 'r["end"] == "lease_revoked"') $(e2e_log_lines 'r["end"] == "policy_revoked"')"
+check "key replaced: B's HTTP tunnel before its first request ends at the reload" "closed" \
+    "$(line 'key replaced:')"
+check "its line keeps the CONNECT's decision (grant, rule, policy): end=key_revoked" "1" \
+    "$(e2e_log_lines 'r["event"] == "connection" and r["host"] == "tls.'"$D"'" and r["end"] == "key_revoked" and (r["tenant"], r["lease"], r["list"]) == ("t1", "leaseB", "e2e") and r["rule"].startswith("noweb.yaml:") and len(r["policy_id"]) == 64')"
 check "every request of B was logged done (8)" "8" \
     "$(e2e_log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
 
