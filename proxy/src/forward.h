@@ -22,7 +22,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pinhole/grant.h"
 #include "pinhole/guard.h"
 
 struct bufferevent;
@@ -66,6 +65,11 @@ typedef struct px_fwd_tunnel {
     const char *token; /* the CONNECT's Proxy-Authorization value */
     size_t token_len;
     const char *tenant, *lease, *list;
+    /* The CONNECT's rule and policy id (NULL: none), which with its grant
+     * stand for the last decision until a request is decided. */
+    const char *rule_file;
+    uint32_t rule_line;
+    const char *policy_id;
     struct bufferevent *upstream;
 } px_fwd_tunnel;
 
@@ -94,14 +98,15 @@ bool px_forward_idle(const struct px_fwd *f);
  * first is decided when it comes). r->now is the caller's. */
 bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bool *in_tunnel);
 /* Ends f, which that decision refused: end is the ending's code
- * ("policy_revoked", "lease_revoked", ...), detail the log's. A request in
- * flight is logged with them (its one line); a connection between
+ * ("policy_revoked", "lease_revoked", ...), reason the refusal's, detail
+ * the log's. A request in flight is logged with them (its one line), and,
+ * when nothing of its response was sent yet, answered reason's status
+ * first (as a CONNECT still resolving or dialing is); a connection between
  * requests, which has no request to log, gets one line of its own now
- * (event "connection", status 0: nothing was answered; its destination,
- * and the grant of its last request or else grant, may be NULL). Ended
- * from the loop, as every end of forward.c's: nothing is freed within the
- * call. */
-void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
-                       const ph_grant *grant);
+ * (event "connection", status 0: nothing was answered; the destination,
+ * grant, rule and policy id of its last decision, a tunnel's CONNECT's
+ * before its first request). Ended from the loop, as every end of
+ * forward.c's: nothing is freed within the call. */
+void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail);
 
 #endif

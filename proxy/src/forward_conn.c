@@ -187,8 +187,9 @@ void px_fwd_close_after_flush(px_fwd *f, const char *end)
         bufferevent_enable(f->client, EV_WRITE);
 }
 
-void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
-                       const char *log_detail)
+/* px_fwd_refuse, the request's line ending with end. */
+static void refuse_ending(px_fwd *f, ph_reason reason, const char *client_detail,
+                          const char *log_detail, const char *end)
 {
     char body[PH_DIAG_MESSAGE_MAX + 128], resp[PH_DIAG_MESSAGE_MAX + 512];
     int status = ph_reason_http_status(reason);
@@ -202,16 +203,22 @@ void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
              client_detail[0] ? ": " : "", client_detail);
     size_t n = px_format_refusal(resp, sizeof resp, status, reason, body);
     f->bytes_down += n;
-    px_fwd_end_request(f, "closed");
+    px_fwd_end_request(f, end);
     bev_free(&f->up);
     bev_free(&f->idle);
     bufferevent_write(f->client, resp, n);
-    px_fwd_close_after_flush(f, "closed");
+    px_fwd_close_after_flush(f, end);
     if (f->state == F_CLOSING) {
         /* A client that does not read cannot hold the connection. */
         struct timeval tv = secs(5);
         evtimer_add(f->timer, &tv);
     }
+}
+
+void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
+                   const char *log_detail)
+{
+    refuse_ending(f, reason, client_detail, log_detail, "closed");
 }
 
 /* *dst (of *dst_len bytes, owned) becomes a NUL-terminated copy of
@@ -411,6 +418,21 @@ struct px_fwd *px_forward_start_tunnel(const px_fwd_owner *hooks, void *owner, p
     }
     snprintf(f->tun_host, sizeof f->tun_host, "%s", t->host);
     f->tun_port = t->port;
+    /* The CONNECT's decision is the last one until a request is decided
+     * (px_fwd_begin_request clears it): the line of a reload that ends the
+     * tunnel before its first request names its grant, rule and policy. */
+    if (t->tenant != NULL && t->lease != NULL && t->list != NULL) {
+        f->has_grant = true;
+        snprintf(f->grant.tenant, sizeof f->grant.tenant, "%s", t->tenant);
+        snprintf(f->grant.lease, sizeof f->grant.lease, "%s", t->lease);
+        snprintf(f->grant.list, sizeof f->grant.list, "%s", t->list);
+    }
+    if (t->rule_file != NULL) {
+        f->has_rule = true;
+        snprintf(f->rule_file, sizeof f->rule_file, "%s", t->rule_file);
+        f->rule_line = t->rule_line;
+    }
+    snprintf(f->policy_id, sizeof f->policy_id, "%s", t->policy_id ? t->policy_id : "");
     if (t->upstream != NULL) {
         /* The tunnel's connection, kept alive for the first request to its
          * address (forward.c reuses it only when the guard checked that
@@ -455,22 +477,26 @@ bool px_forward_recheck_target(const struct px_fwd *f, ph_recheck_request *r, bo
     return true;
 }
 
-void px_forward_revoke(struct px_fwd *f, const char *end, const char *detail,
-                       const ph_grant *grant)
+void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, const char *detail)
 {
     if (f->state == F_DEAD)
         return;
+    if (f->in_request && !f->resp_head_done) {
+        /* Nothing of the answer went out yet: the client is told why, as a
+         * CONNECT still resolving or dialing is (tunnel.c). */
+        refuse_ending(f, reason, "the policy changed (reload)", detail, end);
+        return;
+    }
     snprintf(f->detail, sizeof f->detail, "%s", detail);
     if (!f->in_request) {
         /* px_fwd_end_request logs only a request in flight. */
-        const ph_grant *g = f->has_grant ? &f->grant : grant;
         bool tun = f->tun_token != NULL;
         px_log_record r = {
             .conn_id = f->conn_id,
             .peer = f->peer,
-            .tenant = g != NULL ? g->tenant : NULL,
-            .lease = g != NULL ? g->lease : NULL,
-            .list = g != NULL ? g->list : NULL,
+            .tenant = f->has_grant ? f->grant.tenant : NULL,
+            .lease = f->has_grant ? f->grant.lease : NULL,
+            .list = f->has_grant ? f->grant.list : NULL,
             .host = tun ? f->tun_host : f->has_host ? f->host : NULL,
             .port = tun ? f->tun_port : f->has_host ? f->port : 0,
             .detail = f->detail,

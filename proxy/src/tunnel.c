@@ -122,7 +122,8 @@ static void recheck(px_conn *c)
     const char *end = ph_ending_code(ending);
     if (forwarding) {
         /* Ended from the loop (forward.h): c stays in the list until then. */
-        px_forward_revoke(c->fwd, end, detail, d.has_grant ? &d.grant : NULL);
+        px_forward_revoke(c->fwd, end,
+                          st == PH_OK ? PH_REASON_PROTOCOL_NOT_ALLOWED : d.reason, detail);
         return;
     }
     if (c->state == ST_RELAY) {
@@ -268,6 +269,9 @@ static void http_handoff(void *arg, int client_fd, int upstream_fd, struct evbuf
         .tenant = str[CS_TENANT],
         .lease = str[CS_LEASE],
         .list = str[CS_LIST],
+        .rule_file = str[CS_RULE_FILE],
+        .rule_line = c->rule_line,
+        .policy_id = str[CS_POLICY_ID],
         .upstream = ub,
     };
     struct px_fwd *f = NULL;

@@ -6,7 +6,10 @@
 # host out of the table (end=policy_revoked), and so does a plain
 # kept-alive forwarding connection, each with one log line; another lease's
 # connections, idle or with a request in flight, go on and their next
-# request is served. The revocation list's live entries are a gauge
+# request is served; a request still resolving at the reload that revokes
+# its lease is answered 407 lease_revoked; an HTTP tunnel before its first
+# request ended by a key replaced is logged with its CONNECT's grant and
+# rule. The revocation list's live entries are a gauge
 # (pinhole_proxy_revocations_entries).
 # Usage: e2e_reload_forward.sh TEST_PROXY POLICYC PINHOLE_GUARD PEER DEFAULT_PROXY
 PROXY=$1 POLICYC=$2 GRANT=$3 PEER=$4
@@ -32,7 +35,7 @@ PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$ADMIN
     "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
     >"$E2E_TMP/client.out" 2>&1 <<'PY'
 import hashlib, os, signal, socket, subprocess, sys, time
-from tunnel_http import reloads, response, tunnel
+from tunnel_http import metric, reloads, response, tunnel
 (port, admin, dom, up, tok_a, tok_b, pid, grant, rev, policyc, allow, tmp) = sys.argv[1:]
 web, ok = f"web.{dom}:{up}", f"ok.{dom}:{up}"
 
@@ -80,11 +83,23 @@ fb = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
 fb.sendall(f"POST http://{ok}/echo HTTP/1.1\r\nHost: {ok}\r\nProxy-Authorization: Bearer {tok_b}\r\n"
            f"Content-Length: {len(body)}\r\n\r\n".encode() + body[:500])
 
+# Lease A's request still resolving (its name's DNS never answers) when
+# the reload comes: waited on until its head was parsed (and so decided).
+heads = metric(admin, "pinhole_proxy_head_parses_total")
+slow = f"slow.{dom}:{up}"
+rs = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+rs.sendall(f"GET http://{slow}/rs HTTP/1.1\r\nHost: {slow}\r\n"
+           f"Proxy-Authorization: Bearer {tok_a}\r\n\r\n".encode())
+while metric(admin, "pinhole_proxy_head_parses_total") <= heads:
+    time.sleep(0.01)
+
 # 1. Lease A revoked.
 subprocess.run([grant, "revoke", "--tenant", "t1", "--lease", "leaseA", "--file", rev],
                check=True, stdout=subprocess.DEVNULL)
 reload()
 print("revoked:", ended(conns["ta"]), ended(conns["ka"]))
+status, _, why = response(rs.makefile("rb"))
+print("resolving:", status[9:12] or "none", why or "-")
 fb.sendall(body[500:])
 status, echoed, _ = response(fb.makefile("rb"))
 print("in flight:", status[9:12],
@@ -108,6 +123,22 @@ os.rename(new, os.path.join(tmp, "table.ptab"))
 reload()
 print("web removed:", ended(conns["tb"]), ended(conns["kw"]))
 print("ok kept:", get(conns["kb"], ok, "kb-3"))
+
+# 3. The grant key replaced, while lease B's HTTP tunnel to tls has the
+# first line of its first request only (waited on until that line was
+# parsed: the tunnel is the forwarding engine's, no request decided yet).
+s, f = tunnel(port, tok_b, f"tls.{dom}:{up}")
+heads = metric(admin, "pinhole_proxy_head_parses_total")
+s.sendall(b"GET /tp HTTP/1.1\r\n")
+while metric(admin, "pinhole_proxy_head_parses_total") <= heads:
+    time.sleep(0.01)
+subprocess.run([grant, "keygen", "--kid", "rotated", "--output", os.path.join(tmp, "new.key")],
+               check=True)
+if os.getuid() == 0:
+    os.chown(os.path.join(tmp, "new.key"), 65534, -1)
+os.rename(os.path.join(tmp, "new.key"), os.path.join(tmp, "grant.key"))
+reload()
+print("key replaced:", ended((s, f, None)))
 PY
 sed 's/^/# /' "$E2E_TMP/client.out"
 
@@ -117,6 +148,8 @@ check "every connection served its first request" \
     "$(line first:)"
 check "lease A revoked: its HTTP tunnel and its kept-alive connection end at the reload" \
     "closed closed" "$(line revoked:)"
+check "lease A's request still resolving at the reload is answered 407 lease_revoked, as a CONNECT is" \
+    "407 lease_revoked" "$(line resolving:)"
 check "lease B's request in flight over the reload is served, its body identical" \
     "200 identical" "$(line 'in flight:')"
 check "lease B's connections serve their next request" \
@@ -131,8 +164,16 @@ check "A's kept-alive forwarding connection is logged once: end=lease_revoked" "
     "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseA" and r["host"] == "ok.'"$D"'" and r["end"] == "lease_revoked"')"
 check "B's HTTP tunnel and forwarding connection to web: end=policy_revoked, once each" "2" \
     "$(e2e_log_lines 'r["event"] == "connection" and r["lease"] == "leaseB" and r["host"] == "web.'"$D"'" and r["end"] == "policy_revoked" and r["detail"].startswith("after reload: ")')"
-check "no other line ended at a reload" "2 2" \
+check "A's resolving request is logged once: 407, reason and end lease_revoked" "1" \
+    "$(e2e_log_lines 'r["event"] == "request" and r["host"] == "slow.'"$D"'" and r["status"] == 407 and r["reason"] == "lease_revoked" and r["end"] == "lease_revoked" and r["detail"].startswith("after reload: lease leaseA")')"
+check "and counted a refusal" "1" \
+    "$(e2e_metric 'pinhole_proxy_requests_total{verdict="refused",reason="lease_revoked"}')"
+check "no other line ended at a reload" "3 2" \
     "$(e2e_log_lines 'r["end"] == "lease_revoked"') $(e2e_log_lines 'r["end"] == "policy_revoked"')"
+check "key replaced: B's HTTP tunnel before its first request ends at the reload" "closed" \
+    "$(line 'key replaced:')"
+check "its line keeps the CONNECT's decision (grant, rule, policy): end=key_revoked" "1" \
+    "$(e2e_log_lines 'r["event"] == "connection" and r["host"] == "tls.'"$D"'" and r["end"] == "key_revoked" and (r["tenant"], r["lease"], r["list"]) == ("t1", "leaseB", "e2e") and r["rule"].startswith("noweb.yaml:") and len(r["policy_id"]) == 64')"
 check "every request of B was logged done (8)" "8" \
     "$(e2e_log_lines 'r["event"] == "request" and r["lease"] == "leaseB" and r["end"] == "done"')"
 

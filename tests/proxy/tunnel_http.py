@@ -35,10 +35,16 @@ def response(f):
     return status, f.read(n).decode(), reason
 
 
-def reloads(admin):
-    """The proxy's successful reloads so far (its admin port's /metrics)."""
+def metric(admin, name):
+    """The value of the metric name (with its labels, as the exposition
+    spells them) in the proxy's admin /metrics; 0 when absent."""
     url = f"http://127.0.0.1:{admin}/metrics"
     for line in urllib.request.urlopen(url, timeout=10).read().decode().splitlines():
-        if line.startswith('pinhole_proxy_table_reloads_total{result="ok"}'):
+        if line.split(" ")[0] == name:
             return int(float(line.split()[-1]))
     return 0
+
+
+def reloads(admin):
+    """The proxy's successful reloads so far (its admin port's /metrics)."""
+    return metric(admin, 'pinhole_proxy_table_reloads_total{result="ok"}')
