@@ -298,16 +298,20 @@ static void accept_failed(px_listener *l, int err)
     px_log_event("warning", "accept_error", "accept failed: %s", strerror(err));
 }
 
-/* The socket is readable: a connection is waiting. The listener accepts
- * until the queue is empty (EAGAIN), as evconnlistener does, but one
- * connection per callback: after handing one over, it queues itself again
- * behind the events that connection's start queued (a DNS cache hit is
- * answered from the loop: dns_async.c), so a lone connection's connect and
- * 200 go out before the accept(2) that finds the queue empty, and a burst
- * is still accepted in the one loop pass, with no epoll_wait between its
- * connections. A lost race (the unix socket is shared by the workers) or a
- * connection reset before it was accepted is EAGAIN or ECONNABORTED:
- * nothing to do. */
+/* The socket is readable: a connection is waiting. A worker serving
+ * other connections accepts until the queue is empty (EAGAIN), as
+ * evconnlistener does, but one connection per callback: after handing one
+ * over, the listener queues itself again behind the events that
+ * connection's start queued (a DNS cache hit is answered from the loop:
+ * dns_async.c), so the connect and the 200 go out before the next accept,
+ * and a burst is still accepted within the one loop pass, with no
+ * epoll_wait between its connections. A worker whose only connection is
+ * the one just accepted does not try again: another waiting connection is
+ * reported by the next epoll_wait (level-triggered), which an idle worker
+ * makes anyway, and the lone connection of a quiet proxy costs no failing
+ * accept(2) on its way. A lost race (the unix socket is shared by the
+ * workers) or a connection reset before it was accepted is EAGAIN or
+ * ECONNABORTED: nothing to do. */
 static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -329,7 +333,8 @@ static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
     }
     /* Neither hand-over can free l (only the worker's drain does, from an
      * event of its own). */
-    event_active(l->ev, EV_READ, 1);
+    if (l->w->nconns > 1)
+        event_active(l->ev, EV_READ, 1);
 }
 
 px_listener *px_listener_attach(px_worker *w, int fd, bool close_on_free, bool proxy_protocol)
