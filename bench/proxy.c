@@ -9,10 +9,12 @@
  *                    proxy; /proc/PID/stat, ended threads included): with
  *                    every core busy, the ratio can be no better than the
  *                    direct transaction's CPU over the proxied one's.
- *   added latency    median per transaction, one client, direct and proxied
- *                    alternating one by one, proxied - direct; <= 80 us.
+ *   added latency    median per transaction, one client, direct, proxied
+ *                    and the floor relay (floor_relay.h) taking turns one
+ *                    by one (latency_medians), proxied - direct; <= 80 us.
  *                    With it the medians of the two phases: opening the
- *                    tunnel (connect; CONNECT up to the 200) and the echo.
+ *                    tunnel (connect; CONNECT up to the 200) and the echo,
+ *                    and the floor relay's: what any relay adds here.
  *   bulk throughput  one tunnel, 256 MiB echoed (both directions at once),
  *                    best of 3 alternating runs; target >= 0.8x direct
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
@@ -35,9 +37,10 @@
  * A/B: --proxy given two or more times starts each binary (pinhole-proxy's
  * command line; ready when its listener answers) beside the
  * others and runs --rounds rounds; in each, the event-driven load against
- * direct and then every proxy in turn, then one client alternating direct
- * and every proxy transaction by transaction. Printed per proxy: median
- * and [min-max] over the rounds of transactions/s, added median latency and
+ * direct and then every proxy in turn, then one client taking direct,
+ * every proxy and the floor relay in turn, transaction by transaction.
+ * Printed per proxy: median and [min-max] over the rounds of
+ * transactions/s, added median latency (with its open and echo medians) and
  * the proxy's CPU per transaction (also against the floor of its round,
  * and the kernel's share of it),
  * and each against the first proxy's median with the first's spread as the
