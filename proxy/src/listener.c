@@ -1,6 +1,6 @@
 /* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, the
- * refusal to share an address with another live process, and recovery from
- * descriptor exhaustion. */
+ * refusal to share an address with another live process, the accepts, and
+ * recovery from descriptor exhaustion. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -263,8 +263,10 @@ int px_listen_unix(const char *path, unsigned mode, ph_diag *diag)
     return fd;
 }
 
-/* A listening socket of a worker and its read event (owned: freed with
- * it by px_listener_free; the socket too when close_on_free). */
+/* A listening socket of a worker and its read event, whose callback
+ * argument is the listener. Owned by the worker (w->listeners), freed by
+ * px_listener_free on the worker's thread: the event first (no callback
+ * runs after), then the socket when close_on_free. */
 struct px_listener {
     px_worker *w;
     struct event *ev;
@@ -332,7 +334,8 @@ static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
         px_conn_accept(l->w, c, (struct sockaddr *)&ss, 0);
     }
     /* Neither hand-over can free l (only the worker's drain does, from an
-     * event of its own). */
+     * event of its own). nconns counts the worker's connections, the one
+     * just accepted included unless it was refused at once. */
     if (l->w->nconns > 1)
         event_active(l->ev, EV_READ, 1);
 }

@@ -26,10 +26,11 @@ int px_listen_unix(const char *path, unsigned mode, ph_diag *diag);
 
 /* Watches fd on the worker's loop and hands each connection to the worker
  * (proxy_protocol: through accept_proxied.h, which reads a balancer's PROXY
- * header first), one accept(2) per readiness report; on EMFILE/ENFILE it
- * pauses accepting for a moment and retries. The listener is the worker's
- * (w->listeners), freed by px_listener_free, which closes fd when
- * close_on_free. NULL when out of memory (fd untouched). */
+ * header first), one per callback, each next accept(2) after the events the
+ * previous connection's start queued (listener.c says when it tries one);
+ * on EMFILE/ENFILE it pauses accepting for a moment and retries. The
+ * listener is the worker's (w->listeners), freed by px_listener_free, which
+ * closes fd when close_on_free. NULL when out of memory (fd untouched). */
 px_listener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free,
                                 bool proxy_protocol);
 /* Stops accepting and frees *lp (and its socket when close_on_free); NULLs
