@@ -9,10 +9,12 @@
  *                    proxy; /proc/PID/stat, ended threads included): with
  *                    every core busy, the ratio can be no better than the
  *                    direct transaction's CPU over the proxied one's.
- *   added latency    median per transaction, one client, direct and proxied
- *                    alternating one by one, proxied - direct; <= 80 us.
+ *   added latency    median per transaction, one client, direct, proxied
+ *                    and the floor relay (floor_relay.h) taking turns one
+ *                    by one (latency_medians), proxied - direct; <= 80 us.
  *                    With it the medians of the two phases: opening the
- *                    tunnel (connect; CONNECT up to the 200) and the echo.
+ *                    tunnel (connect; CONNECT up to the 200) and the echo,
+ *                    and the floor relay's: what any relay adds here.
  *   bulk throughput  one tunnel, 256 MiB echoed (both directions at once),
  *                    best of 3 alternating runs; target >= 0.8x direct
  *   idle tunnels     RSS of the proxy holding 10,000 open idle tunnels;
@@ -37,9 +39,10 @@
  * A/B: --proxy given two or more times starts each binary (pinhole-proxy's
  * command line; ready when its listener answers) beside the
  * others and runs --rounds rounds; in each, the event-driven load against
- * direct and then every proxy in turn, then one client alternating direct
- * and every proxy transaction by transaction. Printed per proxy: median
- * and [min-max] over the rounds of transactions/s, added median latency and
+ * direct and then every proxy in turn, then one client taking direct,
+ * every proxy and the floor relay in turn, transaction by transaction.
+ * Printed per proxy: median and [min-max] over the rounds of
+ * transactions/s, added median latency (with its open and echo medians) and
  * the proxy's CPU per transaction (also against the floor of its round,
  * and the kernel's share of it),
  * and each against the first proxy's median with the first's spread as the
@@ -92,6 +95,7 @@
 #include <event2/listener.h>
 
 #include "bench_util.h"
+#include "floor_relay.h"
 #include "proxy_http.h"
 #include "tls_records.h"
 
@@ -619,34 +623,73 @@ static void rate_lines(const char *label, load_fn load, const target *direct_t, 
     *out = (rate_fig){ direct, proxied, cd, cp };
 }
 
-/* Median seconds of n transactions each, direct and proxied alternating one
- * by one (so a busy moment of the shared machine hits both alike): [0] the
- * whole transaction, [1] opening the tunnel, [2] the exchange. A failed
- * transaction is left out of the medians and counted in failures[] (a
- * failure is not a fast transaction); a median over none is -1. */
-static void median_latency(int n, const target *direct_t, const target *proxied_t,
-                           double direct[3], double proxied[3], int failures[2])
+/* The order of a latency round's targets: a cycle of k(k-1) steps (an
+ * Eulerian circuit of the complete directed graph on the k targets,
+ * Hierholzer's walk) in which every target follows every other exactly
+ * once, repeated. A proxy's teardown (its EOFs, closes and log line) still
+ * runs when the next transaction starts and slows it: with the start of a
+ * fixed order merely rotated (0 1 2, 1 2 0, 2 0 1, ...), target j followed
+ * target j-1 almost every time, and in A/B runs of one build against
+ * itself B, always after A, read 15-30 us slower than A. Writes the cycle
+ * to seq[k(k-1)] (for k = 2: 0 1) and returns its length. */
+#define LAT_TARGETS_MAX 6
+static int balanced_order(int k, int seq[])
 {
-    double *v[2][3];
-    int ok[2] = { 0, 0 };
-    for (int p = 0; p < 2; p++)
-        for (int k = 0; k < 3; k++)
-            v[p][k] = calloc((size_t)n, sizeof(double));
-    for (int i = 0; i < n; i++)
-        for (int p = 0; p < 2; p++) {
-            double took[2] = { 0, 0 };
-            if (transaction_timed(p ? proxied_t : direct_t, took) != 0)
-                continue;
-            v[p][0][ok[p]] = took[0] + took[1];
-            v[p][1][ok[p]] = took[0];
-            v[p][2][ok[p]] = took[1];
-            ok[p]++;
+    bool used[LAT_TARGETS_MAX][LAT_TARGETS_MAX] = { { false } };
+    int next[LAT_TARGETS_MAX] = { 0 }, stack[LAT_TARGETS_MAX * LAT_TARGETS_MAX + 1];
+    int sp = 0, n = 0;
+    stack[sp++] = 0;
+    while (sp > 0) {
+        int v = stack[sp - 1];
+        while (next[v] < k && (next[v] == v || used[v][next[v]]))
+            next[v]++;
+        if (next[v] < k) {
+            used[v][next[v]] = true;
+            stack[sp++] = next[v];
+        } else {
+            /* The walk, backwards: still a circuit of the same pairs (the
+             * complete graph has every edge both ways). Its last vertex is
+             * its first again, and is dropped: the cycle repeats. */
+            if (sp > 1)
+                seq[n++] = v;
+            sp--;
         }
-    for (int p = 0; p < 2; p++) {
-        failures[p] = n - ok[p];
-        for (int k = 0; k < 3; k++) {
-            (p ? proxied : direct)[k] = ok[p] > 0 ? bench_quantile(v[p][k], ok[p], 0.5) : -1;
-            free(v[p][k]);
+    }
+    return n;
+}
+
+/* Medians over about n transactions of each of the k targets t[0..k), one
+ * client, the targets taken in a balanced order (balanced_order; a busy
+ * moment of the shared machine hits them all alike). med[j]: [0] the whole
+ * transaction, [1] opening the tunnel, [2] the exchange, in seconds. A
+ * failed transaction is left out of the medians and counted in fail[j] (a
+ * failure is not a fast transaction); a median over none is -1. */
+static void latency_medians(const target *const t[], int k, int n, double med[][3], int fail[])
+{
+    int seq[LAT_TARGETS_MAX * LAT_TARGETS_MAX];
+    int len = balanced_order(k, seq);
+    double *v[LAT_TARGETS_MAX][3];
+    int ok[LAT_TARGETS_MAX] = { 0 }, tried[LAT_TARGETS_MAX] = { 0 };
+    for (int j = 0; j < k; j++)
+        for (int q = 0; q < 3; q++)
+            v[j][q] = calloc((size_t)n + (size_t)len, sizeof(double));
+    /* Whole cycles: each target n times, rounded up to the cycle. */
+    for (int i = 0; i < (n * k + len - 1) / len * len; i++) {
+        int j = seq[i % len];
+        double took[2] = { 0, 0 };
+        tried[j]++;
+        if (transaction_timed(t[j], took) != 0)
+            continue;
+        v[j][0][ok[j]] = took[0] + took[1];
+        v[j][1][ok[j]] = took[0];
+        v[j][2][ok[j]] = took[1];
+        ok[j]++;
+    }
+    for (int j = 0; j < k; j++) {
+        fail[j] = tried[j] - ok[j];
+        for (int q = 0; q < 3; q++) {
+            med[j][q] = ok[j] > 0 ? bench_quantile(v[j][q], ok[j], 0.5) : -1;
+            free(v[j][q]);
         }
     }
 }
@@ -767,12 +810,15 @@ static int wait_port(int port)
 typedef struct compare_fig {
     rate_fig async;
     double added_us;
+    double floor_added_us; /* the floor relay's in the same rotation */
 } compare_fig;
 
-/* Transactions/s (with CPU per transaction), median added latency and bulk
+/* Transactions/s (with CPU per transaction), median added latency (beside
+ * the floor relay's, floor_t; NULL: none) and bulk
  * throughput of one proxy against direct, printed; `targets` adds the
  * targets to the lines; *out gets the figures of the summary. */
-static void compare(const target *direct_t, const target *px, bool targets, compare_fig *out)
+static void compare(const target *direct_t, const target *floor_t, const target *px, bool targets,
+                    compare_fig *out)
 {
     char label[128];
     rate_fig blocking;
@@ -781,13 +827,18 @@ static void compare(const target *direct_t, const target *px, bool targets, comp
     snprintf(label, sizeof label, "%d event-driven client threads x %d transactions in flight",
              ASYNC_THREADS, ASYNC_IN_FLIGHT);
     rate_lines(label, async_load, direct_t, px, targets, &out->async);
-    out->added_us = -1;
+    out->added_us = out->floor_added_us = -1;
 
-    double ld[3], lp[3];
-    int lfail[2];
+    /* The floor relay (floor_relay.h) in the same rotation: what any relay
+     * adds on this machine. */
+    const target *lt[3] = { direct_t, px, floor_t };
+    int nt = floor_t != NULL ? 3 : 2;
+    double med[3][3];
+    int lfail[3];
     const int ln = 2000;
-    median_latency(ln, direct_t, px, ld, lp, lfail);
-    if (lfail[0] == ln || lfail[1] == ln) {
+    latency_medians(lt, nt, ln, med, lfail);
+    const double *ld = med[0], *lp = med[1], *lf = med[2];
+    if (ld[0] < 0 || lp[0] < 0) {
         printf("median transaction  none: every transaction failed (direct %d, proxied %d of %d)\n",
                lfail[0], lfail[1], ln);
     } else {
@@ -801,6 +852,12 @@ static void compare(const target *direct_t, const target *px, bool targets, comp
                "                     echo    direct %7.1f us  proxied %7.1f us (64 bytes there and "
                "back)\n",
                ld[1] * 1e6, lp[1] * 1e6, ld[2] * 1e6, lp[2] * 1e6);
+        if (nt == 3 && lf[0] >= 0) {
+            out->floor_added_us = (lf[0] - ld[0]) * 1e6;
+            printf("  floor relay        added %.1f us: open %7.1f us, echo %7.1f us (blocking, a "
+                   "thread per tunnel, no decision: any relay's wake-ups); failed %d of %d\n",
+                   out->floor_added_us, lf[1] * 1e6, lf[2] * 1e6, lfail[2], ln);
+        }
     }
     fflush(stdout);
 
@@ -1083,6 +1140,8 @@ typedef struct ab_round {
     double cpu;      /* the proxy's CPU per transaction in that load, us */
     double sys;      /* the kernel's share of it */
     double added_us; /* median added latency, one client */
+    double open_us;  /* its median opening of the tunnel (connect; CONNECT to 200) */
+    double echo_us;  /* its median exchange (64 bytes there and back) */
 } ab_round;
 
 static double median_of(const double *v, int n)
@@ -1102,21 +1161,41 @@ static void min_max(const double *v, int n, double *lo, double *hi)
     }
 }
 
+/* "<label> open X us [lo-hi], echo Y us [lo-hi]": the medians over the
+ * rounds of a target's per-round medians. */
+static void latency_parts_line(const char *label, const ab_round *r, int rounds)
+{
+    double open[64] = { 0 }, echo[64] = { 0 }, olo, ohi, elo, ehi;
+    for (int k = 0; k < rounds; k++)
+        open[k] = r[k].open_us, echo[k] = r[k].echo_us;
+    min_max(open, rounds, &olo, &ohi);
+    min_max(echo, rounds, &elo, &ehi);
+    printf("%s open %6.1f us [%.1f-%.1f] (connect; CONNECT to 200), echo %6.1f us [%.1f-%.1f] "
+           "(64 bytes there and back)\n",
+           label, median_of(open, rounds), olo, ohi, median_of(echo, rounds), elo, ehi);
+}
+
 /* `rounds` rounds; in each, every proxy in turn (A B ... A B ...) runs the
  * event-driven load for 1 s (direct first, as the round's own baseline),
- * then one client alternates direct and every proxy transaction by
- * transaction (lat_n each) for the added median latency. Printed per round
- * and as median [min-max] per proxy, with each proxy's medians against the
- * first's and the first's own spread (the run-to-run noise). */
-static void ab_compare(const target *direct_t, const target *px, int n, int rounds)
+ * then one client takes direct, every proxy and the floor relay (floor_t,
+ * floor_relay.h; NULL: none) in turn, transaction by transaction (lat_n
+ * each; latency_medians), for the added median latency and its open and
+ * echo parts. Printed per round and as median [min-max] per proxy, with
+ * each proxy's medians against the first's and the first's own spread
+ * (the run-to-run noise). */
+static void ab_compare(const target *direct_t, const target *floor_t, const target *px, int n,
+                       int rounds)
 {
-    static ab_round r[AB_MAX][64];
+    static ab_round r[AB_MAX + 2][64]; /* the proxies, then direct's and the floor relay's
+                                        * latency figures */
     double drate[64], floor_us[64];
     const int lat_n = 400;
+    ab_round *dr = r[AB_MAX], *fr = r[AB_MAX + 1];
     printf("A/B: %d rounds, each: event-driven load (%d threads x %d in flight, 1 s) direct, then "
            "each proxy in turn (order reversed every other round); then %d transactions of one "
-           "client, direct and each proxy alternating (order rotating)\n",
-           rounds, ASYNC_THREADS, ASYNC_IN_FLIGHT, lat_n);
+           "client, direct, each proxy%s taking turns (each following each other equally often)\n",
+           rounds, ASYNC_THREADS, ASYNC_IN_FLIGHT, lat_n,
+           floor_t != NULL ? " and the floor relay" : "");
     for (int k = 0; k < rounds; k++) {
         long f;
         tx_cpu c = { 0 };
@@ -1131,33 +1210,35 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
             r[p][k].cpu = c.proxy;
             r[p][k].sys = c.proxy > 0 ? c.proxy_sys / c.proxy : 0;
         }
-        double *v[AB_MAX + 1];
-        int ok[AB_MAX + 1] = { 0 };
-        for (int p = 0; p <= n; p++)
-            v[p] = calloc((size_t)lat_n, sizeof(double));
-        /* The order rotates transaction by transaction: each target follows
-         * each other equally often, so none always pays for the previous
-         * one's teardown (a proxy's EOFs, closes and log line still run
-         * when the next transaction starts). */
-        for (int i = 0; i < lat_n; i++)
-            for (int j = 0; j <= n; j++) {
-                int p = (i + j) % (n + 1);
-                double took[2];
-                if (transaction_timed(p == 0 ? direct_t : &px[p - 1], took) == 0)
-                    v[p][ok[p]++] = took[0] + took[1];
-            }
-        double dmed = ok[0] ? bench_quantile(v[0], ok[0], 0.5) : 0;
-        printf("  round %d: direct %7.0f tx/s", k + 1, drate[k]);
-        for (int p = 0; p < n; p++) {
-            r[p][k].added_us = ok[p + 1] ? (bench_quantile(v[p + 1], ok[p + 1], 0.5) - dmed) * 1e6
-                                         : 1e9;
-            printf(" | %c %7.0f tx/s %5.1f us cpu, +%5.1f us", 'A' + p, r[p][k].rate,
-                   r[p][k].cpu, r[p][k].added_us);
+        const target *lt[LAT_TARGETS_MAX];
+        ab_round *lr[LAT_TARGETS_MAX];
+        int nt = 0;
+        lt[nt] = direct_t, lr[nt++] = &dr[k];
+        for (int p = 0; p < n; p++)
+            lt[nt] = &px[p], lr[nt++] = &r[p][k];
+        if (floor_t != NULL)
+            lt[nt] = floor_t, lr[nt++] = &fr[k];
+        double med[LAT_TARGETS_MAX][3];
+        int fail[LAT_TARGETS_MAX];
+        latency_medians(lt, nt, lat_n, med, fail);
+        for (int j = 0; j < nt; j++) {
+            /* A target whose every transaction failed: no figure (1e9). */
+            lr[j]->added_us = med[j][0] >= 0 && med[0][0] >= 0 ? (med[j][0] - med[0][0]) * 1e6
+                                                               : 1e9;
+            lr[j]->open_us = med[j][1] >= 0 ? med[j][1] * 1e6 : 1e9;
+            lr[j]->echo_us = med[j][2] >= 0 ? med[j][2] * 1e6 : 1e9;
         }
+        printf("  round %d: direct %7.0f tx/s (open %5.1f, echo %5.1f us)", k + 1, drate[k],
+               dr[k].open_us, dr[k].echo_us);
+        for (int p = 0; p < n; p++)
+            printf(" | %c %7.0f tx/s %5.1f us cpu, +%5.1f us (open %5.1f, echo %5.1f)", 'A' + p,
+                   r[p][k].rate, r[p][k].cpu, r[p][k].added_us, r[p][k].open_us,
+                   r[p][k].echo_us);
+        if (floor_t != NULL)
+            printf(" | floor relay +%5.1f us (open %5.1f, echo %5.1f)", fr[k].added_us,
+                   fr[k].open_us, fr[k].echo_us);
         printf("\n");
         fflush(stdout);
-        for (int p = 0; p <= n; p++)
-            free(v[p]);
     }
     double dlo, dhi;
     min_max(drate, rounds, &dlo, &dhi);
@@ -1165,6 +1246,17 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
     min_max(floor_us, rounds, &dlo, &dhi);
     printf("  floor (client + upstream CPU/tx) %5.1f us [%.1f-%.1f]\n", median_of(floor_us, rounds),
            dlo, dhi);
+    latency_parts_line("    direct", dr, rounds);
+    if (floor_t != NULL) {
+        double lat[64], llo, lhi;
+        for (int k = 0; k < rounds; k++)
+            lat[k] = fr[k].added_us;
+        min_max(lat, rounds, &llo, &lhi);
+        printf("  floor relay (blocking, a thread per tunnel, no decision: any relay's wake-ups)\n"
+               "    added median latency %6.1f us [%.1f-%.1f]\n",
+               median_of(lat, rounds), llo, lhi);
+        latency_parts_line("    of which", fr, rounds);
+    }
     double base_rate = 0, base_lat = 0, base_rate_spread = 0, base_lat_spread = 0;
     for (int p = 0; p < n; p++) {
         double rate[64], lat[64], cpu[64], rlo, rhi, llo, lhi, clo, chi;
@@ -1192,6 +1284,7 @@ static void ab_compare(const target *direct_t, const target *px, int n, int roun
                "median latency %6.1f us [%.1f-%.1f]  proxy CPU/tx %5.1f us [%.1f-%.1f]\n",
                'A' + p, px[p].name, rm, rlo, rhi, median_of(rel, rounds), xlo, xhi, lm, llo, lhi,
                median_of(cpu, rounds), clo, chi);
+        latency_parts_line("    of which", r[p], rounds);
         printf("    proxy CPU/tx against the floor of the same round: %.2fx [%.2f-%.2f] (target <= "
                "1.20x, stretch 1.15x); in the kernel %.0f %% [%.0f-%.0f]\n",
                median_of(fl, rounds), flo, fhi, median_of(sys, rounds), slo, shi);
@@ -1471,8 +1564,16 @@ int main(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
         return system(cmd) != 0;
     }
+    /* The floor relay (floor_relay.h): the latency rows' baseline. */
+    int floor_port = 0;
+    pid_t floor_pid = idle_only || http_only ? -1 : bench_floor_relay_start(&floor_port);
+    target floor_t = { "floor relay", floor_port, TARGET_HOST, floor_pid > 0 ? floor_pid : 0, NULL,
+                       0 };
+    const target *floor_p = floor_pid > 0 && wait_port(floor_port) == 0 ? &floor_t : NULL;
+    if (!idle_only && !http_only && floor_p == NULL)
+        printf("floor relay         did not start: no latency floor in this run\n");
     if (ab) {
-        ab_compare(&direct_t, px_t, nproxies, rounds);
+        ab_compare(&direct_t, floor_p, px_t, nproxies, rounds);
         for (int p = 0; p < nproxies; p++) {
             kill(px_t[p].pid, SIGTERM);
             waitpid(px_t[p].pid, NULL, 0);
@@ -1481,14 +1582,14 @@ int main(int argc, char **argv)
     }
     target pinhole_t = px_t[0];
     pid_t px = pinhole_t.pid;
-    compare_fig fig = { .added_us = -1 }, peer_fig[2];
+    compare_fig fig = { .added_us = -1, .floor_added_us = -1 }, peer_fig[2];
     bench_http_fig http_fig = { 0, 0, -1 };
     bool have_peer[2] = { false, false };
     long rss = -1, base = -1;
     int opened = 0;
     if (!ab) {
         if (!idle_only && !http_only) {
-            compare(&direct_t, &pinhole_t, true, &fig);
+            compare(&direct_t, floor_p, &pinhole_t, true, &fig);
             inspection_lines(&pinhole_t);
         }
         if (!idle_only)
@@ -1532,7 +1633,7 @@ int main(int argc, char **argv)
         } else {
             printf("\n%s on the same workload (the CONNECT host is \"localhost\")\n", other.name);
             fflush(stdout);
-            compare(&direct_t, &other, false, &peer_fig[i]);
+            compare(&direct_t, floor_p, &other, false, &peer_fig[i]);
             bench_http_compare(other.name, other.port, other.pid, "localhost", NULL, clients, NULL);
             have_peer[i] = true;
         }
@@ -1569,6 +1670,9 @@ int main(int argc, char **argv)
                    i == 0 ? (ours >= 1.6 * theirs ? "met)" : "NOT met)") : "");
         }
         printf("  added median latency        %6.1f us", fig.added_us);
+        if (fig.floor_added_us >= 0)
+            printf(" (the floor relay's %.1f us: %.1f us over it)", fig.floor_added_us,
+                   fig.added_us - fig.floor_added_us);
         for (int i = 0; i < 2; i++)
             if (have_peer[i])
                 printf(", %s %.1f us", i == 0 ? "tinyproxy" : "squid", peer_fig[i].added_us);
@@ -1605,6 +1709,8 @@ int main(int argc, char **argv)
                    h->proxied, h->direct, h->proxied / h->direct, met(h->proxied >= 0.35 * h->direct));
         }
     }
+    if (floor_pid > 0)
+        kill(floor_pid, SIGKILL), waitpid(floor_pid, NULL, 0);
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);
     kill(dns, SIGKILL);

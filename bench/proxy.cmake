@@ -3,6 +3,7 @@
 # keep-alive plain-HTTP GETs).
 if(TARGET pinhole-proxy-testloopback)
     add_executable(bench_proxy ${CMAKE_CURRENT_LIST_DIR}/proxy.c ${CMAKE_CURRENT_LIST_DIR}/proxy_http.c
+        ${CMAKE_CURRENT_LIST_DIR}/floor_relay.c
         ${PROJECT_SOURCE_DIR}/tests/support/tls_records.c)
     # tls_records.c: the ClientHello of the inspected rows, built as the
     # reader's tests build theirs.

@@ -1,6 +1,6 @@
 /* listener.c - TCP (v4/v6, SO_REUSEPORT per worker) and unix listeners, the
- * refusal to share an address with another live process, and recovery from
- * descriptor exhaustion. */
+ * refusal to share an address with another live process, the accepts, and
+ * recovery from descriptor exhaustion. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -12,10 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <event2/listener.h>
 #include <event2/event.h>
 
 #include "accept_proxied.h"
@@ -226,56 +226,108 @@ int px_listen_unix(const char *path, unsigned mode, ph_unix_listener *out, ph_di
     return out->fd;
 }
 
-static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int len,
-                      void *arg)
-{
-    (void)l;
-    (void)len;
-    px_conn_accept(arg, fd, sa, 0);
-}
-
-static void accept_proxied_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
-                              int len, void *arg)
-{
-    (void)l;
-    (void)len;
-    px_proxied_accept(arg, fd, sa);
-}
+/* A listening socket of a worker and its read event, whose callback
+ * argument is the listener. Owned by the worker (w->listeners), freed by
+ * px_listener_free on the worker's thread: the event first (no callback
+ * runs after), then the socket when close_on_free. */
+struct px_listener {
+    px_worker *w;
+    struct event *ev;
+    int fd;
+    bool close_on_free;
+    bool proxy_protocol;
+};
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     px_worker *w = arg;
-    /* Re-enable every listener of the worker (enabling an enabled one is a
+    /* Re-enable every listener of the worker (adding an added event is a
      * no-op); after a drain started they are gone. */
     for (int i = 0; !w->draining && i < w->nlisteners; i++)
-        evconnlistener_enable(w->listeners[i]);
+        event_add(w->listeners[i]->ev, NULL);
 }
 
-static void accept_error_cb(struct evconnlistener *l, void *arg)
+static void accept_failed(px_listener *l, int err)
 {
-    int err = EVUTIL_SOCKET_ERROR();
-    px_worker *w = arg;
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
         /* Out of descriptors: accepting again at once would spin. Pause,
          * let connections end, then resume. */
         px_metrics_accept_backoff();
-        evconnlistener_disable(l);
+        event_del(l->ev);
         struct timeval tv = { 0, ACCEPT_BACKOFF_MS * 1000 };
-        event_base_once(w->base, -1, EV_TIMEOUT, resume_cb, w, &tv);
+        event_base_once(l->w->base, -1, EV_TIMEOUT, resume_cb, l->w, &tv);
         return;
     }
     px_log_event("warning", "accept_error", "accept failed: %s", strerror(err));
 }
 
-struct evconnlistener *px_listener_attach(px_worker *w, int fd, bool close_on_free,
-                                          bool proxy_protocol)
+/* The socket is readable: a connection is waiting. A worker serving
+ * other connections accepts until the queue is empty (EAGAIN), as
+ * evconnlistener does, but one connection per callback: after handing one
+ * over, the listener queues itself again behind the events that
+ * connection's start queued (a DNS cache hit is answered from the loop:
+ * dns_async.c), so the connect and the 200 go out before the next accept,
+ * and a burst is still accepted within the one loop pass, with no
+ * epoll_wait between its connections. A worker whose only connection is
+ * the one just accepted does not try again: another waiting connection is
+ * reported by the next epoll_wait (level-triggered), which an idle worker
+ * makes anyway, and the lone connection of a quiet proxy costs no failing
+ * accept(2) on its way. A lost race (the unix socket is shared by the
+ * workers) or a connection reset before it was accepted is EAGAIN or
+ * ECONNABORTED: nothing to do. */
+static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
 {
-    unsigned flags = LEV_OPT_REUSEABLE | (close_on_free ? LEV_OPT_CLOSE_ON_FREE : 0);
-    struct evconnlistener *l = evconnlistener_new(
-        w->base, proxy_protocol ? accept_proxied_cb : accept_cb, w, flags, -1, fd);
-    if (l)
-        evconnlistener_set_error_cb(l, accept_error_cb);
+    (void)what;
+    px_listener *l = arg;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    int c = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+            accept_failed(l, errno);
+        return;
+    }
+    if (len == 0) {
+        close(c); /* no peer address (seen on old kernels after a reset) */
+    } else if (l->proxy_protocol) {
+        px_proxied_accept(l->w, c, (struct sockaddr *)&ss);
+    } else {
+        px_conn_accept(l->w, c, (struct sockaddr *)&ss, 0);
+    }
+    /* Neither hand-over can free l (only the worker's drain does, from an
+     * event of its own). nconns counts the worker's connections, the one
+     * just accepted included unless it was refused at once. */
+    if (l->w->nconns > 1)
+        event_active(l->ev, EV_READ, 1);
+}
+
+px_listener *px_listener_attach(px_worker *w, int fd, bool close_on_free, bool proxy_protocol)
+{
+    px_listener *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    *l = (px_listener){ .w = w, .fd = fd, .close_on_free = close_on_free,
+                        .proxy_protocol = proxy_protocol };
+    l->ev = event_new(w->base, fd, EV_READ | EV_PERSIST, accept_ready_cb, l);
+    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+        if (l->ev != NULL)
+            event_free(l->ev);
+        free(l);
+        return NULL;
+    }
     return l;
+}
+
+void px_listener_free(px_listener **lp)
+{
+    px_listener *l = *lp;
+    if (l == NULL)
+        return;
+    event_free(l->ev);
+    if (l->close_on_free)
+        close(l->fd);
+    free(l);
+    *lp = NULL;
 }

@@ -10,8 +10,8 @@
 #include "pinhole/unix_listen.h"
 #include "sockaddr.h"
 
-struct evconnlistener;
 struct px_worker;
+typedef struct px_listener px_listener;
 
 /* A bound, listening, non-blocking TCP socket with SO_REUSEPORT (every worker
  * binds its own, the kernel spreads connections). first: the first socket
@@ -28,11 +28,17 @@ int px_listen_tcp(px_sockaddr *addr, bool first, ph_diag *diag);
  * ph_unix_listen_unlink. Returns out->fd or -1. */
 int px_listen_unix(const char *path, unsigned mode, ph_unix_listener *out, ph_diag *diag);
 
-/* Wraps fd in an evconnlistener on base that hands connections to the
- * worker (proxy_protocol: through accept_proxied.h, which reads a
- * balancer's PROXY header first); on EMFILE/ENFILE it pauses accepting for
- * a moment and retries. */
-struct evconnlistener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free,
-                                          bool proxy_protocol);
+/* Watches fd on the worker's loop and hands each connection to the worker
+ * (proxy_protocol: through accept_proxied.h, which reads a balancer's PROXY
+ * header first), one per callback, each next accept(2) after the events the
+ * previous connection's start queued (listener.c says when it tries one);
+ * on EMFILE/ENFILE it pauses accepting for a moment and retries. The
+ * listener is the worker's (w->listeners), freed by px_listener_free, which
+ * closes fd when close_on_free. NULL when out of memory (fd untouched). */
+px_listener *px_listener_attach(struct px_worker *w, int fd, bool close_on_free,
+                                bool proxy_protocol);
+/* Stops accepting and frees *lp (and its socket when close_on_free); NULLs
+ * it. */
+void px_listener_free(px_listener **lp);
 
 #endif

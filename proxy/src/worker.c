@@ -5,7 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <event2/listener.h>
 #include <event2/event.h>
 
 #include "accept_proxied.h"
@@ -46,7 +45,7 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
             px_listener_attach(w, fd, true, cfg->proxy_protocol_count > 0);
         if (w->listeners[w->nlisteners] == NULL) {
             close(fd);
-            return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
+            return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory (listener)");
         }
         w->nlisteners++;
     }
@@ -55,7 +54,7 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
     if (unix_fd >= 0) {
         w->listeners[w->nlisteners] = px_listener_attach(w, unix_fd, false, false);
         if (w->listeners[w->nlisteners] == NULL)
-            return ph_diag_set(diag, PH_E_NOMEM, 0, "evconnlistener_new failed");
+            return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory (listener)");
         w->nlisteners++;
     }
     return PH_OK;
@@ -82,7 +81,7 @@ ph_status px_worker_start(px_worker *w)
 static void stop_listeners(px_worker *w)
 {
     for (int i = 0; i < w->nlisteners; i++)
-        evconnlistener_free(w->listeners[i]);
+        px_listener_free(&w->listeners[i]);
     w->nlisteners = 0;
 }
 

@@ -18,8 +18,8 @@
 
 struct event;
 struct event_base;
-struct evconnlistener;
 struct px_conn;
+struct px_listener;
 struct px_dns;
 struct px_proxied;
 
@@ -27,7 +27,7 @@ typedef struct px_worker {
     int id;
     struct event_base *base;
     pthread_t thread;
-    struct evconnlistener *listeners[PX_LISTEN_MAX + 1];
+    struct px_listener *listeners[PX_LISTEN_MAX + 1];
     int nlisteners;
     struct px_dns *dns;
     struct px_conn *conns;        /* doubly linked list of live connections */

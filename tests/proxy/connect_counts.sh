@@ -8,6 +8,9 @@
 #     the N transactions: at most 22.5 per transaction besides the
 #     epoll_wait wake-ups (whose count depends on how the peers' bytes fall
 #     into loop iterations); docs/pinhole-proxy.md names each of the 22.
+#   the listener: a lone connection's 200 leaves before the accept4 that
+#     finds the queue empty (strace); each worker's listening socket has the
+#     backlog of 4096 it asked for (ss).
 #   small messages after bulk: 64-byte echoes on a tunnel that moved 384
 #     KiB first go by recv/send, not splice (strace).
 #   heap allocations: the counter of bench_proxy (libbench_alloc_count.so)
@@ -82,6 +85,60 @@ echo "# per transaction: system calls besides epoll_wait $others"
 cat "$E2E_TMP/strace.sum"
 check "at most 22.5 system calls per transaction besides epoll_wait" "yes" \
     "$(awk -v o="$others" 'BEGIN { print (o > 0 && o <= 22.5) ? "yes" : "no: " o }')"
+
+# ---- the listener ----------------------------------------------------------
+# A lone connection's 200 goes out before the accept(2) that finds the
+# listener's queue empty (the listener queues its next accept behind the
+# connection's own events: docs/pinhole-proxy.md, PERFORMANCE); main
+# accepted until EAGAIN first, so every 200 waited for a failing accept4.
+ORDER_N=20
+strace -f -q -s 16 -e trace=accept4,sendto -o "$E2E_TMP/strace-order.txt" \
+    -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
+ST=$!
+wait_attached
+check "$ORDER_N transactions under strace (order)" "0" "$(transactions $ORDER_N)"
+wait_lines $((N + ORDER_N + 1))
+kill -INT $ST; wait $ST
+before=$(/usr/bin/python3 - "$E2E_TMP/strace-order.txt" <<'PY'
+import re, sys
+# Per thread: was an accept4 EAGAIN seen between the accept4 that took a
+# connection and the 200 sent to it? (strace -f splits a call of one thread
+# interrupted by another's into "<unfinished ...>" and "<... resumed>".)
+pending = {}  # tid -> text of an unfinished call
+state = {}    # tid -> "accepted" | "eagain" (since the last accepted connection)
+first = late = 0
+for line in open(sys.argv[1]):
+    m = re.match(r"(\d+)\s+(.*)", line)
+    if not m:
+        continue
+    tid, text = m.groups()
+    if text.endswith("<unfinished ...>"):
+        pending[tid] = text
+        continue
+    if text.startswith("<..."):
+        text = pending.pop(tid, "") + text
+    if text.startswith("accept4("):
+        if re.search(r"= \d+$", text):
+            state[tid] = "accepted"
+        elif "EAGAIN" in text and state.get(tid) == "accepted":
+            state[tid] = "eagain"
+    elif text.startswith("sendto(") and "HTTP/1.1 200" in text:
+        if state.get(tid) == "accepted":
+            first += 1
+        else:
+            late += 1
+        state[tid] = None
+print(f"{first} {late}")
+PY
+)
+echo "# 200s sent before the listener's failing accept4, and after one: $before"
+check "the 200 leaves before the listener's failing accept4 (19 of 20 at least)" "yes" \
+    "$(echo "$before" | awk -v n=$ORDER_N '{ print ($1 >= n - 1) ? "yes" : "no: " $0 }')"
+# The accept queue of each worker's listening socket is the 4096 the proxy
+# asks listen(2) for (ss: Send-Q of a listening socket); main's listener
+# (evconnlistener_new with backlog -1) listened again with libevent's 128.
+check "listen backlog 4096 on every worker's socket" "4096 4096" \
+    "$(ss -ltnH "sport = :$PROXY_PORT" | awk '{ print $3 }' | sort | xargs)"
 
 # ---- small messages after bulk ---------------------------------------------
 # One tunnel moves 384 KiB each way (past the relay's splice mark), then
