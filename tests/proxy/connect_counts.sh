@@ -92,13 +92,10 @@ check "at most 22.5 system calls per transaction besides epoll_wait" "yes" \
 # connection's own events: docs/pinhole-proxy.md, PERFORMANCE); main
 # accepted until EAGAIN first, so every 200 waited for a failing accept4.
 ORDER_N=20
-strace -f -q -s 16 -e trace=accept4,sendto -o "$E2E_TMP/strace-order.txt" \
-    -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
-ST=$!
-wait_attached
+counts_strace_attach "$E2E_TMP/strace-order.txt" -s 16 -e trace=accept4,sendto
 check "$ORDER_N transactions under strace (order)" "0" "$(transactions $ORDER_N)"
-wait_lines $((N + ORDER_N + 1))
-kill -INT $ST; wait $ST
+counts_wait_lines $((N + ORDER_N + 1)) "$E2E_TMP/proxy.log"
+counts_strace_end
 before=$(/usr/bin/python3 - "$E2E_TMP/strace-order.txt" <<'PY'
 import re, sys
 # Per thread: was an accept4 EAGAIN seen between the accept4 that took a
@@ -168,7 +165,7 @@ for _ in $(seq 1 400); do [ -e "$E2E_TMP/echo.ctl.bulk" ] && break; sleep 0.025;
 counts_strace_start "$E2E_TMP/strace-small.txt" -e trace=splice,recvfrom,sendto
 touch "$E2E_TMP/echo.ctl.go"
 wait $CLIENT
-kill -INT $ST; wait $ST
+counts_strace_end
 check "$ECHOES echoes after the bulk" "$ECHOES" "$(cat "$E2E_TMP/echo.ctl.done" 2>/dev/null)"
 splices=$(awk -v n=$ECHOES '$NF == "splice" { s = $4 } END { printf "%.2f\n", s / n }' \
     "$E2E_TMP/strace-small.txt")

@@ -14,11 +14,11 @@ counts_wait_lines() { # COUNT LOG
     return 1
 }
 
-# Attaches strace -f -c (and OPTIONS) to $PROXY_PID, its summary into FILE
+# Attaches strace -f (and OPTIONS) to $PROXY_PID, its output into FILE
 # (ST: its pid); returns once every thread names it in its status
 # (TracerPid).
-counts_strace_start() { # FILE [OPTIONS...]
-    strace -f -c -q "${@:2}" -o "$1" -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
+counts_strace_attach() { # FILE [OPTIONS...]
+    strace -f -q "${@:2}" -o "$1" -p "$PROXY_PID" 2>>"$E2E_TMP/strace.err" &
     ST=$!
     for _ in $(seq 1 200); do
         all=1
@@ -30,11 +30,23 @@ counts_strace_start() { # FILE [OPTIONS...]
     done
 }
 
+# counts_strace_attach with -c: a summary of the calls into FILE.
+counts_strace_start() { # FILE [OPTIONS...]
+    counts_strace_attach "$1" -c "${@:2}"
+}
+
+# Detaches strace ($ST) and returns once it has exited, its output written
+# (callable from a command substitution, where wait(1) cannot wait for it).
+counts_strace_end() {
+    kill -INT "$ST"
+    while kill -0 "$ST" 2>/dev/null; do sleep 0.01; done
+}
+
 # Stops strace and prints the system calls of FILE besides epoll_wait per
 # one of N exchanges (the wake-ups depend on how the peers' bytes fall into
 # loop iterations), then the summary as comments.
 counts_strace_stop() { # FILE N
-    kill -INT "$ST"; wait "$ST"
+    counts_strace_end
     awk -v n="$2" '
         $1 ~ /^[0-9.]+$/ && NF >= 5 && $NF != "total" && $NF != "epoll_wait" { o += $4 }
         END { printf "%.2f\n", o / n }' "$1"
