@@ -19,8 +19,7 @@ e2e_start_proxy --header-timeout-ms 20000 --max-head-connections-per-peer 2000
 "$PEER" hold "127.0.0.1:$PROXY_PORT" 1000 6 >"$E2E_TMP/hold.out" &
 HOLD_PID=$!
 for _ in $(seq 1 100); do grep -q opened "$E2E_TMP/hold.out" && break; sleep 0.1; done
-sleep 0.3
-check "1,000 slow connections open at once" "1000" "$(e2e_metric pinhole_proxy_connections_active)"
+check "1,000 slow connections open at once" "1000" "$(e2e_wait_metric pinhole_proxy_connections_active 1000)"
 good=0
 for i in $(seq 1 20); do
     r=$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)
@@ -51,11 +50,12 @@ PEER_PORT=$(e2e_port)
 e2e_wait_port "$PEER_PORT"
 "$PEER" client "127.0.0.1:$PROXY_PORT" "ok.$D:$PEER_PORT" "Bearer $TOKEN" 2000000 0 0 1000000 >/dev/null &
 T_PID=$!
-sleep 0.5
+check "the lease's first tunnel is open" "1" "$(e2e_wait_metric pinhole_proxy_tunnels_active 1)"
 check "second tunnel of one lease: 429" "429 limit_exceeded 429" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
 TOKEN_B=$(e2e_issue leaseB e2e)
 check "another lease still gets its tunnel" "200 - 200" "$(e2e_curl "leaseB:$TOKEN_B" ok.$D:$TLS_PORT)"
 wait "$T_PID"
+check "the first tunnel is gone from the proxy" "0" "$(e2e_wait_metric pinhole_proxy_tunnels_active 0)"
 check "the lease's slot is free again" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
 
@@ -87,7 +87,7 @@ refused=$(refusals)
 [ "$cpu_pct" -lt 10 ] && ok "without spinning: ${cpu_pct}% CPU (bound 10%) over $(echo "$t1 - $t0" | bc | cut -c1-4) s with the room full" ||
     fail "spinning with the room full: ${cpu_pct}% CPU over the window (bound 10%)"
 wait "$HOLD_PID"
-sleep 0.5
+check "the held connections are gone from the proxy" "0" "$(e2e_wait_metric pinhole_proxy_connections_active 0)"
 kill -0 "$PROXY_PID" 2>/dev/null && ok "still running after EMFILE" || fail "proxy died on EMFILE"
 check "serves again once descriptors are free" "200 - 200" "$(e2e_curl "lease1:$TOKEN" ok.$D:$TLS_PORT)"
 e2e_finish
