@@ -311,7 +311,14 @@ static void start_relay(px_conn *c)
     const char *life_end;
     long life = px_upstream_lifetime(c->up, &life_end);
     int ufd = px_upstream_take_fd(c->up, NULL);
-    px_upstream_stop(&c->up);
+    /* The live upstream is in the head phase's memory, which goes below:
+     * without memory for its compact form, the tunnel cannot be kept. */
+    if (!px_upstream_stop(&c->up)) {
+        close(ufd);
+        c->end = "out_of_memory";
+        px_conn_free(c);
+        return;
+    }
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     h->detail[0] = '\0';
@@ -431,7 +438,8 @@ static void decide(px_conn *c, const uint8_t *head, const ph_h1_head *req)
      * answer comes from the loop). */
     ph_reason why;
     const char *detail;
-    if ((c->up = px_upstream_start(c->w, &d, upstream_cb, c, &why, &detail)) == NULL) {
+    if ((c->up = px_upstream_start_in(h->up_room, c->w, &d, upstream_cb, c, &why, &detail)) ==
+        NULL) {
         px_conn_refuse_for(c, why, detail);
         return;
     }
@@ -481,12 +489,14 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg);
  * (header_timeout_ms from accept). NULL when out of memory. */
 static conn_head *head_start(px_conn *c, const uint8_t *in, size_t n, size_t cap)
 {
-    conn_head *h = malloc(sizeof *h + PX_EVENT_SLOT + cap);
+    size_t room = px_upstream_room();
+    conn_head *h = malloc(sizeof *h + PX_EVENT_SLOT + room + cap);
     if (h == NULL)
         return NULL;
     memset(h, 0, sizeof *h);
     h->timer = (struct event *)(unsigned char *)h->store;
-    h->head_buf = (uint8_t *)h->store + PX_EVENT_SLOT;
+    h->up_room = (unsigned char *)h->store + PX_EVENT_SLOT;
+    h->head_buf = (uint8_t *)h->store + PX_EVENT_SLOT + room;
     memcpy(h->head_buf, in, n);
     h->head_got = n;
     evtimer_assign(h->timer, c->w->base, head_timeout_cb, c);

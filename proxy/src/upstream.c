@@ -3,11 +3,13 @@
  * answer order with a timer per address, the lifetime.
  *
  * One px_upstream per request (forward.c) or tunnel (tunnel.c), in two
- * forms behind one handle. While resolving and dialing it is one
- * allocation: the handle, the slot's key, and its live state (up_live:
- * the query, the checked answer and its text, the connection being tried
- * as a plain non-blocking socket, its connect event and timer assigned in
- * place), so a CONNECT's dial allocates nothing more. px_upstream_stop
+ * forms behind one handle. While resolving and dialing it is one block:
+ * the handle, the slot's key, and its live state (up_live: the query, the
+ * checked answer and its text, the connection being tried as a plain
+ * non-blocking socket, its connect event and timer assigned in place), so
+ * a dial allocates nothing more; the block is its own allocation, or room
+ * in the caller's (a CONNECT's head phase: px_upstream_start_in), so a
+ * CONNECT's upstream allocates nothing until it stops. px_upstream_stop
  * compacts it to what the log and the slot need (the slot's key, the
  * dialed and checked strings, in one allocation), so an idle tunnel
  * carries some sixty bytes of it.
@@ -41,7 +43,7 @@
 #define CHECKED_MAX (PH_PINNED_MAX * (INET6_ADDRSTRLEN + 1) + 1)
 
 /* From px_upstream_start to px_upstream_stop, inside the px_upstream's own
- * allocation (after its strings). */
+ * block (after its strings). */
 typedef struct up_live {
     px_worker *w;
     px_upstream_cb cb;
@@ -62,8 +64,9 @@ typedef struct up_live {
 
 
 struct px_upstream {
-    up_live *live;               /* NULL once stopped; else inside this allocation */
+    up_live *live;               /* NULL once stopped; else inside this block */
     bool lease_slot;
+    bool borrowed;               /* the block is the caller's memory (px_upstream_start_in) */
     uint8_t lease_off;           /* the lease's start in s (after the tenant's NUL) */
     uint8_t dialed_off;          /* stopped: the dialed string's start in s, 0 for none */
     uint16_t checked_off;        /* stopped: the checked string's start in s, 0 for none */
@@ -113,8 +116,28 @@ static void resolved(const ph_resolve_answer *a, void *arg)
     l->cb(l->arg, PX_UP_RESOLVED, PH_REASON_ALLOWED, NULL);
 }
 
+/* Where the live state starts in a block holding a handle with strings
+ * of n bytes. */
+static size_t live_at(size_t n)
+{
+    return (sizeof(px_upstream) + n + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
+           sizeof(max_align_t);
+}
+
+size_t px_upstream_room(void)
+{
+    return live_at(2 * (PH_GRANT_FIELD_MAX + 1)) + sizeof(up_live) + 2 * PX_EVENT_SLOT;
+}
+
 px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_cb cb, void *arg,
                                ph_reason *reason, const char **detail)
+{
+    return px_upstream_start_in(NULL, w, d, cb, arg, reason, detail);
+}
+
+px_upstream *px_upstream_start_in(void *room, px_worker *w, const ph_decision *d,
+                                  px_upstream_cb cb, void *arg, ph_reason *reason,
+                                  const char **detail)
 {
     /* Fail closed: only an allowed decision, made on a grant (whose lease
      * the slot is counted against), leads to an upstream. */
@@ -125,16 +148,17 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     }
     const ph_grant *g = &d->grant;
     size_t tl = strlen(g->tenant), ll = strlen(g->lease);
-    /* One allocation: the handle and its strings, then the live state. */
-    size_t at = (sizeof(px_upstream) + tl + 1 + ll + 1 + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
-                sizeof(max_align_t);
-    px_upstream *u = malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
+    /* One block: the handle and its strings, then the live state (the
+     * grant's fields are at most PH_GRANT_FIELD_MAX: px_upstream_room). */
+    size_t at = live_at(tl + 1 + ll + 1);
+    px_upstream *u = room != NULL ? room : malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
     if (u == NULL) {
         *reason = PH_REASON_PROXY_OVERLOADED;
         *detail = "out of memory";
         return NULL;
     }
     memset(u, 0, sizeof *u);
+    u->borrowed = room != NULL;
     up_live *l = (up_live *)((unsigned char *)u + at);
     memset(l, 0, sizeof *l);
     l->timer = (struct event *)(unsigned char *)l->ev_store;
@@ -150,7 +174,8 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     memcpy(u->s + u->lease_off, g->lease, ll + 1);
     /* The per-lease limit (from the grant): the proxy's own resource. */
     if (!px_limits_lease_acquire(u->s, u->s + u->lease_off, w->cfg->max_connections_per_lease)) {
-        free(u);
+        if (!u->borrowed)
+            free(u);
         *reason = PH_REASON_LIMIT_EXCEEDED;
         *detail = "too many connections for this lease";
         return NULL;
@@ -337,7 +362,7 @@ struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *ad
 }
 
 /* Ends the live state (the callback does not run afterwards); l itself is
- * part of its px_upstream's allocation. */
+ * part of its px_upstream's block. */
 static void live_end(up_live *l)
 {
     if (l->resolving)
@@ -349,12 +374,12 @@ static void live_end(up_live *l)
     event_debug_unassign(l->conn_ev);
 }
 
-void px_upstream_stop(px_upstream **up)
+bool px_upstream_stop(px_upstream **up)
 {
     px_upstream *u = *up;
     up_live *l = u->live;
     if (l == NULL)
-        return;
+        return true;
     live_end(l);
     u->live = NULL;
     /* The compact form: the key, then the log's strings. Out of memory:
@@ -364,8 +389,9 @@ void px_upstream_stop(px_upstream **up)
     size_t cl = l->has_addrs ? strlen(l->checked) + 1 : 0;
     px_upstream *c = key + dl + cl <= UINT16_MAX ? malloc(sizeof *c + key + dl + cl) : NULL;
     if (c == NULL)
-        return;
+        return false;
     *c = *u;
+    c->borrowed = false;
     memcpy(c->s, u->s, key);
     c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
     if (c->dialed_off)
@@ -373,8 +399,10 @@ void px_upstream_stop(px_upstream **up)
     c->checked_off = cl ? (uint16_t)(key + dl) : 0;
     if (cl)
         memcpy(c->s + key + dl, l->checked, cl);
-    free(u); /* l with it */
+    if (!u->borrowed)
+        free(u); /* l with it */
     *up = c;
+    return true;
 }
 
 void px_upstream_free(px_upstream **up)
@@ -386,7 +414,8 @@ void px_upstream_free(px_upstream **up)
         live_end(u->live);
     if (u->lease_slot)
         px_limits_lease_release(u->s, u->s + u->lease_off);
-    free(u);
+    if (!u->borrowed)
+        free(u);
     *up = NULL;
 }
 
