@@ -1,12 +1,15 @@
 /* test_grant.c - grant tokens: round trip, every forgery the verifier must
  * refuse (flipped bytes, wrong key, other key id, truncation, times, list,
- * non-canonical base64, oversize), and the Proxy-Authorization transports. */
+ * non-canonical base64, oversize), the verifier's per-thread keyed contexts
+ * (keys changed under a kid, more keys than contexts, threads sharing a
+ * keyring, the allocations left), and the Proxy-Authorization transports. */
 #include "test_support.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc_count.h"
 #include "grant-int.h"
 #include "pinhole/grant.h"
 
@@ -257,6 +260,48 @@ static void test_threads_share_a_keyring(void **state)
     ph_keyring_free(&kr);
 }
 
+/* What verifying costs the heap: after a thread's first verification under
+ * a key (which keys a context the thread keeps), each further one, allowed
+ * or refused, makes at most OpenSSL 3.0's own two allocations (HMAC_Init_ex
+ * and HMAC_Final copy a SHA-256 state into a new one) and frees all it
+ * made. Counted in this binary (alloc_count.h); skipped under a sanitizer. */
+#define ALLOCS_PER_VERIFY_MAX 2
+
+static void test_verify_allocates_only_openssls_copies(void **state)
+{
+    (void)state;
+    if (!PH_TEST_ALLOC_COUNTED)
+        skip();
+    /* Two keys (a rotation): tokens of each, alternated, and a forgery. */
+    ph_keyring *kr = ring("new", KEY_B);
+    assert_int_equal(ph_keyring_add(kr, "old", KEY_A, 32, NULL), PH_OK);
+    ph_grant g = sample(), out;
+    char tok[2][PH_GRANT_TOKEN_MAX + 1], forged[PH_GRANT_TOKEN_MAX + 1];
+    size_t n[2];
+    assert_int_equal(ph_grant_issue(kr, "new", &g, tok[0], sizeof tok[0], &n[0], NULL), PH_OK);
+    assert_int_equal(ph_grant_issue(kr, "old", &g, tok[1], sizeof tok[1], &n[1], NULL), PH_OK);
+    memcpy(forged, tok[0], n[0] + 1);
+    forged[n[0] - 1] = forged[n[0] - 1] == 'A' ? 'Q' : 'A'; /* the MAC's last character */
+    ph_reason r;
+    /* The first verification under each key: not counted. */
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(verify(kr, tok[k], n[k], NOW, "default"), PH_REASON_ALLOWED);
+    enum { ROUNDS = 200 };
+    long a0 = ph_test_allocs(), f0 = ph_test_frees();
+    for (int i = 0; i < ROUNDS; i++) {
+        int k = i % 2;
+        assert_int_equal(ph_grant_verify(kr, tok[k], n[k], NOW, "default", &out, &r, NULL), PH_OK);
+        assert_string_equal(out.kid, k == 0 ? "new" : "old");
+        assert_int_equal(verify(kr, forged, n[0], NOW, "default"), PH_REASON_GRANT_INVALID);
+    }
+    long made = ph_test_allocs() - a0, freed = ph_test_frees() - f0;
+    print_message("# %ld allocations, %ld frees over %d verifications\n", made, freed,
+                  2 * ROUNDS);
+    assert_true(made <= (long)ALLOCS_PER_VERIFY_MAX * 2 * ROUNDS);
+    assert_int_equal(freed, made);
+    ph_keyring_free(&kr);
+}
+
 static void test_truncated_and_extended(void **state)
 {
     (void)state;
@@ -502,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_same_kid_other_key_after_reload),
         cmocka_unit_test(test_many_keys_in_turn),
         cmocka_unit_test(test_threads_share_a_keyring),
+        cmocka_unit_test(test_verify_allocates_only_openssls_copies),
         cmocka_unit_test(test_truncated_and_extended),
         cmocka_unit_test(test_times),
         cmocka_unit_test(test_wrong_list),
