@@ -9,10 +9,10 @@
  * refusal's buffers, the upstream's resolution and dial), freed once the
  * tunnel is established;
  * a tunnel keeps only what its log line and its rechecks need, packed in
- * one conn_tunnel, and its px_upstream once stopped (the lease slot, the
+ * one conn_tunnel with its px_upstream once stopped (the lease slot, the
  * dialed and checked addresses). An idle tunnel is then its px_conn, its
- * conn_tunnel, its px_upstream and its relay (bench_proxy --idle-only
- * measures the bytes per tunnel).
+ * conn_tunnel and its relay (bench_proxy --idle-only measures the bytes per
+ * tunnel).
  *
  * Ownership: a px_conn is freed only by px_conn_free, and every callback
  * that can reach px_conn_free (bufferevent callbacks, the head's read
@@ -86,8 +86,8 @@ typedef struct conn_head {
 
 /* What an established tunnel keeps of its decision, for its log line and
  * its rechecks: the strings (px_conn_strings' values then, each
- * NUL-terminated) packed in one allocation (px_conn_tunnel_pack), owned by
- * the px_conn (c->t). */
+ * NUL-terminated), then the stopped upstream (c->up), packed in one
+ * allocation (px_conn_tunnel_pack), owned by the px_conn (c->t). */
 #define CS_ABSENT UINT16_MAX
 typedef struct conn_tunnel {
     uint16_t off[CS_COUNT];     /* each string's start in s, CS_ABSENT when absent */
@@ -177,8 +177,13 @@ void px_conn_refuse_for(px_conn *c, ph_reason reason, const char *detail);
  * length. Valid until h or t changes. */
 void px_conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *token_len);
 /* One allocation holding copies of str[CS_COUNT] (NULL: absent; the token
- * token_len bytes, the others NUL-terminated). NULL when out of memory. */
-conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len);
+ * token_len bytes, the others NUL-terminated) and, when up and *up are not
+ * NULL, the upstream's compact form (px_upstream_stop_in: stopped there if
+ * live, moved there if stopped already, *up updated), which then lives as
+ * long as the conn_tunnel: px_upstream_free it first. NULL when out of
+ * memory (*up untouched). */
+conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len,
+                                 px_upstream **up);
 /* Frees the head phase and everything it holds (its events and
  * bufferevent: none of their callbacks runs afterwards). NULLs *hp. */
 void px_conn_head_free(conn_head **hp);

@@ -111,7 +111,7 @@ static void recheck(px_conn *c)
         /* The log line gets the detail: the tunnel's strings again, with it
          * (out of memory: the line goes without it). */
         str[CS_DETAIL] = detail;
-        conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+        conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
         if (t != NULL) {
             free(c->t);
             c->t = t;
@@ -151,7 +151,7 @@ static void tunnel_note(px_conn *c, const char *sni, const char *detail)
         str[CS_SNI] = sni;
     if (detail != NULL)
         str[CS_DETAIL] = detail;
-    conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
     if (t != NULL) {
         free(c->t);
         c->t = t;
@@ -311,30 +311,23 @@ static void start_relay(px_conn *c)
     const char *life_end;
     long life = px_upstream_lifetime(c->up, &life_end);
     int ufd = px_upstream_take_fd(c->up, NULL);
-    /* The live upstream is in the head phase's memory, which goes below:
-     * without memory for its compact form, the tunnel cannot be kept. */
-    if (!px_upstream_stop(&c->up)) {
-        close(ufd);
-        c->end = "out_of_memory";
-        px_conn_free(c);
-        return;
-    }
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     h->detail[0] = '\0';
     px_metrics_request(PH_REASON_ALLOWED);
-    /* What the tunnel keeps of the head phase: the log's strings. */
+    /* What the tunnel keeps of the head phase: the log's strings, and the
+     * upstream stopped beside them (it lived in the head phase's memory,
+     * which goes below; out of memory, it stays there until px_conn_free,
+     * which frees it first). */
     const char *str[CS_COUNT];
     size_t token_len;
     px_conn_strings(c, str, &token_len);
-    conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up);
+    if (t != NULL)
+        c->t = t; /* with c->up inside: px_conn_free frees c->up, then t */
     /* protocol: tcp is the one tunnel that is not inspected. */
-    if (c->protocol != PH_PROTOCOL_TCP && t != NULL &&
-        (c->insp = malloc(sizeof *c->insp)) == NULL) {
-        free(t);
-        t = NULL;
-    }
-    if (t == NULL) {
+    if (t == NULL ||
+        (c->protocol != PH_PROTOCOL_TCP && (c->insp = malloc(sizeof *c->insp)) == NULL)) {
         close(ufd);
         c->end = "out_of_memory";
         px_conn_free(c);
@@ -353,7 +346,6 @@ static void start_relay(px_conn *c)
     }
     if (c->relay == NULL) {
         close(ufd);
-        free(t);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
@@ -363,7 +355,6 @@ static void start_relay(px_conn *c)
      * the client's read event are gone). */
     c->fd = -1;
     px_conn_head_free(&c->h);
-    c->t = t;
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */

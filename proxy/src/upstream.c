@@ -374,35 +374,78 @@ static void live_end(up_live *l)
     event_debug_unassign(l->conn_ev);
 }
 
+/* The compact form's parts: the slot's key, then the log's strings (the
+ * dialed and checked addresses), each NUL-terminated, from the live state
+ * or from a compact form. */
+typedef struct compact_parts {
+    size_t key, dl, cl;
+    const char *dialed, *checked;
+} compact_parts;
+
+static compact_parts parts_of(const px_upstream *u)
+{
+    const up_live *l = u->live;
+    compact_parts p = { u->lease_off + strlen(u->s + u->lease_off) + 1, 0, 0, NULL, NULL };
+    p.dialed = l != NULL ? (l->dialed[0] ? l->dialed : NULL)
+                         : (u->dialed_off ? u->s + u->dialed_off : NULL);
+    p.checked = l != NULL ? (l->has_addrs ? l->checked : NULL)
+                          : (u->checked_off ? u->s + u->checked_off : NULL);
+    p.dl = p.dialed != NULL ? strlen(p.dialed) + 1 : 0;
+    p.cl = p.checked != NULL ? strlen(p.checked) + 1 : 0;
+    return p;
+}
+
+size_t px_upstream_compact_size(const px_upstream *u)
+{
+    compact_parts p = parts_of(u);
+    size_t n = sizeof(px_upstream) + p.key + p.dl + p.cl;
+    return (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+}
+
+/* u's compact form written at c (px_upstream_compact_size(u) bytes, not
+ * overlapping u); u's live state, if any, ended first. The key's and the
+ * strings' lengths fit the offsets: at most 2 * (PH_GRANT_FIELD_MAX + 1)
+ * bytes of key, then CHECKED_MAX. */
+static void compact_into(px_upstream *u, px_upstream *c, bool borrowed)
+{
+    if (u->live != NULL)
+        live_end(u->live);
+    compact_parts p = parts_of(u);
+    *c = *u;
+    c->live = NULL;
+    c->borrowed = borrowed;
+    memcpy(c->s, u->s, p.key);
+    c->dialed_off = p.dl ? (uint8_t)p.key : 0;
+    if (p.dl)
+        memcpy(c->s + p.key, p.dialed, p.dl);
+    c->checked_off = p.cl ? (uint16_t)(p.key + p.dl) : 0;
+    if (p.cl)
+        memcpy(c->s + p.key + p.dl, p.checked, p.cl);
+    if (!u->borrowed)
+        free(u); /* its live state with it */
+}
+
 bool px_upstream_stop(px_upstream **up)
 {
     px_upstream *u = *up;
-    up_live *l = u->live;
-    if (l == NULL)
+    if (u->live == NULL)
         return true;
-    live_end(l);
-    u->live = NULL;
-    /* The compact form: the key, then the log's strings. Out of memory:
-     * the old form without them (the log line goes without). */
-    size_t key = u->lease_off + strlen(u->s + u->lease_off) + 1;
-    size_t dl = l->dialed[0] ? strlen(l->dialed) + 1 : 0;
-    size_t cl = l->has_addrs ? strlen(l->checked) + 1 : 0;
-    px_upstream *c = key + dl + cl <= UINT16_MAX ? malloc(sizeof *c + key + dl + cl) : NULL;
-    if (c == NULL)
+    px_upstream *c = malloc(px_upstream_compact_size(u));
+    if (c == NULL) {
+        /* The old form, stopped, without the log's strings. */
+        live_end(u->live);
+        u->live = NULL;
         return false;
-    *c = *u;
-    c->borrowed = false;
-    memcpy(c->s, u->s, key);
-    c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
-    if (c->dialed_off)
-        memcpy(c->s + key, l->dialed, dl);
-    c->checked_off = cl ? (uint16_t)(key + dl) : 0;
-    if (cl)
-        memcpy(c->s + key + dl, l->checked, cl);
-    if (!u->borrowed)
-        free(u); /* l with it */
+    }
+    compact_into(u, c, false);
     *up = c;
     return true;
+}
+
+void px_upstream_stop_in(px_upstream **up, void *room)
+{
+    compact_into(*up, room, true);
+    *up = room;
 }
 
 void px_upstream_free(px_upstream **up)
