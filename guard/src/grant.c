@@ -1,6 +1,8 @@
 /* grant.c - issuing and verifying grant tokens (format in pinhole/grant.h and
  * docs/grants.md). */
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/core_names.h>
@@ -46,36 +48,144 @@ bool ph_grant_field_valid(const char *s, size_t len)
     return true;
 }
 
-/* The HMAC implementation, fetched once: EVP_MAC_fetch walks the provider
+/* HMAC-SHA256 under the keyring's keys.
+ *
+ * The HMAC implementation is fetched once: EVP_MAC_fetch walks the provider
  * store and costs as much as the MAC itself. A fetched EVP_MAC is immutable
- * and may be shared by threads; it lives until exit. */
+ * and may be shared by threads; it lives until exit.
+ *
+ * Each thread keeps a few contexts already keyed (MAC_CACHE_SLOTS, each
+ * beside a copy of its key): a MAC under a key the thread used before
+ * re-initializes that context (EVP_MAC_init without a key keeps the key's
+ * inner and outer digest states) instead of making one and deriving them
+ * again, which costs a dozen allocations and a digest fetch by name. A slot
+ * is found by the key's bytes (compared in constant time), never by a
+ * keyring's address or a key id: a keyring freed and another made at the
+ * same place, or a kid that names another key after a rotation, cannot
+ * reach a context keyed with something else. No context is shared between
+ * threads (an EVP_MAC_CTX is not thread-safe), so workers sharing one
+ * keyring share nothing mutable here. What remains per MAC is OpenSSL 3.0's
+ * own: HMAC_Init_ex and HMAC_Final copy a SHA-256 state into a freshly
+ * allocated one (two allocations, freed within the call).
+ *
+ * The cache is freed at the thread's exit (its pthread key's destructor);
+ * without memory for it, a MAC uses a context of its own, as before. */
+#define MAC_CACHE_SLOTS 4
+
+typedef struct mac_slot {
+    EVP_MAC_CTX *ctx; /* keyed with key[0..len); NULL: free */
+    size_t len;
+    uint8_t key[PH_GRANT_KEY_MAX];
+} mac_slot;
+
+typedef struct mac_cache {
+    mac_slot slot[MAC_CACHE_SLOTS];
+    unsigned victim; /* the slot the next new key replaces (round robin) */
+} mac_cache;
+
 static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
 static EVP_MAC *hmac_impl;
+static pthread_key_t cache_key;
+static bool cache_key_ok;
+/* The thread's cache (also reachable from cache_key, whose destructor
+ * frees it). */
+static _Thread_local mac_cache *thread_cache;
 
-static void fetch_hmac(void) { hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL); }
-
-/* HMAC-SHA256(key, msg) through the OpenSSL 3 EVP_MAC interface. */
-static ph_status hmac_sha256(const uint8_t *key, size_t keylen, const char *msg, size_t len,
-                             uint8_t mac[static MAC_LEN], ph_diag *diag)
+static void slot_clear(mac_slot *s)
 {
-    pthread_once(&hmac_once, fetch_hmac);
-    if (hmac_impl == NULL)
-        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "OpenSSL has no HMAC");
+    EVP_MAC_CTX_free(s->ctx);
+    OPENSSL_cleanse(s, sizeof *s);
+}
+
+static void cache_free(void *p)
+{
+    mac_cache *c = p;
+    for (size_t i = 0; i < MAC_CACHE_SLOTS; i++)
+        slot_clear(&c->slot[i]);
+    free(c);
+    thread_cache = NULL; /* runs in the exiting thread: a later MAC makes another */
+}
+
+static void hmac_init_once(void)
+{
+    hmac_impl = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
+}
+
+/* The calling thread's cache, made on first use; NULL without memory. */
+static mac_cache *cache_get(void)
+{
+    if (thread_cache != NULL || !cache_key_ok)
+        return thread_cache;
+    mac_cache *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return NULL;
+    if (pthread_setspecific(cache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    thread_cache = c;
+    return c;
+}
+
+/* A context keyed with key[0..keylen), ready for EVP_MAC_update. */
+static EVP_MAC_CTX *keyed_new(const uint8_t *key, size_t keylen)
+{
     EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_impl);
-    if (ctx == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     char digest[] = "SHA256";
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
         OSSL_PARAM_construct_end(),
     };
+    if (ctx != NULL && EVP_MAC_init(ctx, key, keylen, params) != 1) {
+        EVP_MAC_CTX_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
+}
+
+/* The thread's slot keyed with key[0..keylen), made (replacing the
+ * victim) when there is none; NULL without memory. Its context is ready for
+ * EVP_MAC_update. */
+static mac_slot *keyed_slot(mac_cache *c, const uint8_t *key, size_t keylen)
+{
+    for (size_t i = 0; i < MAC_CACHE_SLOTS; i++) {
+        mac_slot *s = &c->slot[i];
+        if (s->ctx != NULL && s->len == keylen && CRYPTO_memcmp(s->key, key, keylen) == 0)
+            return EVP_MAC_init(s->ctx, NULL, 0, NULL) == 1 ? s : NULL;
+    }
+    mac_slot *s = &c->slot[c->victim];
+    c->victim = (c->victim + 1) % MAC_CACHE_SLOTS;
+    slot_clear(s);
+    if ((s->ctx = keyed_new(key, keylen)) == NULL)
+        return NULL;
+    memcpy(s->key, key, keylen);
+    s->len = keylen;
+    return s;
+}
+
+/* HMAC-SHA256(key, msg) through the OpenSSL 3 EVP_MAC interface. */
+static ph_status hmac_sha256(const uint8_t *key, size_t keylen, const char *msg, size_t len,
+                             uint8_t mac[static MAC_LEN], ph_diag *diag)
+{
+    pthread_once(&hmac_once, hmac_init_once);
+    if (hmac_impl == NULL)
+        return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "OpenSSL has no HMAC");
+    mac_cache *c = cache_get();
+    mac_slot *s = c != NULL ? keyed_slot(c, key, keylen) : NULL;
+    EVP_MAC_CTX *own = s == NULL ? keyed_new(key, keylen) : NULL;
+    EVP_MAC_CTX *ctx = s != NULL ? s->ctx : own;
+    if (ctx == NULL)
+        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     size_t outl = 0;
     ph_status st = PH_OK;
-    if (EVP_MAC_init(ctx, key, keylen, params) != 1 ||
-        EVP_MAC_update(ctx, (const unsigned char *)msg, len) != 1 ||
-        EVP_MAC_final(ctx, mac, &outl, MAC_LEN) != 1 || outl != MAC_LEN)
+    if (EVP_MAC_update(ctx, (const unsigned char *)msg, len) != 1 ||
+        EVP_MAC_final(ctx, mac, &outl, MAC_LEN) != 1 || outl != MAC_LEN) {
         st = ph_diag_set(diag, PH_E_INTERNAL, 0, "HMAC-SHA256 failed");
-    EVP_MAC_CTX_free(ctx);
+        if (s != NULL)
+            slot_clear(s); /* its state is unknown: keyed again next time */
+    }
+    EVP_MAC_CTX_free(own);
     return st;
 }
 

@@ -6,12 +6,13 @@
  * Memory: a connection is a small long-lived px_conn and, until it is a
  * tunnel (or forward.c's), its head phase (conn_head, one allocation made
  * at the first read: the head's bytes, its timer, the decision, the
- * refusal's buffers), freed once the tunnel is established;
+ * refusal's buffers, the upstream's resolution and dial), freed once the
+ * tunnel is established;
  * a tunnel keeps only what its log line and its rechecks need, packed in
- * one conn_tunnel, and its px_upstream once stopped (the lease slot, the
+ * one conn_tunnel with its px_upstream once stopped (the lease slot, the
  * dialed and checked addresses). An idle tunnel is then its px_conn, its
- * conn_tunnel, its px_upstream and its relay (bench_proxy --idle-only
- * measures the bytes per tunnel).
+ * conn_tunnel and its relay (bench_proxy --idle-only measures the bytes per
+ * tunnel).
  *
  * Ownership: a px_conn is freed only by px_conn_free, and every callback
  * that can reach px_conn_free (bufferevent callbacks, the head's read
@@ -53,9 +54,12 @@ enum { CS_TENANT, CS_LEASE, CS_LIST, CS_HOST, CS_RULE_FILE, CS_POLICY_ID, CS_TOK
 /* The head phase: from the first read until the connection is a tunnel
  * (start_relay) or forward.c's (forward_handoff), or ends. Owned by its
  * px_conn (c->h) and freed with it (px_conn_free) or at that hand-over
- * (px_conn_head_free). One allocation: the fields, the timer's event, then
- * head_buf (of the head's own size when the first read brought it whole,
- * else HEAD_READ_MAX). Every libevent object here (the bufferevent,
+ * (px_conn_head_free). One allocation: the fields, the timer's event, the
+ * room of the upstream while it resolves and dials (c->up, until
+ * px_upstream_stop compacts it: px_conn_free frees c->up before c->h, and
+ * start_relay frees h only once the upstream stopped), then head_buf (of
+ * the head's own size when the first read brought it whole, else
+ * HEAD_READ_MAX). Every libevent object here (the bufferevent,
  * head_ev, timer) has the px_conn as its callback argument, never h, and
  * is freed (or handed over) by px_conn_head_free: no callback of h's can
  * run once h is gone. */
@@ -63,6 +67,7 @@ typedef struct conn_head {
     struct bufferevent *client; /* only to answer a refusal */
     struct event *head_ev;      /* head reads after the first (NULL until needed) */
     struct event *timer;        /* head timeout (in store) */
+    void *up_room;              /* the live upstream's (px_upstream_start_in; in store) */
     uint8_t *head_buf;          /* the head and the bytes after it (in store) */
     size_t head_got, head_len;  /* bytes in head_buf; the head's own length once parsed */
     const char *token;          /* the Proxy-Authorization value (in head_buf, or ""),
@@ -76,13 +81,13 @@ typedef struct conn_head {
     char rule_file[PH_VERDICT_FILE_MAX + 1];
     char policy_id[PH_TABLE_ID_HEX_LEN + 1];
     char detail[PH_DIAG_MESSAGE_MAX + 64];
-    max_align_t store[];        /* the timer's event, then head_buf's bytes */
+    max_align_t store[];        /* the timer's event, up_room, then head_buf's bytes */
 } conn_head;
 
 /* What an established tunnel keeps of its decision, for its log line and
  * its rechecks: the strings (px_conn_strings' values then, each
- * NUL-terminated) packed in one allocation (px_conn_tunnel_pack), owned by
- * the px_conn (c->t). */
+ * NUL-terminated), then the stopped upstream (c->up), packed in one
+ * allocation (px_conn_tunnel_pack), owned by the px_conn (c->t). */
 #define CS_ABSENT UINT16_MAX
 typedef struct conn_tunnel {
     uint16_t off[CS_COUNT];     /* each string's start in s, CS_ABSENT when absent */
@@ -172,8 +177,13 @@ void px_conn_refuse_for(px_conn *c, ph_reason reason, const char *detail);
  * length. Valid until h or t changes. */
 void px_conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *token_len);
 /* One allocation holding copies of str[CS_COUNT] (NULL: absent; the token
- * token_len bytes, the others NUL-terminated). NULL when out of memory. */
-conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len);
+ * token_len bytes, the others NUL-terminated) and, when up and *up are not
+ * NULL, the upstream's compact form (px_upstream_stop_in: stopped there if
+ * live, moved there if stopped already, *up updated), which then lives as
+ * long as the conn_tunnel: px_upstream_free it first. NULL when out of
+ * memory (*up untouched). */
+conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len,
+                                 px_upstream **up);
 /* Frees the head phase and everything it holds (its events and
  * bufferevent: none of their callbacks runs afterwards). NULLs *hp. */
 void px_conn_head_free(conn_head **hp);

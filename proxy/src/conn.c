@@ -149,7 +149,8 @@ void px_conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *token_
     str[CS_DETAIL] = h->detail[0] ? h->detail : NULL;
 }
 
-conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len)
+conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len,
+                                 px_upstream **up)
 {
     size_t len[CS_COUNT], total = 0;
     for (int k = 0; k < CS_COUNT; k++) {
@@ -159,21 +160,27 @@ conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_l
     /* Bounded by the head (PH_H1_REQUEST_HEAD_MAX) and the fields' own caps. */
     if (total >= CS_ABSENT)
         return NULL;
-    conn_tunnel *t = malloc(sizeof *t + total);
+    /* The upstream's compact form after the strings, aligned. */
+    size_t at = (sizeof(conn_tunnel) + total + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
+                sizeof(max_align_t);
+    size_t room = up != NULL && *up != NULL ? px_upstream_compact_size(*up) : 0;
+    conn_tunnel *t = malloc(room > 0 ? at + room : sizeof *t + total);
     if (t == NULL)
         return NULL;
-    size_t at = 0;
+    size_t pos = 0;
     for (int k = 0; k < CS_COUNT; k++) {
         if (str[k] == NULL) {
             t->off[k] = CS_ABSENT;
             continue;
         }
-        t->off[k] = (uint16_t)at;
-        memcpy(t->s + at, str[k], len[k]);
-        t->s[at + len[k]] = '\0';
-        at += len[k] + 1;
+        t->off[k] = (uint16_t)pos;
+        memcpy(t->s + pos, str[k], len[k]);
+        t->s[pos + len[k]] = '\0';
+        pos += len[k] + 1;
     }
     t->token_len = (uint16_t)len[CS_TOKEN];
+    if (room > 0)
+        px_upstream_stop_in(up, (unsigned char *)t + at);
     return t;
 }
 
@@ -236,7 +243,7 @@ void px_conn_free(px_conn *c)
     px_conn_leave_head(c);
     if (c->peer[c->key_off])
         px_limits_peer_release(c->peer + c->key_off);
-    px_upstream_free(&c->up); /* releases the lease slot */
+    px_upstream_free(&c->up); /* releases the lease slot; before c->h and c->t, where it may live */
     if (c->fd >= 0)
         close(c->fd);
     if (c->relay) {

@@ -91,11 +91,15 @@ void px_limits_head_release(void)
 }
 
 typedef struct key_slot {
-    char key[PX_LIMIT_KEY_MAX]; /* "" = free */
+    char key[PX_LIMIT_KEY_MAX];
     long count;
 } key_slot;
 
+/* tag[i] is 0 when slots[i] is free, else bits of its key's hash (never
+ * 0): a lookup scans the window's tags, one cache line per 16 slots, and
+ * reads a slot's key only where the tag matches. */
 typedef struct key_table {
+    uint32_t tag[KEY_SLOTS];
     key_slot slots[KEY_SLOTS];
     pthread_mutex_t lock;
 } key_table;
@@ -128,7 +132,7 @@ static void hash_key_init(void)
     } while (0)
 
 /* SipHash-2-4 of the NUL-terminated s under g_hash_key. */
-static size_t key_hash(const char *s)
+static uint64_t key_hash(const char *s)
 {
     pthread_once(&g_hash_once, hash_key_init);
     size_t len = strlen(s);
@@ -158,44 +162,47 @@ static size_t key_hash(const char *s)
     SIPROUND;
     SIPROUND;
     SIPROUND;
-    return (size_t)(v0 ^ v1 ^ v2 ^ v3);
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
 /* Open addressing within a fixed probe window: a slot is freed when its count
  * drops to zero, so a lookup scans the whole window (no tombstones needed).
- * A key whose window is full is refused: fail closed, never grow. */
+ * A key whose window is full is refused: fail closed, never grow. The
+ * slot's index, or -1. */
 #define PROBE_WINDOW 64
-static key_slot *find(key_table *t, const char *key, bool insert)
+static long find(key_table *t, const char *key, bool insert)
 {
-    size_t h = key_hash(key);
-    key_slot *free_slot = NULL;
+    uint64_t h = key_hash(key);
+    uint32_t tag = (uint32_t)(h >> 32) | 1u;
+    long free_slot = -1;
     for (size_t k = 0; k < PROBE_WINDOW; k++) {
-        key_slot *s = &t->slots[(h + k) % KEY_SLOTS];
-        if (s->key[0] == '\0') {
-            if (free_slot == NULL)
-                free_slot = s;
+        size_t i = (h + k) % KEY_SLOTS;
+        if (t->tag[i] == 0) {
+            if (free_slot < 0)
+                free_slot = (long)i;
             continue;
         }
-        if (strcmp(s->key, key) == 0)
-            return s;
+        if (t->tag[i] == tag && strcmp(t->slots[i].key, key) == 0)
+            return (long)i;
     }
-    if (insert && free_slot) {
-        snprintf(free_slot->key, sizeof free_slot->key, "%s", key);
-        free_slot->count = 0;
-        return free_slot;
+    if (insert && free_slot >= 0) {
+        key_slot *s = &t->slots[free_slot];
+        snprintf(s->key, sizeof s->key, "%s", key);
+        s->count = 0;
+        t->tag[free_slot] = tag;
     }
-    return NULL;
+    return insert ? free_slot : -1;
 }
 
 static bool key_acquire(key_table *t, const char *key, long max)
 {
     pthread_mutex_lock(&t->lock);
-    key_slot *s = find(t, key, true);
-    bool ok = s != NULL && s->count < max;
+    long i = find(t, key, true);
+    bool ok = i >= 0 && t->slots[i].count < max;
     if (ok)
-        s->count++;
-    else if (s && s->count == 0)
-        s->key[0] = '\0';
+        t->slots[i].count++;
+    else if (i >= 0 && t->slots[i].count == 0)
+        t->tag[i] = 0;
     pthread_mutex_unlock(&t->lock);
     return ok;
 }
@@ -203,9 +210,9 @@ static bool key_acquire(key_table *t, const char *key, long max)
 static void key_release(key_table *t, const char *key)
 {
     pthread_mutex_lock(&t->lock);
-    key_slot *s = find(t, key, false);
-    if (s && --s->count == 0)
-        s->key[0] = '\0';
+    long i = find(t, key, false);
+    if (i >= 0 && --t->slots[i].count == 0)
+        t->tag[i] = 0;
     pthread_mutex_unlock(&t->lock);
 }
 

@@ -130,7 +130,7 @@ static void recheck(px_conn *c)
         /* The log line gets the detail: the tunnel's strings again, with it
          * (out of memory: the line goes without it). */
         str[CS_DETAIL] = detail;
-        conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+        conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
         if (t != NULL) {
             free(c->t);
             c->t = t;
@@ -169,7 +169,7 @@ static void tunnel_note(px_conn *c, const char *sni, const char *detail)
         str[CS_SNI] = sni;
     if (detail != NULL)
         str[CS_DETAIL] = detail;
-    conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
     if (t != NULL) {
         free(c->t);
         c->t = t;
@@ -332,23 +332,23 @@ static void start_relay(px_conn *c)
     const char *life_end;
     long life = px_upstream_lifetime(c->up, &life_end);
     int ufd = px_upstream_take_fd(c->up, NULL);
-    px_upstream_stop(&c->up);
     c->status = 200;
     c->reason = PH_REASON_ALLOWED;
     h->detail[0] = '\0';
     px_metrics_request(PH_REASON_ALLOWED);
-    /* What the tunnel keeps of the head phase: the log's strings. */
+    /* What the tunnel keeps of the head phase: the log's strings, and the
+     * upstream stopped beside them (it lived in the head phase's memory,
+     * which goes below; out of memory, it stays there until px_conn_free,
+     * which frees it first). */
     const char *str[CS_COUNT];
     size_t token_len;
     px_conn_strings(c, str, &token_len);
-    conn_tunnel *t = px_conn_tunnel_pack(str, token_len);
+    conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up);
+    if (t != NULL)
+        c->t = t; /* with c->up inside: px_conn_free frees c->up, then t */
     /* protocol: tcp is the one tunnel that is not inspected. */
-    if (c->protocol != PH_PROTOCOL_TCP && t != NULL &&
-        (c->insp = malloc(sizeof *c->insp)) == NULL) {
-        free(t);
-        t = NULL;
-    }
-    if (t == NULL) {
+    if (t == NULL ||
+        (c->protocol != PH_PROTOCOL_TCP && (c->insp = malloc(sizeof *c->insp)) == NULL)) {
         close(ufd);
         c->end = "out_of_memory";
         px_conn_free(c);
@@ -367,7 +367,6 @@ static void start_relay(px_conn *c)
     }
     if (c->relay == NULL) {
         close(ufd);
-        free(t);
         c->end = "out_of_memory";
         px_conn_free(c);
         return;
@@ -377,7 +376,6 @@ static void start_relay(px_conn *c)
      * the client's read event are gone). */
     c->fd = -1;
     px_conn_head_free(&c->h);
-    c->t = t;
     c->state = ST_RELAY;
     px_metrics_tunnel_open();
     px_relay_run(c->relay); /* may end the tunnel (and free c) at once */
@@ -452,7 +450,8 @@ static void decide(px_conn *c, const uint8_t *head, const ph_h1_head *req)
      * answer comes from the loop). */
     ph_reason why;
     const char *detail;
-    if ((c->up = px_upstream_start(c->w, &d, upstream_cb, c, &why, &detail)) == NULL) {
+    if ((c->up = px_upstream_start_in(h->up_room, c->w, &d, upstream_cb, c, &why, &detail)) ==
+        NULL) {
         px_conn_refuse_for(c, why, detail);
         return;
     }
@@ -502,12 +501,14 @@ static void head_timeout_cb(evutil_socket_t fd, short what, void *arg);
  * (header_timeout_ms from accept). NULL when out of memory. */
 static conn_head *head_start(px_conn *c, const uint8_t *in, size_t n, size_t cap)
 {
-    conn_head *h = malloc(sizeof *h + PX_EVENT_SLOT + cap);
+    size_t room = px_upstream_room();
+    conn_head *h = malloc(sizeof *h + PX_EVENT_SLOT + room + cap);
     if (h == NULL)
         return NULL;
     memset(h, 0, sizeof *h);
     h->timer = (struct event *)(unsigned char *)h->store;
-    h->head_buf = (uint8_t *)h->store + PX_EVENT_SLOT;
+    h->up_room = (unsigned char *)h->store + PX_EVENT_SLOT;
+    h->head_buf = (uint8_t *)h->store + PX_EVENT_SLOT + room;
     memcpy(h->head_buf, in, n);
     h->head_got = n;
     evtimer_assign(h->timer, c->w->base, head_timeout_cb, c);

@@ -3,11 +3,13 @@
  * answer order with a timer per address, the lifetime.
  *
  * One px_upstream per request (forward.c) or tunnel (tunnel.c), in two
- * forms behind one handle. While resolving and dialing it is one
- * allocation: the handle, the slot's key, and its live state (up_live:
- * the query, the checked answer and its text, the connection being tried
- * as a plain non-blocking socket, its connect event and timer assigned in
- * place), so a CONNECT's dial allocates nothing more. px_upstream_stop
+ * forms behind one handle. While resolving and dialing it is one block:
+ * the handle, the slot's key, and its live state (up_live: the query, the
+ * checked answer and its text, the connection being tried as a plain
+ * non-blocking socket, its connect event and timer assigned in place), so
+ * a dial allocates nothing more; the block is its own allocation, or room
+ * in the caller's (a CONNECT's head phase: px_upstream_start_in), so a
+ * CONNECT's upstream allocates nothing until it stops. px_upstream_stop
  * compacts it to what the log and the slot need (the slot's key, the
  * dialed and checked strings, in one allocation), so an idle tunnel
  * carries some sixty bytes of it.
@@ -41,7 +43,7 @@
 #define CHECKED_MAX (PH_PINNED_MAX * (INET6_ADDRSTRLEN + 1) + 1)
 
 /* From px_upstream_start to px_upstream_stop, inside the px_upstream's own
- * allocation (after its strings). */
+ * block (after its strings). */
 typedef struct up_live {
     px_worker *w;
     px_upstream_cb cb;
@@ -62,8 +64,9 @@ typedef struct up_live {
 
 
 struct px_upstream {
-    up_live *live;               /* NULL once stopped; else inside this allocation */
+    up_live *live;               /* NULL once stopped; else inside this block */
     bool lease_slot;
+    bool borrowed;               /* the block is the caller's memory (px_upstream_start_in) */
     uint8_t lease_off;           /* the lease's start in s (after the tenant's NUL) */
     uint8_t dialed_off;          /* stopped: the dialed string's start in s, 0 for none */
     uint16_t checked_off;        /* stopped: the checked string's start in s, 0 for none */
@@ -113,8 +116,28 @@ static void resolved(const ph_resolve_answer *a, void *arg)
     l->cb(l->arg, PX_UP_RESOLVED, PH_REASON_ALLOWED, NULL);
 }
 
+/* Where the live state starts in a block holding a handle with strings
+ * of n bytes. */
+static size_t live_at(size_t n)
+{
+    return (sizeof(px_upstream) + n + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
+           sizeof(max_align_t);
+}
+
+size_t px_upstream_room(void)
+{
+    return live_at(2 * (PH_GRANT_FIELD_MAX + 1)) + sizeof(up_live) + 2 * PX_EVENT_SLOT;
+}
+
 px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_cb cb, void *arg,
                                ph_reason *reason, const char **detail)
+{
+    return px_upstream_start_in(NULL, w, d, cb, arg, reason, detail);
+}
+
+px_upstream *px_upstream_start_in(void *room, px_worker *w, const ph_decision *d,
+                                  px_upstream_cb cb, void *arg, ph_reason *reason,
+                                  const char **detail)
 {
     /* Fail closed: only an allowed decision, made on a grant (whose lease
      * the slot is counted against), leads to an upstream. */
@@ -125,16 +148,17 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     }
     const ph_grant *g = &d->grant;
     size_t tl = strlen(g->tenant), ll = strlen(g->lease);
-    /* One allocation: the handle and its strings, then the live state. */
-    size_t at = (sizeof(px_upstream) + tl + 1 + ll + 1 + sizeof(max_align_t) - 1) / sizeof(max_align_t) *
-                sizeof(max_align_t);
-    px_upstream *u = malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
+    /* One block: the handle and its strings, then the live state (the
+     * grant's fields are at most PH_GRANT_FIELD_MAX: px_upstream_room). */
+    size_t at = live_at(tl + 1 + ll + 1);
+    px_upstream *u = room != NULL ? room : malloc(at + sizeof(up_live) + 2 * PX_EVENT_SLOT);
     if (u == NULL) {
         *reason = PH_REASON_PROXY_OVERLOADED;
         *detail = "out of memory";
         return NULL;
     }
     memset(u, 0, sizeof *u);
+    u->borrowed = room != NULL;
     up_live *l = (up_live *)((unsigned char *)u + at);
     memset(l, 0, sizeof *l);
     l->timer = (struct event *)(unsigned char *)l->ev_store;
@@ -150,7 +174,8 @@ px_upstream *px_upstream_start(px_worker *w, const ph_decision *d, px_upstream_c
     memcpy(u->s + u->lease_off, g->lease, ll + 1);
     /* The per-lease limit (from the grant): the proxy's own resource. */
     if (!px_limits_lease_acquire(u->s, u->s + u->lease_off, w->cfg->max_connections_per_lease)) {
-        free(u);
+        if (!u->borrowed)
+            free(u);
         *reason = PH_REASON_LIMIT_EXCEEDED;
         *detail = "too many connections for this lease";
         return NULL;
@@ -337,7 +362,7 @@ struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *ad
 }
 
 /* Ends the live state (the callback does not run afterwards); l itself is
- * part of its px_upstream's allocation. */
+ * part of its px_upstream's block. */
 static void live_end(up_live *l)
 {
     if (l->resolving)
@@ -349,32 +374,78 @@ static void live_end(up_live *l)
     event_debug_unassign(l->conn_ev);
 }
 
-void px_upstream_stop(px_upstream **up)
+/* The compact form's parts: the slot's key, then the log's strings (the
+ * dialed and checked addresses), each NUL-terminated, from the live state
+ * or from a compact form. */
+typedef struct compact_parts {
+    size_t key, dl, cl;
+    const char *dialed, *checked;
+} compact_parts;
+
+static compact_parts parts_of(const px_upstream *u)
+{
+    const up_live *l = u->live;
+    compact_parts p = { u->lease_off + strlen(u->s + u->lease_off) + 1, 0, 0, NULL, NULL };
+    p.dialed = l != NULL ? (l->dialed[0] ? l->dialed : NULL)
+                         : (u->dialed_off ? u->s + u->dialed_off : NULL);
+    p.checked = l != NULL ? (l->has_addrs ? l->checked : NULL)
+                          : (u->checked_off ? u->s + u->checked_off : NULL);
+    p.dl = p.dialed != NULL ? strlen(p.dialed) + 1 : 0;
+    p.cl = p.checked != NULL ? strlen(p.checked) + 1 : 0;
+    return p;
+}
+
+size_t px_upstream_compact_size(const px_upstream *u)
+{
+    compact_parts p = parts_of(u);
+    size_t n = sizeof(px_upstream) + p.key + p.dl + p.cl;
+    return (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+}
+
+/* u's compact form written at c (px_upstream_compact_size(u) bytes, not
+ * overlapping u); u's live state, if any, ended first. The key's and the
+ * strings' lengths fit the offsets: at most 2 * (PH_GRANT_FIELD_MAX + 1)
+ * bytes of key, then CHECKED_MAX. */
+static void compact_into(px_upstream *u, px_upstream *c, bool borrowed)
+{
+    if (u->live != NULL)
+        live_end(u->live);
+    compact_parts p = parts_of(u);
+    *c = *u;
+    c->live = NULL;
+    c->borrowed = borrowed;
+    memcpy(c->s, u->s, p.key);
+    c->dialed_off = p.dl ? (uint8_t)p.key : 0;
+    if (p.dl)
+        memcpy(c->s + p.key, p.dialed, p.dl);
+    c->checked_off = p.cl ? (uint16_t)(p.key + p.dl) : 0;
+    if (p.cl)
+        memcpy(c->s + p.key + p.dl, p.checked, p.cl);
+    if (!u->borrowed)
+        free(u); /* its live state with it */
+}
+
+bool px_upstream_stop(px_upstream **up)
 {
     px_upstream *u = *up;
-    up_live *l = u->live;
-    if (l == NULL)
-        return;
-    live_end(l);
-    u->live = NULL;
-    /* The compact form: the key, then the log's strings. Out of memory:
-     * the old form without them (the log line goes without). */
-    size_t key = u->lease_off + strlen(u->s + u->lease_off) + 1;
-    size_t dl = l->dialed[0] ? strlen(l->dialed) + 1 : 0;
-    size_t cl = l->has_addrs ? strlen(l->checked) + 1 : 0;
-    px_upstream *c = key + dl + cl <= UINT16_MAX ? malloc(sizeof *c + key + dl + cl) : NULL;
-    if (c == NULL)
-        return;
-    *c = *u;
-    memcpy(c->s, u->s, key);
-    c->dialed_off = dl && key <= UINT8_MAX ? (uint8_t)key : 0;
-    if (c->dialed_off)
-        memcpy(c->s + key, l->dialed, dl);
-    c->checked_off = cl ? (uint16_t)(key + dl) : 0;
-    if (cl)
-        memcpy(c->s + key + dl, l->checked, cl);
-    free(u); /* l with it */
+    if (u->live == NULL)
+        return true;
+    px_upstream *c = malloc(px_upstream_compact_size(u));
+    if (c == NULL) {
+        /* The old form, stopped, without the log's strings. */
+        live_end(u->live);
+        u->live = NULL;
+        return false;
+    }
+    compact_into(u, c, false);
     *up = c;
+    return true;
+}
+
+void px_upstream_stop_in(px_upstream **up, void *room)
+{
+    compact_into(*up, room, true);
+    *up = room;
 }
 
 void px_upstream_free(px_upstream **up)
@@ -386,7 +457,8 @@ void px_upstream_free(px_upstream **up)
         live_end(u->live);
     if (u->lease_slot)
         px_limits_lease_release(u->s, u->s + u->lease_off);
-    free(u);
+    if (!u->borrowed)
+        free(u);
     *up = NULL;
 }
 

@@ -62,6 +62,15 @@ typedef void (*px_upstream_cb)(void *arg, px_up_event ev, ph_reason reason, cons
  * copied from. */
 px_upstream *px_upstream_start(struct px_worker *w, const ph_decision *d, px_upstream_cb cb,
                                void *arg, ph_reason *reason, const char **detail);
+/* px_upstream_start in the caller's memory: room, aligned for any type, of
+ * px_upstream_room() bytes, which must outlive the live form (until
+ * px_upstream_stop returned true, px_upstream_stop_in, or
+ * px_upstream_free); the px_upstream is the caller's as ever
+ * (px_upstream_free releases the slot and frees nothing of room). */
+size_t px_upstream_room(void);
+px_upstream *px_upstream_start_in(void *room, struct px_worker *w, const ph_decision *d,
+                                  px_upstream_cb cb, void *arg, ph_reason *reason,
+                                  const char **detail);
 /* Dials the checked addresses from the first, in answer order (after
  * PX_UP_RESOLVED, or again after a connection of the caller's to them
  * failed). The callback may run within the call (module comment).
@@ -79,9 +88,18 @@ int px_upstream_take_fd(px_upstream *u, struct sockaddr_storage *addr);
 struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *addr);
 /* Stops resolving or dialing (the callback does not run afterwards) and
  * frees the answer, the timer and any connection being tried; the slot and
- * the log strings stay until px_upstream_free, in a compact form that
- * replaces *u (a long-lived tunnel keeps only that). Nothing once stopped. */
-void px_upstream_stop(px_upstream **u);
+ * the log strings stay until px_upstream_free, in a compact form of its own
+ * allocation that replaces *u (a long-lived tunnel keeps only that).
+ * Nothing once stopped. False when out of memory for the compact form: *u
+ * stays where it was (stopped, without the log's addresses), so a
+ * px_upstream_start_in one still needs its room. */
+bool px_upstream_stop(px_upstream **u);
+/* px_upstream_stop (or, stopped already, a move) into the caller's memory:
+ * room, aligned for any type, of px_upstream_compact_size(*u) bytes, which
+ * must outlive *u (px_upstream_free frees nothing of it). Never fails; *u's
+ * old place is the caller's to free (if it was room) once this returned. */
+size_t px_upstream_compact_size(const px_upstream *u);
+void px_upstream_stop_in(px_upstream **u, void *room);
 /* Cancels, releases the lease slot, frees everything; *u becomes NULL. */
 void px_upstream_free(px_upstream **u);
 

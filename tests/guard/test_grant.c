@@ -1,11 +1,15 @@
 /* test_grant.c - grant tokens: round trip, every forgery the verifier must
  * refuse (flipped bytes, wrong key, other key id, truncation, times, list,
- * non-canonical base64, oversize), and the Proxy-Authorization transports. */
+ * non-canonical base64, oversize), the verifier's per-thread keyed contexts
+ * (keys changed under a kid, more keys than contexts, threads sharing a
+ * keyring, the allocations left), and the Proxy-Authorization transports. */
 #include "test_support.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc_count.h"
 #include "grant-int.h"
 #include "pinhole/grant.h"
 
@@ -140,6 +144,162 @@ static void test_rotation_keeps_old_tokens_valid(void **state)
     assert_int_equal(ph_grant_issue(rotated, "k9", &g, tok, sizeof tok, &n, NULL), PH_E_INVAL);
     ph_keyring_free(&old);
     ph_keyring_free(&rotated);
+}
+
+/* A verifier keeps keyed contexts per thread, found by the key's bytes:
+ * a kid that names another key in the next keyring (a keyring freed and
+ * another made, perhaps at the same address) must not verify with the
+ * context of the key it named before. */
+static void test_same_kid_other_key_after_reload(void **state)
+{
+    (void)state;
+    ph_grant g = sample();
+    char tok_a[PH_GRANT_TOKEN_MAX + 1], tok_b[PH_GRANT_TOKEN_MAX + 1];
+    for (int round = 0; round < 3; round++) {
+        ph_keyring *a = ring("k1", KEY_A);
+        size_t na = issue(a, &g, tok_a);
+        assert_int_equal(verify(a, tok_a, na, NOW, NULL), PH_REASON_ALLOWED);
+        ph_keyring_free(&a);
+        ph_keyring *b = ring("k1", KEY_B);
+        assert_int_equal(verify(b, tok_a, na, NOW, NULL), PH_REASON_GRANT_INVALID);
+        size_t nb = issue(b, &g, tok_b);
+        assert_int_equal(verify(b, tok_b, nb, NOW, NULL), PH_REASON_ALLOWED);
+        ph_keyring_free(&b);
+        a = ring("k1", KEY_A);
+        assert_int_equal(verify(a, tok_b, nb, NOW, NULL), PH_REASON_GRANT_INVALID);
+        assert_int_equal(verify(a, tok_a, na, NOW, NULL), PH_REASON_ALLOWED);
+        ph_keyring_free(&a);
+    }
+}
+
+/* More keys than a thread keeps keyed contexts for, in turn: each token
+ * verifies under its own key and no other. */
+static void test_many_keys_in_turn(void **state)
+{
+    (void)state;
+    enum { KEYS = 9 };
+    ph_keyring *kr = NULL;
+    assert_int_equal(ph_keyring_new(&kr, NULL), PH_OK);
+    char tok[KEYS][PH_GRANT_TOKEN_MAX + 1];
+    size_t n[KEYS];
+    ph_grant g = sample();
+    for (int k = 0; k < KEYS; k++) {
+        uint8_t key[32];
+        memcpy(key, KEY_A, sizeof key);
+        key[5] = (uint8_t)(100 + k);
+        char kid[8];
+        snprintf(kid, sizeof kid, "k%d", k);
+        assert_int_equal(ph_keyring_add(kr, kid, key, sizeof key, NULL), PH_OK);
+        assert_int_equal(ph_grant_issue(kr, kid, &g, tok[k], sizeof tok[k], &n[k], NULL), PH_OK);
+    }
+    for (int i = 0; i < 5 * KEYS; i++) {
+        int k = (i * 4) % KEYS;
+        assert_int_equal(verify(kr, tok[k], n[k], NOW, NULL), PH_REASON_ALLOWED);
+        /* The MAC of another key's token under this kid: refused. */
+        char mixed[PH_GRANT_TOKEN_MAX + 1];
+        int o = (k + 1) % KEYS;
+        const char *mac_k = strrchr(tok[k], '.'), *mac_o = strrchr(tok[o], '.');
+        size_t head = (size_t)(mac_k - tok[k]);
+        memcpy(mixed, tok[k], head);
+        strcpy(mixed + head, mac_o);
+        assert_int_equal(verify(kr, mixed, strlen(mixed), NOW, NULL), PH_REASON_GRANT_INVALID);
+    }
+    ph_keyring_free(&kr);
+}
+
+/* Worker threads share one keyring (the proxy's): each verifies its own
+ * stream of tokens under two keys at once, and every verdict is right. */
+typedef struct verify_job {
+    const ph_keyring *kr;
+    const char *tok[2];
+    size_t n[2];
+    const char *forged;
+    int wrong;
+} verify_job;
+
+static void *verify_many(void *arg)
+{
+    verify_job *j = arg;
+    for (int i = 0; i < 2000; i++) {
+        int k = i % 2;
+        ph_reason r = PH_REASON_ALLOWED;
+        if (ph_grant_verify(j->kr, j->tok[k], j->n[k], NOW, "default", NULL, &r, NULL) != PH_OK ||
+            r != PH_REASON_ALLOWED)
+            j->wrong++;
+        if (ph_grant_verify(j->kr, j->forged, j->n[0], NOW, "default", NULL, &r, NULL) !=
+                PH_E_DENIED ||
+            r != PH_REASON_GRANT_INVALID)
+            j->wrong++;
+    }
+    return NULL;
+}
+
+static void test_threads_share_a_keyring(void **state)
+{
+    (void)state;
+    enum { THREADS = 4 };
+    ph_keyring *kr = ring("new", KEY_B);
+    assert_int_equal(ph_keyring_add(kr, "old", KEY_A, 32, NULL), PH_OK);
+    ph_grant g = sample();
+    char t0[PH_GRANT_TOKEN_MAX + 1], t1[PH_GRANT_TOKEN_MAX + 1], forged[PH_GRANT_TOKEN_MAX + 1];
+    size_t n0 = 0, n1 = 0;
+    assert_int_equal(ph_grant_issue(kr, "new", &g, t0, sizeof t0, &n0, NULL), PH_OK);
+    assert_int_equal(ph_grant_issue(kr, "old", &g, t1, sizeof t1, &n1, NULL), PH_OK);
+    memcpy(forged, t0, n0 + 1);
+    forged[n0 - 1] = forged[n0 - 1] == 'A' ? 'Q' : 'A';
+    verify_job jobs[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        jobs[i] = (verify_job){ kr, { t0, t1 }, { n0, n1 }, forged, 0 };
+        assert_int_equal(pthread_create(&th[i], NULL, verify_many, &jobs[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_int_equal(jobs[i].wrong, 0);
+    }
+    ph_keyring_free(&kr);
+}
+
+/* What verifying costs the heap: after a thread's first verification under
+ * a key (which keys a context the thread keeps), each further one, allowed
+ * or refused, makes at most OpenSSL 3.0's own two allocations (HMAC_Init_ex
+ * and HMAC_Final copy a SHA-256 state into a new one) and frees all it
+ * made. Counted in this binary (alloc_count.h); skipped under a sanitizer. */
+#define ALLOCS_PER_VERIFY_MAX 2
+
+static void test_verify_allocates_only_openssls_copies(void **state)
+{
+    (void)state;
+    if (!PH_TEST_ALLOC_COUNTED)
+        skip();
+    /* Two keys (a rotation): tokens of each, alternated, and a forgery. */
+    ph_keyring *kr = ring("new", KEY_B);
+    assert_int_equal(ph_keyring_add(kr, "old", KEY_A, 32, NULL), PH_OK);
+    ph_grant g = sample(), out;
+    char tok[2][PH_GRANT_TOKEN_MAX + 1], forged[PH_GRANT_TOKEN_MAX + 1];
+    size_t n[2];
+    assert_int_equal(ph_grant_issue(kr, "new", &g, tok[0], sizeof tok[0], &n[0], NULL), PH_OK);
+    assert_int_equal(ph_grant_issue(kr, "old", &g, tok[1], sizeof tok[1], &n[1], NULL), PH_OK);
+    memcpy(forged, tok[0], n[0] + 1);
+    forged[n[0] - 1] = forged[n[0] - 1] == 'A' ? 'Q' : 'A'; /* the MAC's last character */
+    ph_reason r;
+    /* The first verification under each key: not counted. */
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(verify(kr, tok[k], n[k], NOW, "default"), PH_REASON_ALLOWED);
+    enum { ROUNDS = 200 };
+    long a0 = ph_test_allocs(), f0 = ph_test_frees();
+    for (int i = 0; i < ROUNDS; i++) {
+        int k = i % 2;
+        assert_int_equal(ph_grant_verify(kr, tok[k], n[k], NOW, "default", &out, &r, NULL), PH_OK);
+        assert_string_equal(out.kid, k == 0 ? "new" : "old");
+        assert_int_equal(verify(kr, forged, n[0], NOW, "default"), PH_REASON_GRANT_INVALID);
+    }
+    long made = ph_test_allocs() - a0, freed = ph_test_frees() - f0;
+    print_message("# %ld allocations, %ld frees over %d verifications\n", made, freed,
+                  2 * ROUNDS);
+    assert_true(made <= (long)ALLOCS_PER_VERIFY_MAX * 2 * ROUNDS);
+    assert_int_equal(freed, made);
+    ph_keyring_free(&kr);
 }
 
 static void test_truncated_and_extended(void **state)
@@ -384,6 +544,10 @@ int main(void)
         cmocka_unit_test(test_every_flipped_byte_is_refused),
         cmocka_unit_test(test_wrong_key_and_other_kid),
         cmocka_unit_test(test_rotation_keeps_old_tokens_valid),
+        cmocka_unit_test(test_same_kid_other_key_after_reload),
+        cmocka_unit_test(test_many_keys_in_turn),
+        cmocka_unit_test(test_threads_share_a_keyring),
+        cmocka_unit_test(test_verify_allocates_only_openssls_copies),
         cmocka_unit_test(test_truncated_and_extended),
         cmocka_unit_test(test_times),
         cmocka_unit_test(test_wrong_list),

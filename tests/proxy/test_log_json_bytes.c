@@ -20,6 +20,7 @@
 
 #include "pinhole/utf8.h"
 
+#include "alloc_count.h"
 #include "log_json.h"
 #include "test_support.h"
 
@@ -344,43 +345,12 @@ static void test_event_lines_give_jansson_bytes(void **state)
 }
 
 /* ---- allocations: malloc counted in this binary (not under a sanitizer,
- * which owns malloc itself) ---- */
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#define PH_SANITIZED_MALLOC 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#define PH_SANITIZED_MALLOC 1
-#endif
-
-#ifndef PH_SANITIZED_MALLOC
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-static size_t allocations;
-void *malloc(size_t n)
-{
-    allocations++;
-    return __libc_malloc(n);
-}
-void *calloc(size_t k, size_t n)
-{
-    allocations++;
-    return __libc_calloc(k, n);
-}
-void *realloc(void *p, size_t n)
-{
-    allocations++;
-    return __libc_realloc(p, n);
-}
-#endif
+ * which owns malloc itself: tests/support/alloc_count.h) ---- */
 
 /* Allocations of one px_log_connection(r), stdout on /dev/null. */
 static size_t allocations_of(const px_log_record *r)
 {
-#ifdef PH_SANITIZED_MALLOC
+#if !PH_TEST_ALLOC_COUNTED
     (void)r;
     return 0;
 #else
@@ -390,9 +360,9 @@ static size_t allocations_of(const px_log_record *r)
     int saved = dup(STDOUT_FILENO);
     assert_true(dup2(null, STDOUT_FILENO) >= 0);
     px_log_connection(r); /* the first line of a thread sets up its clock cache */
-    size_t before = allocations;
+    long before = ph_test_allocs();
     px_log_connection(r);
-    size_t n = allocations - before;
+    size_t n = (size_t)(ph_test_allocs() - before);
     assert_true(dup2(saved, STDOUT_FILENO) >= 0);
     close(saved);
     close(null);
@@ -403,7 +373,7 @@ static size_t allocations_of(const px_log_record *r)
 static void test_a_line_allocates_nothing(void **state)
 {
     (void)state;
-#ifdef PH_SANITIZED_MALLOC
+#if !PH_TEST_ALLOC_COUNTED
     skip();
 #endif
     px_log_record r = {
