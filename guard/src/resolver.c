@@ -38,21 +38,13 @@ struct ph_resolver {
     query_list pending; /* waiting for DNS, in deadline order (one timeout for all) */
     query_list ready;   /* answered, waiting for ph_resolver_process to deliver */
     uint64_t seq;       /* numbers ready queries, so one delivery pass is bounded */
-    struct ph_resolve_query *spare; /* freed queries kept for the next ones (through next) */
-    unsigned nspare;                /* at most SPARE_MAX */
 };
-
-/* Freed queries a resolver keeps to start the next ones with: a proxy
- * resolving one name per connection allocates none in steady state, and a
- * burst leaves at most this many behind. */
-#define SPARE_MAX 16
 
 /*
  * Ownership (the one rule every completion path follows):
  *
  * - A ph_resolve_query belongs to its resolver from ph_resolver_start until
- *   it is freed (or kept as a spare for a later start: the same for the
- *   caller), which happens in exactly three places: in deliver, just
+ *   it is freed, which happens in exactly three places: in deliver, just
  *   before its callback runs (the callback gets a copy of the answer); in
  *   ph_resolver_cancel; in ph_resolver_free (callback never run). The
  *   caller's handle is valid until one of them; nothing else frees a query.
@@ -200,21 +192,12 @@ static void make_ready(ph_resolve_query *q, const ph_resolve_answer *a)
     list_push(&r->ready, q);
 }
 
-/* Unlinks q and frees it, or keeps it as a spare: the caller's handle is
- * invalid either way (the rule above). */
 static void query_free(ph_resolve_query *q)
 {
     if (q->lookup != NULL)
         q->lookup->q = NULL;
-    ph_resolver *r = q->r;
     list_unlink(list_of(q), q);
-    if (r->nspare >= SPARE_MAX) {
-        free(q);
-        return;
-    }
-    q->next = r->spare;
-    r->spare = q;
-    r->nspare++;
+    free(q);
 }
 
 static void addrinfo_cb(void *arg, int status, int timeouts, struct ares_addrinfo *res)
@@ -298,14 +281,9 @@ ph_status ph_resolver_start(ph_resolver *r, const char *name, uint16_t port, ph_
         return ph_diag_set(diag, PH_E_INVAL, where, "refusing to resolve \"%.*s\": %s",
                            (int)(len > PH_HOST_MAX ? PH_HOST_MAX : len), name,
                            ph_host_error_string(he));
-    ph_resolve_query *q = r->spare;
-    if (q != NULL) {
-        r->spare = q->next;
-        r->nspare--;
-        memset(q, 0, sizeof *q);
-    } else if ((q = calloc(1, sizeof *q)) == NULL) {
+    ph_resolve_query *q = calloc(1, sizeof *q);
+    if (q == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
-    }
     q->r = r;
     q->cb = cb;
     q->arg = arg;
@@ -429,11 +407,6 @@ void ph_resolver_free(ph_resolver **rp)
         query_free(r->pending.head);
     while (r->ready.head != NULL)
         query_free(r->ready.head);
-    while (r->spare != NULL) {
-        ph_resolve_query *q = r->spare;
-        r->spare = q->next;
-        free(q);
-    }
     /* Calls addrinfo_cb for every lookup still running: frees them. */
     ares_destroy(r->channel);
     ph_dns_cache_free(&r->cache);
