@@ -22,7 +22,7 @@ PROXY=$1 POLICYC=$2 GRANT=$3 COUNTER=$4
 . "$(dirname "$0")/e2e_lib.sh"
 . "$(dirname "$0")/counts_lib.sh"
 N=300
-ALLOC_MAX=7
+ALLOC_MAX=8
 
 /usr/bin/python3 - >"$E2E_TMP/echo.port" 2>"$E2E_TMP/echo.err" <<'PY' &
 import selectors, socket
