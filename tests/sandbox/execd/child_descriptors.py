@@ -23,14 +23,6 @@ from pinhole.execd import Client
 execd, mechanism = sys.argv[1], sys.argv[2]
 
 
-def parent_of(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def cmdline(pid):
     try:
         with open("/proc/%d/cmdline" % pid, "rb") as f:
@@ -99,7 +91,7 @@ with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
     def children():
         mine = {daemon.pid}
         for _ in range(8):  # descendants, a generation at a time
-            mine |= {p for p in pids() if parent_of(p) in mine}
+            mine |= {p for p in pids() if execd_testlib.parent_of(p) in mine}
         needle = state.encode()
         return (mine | {p for p in pids() if needle in cmdline(p)}) - {daemon.pid}
 

@@ -26,6 +26,7 @@ import tempfile
 import time
 
 import execd_testlib
+from execd_testlib import wait_for
 from pinhole.execd import Client
 
 if shutil.which("strace") is None:
@@ -35,16 +36,6 @@ if shutil.which("strace") is None:
 EXECD = sys.argv[1]
 REAL = os.path.realpath(EXECD)
 ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-
-
-def wait_for(cond, what, secs=30):
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.01)
-    raise SystemExit("FAIL: timed out waiting for %s" % what)
 
 
 def start(tmp, name, state, sock, port=None, prefix=()):
@@ -65,14 +56,6 @@ def events(log):
 
 def event(log, name):
     return next((e for e in events(log) if e.get("event") == name), None)
-
-
-def parent_of(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def holders(target):
@@ -103,7 +86,7 @@ def one_round(tmp, kind):
                          else None, "the first daemon listening")
     port = listening["port"]
     daemon = wait_for(lambda: next((int(p) for p in filter(str.isdigit, os.listdir("/proc"))
-                                    if parent_of(int(p)) == tracer.pid), None),
+                                    if execd_testlib.parent_of(int(p)) == tracer.pid), None),
                       "the daemon under strace")
     lock = os.path.join(state_a, "execd.lock")
     with Client.unix(sock_a) as c:
