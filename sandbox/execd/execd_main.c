@@ -325,7 +325,7 @@ static int g_state_lock_dir_fd = -1;
  * exec), until it execs or dies a moment later: it dies with the daemon
  * (PR_SET_PDEATHSIG) or exits on seeing its parent gone, and what it
  * execs gets no descriptor above 2. A restart at once would take it for a
- * second daemon (seen at over 170 ms on a loaded host). A second daemon
+ * second daemon (seen holding them up to 177 ms on a loaded host). A second daemon
  * holds them for good, and is refused once the wait is over.
  * docs/execd.md states the bound. */
 #define XD_RELEASE_WAIT_MS 3000
