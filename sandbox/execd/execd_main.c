@@ -24,8 +24,10 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "pinhole/clock.h"
 #include "pinhole/unix_listen.h"
 #include "pinhole/version.h"
 
@@ -314,6 +316,45 @@ static int prepare_state_dir(const char *dir)
  * (unlock_state_dir), so a stopped daemon's state directory is empty. */
 static int g_state_lock_dir_fd = -1;
 
+/* How long a start waits for what a dead daemon held to be released
+ * before it refuses: the state directory's lock, the --socket, a TCP
+ * port. A daemon killed while one of its threads was starting a tool
+ * (ph_cli_spawn, the fake mechanism's clone) leaves a child between fork
+ * and exec. That child holds copies of all the daemon's descriptors, the
+ * lock's and the listening sockets' included (O_CLOEXEC drops them only at
+ * exec), until it execs or dies a moment later: it dies with the daemon
+ * (PR_SET_PDEATHSIG) or exits on seeing its parent gone, and what it
+ * execs gets no descriptor above 2. A restart at once would take it for a
+ * second daemon (seen holding them up to 177 ms on a loaded host). A second daemon
+ * holds them for good, and is refused once the wait is over.
+ * docs/execd.md states the bound. */
+#define XD_RELEASE_WAIT_MS 3000
+
+/* One step of that wait, for what (a name for the log) held since the
+ * start's first attempt at since_ms: sleeps a while (10 ms, doubling up to
+ * 200 ms: a release is usually seen within a few steps, and a live holder
+ * probed by connect is not flooded) and returns true, or returns false at
+ * once when the bound has passed. *step is 0 before the first call; the
+ * first logs waiting_for_release. */
+static bool wait_for_release(const char *what, int64_t since_ms, int *step)
+{
+    int64_t left = since_ms + XD_RELEASE_WAIT_MS - ph_monotonic_ms();
+    if (left <= 0)
+        return false;
+    if (*step == 0) {
+        json_t *x = json_pack("{s:s, s:i}", "what", what, "up_to_ms", XD_RELEASE_WAIT_MS);
+        xd_log("warning", "waiting_for_release", x);
+        json_decref(x);
+    }
+    int64_t ms = (int64_t)10 << (*step < 5 ? *step : 5);
+    (*step)++;
+    ms = ms > 200 ? 200 : ms;
+    struct timespec ts = {0, (long)(ms < left ? ms : left) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return true;
+}
+
 static int lock_state_dir(const char *dir)
 {
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -341,8 +382,11 @@ static int lock_state_dir(const char *dir)
      * stopping daemon exits, on a file no longer in the directory, while a
      * third daemon creates and locks a new one: two daemons on one state
      * directory. Such a lock is dropped and the file the name now holds is
-     * locked instead. */
-    for (int tries = 0; dfd >= 0 && tries < 100; tries++) {
+     * locked instead. A lock held is waited for, up to XD_RELEASE_WAIT_MS:
+     * a killed daemon's child between fork and exec holds it a moment. */
+    int64_t since = ph_monotonic_ms();
+    int step = 0;
+    for (int tries = 0; dfd >= 0 && tries < 100;) {
         fd = openat(dfd, "execd.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0) {
             err = errno;
@@ -351,6 +395,11 @@ static int lock_state_dir(const char *dir)
         while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR)
             ;
         err = errno;
+        if (rc != 0 && err == EWOULDBLOCK && wait_for_release("execd.lock", since, &step)) {
+            close(fd);
+            fd = -1;
+            continue;
+        }
         struct stat held, named;
         if (rc != 0 ||
             (fstat(fd, &held) == 0 &&
@@ -361,6 +410,7 @@ static int lock_state_dir(const char *dir)
         fd = -1;
         rc = -1;
         err = EAGAIN;
+        tries++;
     }
     if (fd < 0 && dfd >= 0)
         close(dfd);
@@ -379,7 +429,8 @@ static int lock_state_dir(const char *dir)
         fprintf(stderr, "pinhole-execd: cannot lock the state directory: %s\n", strerror(err));
         return XD_EXIT_OS;
     }
-    json_t *x = json_pack("{s:s}", "fix",
+    json_t *x = json_pack("{s:I, s:s}", "waited_ms", (json_int_t)(ph_monotonic_ms() - since),
+                          "fix",
                           "another pinhole-execd serves this state directory: give each daemon "
                           "its own --state-dir");
     xd_log("error", "state_dir_in_use", x);
@@ -514,11 +565,19 @@ static ph_unix_listener g_socket = {.fd = -1};
  * socket already there is replaced only when nothing accepts on it (a
  * killed daemon's); one another daemon serves, whatever state directory it
  * serves, is refused (exit 78, socket_in_use): replacing it would cut that
- * daemon's clients off. A symlink or any other file there is refused too. */
+ * daemon's clients off, once it has been served for XD_RELEASE_WAIT_MS (a
+ * killed daemon's child between fork and exec holds its socket a moment).
+ * A symlink or any other file there is refused too. */
 static int bind_socket(const xd_config *cfg, int *out)
 {
     ph_diag d = {0};
-    ph_status st = ph_unix_listen(cfg->socket_path, cfg->socket_mode, 128, &g_socket, &d);
+    int64_t since = ph_monotonic_ms();
+    int step = 0;
+    ph_status st;
+    while ((st = ph_unix_listen(cfg->socket_path, cfg->socket_mode, 128, &g_socket, &d)) ==
+               PH_E_DENIED &&
+           wait_for_release("socket", since, &step))
+        ;
     if (st == PH_OK) {
         *out = g_socket.fd;
         return 0;
@@ -528,7 +587,8 @@ static int bind_socket(const xd_config *cfg, int *out)
         return XD_EXIT_USAGE;
     }
     bool in_use = st == PH_E_DENIED, other = st == PH_E_INVAL;
-    json_t *x = json_pack("{s:s, s:s, s:s}", "path", cfg->socket_path, "error", d.message, "fix",
+    json_t *x = json_pack("{s:s, s:s, s:I, s:s}", "path", cfg->socket_path, "error", d.message,
+                          "waited_ms", (json_int_t)(ph_monotonic_ms() - since), "fix",
                           in_use ? "another daemon serves this --socket: give each daemon a "
                                    "socket of its own, or stop that one first"
                           : other ? "--socket must name a socket or nothing: remove what is "
@@ -616,15 +676,27 @@ static int bind_tcp(const char *spec, const char *event, int *out)
         fprintf(stderr, "pinhole-execd: --tls-listen: not a numeric address and port\n");
         return XD_EXIT_USAGE;
     }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
-              bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0;
+    /* A port in use is waited for, up to XD_RELEASE_WAIT_MS: a killed
+     * daemon's child between fork and exec holds its listener a moment. */
+    int64_t since = ph_monotonic_ms();
+    int step = 0, fd, err;
+    bool ok;
+    for (;;) {
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+        ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+             bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 128) == 0;
+        err = errno;
+        if (ok || err != EADDRINUSE || !wait_for_release(spec, since, &step))
+            break;
+        close(fd);
+    }
     freeaddrinfo(ai);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (!ok || getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        fprintf(stderr, "pinhole-execd: cannot listen on %s: %s\n", spec, strerror(errno));
+        fprintf(stderr, "pinhole-execd: cannot listen on %s: %s\n", spec,
+                strerror(ok ? errno : err));
         if (fd >= 0)
             close(fd);
         return XD_EXIT_OS;

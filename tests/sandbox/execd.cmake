@@ -86,6 +86,25 @@ ph_add_script_test(NAME execd.lock_after_a_stop
             $<TARGET_FILE:pinhole-execd>)
 set_tests_properties(execd.lock_after_a_stop PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+# A start made while a killed daemon's child, between clone and exec, still
+# holds its lock, socket and port waits for them and serves (strace holds the
+# child there; skipped without strace).
+ph_add_script_test(NAME execd.restart_after_a_kill
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/restart_after_a_kill.py
+            $<TARGET_FILE:pinhole-execd>)
+set_tests_properties(execd.restart_after_a_kill PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+# No process the daemon starts (fake: the namespace init and the command;
+# gvisor: the runsc client, gofer and sandbox) holds its lock or a listening
+# socket (skipped when the mechanism is not available).
+foreach(mechanism fake gvisor)
+    ph_add_script_test(NAME execd.child_descriptors_${mechanism}
+        COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/child_descriptors.py
+                $<TARGET_FILE:pinhole-execd> ${mechanism})
+    set_tests_properties(execd.child_descriptors_${mechanism} PROPERTIES SKIP_RETURN_CODE 77
+                         TIMEOUT 120)
+endforeach()
+
 # Disconnect kills the command inside gVisor too (skipped without runsc).
 ph_add_script_test(NAME execd.disconnect_gvisor
     COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/execd/disconnect_gvisor.py

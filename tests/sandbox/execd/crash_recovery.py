@@ -28,20 +28,10 @@ import tempfile
 import time
 
 import execd_testlib
+from execd_testlib import wait_for
 from pinhole.execd import Client
 
 execd, mechanism = sys.argv[1], sys.argv[2]
-DEADLINE = 60.0
-
-
-def wait_for(cond, what, deadline=DEADLINE):
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.002)
-    raise SystemExit("FAIL: timed out waiting for %s" % what)
 
 
 class Run:

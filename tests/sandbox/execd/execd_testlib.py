@@ -46,3 +46,24 @@ def stop_daemon(proc):
     """SIGTERM; the exit status (0: every sandbox destroyed)."""
     proc.terminate()
     return proc.wait(timeout=60)
+
+
+def wait_for(cond, what, deadline=60.0):
+    """cond()'s first true value, polled every 2 ms; exits the test failing
+    when there is none within deadline seconds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.002)
+    raise SystemExit("FAIL: timed out waiting for %s" % what)
+
+
+def parent_of(pid):
+    """The parent pid of pid, from /proc; None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -168,7 +168,9 @@ static int daemon_spawn_at(xdaemon *d, const char *const *extra, const char *con
     for (size_t i = 0; i < m; i++)
         free(envp[i]);
     d->pid = g_live[live_slot(d->dir)].pid = pid;
-    for (int i = 0; i < 200; i++) {
+    /* By the clock: a refused start comes after the daemon's wait for a
+     * lock or socket to be released (3 s). */
+    for (int64_t end = ph_monotonic_ms() + 30000; ph_monotonic_ms() < end;) {
         struct stat st;
         if (fresh ? stat(d->sock, &st) == 0 : log_has(d, "\"event\":\"listening\""))
             return -1;
