@@ -27,6 +27,10 @@
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
+  first PORT DATA sends DATA (escapes as for raw) and keeps the connection
+                  open; prints the first response's "STATUS BODY" as soon
+                  as it is complete (its Content-Length), or "none" when
+                  none came within 10 s
   raw PORT DATA   sends DATA (with backslash escapes: \\r, \\n, \\xNN)
                   to 127.0.0.1:PORT, half-closes (unless RAW_KEEP_OPEN is
                   set; RAW_STALL_S: reads nothing for that many seconds
@@ -229,6 +233,34 @@ def serve(directory):
     srv.serve_forever()
 
 
+def first(port, data):
+    payload = data.encode().decode("unicode_escape").encode("latin-1")
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect(("127.0.0.1", int(port)))
+    s.sendall(payload)
+    got = b""
+    try:
+        while True:
+            head, sep, rest = got.partition(b"\r\n\r\n")
+            if sep:
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                if len(rest) >= length:
+                    print(head.split(b" ")[1].decode(), rest[:length].decode(errors="replace"))
+                    return
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except (socket.timeout, ConnectionResetError):
+        pass
+    print("none")
+
+
 def raw(port, data):
     payload = data.encode().decode("unicode_escape").encode("latin-1")  # \r, \n, \xNN escapes
     stall = float(os.environ.get("RAW_STALL_S", "0"))
@@ -295,5 +327,7 @@ if __name__ == "__main__":
         print(hashlib.sha256(BLOB).hexdigest())
     elif sys.argv[1] == "serve":
         serve(sys.argv[2])
+    elif sys.argv[1] == "first":
+        first(sys.argv[2], sys.argv[3])
     else:
         raw(sys.argv[2], sys.argv[3])
