@@ -233,32 +233,41 @@ def serve(directory):
     srv.serve_forever()
 
 
-def first(port, data):
-    payload = data.encode().decode("unicode_escape").encode("latin-1")
-    s = socket.socket()
-    s.settimeout(10)
-    s.connect(("127.0.0.1", int(port)))
-    s.sendall(payload)
-    got = b""
+def recv_until(s, done):
+    """What s sends until it closes, resets, times out, or done(bytes so far)."""
+    got = bytearray()
     try:
-        while True:
-            head, sep, rest = got.partition(b"\r\n\r\n")
-            if sep:
-                length = 0
-                for line in head.split(b"\r\n")[1:]:
-                    k, _, v = line.partition(b":")
-                    if k.strip().lower() == b"content-length":
-                        length = int(v)
-                if len(rest) >= length:
-                    print(head.split(b" ")[1].decode(), rest[:length].decode(errors="replace"))
-                    return
+        while not done(got):
             d = s.recv(65536)
             if not d:
                 break
             got += d
     except (socket.timeout, ConnectionResetError):
         pass
-    print("none")
+    return got
+
+
+def first_response(got):
+    """(status, body) of the first response in got once it is complete."""
+    head, sep, rest = bytes(got).partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    return (head.split(b" ")[1].decode(), rest[:length]) if len(rest) >= length else None
+
+
+def first(port, data):
+    payload = data.encode().decode("unicode_escape").encode("latin-1")
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect(("127.0.0.1", int(port)))
+    s.sendall(payload)
+    r = first_response(recv_until(s, lambda got: first_response(got) is not None))
+    print("none" if r is None else "%s %s" % (r[0], r[1].decode(errors="replace")))
 
 
 def raw(port, data):
@@ -273,15 +282,7 @@ def raw(port, data):
     time.sleep(stall)
     if not os.environ.get("RAW_KEEP_OPEN"):
         s.shutdown(socket.SHUT_WR)
-    got = bytearray()
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-    except (socket.timeout, ConnectionResetError):
-        pass
+    got = recv_until(s, lambda got: False)
     last_body = b""
     while got.startswith(b"HTTP/"):
         head, sep, rest = got.partition(b"\r\n\r\n")

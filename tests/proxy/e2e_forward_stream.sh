@@ -15,11 +15,7 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_proxy --buffer-bytes 16384
 D=$E2E_DOMAIN
-mkdir "$E2E_TMP/st"
-$STREAM serve "$E2E_TMP/st" 2>"$E2E_TMP/st.err" & E2E_PIDS="$E2E_PIDS $!"
-for _ in $(seq 1 200); do [ -s "$E2E_TMP/st/port" ] && break; sleep 0.025; done
-UP=$(cat "$E2E_TMP/st/port")
-[ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
+e2e_start_upstream "$STREAM" st
 
 for seed in ${STREAM_SEEDS:-1 2 3}; do
     direct=$($STREAM client "$UP" - "" "$seed" 6)
