@@ -197,30 +197,34 @@ static ph_status decision_begin(ph_guard *g, const void *req, const char *target
 /* Steps 2 and 3 of every decision, for the destination in d->verdict
  * (host of host_len bytes, port): the grant (or the trusted caller's
  * list), then the list, on one pinned version. */
-/* The memo holds the grant value[0..len) verifies to under version gen at
- * now: the same bytes, verified by the same keyring, and now inside the
- * grant's own validity (the skew the verifier allows beyond it is left to
- * the verifier). */
-static bool memo_holds(const ph_grant_memo *m, uint64_t gen, const char *value, size_t len,
-                       int64_t now)
+/* The memo holds the grant value[0..len) verifies to under version s at
+ * now: the same bytes, verified by the same keyring (s's generation, and
+ * its keyring id: the generation alone does not name the guard), and now
+ * inside the grant's own validity (the skew the verifier allows beyond it
+ * is left to the verifier). */
+static bool memo_holds(const ph_grant_memo *m, const ph_guard_snapshot *s, const char *value,
+                       size_t len, int64_t now)
 {
-    return m != NULL && m->generation != 0 && m->generation == gen && m->auth_len == len &&
+    return m != NULL && m->generation != 0 && m->generation == s->generation &&
+           strcmp(m->keyring_id, s->keyring_id) == 0 && m->auth_len == len &&
            len <= sizeof m->auth && CRYPTO_memcmp(m->auth, value, len) == 0 &&
            now >= m->grant.not_before && now < m->grant.expires;
 }
 
-static void memo_keep(ph_grant_memo *m, uint64_t gen, const char *value, size_t len,
+/* A keyring without an id (it could not be computed) is not remembered. */
+static void memo_keep(ph_grant_memo *m, const ph_guard_snapshot *s, const char *value, size_t len,
                       const ph_grant *grant)
 {
     if (m == NULL)
         return;
     ph_grant_memo_clear(m);
-    if (len > sizeof m->auth)
+    if (len > sizeof m->auth || s->keyring_id[0] == '\0')
         return;
     memcpy(m->auth, value, len);
     m->auth_len = len;
     m->grant = *grant;
-    m->generation = gen;
+    memcpy(m->keyring_id, s->keyring_id, sizeof m->keyring_id);
+    m->generation = s->generation;
 }
 
 void ph_grant_memo_clear(ph_grant_memo *m)
@@ -254,7 +258,7 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
         gd.message[0] = '\0';
         const char *value = req->proxy_authorization != NULL ? req->proxy_authorization : "";
         size_t vlen = req->proxy_authorization != NULL ? req->proxy_authorization_len : 0;
-        if (memo_holds(memo, s->generation, value, vlen, req->now)) {
+        if (memo_holds(memo, s, value, vlen, req->now)) {
             d->grant = memo->grant;
         } else if (ph_grant_verify_proxy_authorization(s->keyring, value, vlen, req->now, NULL,
                                                        &d->grant, &gr, &gd) != PH_OK) {
@@ -262,7 +266,7 @@ static ph_status decide_destination(ph_guard *g, const ph_connect_request *req, 
             copy_text(d->log_detail, sizeof d->log_detail, gd.message);
             return decision_end(d, gr == PH_REASON_ALLOWED ? PH_REASON_GRANT_INVALID : gr);
         } else {
-            memo_keep(memo, s->generation, value, vlen, &d->grant);
+            memo_keep(memo, s, value, vlen, &d->grant);
         }
         d->has_grant = true;
         list = d->grant.list;

@@ -91,12 +91,15 @@ static bool idle_matches(const px_fwd *f)
 
 /* The client's output, written now when no write is pending; what its
  * socket does not take waits for EV_WRITE. Only while the connection
- * serves requests (F_CLOSING enables EV_WRITE itself; nothing is written
- * once the connection ended). */
+ * serves requests, in every state of one: a response that ended with a
+ * pipelined request already read leaves the next one resolving or
+ * connecting, and its bytes must not wait for that one's upstream
+ * (F_CLOSING enables EV_WRITE itself; nothing is written once the
+ * connection ended). */
 static void flush_client(px_fwd *f)
 {
     struct evbuffer *out = bufferevent_get_output(f->client);
-    if ((f->state != F_HEAD && f->state != F_EXCHANGE) ||
+    if (f->state == F_CLOSING || f->state == F_LINGER || f->state == F_DEAD ||
         (bufferevent_get_enabled(f->client) & EV_WRITE) || evbuffer_get_length(out) == 0)
         return;
     /* A socket bufferevent's output is frozen at its start for everyone

@@ -688,6 +688,39 @@ static void a_grant_memo_spares_the_hmac_and_nothing_else(void **state)
     ph_guard_close(&g);
 }
 
+/* A memo names the keyring that verified it, not only a generation: two
+ * guards are each at their generation 1, and a memo one of them filled
+ * holds nothing for the other (whose keyring never verified the grant). */
+static void a_grant_memo_holds_for_its_own_keyring_only(void **state)
+{
+    (void)state;
+    static const char rules[] = "version: 1\nlists:\n  parity:\n    rules:\n"
+                                "      - host: memo.example\n        ports: [80]\n";
+    char table[4200], keys1[4200], keys2[4200];
+    snprintf(table, sizeof table, "%s/memo2.ptab", ph_test_dir);
+    snprintf(keys1, sizeof keys1, "%s/memo2a.keys", ph_test_dir);
+    snprintf(keys2, sizeof keys2, "%s/memo2b.keys", ph_test_dir);
+    ph_fixture_write_table(table, rules, "memo2.yaml");
+    write_keys(keys1, "k1", 0x5a); /* F.kr's key: F.auth verifies */
+    write_keys(keys2, "k1", 0x33); /* the same key id, another key */
+    ph_guard *g1 = NULL, *g2 = NULL;
+    ph_guard_options o1 = { .grant_keys_path = keys1 }, o2 = { .grant_keys_path = keys2 };
+    assert_int_equal(ph_guard_open(table, &o1, &g1, NULL), PH_OK);
+    assert_int_equal(ph_guard_open(table, &o2, &g2, NULL), PH_OK);
+    ph_grant_memo m;
+    memset(&m, 0, sizeof m);
+    const char *url = "http://memo.example/";
+    ph_decision d = memo_decides(g1, &m, url, F.auth, F.now);
+    assert_true(d.allowed);
+    assert_int_equal(m.generation, 1);
+    d = memo_decides(g2, &m, url, F.auth, F.now);
+    assert_int_equal(d.generation, 1);
+    assert_int_equal(d.reason, PH_REASON_GRANT_INVALID);
+    ph_grant_memo_clear(&m);
+    ph_guard_close(&g1);
+    ph_guard_close(&g2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -695,6 +728,7 @@ int main(void)
         /* before the reload test replaces the fixture's key */
         cmocka_unit_test(a_decision_made_again_says_why_it_ends),
         cmocka_unit_test(a_grant_memo_spares_the_hmac_and_nothing_else),
+        cmocka_unit_test(a_grant_memo_holds_for_its_own_keyring_only),
         cmocka_unit_test(table_and_keys_reload_as_one_version),
         cmocka_unit_test(a_decision_never_sees_a_torn_pair),
     };

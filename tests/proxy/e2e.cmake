@@ -11,7 +11,7 @@ if(TARGET pinhole-proxy-testloopback)
     set(PX_E2E_SANITIZED e2e_decisions e2e_transfer e2e_load e2e_faults e2e_forward e2e_forward_hostile
         e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect
         e2e_proxy_protocol e2e_fleet e2e_forward_edges e2e_reload_special e2e_revoke
-        e2e_reload_forward e2e_forward_redecide e2e_reload_churn)
+        e2e_reload_forward e2e_forward_redecide e2e_reload_churn e2e_forward_stream)
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})

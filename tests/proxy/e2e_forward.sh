@@ -108,6 +108,10 @@ check "pipelined: three answers" "200 - 200 - 200 -" "$(printf '%s\n' "$out" | g
 check "pipelined: the last answer is the last request's" "BODY hello /p3" "$(printf '%s\n' "$out" | grep '^BODY')"
 out=$(raw "GET http://ok.$D:$UP/p1 HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/p2 HTTP/1.1\r\n$BEARER\r\n\r\n")
 check "pipelined: in order" "BODY hello /p2" "$(printf '%s\n' "$out" | grep '^BODY')"
+# An answer goes to the client at once, not when the next pipelined
+# request's upstream answers (/hold answers nothing).
+check "pipelined: the first answer while the next one's upstream holds" "200 hello /p1" \
+    "$($UPEER first "$PROXY_PORT" "GET http://ok.$D:$UP/p1 HTTP/1.1\r\n$BEARER\r\n\r\nGET http://ok.$D:$UP/hold HTTP/1.1\r\n$BEARER\r\n\r\n")"
 
 # ---- headers the proxy changes, as the upstream received them --------------
 : >"$RECV"

@@ -25,11 +25,7 @@ e2e_start_dns
 e2e_make_policy
 e2e_start_proxy
 D=$E2E_DOMAIN
-mkdir "$E2E_TMP/edge"
-$EDGE serve "$E2E_TMP/edge" 2>"$E2E_TMP/edge.err" & E2E_PIDS="$E2E_PIDS $!"
-for _ in $(seq 1 200); do [ -s "$E2E_TMP/edge/port" ] && break; sleep 0.025; done
-UP=$(cat "$E2E_TMP/edge/port")
-[ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
+e2e_start_upstream "$EDGE" edge
 P="http://lease1:$TOKEN@127.0.0.1:$PROXY_PORT"
 AUTH="Proxy-Authorization: Bearer $TOKEN"
 

@@ -27,6 +27,10 @@
                     anything else: 200, body "hello <path>"
                   HEAD gets the GET head without a body; Expect: 100-continue
                   gets "100 Continue" before the body is read.
+  first PORT DATA sends DATA (escapes as for raw) and keeps the connection
+                  open; prints the first response's "STATUS BODY" as soon
+                  as it is complete (its Content-Length), or "none" when
+                  none came within 10 s
   raw PORT DATA   sends DATA (with backslash escapes: \\r, \\n, \\xNN)
                   to 127.0.0.1:PORT, half-closes (unless RAW_KEEP_OPEN is
                   set; RAW_STALL_S: reads nothing for that many seconds
@@ -229,6 +233,43 @@ def serve(directory):
     srv.serve_forever()
 
 
+def recv_until(s, done):
+    """What s sends until it closes, resets, times out, or done(bytes so far)."""
+    got = bytearray()
+    try:
+        while not done(got):
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return got
+
+
+def first_response(got):
+    """(status, body) of the first response in got once it is complete."""
+    head, sep, rest = bytes(got).partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        if k.strip().lower() == b"content-length":
+            length = int(v)
+    return (head.split(b" ")[1].decode(), rest[:length]) if len(rest) >= length else None
+
+
+def first(port, data):
+    payload = data.encode().decode("unicode_escape").encode("latin-1")
+    s = socket.socket()
+    s.settimeout(10)
+    s.connect(("127.0.0.1", int(port)))
+    s.sendall(payload)
+    r = first_response(recv_until(s, lambda got: first_response(got) is not None))
+    print("none" if r is None else "%s %s" % (r[0], r[1].decode(errors="replace")))
+
+
 def raw(port, data):
     payload = data.encode().decode("unicode_escape").encode("latin-1")  # \r, \n, \xNN escapes
     stall = float(os.environ.get("RAW_STALL_S", "0"))
@@ -241,15 +282,7 @@ def raw(port, data):
     time.sleep(stall)
     if not os.environ.get("RAW_KEEP_OPEN"):
         s.shutdown(socket.SHUT_WR)
-    got = bytearray()
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-    except (socket.timeout, ConnectionResetError):
-        pass
+    got = recv_until(s, lambda got: False)
     last_body = b""
     while got.startswith(b"HTTP/"):
         head, sep, rest = got.partition(b"\r\n\r\n")
@@ -295,5 +328,7 @@ if __name__ == "__main__":
         print(hashlib.sha256(BLOB).hexdigest())
     elif sys.argv[1] == "serve":
         serve(sys.argv[2])
+    elif sys.argv[1] == "first":
+        first(sys.argv[2], sys.argv[3])
     else:
         raw(sys.argv[2], sys.argv[3])

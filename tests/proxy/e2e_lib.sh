@@ -215,10 +215,16 @@ e2e_start_proxy() {
 # $E2E_TMP/up holds what it received (recv.bin) and its connections (conns).
 e2e_start_forward_peer() {
     UPEER="/usr/bin/python3 $PH_SOURCE_DIR/tests/proxy/e2e_forward_peer.py"
-    mkdir -p "$E2E_TMP/up"
-    $UPEER serve "$E2E_TMP/up" 2>"$E2E_TMP/up.err" & E2E_PIDS="$E2E_PIDS $!"
-    for _ in $(seq 1 200); do [ -s "$E2E_TMP/up/port" ] && break; sleep 0.025; done
-    UP=$(cat "$E2E_TMP/up/port")
+    e2e_start_upstream "$UPEER" up
+}
+
+# A test's Python upstream ("$1 serve DIR", DIR $E2E_TMP/$2, which gets its
+# port file) on a port the kernel chose: sets UP (its port).
+e2e_start_upstream() {
+    mkdir -p "$E2E_TMP/$2"
+    $1 serve "$E2E_TMP/$2" 2>"$E2E_TMP/$2.err" & E2E_PIDS="$E2E_PIDS $!"
+    for _ in $(seq 1 200); do [ -s "$E2E_TMP/$2/port" ] && break; sleep 0.025; done
+    UP=$(cat "$E2E_TMP/$2/port")
     [ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
 }
 

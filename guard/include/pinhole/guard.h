@@ -306,13 +306,16 @@ PH_API ph_status ph_decide_url(ph_guard *g, const ph_url_request *req, ph_decisi
 /*
  * What one client connection remembers of the grant it presented last
  * (ph_decide_url_memo): the Proxy-Authorization bytes, the policy version
- * whose keyring verified them, and the grant they verified to. Caller-owned,
+ * and the keyring (its ph_keyring_id: generations are counted per guard, so
+ * a memo another guard filled holds nothing here) that verified them, and
+ * the grant they verified to. Caller-owned,
  * one per connection, used by one thread at a time: zeroed (or
  * ph_grant_memo_clear) before its first use, and wiped with
  * ph_grant_memo_clear when done (it holds a bearer token). Opaque in use.
  */
 typedef struct ph_grant_memo {
     uint64_t generation; /* of the version that verified it; 0: empty */
+    char keyring_id[PH_KEYRING_ID_HEX_LEN + 1];
     size_t auth_len;
     char auth[PH_GRANT_MEMO_AUTH_MAX];
     ph_grant grant;
