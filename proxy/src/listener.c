@@ -38,6 +38,14 @@
  * later than one that sent part of a head. */
 #define DEFER_ACCEPT_S 1
 
+/* How many connections a listener accepts in one loop pass at most. The
+ * rest of a burst waits for the next epoll_wait (the socket stays
+ * readable, level-triggered), which first serves the other descriptors
+ * that are ready and the timers that are due: one peer's flood of connects
+ * delays the others' bytes, timeouts and the drain by at most this many
+ * accepts, not for as long as it keeps the queue full. */
+#define ACCEPT_BURST_MAX 64
+
 /* Whether something accepts connections at sa right now: a non-blocking
  * connect, then up to PROBE_MS for the handshake. Refused: nobody (1 is
  * returned only for a live listener or one whose accept queue is full, as a
@@ -234,6 +242,7 @@ struct px_listener {
     px_worker *w;
     struct event *ev;
     int fd;
+    int burst; /* connections accepted in this loop pass (ACCEPT_BURST_MAX) */
     bool close_on_free;
     bool proxy_protocol;
 };
@@ -274,7 +283,9 @@ static void accept_failed(px_listener *l, int err)
  * the one just accepted does not try again: another waiting connection is
  * reported by the next epoll_wait (level-triggered), which an idle worker
  * makes anyway, and the lone connection of a quiet proxy costs no failing
- * accept(2) on its way. A lost race (the unix socket is shared by the
+ * accept(2) on its way. After ACCEPT_BURST_MAX connections in a row it
+ * waits for the next epoll_wait too, so a flood does not keep the loop
+ * from everything else. A lost race (the unix socket is shared by the
  * workers) or a connection reset before it was accepted is EAGAIN or
  * ECONNABORTED: nothing to do. */
 static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
@@ -285,6 +296,7 @@ static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
     socklen_t len = sizeof ss;
     int c = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c < 0) {
+        l->burst = 0;
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
             accept_failed(l, errno);
         return;
@@ -299,8 +311,10 @@ static void accept_ready_cb(evutil_socket_t fd, short what, void *arg)
     /* Neither hand-over can free l (only the worker's drain does, from an
      * event of its own). nconns counts the worker's connections, the one
      * just accepted included unless it was refused at once. */
-    if (l->w->nconns > 1)
+    if (l->w->nconns > 1 && ++l->burst < ACCEPT_BURST_MAX)
         event_active(l->ev, EV_READ, 1);
+    else
+        l->burst = 0;
 }
 
 px_listener *px_listener_attach(px_worker *w, int fd, bool close_on_free, bool proxy_protocol)
