@@ -122,34 +122,42 @@ void px_fwd_begin_request(px_fwd *f)
     ph_h1_chunked_init(&f->resp_chunks);
 }
 
+/* The log record of a forwarding connection's line: what every line of it
+ * names (the grant, the destination given, the rule, the detail, the time
+ * since the request began, the ending); a request's line adds its own. */
+static px_log_record fwd_record(const px_fwd *f, const char *host, uint16_t port, const char *end)
+{
+    return (px_log_record){
+        .conn_id = f->conn_id,
+        .peer = f->peer,
+        .tenant = f->has_grant ? f->grant.tenant : NULL,
+        .lease = f->has_grant ? f->grant.lease : NULL,
+        .list = f->has_grant ? f->grant.list : NULL,
+        .host = host,
+        .port = port,
+        .detail = f->detail[0] ? f->detail : NULL,
+        .rule_file = f->has_rule ? f->rule_file : NULL,
+        .rule_line = f->has_rule ? f->rule_line : 0,
+        .policy_id = f->policy_id[0] ? f->policy_id : NULL,
+        .duration_s = since(f->started_ns),
+        .end = end,
+    };
+}
+
 void px_fwd_end_request(px_fwd *f, const char *end)
 {
     evtimer_del(f->deadline);
     px_fwd_unwatch_client(f);
     if (f->in_request) {
         f->in_request = false;
-        px_log_record r = {
-            .conn_id = f->conn_id,
-            .peer = f->peer,
-            .tenant = f->has_grant ? f->grant.tenant : NULL,
-            .lease = f->has_grant ? f->grant.lease : NULL,
-            .list = f->has_grant ? f->grant.list : NULL,
-            .host = f->has_host ? f->host : NULL,
-            .port = f->has_host ? f->port : 0,
-            .dialed = f->dial != NULL ? px_upstream_dialed(f->dial) : NULL,
-            .checked = f->dial != NULL ? px_upstream_checked(f->dial) : NULL,
-            .status = f->status,
-            .reason = f->reason,
-            .detail = f->detail[0] ? f->detail : NULL,
-            .rule_file = f->has_rule ? f->rule_file : NULL,
-            .rule_line = f->has_rule ? f->rule_line : 0,
-            .policy_id = f->policy_id[0] ? f->policy_id : NULL,
-            .bytes_up = f->bytes_up,
-            .bytes_down = f->bytes_down,
-            .duration_s = since(f->started_ns),
-            .end = end,
-            .method = f->method,
-        };
+        px_log_record r = fwd_record(f, f->has_host ? f->host : NULL, f->has_host ? f->port : 0, end);
+        r.dialed = f->dial != NULL ? px_upstream_dialed(f->dial) : NULL;
+        r.checked = f->dial != NULL ? px_upstream_checked(f->dial) : NULL;
+        r.status = f->status;
+        r.reason = f->reason;
+        r.bytes_up = f->bytes_up;
+        r.bytes_down = f->bytes_down;
+        r.method = f->method;
         px_log_connection(&r);
         if (f->status != 0)
             px_metrics_request(f->reason);
@@ -491,21 +499,8 @@ void px_forward_revoke(struct px_fwd *f, const char *end, ph_reason reason, cons
     if (!f->in_request) {
         /* px_fwd_end_request logs only a request in flight. */
         bool tun = f->tun_token != NULL;
-        px_log_record r = {
-            .conn_id = f->conn_id,
-            .peer = f->peer,
-            .tenant = f->has_grant ? f->grant.tenant : NULL,
-            .lease = f->has_grant ? f->grant.lease : NULL,
-            .list = f->has_grant ? f->grant.list : NULL,
-            .host = tun ? f->tun_host : f->has_host ? f->host : NULL,
-            .port = tun ? f->tun_port : f->has_host ? f->port : 0,
-            .detail = f->detail,
-            .rule_file = f->has_rule ? f->rule_file : NULL,
-            .rule_line = f->has_rule ? f->rule_line : 0,
-            .policy_id = f->policy_id[0] ? f->policy_id : NULL,
-            .duration_s = since(f->started_ns),
-            .end = end,
-        };
+        px_log_record r = fwd_record(f, tun ? f->tun_host : f->has_host ? f->host : NULL,
+                                     tun ? f->tun_port : f->has_host ? f->port : 0, end);
         px_log_connection(&r);
     }
     px_fwd_kill(f, end);
