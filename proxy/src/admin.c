@@ -18,9 +18,9 @@
  *   and its deadline timer (argument: the admin_conn); it is freed only by
  *   conn_free, called from the bufferevent's callbacks or the deadline's
  *   (which return at once after) or from px_admin_free.
- *   The EMFILE resume timer is an event_base_once whose argument is the
- *   listener: px_admin_free runs after the main loop ended, so it never
- *   fires on a freed listener.
+ *   The EMFILE resume timer (argument: the px_admin) is made with the
+ *   listener and freed with it by px_admin_free, so a pause cannot fail for
+ *   want of memory and leave the listener off for good.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -63,6 +63,7 @@ typedef struct admin_conn {
 
 struct px_admin {
     struct evconnlistener *listener;
+    struct event *resume; /* re-enables the listener after an EMFILE pause */
     admin_conn *conns;
     long nconns, max;
     time_t refused_logged;    /* when a refusal was last logged */
@@ -314,20 +315,21 @@ static void admin_resume_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    evconnlistener_enable(arg);
+    struct px_admin *s = arg;
+    evconnlistener_enable(s->listener);
 }
 
 /* Without this, an accept failing with EMFILE leaves the listening socket
  * readable and the main loop retries it at once, forever. */
 static void admin_accept_error_cb(struct evconnlistener *l, void *arg)
 {
-    (void)arg;
+    struct px_admin *s = arg;
     int err = EVUTIL_SOCKET_ERROR();
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
         px_metrics_accept_backoff();
         evconnlistener_disable(l);
         struct timeval tv = { 0, ADMIN_BACKOFF_MS * 1000 };
-        event_base_once(evconnlistener_get_base(l), -1, EV_TIMEOUT, admin_resume_cb, l, &tv);
+        evtimer_add(s->resume, &tv);
         return;
     }
     px_log_event("warning", "accept_error", "admin accept failed: %s", strerror(err));
@@ -345,8 +347,14 @@ struct px_admin *px_admin_start(struct event_base *base, const char *listen_addr
         return NULL;
     }
     s->max = max_connections;
+    if ((s->resume = evtimer_new(base, admin_resume_cb, s)) == NULL) {
+        ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+        free(s);
+        return NULL;
+    }
     int fd = px_listen_tcp(&sa, true, diag);
     if (fd < 0) {
+        event_free(s->resume);
         free(s);
         return NULL;
     }
@@ -355,6 +363,7 @@ struct px_admin *px_admin_start(struct event_base *base, const char *listen_addr
     if (s->listener == NULL) {
         ph_diag_set(diag, PH_E_IO, 0, "admin listener on %s failed", listen_addr);
         close(fd);
+        event_free(s->resume);
         free(s);
         return NULL;
     }
@@ -371,6 +380,7 @@ void px_admin_free(struct px_admin **admin)
     while (s->conns)
         conn_free(s->conns);
     evconnlistener_free(s->listener);
+    event_free(s->resume);
     free(s);
     *admin = NULL;
 }

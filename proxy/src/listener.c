@@ -234,13 +234,15 @@ int px_listen_unix(const char *path, unsigned mode, ph_unix_listener *out, ph_di
     return out->fd;
 }
 
-/* A listening socket of a worker and its read event, whose callback
- * argument is the listener. Owned by the worker (w->listeners), freed by
- * px_listener_free on the worker's thread: the event first (no callback
- * runs after), then the socket when close_on_free. */
+/* A listening socket of a worker, its read event and its backoff timer,
+ * whose callback argument is the listener. Owned by the worker
+ * (w->listeners), freed by px_listener_free on the worker's thread: the
+ * events first (no callback runs after), then the socket when
+ * close_on_free. */
 struct px_listener {
     px_worker *w;
     struct event *ev;
+    struct event *resume; /* the backoff after EMFILE & co., made with the listener */
     int fd;
     int burst; /* connections accepted in this loop pass (ACCEPT_BURST_MAX) */
     bool close_on_free;
@@ -251,11 +253,10 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    px_worker *w = arg;
-    /* Re-enable every listener of the worker (adding an added event is a
-     * no-op); after a drain started they are gone. */
-    for (int i = 0; !w->draining && i < w->nlisteners; i++)
-        event_add(w->listeners[i]->ev, NULL);
+    px_listener *l = arg;
+    /* A drain frees the listener with its timer; this is a guard only. */
+    if (!l->w->draining)
+        event_add(l->ev, NULL);
 }
 
 static void accept_failed(px_listener *l, int err)
@@ -265,8 +266,10 @@ static void accept_failed(px_listener *l, int err)
          * let connections end, then resume. */
         px_metrics_accept_backoff();
         event_del(l->ev);
+        /* The timer exists since the listener does: the pause cannot fail
+         * for want of memory and leave the listener off for good. */
         struct timeval tv = { 0, ACCEPT_BACKOFF_MS * 1000 };
-        event_base_once(l->w->base, -1, EV_TIMEOUT, resume_cb, l->w, &tv);
+        evtimer_add(l->resume, &tv);
         return;
     }
     px_log_event("warning", "accept_error", "accept failed: %s", strerror(err));
@@ -325,9 +328,12 @@ px_listener *px_listener_attach(px_worker *w, int fd, bool close_on_free, bool p
     *l = (px_listener){ .w = w, .fd = fd, .close_on_free = close_on_free,
                         .proxy_protocol = proxy_protocol };
     l->ev = event_new(w->base, fd, EV_READ | EV_PERSIST, accept_ready_cb, l);
-    if (l->ev == NULL || event_add(l->ev, NULL) != 0) {
+    l->resume = evtimer_new(w->base, resume_cb, l);
+    if (l->ev == NULL || l->resume == NULL || event_add(l->ev, NULL) != 0) {
         if (l->ev != NULL)
             event_free(l->ev);
+        if (l->resume != NULL)
+            event_free(l->resume);
         free(l);
         return NULL;
     }
@@ -340,6 +346,7 @@ void px_listener_free(px_listener **lp)
     if (l == NULL)
         return;
     event_free(l->ev);
+    event_free(l->resume);
     if (l->close_on_free)
         close(l->fd);
     free(l);
