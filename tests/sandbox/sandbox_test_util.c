@@ -2,10 +2,13 @@
 #include "sandbox_test_util.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static void collect_warning(void *ctx, const char *line)
 {
@@ -148,6 +151,19 @@ int sbx_loop_devices_of(const char *needle)
     if (d != NULL)
         closedir(d);
     return n;
+}
+
+int sbx_umount(const char *mnt)
+{
+    for (int i = 0;; i++) {
+        if (umount2(mnt, 0) == 0)
+            return 0;
+        if (errno != EBUSY || i == 1000)
+            return -1;
+        if (i == 0)
+            printf("# %s busy: asking again\n", mnt);
+        usleep(10000);
+    }
 }
 
 int sbx_shell(const char *cmd, char *out, size_t cap)

@@ -53,6 +53,12 @@ bool sbx_process_with_arg_exists(const char *needle);
 /* How many loop devices have a backing file whose path contains needle. */
 int sbx_loop_devices_of(const char *needle);
 
+/* umount2(mnt, 0), asked again while it answers EBUSY, for 10 s at most: a
+ * mount the test made can be held for a moment by what it does not own
+ * (another test's process copying the mount table into a namespace of its
+ * own while the suite runs in parallel). 0, or -1 with errno. */
+int sbx_umount(const char *mnt);
+
 /* Runs cmd through sh (popen): what it writes to stdout, at most cap - 1
  * bytes, into out (NUL-terminated). Its exit status, -1 when it did not
  * exit (a signal). */

@@ -265,7 +265,7 @@ static void test_filesystem_without_fallocate_is_refused(void **state)
     assert_non_null(strstr(diag.message, "workspace_volume_no_reservation"));
     assert_refusal_left_nothing(fd);
     close(fd);
-    assert_int_equal(umount2(mnt, 0), 0);
+    assert_int_equal(sbx_umount(mnt), 0);
     assert_int_equal(sbx_loop_devices_of(img), 0);
 }
 
