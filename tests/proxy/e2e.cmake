@@ -11,7 +11,17 @@ if(TARGET pinhole-proxy-testloopback)
     set(PX_E2E_SANITIZED e2e_decisions e2e_transfer e2e_load e2e_faults e2e_forward e2e_forward_hostile
         e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect
         e2e_proxy_protocol e2e_fleet e2e_forward_edges e2e_reload_special e2e_revoke
-        e2e_reload_forward e2e_forward_redecide e2e_reload_churn e2e_forward_stream)
+        e2e_reload_forward e2e_forward_redecide e2e_reload_churn e2e_forward_stream
+        e2e_accept_backoff)
+    # e2e_accept_backoff.sh's preloaded accept4/accept failing with EMFILE on
+    # demand ($PH_BINARY_DIR/tests/proxy/libph_accept_fail.so). Built without
+    # pinhole_flags: no sanitizer runtime in a preload; the sanitized proxy
+    # (clang, its runtime linked in) reaches it from its own accept4
+    # interceptor through RTLD_NEXT.
+    add_library(ph_accept_fail MODULE ${PROJECT_SOURCE_DIR}/tests/support/accept_fail.c)
+    target_compile_options(ph_accept_fail PRIVATE -Wall -Wextra -Werror)
+    target_link_libraries(ph_accept_fail PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+    set_target_properties(ph_accept_fail PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})

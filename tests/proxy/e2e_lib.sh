@@ -266,6 +266,16 @@ e2e_raw() {
         2>/dev/null | awk '{print $2}'
 }
 
+# The percent of a core PID used over one second: its CPU time (utime +
+# stime, /proc/PID/stat fields 14 and 15, in clock ticks) before and after,
+# over the wall time between (prints an integer; a spinning loop shows ~100).
+e2e_cpu_pct() { # PID
+    c0=$(awk '{print $14 + $15}' "/proc/$1/stat"); t0=$(date +%s.%N)
+    sleep 1
+    c1=$(awk '{print $14 + $15}' "/proc/$1/stat"); t1=$(date +%s.%N)
+    echo "($c1 - $c0) * 100 / $(getconf CLK_TCK) / ($t1 - $t0)" | bc
+}
+
 e2e_metric() { # value of the metric line starting with $1
     curl -s "http://127.0.0.1:$ADMIN_PORT/metrics" | awk -v k="$1" 'index($0, k" ")==1{print $2}'
 }
