@@ -37,8 +37,9 @@ wait_file() { # path: until it exists (10 s at most)
 # DIR/out.i.
 conn() { # dir host...
     mkdir -p "$1"
-    /usr/bin/python3 - "$PROXY_PORT" "$UP" "$TOKEN" "$@" <<'PY' &
+    PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$UP" "$TOKEN" "$@" <<'PY' &
 import os, socket, sys, time
+from tunnel_http import response
 port, up, token, d = sys.argv[1:5]
 hosts = sys.argv[5:]
 s = socket.create_connection(("127.0.0.1", int(port)))
@@ -50,22 +51,12 @@ for i, host in enumerate(hosts, 1):
     target = "%s:%s" % (host, up)
     s.sendall(("GET http://%s/r%d HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Bearer %s\r\n\r\n"
                % (target, i, target, token)).encode())
-    status = f.readline().split(b" ")
+    status, _, reason = response(f)
+    status = status.split(" ")
     if len(status) < 2:
         open(os.path.join(d, "out.%d" % i), "w").write("eof")
         break
-    reason, length = "", 0
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-        if k.strip().lower() == b"pinhole-reason":
-            reason = " " + v.strip().decode()
-    f.read(length)
-    open(os.path.join(d, "out.%d" % i), "w").write(status[1].decode() + reason)
+    open(os.path.join(d, "out.%d" % i), "w").write(status[1] + (" " + reason if reason else ""))
 PY
     CONN_PIDS="${CONN_PIDS:-} $!"
 }

@@ -70,8 +70,10 @@ e2e_make_policy
 # warm-up request, touches CTL.warm, waits for CTL.go, sends COUNT more
 # requests on the same connection, and writes the failures to CTL.done.
 client() { # COUNT CTL
-    /usr/bin/python3 - "$PROXY_PORT" "ok.$E2E_DOMAIN:$UP" "$TOKEN" "$1" "$2" <<'PY' &
+    PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "ok.$E2E_DOMAIN:$UP" \
+        "$TOKEN" "$1" "$2" <<'PY' &
 import os, socket, sys, time
+from tunnel_http import response
 port, dest, token, n, ctl = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 s = socket.create_connection(("127.0.0.1", int(port)))
 f = s.makefile("rb")
@@ -79,17 +81,8 @@ req = ("GET http://%s/x HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Bearer %s\r
        % (dest, dest, token)).encode()
 def one():
     s.sendall(req)
-    status = f.readline()
-    length = None
-    while True:
-        line = f.readline()
-        if line in (b"\r\n", b""):
-            break
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-    body = f.read(length or 0)
-    return status.startswith(b"HTTP/1.1 200") and len(body) == 64
+    status, body, _ = response(f)
+    return status.startswith("HTTP/1.1 200") and len(body) == 64
 failed = 0 if one() else 1
 open(ctl + ".warm", "w").close()
 while not os.path.exists(ctl + ".go"):

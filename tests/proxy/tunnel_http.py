@@ -1,7 +1,8 @@
 """tunnel_http.py - HTTP/1 in clear inside a CONNECT tunnel, for
 e2e_tunnel_inspect.sh's, e2e_reload_forward.sh's and connect_counts.sh's raw
-clients (imported: PYTHONPATH is this directory), and the proxy's reload
-count those that reload wait on.
+clients, a response read off a forwarding connection for
+e2e_forward_redecide.sh's and forward_counts.sh's (imported: PYTHONPATH is
+this directory), and the proxy's reload count those that reload wait on.
 """
 import socket
 import urllib.request
