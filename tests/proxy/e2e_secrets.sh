@@ -40,8 +40,8 @@ unset PH_FREE_SCAN PH_FREE_SCAN_HITS
 PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$ADMIN_PORT" "$D" "$UP" \
     "$TOKEN" "$TOKEN_B" "$BASIC" "$PROXY_PID" "$GRANT" "$E2E_TMP" \
     >"$E2E_TMP/client.out" 2>&1 <<'PY'
-import os, shutil, signal, socket, subprocess, sys, time
-from tunnel_http import reloads, response, tunnel
+import os, socket, subprocess, sys, time
+from tunnel_http import reload, response, tunnel
 (port, admin, dom, up, tok, tok_b, basic, pid, grant, tmp) = sys.argv[1:]
 ok, web, nope = f"ok.{dom}:{up}", f"web.{dom}:{up}", f"nope.{dom}:{up}"
 bearer = f"Bearer {tok}"
@@ -118,12 +118,6 @@ held.sendall(get_head(ok, "held", bearer))
 first = status(held_f)
 tun, tun_f = tunnel(port, tok, ok)
 
-def reload():
-    n = reloads(admin)
-    os.kill(int(pid), signal.SIGHUP)
-    while reloads(admin) <= n:
-        time.sleep(0.02)
-
 def replace_keys(lines):
     path = os.path.join(tmp, "keys.new")
     with open(path, "w") as k:
@@ -137,11 +131,11 @@ old = open(os.path.join(tmp, "grant.key")).read()
 new = subprocess.run([grant, "keygen", "--kid", "rotated"], check=True, capture_output=True,
                      text=True).stdout
 replace_keys(new + old)          # rotated signs, e2e still verifies
-reload()
+reload(admin, pid)
 held.sendall(get_head(ok, "held2", bearer))
 print("rotated:", first, "|", status(held_f))
 replace_keys(new)                # e2e gone
-reload()
+reload(admin, pid)
 held.settimeout(10)
 tun.settimeout(10)
 print("rotated out:", "closed" if held_f.read(1) == b"" else "open",
