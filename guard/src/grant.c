@@ -59,14 +59,24 @@ bool ph_grant_field_valid(const char *s, size_t len)
  * re-initializes that context (EVP_MAC_init without a key keeps the key's
  * inner and outer digest states) instead of making one and deriving them
  * again, which costs a dozen allocations and a digest fetch by name. A slot
- * is found by the key's bytes (compared in constant time), never by a
+ * belongs to one keyring (its generation, never reused) and is found by
+ * that and the key's bytes (compared in constant time), never by a
  * keyring's address or a key id: a keyring freed and another made at the
  * same place, or a kid that names another key after a rotation, cannot
- * reach a context keyed with something else. No context is shared between
- * threads (an EVP_MAC_CTX is not thread-safe), so workers sharing one
- * keyring share nothing mutable here. What remains per MAC is OpenSSL 3.0's
- * own: HMAC_Init_ex and HMAC_Final copy a SHA-256 state into a freshly
- * allocated one (two allocations, freed within the call).
+ * reach a context keyed with something else. No context is used by two
+ * threads at once (an EVP_MAC_CTX is not thread-safe), so workers sharing
+ * one keyring share nothing mutable here. What remains per MAC is OpenSSL
+ * 3.0's own: HMAC_Init_ex and HMAC_Final copy a SHA-256 state into a
+ * freshly allocated one (two allocations, freed within the call).
+ *
+ * A key lives in the caches no longer than its keyring: ph_keyring_free
+ * calls ph_grant_mac_forget, which frees (OpenSSL wipes a freed context)
+ * and wipes the slots of that keyring in every thread's cache, so after a
+ * reload replaced the keyring, no thread keeps a key rotated out, however
+ * long it lives and whether or not it makes another MAC. For that the
+ * caches are listed (all_caches, under all_lock) and each has a lock, held
+ * by its thread around a MAC (uncontended but for a keyring's end) and by
+ * ph_grant_mac_forget; the order is all_lock, then a cache's lock.
  *
  * The cache is freed at the thread's exit (its pthread key's destructor);
  * without memory for it, a MAC uses a context of its own, as before. */
@@ -74,11 +84,14 @@ bool ph_grant_field_valid(const char *s, size_t len)
 
 typedef struct mac_slot {
     EVP_MAC_CTX *ctx; /* keyed with key[0..len); NULL: free */
+    uint64_t ring;    /* the generation of the keyring the key is of */
     size_t len;
     uint8_t key[PH_GRANT_KEY_MAX];
 } mac_slot;
 
 typedef struct mac_cache {
+    pthread_mutex_t lock;          /* the slots */
+    struct mac_cache *prev, *next; /* in all_caches */
     mac_slot slot[MAC_CACHE_SLOTS];
     unsigned victim; /* the slot the next new key replaces (round robin) */
 } mac_cache;
@@ -87,6 +100,8 @@ static pthread_once_t hmac_once = PTHREAD_ONCE_INIT;
 static EVP_MAC *hmac_impl;
 static pthread_key_t cache_key;
 static bool cache_key_ok;
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static mac_cache *all_caches;
 /* The thread's cache (also reachable from cache_key, whose destructor
  * frees it). */
 static _Thread_local mac_cache *thread_cache;
@@ -100,9 +115,19 @@ static void slot_clear(mac_slot *s)
 static void cache_free(void *p)
 {
     mac_cache *c = p;
+    pthread_mutex_lock(&all_lock);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        all_caches = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&all_lock);
+    /* Unlisted: no other thread reaches it now. */
     for (size_t i = 0; i < MAC_CACHE_SLOTS; i++)
         slot_clear(&c->slot[i]);
-    free(c);
+    pthread_mutex_destroy(&c->lock);
+    ph_secret_free(c, sizeof *c);
     thread_cache = NULL; /* runs in the exiting thread: a later MAC makes another */
 }
 
@@ -120,12 +145,51 @@ static mac_cache *cache_get(void)
     mac_cache *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
-    if (pthread_setspecific(cache_key, c) != 0) {
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
         free(c);
         return NULL;
     }
+    if (pthread_setspecific(cache_key, c) != 0) {
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_lock(&all_lock);
+    c->next = all_caches;
+    if (all_caches != NULL)
+        all_caches->prev = c;
+    all_caches = c;
+    pthread_mutex_unlock(&all_lock);
     thread_cache = c;
     return c;
+}
+
+void ph_grant_mac_forget(uint64_t ring)
+{
+    pthread_mutex_lock(&all_lock);
+    for (mac_cache *c = all_caches; c != NULL; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        for (size_t i = 0; i < MAC_CACHE_SLOTS; i++)
+            if (c->slot[i].ctx != NULL && c->slot[i].ring == ring)
+                slot_clear(&c->slot[i]);
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&all_lock);
+}
+
+size_t ph_grant_mac_cached(const uint8_t *key, size_t len)
+{
+    mac_cache *c = thread_cache;
+    size_t n = 0;
+    if (c == NULL)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < MAC_CACHE_SLOTS; i++) {
+        const mac_slot *s = &c->slot[i];
+        n += s->ctx != NULL && s->len == len && CRYPTO_memcmp(s->key, key, len) == 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return n;
 }
 
 /* A context keyed with key[0..keylen), ready for EVP_MAC_update. */
@@ -144,47 +208,54 @@ static EVP_MAC_CTX *keyed_new(const uint8_t *key, size_t keylen)
     return ctx;
 }
 
-/* The thread's slot keyed with key[0..keylen), made (replacing the
- * victim) when there is none; NULL without memory. Its context is ready for
- * EVP_MAC_update. */
-static mac_slot *keyed_slot(mac_cache *c, const uint8_t *key, size_t keylen)
+/* The slot of c keyed with k (of keyring generation ring), made
+ * (replacing the victim) when there is none; NULL without memory. Its
+ * context is ready for EVP_MAC_update. c's lock is held. */
+static mac_slot *keyed_slot(mac_cache *c, uint64_t ring, const ph_grant_key *k)
 {
     for (size_t i = 0; i < MAC_CACHE_SLOTS; i++) {
         mac_slot *s = &c->slot[i];
-        if (s->ctx != NULL && s->len == keylen && CRYPTO_memcmp(s->key, key, keylen) == 0)
+        if (s->ctx != NULL && s->ring == ring && s->len == k->len &&
+            CRYPTO_memcmp(s->key, k->key, k->len) == 0)
             return EVP_MAC_init(s->ctx, NULL, 0, NULL) == 1 ? s : NULL;
     }
     mac_slot *s = &c->slot[c->victim];
     c->victim = (c->victim + 1) % MAC_CACHE_SLOTS;
     slot_clear(s);
-    if ((s->ctx = keyed_new(key, keylen)) == NULL)
+    if ((s->ctx = keyed_new(k->key, k->len)) == NULL)
         return NULL;
-    memcpy(s->key, key, keylen);
-    s->len = keylen;
+    memcpy(s->key, k->key, k->len);
+    s->len = k->len;
+    s->ring = ring;
     return s;
 }
 
-/* HMAC-SHA256(key, msg) through the OpenSSL 3 EVP_MAC interface. */
-static ph_status hmac_sha256(const uint8_t *key, size_t keylen, const char *msg, size_t len,
-                             uint8_t mac[static MAC_LEN], ph_diag *diag)
+/* HMAC-SHA256(key k of keyring kr, msg) through the OpenSSL 3 EVP_MAC
+ * interface. */
+static ph_status hmac_sha256(const ph_keyring *kr, const ph_grant_key *k, const char *msg,
+                             size_t len, uint8_t mac[static MAC_LEN], ph_diag *diag)
 {
     pthread_once(&hmac_once, hmac_init_once);
     if (hmac_impl == NULL)
         return ph_diag_set(diag, PH_E_UNSUPPORTED, 0, "OpenSSL has no HMAC");
     mac_cache *c = cache_get();
-    mac_slot *s = c != NULL ? keyed_slot(c, key, keylen) : NULL;
-    EVP_MAC_CTX *own = s == NULL ? keyed_new(key, keylen) : NULL;
+    if (c != NULL)
+        pthread_mutex_lock(&c->lock);
+    mac_slot *s = c != NULL ? keyed_slot(c, ph_keyring_generation(kr), k) : NULL;
+    EVP_MAC_CTX *own = s == NULL ? keyed_new(k->key, k->len) : NULL;
     EVP_MAC_CTX *ctx = s != NULL ? s->ctx : own;
-    if (ctx == NULL)
-        return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
     size_t outl = 0;
     ph_status st = PH_OK;
-    if (EVP_MAC_update(ctx, (const unsigned char *)msg, len) != 1 ||
-        EVP_MAC_final(ctx, mac, &outl, MAC_LEN) != 1 || outl != MAC_LEN) {
+    if (ctx == NULL) {
+        st = ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    } else if (EVP_MAC_update(ctx, (const unsigned char *)msg, len) != 1 ||
+               EVP_MAC_final(ctx, mac, &outl, MAC_LEN) != 1 || outl != MAC_LEN) {
         st = ph_diag_set(diag, PH_E_INTERNAL, 0, "HMAC-SHA256 failed");
         if (s != NULL)
             slot_clear(s); /* its state is unknown: keyed again next time */
     }
+    if (c != NULL)
+        pthread_mutex_unlock(&c->lock);
     EVP_MAC_CTX_free(own);
     return st;
 }
@@ -254,16 +325,19 @@ ph_status ph_grant_issue(const ph_keyring *kr, const char *kid, const ph_grant *
     buf[n++] = '.';
     n += ph_b64_encode(payload, pn, PH_B64_URL_NOPAD, buf + n, sizeof buf - n);
     uint8_t mac[MAC_LEN];
-    ph_status st = hmac_sha256(key->key, key->len, buf, n, mac, diag);
+    ph_status st = hmac_sha256(kr, key, buf, n, mac, diag);
     if (st != PH_OK)
         return st;
     buf[n++] = '.';
     n += ph_b64_encode(mac, MAC_LEN, PH_B64_URL_NOPAD, buf + n, sizeof buf - n);
     OPENSSL_cleanse(mac, sizeof mac);
-    if (cap < n + 1)
+    if (cap < n + 1) {
+        OPENSSL_cleanse(buf, n);
         return ph_diag_set(diag, PH_E_LIMIT, 0, "token needs %zu bytes, buffer has %zu", n + 1,
                            cap);
+    }
     memcpy(out, buf, n + 1);
+    OPENSSL_cleanse(buf, n);
     if (token_len != NULL)
         *token_len = n;
     return PH_OK;
@@ -351,11 +425,12 @@ ph_status ph_grant_verify(const ph_keyring *kr, const char *token, size_t len, i
         return refuse(reason, PH_REASON_GRANT_INVALID, diag, TOKEN_PREFIX_LEN,
                       "grant key id is not in the keyring");
     uint8_t want[MAC_LEN];
-    ph_status st = hmac_sha256(key->key, key->len, token, (size_t)(dot2 - token), want, diag);
+    ph_status st = hmac_sha256(kr, key, token, (size_t)(dot2 - token), want, diag);
     if (st != PH_OK)
         return st;
     int differ = CRYPTO_memcmp(mac, want, MAC_LEN);
     OPENSSL_cleanse(want, sizeof want);
+    OPENSSL_cleanse(mac, sizeof mac);
     if (differ != 0)
         return refuse(reason, PH_REASON_GRANT_INVALID, diag, (size_t)(macs - token),
                       "grant MAC does not match");

@@ -8,6 +8,7 @@
  * PH_GRANT_KEYS_MAX keys, exactly one space, no other whitespace. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,9 +27,21 @@
 #define KEY_FILE_MAX (16 * 1024)
 
 struct ph_keyring {
+    uint64_t generation; /* ph_keyring_generation */
     size_t count;
     ph_grant_key keys[PH_GRANT_KEYS_MAX];
 };
+
+/* The next keyring's generation: 2^64 keyrings never come. */
+static atomic_uint_fast64_t next_generation = 1;
+
+void ph_secret_free(void *p, size_t len)
+{
+    if (p == NULL)
+        return;
+    OPENSSL_cleanse(p, len);
+    free(p);
+}
 
 ph_status ph_keyring_new(ph_keyring **out, ph_diag *diag)
 {
@@ -37,6 +50,7 @@ ph_status ph_keyring_new(ph_keyring **out, ph_diag *diag)
     *out = calloc(1, sizeof **out);
     if (*out == NULL)
         return ph_diag_set(diag, PH_E_NOMEM, 0, "out of memory");
+    (*out)->generation = atomic_fetch_add(&next_generation, 1);
     return PH_OK;
 }
 
@@ -44,9 +58,15 @@ void ph_keyring_free(ph_keyring **kr)
 {
     if (kr == NULL || *kr == NULL)
         return;
-    OPENSSL_cleanse(*kr, sizeof **kr);
-    free(*kr);
+    /* Its keys leave every thread's keyed contexts with it (grant.c). */
+    ph_grant_mac_forget((*kr)->generation);
+    ph_secret_free(*kr, sizeof **kr);
     *kr = NULL;
+}
+
+uint64_t ph_keyring_generation(const ph_keyring *kr)
+{
+    return kr->generation;
 }
 
 size_t ph_keyring_count(const ph_keyring *kr) { return kr != NULL ? kr->count : 0; }

@@ -8,9 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "pinhole/diag.h"
+#include "pinhole/grant.h"
 #include "pinhole/io.h"
 
 ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, const char *mode_why,
@@ -67,10 +66,7 @@ ph_status ph_policy_file_read(const char *path, size_t max, mode_t forbidden, co
     *len = got;
     buf = NULL;
 out:
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, cap + 1); /* a key file's partial secrets */
-        free(buf);
-    }
+    ph_secret_free(buf, cap + 1); /* a key file's partial secrets */
     close(fd);
     return st;
 }
@@ -89,8 +85,7 @@ ph_status ph_policy_file_load(const char *path, size_t max, mode_t forbidden, co
         memcpy(msg, diag->message, sizeof msg);
         ph_diag_set(diag, st, diag->offset, "%s: %s", path, msg);
     }
-    OPENSSL_cleanse(buf, len + 1);
-    free(buf);
+    ph_secret_free(buf, len + 1);
     return st;
 }
 

@@ -48,7 +48,7 @@ static char *read_small(const char *path, size_t *len)
             n += (size_t)r;
     close(fd);
     if (buf == NULL || r < 0 || n > KEY_FILE_MAX) {
-        free(buf);
+        ph_secret_free(buf, n); /* what was read of the keys */
         return NULL;
     }
     *len = n;
@@ -89,11 +89,8 @@ static int rotate(const char *path, const char *line)
     }
     rc = EXIT_ALLOWED;
 out:
-    if (joined != NULL)
-        OPENSSL_cleanse(joined, cap);
-    free(joined);
-    OPENSSL_cleanse(old, oldlen);
-    free(old);
+    ph_secret_free(joined, cap);
+    ph_secret_free(old, oldlen);
     return rc;
 }
 

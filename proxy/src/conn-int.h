@@ -185,7 +185,11 @@ void px_conn_strings(const px_conn *c, const char *str[CS_COUNT], size_t *token_
 conn_tunnel *px_conn_tunnel_pack(const char *const str[CS_COUNT], size_t token_len,
                                  px_upstream **up);
 /* Frees the head phase and everything it holds (its events and
- * bufferevent: none of their callbacks runs afterwards). NULLs *hp. */
+ * bufferevent: none of their callbacks runs afterwards), the head's bytes
+ * wiped (they hold the grant). NULLs *hp. */
 void px_conn_head_free(conn_head **hp);
+/* Frees a conn_tunnel (its upstream freed before, if it holds one), its
+ * token wiped. NULLs *tp. */
+void px_conn_tunnel_free(conn_tunnel **tp);
 
 #endif

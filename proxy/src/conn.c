@@ -17,6 +17,7 @@
 
 #include "conn-int.h"
 #include "conn.h"
+#include "evbuffer_wipe.h"
 #include "forward.h"
 #include "log_json.h"
 #include "metrics.h"
@@ -223,10 +224,26 @@ void px_conn_head_free(conn_head **hp)
     event_debug_unassign(h->timer);
     if (h->head_ev)
         event_free(h->head_ev);
-    if (h->client)
+    if (h->client) {
+        /* Its input holds the head (px_conn_client_bev): a grant. */
+        struct evbuffer *in = bufferevent_get_input(h->client);
+        px_evbuffer_drain_wiped(in, evbuffer_get_length(in));
         bufferevent_free(h->client);
-    free(h);
+    }
+    /* The head's bytes hold a grant: wiped, and all before them with them. */
+    ph_secret_free(h, (size_t)(h->head_buf + h->head_got - (uint8_t *)h));
     *hp = NULL;
+}
+
+void px_conn_tunnel_free(conn_tunnel **tp)
+{
+    conn_tunnel *t = *tp;
+    if (t == NULL)
+        return;
+    /* Wiped up to the end of its token (a grant): the strings, in order. */
+    size_t end = t->off[CS_TOKEN] != CS_ABSENT ? t->off[CS_TOKEN] + (size_t)t->token_len : 0;
+    ph_secret_free(t, offsetof(conn_tunnel, s) + end);
+    *tp = NULL;
 }
 
 void px_conn_free(px_conn *c)
@@ -252,7 +269,7 @@ void px_conn_free(px_conn *c)
         px_metrics_bytes(c->bytes_up, c->bytes_down);
     }
     px_conn_head_free(&c->h);
-    free(c->t);
+    px_conn_tunnel_free(&c->t);
     free(c->insp);
     px_limits_conn_release();
     if (c->prev)

@@ -50,6 +50,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "evbuffer_wipe.h"
 #include "forward-int.h"
 #include "forward.h"
 #include "forward_decide.h"
@@ -590,7 +591,8 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     f->req_done = h->body == PH_H1_BODY_NONE ||
                   (h->body == PH_H1_BODY_LENGTH && h->content_length == 0);
     f->client_close = f->client_v10 || h->conn_close;
-    evbuffer_drain(bufferevent_get_input(f->client), h->head_len);
+    /* The head's bytes go, wiped: they hold the grant (evbuffer_wipe.h). */
+    px_evbuffer_drain_wiped(bufferevent_get_input(f->client), h->head_len);
     f->head_scan = 0; /* the response head comes next */
     bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
     if (f->req_done)
@@ -612,7 +614,7 @@ static void client_head(px_fwd *f)
         f->head_timer = true;
     }
     size_t n = len < PH_H1_REQUEST_HEAD_MAX ? len : PH_H1_REQUEST_HEAD_MAX;
-    const uint8_t *buf = evbuffer_pullup(in, (ev_ssize_t)n);
+    const uint8_t *buf = px_evbuffer_pullup_wiped(in, n); /* it holds a grant */
     ph_h1_head *h = &f->head;
     /* As for a response head (up_read_cb). */
     if (buf == NULL || (!ph_h1_head_scan(buf, n, &f->head_scan) && n < PH_H1_REQUEST_HEAD_MAX))
@@ -646,7 +648,7 @@ static void client_read_cb(struct bufferevent *b, void *arg)
     px_fwd *f = arg;
     if (f->state == F_LINGER) {
         struct evbuffer *in = bufferevent_get_input(b);
-        evbuffer_drain(in, evbuffer_get_length(in));
+        px_evbuffer_drain_wiped(in, evbuffer_get_length(in)); /* perhaps a pipelined head */
     } else if (f->state == F_HEAD)
         client_head(f);
     else if (f->state == F_EXCHANGE && !f->req_done && !f->up_write_failed)

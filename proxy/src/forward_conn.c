@@ -15,6 +15,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "evbuffer_wipe.h"
 #include "forward-int.h"
 #include "forward.h"
 #include "log_json.h"
@@ -173,7 +174,7 @@ void px_fwd_linger(px_fwd *f)
     f->state = F_LINGER;
     shutdown(bufferevent_getfd(f->client), SHUT_WR);
     struct evbuffer *in = bufferevent_get_input(f->client);
-    evbuffer_drain(in, evbuffer_get_length(in));
+    px_evbuffer_drain_wiped(in, evbuffer_get_length(in)); /* a head not taken holds a grant */
     bufferevent_setwatermark(f->client, EV_READ, 0, 0);
     bufferevent_disable(f->client, EV_WRITE);
     bufferevent_enable(f->client, EV_READ);
@@ -229,9 +230,17 @@ void px_fwd_refuse(px_fwd *f, ph_reason reason, const char *client_detail,
     refuse_ending(f, reason, client_detail, log_detail, "closed");
 }
 
+/* Frees a copy keep_bytes made (of len bytes and its NUL), wiped. */
+static void drop_bytes(char **p, size_t len)
+{
+    if (*p != NULL)
+        ph_secret_free(*p, len + 1);
+    *p = NULL;
+}
+
 /* *dst (of *dst_len bytes, owned) becomes a NUL-terminated copy of
  * src[0..len), unless it holds those bytes already. False when out of
- * memory (*dst unchanged). */
+ * memory (*dst unchanged). A copy replaced goes wiped: it holds a grant. */
 static bool keep_bytes(char **dst, size_t *dst_len, const void *src, size_t len)
 {
     if (*dst != NULL && *dst_len == len && memcmp(*dst, src, len) == 0)
@@ -242,7 +251,7 @@ static bool keep_bytes(char **dst, size_t *dst_len, const void *src, size_t len)
     if (len > 0)
         memcpy(copy, src, len);
     copy[len] = '\0';
-    free(*dst);
+    drop_bytes(dst, *dst_len);
     *dst = copy;
     *dst_len = len;
     return true;
@@ -401,13 +410,18 @@ void px_forward_free(struct px_fwd **fp, const char *end)
     event_free(f->client_watch); /* before the socket it watches closes */
     bev_free(&f->up);
     bev_free(&f->idle);
+    /* What the client sent and nobody took (a head not complete, one
+     * refused, pipelined ones) goes wiped. */
+    if (f->client != NULL)
+        px_evbuffer_drain_wiped(bufferevent_get_input(f->client),
+                                evbuffer_get_length(bufferevent_get_input(f->client)));
     bev_free(&f->client);
     event_free(f->timer);
     event_free(f->reap);
     event_free(f->deadline);
     evbuffer_free(f->up_head);
-    free(f->tun_token);
-    free(f->last_token);
+    drop_bytes(&f->tun_token, f->tun_token_len);
+    drop_bytes(&f->last_token, f->last_token_len);
     ph_grant_memo_clear(&f->grant_memo);
     free(f);
 }

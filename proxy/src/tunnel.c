@@ -44,6 +44,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 
 #include "conn-int.h"
 #include "conn.h"
@@ -132,7 +133,7 @@ static void recheck(px_conn *c)
         str[CS_DETAIL] = detail;
         conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
         if (t != NULL) {
-            free(c->t);
+            px_conn_tunnel_free(&c->t);
             c->t = t;
         }
         px_relay_stop(c->relay, end); /* frees c */
@@ -171,7 +172,7 @@ static void tunnel_note(px_conn *c, const char *sni, const char *detail)
         str[CS_DETAIL] = detail;
     conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up); /* c->up moves into t */
     if (t != NULL) {
-        free(c->t);
+        px_conn_tunnel_free(&c->t);
         c->t = t;
     }
 }
@@ -605,7 +606,9 @@ static void head_read(px_conn *c)
         return;
     }
     if (h == NULL) {
-        head_parse(c, head_scratch, (size_t)r);
+        head_parse(c, head_scratch, (size_t)r); /* may free c */
+        /* Copied into the head phase (or refused): the grant goes. */
+        OPENSSL_cleanse(head_scratch, (size_t)r);
         return;
     }
     h->head_got += (size_t)r;

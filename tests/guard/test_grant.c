@@ -2,7 +2,8 @@
  * refuse (flipped bytes, wrong key, other key id, truncation, times, list,
  * non-canonical base64, oversize), the verifier's per-thread keyed contexts
  * (keys changed under a kid, more keys than contexts, threads sharing a
- * keyring, the allocations left), and the Proxy-Authorization transports. */
+ * keyring, the allocations left, a replaced keyring's keys dropped from
+ * every thread's contexts), and the Proxy-Authorization transports. */
 #include "test_support.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 
 #include "alloc_count.h"
 #include "grant-int.h"
+#include "grant_keyring-int.h"
 #include "pinhole/grant.h"
 
 #define NOW INT64_C(1800000000)
@@ -302,6 +304,86 @@ static void test_verify_allocates_only_openssls_copies(void **state)
     ph_keyring_free(&kr);
 }
 
+/* A keyring replaced (a reload rotating its keys) takes its keys out of
+ * every thread's keyed contexts when it is freed: neither the thread that
+ * frees it nor another that verified under it and lives on keeps a context
+ * (or a copy) of a key of a keyring gone; each verifies under the next
+ * keyring as before. */
+typedef struct cache_peer {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage;                  /* 1: verified under kr; 2: kr replaced; 3: done */
+    const ph_keyring *kr;       /* the keyring of the stage */
+    const char *tok;
+    size_t n;
+    ph_reason r1, r2;
+    size_t cached_a;            /* KEY_A's contexts of the thread, after the replacement */
+} cache_peer;
+
+static void peer_stage(cache_peer *p, int stage)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stage = stage;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void peer_wait(cache_peer *p, int stage)
+{
+    pthread_mutex_lock(&p->mu);
+    while (p->stage < stage)
+        pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *cache_peer_run(void *arg)
+{
+    cache_peer *p = arg;
+    (void)ph_grant_verify(p->kr, p->tok, p->n, NOW, NULL, NULL, &p->r1, NULL);
+    peer_stage(p, 1);
+    peer_wait(p, 2);
+    p->cached_a = ph_grant_mac_cached(KEY_A, 32);
+    (void)ph_grant_verify(p->kr, p->tok, p->n, NOW, NULL, NULL, &p->r2, NULL);
+    peer_stage(p, 3);
+    return NULL;
+}
+
+static void test_replaced_keyring_leaves_no_keyed_context(void **state)
+{
+    (void)state;
+    ph_keyring *old = ring("k1", KEY_A);
+    ph_keyring *next = ring("k2", KEY_B);
+    assert_int_equal(ph_keyring_add(next, "k1", KEY_A, 32, NULL), PH_OK);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(old, &g, tok);
+    cache_peer p = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+                     .kr = old, .tok = tok, .n = n };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, cache_peer_run, &p), 0);
+    assert_int_equal(verify(old, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    peer_wait(&p, 1);
+    assert_int_equal(p.r1, PH_REASON_ALLOWED);
+    assert_int_equal(ph_grant_mac_cached(KEY_A, 32), 1);
+    /* The next keyring holds KEY_A too (k1 kept through a rotation): its
+     * contexts are the next keyring's own, made anew. */
+    ph_keyring_free(&old);
+    size_t left = ph_grant_mac_cached(KEY_A, 32);
+    p.kr = next;
+    peer_stage(&p, 2);
+    peer_wait(&p, 3);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    print_message("# after the replacement: %zu context(s) of the old key here, %zu in the "
+                  "other thread\n", left, p.cached_a);
+    assert_int_equal(left, 0);
+    assert_int_equal(p.cached_a, 0);
+    assert_int_equal(p.r2, PH_REASON_ALLOWED);
+    assert_int_equal(verify(next, tok, n, NOW, NULL), PH_REASON_ALLOWED);
+    ph_keyring_free(&next);
+    assert_int_equal(ph_grant_mac_cached(KEY_A, 32), 0);
+    assert_int_equal(ph_grant_mac_cached(KEY_B, 32), 0);
+}
+
 static void test_truncated_and_extended(void **state)
 {
     (void)state;
@@ -548,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_many_keys_in_turn),
         cmocka_unit_test(test_threads_share_a_keyring),
         cmocka_unit_test(test_verify_allocates_only_openssls_copies),
+        cmocka_unit_test(test_replaced_keyring_leaves_no_keyed_context),
         cmocka_unit_test(test_truncated_and_extended),
         cmocka_unit_test(test_times),
         cmocka_unit_test(test_wrong_list),

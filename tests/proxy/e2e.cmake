@@ -22,6 +22,18 @@ if(TARGET pinhole-proxy-testloopback)
     target_compile_options(ph_accept_fail PRIVATE -Wall -Wextra -Werror)
     target_link_libraries(ph_accept_fail PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
     set_target_properties(ph_accept_fail PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    # e2e_secrets.sh's preloaded free(3) and realloc(3) searching each block
+    # they give back for a grant token or key
+    # ($PH_BINARY_DIR/tests/proxy/libph_free_scan.so). glibc's allocator
+    # only: a sanitizer's allocator takes free(3) itself, so the sanitized
+    # build has none (the script skips).
+    if(NOT PINHOLE_SANITIZE)
+        add_library(ph_free_scan MODULE ${PROJECT_SOURCE_DIR}/tests/support/free_scan.c)
+        target_compile_options(ph_free_scan PRIVATE -Wall -Wextra -Werror)
+        target_link_libraries(ph_free_scan PRIVATE ${CMAKE_DL_LIBS})
+        set_target_properties(ph_free_scan PROPERTIES
+            LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    endif()
     file(GLOB PX_E2E_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/e2e_*.sh)
     list(FILTER PX_E2E_SCRIPTS EXCLUDE REGEX "e2e_lib\\.sh$")
     foreach(script ${PX_E2E_SCRIPTS})

@@ -34,16 +34,10 @@ PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$ADMIN
     "$TOKEN_A" "$TOKEN_B" "$PROXY_PID" "$GRANT" "$REV" "$POLICYC" \
     "$PH_SOURCE_DIR/tests/proxy/data/e2e-allowlist.yaml" "$E2E_TMP" \
     >"$E2E_TMP/client.out" 2>&1 <<'PY'
-import hashlib, os, signal, socket, subprocess, sys, time
-from tunnel_http import metric, reloads, response, tunnel
+import hashlib, os, socket, subprocess, sys, time
+from tunnel_http import metric, reload, response, tunnel
 (port, admin, dom, up, tok_a, tok_b, pid, grant, rev, policyc, allow, tmp) = sys.argv[1:]
 web, ok = f"web.{dom}:{up}", f"ok.{dom}:{up}"
-
-def reload():
-    n = reloads(admin)
-    os.kill(int(pid), signal.SIGHUP)
-    while reloads(admin) <= n:
-        time.sleep(0.02)
 
 def plain(tok):
     s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
@@ -96,7 +90,7 @@ while metric(admin, "pinhole_proxy_head_parses_total") <= heads:
 # 1. Lease A revoked.
 subprocess.run([grant, "revoke", "--tenant", "t1", "--lease", "leaseA", "--file", rev],
                check=True, stdout=subprocess.DEVNULL)
-reload()
+reload(admin, pid)
 print("revoked:", ended(conns["ta"]), ended(conns["ka"]))
 status, _, why = response(rs.makefile("rb"))
 print("resolving:", status[9:12] or "none", why or "-")
@@ -120,7 +114,7 @@ subprocess.run([policyc, "compile", "-q", os.path.join(tmp, "noweb.yaml"), "-o",
 if os.getuid() == 0:
     os.chown(new, 65534, -1)
 os.rename(new, os.path.join(tmp, "table.ptab"))
-reload()
+reload(admin, pid)
 print("web removed:", ended(conns["tb"]), ended(conns["kw"]))
 print("ok kept:", get(conns["kb"], ok, "kb-3"))
 
@@ -137,7 +131,7 @@ subprocess.run([grant, "keygen", "--kid", "rotated", "--output", os.path.join(tm
 if os.getuid() == 0:
     os.chown(os.path.join(tmp, "new.key"), 65534, -1)
 os.rename(os.path.join(tmp, "new.key"), os.path.join(tmp, "grant.key"))
-reload()
+reload(admin, pid)
 print("key replaced:", ended((s, f, None)))
 PY
 sed 's/^/# /' "$E2E_TMP/client.out"

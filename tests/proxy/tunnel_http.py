@@ -2,9 +2,13 @@
 e2e_tunnel_inspect.sh's, e2e_reload_forward.sh's and connect_counts.sh's raw
 clients, a response read off a forwarding connection for
 e2e_forward_redecide.sh's and forward_counts.sh's (imported: PYTHONPATH is
-this directory), and the proxy's reload count those that reload wait on.
+this directory), and the proxy's reload count and a reload waited on, for
+those that reload.
 """
+import os
+import signal
 import socket
+import time
 import urllib.request
 
 
@@ -49,3 +53,11 @@ def metric(admin, name):
 def reloads(admin):
     """The proxy's successful reloads so far (its admin port's /metrics)."""
     return metric(admin, 'pinhole_proxy_table_reloads_total{result="ok"}')
+
+
+def reload(admin, pid):
+    """SIGHUP to the proxy pid; returns once its reload count grew."""
+    n = reloads(admin)
+    os.kill(int(pid), signal.SIGHUP)
+    while reloads(admin) <= n:
+        time.sleep(0.02)

@@ -100,8 +100,15 @@ PH_API const char *ph_keyring_signing_kid(const ph_keyring *kr);
 #define PH_KEYRING_ID_HEX_LEN 64
 PH_API ph_status ph_keyring_id(const ph_keyring *kr, char out[static PH_KEYRING_ID_HEX_LEN + 1]);
 
-/* Wipes and frees *kr, sets it to NULL. NULL-safe. */
+/* Wipes and frees *kr, sets it to NULL; the keyed HMAC contexts any
+ * thread keeps for its keys go with it. NULL-safe. */
 PH_API void ph_keyring_free(ph_keyring **kr);
+
+/* Wipes p[0..len) (OPENSSL_cleanse, which the compiler cannot drop) and
+ * frees p (from malloc): for memory that held a token, a key or a header
+ * carrying one, so that no copy outlives its use in freed memory. len may
+ * be less than the block (the part that held secrets). NULL-safe. */
+PH_API void ph_secret_free(void *p, size_t len);
 
 /* Fills key[0..len) from RAND_bytes (len within the key limits). */
 PH_API ph_status ph_grant_keygen(uint8_t *key, size_t len, ph_diag *diag);
