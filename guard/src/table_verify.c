@@ -435,8 +435,11 @@ static uint64_t entry_hash_early(const ph_table *t, uint32_t e)
 
 /* Entries hashed ahead of their verification, so their home slots' tags
  * (read at random) are fetched while the entries before them are verified;
- * the entries themselves are fetched twice as far ahead. */
+ * the entries themselves (read at random too) are fetched further ahead:
+ * 32 rather than 16 took a 1,000,000-rule open from 86-88 to 78-79 ms of
+ * CPU, 64 no further. */
 #define HASH_AHEAD 8u
+#define FETCH_AHEAD 32u
 
 /* Entries must be in (host, kind) order, without duplicates. An entry's
  * host and kind are its rules' base and kind (entry_host_ok), and the rules
@@ -457,8 +460,8 @@ static ph_status verify_entries(const ph_table *t, rule_walk *w, uint32_t first,
          * entries and hash them a few destinations ahead, and fetch their
          * home slots' tags, so those reads overlap. */
         uint64_t h = ahead[e % HASH_AHEAD];
-        if (e + 2 * HASH_AHEAD < first + count) {
-            uint32_t far = ph_tab_get32(t->order + (size_t)(e + 2 * HASH_AHEAD) * PH_TAB_ORDER_SIZE);
+        if (e + FETCH_AHEAD < first + count) {
+            uint32_t far = ph_tab_get32(t->order + (size_t)(e + FETCH_AHEAD) * PH_TAB_ORDER_SIZE);
             if (far < t->nslots)
                 __builtin_prefetch(ph_tab_entry(t, far));
         }
