@@ -24,12 +24,14 @@ struct ph_table {
     uint32_t nrules;
     const uint8_t *ports;
     uint32_t nports;
-    const uint8_t *entries;
-    uint32_t nentries;
+    const uint8_t *entries; /* nslots records, at their hash slots */
+    uint32_t nslots;
     const uint8_t *ranges;
     uint32_t nranges;
-    const uint8_t *groups;
-    uint32_t ngroups;      /* ph_tab_group_count(nentries), a power of two */
+    const uint8_t *tags;    /* nslots tags */
+    const uint8_t *order;   /* nentries slots, the destinations in order */
+    uint32_t nentries;
+    uint32_t nhomes;        /* ph_tab_home_count(nentries) */
     uint32_t checksum;     /* ph_tab_checksum of the image, computed as it was copied */
     char id_hex[PH_TABLE_ID_HEX_LEN + 1];
 };
@@ -66,9 +68,10 @@ static inline const uint8_t *ph_tab_range(const ph_table *t, size_t i)
 {
     return t->ranges + i * PH_TAB_RANGE_SIZE;
 }
-static inline const uint8_t *ph_tab_group(const ph_table *t, size_t i)
+/* The entry of destination i (< t->nentries). */
+static inline const uint8_t *ph_tab_destination(const ph_table *t, size_t i)
 {
-    return t->groups + i * PH_TAB_GROUP_SIZE;
+    return ph_tab_entry(t, ph_tab_get32(t->order + i * PH_TAB_ORDER_SIZE));
 }
 
 /*
@@ -226,21 +229,20 @@ static inline bool ph_tab_host_canonical_exact(const char *h, size_t len)
 }
 #endif
 
-/* Bit k set: slot k of group g has tag (tag 0: the empty slots). */
-#define PH_TAB_SLOT_MASK ((1u << PH_TAB_GROUP_SLOTS) - 1)
+/* Bit k set: slot s + k has tag (tag 0: the empty slots), for the
+ * PH_TAB_SLOT_CHUNK tags from slot s on. */
 #if defined(__SSE2__)
-static inline unsigned ph_tab_group_match(const uint8_t *g, uint8_t tag)
+static inline unsigned ph_tab_tags_match(const ph_table *t, uint32_t s, uint8_t tag)
 {
-    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(g + PH_TAB_GROUP_TAG));
-    __m128i eq = _mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag));
-    return (unsigned)_mm_movemask_epi8(eq) & PH_TAB_SLOT_MASK;
+    __m128i tags = _mm_loadu_si128((const __m128i *)(const void *)(t->tags + s));
+    return (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(tags, _mm_set1_epi8((char)tag)));
 }
 #else
-static inline unsigned ph_tab_group_match(const uint8_t *g, uint8_t tag)
+static inline unsigned ph_tab_tags_match(const ph_table *t, uint32_t s, uint8_t tag)
 {
     unsigned m = 0;
-    for (unsigned k = 0; k < PH_TAB_GROUP_SLOTS; k++)
-        m |= (unsigned)(g[PH_TAB_GROUP_TAG + k] == tag) << k;
+    for (unsigned k = 0; k < PH_TAB_SLOT_CHUNK; k++)
+        m |= (unsigned)(t->tags[s + k] == tag) << k;
     return m;
 }
 #endif

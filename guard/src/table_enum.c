@@ -101,7 +101,7 @@ static const uint8_t *destination(const ph_table *t, size_t list, size_t d)
     const uint8_t *l = ph_tab_list(t, list);
     if (d >= ph_tab_get32(l + PH_TAB_LIST_ENTRY_COUNT))
         return NULL;
-    return ph_tab_entry(t, (size_t)ph_tab_get32(l + PH_TAB_LIST_ENTRY_FIRST) + d);
+    return ph_tab_destination(t, (size_t)ph_tab_get32(l + PH_TAB_LIST_ENTRY_FIRST) + d);
 }
 
 size_t ph_table_list_destination_count(const ph_table *table, size_t list)

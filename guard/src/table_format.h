@@ -28,14 +28,14 @@
  * magic; "\r\n" catches text-mode transfer damage, as in PNG. */
 #define PH_TAB_MAGIC "\x89PHTAB\r\n"
 #define PH_TAB_MAGIC_LEN 8
-/* Version 5: 64-byte entries carrying their first port range, its rule's
- * provenance and protocol and the start of their host, a hash index of
- * 64-byte groups of twelve tagged slots, a CRC-32C file checksum, and each
- * rule's protocol (what a CONNECT tunnel may carry). Older versions are
- * refused (recompile the policy): a version 3 table has no protocol, and
- * reading it with the default would let nothing say `tcp` where the
- * operator meant it; a version 4 entry has no copy of it. */
-#define PH_TAB_VERSION 5u
+/* Version 6: 64-byte entries carrying their first port range, its rule's
+ * provenance and protocol and the start of their host, stored at their hash
+ * slots (linear probing) beside a byte array of their tags, the
+ * destinations' order in a section of their own, a CRC-32C file checksum,
+ * and each rule's protocol (what a CONNECT tunnel may carry). Older versions
+ * are refused (recompile the policy): a version 5 table reaches its entries
+ * through an index of groups, a version 3 table has no protocol. */
+#define PH_TAB_VERSION 6u
 
 /* Header field offsets. */
 #define PH_TAB_OFF_MAGIC 0
@@ -66,18 +66,20 @@ enum ph_tab_section {
     PH_TAB_SEC_LISTS = 2,      /* lists sorted by name */
     PH_TAB_SEC_RULES = 3,      /* flattened rules, grouped by list, canonical order */
     PH_TAB_SEC_RULE_PORTS = 4, /* each rule's own ports, sorted and merged */
-    PH_TAB_SEC_ENTRIES = 5,    /* (list, kind, host) lookup keys, grouped by list */
+    PH_TAB_SEC_ENTRIES = 5,    /* (list, kind, host) lookup keys at their hash slots */
     PH_TAB_SEC_RANGES = 6,     /* each entry's port ranges with the winning rule */
-    PH_TAB_SEC_GROUPS = 7,     /* the hash index over ENTRIES */
+    PH_TAB_SEC_TAGS = 7,       /* the tag of each ENTRIES slot (0: empty) */
+    PH_TAB_SEC_ORDER = 8,      /* u32: each destination's slot, grouped by list */
 };
-#define PH_TAB_SECTION_COUNT 7u
+#define PH_TAB_SECTION_COUNT 8u
 
 /* A string reference (8 bytes): u32 offset into STRINGS, u32 length. */
 #define PH_TAB_STR_OFF 0
 #define PH_TAB_STR_LEN 4
 #define PH_TAB_STR_SIZE 8u
 
-/* LISTS record (24 bytes). */
+/* LISTS record (24 bytes); its entry range is a range of ORDER (the list's
+ * destinations, in canonical order). */
 #define PH_TAB_LIST_SIZE 24u
 #define PH_TAB_LIST_NAME 0         /* str */
 #define PH_TAB_LIST_RULE_FIRST 8   /* u32 */
@@ -152,35 +154,38 @@ static inline unsigned ph_tab_proto_rank(unsigned proto)
 #define PH_TAB_RANGE_HI 2   /* u16 */
 #define PH_TAB_RANGE_RULE 4 /* u32, into RULES */
 
-/* GROUPS record (64 bytes, one cache line): twelve slots of the hash index,
- * SwissTable style: their one-byte tags side by side, so one 16-byte
- * compare tells which slots may hold the name and whether the group has an
- * empty slot, and the index stays small enough to stay in cache.
- *   u8 tag[12] (0: empty) | 4 zero bytes | u32 entry[12]
- * Slots are filled in order (the occupied ones are a prefix of the group);
- * an empty slot is all zero. An entry lives in the first group, from
- * hash & (groups - 1) on, that had a free slot when it was inserted
- * (entries are inserted in order), so a lookup stops at the first group
- * with an empty slot. */
-#define PH_TAB_GROUP_SIZE 64u
-#define PH_TAB_GROUP_SLOTS 12u
-#define PH_TAB_GROUP_TAG 0    /* u8 [12] */
-#define PH_TAB_GROUP_ZERO 12  /* 4 zero bytes */
-#define PH_TAB_GROUP_ENTRY 16 /* u32 [12] */
+/* The hash index is ENTRIES itself, SwissTable style but flat: an entry
+ * lives at the first free slot from its home slot on (linear probing, entries
+ * inserted in destination order), and TAGS holds a one-byte tag per slot, so
+ * one 16-byte compare tells which of 16 slots may hold a name and where its
+ * cluster ends (the first empty slot). A lookup knows the addresses of the
+ * home slot's entry and tags from the hash alone and fetches both at once:
+ * a hit at its home slot waits for memory once. An empty slot is all zero
+ * (tag and entry). Slots [0, homes) are home slots; the slots after them hold
+ * the clusters that run past the last home slot and end with
+ * PH_TAB_SLOT_CHUNK empty slots, so a lookup reading PH_TAB_SLOT_CHUNK tags
+ * at a time from any home slot finds an empty slot before the end. */
+#define PH_TAB_TAG_SIZE 1u
+#define PH_TAB_ORDER_SIZE 4u
+#define PH_TAB_SLOT_CHUNK 16u
 
-/* The one group count for n entries: the smallest power of two whose slots
- * are at most three quarters full (so some group always has an empty slot,
- * and every probe sequence ends). */
-static inline uint64_t ph_tab_group_count(uint64_t nentries)
+/* The one number of home slots for n entries: at most seven tenths full (a
+ * hit is mostly at its home slot or the next, a miss's cluster mostly
+ * within one 16-tag compare). */
+static inline uint64_t ph_tab_home_count(uint64_t nentries)
 {
-    uint64_t g = 1;
-    while (g * PH_TAB_GROUP_SLOTS * 3 < nentries * 4)
-        g *= 2;
-    return g;
+    return nentries + nentries * 3 / 7 + 1;
+}
+
+/* The home slot of hash h among homes slots (homes < 2^32): the low 32 bits
+ * scaled, so any slot count works; the tag comes from the top bits. */
+static inline uint32_t ph_tab_home(uint64_t h, uint32_t homes)
+{
+    return (uint32_t)(((h & 0xffffffffu) * (uint64_t)homes) >> 32);
 }
 
 /* A slot's tag: the top 8 bits of the hash, never 0 (0 marks an empty
- * slot); the group comes from the low bits. */
+ * slot). */
 static inline uint8_t ph_tab_tag(uint64_t h)
 {
     uint8_t t = (uint8_t)(h >> 56);
@@ -311,7 +316,8 @@ static inline uint32_t ph_tab_record_size(uint32_t id)
     case PH_TAB_SEC_RULE_PORTS: return PH_TAB_PORT_SIZE;
     case PH_TAB_SEC_ENTRIES: return PH_TAB_ENTRY_SIZE;
     case PH_TAB_SEC_RANGES: return PH_TAB_RANGE_SIZE;
-    case PH_TAB_SEC_GROUPS: return PH_TAB_GROUP_SIZE;
+    case PH_TAB_SEC_TAGS: return PH_TAB_TAG_SIZE;
+    case PH_TAB_SEC_ORDER: return PH_TAB_ORDER_SIZE;
     default: return 0;
     }
 }

@@ -1,9 +1,9 @@
 /*
  * table_lookup.c - the decision against a verified table: list by binary
  * search over the (few) sorted list names, host by hash probe (exact name,
- * then the parent name in the wildcard namespace) into groups of tagged
- * slots pointing at entries that carry their first port range, the other
- * ranges by binary search.
+ * then the parent name in the wildcard namespace) over entries stored at
+ * their hash slots beside a tag per slot, entries that carry their first
+ * port range, the other ranges by binary search.
  * Allocation-free; reads only verified bytes.
  */
 #include <string.h>
@@ -87,30 +87,27 @@ static inline bool entry_host_is(const ph_table *t, const uint8_t *e, const char
                   host + PH_TAB_ENTRY_PREFIX_LEN, len - PH_TAB_ENTRY_PREFIX_LEN) == 0;
 }
 
-/* The entry of (list, kind, host), or NULL. A slot whose tag matches points
- * at an entry, confirmed by its length, kind, list (the entry inside the
- * list's entry range) and full name: the hash is public, so a colliding name
- * must never pass for an allowed one. Stops at the first group with an
- * empty slot (verification guaranteed there is one). */
-static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
-                                          const uint8_t *list_rec, uint32_t kind,
-                                          const char *host, size_t len)
+/* The entry of (list, kind, host), or NULL. A slot whose tag matches holds
+ * an entry, confirmed by its length, kind, list and full name: the hash is
+ * public, so a colliding name must never pass for an allowed one. The
+ * entry lies between its home slot and the first empty slot after it
+ * (verified), and some empty slot ends every cluster before the end of
+ * TAGS, so reading PH_TAB_SLOT_CHUNK tags at a time stays inside it. */
+static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h, uint32_t list,
+                                          uint32_t kind, const char *host, size_t len)
 {
-    uint32_t mask = t->ngroups - 1;
     uint8_t tag = ph_tab_tag(h);
-    uint32_t efirst = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_FIRST);
-    uint32_t ecount = ph_tab_get32(list_rec + PH_TAB_LIST_ENTRY_COUNT);
-    for (uint32_t gi = (uint32_t)h & mask;; gi = (gi + 1) & mask) {
-        const uint8_t *g = ph_tab_group(t, gi);
-        for (unsigned m = ph_tab_group_match(g, tag); m != 0; m &= m - 1) {
-            unsigned k = (unsigned)__builtin_ctz(m);
-            uint32_t ei = ph_tab_get32(g + PH_TAB_GROUP_ENTRY + 4 * k);
-            const uint8_t *e = ph_tab_entry(t, ei);
-            if (ei - efirst < ecount && e[PH_TAB_ENTRY_HOST_LEN] == len &&
-                e[PH_TAB_ENTRY_KIND] == kind && entry_host_is(t, e, host, len))
+    for (uint32_t s = ph_tab_home(h, t->nhomes);; s += PH_TAB_SLOT_CHUNK) {
+        unsigned empty = ph_tab_tags_match(t, s, 0);
+        /* The slots before the first empty one (all of them: none empty). */
+        unsigned m = ph_tab_tags_match(t, s, tag) & ((empty & (0u - empty)) - 1u);
+        for (; m != 0; m &= m - 1) {
+            const uint8_t *e = ph_tab_entry(t, s + (unsigned)__builtin_ctz(m));
+            if (e[PH_TAB_ENTRY_HOST_LEN] == len && e[PH_TAB_ENTRY_KIND] == kind &&
+                ph_tab_get16(e + PH_TAB_ENTRY_LIST) == list && entry_host_is(t, e, host, len))
                 return e;
         }
-        if (ph_tab_group_match(g, 0) != 0)
+        if (empty != 0)
             return NULL;
     }
 }
@@ -118,13 +115,16 @@ static inline const uint8_t *probe_hashed(const ph_table *t, uint64_t h,
 static const uint8_t *probe(const ph_table *t, uint32_t list, uint32_t kind, const char *host,
                             size_t len)
 {
-    return probe_hashed(t, ph_tab_hash(list, kind, host, len), ph_tab_list(t, list), kind, host,
-                        len);
+    return probe_hashed(t, ph_tab_hash(list, kind, host, len), list, kind, host, len);
 }
 
-static void prefetch_group(const ph_table *t, uint64_t h)
+/* The home slot's tags and entry: both addresses follow from the hash, so
+ * the two reads (and both probes' reads) wait for memory together. */
+static void prefetch_home(const ph_table *t, uint64_t h)
 {
-    __builtin_prefetch(ph_tab_group(t, (uint32_t)h & (t->ngroups - 1)));
+    uint32_t s = ph_tab_home(h, t->nhomes);
+    __builtin_prefetch(t->tags + s);
+    __builtin_prefetch(ph_tab_entry(t, s));
 }
 
 /* The i-th range of entry e. */
@@ -285,13 +285,12 @@ decide(const ph_table *t, const char *list, const char *host, size_t len,
         return PH_OK;
     }
     *li_out = li;
-    /* Both home groups are fetched at once: a lookup that needs the parent
+    /* Both home slots are fetched at once: a lookup that needs the parent
      * probe (wildcard hits, misses) then waits for memory once, not twice.
      * The parent is the name after its first label, when it has a dot of
      * its own (a wildcard base has two or more labels). */
-    const uint8_t *lrec = ph_tab_list(t, li);
     uint64_t he = ph_tab_hash(li, PH_TAB_KIND_EXACT, host, len), hw = 0;
-    prefetch_group(t, he);
+    prefetch_home(t, he);
     size_t first_len, second;
     two_dots(host, len, &first_len, &second);
     const char *parent = first_len < len ? host + first_len + 1 : host;
@@ -299,15 +298,15 @@ decide(const ph_table *t, const char *list, const char *host, size_t len,
     bool has_parent = second < len;
     if (has_parent) {
         hw = ph_tab_hash(li, PH_TAB_KIND_WILDCARD, parent, plen);
-        prefetch_group(t, hw);
+        prefetch_home(t, hw);
     }
     uint32_t rule = NO_INDEX;
     const uint8_t *hit = NULL;
-    *exact = probe_hashed(t, he, lrec, PH_TAB_KIND_EXACT, host, len);
+    *exact = probe_hashed(t, he, li, PH_TAB_KIND_EXACT, host, len);
     if (*exact != NULL)
         rule = match_port(t, *exact, port), hit = *exact;
     if (rule == NO_INDEX && has_parent) {
-        *wild = probe_hashed(t, hw, lrec, PH_TAB_KIND_WILDCARD, parent, plen);
+        *wild = probe_hashed(t, hw, li, PH_TAB_KIND_WILDCARD, parent, plen);
         if (*wild != NULL && *exact == NULL && !label_ok(host, first_len)) {
             *wild = NULL;
             return refuse_host(r);

@@ -63,11 +63,9 @@ typedef struct compiler {
     size_t nentries, entries_cap;
     range *ranges;
     size_t nranges, ranges_cap;
-    uint8_t *group_fill;   /* occupied slots of each group */
-    uint32_t *entry_group; /* each entry's group */
-    uint8_t *entry_slot;   /* each entry's slot in its group */
-    uint8_t *entry_tag;    /* each entry's tag */
-    size_t ngroups;
+    uint8_t *slot_tag;     /* each slot's tag (0: empty) */
+    uint32_t *entry_slot;  /* each entry's slot */
+    size_t nslots;
     strpool strings;
 } compiler;
 
@@ -531,34 +529,36 @@ static ph_status build_strings(compiler *c)
     return st;
 }
 
-/* The hash index: ph_tab_group_count groups of PH_TAB_GROUP_SLOTS slots,
- * filled in entry order, each entry in the first group from its home group
- * on with a free slot, in that group's first free slot: the layout is
- * deterministic. */
-static ph_status build_groups(compiler *c)
+/* The hash index: ph_tab_home_count home slots, entries placed in entry
+ * order, each at the first free slot from its home slot on (linear probing:
+ * the layout is deterministic), then PH_TAB_SLOT_CHUNK empty slots after
+ * the last occupied one or the last home slot, whichever is later. */
+static ph_status build_slots(compiler *c)
 {
-    uint64_t n = ph_tab_group_count(c->nentries);
-    if (n > MAX_RECORDS)
+    uint64_t homes = ph_tab_home_count(c->nentries);
+    /* At most homes + nentries + PH_TAB_SLOT_CHUNK slots: each entry is at
+     * most nentries - 1 slots past the last home slot. */
+    uint64_t cap = homes + c->nentries + PH_TAB_SLOT_CHUNK;
+    if (cap > MAX_RECORDS)
         return ph_diag_set(c->diag, PH_E_LIMIT, 0, "too many hosts for a table");
-    c->ngroups = (size_t)n;
-    c->group_fill = calloc(n, sizeof *c->group_fill);
-    c->entry_group = calloc(c->nentries + 1, sizeof *c->entry_group);
+    c->slot_tag = calloc((size_t)cap, sizeof *c->slot_tag);
     c->entry_slot = calloc(c->nentries + 1, sizeof *c->entry_slot);
-    c->entry_tag = calloc(c->nentries + 1, sizeof *c->entry_tag);
-    if (c->group_fill == NULL || c->entry_group == NULL || c->entry_slot == NULL ||
-        c->entry_tag == NULL)
+    if (c->slot_tag == NULL || c->entry_slot == NULL)
         return ph_diag_set(c->diag, PH_E_NOMEM, 0, "out of memory");
+    size_t used = (size_t)homes;
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
         uint64_t h = ph_tab_hash(en->list, en->kind, (const char *)c->strings.buf + en->host_ref,
                                  en->host_len);
-        size_t g = h & (n - 1);
-        while (c->group_fill[g] == PH_TAB_GROUP_SLOTS)
-            g = (g + 1) & (n - 1);
-        c->entry_group[e] = (uint32_t)g;
-        c->entry_slot[e] = c->group_fill[g]++;
-        c->entry_tag[e] = ph_tab_tag(h);
+        size_t s = ph_tab_home(h, (uint32_t)homes);
+        while (c->slot_tag[s] != 0)
+            s++;
+        c->slot_tag[s] = ph_tab_tag(h);
+        c->entry_slot[e] = (uint32_t)s;
+        if (s + 1 > used)
+            used = s + 1;
     }
+    c->nslots = used + PH_TAB_SLOT_CHUNK;
     return PH_OK;
 }
 
@@ -663,7 +663,8 @@ static void put_ref(uint8_t *p, uint32_t off, uint32_t len)
 static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
 {
     uint64_t counts[PH_TAB_SECTION_COUNT + 1] = {
-        0, c->strings.len, c->nlists, c->nrules, c->nports, c->nentries, c->nranges, c->ngroups};
+        0,           c->strings.len, c->nlists, c->nrules, c->nports,
+        c->nslots,   c->nranges,     c->nslots, c->nentries};
     uint64_t offs[PH_TAB_SECTION_COUNT + 1] = {0};
     uint64_t end = PH_TAB_FIRST_SECTION;
     for (uint32_t id = 1; id <= PH_TAB_SECTION_COUNT; id++) {
@@ -728,7 +729,8 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
     }
     for (size_t e = 0; e < c->nentries; e++) {
         const entry *en = &c->entries[e];
-        uint8_t *p = b + offs[PH_TAB_SEC_ENTRIES] + e * PH_TAB_ENTRY_SIZE;
+        uint8_t *p = b + offs[PH_TAB_SEC_ENTRIES] + (size_t)c->entry_slot[e] * PH_TAB_ENTRY_SIZE;
+        ph_tab_put32(b + offs[PH_TAB_SEC_ORDER] + e * PH_TAB_ORDER_SIZE, c->entry_slot[e]);
         const range *first = &c->ranges[en->range_first];
         const frule *fr = &c->rules[first->rule];
         ph_tab_put32(p + PH_TAB_ENTRY_HOST_OFF, en->host_ref);
@@ -754,14 +756,7 @@ static ph_status serialize(compiler *c, uint8_t **out, size_t *outlen)
         ph_tab_put16(p + PH_TAB_RANGE_HI, c->ranges[i].hi);
         ph_tab_put32(p + PH_TAB_RANGE_RULE, c->ranges[i].rule);
     }
-    /* Slots are written in entry order (entries read in order, the groups
-     * written at random: stores do not wait); the rest stays zero. */
-    for (size_t e = 0; e < c->nentries; e++) {
-        uint8_t *g = b + offs[PH_TAB_SEC_GROUPS] + (size_t)c->entry_group[e] * PH_TAB_GROUP_SIZE;
-        size_t k = c->entry_slot[e];
-        g[PH_TAB_GROUP_TAG + k] = c->entry_tag[e];
-        ph_tab_put32(g + PH_TAB_GROUP_ENTRY + 4 * k, (uint32_t)e);
-    }
+    memcpy(b + offs[PH_TAB_SEC_TAGS], c->slot_tag, c->nslots); /* empty slots: zero */
     ph_status st = policy_id(c, b + PH_TAB_OFF_POLICY_ID);
     if (st == PH_OK)
         ph_tab_put32(b + PH_TAB_OFF_CHECKSUM, ph_tab_checksum(b, (size_t)end));
@@ -786,10 +781,8 @@ static void compiler_free(compiler *c)
     free(c->ports);
     free(c->entries);
     free(c->ranges);
-    free(c->group_fill);
-    free(c->entry_group);
+    free(c->slot_tag);
     free(c->entry_slot);
-    free(c->entry_tag);
     free(c->strings.buf);
     free(c->strings.slots);
 }
@@ -809,7 +802,7 @@ ph_status pc_compile(const pc_policy *policy, uint8_t **out, size_t *len, ph_dia
     if (st == PH_OK)
         st = build_entries(&c);
     if (st == PH_OK)
-        st = build_groups(&c);
+        st = build_slots(&c);
     if (st == PH_OK)
         st = serialize(&c, out, len);
     compiler_free(&c);

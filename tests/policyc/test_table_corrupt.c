@@ -262,11 +262,14 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     const uint8_t *rules = section(PH_TAB_SEC_RULES, &n);
     size_t ro = (size_t)(rules - image);
     uint32_t nrules = n;
-    size_t eo = (size_t)(section(PH_TAB_SEC_ENTRIES, &n) - image);
-    uint32_t nentries = n;
+    size_t so5 = (size_t)(section(PH_TAB_SEC_ENTRIES, &n) - image);
+    uint32_t nslots = n;
     size_t go = (size_t)(section(PH_TAB_SEC_RANGES, &n) - image);
-    size_t go7 = (size_t)(section(PH_TAB_SEC_GROUPS, &n) - image);
-    uint32_t ngroups = n;
+    size_t to = (size_t)(section(PH_TAB_SEC_TAGS, &n) - image);
+    size_t oo = (size_t)(section(PH_TAB_SEC_ORDER, &n) - image);
+    uint32_t nentries = n;
+    /* The first destination's entry. */
+    size_t eo = so5 + (size_t)ph_tab_get32(image + oo) * PH_TAB_ENTRY_SIZE;
 
     const size_t nm = PH_TAB_LIST_NAME, rh = PH_TAB_RULE_HOST;
     expect_refused(lo + nm + PH_TAB_STR_OFF, 4, nstrings, "list name offset");
@@ -301,29 +304,28 @@ static void semantic_damage_behind_a_valid_checksum_is_refused(void **state)
     expect_refused(go + PH_TAB_RANGE_LO, 2, 0, "range lo = 0");
     expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules, "range rule");
     expect_refused(go + PH_TAB_RANGE_RULE, 4, nrules - 1, "range rule of another list or host");
-    /* Every bit of every entry: each field is either checked or a copy
-     * checked against its original (first range, its rule's provenance,
-     * the inline host prefix and its zero padding). */
-    for (uint32_t e = 0; e < nentries; e++) {
-        size_t at = eo + (size_t)e * PH_TAB_ENTRY_SIZE;
+    /* Every bit of every slot: each field of an entry is either checked
+     * or a copy checked against its original (first range, its rule's
+     * provenance, the inline host prefix and its zero padding); an empty
+     * slot must stay all zero. */
+    for (uint32_t e = 0; e < nslots; e++) {
+        size_t at = so5 + (size_t)e * PH_TAB_ENTRY_SIZE;
         for (size_t f = 0; f < PH_TAB_ENTRY_SIZE; f++)
             for (uint32_t bit = 0; bit < 8; bit++)
-                expect_refused(at + f, 1, image[at + f] ^ (1u << bit), "entry byte");
+                expect_refused(at + f, 1, image[at + f] ^ (1u << bit), "slot byte");
     }
-    /* Every word of every hash group, each byte of it: an empty slot must
-     * stay all zero, an occupied one must match its entry. */
-    for (uint32_t g = 0; g < ngroups; g++) {
-        size_t at = go7 + (size_t)g * PH_TAB_GROUP_SIZE;
-        for (size_t w = 0; w < PH_TAB_GROUP_SIZE; w += 4) {
-            uint32_t x = ph_tab_get32(image + at + w);
-            for (uint32_t bit = 0; bit < 32; bit += 8)
-                expect_refused(at + w, 4, x ^ (1u << bit), "group field");
-        }
-        for (uint32_t k = 0; k < PH_TAB_GROUP_SLOTS; k++) {
-            size_t ent = at + PH_TAB_GROUP_ENTRY + 4 * k;
-            uint32_t v = ph_tab_get32(image + ent);
-            expect_refused(ent, 4, v == 0 ? nentries : v + 1, "slot entry");
-        }
+    /* Every bit of every tag: an occupied slot's tag is its key's, an empty
+     * slot's zero (and the occupied slots as many as the destinations). */
+    for (uint32_t e = 0; e < nslots; e++)
+        for (uint32_t bit = 0; bit < 8; bit++)
+            expect_refused(to + e, 1, image[to + e] ^ (1u << bit), "tag");
+    /* Every destination's slot: another slot is empty or another's. */
+    for (uint32_t d = 0; d < nentries; d++) {
+        size_t at = oo + (size_t)d * PH_TAB_ORDER_SIZE;
+        uint32_t v = ph_tab_get32(image + at);
+        expect_refused(at, 4, v + 1, "destination slot");
+        for (uint32_t bit = 0; bit < 32; bit++)
+            expect_refused(at, 4, v ^ (1u << bit), "destination slot");
     }
     /* The string section must end with NUL; hosts must stay canonical. */
     expect_refused(so + nstrings - 4, 4, 0x41414141, "string bytes");

@@ -5,6 +5,7 @@
 
 #include "pinhole/host.h"
 #include "table_fixture.h"
+#include "table_format.h"
 
 static const char *const POLICY =
     "version: 1\n"
@@ -102,6 +103,53 @@ static void long_names_are_compared_past_the_inline_prefix(void **state)
            PH_REASON_NOT_ALLOWLISTED);
     denied("default", "a-name-longer-than-the-inline-prefix.example.com", 444,
            PH_REASON_PORT_NOT_ALLOWED);
+    ph_table_close(&table);
+    table = saved;
+}
+
+/* Entries live at their hash slots (linear probing), TAGS beside them, and
+ * a cluster that starts at the last home slot runs on into the slots after
+ * the home slots, which end with 16 empty ones: 40 names sharing that home
+ * slot fill 40 slots from it, across three 16-tag compares, and each is
+ * found; a name with the same home slot that no rule names is not, and
+ * every destination is enumerated in order. */
+static void a_cluster_past_the_last_home_slot_is_found_whole(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    const uint32_t homes = (uint32_t)ph_tab_home_count(N);
+    char names[N + 8][32], yaml[N * 64 + 64];
+    size_t at = (size_t)snprintf(yaml, sizeof yaml, "version: 1\nlists:\n  default:\n    rules:\n");
+    int found = 0;
+    for (unsigned i = 0; found < N + 8; i++) {
+        char name[32];
+        int len = snprintf(name, sizeof name, "h%u.cluster.test", i);
+        if (ph_tab_home(ph_tab_hash(0, PH_TAB_KIND_EXACT, name, (size_t)len), homes) != homes - 1)
+            continue;
+        memcpy(names[found], name, (size_t)len + 1);
+        if (found++ < N)
+            at += (size_t)snprintf(yaml + at, sizeof yaml - at,
+                                   "      - host: %s\n        ports: [443]\n", name);
+    }
+    uint8_t *image;
+    size_t len;
+    fx_compile(yaml, &image, &len);
+    const uint8_t *dir = image + PH_TAB_HEADER_SIZE + (PH_TAB_SEC_ENTRIES - 1) * PH_TAB_DIRENT_SIZE;
+    assert_int_equal(ph_tab_get32(dir + PH_TAB_DIRENT_COUNT), homes - 1 + N + PH_TAB_SLOT_CHUNK);
+    free(image);
+    ph_table *saved = table;
+    table = fx_open(yaml);
+    for (int i = 0; i < N; i++)
+        allowed("default", names[i], 443, names[i]);
+    for (int i = N; i < N + 8; i++)
+        denied("default", names[i], 443, PH_REASON_NOT_ALLOWLISTED);
+    assert_int_equal(ph_table_list_destination_count(table, 0), N);
+    char prev[256] = "", host[256];
+    for (size_t d = 0; d < N; d++) {
+        assert_int_equal(ph_table_destination_at(table, 0, d, host, NULL), PH_OK);
+        assert_true(strcmp(prev, host) < 0);
+        memcpy(prev, host, sizeof prev);
+    }
     ph_table_close(&table);
     table = saved;
 }
@@ -440,6 +488,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exact_name_matches_only_itself),
         cmocka_unit_test(long_names_are_compared_past_the_inline_prefix),
+        cmocka_unit_test(a_cluster_past_the_last_home_slot_is_found_whole),
         cmocka_unit_test(names_at_the_prefix_edge_and_protocols),
         cmocka_unit_test(wildcard_covers_exactly_one_label),
         cmocka_unit_test(ports_and_ranges_are_inclusive),
