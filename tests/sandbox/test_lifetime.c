@@ -286,6 +286,50 @@ static void init_not_traceable(void **state)
     remove_file("ptrace-probe");
 }
 
+/* A command runs once, whatever it prints. gvisor starts a command again in
+ * a new sandbox when runsc exec failed because the sandbox had stopped; the
+ * command writes to the same stderr as runsc, so printing runsc's failure
+ * ("executing processes for container") and then filling the sandbox's
+ * memory limit (which kills gVisor's kernel) made the service run it a
+ * second time: twice the deadline, stdin replayed, the first run's output
+ * dropped. Whether a command started is runsc's pid file on the host now.
+ * Not on fake: it has no memory limit to fill. */
+static void runs_once_whatever_it_prints(void **state)
+{
+    (void)state;
+    if (g_mechanism == PH_MECHANISM_FAKE)
+        skip();
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    spec.limits.memory_bytes = 256ll * 1024 * 1024;
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    const char *argv[] = {"sh", "-c",
+                          "echo run >> /workspace/runs; "
+                          "echo 'executing processes for container: sandbox stopped' >&2; "
+                          "x=0123456789abcdef; while :; do x=$x$x; done",
+                          NULL};
+    ph_execution_command cmd = {.argv = argv, .timeout_seconds = 30,
+                                .run_budget_ms = PH_SANDBOX_UNSET};
+    ph_execution_result *r = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_environment_execute(env, &cmd, &r, &diag);
+    ph_workspace *ws = NULL;
+    assert_int_equal(ph_environment_workspace(env, &ws, &diag), PH_OK);
+    uint8_t *runs = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(ws, "runs", 4096, &runs, &len, &diag), PH_OK);
+    printf("  status %s, runs recorded: %zu\n", ph_strerror(st), len / 4);
+    if (len != 4)
+        fail_msg("the command ran %zu times (status %s: %s)", len / 4, ph_strerror(st),
+                 diag.message);
+    assert_int_equal(st, PH_OK);
+    assert_false(r->exited); /* the sandbox died with it */
+    assert_true(r->duration_ms < 30000);
+    free(runs);
+    ph_execution_result_free(&r);
+    ph_workspace_close(&ws);
+    ph_environment_destroy(&env);
+}
+
 /* What the host-side check costs: the median wall time of execute for
  * `true` (printed; the figure docs/sandbox-gvisor.md quotes). */
 static void execute_latency(void **state)
@@ -327,6 +371,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(wrapper_killed_rest_ends),
         cmocka_unit_test(wrapper_stopped),
         cmocka_unit_test(init_not_traceable),
+        cmocka_unit_test(runs_once_whatever_it_prints),
         cmocka_unit_test(execute_latency),
     };
     char name[64];
