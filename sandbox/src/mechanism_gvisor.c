@@ -706,7 +706,8 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
         }
         if (!started)
             return ph_diag_set(diag, PH_E_IO, 0,
-                               "runsc exec failed before the command started");
+                               "runsc exec failed (exit 128) without recording that the "
+                               "command started");
         if (!alive) {
             o->exited = false;
             o->term_signal = SIGKILL;
