@@ -20,10 +20,14 @@
  */
 #include "test_support.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -397,6 +401,60 @@ static void runs_once_whatever_it_prints(void **state)
     ph_environment_destroy(&env);
 }
 
+/* Kills gVisor's kernel of env (runsc-sandbox, its --root naming env's id)
+ * from the host and waits until it has exited. Returns how many it killed. */
+static int kill_sentry(ph_environment *env)
+{
+    int killed = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        int pfd = pidfd_open((pid_t)atoi(de->d_name), 0);
+        int fd = pfd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0 && strncmp(buf, "runsc-sandbox", 13) == 0 &&
+            sbx_contains(buf, (size_t)n, ph_environment_id(env)) &&
+            pidfd_send_signal(pfd, SIGKILL, NULL, 0) == 0) {
+            struct pollfd p = {.fd = pfd, .events = POLLIN};
+            assert_int_equal(poll(&p, 1, 30000), 1);
+            killed++;
+        }
+        if (pfd >= 0)
+            close(pfd);
+    }
+    if (d != NULL)
+        closedir(d);
+    return killed;
+}
+
+/* The other side of runs_once_whatever_it_prints: a sandbox that stopped
+ * between two commands (its kernel killed on the host) is started again,
+ * and the next command runs in the new one, once. */
+static void runs_after_the_sandbox_stopped(void **state)
+{
+    (void)state;
+    if (g_mechanism != PH_MECHANISM_GVISOR)
+        skip();
+    ph_execution_result *r = run_sh("true", 30);
+    assert_true(r->exited && r->exit_code == 0);
+    ph_execution_result_free(&r);
+    assert_int_equal(kill_sentry(g_env), 1);
+    r = run_sh("echo run >> /workspace/runs-after-stop; exit 5", 30);
+    assert_true(r->exited);
+    assert_int_equal(r->exit_code, 5);
+    ph_execution_result_free(&r);
+    uint8_t *runs = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(g_ws, "runs-after-stop", 4096, &runs, &len, NULL), PH_OK);
+    assert_int_equal(len, 4);
+    free(runs);
+    remove_file("runs-after-stop");
+}
+
 /* What the host-side check costs: the median wall time of execute for
  * `true` (printed; the figure docs/sandbox-gvisor.md quotes). */
 static void execute_latency(void **state)
@@ -440,6 +498,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(init_not_traceable),
         cmocka_unit_test(async_io_ends_with_the_command),
         cmocka_unit_test(runs_once_whatever_it_prints),
+        cmocka_unit_test(runs_after_the_sandbox_stopped),
         cmocka_unit_test(execute_latency),
     };
     char name[64];
