@@ -285,6 +285,76 @@ static void other_uids_cannot_signal(void **state)
     (void)ua;
 }
 
+/* In a child: become uid (gid the same, no groups) and open each path
+ * (directories too). Returns how many opened. */
+static int opens_allowed(uid_t uid, char (*paths)[128], size_t n)
+{
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+            setresuid(uid, uid, uid) != 0)
+            _exit(100);
+        int allowed = 0;
+        for (size_t i = 0; i < n; i++) {
+            int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                printf("  uid %u opened %s\n", uid, paths[i]);
+                close(fd);
+                allowed++;
+            }
+        }
+        fflush(stdout);
+        _exit(allowed > 99 ? 99 : allowed);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 100);
+    return WEXITSTATUS(status);
+}
+
+/* Another tenant's uid (and nobody's) opens nothing of A on the host: not
+ * its workspace (root, a file in it) nor its environment's directory by
+ * path, nor through A's processes' /proc entries (root, cwd, fd, mem,
+ * environ). The path leads through the state directory (0700, root's), and
+ * /proc's entries need a ptrace right over processes of another uid (or,
+ * for the gofer, root's). */
+static void other_uids_cannot_open_a_workspace(void **state)
+{
+    (void)state;
+    char ws[1024];
+    esc_host_workspace(&g_fx, g_a, ws, sizeof ws);
+    ph_workspace *wsa = NULL;
+    assert_int_equal(ph_environment_workspace(g_a, &wsa, NULL), PH_OK);
+    assert_int_equal(ph_workspace_write(wsa, "canary", "c", 1, 0644, NULL), PH_OK);
+    ph_workspace_close(&wsa);
+    static char paths[8 + 5 * MAX_PROCS][128];
+    size_t n = 0;
+    snprintf(paths[n++], sizeof paths[0], "%.100s", ws);
+    snprintf(paths[n++], sizeof paths[0], "%.100s/canary", ws);
+    snprintf(paths[n++], sizeof paths[0], "%.100s/..", ws);
+    host_proc procs[MAX_PROCS];
+    size_t got = procs_of(ph_environment_id(g_a), procs);
+    assert_true(got >= 1);
+    static const char *const entries[] = {"root/", "cwd/", "fd/", "mem", "environ"};
+    for (size_t i = 0; i < got; i++)
+        for (size_t k = 0; k < 5; k++)
+            snprintf(paths[n++], sizeof paths[0], "/proc/%d/%s", (int)procs[i].pid, entries[k]);
+    int root_opens = 0;
+    for (size_t i = 0; i < 3; i++) {
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        root_opens += fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    assert_int_equal(root_opens, 3); /* the paths are right: the service opens them */
+    int allowed = opens_allowed(env_uid(g_b), paths, n) + opens_allowed(65534, paths, n);
+    printf("  opens of A's workspace, directory and %zu processes' /proc entries from B's uid "
+           "and nobody: %d of %zu\n",
+           got, allowed, 2 * n);
+    assert_int_equal(allowed, 0);
+}
+
 /* The gofer connects to the proxy socket for the sandbox, from a user
  * namespace where the socket's owner is not mapped: the socket's mode is
  * what lets it (as it lets the sandbox user inside). */
@@ -311,6 +381,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(processes_have_own_uids),
         cmocka_unit_test(other_uids_cannot_signal),
+        cmocka_unit_test(other_uids_cannot_open_a_workspace),
         cmocka_unit_test(granted_env_reaches_socket_of_other_user),
     };
     char name[64];
