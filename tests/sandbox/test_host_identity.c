@@ -224,10 +224,9 @@ static void processes_have_own_uids(void **state)
     assert_true(check_env("B", g_b, ub, gb, procs, &n) >= 1);
 }
 
-/* In a child: become uid (gid the same, no groups) and try kill(0) and
- * kill(SIGSTOP) on every pid. Returns how many were allowed. A STOP that
- * went through is undone at once. */
-static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
+/* Runs attempt(uid, ctx) in a child that became uid (gid the same, no
+ * groups) and returns what it counted: the attempts the kernel allowed. */
+static int allowed_as(uid_t uid, int (*attempt)(uid_t uid, const void *ctx), const void *ctx)
 {
     pid_t child = fork();
     assert_true(child >= 0);
@@ -235,20 +234,7 @@ static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
         if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
             setresuid(uid, uid, uid) != 0)
             _exit(100);
-        int allowed = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (kill(pids[i], 0) == 0 || errno != EPERM) {
-                printf("  uid %u: kill(%d, 0) was not refused\n", uid, (int)pids[i]);
-                allowed++;
-            }
-            if (kill(pids[i], SIGSTOP) == 0) {
-                kill(pids[i], SIGCONT);
-                printf("  uid %u: kill(%d, SIGSTOP) went through\n", uid, (int)pids[i]);
-                allowed++;
-            } else if (errno != EPERM) {
-                allowed++;
-            }
-        }
+        int allowed = attempt(uid, ctx);
         fflush(stdout);
         _exit(allowed > 99 ? 99 : allowed);
     }
@@ -256,6 +242,39 @@ static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 100);
     return WEXITSTATUS(status);
+}
+
+typedef struct pid_set {
+    const pid_t *pids;
+    size_t n;
+} pid_set;
+
+/* kill(0) and kill(SIGSTOP) on every pid; a STOP that went through is
+ * undone at once. */
+static int try_signals(uid_t uid, const void *ctx)
+{
+    const pid_set *set = ctx;
+    int allowed = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        if (kill(set->pids[i], 0) == 0 || errno != EPERM) {
+            printf("  uid %u: kill(%d, 0) was not refused\n", uid, (int)set->pids[i]);
+            allowed++;
+        }
+        if (kill(set->pids[i], SIGSTOP) == 0) {
+            kill(set->pids[i], SIGCONT);
+            printf("  uid %u: kill(%d, SIGSTOP) went through\n", uid, (int)set->pids[i]);
+            allowed++;
+        } else if (errno != EPERM) {
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
+{
+    pid_set set = {pids, n};
+    return allowed_as(uid, try_signals, &set);
 }
 
 static void other_uids_cannot_signal(void **state)
@@ -285,32 +304,25 @@ static void other_uids_cannot_signal(void **state)
     (void)ua;
 }
 
-/* In a child: become uid (gid the same, no groups) and open each path
- * (directories too). Returns how many opened. */
-static int opens_allowed(uid_t uid, char (*paths)[128], size_t n)
+typedef struct path_set {
+    char (*paths)[128];
+    size_t n;
+} path_set;
+
+/* open() of every path (directories too). */
+static int try_opens(uid_t uid, const void *ctx)
 {
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-            setresuid(uid, uid, uid) != 0)
-            _exit(100);
-        int allowed = 0;
-        for (size_t i = 0; i < n; i++) {
-            int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                printf("  uid %u opened %s\n", uid, paths[i]);
-                close(fd);
-                allowed++;
-            }
+    const path_set *set = ctx;
+    int allowed = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        int fd = open(set->paths[i], O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            printf("  uid %u opened %s\n", uid, set->paths[i]);
+            close(fd);
+            allowed++;
         }
-        fflush(stdout);
-        _exit(allowed > 99 ? 99 : allowed);
     }
-    int status = 0;
-    assert_int_equal(waitpid(child, &status, 0), child);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 100);
-    return WEXITSTATUS(status);
+    return allowed;
 }
 
 /* Another tenant's uid (and nobody's) opens nothing of A on the host: not
@@ -348,7 +360,8 @@ static void other_uids_cannot_open_a_workspace(void **state)
             close(fd);
     }
     assert_int_equal(root_opens, 3); /* the paths are right: the service opens them */
-    int allowed = opens_allowed(env_uid(g_b), paths, n) + opens_allowed(65534, paths, n);
+    path_set set = {paths, n};
+    int allowed = allowed_as(env_uid(g_b), try_opens, &set) + allowed_as(65534, try_opens, &set);
     printf("  opens of A's workspace, directory and %zu processes' /proc entries from B's uid "
            "and nobody: %d of %zu\n",
            got, allowed, 2 * n);
