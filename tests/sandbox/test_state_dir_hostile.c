@@ -409,6 +409,42 @@ static void test_two_state_dirs_never_share_an_id(void **state)
     }
 }
 
+/* A child that runs as uid (gid the same, no groups) and waits; returned
+ * once it does. */
+static pid_t spawn_as(uint32_t uid)
+{
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
+            setresuid(uid, uid, uid) != 0)
+            _exit(1);
+        close(ready[1]);
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c;
+    assert_int_equal(read(ready[0], &c, 1), 0); /* closed once it runs as uid */
+    close(ready[0]);
+    return child;
+}
+
+/* Whether child was killed (and reaped); a child still running is killed
+ * and reaped here, and false returned. */
+static bool was_killed(pid_t child)
+{
+    int status = 0;
+    if (waitpid(child, &status, WNOHANG) == child)
+        return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return false;
+}
+
 static void test_recovery_ends_the_uids_processes(void **state)
 {
     (void)state;
@@ -431,34 +467,57 @@ static void test_recovery_ends_the_uids_processes(void **state)
     assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
     char id[32];
     make_detached(svc, id);
-    int ready[2];
-    assert_int_equal(pipe(ready), 0);
-    pid_t child = fork();
-    assert_true(child >= 0);
-    if (child == 0) {
-        close(ready[0]);
-        if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
-            setresuid(uid, uid, uid) != 0)
-            _exit(1);
-        close(ready[1]);
-        for (;;)
-            pause();
-    }
-    close(ready[1]);
-    char c;
-    assert_int_equal(read(ready[0], &c, 1), 0); /* closed once it runs as uid */
-    close(ready[0]);
+    pid_t child = spawn_as(uid);
     assert_int_equal(ph_environment_recover(svc, id, &diag), PH_OK);
-    int status = 0;
-    pid_t got = waitpid(child, &status, WNOHANG);
+    bool killed = was_killed(child);
     printf("  leftover of uid %u after recovery: %s\n", (unsigned)uid,
-           got == child ? "killed" : "still running");
-    if (got != child) {
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
+           killed ? "killed" : "still running");
+    if (!killed)
         fail_msg("recovery released uid %u while a process still ran as it", (unsigned)uid);
-    }
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
+static void test_destroy_ends_the_uids_processes(void **state)
+{
+    (void)state;
+    /* A process still running as the environment's uid at destroy (one its
+     * runtime failed to end) is killed before the claim goes, as recovery
+     * does: a range of one uid then serves the next environment with no
+     * process of the last one left. A stale handle's destroy (another CLI
+     * process) kills nothing: the uid is the next environment's by then. */
+    if (geteuid() != 0)
+        skip();
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/ids-destroy", g_top);
+    uint32_t uid = 3400000u + (uint32_t)getpid() % 100000u;
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir,
+                             .id_first = uid,
+                             .id_count = 1};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    char id[32];
+    make_detached(svc, id);
+    ph_environment *first = NULL, *stale = NULL, *next = NULL;
+    assert_int_equal(ph_environment_reattach(svc, id, &first, &diag), PH_OK);
+    assert_int_equal(ph_environment_reattach(svc, id, &stale, &diag), PH_OK);
+    pid_t leftover = spawn_as(uid);
+    ph_environment_destroy(&first);
+    bool killed = was_killed(leftover);
+    printf("  leftover of uid %u after destroy: %s\n", (unsigned)uid,
+           killed ? "killed" : "still running");
+    if (!killed)
+        fail_msg("destroy released uid %u while a process still ran as it", (unsigned)uid);
+    ph_environment_spec s = fake_spec();
+    assert_int_equal(ph_environment_create(svc, &s, &next, &diag), PH_OK);
+    pid_t of_next = spawn_as(uid);
+    ph_environment_destroy(&stale);
+    assert_false(was_killed(of_next)); /* the next environment's process lived */
+    ph_environment_destroy(&next);
     assert_int_equal(entries_in(dir), 0);
     ph_execution_service_close(&svc);
 }
@@ -864,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_stale_destroy_keeps_another_claim),
         cmocka_unit_test(test_two_state_dirs_never_share_an_id),
         cmocka_unit_test(test_recovery_ends_the_uids_processes),
+        cmocka_unit_test(test_destroy_ends_the_uids_processes),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_proxy_socket_path_others_can_change),
