@@ -517,11 +517,16 @@ static void release_id(ph_environment *env)
         snprintf(name, sizeof name, "%u", (unsigned)env->uid);
         /* Only our own claim: a second destroy of this environment (a stale
          * handle in another process) must not free the id of whichever
-         * environment claimed it since. */
+         * environment claimed it since, nor end that one's processes. What
+         * still runs as our uid (a sandbox its runtime failed to end: a
+         * runsc delete or docker rm that failed) goes before the claim, as
+         * in recovery: the next environment given the uid would share it.
+         * A uid that cannot be cleared keeps its claim: lost to the range,
+         * never shared. */
         char *owner = NULL;
         size_t len = 0;
         if (ph_state_read(ids, name, &owner, &len, NULL) == PH_OK && len == strlen(env->id) &&
-            memcmp(owner, env->id, len) == 0)
+            memcmp(owner, env->id, len) == 0 && ph_kill_uid(env->uid))
             (void)unlinkat(ids, name, 0);
         free(owner);
         close(ids);

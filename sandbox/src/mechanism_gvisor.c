@@ -83,6 +83,10 @@
 #define PIPE_GRACE_MS 2000
 /* How long the init's sweep may take before kill --all is used instead. */
 #define SWEEP_CONFIRM_MS 1000
+/* Where runsc exec records (--internal-pid-file) that the sandbox started
+ * the command: written by runsc on the host, in the bundle directory, which
+ * no sandbox process can see. */
+#define EXEC_PID_NAME "exec.pid"
 
 typedef struct gvisor_state {
     pthread_mutex_t lock; /* one command at a time: --run sweeps the sandbox */
@@ -91,6 +95,7 @@ typedef struct gvisor_state {
     char dir[PATH_MAX];    /* <env state>/gvisor: bundle/, runsc/ */
     char bundle[PATH_MAX];
     char process_json[PATH_MAX];
+    char exec_pid[PATH_MAX]; /* <bundle>/exec.pid: runsc exec's --internal-pid-file */
     bool host_uds;         /* a proxy socket is mounted */
     bool running;          /* created and started, not killed */
     int dir_fd;            /* <env state>/gvisor, verified */
@@ -358,6 +363,8 @@ static ph_status gvisor_create(const ph_mech_create_args *args, void **state, ph
         snprintf(gs->bundle, sizeof gs->bundle, "%s/bundle", gs->dir) >= (int)sizeof gs->bundle ||
         snprintf(gs->process_json, sizeof gs->process_json, "%s/process.json", gs->bundle) >=
             (int)sizeof gs->process_json ||
+        snprintf(gs->exec_pid, sizeof gs->exec_pid, "%s/" EXEC_PID_NAME, gs->bundle) >=
+            (int)sizeof gs->exec_pid ||
         snprintf(gs->rt.root, sizeof gs->rt.root, "%s/runsc", gs->dir) >= (int)sizeof gs->rt.root ||
         snprintf(gs->rt.create_path, sizeof gs->rt.create_path, "%s/idmap", gs->dir) >=
             (int)sizeof gs->rt.create_path) {
@@ -638,7 +645,10 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
     int64_t deadline = start + a->timeout_ms;
     if ((st = write_process(gs, a, diag)) != PH_OK)
         return st;
-    const char *tail[] = {"exec", "--process", gs->process_json, gs->id, NULL};
+    if (unlinkat(gs->bundle_fd, EXEC_PID_NAME, 0) != 0 && errno != ENOENT)
+        return ph_diag_set(diag, PH_E_IO, 0, "removing the last exec record: %s", strerror(errno));
+    const char *tail[] = {"exec",           "--internal-pid-file", gs->exec_pid, "--process",
+                          gs->process_json, gs->id,                NULL};
     pid_t pid;
     int pidfd;
     ph_capture caps[2];
@@ -678,18 +688,31 @@ static ph_status execute_locked(gvisor_state *gs, const ph_mech_exec_args *a, ph
                            WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
     /* 128 is also what runsc exits with when it failed itself: the sandbox
      * is gone (its memory limit kills the whole sandbox, gVisor's kernel
-     * included) or could not start the command. Ask runsc which. */
-    if (WEXITSTATUS(ws) == 128 && !sandbox_alive(gs)) {
-        gs->running = false;
-        static const char not_started[] = "executing processes for container";
-        if (o->err.data != NULL &&
-            memmem(o->err.data, o->err.len, not_started, sizeof not_started - 1) != NULL) {
+     * included) or could not start the command. Whether the command
+     * started is runsc's record on the host (the pid file), never its
+     * stderr: the command writes to that same pipe and could print runsc's
+     * words, then kill the sandbox, and be run a second time with a fresh
+     * deadline and its first output dropped. */
+    if (WEXITSTATUS(ws) == 128) {
+        struct stat pid_sb;
+        bool started = fstatat(gs->bundle_fd, EXEC_PID_NAME, &pid_sb, AT_SYMLINK_NOFOLLOW) == 0 &&
+                       S_ISREG(pid_sb.st_mode);
+        bool alive = sandbox_alive(gs);
+        if (!alive)
+            gs->running = false;
+        if (!started && !alive) {
             *retry = true; /* nothing ran: start a new sandbox and run it there */
             return ph_diag_set(diag, PH_E_IO, 0, "the sandbox had stopped; runsc exec failed");
         }
-        o->exited = false;
-        o->term_signal = SIGKILL;
-        return PH_OK;
+        if (!started)
+            return ph_diag_set(diag, PH_E_IO, 0,
+                               "runsc exec failed (exit 128) without recording that the "
+                               "command started");
+        if (!alive) {
+            o->exited = false;
+            o->term_signal = SIGKILL;
+            return PH_OK;
+        }
     }
     ph_gvisor_map_status(WEXITSTATUS(ws), o);
     return PH_OK;

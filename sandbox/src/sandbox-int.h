@@ -17,6 +17,9 @@
 
 /* Test hook: use the O_NOFOLLOW component walk even where openat2 exists. */
 extern bool ph_ws_force_component_walk;
+/* Test hook: path components resolved by ph_ws_open_beneath so far (all
+ * threads), the work a workspace operation costs the kernel's lookup. */
+extern _Atomic unsigned long ph_ws_components_resolved;
 
 /* Opens a normalized workspace-relative path beneath root_fd (O_CLOEXEC is
  * added). Returns a descriptor or -1 with errno (EXDEV/ELOOP: escape). */

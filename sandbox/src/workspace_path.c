@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 bool ph_ws_force_component_walk = false;
+_Atomic unsigned long ph_ws_components_resolved;
 
 const char *ph_ws_path_verdict_code(ph_ws_path_verdict v)
 {
@@ -140,6 +141,10 @@ static int walk_nofollow(int root_fd, const char *rel, int flags, mode_t mode)
 
 int ph_ws_open_beneath(int root_fd, const char *normalized, int flags, mode_t mode)
 {
+    unsigned long components = 1;
+    for (const char *p = normalized; *p != '\0'; p++)
+        components += *p == '/';
+    ph_ws_components_resolved += components;
     if (!ph_ws_force_component_walk) {
         int fd = openat2_beneath(root_fd, normalized, flags | O_CLOEXEC, mode);
         if (fd >= 0 || errno != ENOSYS)

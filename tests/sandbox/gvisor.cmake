@@ -13,14 +13,18 @@ file(GLOB PH_ISOLATION_TESTS CONFIGURE_DEPENDS
      ${CMAKE_CURRENT_LIST_DIR}/test_rootfs_unchanged.c
      ${CMAKE_CURRENT_LIST_DIR}/test_lifetime.c
      ${CMAKE_CURRENT_LIST_DIR}/test_host_identity.c)
-# A static program the lifetime test runs inside a sandbox (its root
+# Static programs the lifetime test runs inside a sandbox (its root
 # filesystem has no compiler): PTRACE_ATTACH on the sandbox's init.
 add_executable(sandbox-ptrace-probe ${CMAKE_CURRENT_LIST_DIR}/ptrace_probe.c)
 target_link_options(sandbox-ptrace-probe PRIVATE -static)
+# Another: asynchronous I/O left in flight at a command's end.
+add_executable(sandbox-aio-probe ${CMAKE_CURRENT_LIST_DIR}/aio_probe.c)
+target_link_options(sandbox-aio-probe PRIVATE -static)
 if(TARGET sandbox.test_lifetime)
-    add_dependencies(sandbox.test_lifetime sandbox-ptrace-probe)
+    add_dependencies(sandbox.test_lifetime sandbox-ptrace-probe sandbox-aio-probe)
     target_compile_definitions(sandbox.test_lifetime PRIVATE
-        PH_PTRACE_PROBE="$<TARGET_FILE:sandbox-ptrace-probe>")
+        PH_PTRACE_PROBE="$<TARGET_FILE:sandbox-ptrace-probe>"
+        PH_AIO_PROBE="$<TARGET_FILE:sandbox-aio-probe>")
 endif()
 foreach(src ${PH_ISOLATION_TESTS})
     get_filename_component(name ${src} NAME_WE)

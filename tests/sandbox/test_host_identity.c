@@ -224,10 +224,9 @@ static void processes_have_own_uids(void **state)
     assert_true(check_env("B", g_b, ub, gb, procs, &n) >= 1);
 }
 
-/* In a child: become uid (gid the same, no groups) and try kill(0) and
- * kill(SIGSTOP) on every pid. Returns how many were allowed. A STOP that
- * went through is undone at once. */
-static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
+/* Runs attempt(uid, ctx) in a child that became uid (gid the same, no
+ * groups) and returns what it counted: the attempts the kernel allowed. */
+static int allowed_as(uid_t uid, int (*attempt)(uid_t uid, const void *ctx), const void *ctx)
 {
     pid_t child = fork();
     assert_true(child >= 0);
@@ -235,20 +234,7 @@ static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
         if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
             setresuid(uid, uid, uid) != 0)
             _exit(100);
-        int allowed = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (kill(pids[i], 0) == 0 || errno != EPERM) {
-                printf("  uid %u: kill(%d, 0) was not refused\n", uid, (int)pids[i]);
-                allowed++;
-            }
-            if (kill(pids[i], SIGSTOP) == 0) {
-                kill(pids[i], SIGCONT);
-                printf("  uid %u: kill(%d, SIGSTOP) went through\n", uid, (int)pids[i]);
-                allowed++;
-            } else if (errno != EPERM) {
-                allowed++;
-            }
-        }
+        int allowed = attempt(uid, ctx);
         fflush(stdout);
         _exit(allowed > 99 ? 99 : allowed);
     }
@@ -256,6 +242,39 @@ static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 100);
     return WEXITSTATUS(status);
+}
+
+typedef struct pid_set {
+    const pid_t *pids;
+    size_t n;
+} pid_set;
+
+/* kill(0) and kill(SIGSTOP) on every pid; a STOP that went through is
+ * undone at once. */
+static int try_signals(uid_t uid, const void *ctx)
+{
+    const pid_set *set = ctx;
+    int allowed = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        if (kill(set->pids[i], 0) == 0 || errno != EPERM) {
+            printf("  uid %u: kill(%d, 0) was not refused\n", uid, (int)set->pids[i]);
+            allowed++;
+        }
+        if (kill(set->pids[i], SIGSTOP) == 0) {
+            kill(set->pids[i], SIGCONT);
+            printf("  uid %u: kill(%d, SIGSTOP) went through\n", uid, (int)set->pids[i]);
+            allowed++;
+        } else if (errno != EPERM) {
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+static int signals_allowed(uid_t uid, const pid_t *pids, size_t n)
+{
+    pid_set set = {pids, n};
+    return allowed_as(uid, try_signals, &set);
 }
 
 static void other_uids_cannot_signal(void **state)
@@ -285,6 +304,70 @@ static void other_uids_cannot_signal(void **state)
     (void)ua;
 }
 
+typedef struct path_set {
+    char (*paths)[128];
+    size_t n;
+} path_set;
+
+/* open() of every path (directories too). */
+static int try_opens(uid_t uid, const void *ctx)
+{
+    const path_set *set = ctx;
+    int allowed = 0;
+    for (size_t i = 0; i < set->n; i++) {
+        int fd = open(set->paths[i], O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            printf("  uid %u opened %s\n", uid, set->paths[i]);
+            close(fd);
+            allowed++;
+        }
+    }
+    return allowed;
+}
+
+/* Another tenant's uid (and nobody's) opens nothing of A on the host: not
+ * its workspace (root, a file in it) nor its environment's directory by
+ * path, nor through A's processes' /proc entries (root, cwd, fd, mem,
+ * environ). The path leads through the state directory (0700, root's), and
+ * /proc's entries need a ptrace right over processes of another uid (or,
+ * for the gofer, root's). */
+static void other_uids_cannot_open_a_workspace(void **state)
+{
+    (void)state;
+    char ws[1024];
+    esc_host_workspace(&g_fx, g_a, ws, sizeof ws);
+    ph_workspace *wsa = NULL;
+    assert_int_equal(ph_environment_workspace(g_a, &wsa, NULL), PH_OK);
+    assert_int_equal(ph_workspace_write(wsa, "canary", "c", 1, 0644, NULL), PH_OK);
+    ph_workspace_close(&wsa);
+    static char paths[8 + 5 * MAX_PROCS][128];
+    size_t n = 0;
+    snprintf(paths[n++], sizeof paths[0], "%.100s", ws);
+    snprintf(paths[n++], sizeof paths[0], "%.100s/canary", ws);
+    snprintf(paths[n++], sizeof paths[0], "%.100s/..", ws);
+    host_proc procs[MAX_PROCS];
+    size_t got = procs_of(ph_environment_id(g_a), procs);
+    assert_true(got >= 1);
+    static const char *const entries[] = {"root/", "cwd/", "fd/", "mem", "environ"};
+    for (size_t i = 0; i < got; i++)
+        for (size_t k = 0; k < 5; k++)
+            snprintf(paths[n++], sizeof paths[0], "/proc/%d/%s", (int)procs[i].pid, entries[k]);
+    int root_opens = 0;
+    for (size_t i = 0; i < 3; i++) {
+        int fd = open(paths[i], O_RDONLY | O_CLOEXEC);
+        root_opens += fd >= 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    assert_int_equal(root_opens, 3); /* the paths are right: the service opens them */
+    path_set set = {paths, n};
+    int allowed = allowed_as(env_uid(g_b), try_opens, &set) + allowed_as(65534, try_opens, &set);
+    printf("  opens of A's workspace, directory and %zu processes' /proc entries from B's uid "
+           "and nobody: %d of %zu\n",
+           got, allowed, 2 * n);
+    assert_int_equal(allowed, 0);
+}
+
 /* The gofer connects to the proxy socket for the sandbox, from a user
  * namespace where the socket's owner is not mapped: the socket's mode is
  * what lets it (as it lets the sandbox user inside). */
@@ -311,6 +394,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(processes_have_own_uids),
         cmocka_unit_test(other_uids_cannot_signal),
+        cmocka_unit_test(other_uids_cannot_open_a_workspace),
         cmocka_unit_test(granted_env_reaches_socket_of_other_user),
     };
     char name[64];

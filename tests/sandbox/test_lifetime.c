@@ -20,10 +20,14 @@
  */
 #include "test_support.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -252,6 +256,26 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Copies the static program at host_path into the workspace as name,
+ * executable and owned by the workspace's owner. */
+static void copy_probe(const char *host_path, const char *name)
+{
+    size_t len = 0;
+    char *bin = ph_test_read_file(host_path, &len);
+    assert_non_null(bin);
+    char ws[1024], path[1100];
+    esc_host_workspace(&g_fx, g_env, ws, sizeof ws);
+    struct stat sb;
+    assert_int_equal(stat(ws, &sb), 0);
+    snprintf(path, sizeof path, "%s/%s", ws, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, bin, len), (ssize_t)len);
+    assert_int_equal(fchown(fd, sb.st_uid, sb.st_gid), 0);
+    close(fd);
+    free(bin);
+}
+
 /* The init runs as the command's uid: were it traceable, a command could
  * plant a thread in it (PTRACE_ATTACH, then clone(CLONE_VM|CLONE_THREAD))
  * that outlives every command. It is not dumpable, so the attach is
@@ -261,20 +285,7 @@ static void init_not_traceable(void **state)
     (void)state;
     if (!has_wrapper())
         skip();
-    size_t len = 0;
-    char *bin = ph_test_read_file(PH_PTRACE_PROBE, &len);
-    assert_non_null(bin);
-    char ws[1024], path[1100];
-    esc_host_workspace(&g_fx, g_env, ws, sizeof ws);
-    struct stat sb;
-    assert_int_equal(stat(ws, &sb), 0);
-    snprintf(path, sizeof path, "%s/ptrace-probe", ws);
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, bin, len), (ssize_t)len);
-    assert_int_equal(fchown(fd, sb.st_uid, sb.st_gid), 0);
-    close(fd);
-    free(bin);
+    copy_probe(PH_PTRACE_PROBE, "ptrace-probe");
     ph_execution_result *r = run_sh("/workspace/ptrace-probe", 30);
     printf("  PTRACE_ATTACH on the init: %.*s", (int)r->out.len, (const char *)r->out.data);
     bool refused = r->exited && r->exit_code == 0 && r->out.len > 0 &&
@@ -284,6 +295,164 @@ static void init_not_traceable(void **state)
                  (const char *)r->out.data, (int)r->err.len, (const char *)r->err.data);
     ph_execution_result_free(&r);
     remove_file("ptrace-probe");
+}
+
+/* A hash of a workspace file's bytes, read through the WorkspaceFiles port,
+ * and its size. */
+static uint64_t workspace_hash(const char *path, uint64_t *size)
+{
+    int fd = -1;
+    ph_ws_stat st;
+    ph_diag diag = {0};
+    assert_int_equal(ph_workspace_open_read(g_ws, path, UINT64_MAX, &fd, &st, &diag), PH_OK);
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    static uint8_t buf[1 << 16];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < n; i++)
+            h = (h ^ buf[i]) * 1099511628211ull;
+    close(fd);
+    *size = st.size;
+    return h;
+}
+
+/* Asynchronous I/O a command leaves in flight ends with it: the probe
+ * submits a 128 MiB io_submit read into a MAP_SHARED mapping of a
+ * workspace file and exits without waiting. Whatever reached the file is in
+ * that execute's files_changed, and nothing changes it afterwards: a later
+ * command reports no change, and the file's bytes are the same after it.
+ * (gVisor runs such a read in a goroutine of its kernel, not in the
+ * command's process; the attempt is held there: the command's end waits
+ * for the read, or cuts it when its memory goes, as a 400 MB one was at
+ * 228 MB, and nothing reaches the file after execute returns.) */
+static void async_io_ends_with_the_command(void **state)
+{
+    (void)state;
+    copy_probe(PH_AIO_PROBE, "aio-probe");
+    ph_execution_result *r =
+        run_sh("/workspace/aio-probe /workspace/aio-src /workspace/aio-dst 134217728", 120);
+    if (!r->exited || r->exit_code != 0 || !sbx_contains(r->out.data, r->out.len, "submitted: 1"))
+        fail_msg("the probe failed: %.*s %.*s", (int)r->out.len, (const char *)r->out.data,
+                 (int)r->err.len, (const char *)r->err.data);
+    const ph_file_change *c = sbx_change(r, "aio-dst");
+    assert_non_null(c);
+    assert_int_equal(c->kind, PH_CHANGE_ADDED);
+    uint64_t size_at_end = 0, size_later = 0;
+    uint64_t at_end = workspace_hash("aio-dst", &size_at_end);
+    ph_execution_result_free(&r);
+    r = run_sh("true", 30);
+    assert_true(r->exited && r->exit_code == 0);
+    if (r->files_changed_count != 0)
+        fail_msg("the next command saw %s change (%zu changes)", r->files_changed[0].path,
+                 r->files_changed_count);
+    ph_execution_result_free(&r);
+    uint64_t later = workspace_hash("aio-dst", &size_later);
+    printf("  in-flight read: %llu bytes at the end, hash %016llx then %016llx\n",
+           (unsigned long long)size_at_end, (unsigned long long)at_end,
+           (unsigned long long)later);
+    assert_int_equal(size_at_end, size_later);
+    assert_true(at_end == later);
+    remove_file("aio-probe");
+    remove_file("aio-src");
+    remove_file("aio-dst");
+}
+
+/* A command runs once, whatever it prints. gvisor starts a command again in
+ * a new sandbox when runsc exec failed because the sandbox had stopped; the
+ * command writes to the same stderr as runsc, so printing runsc's failure
+ * ("executing processes for container") and then filling the sandbox's
+ * memory limit (which kills gVisor's kernel) made the service run it a
+ * second time: twice the deadline, stdin replayed, the first run's output
+ * dropped. Whether a command started is runsc's pid file on the host now.
+ * Not on fake: it has no memory limit to fill. */
+static void runs_once_whatever_it_prints(void **state)
+{
+    (void)state;
+    if (g_mechanism == PH_MECHANISM_FAKE)
+        skip();
+    ph_environment_spec spec = sbx_spec(&g_fx);
+    spec.limits.memory_bytes = 256ll * 1024 * 1024;
+    ph_environment *env = sbx_create(&g_fx, &spec);
+    const char *argv[] = {"sh", "-c",
+                          "echo run >> /workspace/runs; "
+                          "echo 'executing processes for container: sandbox stopped' >&2; "
+                          "x=0123456789abcdef; while :; do x=$x$x; done",
+                          NULL};
+    ph_execution_command cmd = {.argv = argv, .timeout_seconds = 30,
+                                .run_budget_ms = PH_SANDBOX_UNSET};
+    ph_execution_result *r = NULL;
+    ph_diag diag = {0};
+    ph_status st = ph_environment_execute(env, &cmd, &r, &diag);
+    ph_workspace *ws = NULL;
+    assert_int_equal(ph_environment_workspace(env, &ws, &diag), PH_OK);
+    uint8_t *runs = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(ws, "runs", 4096, &runs, &len, &diag), PH_OK);
+    printf("  status %s, runs recorded: %zu\n", ph_strerror(st), len / 4);
+    if (len != 4)
+        fail_msg("the command ran %zu times (status %s: %s)", len / 4, ph_strerror(st),
+                 diag.message);
+    assert_int_equal(st, PH_OK);
+    assert_false(r->exited); /* the sandbox died with it */
+    assert_true(r->duration_ms < 30000);
+    free(runs);
+    ph_execution_result_free(&r);
+    ph_workspace_close(&ws);
+    ph_environment_destroy(&env);
+}
+
+/* Kills gVisor's kernel of env (runsc-sandbox, its --root naming env's id)
+ * from the host and waits until it has exited. Returns how many it killed. */
+static int kill_sentry(ph_environment *env)
+{
+    int killed = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        char path[300], buf[4096];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", de->d_name);
+        int pfd = pidfd_open((pid_t)atoi(de->d_name), 0);
+        int fd = pfd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0 && strncmp(buf, "runsc-sandbox", 13) == 0 &&
+            sbx_contains(buf, (size_t)n, ph_environment_id(env)) &&
+            pidfd_send_signal(pfd, SIGKILL, NULL, 0) == 0) {
+            struct pollfd p = {.fd = pfd, .events = POLLIN};
+            assert_int_equal(poll(&p, 1, 30000), 1);
+            killed++;
+        }
+        if (pfd >= 0)
+            close(pfd);
+    }
+    if (d != NULL)
+        closedir(d);
+    return killed;
+}
+
+/* The other side of runs_once_whatever_it_prints: a sandbox that stopped
+ * between two commands (its kernel killed on the host) is started again,
+ * and the next command runs in the new one, once. */
+static void runs_after_the_sandbox_stopped(void **state)
+{
+    (void)state;
+    if (g_mechanism != PH_MECHANISM_GVISOR)
+        skip();
+    ph_execution_result *r = run_sh("true", 30);
+    assert_true(r->exited && r->exit_code == 0);
+    ph_execution_result_free(&r);
+    assert_int_equal(kill_sentry(g_env), 1);
+    r = run_sh("echo run >> /workspace/runs-after-stop; exit 5", 30);
+    assert_true(r->exited);
+    assert_int_equal(r->exit_code, 5);
+    ph_execution_result_free(&r);
+    uint8_t *runs = NULL;
+    size_t len = 0;
+    assert_int_equal(ph_workspace_read(g_ws, "runs-after-stop", 4096, &runs, &len, NULL), PH_OK);
+    assert_int_equal(len, 4);
+    free(runs);
+    remove_file("runs-after-stop");
 }
 
 /* What the host-side check costs: the median wall time of execute for
@@ -327,6 +496,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(wrapper_killed_rest_ends),
         cmocka_unit_test(wrapper_stopped),
         cmocka_unit_test(init_not_traceable),
+        cmocka_unit_test(async_io_ends_with_the_command),
+        cmocka_unit_test(runs_once_whatever_it_prints),
+        cmocka_unit_test(runs_after_the_sandbox_stopped),
         cmocka_unit_test(execute_latency),
     };
     char name[64];

@@ -331,6 +331,23 @@ static void test_swapped_spec(void **state)
     free(orig);
 }
 
+/* A development fake service on g_top/<name> whose id range is the one
+ * uid: every environment probes the same id. dir receives the path. */
+static ph_execution_service *one_id_service(const char *name, uint32_t uid, char dir[static 512])
+{
+    snprintf(dir, 512, "%s/%s", g_top, name);
+    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
+                             .mechanism = PH_MECHANISM_FAKE,
+                             .hard_cap_ms = 10000,
+                             .state_dir = dir,
+                             .id_first = uid,
+                             .id_count = 1};
+    ph_execution_service *svc = NULL;
+    ph_diag diag = {0};
+    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
+    return svc;
+}
+
 static void test_stale_destroy_keeps_another_claim(void **state)
 {
     (void)state;
@@ -339,16 +356,9 @@ static void test_stale_destroy_keeps_another_claim(void **state)
      * claimed since, or a third one would share it. One id in the range
      * makes every environment probe the same id. */
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/ids-svc", g_top);
-    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
-                             .mechanism = PH_MECHANISM_FAKE,
-                             .hard_cap_ms = 10000,
-                             .state_dir = dir,
-                             .id_first = 3000000u + (uint32_t)getpid() % 100000u,
-                             .id_count = 1};
-    ph_execution_service *svc = NULL;
+    ph_execution_service *svc =
+        one_id_service("ids-svc", 3000000u + (uint32_t)getpid() % 100000u, dir);
     ph_diag diag = {0};
-    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
     char id[32];
     make_detached(svc, id);
     ph_environment *first = NULL, *stale = NULL, *other = NULL, *third = NULL;
@@ -409,28 +419,10 @@ static void test_two_state_dirs_never_share_an_id(void **state)
     }
 }
 
-static void test_recovery_ends_the_uids_processes(void **state)
+/* A child that runs as uid (gid the same, no groups) and waits; returned
+ * once it does. */
+static pid_t spawn_as(uint32_t uid)
 {
-    (void)state;
-    /* A crash leaves a process running as the environment's uid: recovery
-     * kills it before it releases the claim, or the next environment given
-     * that uid would share it with the leftover. */
-    if (geteuid() != 0)
-        skip();
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/ids-leftover", g_top);
-    uint32_t uid = 3300000u + (uint32_t)getpid() % 100000u;
-    ph_service_config cfg = {.mode = PH_SERVICE_MODE_DEVELOPMENT,
-                             .mechanism = PH_MECHANISM_FAKE,
-                             .hard_cap_ms = 10000,
-                             .state_dir = dir,
-                             .id_first = uid,
-                             .id_count = 1};
-    ph_execution_service *svc = NULL;
-    ph_diag diag = {0};
-    assert_int_equal(ph_execution_service_open(&cfg, &svc, &diag), PH_OK);
-    char id[32];
-    make_detached(svc, id);
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t child = fork();
@@ -448,17 +440,81 @@ static void test_recovery_ends_the_uids_processes(void **state)
     char c;
     assert_int_equal(read(ready[0], &c, 1), 0); /* closed once it runs as uid */
     close(ready[0]);
-    assert_int_equal(ph_environment_recover(svc, id, &diag), PH_OK);
+    return child;
+}
+
+/* Whether child was killed (and reaped); a child still running is killed
+ * and reaped here, and false returned. */
+static bool was_killed(pid_t child)
+{
     int status = 0;
-    pid_t got = waitpid(child, &status, WNOHANG);
-    printf("  leftover of uid %u after recovery: %s\n", (unsigned)uid,
-           got == child ? "killed" : "still running");
-    if (got != child) {
-        kill(child, SIGKILL);
-        waitpid(child, NULL, 0);
-        fail_msg("recovery released uid %u while a process still ran as it", (unsigned)uid);
-    }
-    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (waitpid(child, &status, WNOHANG) == child)
+        return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    return false;
+}
+
+/* Fails unless the leftover child of uid was killed by what (recovery,
+ * destroy) before it released the uid's claim. */
+static void assert_leftover_killed(pid_t child, uint32_t uid, const char *what)
+{
+    bool killed = was_killed(child);
+    printf("  leftover of uid %u after %s: %s\n", (unsigned)uid, what,
+           killed ? "killed" : "still running");
+    if (!killed)
+        fail_msg("%s released uid %u while a process still ran as it", what, (unsigned)uid);
+}
+
+static void test_recovery_ends_the_uids_processes(void **state)
+{
+    (void)state;
+    /* A crash leaves a process running as the environment's uid: recovery
+     * kills it before it releases the claim, or the next environment given
+     * that uid would share it with the leftover. */
+    if (geteuid() != 0)
+        skip();
+    char dir[512];
+    uint32_t uid = 3300000u + (uint32_t)getpid() % 100000u;
+    ph_execution_service *svc = one_id_service("ids-leftover", uid, dir);
+    ph_diag diag = {0};
+    char id[32];
+    make_detached(svc, id);
+    pid_t child = spawn_as(uid);
+    assert_int_equal(ph_environment_recover(svc, id, &diag), PH_OK);
+    assert_leftover_killed(child, uid, "recovery");
+    assert_int_equal(entries_in(dir), 0);
+    ph_execution_service_close(&svc);
+}
+
+static void test_destroy_ends_the_uids_processes(void **state)
+{
+    (void)state;
+    /* A process still running as the environment's uid at destroy (one its
+     * runtime failed to end) is killed before the claim goes, as recovery
+     * does: a range of one uid then serves the next environment with no
+     * process of the last one left. A stale handle's destroy (another CLI
+     * process) kills nothing: the uid is the next environment's by then. */
+    if (geteuid() != 0)
+        skip();
+    char dir[512];
+    uint32_t uid = 3400000u + (uint32_t)getpid() % 100000u;
+    ph_execution_service *svc = one_id_service("ids-destroy", uid, dir);
+    ph_diag diag = {0};
+    char id[32];
+    make_detached(svc, id);
+    ph_environment *first = NULL, *stale = NULL, *next = NULL;
+    assert_int_equal(ph_environment_reattach(svc, id, &first, &diag), PH_OK);
+    assert_int_equal(ph_environment_reattach(svc, id, &stale, &diag), PH_OK);
+    pid_t leftover = spawn_as(uid);
+    ph_environment_destroy(&first);
+    assert_leftover_killed(leftover, uid, "destroy");
+    ph_environment_spec s = fake_spec();
+    assert_int_equal(ph_environment_create(svc, &s, &next, &diag), PH_OK);
+    pid_t of_next = spawn_as(uid);
+    ph_environment_destroy(&stale);
+    assert_false(was_killed(of_next)); /* the next environment's process lived */
+    ph_environment_destroy(&next);
     assert_int_equal(entries_in(dir), 0);
     ph_execution_service_close(&svc);
 }
@@ -864,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_stale_destroy_keeps_another_claim),
         cmocka_unit_test(test_two_state_dirs_never_share_an_id),
         cmocka_unit_test(test_recovery_ends_the_uids_processes),
+        cmocka_unit_test(test_destroy_ends_the_uids_processes),
         cmocka_unit_test(test_state_write_never_follows),
         cmocka_unit_test(test_proxy_socket_must_be_a_socket),
         cmocka_unit_test(test_proxy_socket_path_others_can_change),
