@@ -58,6 +58,13 @@ if(TARGET pinhole-proxy-testloopback AND PINHOLE_BUILD_BENCH AND NOT PINHOLE_SAN
             $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
         LABELS e2e)
     set_tests_properties(proxy.forward_counts PROPERTIES TIMEOUT 120)
+    # What a tunnel's inspection adds to a CONNECT carrying a ClientHello.
+    ph_add_script_test(NAME proxy.inspect_counts
+        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/inspect_counts.sh
+            $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+            $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
+        LABELS e2e)
+    set_tests_properties(proxy.inspect_counts PROPERTIES TIMEOUT 120)
 endif()
 
 # The parity helper: the guard's verdict and the proxy's on one corpus.
