@@ -24,8 +24,9 @@
  *                    to the same upstream under two names: one whose rule
  *                    says protocol: tcp (relayed uninspected) and one with
  *                    the default (the hello read and its name checked),
- *                    median of 9 paired rounds' ratios (each pair's order
- *                    alternating); targets: inspected
+ *                    median of 17 paired 0.5 s rounds' ratios (each
+ *                    pair's order alternating, the proxy's CPU time exact
+ *                    from schedstat); targets: inspected
  *                    transactions/s >= 0.97x and proxy CPU per transaction
  *                    <= 1.05x the uninspected ones
  *
@@ -74,6 +75,7 @@
  * libevent echo server in a child process.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -906,6 +908,54 @@ static size_t client_hello(const char *host, uint8_t *out)
     return ph_test_tls_records(msg, m, 0, m, out);
 }
 
+/* The time the threads of pid ran so far, in ns (the first field of each
+ * /proc/PID/task/TID/schedstat: exact, where /proc/PID/stat counts clock
+ * ticks of 10 ms; threads that ended are not in it, and pinhole-proxy's
+ * workers live as long as it does); -1 when it cannot be read. */
+static double run_ns(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[300];
+        snprintf(f, sizeof f, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+        FILE *st = fopen(f, "r");
+        unsigned long long ns = 0;
+        bool ok = st != NULL && fscanf(st, "%llu", &ns) == 1;
+        if (st != NULL)
+            fclose(st);
+        if (!ok) {
+            total = -1;
+            break;
+        }
+        total += (double)ns;
+    }
+    closedir(d);
+    return total;
+}
+
+/* One round of the inspection's rows: the event-driven load against t for
+ * INSPECT_ROUND_S seconds; its transactions/s, and *cpu_us the proxy's
+ * CPU per transaction (run_ns; the clock ticks of cpu_ns when schedstat
+ * cannot be read). */
+#define INSPECT_ROUND_S 0.5
+static double inspect_round(const target *t, long *failed, double *cpu_us)
+{
+    double r0 = run_ns(t->pid), p0 = cpu_ns(t->pid), start = bench_now_s();
+    long done = async_load(t, INSPECT_ROUND_S, failed);
+    double took = bench_now_s() - start, r1 = run_ns(t->pid), p1 = cpu_ns(t->pid);
+    double ns = r0 >= 0 && r1 >= 0 ? r1 - r0 : p1 - p0;
+    *cpu_us = done > 0 ? ns / 1e3 / (double)done : 0;
+    return (double)done / took;
+}
+
 /* The inspection's two workloads through px: a ClientHello as the first
  * flight to the host whose rule says protocol: tcp (*raw, relayed
  * uninspected) and to the inspected host (*insp); their names are what a
@@ -924,16 +974,17 @@ static void hello_targets(const target *px, target *raw, target *insp)
 }
 
 /* Inspected tunnels against uninspected ones, the same ClientHello as the
- * first flight, in INSPECT_ROUNDS pairs of 1 s rounds of the event-driven
- * load, for each of the n proxies px[0..n) in turn within a round (an A/B
- * run: interleaved). A pair's two rounds run back to back, in alternating
- * order (off first in odd pairs, on first in even ones: whatever the round
- * after another inherits, its connections' teardown or the machine's
- * drift, falls on both alike), and the figure is the median over the pairs
- * of each pair's ratio (a busy moment of the shared machine hits both
- * rounds of a pair alike), of transactions/s and of the proxy's CPU per
- * transaction, with the rounds' medians. */
-#define INSPECT_ROUNDS 9
+ * first flight, in INSPECT_ROUNDS pairs of INSPECT_ROUND_S rounds of the
+ * event-driven load, for each of the n proxies px[0..n) in turn within a
+ * round (an A/B run: interleaved). A pair's two rounds run back to back,
+ * in alternating order (off first in odd pairs, on first in even ones:
+ * whatever the round after another inherits, its connections' teardown or
+ * the machine's drift, falls on both alike), and the figure is the median
+ * over the pairs of each pair's ratio (a busy moment of the shared machine
+ * hits both rounds of a pair alike; short rounds, many pairs: the two of a
+ * pair see nearly the same moment), of transactions/s and of the proxy's
+ * CPU per transaction (exact: inspect_round), with the rounds' medians. */
+#define INSPECT_ROUNDS 17
 static void inspection_lines(const target *px, int n)
 {
     target raw[AB_MAX], insp[AB_MAX];
@@ -948,18 +999,15 @@ static void inspection_lines(const target *px, int n)
         c_raw[AB_MAX][INSPECT_ROUNDS], c_insp[AB_MAX][INSPECT_ROUNDS],
         tx_ratio[AB_MAX][INSPECT_ROUNDS], cpu_ratio[AB_MAX][INSPECT_ROUNDS];
     long f_raw[AB_MAX] = { 0 }, f_insp[AB_MAX] = { 0 }, f;
-    tx_cpu c = { 0 };
     for (int i = 0; i < INSPECT_ROUNDS; i++) {
         for (int j = 0; j < n; j++) {
             int p = i % 2 == 0 ? j : n - 1 - j;
             for (int k = 0; k < 2; k++) {
                 if ((k == 0) == (i % 2 == 0)) {
-                    r_raw[p][i] = rate_with_cpu(&raw[p], async_load, &f, &c);
-                    c_raw[p][i] = c.proxy;
+                    r_raw[p][i] = inspect_round(&raw[p], &f, &c_raw[p][i]);
                     f_raw[p] += f;
                 } else {
-                    r_insp[p][i] = rate_with_cpu(&insp[p], async_load, &f, &c);
-                    c_insp[p][i] = c.proxy;
+                    r_insp[p][i] = inspect_round(&insp[p], &f, &c_insp[p][i]);
                     f_insp[p] += f;
                 }
             }
@@ -971,10 +1019,10 @@ static void inspection_lines(const target *px, int n)
         double lo, hi;
         min_max(tx_ratio[p], INSPECT_ROUNDS, &lo, &hi);
         printf("tunnel inspection, %d-byte ClientHello first flight, %d event-driven client threads "
-               "x %d in flight, %d paired rounds (medians)%s%s\n"
+               "x %d in flight, %d paired rounds of %.1f s (medians)%s%s\n"
                "                    off (protocol tcp) %9.0f tx/s  on (default) %9.0f tx/s  ratio "
                "%.3fx [%.2f-%.2f] (target >= 0.97x); failed: off %ld, on %ld\n",
-               (int)raw[p].msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS,
+               (int)raw[p].msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS, INSPECT_ROUND_S,
                n > 1 ? ": " : "", n > 1 ? px[p].name : "", median_of(r_raw[p], INSPECT_ROUNDS),
                median_of(r_insp[p], INSPECT_ROUNDS), median_of(tx_ratio[p], INSPECT_ROUNDS), lo,
                hi, f_raw[p], f_insp[p]);
