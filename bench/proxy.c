@@ -24,7 +24,9 @@
  *                    to the same upstream under two names: one whose rule
  *                    says protocol: tcp (relayed uninspected) and one with
  *                    the default (the hello read and its name checked),
- *                    median of 7 paired rounds' ratios; targets: inspected
+ *                    median of 17 paired 0.5 s rounds' ratios (each
+ *                    pair's order alternating, the proxy's CPU time exact
+ *                    from schedstat); targets: inspected
  *                    transactions/s >= 0.97x and proxy CPU per transaction
  *                    <= 1.05x the uninspected ones
  *
@@ -62,7 +64,9 @@
  * over N sequential ones), --no-peers (Pinhole alone),
  * --idle-only (only the idle tunnels' RSS, of a proxy that served nothing
  * before), --http-only (only the plain-HTTP rows and their targets; with one
- * --proxy, that binary's), --help.
+ * --proxy, that binary's), --inspect-only (only the tunnel inspection's
+ * rows; with several --proxy, their rounds interleaved), --help.
+ * --counts-only counts the inspection's two workloads too.
  * Exit codes: 0 figures printed,
  * 1 set-up failed, 2 usage.
  *
@@ -71,6 +75,7 @@
  * libevent echo server in a child process.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -103,6 +108,7 @@
 #define TARGET_HOST "ok." DOMAIN /* protocol: tcp (tests/proxy/data/e2e-allowlist.yaml) */
 #define INSPECTED_HOST "tls." DOMAIN /* no protocol: TLS or HTTP/1, inspected */
 #define HELLO_BYTES 512
+#define AB_MAX 4 /* proxies of an A/B run */
 
 static int upstream_port, dns_port;
 static int clients = 4; /* blocking client threads of the transactions/s rounds */
@@ -902,54 +908,130 @@ static size_t client_hello(const char *host, uint8_t *out)
     return ph_test_tls_records(msg, m, 0, m, out);
 }
 
-/* Inspected tunnels against uninspected ones, the same ClientHello as the
- * first flight, in INSPECT_ROUNDS pairs of alternating 1 s rounds of the
- * event-driven load: the median over the pairs of each pair's ratio (a
- * busy moment of the shared machine hits both rounds of a pair alike), of
- * transactions/s and of the proxy's CPU per transaction, with the rounds'
- * medians. */
-#define INSPECT_ROUNDS 7
-static void inspection_lines(const target *px)
+/* The time the threads of pid ran so far, in ns (the first field of each
+ * /proc/PID/task/TID/schedstat: exact, where /proc/PID/stat counts clock
+ * ticks of 10 ms; threads that ended are not in it, and pinhole-proxy's
+ * workers live as long as it does); -1 when it cannot be read. */
+static double run_ns(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return -1;
+    double total = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[300];
+        snprintf(f, sizeof f, "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+        FILE *st = fopen(f, "r");
+        unsigned long long ns = 0;
+        bool ok = st != NULL && fscanf(st, "%llu", &ns) == 1;
+        if (st != NULL)
+            fclose(st);
+        if (!ok) {
+            total = -1;
+            break;
+        }
+        total += (double)ns;
+    }
+    closedir(d);
+    return total;
+}
+
+/* One round of the inspection's rows: the event-driven load against t for
+ * INSPECT_ROUND_S seconds; its transactions/s, and *cpu_us the proxy's
+ * CPU per transaction (run_ns; the clock ticks of cpu_ns when schedstat
+ * cannot be read). */
+#define INSPECT_ROUND_S 0.5
+static double inspect_round(const target *t, long *failed, double *cpu_us)
+{
+    double r0 = run_ns(t->pid), p0 = cpu_ns(t->pid), start = bench_now_s();
+    long done = async_load(t, INSPECT_ROUND_S, failed);
+    double took = bench_now_s() - start, r1 = run_ns(t->pid), p1 = cpu_ns(t->pid);
+    double ns = r0 >= 0 && r1 >= 0 ? r1 - r0 : p1 - p0;
+    *cpu_us = done > 0 ? ns / 1e3 / (double)done : 0;
+    return (double)done / took;
+}
+
+/* The inspection's two workloads through px: a ClientHello as the first
+ * flight to the host whose rule says protocol: tcp (*raw, relayed
+ * uninspected) and to the inspected host (*insp); their names are what a
+ * count line adds to the proxy's. */
+static void hello_targets(const target *px, target *raw, target *insp)
 {
     static uint8_t hello_raw[HELLO_BYTES], hello_insp[HELLO_BYTES];
-    target raw = *px, insp = *px;
-    raw.msg = hello_raw;
-    raw.msg_len = client_hello(TARGET_HOST, hello_raw);
-    insp.host = INSPECTED_HOST;
-    insp.msg = hello_insp;
-    insp.msg_len = client_hello(INSPECTED_HOST, hello_insp);
-    if (transaction(&insp) != 0 || transaction(&raw) != 0) {
-        printf("tunnel inspection   none: a ClientHello transaction failed\n");
-        return;
+    *raw = *px, *insp = *px;
+    raw->name = ", ClientHello, protocol tcp";
+    raw->msg = hello_raw;
+    raw->msg_len = client_hello(TARGET_HOST, hello_raw);
+    insp->name = ", ClientHello, inspected";
+    insp->host = INSPECTED_HOST;
+    insp->msg = hello_insp;
+    insp->msg_len = client_hello(INSPECTED_HOST, hello_insp);
+}
+
+/* Inspected tunnels against uninspected ones, the same ClientHello as the
+ * first flight, in INSPECT_ROUNDS pairs of INSPECT_ROUND_S rounds of the
+ * event-driven load, for each of the n proxies px[0..n) in turn within a
+ * round (an A/B run: interleaved). A pair's two rounds run back to back,
+ * in alternating order (off first in odd pairs, on first in even ones:
+ * whatever the round after another inherits, its connections' teardown or
+ * the machine's drift, falls on both alike), and the figure is the median
+ * over the pairs of each pair's ratio (a busy moment of the shared machine
+ * hits both rounds of a pair alike; short rounds, many pairs: the two of a
+ * pair see nearly the same moment), of transactions/s and of the proxy's
+ * CPU per transaction (exact: inspect_round), with the rounds' medians. */
+#define INSPECT_ROUNDS 17
+static void inspection_lines(const target *px, int n)
+{
+    target raw[AB_MAX], insp[AB_MAX];
+    for (int p = 0; p < n; p++) {
+        hello_targets(&px[p], &raw[p], &insp[p]);
+        if (transaction(&insp[p]) != 0 || transaction(&raw[p]) != 0) {
+            printf("tunnel inspection   none: a ClientHello transaction failed (%s)\n", px[p].name);
+            return;
+        }
     }
-    double r_raw[INSPECT_ROUNDS], r_insp[INSPECT_ROUNDS], c_raw[INSPECT_ROUNDS],
-        c_insp[INSPECT_ROUNDS], tx_ratio[INSPECT_ROUNDS], cpu_ratio[INSPECT_ROUNDS];
-    long f_raw = 0, f_insp = 0, f;
-    tx_cpu c = { 0 };
+    static double r_raw[AB_MAX][INSPECT_ROUNDS], r_insp[AB_MAX][INSPECT_ROUNDS],
+        c_raw[AB_MAX][INSPECT_ROUNDS], c_insp[AB_MAX][INSPECT_ROUNDS],
+        tx_ratio[AB_MAX][INSPECT_ROUNDS], cpu_ratio[AB_MAX][INSPECT_ROUNDS];
+    long f_raw[AB_MAX] = { 0 }, f_insp[AB_MAX] = { 0 }, f;
     for (int i = 0; i < INSPECT_ROUNDS; i++) {
-        r_raw[i] = rate_with_cpu(&raw, async_load, &f, &c);
-        c_raw[i] = c.proxy;
-        f_raw += f;
-        r_insp[i] = rate_with_cpu(&insp, async_load, &f, &c);
-        c_insp[i] = c.proxy;
-        f_insp += f;
-        tx_ratio[i] = r_raw[i] > 0 ? r_insp[i] / r_raw[i] : 0;
-        cpu_ratio[i] = c_raw[i] > 0 ? c_insp[i] / c_raw[i] : 0;
+        for (int j = 0; j < n; j++) {
+            int p = i % 2 == 0 ? j : n - 1 - j;
+            for (int k = 0; k < 2; k++) {
+                if ((k == 0) == (i % 2 == 0)) {
+                    r_raw[p][i] = inspect_round(&raw[p], &f, &c_raw[p][i]);
+                    f_raw[p] += f;
+                } else {
+                    r_insp[p][i] = inspect_round(&insp[p], &f, &c_insp[p][i]);
+                    f_insp[p] += f;
+                }
+            }
+            tx_ratio[p][i] = r_raw[p][i] > 0 ? r_insp[p][i] / r_raw[p][i] : 0;
+            cpu_ratio[p][i] = c_raw[p][i] > 0 ? c_insp[p][i] / c_raw[p][i] : 0;
+        }
     }
-    double lo, hi;
-    min_max(tx_ratio, INSPECT_ROUNDS, &lo, &hi);
-    printf("tunnel inspection, %d-byte ClientHello first flight, %d event-driven client threads x "
-           "%d in flight, %d paired rounds (medians)\n"
-           "                    off (protocol tcp) %9.0f tx/s  on (default) %9.0f tx/s  ratio "
-           "%.3fx [%.2f-%.2f] (target >= 0.97x); failed: off %ld, on %ld\n",
-           (int)raw.msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS,
-           median_of(r_raw, INSPECT_ROUNDS), median_of(r_insp, INSPECT_ROUNDS),
-           median_of(tx_ratio, INSPECT_ROUNDS), lo, hi, f_raw, f_insp);
-    min_max(cpu_ratio, INSPECT_ROUNDS, &lo, &hi);
-    printf("  proxy CPU per transaction (us): off %5.1f  on %5.1f  ratio %.3fx [%.2f-%.2f] "
-           "(target <= 1.05x)\n",
-           median_of(c_raw, INSPECT_ROUNDS), median_of(c_insp, INSPECT_ROUNDS),
-           median_of(cpu_ratio, INSPECT_ROUNDS), lo, hi);
+    for (int p = 0; p < n; p++) {
+        double lo, hi;
+        min_max(tx_ratio[p], INSPECT_ROUNDS, &lo, &hi);
+        printf("tunnel inspection, %d-byte ClientHello first flight, %d event-driven client threads "
+               "x %d in flight, %d paired rounds of %.1f s (medians)%s%s\n"
+               "                    off (protocol tcp) %9.0f tx/s  on (default) %9.0f tx/s  ratio "
+               "%.3fx [%.2f-%.2f] (target >= 0.97x); failed: off %ld, on %ld\n",
+               (int)raw[p].msg_len, ASYNC_THREADS, ASYNC_IN_FLIGHT, INSPECT_ROUNDS, INSPECT_ROUND_S,
+               n > 1 ? ": " : "", n > 1 ? px[p].name : "", median_of(r_raw[p], INSPECT_ROUNDS),
+               median_of(r_insp[p], INSPECT_ROUNDS), median_of(tx_ratio[p], INSPECT_ROUNDS), lo,
+               hi, f_raw[p], f_insp[p]);
+        min_max(cpu_ratio[p], INSPECT_ROUNDS, &lo, &hi);
+        printf("  proxy CPU per transaction (us): off %5.1f  on %5.1f  ratio %.3fx [%.2f-%.2f] "
+               "(target <= 1.05x)\n",
+               median_of(c_raw[p], INSPECT_ROUNDS), median_of(c_insp[p], INSPECT_ROUNDS),
+               median_of(cpu_ratio[p], INSPECT_ROUNDS), lo, hi);
+    }
     fflush(stdout);
 }
 
@@ -1014,7 +1096,8 @@ static pid_t start_pinhole(const char *path, const char *dir, int idx, const cha
  * of one client; -1 when it did not start or wrote no count. A warm-up
  * transaction fills the DNS cache first; the process exits (SIGTERM) and
  * the counter writes its totals, start-up and shutdown included. */
-static long alloc_total(const char *path, const char *dir, int idx, const char *workers, int n)
+static long alloc_total(const char *path, const char *dir, int idx, const char *workers, int n,
+                        const target *shape)
 {
     char out[600];
     snprintf(out, sizeof out, "%s/allocs-%d.txt", dir, n);
@@ -1026,7 +1109,9 @@ static long alloc_total(const char *path, const char *dir, int idx, const char *
     unsetenv("PH_ALLOC_COUNT_OUT");
     if (pid <= 0)
         return -1;
-    target t = { "counted", port, TARGET_HOST, pid, NULL, 0 };
+    target t = *shape;
+    t.port = port;
+    t.pid = pid;
     int failed = transaction(&t) != 0;
     for (int i = 0; i < n; i++)
         failed += transaction(&t) != 0;
@@ -1041,22 +1126,24 @@ static long alloc_total(const char *path, const char *dir, int idx, const char *
     return allocs;
 }
 
-/* Heap allocations per transaction: the difference between a proxy that
- * served n + 1 sequential transactions and one that served 1 (the same
- * start-up, DNS warm-up and shutdown), over n. A count, not a time: the
- * machine's load does not move it. */
+/* Heap allocations per transaction of the workload `shape` (its host and
+ * first flight): the difference between a proxy that served n + 1
+ * sequential transactions and one that served 1 (the same start-up, DNS
+ * warm-up and shutdown), over n. A count, not a time: the machine's load
+ * does not move it. */
 static void alloc_counts(const char *name, const char *path, int idx, int n, const char *dir,
-                         const char *workers)
+                         const char *workers, const target *shape)
 {
-    long few = alloc_total(path, dir, idx, workers, 0);
-    long many = alloc_total(path, dir, idx, workers, n);
+    long few = alloc_total(path, dir, idx, workers, 0, shape);
+    long many = alloc_total(path, dir, idx, workers, n, shape);
     if (few < 0 || many < 0) {
-        printf("allocations per tx  %s: no count (the counted proxy failed)\n", name);
+        printf("allocations per tx  %s%s: no count (the counted proxy failed)\n", name,
+               shape->name);
         return;
     }
-    printf("allocations per tx  %s: %.2f (heap allocations over %d sequential transactions of "
+    printf("allocations per tx  %s%s: %.2f (heap allocations over %d sequential transactions of "
            "one client, against 1)\n",
-           name, (double)(many - few) / n, n);
+           name, shape->name, (double)(many - few) / n, n);
 }
 
 /* ---- system calls per transaction ------------------------------------------ */
@@ -1066,7 +1153,7 @@ static void alloc_counts(const char *name, const char *path, int idx, int n, con
  * per transaction, the most frequent first: the kernel work a transaction
  * costs the proxy, against the minimum a CONNECT needs. The counts, not the
  * times, are the figure (strace slows every call alike). */
-static void syscall_counts(const target *px, int n, const char *dir)
+static void syscall_counts(const char *name, const target *px, int n, const char *dir)
 {
     char out[600], pid[16];
     snprintf(out, sizeof out, "%s/strace-%d.txt", dir, (int)px->pid);
@@ -1111,8 +1198,8 @@ static void syscall_counts(const target *px, int n, const char *dir)
     }
     /* The warm-up transaction is in the counts too: n + 1 transactions. */
     double per = (double)(n + 1 - failed);
-    printf("syscalls per tx     %s: %.1f (%d sequential transactions of one client, %d failed):",
-           px->name, (double)total / per, n + 1, failed);
+    printf("syscalls per tx     %s%s: %.1f (%d sequential transactions of one client, %d failed):",
+           name, px->name, (double)total / per, n + 1, failed);
     for (int i = 0; i < k; i++) {
         int best = i;
         for (int j = i + 1; j < k; j++)
@@ -1131,8 +1218,6 @@ static void syscall_counts(const target *px, int n, const char *dir)
 }
 
 /* ---- A/B: several pinhole-proxy binaries, rounds interleaved ------------- */
-
-#define AB_MAX 4
 
 /* The figures of one round of one proxy. */
 typedef struct ab_round {
@@ -1331,11 +1416,14 @@ static void usage(FILE *f)
                "                     (strace; default 1000, 0: no count)\n"
                "  --allocs N         count each proxy's heap allocations over N transactions\n"
                "                     (a counter preloaded; default 1000, 0: no count)\n"
-               "  --counts-only      only the system calls and allocations per transaction\n"
+               "  --counts-only      only the system calls and allocations per transaction, of\n"
+               "                     the plain one and of the inspection's two workloads\n"
                "  --clients N        client threads of the transactions/s rounds, 1-16 (default 4)\n"
                "  --no-peers         skip tinyproxy and squid (A/B runs of Pinhole alone)\n"
                "  --idle-only        only the idle tunnels' RSS (a fresh proxy: no load before)\n"
                "  --http-only        only the plain-HTTP GETs and their targets\n"
+               "  --inspect-only     only the tunnel inspection's rows; with two or more --proxy,\n"
+               "                     their rounds interleaved (each proxy's on/off ratio)\n"
                "  --help             this text\n"
                "Exit: 0 figures printed, 1 set-up failed, 2 usage.\n",
             AB_MAX);
@@ -1433,6 +1521,7 @@ int main(int argc, char **argv)
                                            { "no-peers", no_argument, NULL, 'n' },
                                            { "idle-only", no_argument, NULL, 'I' },
                                            { "http-only", no_argument, NULL, 'H' },
+                                           { "inspect-only", no_argument, NULL, 'T' },
                                            { "help", no_argument, NULL, 'h' },
                                            { NULL, 0, NULL, 0 } };
     char workers[16] = "0";
@@ -1440,6 +1529,7 @@ int main(int argc, char **argv)
     int nproxies = 0, rounds = 7, sys_n = 1000, alloc_n = 1000;
     int want = 10000, o;
     bool peers = true, idle_only = false, counts_only = false, http_only = false;
+    bool inspect_only = false;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o == 'w' && atoi(optarg) >= 0)
             snprintf(workers, sizeof workers, "%d", atoi(optarg));
@@ -1463,6 +1553,8 @@ int main(int argc, char **argv)
             idle_only = true;
         else if (o == 'H')
             http_only = true;
+        else if (o == 'T')
+            inspect_only = true;
         else if (o == 'h') {
             usage(stdout);
             return 0;
@@ -1484,7 +1576,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (idle_only || http_only)
+    if (idle_only || http_only || inspect_only)
         peers = false, sys_n = 0, alloc_n = 0;
     bool ab = nproxies > 1;
     signal(SIGPIPE, SIG_IGN);
@@ -1552,11 +1644,23 @@ int main(int argc, char **argv)
            "%s proxy workers (0: one per core), descriptor limit %ld)\n",
            sysconf(_SC_NPROCESSORS_ONLN), workers, (long)rl.rlim_cur);
     fflush(stdout);
-    for (int p = 0; sys_n > 0 && p < nproxies; p++)
-        syscall_counts(&px_t[p], sys_n, dir);
-    for (int p = 0; alloc_n > 0 && p < nproxies; p++)
-        alloc_counts(px_t[p].name, proxy_paths[p], p, alloc_n, dir, workers);
-    if (counts_only) {
+    /* Each proxy's counts of the plain transaction, then (--counts-only)
+     * of the inspection's two workloads. */
+    for (int p = 0; p < nproxies; p++) {
+        target shape[3];
+        shape[0] = px_t[p];
+        shape[0].name = "";
+        hello_targets(&shape[0], &shape[1], &shape[2]);
+        for (int k = 0; k < (counts_only ? 3 : 1); k++) {
+            if (sys_n > 0)
+                syscall_counts(px_t[p].name, &shape[k], sys_n, dir);
+            if (alloc_n > 0)
+                alloc_counts(px_t[p].name, proxy_paths[p], p, alloc_n, dir, workers, &shape[k]);
+        }
+    }
+    if (inspect_only)
+        inspection_lines(px_t, nproxies);
+    if (counts_only || inspect_only) {
         for (int p = 0; p < nproxies; p++)
             kill(px_t[p].pid, SIGTERM), waitpid(px_t[p].pid, NULL, 0);
         kill(up, SIGKILL), waitpid(up, NULL, 0);
@@ -1590,7 +1694,7 @@ int main(int argc, char **argv)
     if (!ab) {
         if (!idle_only && !http_only) {
             compare(&direct_t, floor_p, &pinhole_t, true, &fig);
-            inspection_lines(&pinhole_t);
+            inspection_lines(&pinhole_t, 1);
         }
         if (!idle_only)
             bench_http_compare("pinhole-proxy", pinhole_t.port, px, TARGET_HOST, token, clients,

@@ -108,20 +108,21 @@ typedef struct px_conn {
     px_upstream *up;            /* from the decision on: the lease slot, the dial, the log's addresses */
     px_relay *relay;            /* ST_RELAY: owns both sockets */
     struct px_fwd *fwd;         /* ST_FORWARD: owns the client from then on */
-    struct px_inspect *insp;    /* ST_RELAY: the inspection of the client's first
-                                 * bytes (tunnel.c), until it passed */
     const char *end;
     uint64_t bytes_up, bytes_down;
     int fd;                     /* the client socket; -1 once h->client or the relay owns it */
     int status;
     ph_reason reason;
     uint32_t rule_line;         /* 0 without a rule */
+    uint32_t insp_need;         /* inspecting: the inspection's need (inspect.h) */
     uint16_t port;              /* the authority's (0 without one) */
     uint8_t state;              /* conn_state */
     uint8_t protocol;           /* the rule's ph_protocol: what the tunnel may carry */
     bool sni_is_host;           /* the ClientHello named the CONNECT host byte for byte:
                                  * the log's sni is the host (no copy of it kept) */
     bool in_head;               /* holds a request-head slot */
+    bool inspecting;            /* ST_RELAY: the client's first bytes are held for the
+                                 * inspection (tunnel.c), until it passed */
     uint8_t key_off;            /* the per-peer limit's key: peer + key_off; "" = no slot held */
     char peer[];                /* who connected, for the log; then the key */
 } px_conn;

@@ -270,7 +270,6 @@ void px_conn_free(px_conn *c)
     }
     px_conn_head_free(&c->h);
     px_conn_tunnel_free(&c->t);
-    free(c->insp);
     px_limits_conn_release();
     if (c->prev)
         c->prev->next = c->next;

@@ -24,14 +24,11 @@ void px_inspect_init(px_inspect *in)
 
 static px_inspect_verdict refuse(px_inspect *in, ph_reason reason, const char *detail, bool tls)
 {
+    static const uint8_t alert[7] = { RECORD_ALERT, 3, 3, 0, 2, ALERT_FATAL, ALERT_ACCESS_DENIED };
     in->reason = reason;
     in->detail = detail;
-    in->alert_len = 0;
-    if (tls) {
-        const uint8_t alert[7] = { RECORD_ALERT, 3, 3, 0, 2, ALERT_FATAL, ALERT_ACCESS_DENIED };
-        memcpy(in->alert, alert, sizeof alert);
-        in->alert_len = sizeof alert;
-    }
+    in->alert = tls ? alert : NULL;
+    in->alert_len = tls ? sizeof alert : 0;
     return PX_INSPECT_REFUSE;
 }
 

@@ -21,13 +21,15 @@ typedef enum px_inspect_verdict {
                             * tunnel, checking every request's Host (forward.h) */
 } px_inspect_verdict;
 
+/* One ask's state; between asks only need is kept (tunnel.c keeps it in
+ * the connection: no allocation per tunnel). */
 typedef struct px_inspect {
     size_t need;            /* the parser's next useful length */
     ph_tls_hello hello;     /* the last parse (its sni once DONE) */
     bool has_sni;           /* a ClientHello named a server: hello.sni */
     ph_reason reason;       /* REFUSE */
     const char *detail;     /* REFUSE: static, one line */
-    uint8_t alert[7];       /* REFUSE: a fatal TLS alert record, when TLS */
+    const uint8_t *alert;   /* REFUSE: a fatal TLS alert record, when TLS (static) */
     size_t alert_len;
 } px_inspect;
 

@@ -34,12 +34,18 @@
  * or when the caller stops it (its grant or destination was revoked).
  *
  * Hold (px_relay_hold): the client's first bytes may be held for a gate
- * (a tunnel's inspection): they are read into the upstream buffer without
- * being sent, up to the hold's cap and deadline, and the gate sees them
- * all at each read; the upstream's bytes meanwhile flow as usual (a
- * server-speaks-first protocol is not stalled). PASS flushes what was held
- * and relays as usual; END sends the gate's reply to the client and ends
- * the tunnel with nothing of the client's relayed.
+ * (a tunnel's inspection): they are read without being sent, up to the
+ * hold's cap and deadline, and the gate sees them all at each read; the
+ * upstream's bytes meanwhile flow as usual (a server-speaks-first protocol
+ * is not stalled). The usual first flight (a ClientHello) comes in one
+ * read: the gate sees it where it was read, and PASS sends it on from
+ * there, in the same pass, as an uninspected tunnel's bytes (no buffer, no
+ * copy: measured with bench_proxy --counts-only). Only a first flight that
+ * needs more reads (split records, a slow drip) is held in the upstream
+ * buffer, the gate seeing all of it at each read. PASS flushes what was
+ * held and relays as usual; END sends the gate's reply to the client and
+ * ends the tunnel with nothing of the client's relayed. The hold's
+ * deadline is the relay's one timer's (no timer of its own).
  *
  * Callbacks: every event's argument is the relay (a socket's event tells
  * its side by its descriptor); the events live inside the relay's own
@@ -286,10 +292,29 @@ static bool pass_on(px_relay *r, int from, const unsigned char *p, size_t n)
     return true;
 }
 
-static bool gate_ask(px_relay *r, px_gate_ask why);
+static bool gate_ask(px_relay *r, px_gate_ask why, const uint8_t *fresh, size_t fresh_len);
 
-/* The client's socket is readable while its bytes are held: they join the
- * held ones, and the gate sees them all. */
+/* Holds n client bytes behind those held already. The hold's buffer, made
+ * here when first needed, has room for the whole hold in one chain: each
+ * read lands after the last and the gate's view of them all
+ * (evbuffer_pullup) copies nothing, so a client trickling a byte at a time
+ * costs no more than one sending at once (out of memory for that room, the
+ * reads still work, with copies). Returns false when the relay ended (out
+ * of memory: done ran, the caller must not touch r). */
+static bool hold_bytes(px_relay *r, const uint8_t *p, size_t n)
+{
+    struct evbuffer *b = r->buf[0];
+    if (b == NULL && (b = buffer(r, 0)) != NULL)
+        (void)evbuffer_expand(b, r->hold_cap);
+    if (b == NULL || evbuffer_add(b, p, n) != 0) {
+        finish(r, "out_of_memory");
+        return false;
+    }
+    return true;
+}
+
+/* The client's socket is readable while its bytes are held: the gate sees
+ * them with the held ones (with none held, where they were read). */
 static void read_held(px_relay *r)
 {
     size_t have = held(r, 0);
@@ -307,17 +332,18 @@ static void read_held(px_relay *r)
             r->eof[0] = true;
             watch(r, 0, EV_READ, false);
         }
-        (void)gate_ask(r, room > 0 ? PX_GATE_EOF : PX_GATE_FULL);
-        return;
-    }
-    struct evbuffer *b = buffer(r, 0);
-    if (b == NULL || evbuffer_add(b, scratch, (size_t)n) != 0) {
-        finish(r, "out_of_memory");
+        (void)gate_ask(r, room > 0 ? PX_GATE_EOF : PX_GATE_FULL, NULL, 0);
         return;
     }
     *r->count[0] += (uint64_t)n;
     r->last_activity = ph_monotonic_ms();
-    (void)gate_ask(r, held(r, 0) >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES);
+    px_gate_ask why = have + (size_t)n >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES;
+    if (have == 0) {
+        (void)gate_ask(r, why, scratch, (size_t)n);
+        return;
+    }
+    if (hold_bytes(r, scratch, (size_t)n))
+        (void)gate_ask(r, why, NULL, 0);
 }
 
 /* Side `from`'s socket is readable. */
@@ -409,7 +435,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         return;
     }
     if (r->gate != NULL && now >= r->hold_at) {
-        (void)gate_ask(r, PX_GATE_DEADLINE);
+        (void)gate_ask(r, PX_GATE_DEADLINE, NULL, 0);
         return;
     }
     if (quiet >= r->idle_ms) {
@@ -434,16 +460,20 @@ static void arm_timer(px_relay *r, int64_t now)
     evtimer_add(r->timer, &tv);
 }
 
-/* Asks the gate about the bytes held; a last ask (EOF, full, deadline)
- * that gets WAIT ends the tunnel as END would. Returns false when the relay
+/* Asks the gate about the client's bytes: those held, or (fresh != NULL,
+ * nothing held) fresh[0..fresh_len), just read, which PASS sends on from
+ * where they are and WAIT holds; a last ask (EOF, full, deadline) that
+ * gets WAIT ends the tunnel as END would. Returns false when the relay
  * ended (done ran: the caller must not touch r). */
-static bool gate_ask(px_relay *r, px_gate_ask why)
+static bool gate_ask(px_relay *r, px_gate_ask why, const uint8_t *fresh, size_t fresh_len)
 {
     const char *end = "closed";
     const uint8_t *reply = NULL;
     size_t reply_len = 0;
-    size_t len = held(r, 0);
-    const uint8_t *p = len > 0 ? evbuffer_pullup(r->buf[0], -1) : (const uint8_t *)"";
+    size_t len = fresh != NULL ? fresh_len : held(r, 0);
+    const uint8_t *p = fresh != NULL ? fresh
+                       : len > 0     ? evbuffer_pullup(r->buf[0], -1)
+                                     : (const uint8_t *)"";
     if (p == NULL) {
         finish(r, "out_of_memory");
         return false;
@@ -451,8 +481,14 @@ static bool gate_ask(px_relay *r, px_gate_ask why)
     px_gate_verdict v = r->gate(r->gate_arg, p, len, why, &end, &reply, &reply_len);
     if (v == PX_GATE_PASS) {
         r->gate = NULL;
+        if (fresh != NULL && !pass_on(r, 0, fresh, fresh_len))
+            return false;
         return flush(r, 0);
     }
+    /* Fresh bytes are held from here on (WAIT), or go with the handoff. */
+    if (fresh != NULL && ((v == PX_GATE_WAIT && why == PX_GATE_BYTES) || v == PX_GATE_HANDOFF) &&
+        !hold_bytes(r, fresh, fresh_len))
+        return false;
     if (v == PX_GATE_WAIT && why == PX_GATE_BYTES) {
         watch(r, 0, EV_READ, !r->eof[0]);
         return true;
@@ -555,11 +591,8 @@ px_relay *px_relay_start(struct event_base *base, int client_fd, int upstream_fd
         return NULL;
     }
     *r->count[0] += early_len;
-    int64_t first = r->life_at - r->last_activity;
-    if (first > r->idle_ms)
-        first = r->idle_ms;
-    struct timeval tv = { (time_t)(first / 1000), (suseconds_t)(first % 1000 * 1000) };
-    evtimer_add(r->timer, &tv);
+    /* The timer is armed once, by px_relay_run, for the nearest of the
+     * deadlines then known (a hold's among them). */
     return r;
 }
 
@@ -570,20 +603,17 @@ void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb ga
     r->handoff = handoff;
     r->gate_arg = arg;
     r->hold_cap = cap;
-    /* Room for the whole hold in one chain: each read lands after the last
-     * and the gate's view of them all (evbuffer_pullup) copies nothing, so
-     * a client trickling a byte at a time costs no more than one sending
-     * at once. (Out of memory, the reads still work, with copies.) */
-    if (buffer(r, 0) != NULL)
+    /* Early bytes are held already: the hold's room goes behind them (as
+     * hold_bytes makes it for a first read). */
+    if (r->buf[0] != NULL)
         (void)evbuffer_expand(r->buf[0], cap);
-    int64_t now = ph_monotonic_ms();
-    r->hold_at = now + timeout_ms;
-    evtimer_del(r->timer);
-    arm_timer(r, now);
+    /* From the relay's start (the 200), microseconds ago. */
+    r->hold_at = r->last_activity + timeout_ms;
 }
 
 void px_relay_run(px_relay *r)
 {
+    arm_timer(r, r->last_activity);
     /* What is left of the greeting (queued first in the downstream buffer)
      * goes out now, without waiting for the loop; then the early bytes. */
     if (!flush(r, 1))
@@ -591,7 +621,7 @@ void px_relay_run(px_relay *r)
     if (r->gate != NULL && held(r, 0) > 0) {
         /* The early bytes may be the whole hello already, or its start
          * (then the client's socket is watched for the rest). */
-        (void)gate_ask(r, held(r, 0) >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES);
+        (void)gate_ask(r, held(r, 0) >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES, NULL, 0);
         return;
     }
     (void)flush(r, 0);

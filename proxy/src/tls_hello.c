@@ -97,14 +97,23 @@ static bool take(rd *r, uint8_t *to, size_t n)
     return true;
 }
 
+/* A big-endian number of `bytes` (1 to 3) bytes. */
 static bool num(rd *r, size_t bytes, size_t *v)
 {
     uint8_t b[3];
-    if (!take(r, b, bytes))
+    const uint8_t *at = b;
+    if (r->rec_left >= bytes && r->len - r->p >= bytes) {
+        /* Inside the current record and the input (nearly always): read
+         * where it is, as take would after the same checks. */
+        at = r->buf + r->p;
+        r->p += bytes;
+        r->rec_left -= bytes;
+    } else if (!take(r, b, bytes)) {
         return false;
+    }
     *v = 0;
     for (size_t i = 0; i < bytes; i++)
-        *v = *v << 8 | b[i];
+        *v = *v << 8 | at[i];
     return true;
 }
 
@@ -177,6 +186,31 @@ static bool server_name(rd *r, size_t ext_len, ph_tls_hello *out)
     return true;
 }
 
+/* The extension types seen so far (RFC 8446 4.2: each type once): a
+ * 65536-bit set in 256 pages of 256 bits, a page cleared when a type in it
+ * is first seen. A real hello's types fall in a handful of pages (those
+ * under 256, GREASE, 0xfe0d, 0xff01): clearing the whole set for each hello
+ * was 8 KiB of stores, most of a hello's parse, and of the level-1 cache. */
+typedef struct ext_set {
+    uint8_t used[32];       /* page p is cleared: bit p */
+    uint8_t bits[256][32];
+} ext_set;
+
+/* Marks type as seen; false when it was already. */
+static bool ext_first(ext_set *s, size_t type)
+{
+    size_t page = type >> 8 & 0xff, bit = type & 0xff;
+    uint8_t pm = (uint8_t)(1u << (page & 7)), bm = (uint8_t)(1u << (bit & 7));
+    if (!(s->used[page >> 3] & pm)) {
+        s->used[page >> 3] |= pm;
+        memset(s->bits[page], 0, sizeof s->bits[page]);
+    }
+    if (s->bits[page][bit >> 3] & bm)
+        return false;
+    s->bits[page][bit >> 3] |= bm;
+    return true;
+}
+
 /* The ClientHello's body, body bytes long (RFC 8446 section 4.1.2). */
 static bool client_hello(rd *r, size_t body, ph_tls_hello *out)
 {
@@ -208,9 +242,8 @@ static bool client_hello(rd *r, size_t body, ph_tls_hello *out)
         return false;
     if (left != 0)
         return fail(r, "bytes after the extensions");
-    /* Each type once (RFC 8446 4.2): a 65536-bit set. */
-    uint8_t seen[8192];
-    memset(seen, 0, sizeof seen);
+    ext_set seen; /* only its used pages are written (ext_first) */
+    memset(seen.used, 0, sizeof seen.used);
     while (exts > 0) {
         size_t type, len;
         if (exts < 4)
@@ -220,9 +253,8 @@ static bool client_hello(rd *r, size_t body, ph_tls_hello *out)
         exts -= 2;
         if (!vec(r, 2, 0, 0xffff, &exts, &len, "extension length exceeds its block"))
             return false;
-        if (seen[type >> 3] & (1u << (type & 7)))
+        if (!ext_first(&seen, type))
             return fail(r, "an extension type present twice");
-        seen[type >> 3] |= (uint8_t)(1u << (type & 7));
         if (type == EXT_SERVER_NAME) {
             if (!server_name(r, len, out))
                 return false;

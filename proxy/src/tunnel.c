@@ -104,7 +104,7 @@ static void recheck(px_conn *c)
              * the rule now says http) or, with tcp, bytes nobody read
              * (admitted only while the rule still says tcp). */
             bool carried_raw = was == PH_PROTOCOL_TCP;
-            bool relaying = c->state == ST_RELAY && c->insp == NULL;
+            bool relaying = c->state == ST_RELAY && !c->inspecting;
             if (!relaying) {
                 c->protocol = (uint8_t)now;
                 return;
@@ -178,17 +178,24 @@ static void tunnel_note(px_conn *c, const char *sni, const char *detail)
 }
 
 /* The relay's gate while the client's first bytes are held: the
- * inspection (inspect.h) decides on them against the CONNECT host. */
+ * inspection (inspect.h) decides on them against the CONNECT host. Its
+ * state lives on this stack but for the parser's need, kept in c between
+ * asks; what a verdict leaves behind (the log's sni and detail, the alert)
+ * is copied or static. */
 static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, px_gate_ask why,
                                     const char **end, const uint8_t **reply, size_t *reply_len)
 {
     px_conn *c = arg;
-    px_inspect *in = c->insp;
+    px_inspect insp, *in = &insp;
+    px_inspect_init(in);
+    in->need = c->insp_need;
     const char *str[CS_COUNT];
     size_t token_len;
     px_conn_strings(c, str, &token_len);
     px_inspect_verdict v = px_inspect_step(in, held, len, str[CS_HOST] ? str[CS_HOST] : "",
                                            (ph_protocol)c->protocol, why != PX_GATE_BYTES);
+    /* Bounded by the hold's cap (inspect_bytes, at most 1 MiB: config.c). */
+    c->insp_need = (uint32_t)in->need;
     if (v == PX_INSPECT_WAIT)
         return PX_GATE_WAIT;
     if (v == PX_INSPECT_HTTP)
@@ -206,11 +213,9 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
         c->sni_is_host = true;
     else
         tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
-    if (v == PX_INSPECT_PASS) {
-        free(c->insp);
-        c->insp = NULL;
+    c->inspecting = false;
+    if (v == PX_INSPECT_PASS)
         return PX_GATE_PASS;
-    }
     /* The 200 went out already: the status is the log's and the metric's;
      * the client gets a TLS alert (a TLS client) or the close. */
     c->status = ph_reason_http_status(in->reason);
@@ -252,8 +257,7 @@ static void http_handoff(void *arg, int client_fd, int upstream_fd, struct evbuf
     px_metrics_tunnel_close();
     px_metrics_bytes(c->bytes_up, c->bytes_down);
     c->bytes_up = c->bytes_down = 0;
-    free(c->insp);
-    c->insp = NULL;
+    c->inspecting = false;
     px_upstream_free(&c->up);
     struct bufferevent *cb = bufferevent_socket_new(base, client_fd, BEV_OPT_CLOSE_ON_FREE);
     struct bufferevent *ub = cb != NULL ? bufferevent_socket_new(base, upstream_fd,
@@ -347,9 +351,7 @@ static void start_relay(px_conn *c)
     conn_tunnel *t = px_conn_tunnel_pack(str, token_len, &c->up);
     if (t != NULL)
         c->t = t; /* with c->up inside: px_conn_free frees c->up, then t */
-    /* protocol: tcp is the one tunnel that is not inspected. */
-    if (t == NULL ||
-        (c->protocol != PH_PROTOCOL_TCP && (c->insp = malloc(sizeof *c->insp)) == NULL)) {
+    if (t == NULL) {
         close(ufd);
         c->end = "out_of_memory";
         px_conn_free(c);
@@ -359,10 +361,12 @@ static void start_relay(px_conn *c)
                               h->head_got - h->head_len, ok + sent, sizeof ok - 1 - (size_t)sent,
                               c->w->cfg, life, life_end, &c->bytes_up, &c->bytes_down, relay_done,
                               c);
-    if (c->relay != NULL && c->insp != NULL) {
+    /* protocol: tcp is the one tunnel that is not inspected. */
+    if (c->relay != NULL && c->protocol != PH_PROTOCOL_TCP) {
         /* Nothing of the client's goes upstream before the inspection
          * passed it (TUNNEL INSPECTION in docs/pinhole-proxy.md). */
-        px_inspect_init(c->insp);
+        c->inspecting = true;
+        c->insp_need = 0;
         px_relay_hold(c->relay, (size_t)c->w->cfg->inspect_bytes, c->w->cfg->inspect_timeout_ms,
                       inspect_gate, http_handoff, c);
     }

@@ -24,53 +24,14 @@ PROXY=$1 POLICYC=$2 GRANT=$3 COUNTER=$4
 N=300
 ALLOC_MAX=8
 
-/usr/bin/python3 - >"$E2E_TMP/echo.port" 2>"$E2E_TMP/echo.err" <<'PY' &
-import selectors, socket
-sel = selectors.DefaultSelector()
-ls = socket.socket()
-ls.bind(("127.0.0.1", 0))
-ls.listen(128)
-print(ls.getsockname()[1], flush=True)
-sel.register(ls, selectors.EVENT_READ)
-while True:
-    for key, _ in sel.select():
-        if key.fileobj is ls:
-            sel.register(ls.accept()[0], selectors.EVENT_READ)
-            continue
-        data = key.fileobj.recv(65536)
-        if data:
-            key.fileobj.sendall(data)
-        else:
-            sel.unregister(key.fileobj)
-            key.fileobj.close()
-PY
-E2E_PIDS="$E2E_PIDS $!"
-for _ in $(seq 1 200); do [ -s "$E2E_TMP/echo.port" ] && break; sleep 0.025; done
-UP=$(cat "$E2E_TMP/echo.port")
-[ -n "$UP" ] || { fail "echo upstream did not start: $(cat "$E2E_TMP/echo.err")"; e2e_finish; }
+counts_start_echo
 # A TTL, so the proxy's cache answers every CONNECT after the warm-up (the
 # DNS round trip is not the CONNECT's own work).
 e2e_dnsmasq --local=/$E2E_DOMAIN/ --host-record=ok.$E2E_DOMAIN,127.0.0.1 --local-ttl=300
 e2e_make_policy
 
 transactions() { # COUNT: sequential transactions through the proxy; prints the failures
-    PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "ok.$E2E_DOMAIN:$UP" \
-        "$TOKEN" "$1" <<'PY'
-import sys
-from tunnel_http import tunnel
-port, dest, token, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-failed = 0
-for _ in range(n):
-    try:
-        s, f = tunnel(port, token, dest)
-        s.sendall(b"x" * 64)
-        failed += f.read(64) != b"x" * 64
-        f.close()
-        s.close()
-    except (AssertionError, OSError):
-        failed += 1
-print(failed)
-PY
+    counts_tunnels "ok.$E2E_DOMAIN" "$1"
 }
 
 # ---- system calls ----------------------------------------------------------

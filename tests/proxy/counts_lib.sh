@@ -4,6 +4,60 @@
 # counter ($COUNTER, libbench_alloc_count.so), and the log lines the
 # counted exchanges write.
 
+# The echo upstream of the tunnel counts (every byte sent back) on a port
+# the kernel chose: sets UP.
+counts_start_echo() {
+    /usr/bin/python3 - >"$E2E_TMP/echo.port" 2>"$E2E_TMP/echo.err" <<'PY' &
+import selectors, socket
+sel = selectors.DefaultSelector()
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(128)
+print(ls.getsockname()[1], flush=True)
+sel.register(ls, selectors.EVENT_READ)
+while True:
+    for key, _ in sel.select():
+        if key.fileobj is ls:
+            sel.register(ls.accept()[0], selectors.EVENT_READ)
+            continue
+        data = key.fileobj.recv(65536)
+        if data:
+            key.fileobj.sendall(data)
+        else:
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+PY
+    E2E_PIDS="$E2E_PIDS $!"
+    for _ in $(seq 1 200); do [ -s "$E2E_TMP/echo.port" ] && break; sleep 0.025; done
+    UP=$(cat "$E2E_TMP/echo.port")
+    [ -n "$UP" ] || { fail "echo upstream did not start: $(cat "$E2E_TMP/echo.err")"; e2e_finish; }
+}
+
+# COUNT sequential tunnels through the proxy ($PROXY_PORT, $TOKEN) to
+# HOST:$UP (the echo upstream), each sending its first flight (the bytes of
+# FILE; without one, 64 x), reading it back, and closing; prints the
+# failures.
+counts_tunnels() { # HOST COUNT [FILE]
+    PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$1:$UP" \
+        "$TOKEN" "$2" "${3:-}" <<'PY'
+import sys
+from tunnel_http import tunnel
+port, dest, token, n, path = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+msg = open(path, "rb").read() if path else b"x" * 64
+failed = 0
+for _ in range(n):
+    try:
+        s, f = tunnel(port, token, dest)
+        s.sendall(msg)
+        failed += f.read(len(msg)) != msg
+        f.close()
+        s.close()
+    except (AssertionError, OSError):
+        failed += 1
+print(failed)
+PY
+}
+
 # Waits until LOG holds COUNT lines of status 200: an exchange's line is
 # written as it ends, which may be just after its client saw the end.
 counts_wait_lines() { # COUNT LOG

@@ -57,19 +57,17 @@ endif()
 # bench_proxy's preloaded allocation counter (which a sanitizer build cannot
 # preload: none there).
 if(TARGET pinhole-proxy-testloopback AND PINHOLE_BUILD_BENCH AND NOT PINHOLE_SANITIZE)
-    ph_add_script_test(NAME proxy.connect_counts
-        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/connect_counts.sh
-            $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
-            $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
-        LABELS e2e)
-    set_tests_properties(proxy.connect_counts PROPERTIES TIMEOUT 120)
-    # The same per forwarded plain-HTTP request on a kept-alive connection.
-    ph_add_script_test(NAME proxy.forward_counts
-        COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/forward_counts.sh
-            $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
-            $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
-        LABELS e2e)
-    set_tests_properties(proxy.forward_counts PROPERTIES TIMEOUT 120)
+    # connect_counts: per CONNECT; forward_counts: per forwarded plain-HTTP
+    # request on a kept-alive connection; inspect_counts: what a tunnel's
+    # inspection adds to a CONNECT carrying a ClientHello.
+    foreach(counts connect_counts forward_counts inspect_counts)
+        ph_add_script_test(NAME proxy.${counts}
+            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/${counts}.sh
+                $<TARGET_FILE:pinhole-proxy-testloopback> $<TARGET_FILE:policyc>
+                $<TARGET_FILE:pinhole-guard> $<TARGET_FILE:bench_alloc_count>
+            LABELS e2e)
+        set_tests_properties(proxy.${counts} PROPERTIES TIMEOUT 120)
+    endforeach()
 endif()
 
 # The parity helper: the guard's verdict and the proxy's on one corpus.

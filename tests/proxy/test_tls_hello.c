@@ -190,6 +190,27 @@ static void strict_cases(void **state)
     sni(&e, "evil.test");
     assert_refused(&e, "present twice");
 
+    /* Every type once, in whichever part of the 16-bit space: types that
+     * share their low byte are distinct (read), any type twice is refused,
+     * however far apart the two are. */
+    static const unsigned types[] = { 0x0010, 0x0110, 0x1010, 0xff10, 0x00ff, 0xffff, 0x0a0a,
+                                      0xfafa, 0xfe0d, 0xff01, 0x4469, 0x8000 };
+    const size_t nt = sizeof types / sizeof *types;
+    e.n = 0;
+    sni(&e, NAME);
+    for (size_t i = 0; i < nt; i++)
+        ext(&e, types[i], "", 0);
+    n = hello(&e, OUT);
+    assert_name(OUT, n, NAME);
+    for (size_t dup = 0; dup < nt; dup++) {
+        e.n = 0;
+        for (size_t i = 0; i < nt; i++)
+            ext(&e, types[i], "", 0);
+        sni(&e, NAME);
+        ext(&e, types[dup], "", 0);
+        assert_refused(&e, "present twice");
+    }
+
     e.n = 0; /* two names in one list */
     u16(&e, 0);
     u16(&e, 2 + 2 * (3 + 4));
