@@ -30,8 +30,9 @@ RECV=$E2E_TMP/up/recv.bin
 # alert's description byte, "closed" without one.
 check "TLS flights: ECH, CCS first, alert first, two server_name, trailing dot" \
     "alert 49|closed|closed|alert 49|alert 49" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$UP" 2>&1 <<'PY'
-import socket, struct, sys
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$UP" 2>&1 <<'PY'
+import struct, sys
+from tunnel_http import tunnel
 port, tok, host, up = sys.argv[1:]
 def u16(b): return struct.pack(">H", len(b)) + b
 def ext(t, body): return struct.pack(">H", t) + u16(body)
@@ -53,14 +54,9 @@ flights = [
     hello(sni(host + ".")),
 ]
 out = []
-for f in flights:
-    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-    s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode())
-    r = s.makefile("rb")
-    assert r.readline().startswith(b"HTTP/1.1 200")
-    while r.readline() not in (b"\r\n", b""):
-        pass
-    s.sendall(f)
+for flight in flights:
+    s, r = tunnel(port, tok, f"{host}:{up}")
+    s.sendall(flight)
     got = r.read()
     out.append(f"alert {got[6]}" if got[:1] == b"\x15" and len(got) == 7 else
                "closed" if got == b"" else repr(got[:20]))
@@ -77,8 +73,9 @@ check "the upstream received no byte of those flights" "0" "$(stat -c %s "$RECV"
 # HTTP/1 in clear in a tunnel to web.<domain> (protocol http).
 check "HTTP in a tunnel: two Host, folded Host, h2c preface, another port" \
     "400 http_bad_field|400 http_obs_fold|400 http_bad_request_line|403 host_mismatch" \
-    "$(/usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
-import socket, sys
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "web.$D" "$UP" 2>&1 <<'PY'
+import sys
+from tunnel_http import response, tunnel
 port, tok, host, up = sys.argv[1:]
 reqs = [
     f"GET /two-host HTTP/1.1\r\nHost: {host}:{up}\r\nHost: evil.test\r\n\r\n",
@@ -88,19 +85,10 @@ reqs = [
 ]
 out = []
 for req in reqs:
-    s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
-    s.sendall(f"CONNECT {host}:{up} HTTP/1.1\r\nProxy-Authorization: Bearer {tok}\r\n\r\n".encode()
-              + req.encode("latin-1"))
-    data = b""
-    while True:
-        b = s.recv(4096)
-        if not b:
-            break
-        data += b
-    head = data.split(b"\r\n\r\n", 1)[1].split(b"\r\n\r\n", 1)[0].decode()
-    reason = [l.split(":", 1)[1].strip() for l in head.split("\r\n")
-              if l.lower().startswith("pinhole-reason:")]
-    out.append(head.split("\r\n")[0][9:12] + " " + (reason[0] if reason else "-"))
+    s, f = tunnel(port, tok, f"{host}:{up}")
+    s.sendall(req.encode("latin-1"))
+    status, _, reason = response(f)
+    out.append(f"{status[9:12]} {reason or '-'}" + ("" if f.read() == b"" else " open"))
 print("|".join(out))
 PY
 )"
