@@ -130,6 +130,7 @@ static stage reason_stage(ph_reason r)
     case PH_REASON_TLS_MALFORMED:
     case PH_REASON_SNI_MISSING:
     case PH_REASON_SNI_MISMATCH:
+    case PH_REASON_SNI_ENCRYPTED:
     case PH_REASON_PROTOCOL_NOT_ALLOWED:
         return STAGE_TABLE_ALLOWED;
     default:

@@ -4,8 +4,10 @@
  * whose ClientHello names another host served from the same address (a
  * CDN routes on the inner name). The name is read from the first bytes,
  * nothing is decrypted; the bytes are relayed only once the name is the
- * CONNECT host. With ECH the outer name is the one checked (a hello whose
- * outer name is a provider's shared public name is therefore refused).
+ * CONNECT host. A hello offering Encrypted Client Hello is refused even
+ * when its outer name is the CONNECT host: a server that decrypts it routes
+ * on the inner name, which is fronting the proxy cannot see (and a GREASE
+ * ECH extension cannot be told from a real one).
  */
 #include "inspect.h"
 
@@ -106,5 +108,10 @@ px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t l
     if (!ph_ascii_equal_nocase(in->hello.sni, in->hello.sni_len, host))
         return refuse(in, PH_REASON_SNI_MISMATCH,
                       "the ClientHello names another server than the CONNECT host", true);
+    if (in->hello.has_ech)
+        return refuse(in, PH_REASON_SNI_ENCRYPTED,
+                      "the ClientHello offers Encrypted Client Hello: the server may route on "
+                      "a name the proxy cannot read",
+                      true);
     return PX_INSPECT_PASS;
 }

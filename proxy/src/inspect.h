@@ -44,8 +44,9 @@ void px_inspect_init(px_inspect *in);
  * last: no more bytes will come (the client's EOF, the hold's cap or
  * deadline): WAIT is then a refusal (returned as REFUSE).
  *   TLS (a handshake record; default or tls): a ClientHello (tls_hello.h)
- *     whose server name equals host ASCII case-insensitively, else
- *     tls_malformed, sni_missing or sni_mismatch with an access_denied alert.
+ *     whose server name equals host ASCII case-insensitively and that
+ *     offers no Encrypted Client Hello, else tls_malformed, sni_missing,
+ *     sni_mismatch or sni_encrypted with an access_denied alert.
  *   HTTP/1 (a method token and a space; default or http): HTTP, decided
  *     on the first byte and the method, before the request is complete.
  *   Anything else, or the one the rule does not allow: protocol_not_allowed.

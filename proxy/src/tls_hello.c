@@ -17,7 +17,12 @@
 
 #define HS_CLIENT_HELLO 1
 #define EXT_SERVER_NAME 0x0000
+/* encrypted_client_hello (RFC 9849: 0xfe0d; its drafts 08 to 12 took
+ * 0xfe08 to 0xfe0c) and its predecessor encrypted_server_name (ESNI,
+ * 0xffce): each carries a name the network does not see. */
 #define EXT_ECH 0xfe0d
+#define EXT_ECH_DRAFT_FIRST 0xfe08
+#define EXT_ESNI 0xffce
 #define NAME_HOST 0
 #define LABEL_MAX 63
 
@@ -260,7 +265,7 @@ static bool client_hello(rd *r, size_t body, ph_tls_hello *out)
                 return false;
             continue;
         }
-        if (type == EXT_ECH)
+        if ((type >= EXT_ECH_DRAFT_FIRST && type <= EXT_ECH) || type == EXT_ESNI)
             out->has_ech = true;
         if (!take(r, NULL, len))
             return false;

@@ -35,8 +35,9 @@
  *     its A-label).
  * A hello without a server_name extension is DONE with has_sni false (the
  * caller decides what a missing name means). With an encrypted_client_hello
- * extension (0xfe0d) the name returned is the outer hello's, the one the
- * network sees: has_ech says so.
+ * extension (0xfe0d, or a draft's 0xfe08 to 0xfe0c, or ESNI's 0xffce) the
+ * name returned is the outer hello's, the one the network sees, and has_ech
+ * says the server may route on another, encrypted one.
  */
 #ifndef PINHOLE_TLS_HELLO_H
 #define PINHOLE_TLS_HELLO_H
@@ -67,7 +68,7 @@ typedef struct ph_tls_hello {
     size_t end;          /* DONE: input bytes up to the end of the record
                           * that completed the hello */
     bool has_sni;        /* DONE: a server_name extension was present */
-    bool has_ech;        /* DONE: an encrypted_client_hello extension was */
+    bool has_ech;        /* DONE: an encrypted_client_hello (or ESNI) extension was */
     size_t sni_len;      /* DONE, has_sni: bytes of sni */
     char sni[PH_TLS_NAME_MAX + 1]; /* DONE, has_sni: the name as sent, NUL-terminated
                                     * (it may span records, so it is copied) */

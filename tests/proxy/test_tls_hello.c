@@ -168,13 +168,23 @@ static void strict_cases(void **state)
     assert_int_equal(ph_tls_hello_parse(OUT, n, &H), PH_TLS_DONE);
     assert_false(H.has_sni);
 
-    /* ECH: the outer name is the one read. */
-    e.n = 0;
+    /* ECH (RFC 9849's codepoint, a draft's, ESNI's): the outer name is the
+     * one read, and has_ech says another may be encrypted. */
+    static const unsigned ech_types[] = { 0xfe0d, 0xfe08, 0xfe0c, 0xffce };
+    for (size_t i = 0; i < sizeof ech_types / sizeof *ech_types; i++) {
+        e.n = 0;
+        sni(&e, "public.cdn.test");
+        ext(&e, ech_types[i], "\x00\x00\x01\x00\x01\x00", 6);
+        n = hello(&e, OUT);
+        assert_name(OUT, n, "public.cdn.test");
+        assert_true(H.has_ech);
+    }
+    e.n = 0; /* a neighbour of those is another extension */
     sni(&e, "public.cdn.test");
-    ext(&e, 0xfe0d, "\x00\x00\x01\x00\x01\x00", 6);
+    ext(&e, 0xfe07, "\x00", 1);
     n = hello(&e, OUT);
     assert_name(OUT, n, "public.cdn.test");
-    assert_true(H.has_ech);
+    assert_false(H.has_ech);
 
     /* Padded past one record (a post-quantum key share's size). */
     e.n = 0;

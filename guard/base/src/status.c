@@ -76,6 +76,7 @@ static const char *const reason_codes[PH_REASON_COUNT_] = {
     [PH_REASON_CLIENT_TIMEOUT] = "client_timeout",
     [PH_REASON_HOST_MISMATCH] = "host_mismatch",
     [PH_REASON_LEASE_REVOKED] = "lease_revoked",
+    [PH_REASON_SNI_ENCRYPTED] = "sni_encrypted",
 };
 
 /* The HTTP status a refusal for each reason is answered with. The proxy
@@ -144,6 +145,8 @@ static const unsigned short reason_status[PH_REASON_COUNT_] = {
      * is relayed, and the connection ends. */
     [PH_REASON_HOST_MISMATCH] = 403,
     [PH_REASON_LEASE_REVOKED] = 407,
+    /* A tunnel's first bytes, as sni_mismatch. */
+    [PH_REASON_SNI_ENCRYPTED] = 403,
 };
 
 int ph_reason_http_status(ph_reason r)

@@ -110,6 +110,10 @@ typedef enum ph_reason {
     /* The grant verifies, but its lease is on the revocation list in force
      * (pinhole/revocation.h): refused like a grant (407). */
     PH_REASON_LEASE_REVOKED = 47,
+    /* A tunnel's ClientHello naming the CONNECT host but offering
+     * Encrypted Client Hello: the server may route on the inner hello's
+     * name, which the proxy cannot read. */
+    PH_REASON_SNI_ENCRYPTED = 48,
     PH_REASON_COUNT_ /* not a reason: the number of reasons */
 } ph_reason;
 
