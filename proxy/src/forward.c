@@ -713,8 +713,6 @@ void px_forward_run(struct px_fwd *f)
     bufferevent_setwatermark(c, EV_WRITE, cap_bytes(f) / 2, 0);
     struct timeval idle = secs(f->w->cfg->idle_timeout_s);
     bufferevent_set_timeouts(c, &idle, &idle);
-    if (f->peer[0] != 'u') /* not a unix socket */
-        px_set_nodelay(c);
     /* EV_WRITE only while the output holds bytes (flush_client). */
     if (evbuffer_get_length(bufferevent_get_output(c)) == 0)
         bufferevent_disable(c, EV_WRITE);
