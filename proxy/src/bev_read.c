@@ -6,10 +6,10 @@
  * frees at once): that event is given this callback, which does what
  * libevent's bufferevent_readcb does through the public interface (its
  * watermark suspension is the input buffer's own callback, which
- * evbuffer_commit_space runs), with a recv(2) into space reserved in the
- * input instead of FIONREAD + readv. */
+ * evbuffer_commit_space runs), with one readv(2) into space reserved in
+ * the input instead of FIONREAD + readv. */
 #include <errno.h>
-#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -38,16 +38,33 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
             if (high - have < want)
                 want = high - have;
         }
-        /* The input's end is frozen for everyone but the reader. */
-        struct evbuffer_iovec v;
+        /* The input's end is frozen for everyone but the reader. Two
+         * extents, as libevent's reader reserves them: the room left in
+         * the last chain and a new chain, so the bytes already there are
+         * never copied into a bigger chain (whose old one would be freed
+         * unwiped with a head's grant in it). */
+        struct evbuffer_iovec v[2];
         ssize_t n = -1;
         evbuffer_unfreeze(in, 0);
-        if (evbuffer_reserve_space(in, (ev_ssize_t)want, &v, 1) == 1) {
-            n = recv(fd, v.iov_base, want < v.iov_len ? want : v.iov_len, 0);
+        int nv = evbuffer_reserve_space(in, (ev_ssize_t)want, v, 2);
+        if (nv > 0) {
+            size_t left = want;
+            for (int i = 0; i < nv; i++) {
+                if (v[i].iov_len > left)
+                    v[i].iov_len = left;
+                left -= v[i].iov_len;
+            }
+            n = readv(fd, v, nv);
             err = errno;
             if (n > 0) {
-                v.iov_len = (size_t)n;
-                evbuffer_commit_space(in, &v, 1);
+                size_t got = (size_t)n;
+                int used = 0;
+                for (; used < nv && got > 0; used++) {
+                    if (v[used].iov_len > got)
+                        v[used].iov_len = got;
+                    got -= v[used].iov_len;
+                }
+                evbuffer_commit_space(in, v, used);
             }
         } else {
             err = ENOMEM;

@@ -1,4 +1,4 @@
-/* bev_read.h - a socket bufferevent that reads with one recv(2) per
+/* bev_read.h - a socket bufferevent that reads with one readv(2) per
  * readiness: libevent 2.1's own reader (evbuffer_read) asks
  * ioctl(FIONREAD) before every read to size it, a second system call for
  * every read of the forwarding engine's sockets (two of a kept-alive

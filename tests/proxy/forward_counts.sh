@@ -8,8 +8,8 @@
 # a warm-up request first fills the DNS cache and opens the upstream.
 #   system calls: strace -f -c attached to every thread of the proxy over
 #     the N requests: at most SYS_MAX per request besides epoll_wait (5:
-#     the head read (recvfrom), sent upstream at once (sendto), the answer
-#     read (recvfrom), the log line (write), the answer written at once
+#     the head read (readv), sent upstream at once (sendto), the answer
+#     read (readv), the log line (write), the answer written at once
 #     (writev); c077e3f made 9: libevent's reader asked ioctl FIONREAD
 #     before each read and read with readv, and two epoll_ctl MOD to the
 #     same events as the client's socket was watched while its request
@@ -117,7 +117,7 @@ check "at most $SYS_MAX system calls per request besides epoll_wait" "yes" \
 ctls=$(awk -v n=$N '$NF == "epoll_ctl" { c = $4 } END { printf "%.2f\n", c / n }' "$E2E_TMP/strace.txt")
 check "no epoll_ctl per kept-alive request" "yes" \
     "$(awk -v c="$ctls" 'BEGIN { print (c < 0.05) ? "yes" : "no: " c }')"
-# Each read is one recv (bev_read.h): c077e3f asked ioctl FIONREAD before
+# Each read is one readv (bev_read.h): c077e3f asked ioctl FIONREAD before
 # each of the two reads (2.00).
 ioctls=$(awk -v n=$N '$NF == "ioctl" { c = $4 } END { printf "%.2f\n", c / n }' "$E2E_TMP/strace.txt")
 check "no ioctl per kept-alive request" "yes" \
