@@ -293,7 +293,7 @@ static _Thread_local struct {
     char buf[BATCH_MAX];
 } batch;
 
-void px_log_flush(void)
+static void flush(void)
 {
     if (batch.len == 0)
         return;
@@ -302,10 +302,18 @@ void px_log_flush(void)
     batch.len = 0;
 }
 
-void px_log_batch(struct event *flush)
+void px_log_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-    px_log_flush();
-    batch.flush = flush;
+    (void)fd;
+    (void)what;
+    (void)arg;
+    flush();
+}
+
+void px_log_batch(struct event *ev)
+{
+    flush();
+    batch.flush = ev;
 }
 
 void px_log_connection(const px_log_record *r)
@@ -321,7 +329,7 @@ void px_log_connection(const px_log_record *r)
     if (n > room) {
         /* Full: what is there goes now, and the line starts the next batch
          * (beyond a whole batch's room, it goes alone, after it). */
-        px_log_flush();
+        flush();
         if (n > sizeof batch.buf) {
             emit_at(STDOUT_FILENO, format_connection, r, time);
             return;
@@ -331,7 +339,7 @@ void px_log_connection(const px_log_record *r)
     bool first = batch.len == 0;
     batch.len += n;
     if (r->method != NULL)
-        px_log_flush(); /* a forwarded request's line precedes its answer */
+        flush(); /* a forwarded request's line precedes its answer */
     else if (first)
         event_active(batch.flush, EV_TIMEOUT, 0);
 }

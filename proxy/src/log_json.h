@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/util.h>
+
 #include "pinhole/status.h"
 
 typedef struct px_log_record {
@@ -40,17 +42,18 @@ void px_log_connection(const px_log_record *rec);
  * event loop are written with one write(2), at most 4096 bytes (PIPE_BUF:
  * whole among the other threads' writes), a line that does not fit
  * flushing the ones before it; flush is an event of that loop (made with
- * no descriptor, owned by the caller) whose callback calls px_log_flush,
- * made active when the batch stops being empty: it runs after the
- * callbacks already active in that pass (libevent runs a priority's active
- * events in the order they became active; the proxy's loops use one
- * priority). NULL stops batching. Either way what was batched is written
+ * no descriptor and px_log_flush_cb, owned by the caller), made active
+ * when the batch stops being empty: it runs after the callbacks already
+ * active in that pass (libevent runs a priority's active events in the
+ * order they became active; the proxy's loops use one priority, so no
+ * extra loop pass or epoll_wait). NULL stops batching. Either way what was batched is written
  * first: call px_log_batch(NULL) before the loop's thread ends and before
  * flush is freed. */
 struct event;
 void px_log_batch(struct event *flush);
-/* Writes the calling thread's batched lines now (one write(2)). */
-void px_log_flush(void);
+/* The flush event's callback: writes the calling thread's batched lines
+ * (one write(2)). */
+void px_log_flush_cb(evutil_socket_t fd, short what, void *arg);
 /* The line px_log_connection writes for rec, its "time" field time (a
  * NUL-terminated string), newline included, into buf[0..cap): returns the
  * line's length, which may exceed cap (then buf holds a prefix; format

@@ -61,21 +61,13 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
     return PH_OK;
 }
 
-static void log_flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    px_log_flush();
-}
-
 static void *worker_main(void *arg)
 {
     px_worker *w = arg;
     /* The connection lines of a loop pass go out with one write(2)
      * (log_json.h); without memory for the event, each at once. The event
      * is this thread's, freed once its batch is written. */
-    struct event *flush = event_new(w->base, -1, 0, log_flush_cb, NULL);
+    struct event *flush = event_new(w->base, -1, 0, px_log_flush_cb, NULL);
     px_log_batch(flush);
     event_base_dispatch(w->base);
     px_log_batch(NULL);

@@ -191,14 +191,6 @@ static size_t line_ids(const char *msg, unsigned long long *ids, size_t cap)
     return k;
 }
 
-static void flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-    px_log_flush();
-}
-
 /* One loop pass: three connection lines, then a forwarded request's, then
  * two connection lines more. */
 static void pass_cb(evutil_socket_t fd, short what, void *arg)
@@ -244,7 +236,7 @@ static void test_a_loop_pass_is_one_write(void **state)
     assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
     batch_case b = { .peer = sp[1], .base = event_base_new() };
     assert_non_null(b.base);
-    struct event *flush = event_new(b.base, -1, 0, flush_cb, NULL);
+    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
     assert_non_null(flush);
     px_log_batch(flush);
 
