@@ -171,7 +171,14 @@ void px_fwd_close_after_flush(px_fwd *f, const char *end);
  * still sends until it closes or a moment passes. */
 void px_fwd_linger(px_fwd *f);
 /* Watches (or stops watching) the client's socket while its request, read
- * whole, waits for its response: a reset ends the request. */
+ * whole, waits for its response: a reset ends the request. Once the
+ * response head went out the watch stays until the request ends (firing,
+ * it only ends itself). Both are the client's second read event on its
+ * socket: the watch starts before the bufferevent's reading stops, and the
+ * reading resumes before the watch goes, so the socket's epoll interest
+ * never changes and a kept-alive request costs no epoll_ctl (the other
+ * order is a removal and an addition, which libevent's changelist turns
+ * into an EPOLL_CTL_MOD to the same events, each way). */
 void px_fwd_watch_client(px_fwd *f);
 void px_fwd_unwatch_client(px_fwd *f);
 /* The current upstream becomes the kept-alive one (replacing any), or the

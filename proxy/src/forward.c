@@ -133,12 +133,18 @@ static void response_done(px_fwd *f)
      * whole request is never reused (it may read the rest as a request). */
     bool reuse = f->up_reusable && f->req_done && !f->client_close &&
                  evbuffer_get_length(bufferevent_get_input(f->up)) == 0;
+    bool last = f->client_close || f->w->draining;
+    /* The client is read again before its watch goes (px_fwd_end_request):
+     * its socket stays in the epoll set as it is, with no epoll_ctl
+     * (px_fwd_watch_client). */
+    if (!last)
+        bufferevent_enable(f->client, EV_READ);
     px_fwd_end_request(f, "done");
     if (reuse)
         px_fwd_keep_idle(f);
     else
         bev_free(&f->up);
-    if (f->client_close || f->w->draining)
+    if (last)
         px_fwd_close_after_flush(f, "closed");
     else
         next_request(f);
@@ -187,9 +193,9 @@ static void pump_request(px_fwd *f)
         f->req_done = r > 0;
     }
     if (f->req_done) {
+        px_fwd_watch_client(f); /* first: then no epoll_ctl (forward-int.h) */
         bufferevent_disable(f->client, EV_READ); /* the next request waits */
         up_timeouts(f);
-        px_fwd_watch_client(f);
     }
 }
 
@@ -260,8 +266,9 @@ static void upstream_failed(px_fwd *f, ph_reason reason, const char *detail)
  * re-framed) and sets up the body. */
 static void response_head(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
 {
-    /* From here a client that is gone shows in the writes. */
-    px_fwd_unwatch_client(f);
+    /* From here a client that is gone shows in the writes: the watch, if it
+     * fires, only ends itself (client_watch_cb), and goes with the request
+     * otherwise (px_fwd_watch_client). */
     f->status = h->status;
     f->reason = PH_REASON_ALLOWED;
     f->resp_body = h->body;
@@ -410,12 +417,12 @@ static void upstream_stopped_reading(px_fwd *f, int err)
 {
     f->up_write_failed = true;
     f->paused_client = false;
+    px_fwd_watch_client(f); /* first: then no epoll_ctl (forward-int.h) */
     bufferevent_disable(f->client, EV_READ); /* the rest of the body is not read */
     snprintf(f->detail, sizeof f->detail, "the upstream stopped taking the request: %s",
              evutil_socket_error_to_string(err));
     struct timeval idle = secs(f->w->cfg->idle_timeout_s);
     bufferevent_set_timeouts(f->up, &idle, NULL);
-    px_fwd_watch_client(f);
     up_read_cb(f->up, f); /* what the read callback was not called for yet */
 }
 
@@ -594,9 +601,9 @@ static void decide(px_fwd *f, const uint8_t *buf, const ph_h1_head *h)
     /* The head's bytes go, wiped: they hold the grant (evbuffer_wipe.h). */
     px_evbuffer_drain_wiped(bufferevent_get_input(f->client), h->head_len);
     f->head_scan = 0; /* the response head comes next */
-    bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
     if (f->req_done)
-        px_fwd_watch_client(f);
+        px_fwd_watch_client(f); /* first: then no epoll_ctl (forward-int.h) */
+    bufferevent_disable(f->client, EV_READ); /* the body follows the dial */
     f->state = F_RESOLVE;
 }
 
@@ -708,8 +715,6 @@ void px_forward_run(struct px_fwd *f)
     bufferevent_setwatermark(c, EV_WRITE, cap_bytes(f) / 2, 0);
     struct timeval idle = secs(f->w->cfg->idle_timeout_s);
     bufferevent_set_timeouts(c, &idle, &idle);
-    if (f->peer[0] != 'u') /* not a unix socket */
-        px_set_nodelay(c);
     /* EV_WRITE only while the output holds bytes (flush_client). */
     if (evbuffer_get_length(bufferevent_get_output(c)) == 0)
         bufferevent_disable(c, EV_WRITE);

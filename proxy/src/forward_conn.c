@@ -61,6 +61,11 @@ static void client_watch_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
     px_fwd *f = arg;
+    if (f->resp_head_done) {
+        /* The response is going out: its writes see a client that is gone. */
+        px_fwd_unwatch_client(f);
+        return;
+    }
     char b;
     ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))

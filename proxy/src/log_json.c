@@ -250,14 +250,13 @@ size_t px_log_format_event(const char *time, const char *level, const char *even
     return l.len;
 }
 
-/* One line from format (called again into a heap buffer of the right size
- * when the stack buffer is too small), with one write(2). */
+/* One line from format at time (called again into a heap buffer of the
+ * right size when the stack buffer is too small), with one write(2). */
 typedef size_t (*formatter)(const void *arg, const char *time, char *buf, size_t cap);
 
-static void emit(int fd, formatter format, const void *arg)
+static void emit_at(int fd, formatter format, const void *arg, const char *time)
 {
-    char time[TIME_MAX], stack[4096];
-    time_text(time);
+    char stack[4096];
     char *buf = stack;
     size_t n = format(arg, time, stack, sizeof stack);
     if (n > sizeof stack) {
@@ -272,14 +271,77 @@ static void emit(int fd, formatter format, const void *arg)
         free(buf);
 }
 
+static void emit(int fd, formatter format, const void *arg)
+{
+    char time[TIME_MAX];
+    time_text(time);
+    emit_at(fd, format, arg, time);
+}
+
 static size_t format_connection(const void *arg, const char *time, char *buf, size_t cap)
 {
     return px_log_format_connection(arg, time, buf, cap);
 }
 
+/* A worker thread's batch (px_log_batch): its stdout lines not written
+ * yet, whole and in order. PIPE_BUF bytes at most, so that one write(2) of
+ * them to a pipe is never interleaved with another worker's. */
+#define BATCH_MAX 4096
+static _Thread_local struct {
+    struct event *flush; /* NULL: this thread writes each line at once */
+    size_t len;
+    char buf[BATCH_MAX];
+} batch;
+
+static void flush(void)
+{
+    if (batch.len == 0)
+        return;
+    ssize_t w = write(STDOUT_FILENO, batch.buf, batch.len);
+    (void)w;
+    batch.len = 0;
+}
+
+void px_log_flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    flush();
+}
+
+void px_log_batch(struct event *ev)
+{
+    flush();
+    batch.flush = ev;
+}
+
 void px_log_connection(const px_log_record *r)
 {
-    emit(STDOUT_FILENO, format_connection, r);
+    if (batch.flush == NULL) {
+        emit(STDOUT_FILENO, format_connection, r);
+        return;
+    }
+    char time[TIME_MAX];
+    time_text(time);
+    size_t room = sizeof batch.buf - batch.len;
+    size_t n = px_log_format_connection(r, time, batch.buf + batch.len, room);
+    if (n > room) {
+        /* Full: what is there goes now, and the line starts the next batch
+         * (beyond a whole batch's room, it goes alone, after it). */
+        flush();
+        if (n > sizeof batch.buf) {
+            emit_at(STDOUT_FILENO, format_connection, r, time);
+            return;
+        }
+        px_log_format_connection(r, time, batch.buf, sizeof batch.buf);
+    }
+    bool first = batch.len == 0;
+    batch.len += n;
+    if (r->method != NULL)
+        flush(); /* a forwarded request's line precedes its answer */
+    else if (first)
+        event_active(batch.flush, EV_TIMEOUT, 0);
 }
 
 typedef struct event_args {

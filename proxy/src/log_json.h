@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <event2/util.h>
+
 #include "pinhole/status.h"
 
 typedef struct px_log_record {
@@ -30,8 +32,28 @@ typedef struct px_log_record {
 } px_log_record;
 
 /* One JSON line on stdout per connection, or per forwarded request (method
- * set: event "request"), with a single write(2). */
+ * set: event "request"), with a single write(2), or, on a thread batching
+ * (px_log_batch), in the batch: a connection's line waits for the batch's
+ * flush event, a forwarded request's goes at once with the lines before
+ * it (its answer follows). A line never waits beyond the loop pass that
+ * wrote it. */
 void px_log_connection(const px_log_record *rec);
+/* Batches the calling thread's stdout lines: the lines of one pass of its
+ * event loop are written with one write(2), at most 4096 bytes (PIPE_BUF:
+ * whole among the other threads' writes), a line that does not fit
+ * flushing the ones before it; flush is an event of that loop (made with
+ * no descriptor and px_log_flush_cb, owned by the caller), made active
+ * when the batch stops being empty: it runs after the callbacks already
+ * active in that pass (libevent runs a priority's active events in the
+ * order they became active; the proxy's loops use one priority, so no
+ * extra loop pass or epoll_wait). NULL stops batching. Either way what was batched is written
+ * first: call px_log_batch(NULL) before the loop's thread ends and before
+ * flush is freed. */
+struct event;
+void px_log_batch(struct event *flush);
+/* The flush event's callback: writes the calling thread's batched lines
+ * (one write(2)). */
+void px_log_flush_cb(evutil_socket_t fd, short what, void *arg);
 /* The line px_log_connection writes for rec, its "time" field time (a
  * NUL-terminated string), newline included, into buf[0..cap): returns the
  * line's length, which may exceed cap (then buf holds a prefix; format

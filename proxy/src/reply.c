@@ -1,12 +1,9 @@
 /* reply.c - the proxy's own answers (reply.h). */
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <event2/bufferevent.h>
 
 #include "reply.h"
 
@@ -59,11 +56,3 @@ void px_refuse_socket(int fd, ph_reason reason, const char *why)
     close(fd);
 }
 
-void px_set_nodelay(struct bufferevent *b)
-{
-    /* Tunnels and forwarded requests carry interactive protocols (TLS
-     * handshakes, request and response): no Nagle delay on top of the
-     * peer's own. */
-    int one = 1;
-    setsockopt(bufferevent_getfd(b), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}

@@ -1,15 +1,12 @@
 /* reply.h - what the proxy itself answers a client: the refusal every front
  * end and the admin listener write (status line, Pinhole-Reason, a one-line
- * body, Connection: close), and the socket option both legs of a
- * connection get. No state; includes nothing of the proxy's. */
+ * body, Connection: close). No state; includes nothing of the proxy's. */
 #ifndef PX_REPLY_H
 #define PX_REPLY_H
 
 #include <stddef.h>
 
 #include "pinhole/status.h"
-
-struct bufferevent;
 
 /* A refusal response: status line for status, Pinhole-Reason, body, and
  * Connection: close (a 407 adds Proxy-Authenticate). Returns its length in
@@ -20,7 +17,5 @@ size_t px_format_refusal(char *buf, size_t cap, int status, ph_reason reason, co
  * closes fd: what already arrived is read first, so the close does not
  * reset the answer away. */
 void px_refuse_socket(int fd, ph_reason reason, const char *why);
-/* TCP_NODELAY on b's socket (both legs carry interactive traffic). */
-void px_set_nodelay(struct bufferevent *b);
 
 #endif

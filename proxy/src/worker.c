@@ -12,6 +12,7 @@
 #include "conn.h"
 #include "dns_async.h"
 #include "listener.h"
+#include "log_json.h"
 #include "pinhole/diag.h"
 #include "sockaddr.h"
 #include "worker.h"
@@ -63,7 +64,15 @@ ph_status px_worker_init(px_worker *w, int id, const px_config *cfg, px_sockaddr
 static void *worker_main(void *arg)
 {
     px_worker *w = arg;
+    /* The connection lines of a loop pass go out with one write(2)
+     * (log_json.h); without memory for the event, each at once. The event
+     * is this thread's, freed once its batch is written. */
+    struct event *flush = event_new(w->base, -1, 0, px_log_flush_cb, NULL);
+    px_log_batch(flush);
     event_base_dispatch(w->base);
+    px_log_batch(NULL);
+    if (flush != NULL)
+        event_free(flush);
     atomic_store(&w->finished, true);
     return NULL;
 }

@@ -13,6 +13,8 @@
 #     backlog of 4096 it asked for (ss).
 #   small messages after bulk: 64-byte echoes on a tunnel that moved 384
 #     KiB first go by recv/send, not splice (strace).
+#   the log lines of one loop pass: the shutdown lines of idle tunnels
+#     ended together at the drain's deadline share their write(2) (strace).
 #   heap allocations: the counter of bench_proxy (libbench_alloc_count.so)
 #     preloaded into two proxies, one serving the warm-up and N transactions,
 #     one the warm-up alone; the difference over N, the log line's JSON
@@ -135,6 +137,37 @@ sed 's/^/#   /' "$E2E_TMP/strace-small.txt"
 check "small messages after bulk leave splice (at most 0.1 splice per echo)" "yes" \
     "$(awk -v x="$splices" 'BEGIN { print (x <= 0.1) ? "yes" : "no: " x }')"
 kill "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+
+# ---- the log lines of one loop pass ----------------------------------------
+# A worker writes the lines one pass of its loop finished with one write(2)
+# (log_json.h). TUNNELS idle tunnels are open when SIGTERM comes; at the
+# drain's deadline each worker ends all of its own in one callback: their
+# lines go out a few KiB per write(2) (at most 4096 bytes each), not one
+# write per line (c077e3f: as many writes as lines).
+TUNNELS=24
+E2E_PROXY_NAME=drain e2e_start_proxy --drain-timeout-s 1
+PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "ok.$E2E_DOMAIN:$UP" \
+    "$TOKEN" "$E2E_TMP/idle.ctl" $TUNNELS <<'PY' &
+import os, sys, time
+from tunnel_http import tunnel
+port, dest, token, ctl, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+held = [tunnel(port, token, dest) for _ in range(n)]
+open(ctl + ".open", "w").close()
+for s, f in held:
+    f.read()  # until the proxy ends the tunnel
+PY
+IDLE=$!
+for _ in $(seq 1 400); do [ -e "$E2E_TMP/idle.ctl.open" ] && break; sleep 0.025; done
+counts_strace_attach "$E2E_TMP/strace-drain.txt" -e trace=write
+kill -TERM "$PROXY_PID"; wait "$PROXY_PID" 2>/dev/null
+while kill -0 "$ST" 2>/dev/null; do sleep 0.01; done
+wait $IDLE
+lines=$(grep -c '"end":"shutdown"' "$E2E_TMP/drain.log")
+writes=$(grep -c 'write(1,' "$E2E_TMP/strace-drain.txt")
+echo "# $lines shutdown lines in $writes write(2) calls to stdout"
+check "one shutdown line per idle tunnel" "$TUNNELS" "$lines"
+check "the lines of a pass share their write(2) (at most a third as many writes as lines)" "yes" \
+    "$(awk -v l="$lines" -v w="$writes" 'BEGIN { print (w > 0 && w * 3 <= l) ? "yes" : "no: " w " writes for " l " lines" }')"
 
 # ---- heap allocations ------------------------------------------------------
 warm_transactions() { # COUNT: a warm-up and COUNT transactions; prints the failures

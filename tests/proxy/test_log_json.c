@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <event2/event.h>
@@ -143,12 +145,155 @@ static void test_duration_to_the_microsecond(void **state)
     free(out);
 }
 
+/* ---- the batch of a worker's loop pass (px_log_batch) --------------------
+ * stdout is one end of a SOCK_SEQPACKET pair: each write(2) arrives as one
+ * message, so the test sees how the lines were written. */
+
+typedef struct batch_case {
+    int peer;              /* the pair's other end */
+    struct event_base *base;
+    int pending_at_flush;  /* messages found while the pass was still running */
+} batch_case;
+
+static void log_conn(uint64_t id, const char *method)
+{
+    px_log_record r = { .conn_id = id, .peer = "127.0.0.1:1", .status = 200, .end = "done",
+                        .method = method };
+    px_log_connection(&r);
+}
+
+/* The next message (one write(2)), or NULL when none is waiting. */
+static char *message(int fd)
+{
+    static char buf[16384];
+    ssize_t n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+    if (n < 0) {
+        assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* The conn_id of each line of msg, in order, into ids; returns how many. */
+static size_t line_ids(const char *msg, unsigned long long *ids, size_t cap)
+{
+    size_t k = 0;
+    for (const char *p = msg; *p != '\0';) {
+        const char *nl = strchr(p, '\n');
+        assert_non_null(nl);
+        const char *id = strstr(p, "\"conn_id\":");
+        assert_true(id != NULL && id < nl);
+        assert_true(k < cap);
+        ids[k++] = strtoull(id + 10, NULL, 10);
+        p = nl + 1;
+    }
+    return k;
+}
+
+/* One loop pass: three connection lines, then a forwarded request's, then
+ * two connection lines more. */
+static void pass_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    batch_case *b = arg;
+    log_conn(1, NULL);
+    log_conn(2, NULL);
+    log_conn(3, NULL);
+    assert_null(message(b->peer)); /* nothing written yet */
+    log_conn(4, "GET");            /* goes at once, with the three before it */
+    char *m = message(b->peer);
+    assert_non_null(m);
+    unsigned long long ids[64];
+    assert_int_equal(line_ids(m, ids, 64), 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(ids[i], (unsigned long long)i + 1);
+    log_conn(5, NULL);
+    log_conn(6, NULL);
+    b->pending_at_flush = message(b->peer) != NULL;
+}
+
+/* 40 lines in one pass: more than one batch holds; each write is whole
+ * lines of at most 4096 bytes, and the lines come in order. */
+static void many_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    for (unsigned i = 0; i < 40; i++)
+        log_conn(100 + i, NULL);
+}
+
+static void test_a_loop_pass_is_one_write(void **state)
+{
+    (void)state;
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    fflush(stdout);
+    assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
+    batch_case b = { .peer = sp[1], .base = event_base_new() };
+    assert_non_null(b.base);
+    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
+    assert_non_null(flush);
+    px_log_batch(flush);
+
+    /* The pass's lines after the forwarded one: one write, at its end. */
+    struct timeval now = { 0, 0 };
+    event_base_once(b.base, -1, EV_TIMEOUT, pass_cb, &b, &now);
+    event_base_loop(b.base, EVLOOP_ONCE);
+    assert_false(b.pending_at_flush);
+    char *m = message(sp[1]);
+    assert_non_null(m);
+    unsigned long long ids[64];
+    assert_int_equal(line_ids(m, ids, 64), 2);
+    assert_int_equal(ids[0], 5);
+    assert_int_equal(ids[1], 6);
+    assert_null(message(sp[1]));
+
+    /* A full batch is written when the next line does not fit. */
+    event_base_once(b.base, -1, EV_TIMEOUT, many_cb, NULL, &now);
+    event_base_loop(b.base, EVLOOP_ONCE);
+    size_t got = 0, writes = 0;
+    while ((m = message(sp[1])) != NULL) {
+        writes++;
+        assert_true(strlen(m) <= 4096);
+        size_t k = line_ids(m, ids, 64);
+        for (size_t i = 0; i < k; i++)
+            assert_int_equal(ids[i], 100 + got + i);
+        got += k;
+    }
+    assert_int_equal(got, 40);
+    assert_true(writes >= 2 && writes < 40);
+
+    /* Batching stopped: what was batched is written first. */
+    log_conn(200, NULL);
+    assert_null(message(sp[1]));
+    px_log_batch(NULL);
+    m = message(sp[1]);
+    assert_non_null(m);
+    assert_int_equal(line_ids(m, ids, 64), 1);
+    assert_int_equal(ids[0], 200);
+    log_conn(201, NULL); /* at once again */
+    assert_non_null(message(sp[1]));
+
+    event_free(flush);
+    event_base_free(b.base);
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    close(sp[0]);
+    close(sp[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels_are_mapped),
         cmocka_unit_test(test_a_libevent_warning_is_one_json_line),
         cmocka_unit_test(test_duration_to_the_microsecond),
+        cmocka_unit_test(test_a_loop_pass_is_one_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
