@@ -14,7 +14,10 @@
 #   units        systemd-analyze verify of both units, with the packages
 #                overlaid on /usr in a private mount namespace (so ExecStart
 #                and the man: links resolve); pinhole-proxy's exposure from
-#                systemd-analyze security --offline=true at most 2.0
+#                systemd-analyze security --offline=true at most 2.0; the
+#                directory of sandbox uid claims (sandbox.h) is writable in
+#                the execd unit (ProtectSystem=strict) and made root's 0700
+#                by the package's tmpfiles.d
 #   syscalls     every system call the proxy makes (strace: start, /metrics,
 #                CONNECT with a grant, reloads, drain) is in its unit's
 #                SystemCallFilter
@@ -162,10 +165,19 @@ rc=$?
 sec=$(systemd-analyze security --offline=true --threshold=20 --root="$x/root" pinhole-proxy.service 2>&1)
 src=$?
 exposure=$(echo "$sec" | sed -n 's/.*Overall exposure level for pinhole-proxy.service: \([0-9.]*\).*/\1/p')
-if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ]; then
-    ok units "verify clean; pinhole-proxy exposure $exposure"
+# The daemon makes nothing in /run under ProtectSystem=strict: what it
+# writes there must be a ReadWritePaths entry (no "-": a missing one would
+# be skipped, read-only) that exists before it starts (tmpfiles.d).
+claims=$(sed -n 's/^#define PH_SANDBOX_ID_CLAIM_DIR "\(.*\)"$/\1/p' sandbox/include/pinhole/sandbox.h)
+rw=$(sed -n 's/^ReadWritePaths=//p' "$U/pinhole-execd.service")
+tmpf=$(cat "$x"/root/usr/lib/tmpfiles.d/pinhole-execd.conf 2>/dev/null)
+why=""
+case " $rw " in *" $claims "*) ;; *) why="$why ReadWritePaths '$rw' lacks '$claims'" ;; esac
+echo "$tmpf" | grep -qxE "d $claims 0700 root root -" || why="$why no tmpfiles.d line makes '$claims'"
+if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ] && [ -n "$claims" ] && [ -z "$why" ]; then
+    ok units "verify clean; pinhole-proxy exposure $exposure; $claims writable and made at boot"
 else
-    bad units "verify rc=$rc '$(echo $v)'; security rc=$src exposure '${exposure:-?}'"
+    bad units "verify rc=$rc '$(echo $v)'; security rc=$src exposure '${exposure:-?}';$why"
 fi
 
 # syscalls: the proxy unit's SystemCallFilter (its allow lines less its ~
