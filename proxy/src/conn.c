@@ -15,7 +15,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "bev_read.h"
 #include "conn-int.h"
 #include "conn.h"
 #include "evbuffer_wipe.h"
@@ -35,7 +34,6 @@ struct bufferevent *px_conn_client_bev(px_conn *c)
     struct bufferevent *b = bufferevent_socket_new(c->w->base, c->fd, BEV_OPT_CLOSE_ON_FREE);
     if (b == NULL)
         return NULL;
-    px_bev_read_direct(b);
     /* A socket bufferevent's input is frozen at its end for everyone but
      * its own reads: thawed for the bytes read before it existed. */
     struct evbuffer *in = bufferevent_get_input(b);

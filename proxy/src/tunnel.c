@@ -46,7 +46,6 @@
 #include <event2/event.h>
 #include <openssl/crypto.h>
 
-#include "bev_read.h"
 #include "conn-int.h"
 #include "conn.h"
 #include "event_slot.h"
@@ -283,8 +282,6 @@ static void http_handoff(void *arg, int client_fd, int upstream_fd, struct evbuf
     struct px_fwd *f = NULL;
     bool moved = false;
     if (ub != NULL) {
-        px_bev_read_direct(cb);
-        px_bev_read_direct(ub);
         /* The input's end is frozen (only the bufferevent adds to it). */
         struct evbuffer *in = bufferevent_get_input(cb);
         evbuffer_unfreeze(in, 0);

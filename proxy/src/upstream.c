@@ -30,7 +30,6 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "bev_read.h"
 #include "config.h"
 #include "event_slot.h"
 #include "dns_async.h"
@@ -357,7 +356,6 @@ struct bufferevent *px_upstream_take(px_upstream *u, struct sockaddr_storage *ad
     struct bufferevent *b = bufferevent_socket_new(l->w->base, l->fd, BEV_OPT_CLOSE_ON_FREE);
     if (b == NULL)
         return NULL; /* the socket stays the px_upstream's */
-    px_bev_read_direct(b);
     (void)px_upstream_take_fd(u, addr);
     return b;
 }
