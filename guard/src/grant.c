@@ -78,6 +78,12 @@ bool ph_grant_field_valid(const char *s, size_t len)
  * by its thread around a MAC (uncontended but for a keyring's end) and by
  * ph_grant_mac_forget; the order is all_lock, then a cache's lock.
  *
+ * fork(2) takes every one of those locks first (pthread_atfork, in that
+ * order: a MAC in progress ends before it) and both processes release
+ * them: a child of a process whose other threads were verifying starts
+ * with none held by a thread it does not have, so freeing a keyring there
+ * (which locks every cache, the other threads' too) cannot hang.
+ *
  * The cache is freed at the thread's exit (its pthread key's destructor);
  * without memory for it, a MAC uses a context of its own, as before. */
 #define MAC_CACHE_SLOTS 4
@@ -137,6 +143,31 @@ static void hmac_init_once(void)
     cache_key_ok = pthread_key_create(&cache_key, cache_free) == 0;
 }
 
+/* fork(2)'s handlers: every lock of the caches held across it (the
+ * forking thread takes them as ph_grant_mac_forget does), then released in
+ * the parent and in the child (where the forking thread is the only one). */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&all_lock);
+    for (mac_cache *c = all_caches; c != NULL; c = c->next)
+        pthread_mutex_lock(&c->lock);
+}
+
+static void fork_release(void)
+{
+    for (mac_cache *c = all_caches; c != NULL; c = c->next)
+        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&all_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_handlers_once(void)
+{
+    /* Without them (out of memory) a fork is as unsafe as before. */
+    (void)pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
 /* The calling thread's cache, made on first use; NULL without memory. */
 static mac_cache *cache_get(void)
 {
@@ -154,6 +185,7 @@ static mac_cache *cache_get(void)
         free(c);
         return NULL;
     }
+    pthread_once(&fork_once, fork_handlers_once);
     pthread_mutex_lock(&all_lock);
     c->next = all_caches;
     if (all_caches != NULL)
@@ -166,6 +198,7 @@ static mac_cache *cache_get(void)
 
 void ph_grant_mac_forget(uint64_t ring)
 {
+    pthread_once(&fork_once, fork_handlers_once);
     pthread_mutex_lock(&all_lock);
     for (mac_cache *c = all_caches; c != NULL; c = c->next) {
         pthread_mutex_lock(&c->lock);

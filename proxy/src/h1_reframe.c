@@ -7,38 +7,50 @@
 #include "h1_reframe.h"
 #include "http1.h"
 
+/* What one call decodes at most, and in at most so many of in's chains. */
+#define RECHUNK_BATCH 65536
+#define RECHUNK_CHAINS 16
+
 int px_h1_rechunk(struct evbuffer *in, struct evbuffer *out, ph_h1_chunked *st, bool chunked_out,
                    uint64_t *count)
 {
-    size_t avail = evbuffer_get_length(in);
-    if (avail > 65536)
-        avail = 65536;
-    const uint8_t *p = evbuffer_pullup(in, (ev_ssize_t)avail);
+    /* Decoded in place, chain by chain (the decoder takes its input in any
+     * split): nothing is pulled up. A pullup would copy whatever follows
+     * the body as well (a request pipelined behind it, with its grant) and
+     * free the chains it copied from unwiped; here the chains libevent
+     * frees are those the body's bytes used up. */
+    struct evbuffer_iovec v[RECHUNK_CHAINS];
+    int k = evbuffer_peek(in, RECHUNK_BATCH, NULL, v, RECHUNK_CHAINS);
     size_t used = 0;
     int res = 0;
-    while (used < avail) {
-        ph_h1_chunk_step s;
-        ph_h1_result r = ph_h1_chunked_step(st, p + used, avail - used, &s);
-        if (s.data_len > 0) {
-            if (chunked_out)
-                evbuffer_add_printf(out, "%zx\r\n", s.data_len);
-            evbuffer_add(out, p + used + s.data_off, s.data_len);
-            if (chunked_out)
-                evbuffer_add(out, "\r\n", 2);
-            *count += s.data_len;
+    for (int i = 0; i < k && i < RECHUNK_CHAINS && res == 0 && used < RECHUNK_BATCH; i++) {
+        const uint8_t *p = v[i].iov_base;
+        size_t len = v[i].iov_len < RECHUNK_BATCH - used ? v[i].iov_len : RECHUNK_BATCH - used;
+        size_t off = 0;
+        while (off < len && res == 0) {
+            ph_h1_chunk_step s;
+            ph_h1_result r = ph_h1_chunked_step(st, p + off, len - off, &s);
+            if (s.data_len > 0) {
+                if (chunked_out)
+                    evbuffer_add_printf(out, "%zx\r\n", s.data_len);
+                evbuffer_add(out, p + off + s.data_off, s.data_len);
+                if (chunked_out)
+                    evbuffer_add(out, "\r\n", 2);
+                *count += s.data_len;
+            }
+            off += s.consumed;
+            if (r == PH_H1_DONE) {
+                if (chunked_out)
+                    evbuffer_add(out, "0\r\n\r\n", 5);
+                res = 1;
+            } else if (r == PH_H1_REFUSED) {
+                res = -1;
+            } else if (s.consumed == 0) {
+                break;
+            }
         }
-        used += s.consumed;
-        if (r == PH_H1_DONE) {
-            if (chunked_out)
-                evbuffer_add(out, "0\r\n\r\n", 5);
-            res = 1;
-            break;
-        }
-        if (r == PH_H1_REFUSED) {
-            res = -1;
-            break;
-        }
-        if (s.consumed == 0)
+        used += off;
+        if (off < len)
             break;
     }
     evbuffer_drain(in, used);

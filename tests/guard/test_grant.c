@@ -3,12 +3,19 @@
  * non-canonical base64, oversize), the verifier's per-thread keyed contexts
  * (keys changed under a kid, more keys than contexts, threads sharing a
  * keyring, the allocations left, a replaced keyring's keys dropped from
- * every thread's contexts), and the Proxy-Authorization transports. */
+ * every thread's contexts, keyrings and threads coming and going at once,
+ * a fork while another thread verifies), and the Proxy-Authorization
+ * transports. */
 #include "test_support.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "alloc_count.h"
 #include "grant-int.h"
@@ -384,6 +391,208 @@ static void test_replaced_keyring_leaves_no_keyed_context(void **state)
     assert_int_equal(ph_grant_mac_cached(KEY_B, 32), 0);
 }
 
+/* Keyrings made and freed while threads verify under them, and threads
+ * that start, verify and exit meanwhile: the caches' list (a thread's exit
+ * unlisting its cache, ph_keyring_free walking every cache) under
+ * contention. A keyring is held as a snapshot holds it (a count under a
+ * lock; whoever drops the last frees it, a worker as often as the
+ * reloader). Every verification must be right; the sanitized builds (ASan,
+ * and TSan built ad hoc) see the races. */
+typedef struct held_ring {
+    ph_keyring *kr;
+    int refs;
+    char tok[PH_GRANT_TOKEN_MAX + 1]; /* signed by its own key (kid "own") */
+    size_t n;
+} held_ring;
+
+typedef struct churn {
+    pthread_mutex_t mu;
+    held_ring *cur;
+    const char *tok_a; /* signed by KEY_A ("k1", in every keyring) */
+    size_t n_a;
+    int stop;
+    int wrong;
+} churn;
+
+static held_ring *churn_acquire(churn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    held_ring *h = c->cur;
+    h->refs++;
+    pthread_mutex_unlock(&c->mu);
+    return h;
+}
+
+static void churn_release(churn *c, held_ring *h)
+{
+    pthread_mutex_lock(&c->mu);
+    int left = --h->refs;
+    pthread_mutex_unlock(&c->mu);
+    if (left == 0) {
+        ph_keyring_free(&h->kr);
+        free(h);
+    }
+}
+
+static void churn_verify(churn *c)
+{
+    held_ring *h = churn_acquire(c);
+    ph_reason r = PH_REASON_ALLOWED;
+    int bad = ph_grant_verify(h->kr, c->tok_a, c->n_a, NOW, NULL, NULL, &r, NULL) != PH_OK ||
+              ph_grant_verify(h->kr, h->tok, h->n, NOW, NULL, NULL, &r, NULL) != PH_OK;
+    churn_release(c, h);
+    if (bad) {
+        pthread_mutex_lock(&c->mu);
+        c->wrong++;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+static int churn_stopped(churn *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int stop = c->stop;
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+static void *churn_worker(void *arg)
+{
+    churn *c = arg;
+    while (!churn_stopped(c))
+        churn_verify(c);
+    return NULL;
+}
+
+static void *churn_short_lived(void *arg)
+{
+    churn_verify(arg);
+    return NULL;
+}
+
+static void *churn_spawner(void *arg)
+{
+    churn *c = arg;
+    while (!churn_stopped(c)) {
+        pthread_t th[4];
+        int made = 0;
+        for (int i = 0; i < 4; i++)
+            made += pthread_create(&th[made], NULL, churn_short_lived, c) == 0;
+        for (int i = 0; i < made; i++)
+            pthread_join(th[i], NULL);
+    }
+    return NULL;
+}
+
+/* A keyring of KEY_A ("k1") and a key of its own that signs ("own"). */
+static held_ring *churn_ring(int i)
+{
+    uint8_t own[32];
+    memcpy(own, KEY_B, sizeof own);
+    memcpy(own, &i, sizeof i);
+    held_ring *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    h->kr = ring("own", own);
+    assert_int_equal(ph_keyring_add(h->kr, "k1", KEY_A, 32, NULL), PH_OK);
+    ph_grant g = sample();
+    h->n = issue(h->kr, &g, h->tok);
+    h->refs = 1;
+    return h;
+}
+
+static void test_keyrings_come_and_go_under_threads(void **state)
+{
+    (void)state;
+    enum { WORKERS = 4, RELOADS = 400 };
+    ph_keyring *a = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok_a[PH_GRANT_TOKEN_MAX + 1];
+    churn c = { .mu = PTHREAD_MUTEX_INITIALIZER, .tok_a = tok_a };
+    c.n_a = issue(a, &g, tok_a);
+    c.cur = churn_ring(0);
+    pthread_t th[WORKERS + 1];
+    for (int i = 0; i < WORKERS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, churn_worker, &c), 0);
+    assert_int_equal(pthread_create(&th[WORKERS], NULL, churn_spawner, &c), 0);
+    for (int i = 1; i <= RELOADS; i++) {
+        held_ring *next = churn_ring(i);
+        pthread_mutex_lock(&c.mu);
+        held_ring *old = c.cur;
+        c.cur = next;
+        pthread_mutex_unlock(&c.mu);
+        churn_release(&c, old);
+        churn_verify(&c);
+    }
+    pthread_mutex_lock(&c.mu);
+    c.stop = 1;
+    pthread_mutex_unlock(&c.mu);
+    for (int i = 0; i <= WORKERS; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_int_equal(c.wrong, 0);
+    churn_release(&c, c.cur);
+    ph_keyring_free(&a);
+    assert_int_equal(ph_grant_mac_cached(KEY_A, 32), 0);
+}
+
+/* fork(2) while another thread verifies: the child (one thread, the
+ * forking one) frees the keyring, which reaches every cache, the other
+ * thread's too, whose lock that thread may have held at the fork. The
+ * child must end; alarm(2) only ends one that hangs so that the test can
+ * say so. */
+typedef struct fork_peer {
+    const ph_keyring *kr;
+    const char *tok;
+    size_t n;
+    atomic_int stop;
+    atomic_int rounds;
+} fork_peer;
+
+static void *fork_peer_run(void *arg)
+{
+    fork_peer *p = arg;
+    while (!atomic_load(&p->stop)) {
+        ph_reason r;
+        (void)ph_grant_verify(p->kr, p->tok, p->n, NOW, NULL, NULL, &r, NULL);
+        atomic_fetch_add(&p->rounds, 1);
+    }
+    return NULL;
+}
+
+static void test_fork_while_another_thread_verifies(void **state)
+{
+    (void)state;
+    enum { FORKS = 200 };
+    ph_keyring *kr = ring("k1", KEY_A);
+    ph_grant g = sample();
+    char tok[PH_GRANT_TOKEN_MAX + 1];
+    size_t n = issue(kr, &g, tok);
+    fork_peer p = { .kr = kr, .tok = tok, .n = n };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fork_peer_run, &p), 0);
+    while (atomic_load(&p.rounds) == 0)
+        sched_yield(); /* its cache exists */
+    int hung = 0, done = 0, status = 0;
+    for (; done < FORKS && hung == 0; done++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            alarm(10);
+            ph_reason r;
+            ph_status st = ph_grant_verify(kr, tok, n, NOW, NULL, NULL, &r, NULL);
+            ph_keyring_free(&kr);
+            _exit(st == PH_OK ? 0 : 1);
+        }
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        hung = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    }
+    atomic_store(&p.stop, 1);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    print_message("# %d fork(s), %s (status 0x%x)\n", done,
+                  hung ? "the last child hung (SIGALRM) or failed" : "every child ended", status);
+    assert_int_equal(hung, 0);
+    ph_keyring_free(&kr);
+}
+
 static void test_truncated_and_extended(void **state)
 {
     (void)state;
@@ -631,6 +840,8 @@ int main(void)
         cmocka_unit_test(test_threads_share_a_keyring),
         cmocka_unit_test(test_verify_allocates_only_openssls_copies),
         cmocka_unit_test(test_replaced_keyring_leaves_no_keyed_context),
+        cmocka_unit_test(test_keyrings_come_and_go_under_threads),
+        cmocka_unit_test(test_fork_while_another_thread_verifies),
         cmocka_unit_test(test_truncated_and_extended),
         cmocka_unit_test(test_times),
         cmocka_unit_test(test_wrong_list),

@@ -10,7 +10,8 @@
 #if defined(__SANITIZE_ADDRESS__)
 #define PH_TEST_ALLOC_COUNTED 0
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer) || \
+    __has_feature(thread_sanitizer)
 #define PH_TEST_ALLOC_COUNTED 0
 #endif
 #endif
