@@ -7,6 +7,7 @@
  * the service, and the refusals to start. */
 #include "sandbox_test_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -3019,6 +3021,107 @@ static void test_metrics_over_http(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* The daemon's open descriptors (/proc/PID/fd). */
+static size_t fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;)
+        n += de->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+/* Whether a hello on a fresh unix connection is answered within ms. */
+static bool hello_answered_within(const xdaemon *d, int ms)
+{
+    int fd = raw_connect(d);
+    if (fd < 0)
+        return false;
+    json_t *req = json_pack("{s:s}", "op", "hello");
+    bool sent = ph_wire_send(fd, req) == 0;
+    json_decref(req);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    json_t *resp = NULL;
+    bool ok = sent && poll(&p, 1, ms) == 1 &&
+              ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp) == 0 &&
+              json_is_true(json_object_get(resp, "ok"));
+    json_decref(resp);
+    close(fd);
+    return ok;
+}
+
+/* A peer that reaches --metrics-listen cannot take the daemon's
+ * descriptors: at most 16 admin connections are open (one more is closed
+ * at accept), each closed 10 s after accept however it drips its head.
+ * With evhttp (no cap, a timeout restarted at every byte) 100 idle
+ * connections to a daemon allowed 64 descriptors took them all: every
+ * accept failed with EMFILE, a worker's hello went unanswered, and the loop
+ * retried the listener at once, logging each failure (144 MB of log in
+ * 8 s). The daemon's accepts that fail for want of descriptors now pause
+ * the listener instead. */
+static void test_the_admin_listener_cannot_take_the_descriptors(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
+    daemon_start(&d, opts);
+    int port = port_from_log(&d, "listening_metrics");
+    assert_true(port > 0);
+    struct rlimit few = {64, 64};
+    assert_int_equal(prlimit(d.pid, RLIMIT_NOFILE, &few, NULL), 0);
+    size_t before = fd_count(d.pid);
+    enum { PEERS = 100 };
+    int peer[PEERS];
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int i = 0; i < PEERS; i++) {
+        peer[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(peer[i], (struct sockaddr *)&sin, sizeof sin), 0);
+        assert_int_equal(send(peer[i], "GET /met", 8, MSG_NOSIGNAL), 8);
+    }
+    bool answered = hello_answered_within(&d, 10000);
+    size_t during = fd_count(d.pid);
+    size_t len = 0;
+    char *log = ph_test_read_file(d.log, &len);
+    free(log);
+    printf("%d admin peers, descriptors allowed 64: daemon held %zu (%zu before), a worker's "
+           "hello %s, log %zu bytes\n",
+           PEERS, during, before, answered ? "answered" : "unanswered", len);
+    assert_true(answered);
+    assert_true(during <= before + 16 + 1);
+    assert_true(len < 64 * 1024);
+    /* Each admin connection ends within 10 s of accept, dripping or not. */
+    int open_peers = PEERS;
+    for (int64_t end = ph_monotonic_ms() + 20000; open_peers > 0 && ph_monotonic_ms() < end;) {
+        open_peers = 0;
+        for (int i = 0; i < PEERS; i++) {
+            if (peer[i] < 0)
+                continue;
+            char b[256];
+            ssize_t n = recv(peer[i], b, sizeof b, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN) ||
+                send(peer[i], "t", 1, MSG_NOSIGNAL) != 1) {
+                close(peer[i]);
+                peer[i] = -1;
+            } else {
+                open_peers++;
+            }
+        }
+        if (open_peers > 0)
+            poll(NULL, 0, 500);
+    }
+    printf("admin peers still open after 20 s of dripping: %d\n", open_peers);
+    assert_int_equal(open_peers, 0);
+    char *m = http_get(port, "GET", "/health");
+    assert_non_null(strstr(m, " 200 "));
+    free(m);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -3069,6 +3172,7 @@ int main(void)
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
         cmocka_unit_test_teardown(test_a_flood_from_many_sources_leaves_handshakes_alone, stop_left),
         cmocka_unit_test_teardown(test_metrics_over_http, stop_left),
+        cmocka_unit_test_teardown(test_the_admin_listener_cannot_take_the_descriptors, stop_left),
     };
     /* PH_TEST_FILTER: only the tests whose names match (cmocka's pattern). */
     if (getenv("PH_TEST_FILTER"))
