@@ -687,8 +687,24 @@ static void test_starts_from_a_shell_environment(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
-/* A state directory the service refuses (here: below a symlink) refuses
- * the start before anything listens, with the reason in the log. */
+/* Whether dir holds anything but "." and "..". */
+static bool dir_has_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    bool any = false;
+    for (struct dirent *de; !any && (de = readdir(d)) != NULL;)
+        any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return any;
+}
+
+/* A state directory the service refuses (below a symlink, below a
+ * directory others can write in) refuses the start before anything
+ * listens, with the reason in the log, and nothing is made or written
+ * there: the daemon used to create the directory and write its owner claim
+ * and lock file through the symlink, or in the shared directory, before it
+ * refused (`state/` with `owner` and `execd.lock` left in either). */
 static void test_refuses_an_untrusted_state_dir(void **state)
 {
     (void)state;
@@ -709,6 +725,21 @@ static void test_refuses_an_untrusted_state_dir(void **state)
     assert_non_null(strstr(log, "state_dir_symlink"));
     assert_null(strstr(log, "\"listening\""));
     free(log);
+    printf("state directory below a symlink: refused, the symlink's target %s\n",
+           dir_has_entries(real) ? "was written in" : "is untouched");
+    assert_false(dir_has_entries(real));
+    char shared[128];
+    snprintf(shared, sizeof shared, "%s/shared", d.dir);
+    assert_int_equal(mkdir(shared, 0755), 0);
+    assert_int_equal(chmod(shared, 0777), 0);
+    snprintf(d.state, sizeof d.state, "%.128s/state", shared);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "state_dir_untrusted_ancestor"));
+    free(log);
+    printf("state directory below a directory others write in: refused, that directory %s\n",
+           dir_has_entries(shared) ? "was written in" : "is untouched");
+    assert_false(dir_has_entries(shared));
     daemon_stop(&d);
 }
 
