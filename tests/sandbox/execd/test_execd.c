@@ -3153,6 +3153,99 @@ static void test_the_admin_listener_cannot_take_the_descriptors(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* test_a_returning_owner_keeps_its_sandboxes: the other identity (uid
+ * 65534) takes the daemon's one thread with a command that waits for the
+ * file `go` in its workspace; its environment's id goes to the pipe. */
+static int g_busy_pipe = -1;
+static void hold_the_thread(const xdaemon *d, char *verdict, size_t cap)
+{
+    int c = raw_hello(d);
+    char *env = raw_create(c, "t9");
+    (void)!write(g_busy_pipe, env, strlen(env) + 1);
+    const char *const argv[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done", NULL};
+    json_t *r = raw_call(c, raw_execute_req("t9", env, argv));
+    snprintf(verdict, cap, "%s", error_of(r) ? error_of(r) : "ok");
+    json_decref(r);
+    free(env);
+}
+
+/* The health operation's count of name ("executions", "queued"). */
+static json_int_t health_count(int fd, const char *name)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s}", "op", "health"));
+    json_int_t n = json_integer_value(json_object_get(r, name));
+    json_decref(r);
+    return n;
+}
+
+/* An identity gone past --grace-seconds has its sandboxes destroyed by a
+ * job that may wait behind busy threads. One that has connected again by
+ * the time the job runs is back: its sandboxes are kept (and nothing it
+ * makes meanwhile is destroyed under it). The job used to destroy them
+ * anyway, and the worker's next execute on the environment it had just
+ * been using found `not_found`. */
+static void test_a_returning_owner_keeps_its_sandboxes(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--grace-seconds=1", "--max-executions=1", "--allow-uid=65534",
+                                "--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    g_busy_pipe = pipefd[1];
+    pid_t other = fork();
+    if (other == 0) {
+        close(pipefd[0]);
+        close(fd); /* the owner's connection is the parent's alone */
+        char out[64] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            hold_the_thread(&d, out, sizeof out);
+        _exit(strcmp(out, "ok") == 0 ? 0 : 1);
+    }
+    close(pipefd[1]);
+    char other_env[PH_EXECD_ID_MAX] = "";
+    assert_true(read(pipefd[0], other_env, sizeof other_env - 1) > 0);
+    close(pipefd[0]);
+    /* The other identity's command holds the one thread. */
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         health_count(fd, "executions") != 1 && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_int_equal(health_count(fd, "executions"), 1);
+    /* The owner goes; past the grace its reaping is queued behind that. */
+    close(fd);
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         !log_has(&d, "owner_gone_reaping") && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_true(log_has(&d, "owner_gone_reaping"));
+    /* It is back, and asks to run in its environment (queued after the
+     * reaping); then the thread is let go. */
+    fd = raw_hello(&d);
+    const char *const argv[] = {"true", NULL};
+    json_t *req = raw_execute_req("t1", env, argv);
+    assert_int_equal(ph_wire_send(fd, req), 0);
+    json_decref(req);
+    char go[400];
+    snprintf(go, sizeof go, "%s/%s/workspace/go", d.state, other_env);
+    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(g >= 0);
+    close(g);
+    json_t *r = NULL;
+    assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    printf("the owner back before its reaping ran: its execute answered %s\n",
+           error_of(r) ? error_of(r) : "ok");
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    int status;
+    assert_int_equal(waitpid(other, &status, 0), other);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    free(env);
+    close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -3197,6 +3290,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_a_returning_owner_keeps_its_sandboxes, stop_left),
         cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
