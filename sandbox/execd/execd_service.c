@@ -824,6 +824,7 @@ static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX])
 }
 
 static bool g_stopping; /* the loop's: SIGTERM or SIGINT came */
+static bool g_hold_job_queued; /* the loop's: a maintain.hold job is queued or running */
 
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
@@ -895,6 +896,14 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
             else
                 conn_send(c, resp);
         }
+        if (c == NULL && job->fn == xd_op_maintain) {
+            pthread_mutex_lock(&g_mu);
+            xd_identity *id = job->owner[0] ? xd_identity_find(job->owner) : NULL;
+            if (id != NULL)
+                id->reaping = false;
+            pthread_mutex_unlock(&g_mu);
+            g_hold_job_queued &= job->owner[0] != '\0';
+        }
         if (resp != job->resp)
             json_decref(resp);
         xd_job_free(job);
@@ -902,7 +911,10 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Once a second: ticks held leases on the workers' clocks and reaps the
- * objects of identities gone longer than the grace period. */
+ * objects of identities gone longer than the grace period. Each is one job
+ * at a time: while the threads are busy a tick finds the last one still
+ * queued, and queues no other (one a second would fill --queue, which they
+ * count against, and workers would be answered busy). */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -913,7 +925,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     bool held = false;
     pthread_mutex_lock(&g_mu);
     for (xd_identity *id = g_identities; id; id = id->next) {
-        if (id->conns == 0 && id->gone_since_ms > 0 && ngone < 8 &&
+        if (id->conns == 0 && id->gone_since_ms > 0 && !id->reaping && ngone < 8 &&
             ph_monotonic_ms() - id->gone_since_ms >= g_cfg->grace_seconds * 1000) {
             bool has = false;
             for (xd_env *e = g_envs; e && !has; e = e->next)
@@ -926,7 +938,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 id->gone_since_ms = 0;
         }
     }
-    for (xd_lease *l = g_leases; l && !held; l = l->next)
+    for (xd_lease *l = g_leases; l && !held && !g_hold_job_queued; l = l->next)
         held = l->held && l->env_id[0] && !l->busy && !xd_lease_env_in_use(l);
     pthread_mutex_unlock(&g_mu);
     for (size_t i = 0; i <= ngone; i++) {
@@ -946,6 +958,12 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         pthread_mutex_lock(&g_pool_mu);
         xd_enqueue(job); /* the daemon's own: not bounded by --queue */
         pthread_mutex_unlock(&g_pool_mu);
+        pthread_mutex_lock(&g_mu);
+        xd_identity *id = i < ngone ? xd_identity_find(gone[i]) : NULL;
+        if (id != NULL)
+            id->reaping = true;
+        pthread_mutex_unlock(&g_mu);
+        g_hold_job_queued |= i == ngone;
     }
 }
 

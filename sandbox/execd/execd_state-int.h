@@ -28,6 +28,7 @@ typedef struct xd_identity {
     size_t jobs;        /* requests queued or running, frames waiting for or on the
                          * parser (the loop's own count) */
     uint64_t parse_turn; /* when the parser last took one of its frames (g_pool_mu) */
+    bool reaping;        /* its maintain.owner_gone job is queued or running */
     struct xd_identity *next;
 } xd_identity;
 

@@ -3246,6 +3246,75 @@ static void test_a_returning_owner_keeps_its_sandboxes(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* The daemon's own jobs (a held lease's tick, an owner's reaping) are one
+ * at a time each: while every thread is busy, the once-a-second tick finds
+ * the last one still queued and queues no other. One was queued every
+ * second, and they count against --queue: with the one thread held by a
+ * command for 3.5 s a held lease had 3 ticks queued, so with --queue=3 a
+ * worker's request was answered busy. */
+static void test_the_daemon_queues_its_own_jobs_once(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", "--queue=3",
+                                "--max-requests-per-identity=2", NULL};
+    daemon_start(&d, opts);
+    int a = raw_hello(&d);
+    json_t *r = raw_call(a, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t1",
+                                      "lease", "l1", "approval_hold_seconds", 3600));
+    char *handle = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                              "handle", handle));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.hold_begin", "tenant", "t1",
+                              "handle", handle, "now_seconds", 0));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    char *env = raw_create(a, "t1");
+    const char *const argv[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done", NULL};
+    json_t *req = raw_execute_req("t1", env, argv);
+    assert_int_equal(ph_wire_send(a, req), 0);
+    json_decref(req);
+    int b = raw_hello(&d);
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         health_count(b, "executions") != 1 && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_int_equal(health_count(b, "executions"), 1);
+    /* Three of the daemon's once-a-second ticks and a half. */
+    for (int64_t end = ph_monotonic_ms() + 3500; ph_monotonic_ms() < end;)
+        usleep(50 * 1000);
+    json_int_t queued = health_count(b, "queued");
+    printf("the one thread busy for 3.5 s with a lease held: %lld of the daemon's jobs queued\n",
+           (long long)queued);
+    assert_true(queued <= 1);
+    /* A worker's request still has room in the queue. */
+    req = json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1", "handle", handle);
+    assert_int_equal(ph_wire_send(b, req), 0);
+    json_decref(req);
+    char go[400];
+    snprintf(go, sizeof go, "%s/%s/workspace/go", d.state, env);
+    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(g >= 0);
+    close(g);
+    json_t *done = NULL;
+    assert_int_equal(ph_wire_recv(a, PH_EXECD_MAX_RESPONSE_BYTES, &done), 0);
+    assert_true(json_is_true(json_object_get(done, "ok")));
+    json_decref(done);
+    /* Queued behind the command, the status is served once it ended. */
+    r = NULL;
+    assert_int_equal(ph_wire_recv(b, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    if (!json_is_true(json_object_get(r, "ok")))
+        fail_msg("lease.status: %s", error_of(r));
+    json_decref(r);
+    free(env);
+    free(handle);
+    close(a);
+    close(b);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -3291,6 +3360,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
         cmocka_unit_test_teardown(test_a_returning_owner_keeps_its_sandboxes, stop_left),
+        cmocka_unit_test_teardown(test_the_daemon_queues_its_own_jobs_once, stop_left),
         cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
