@@ -3022,14 +3022,21 @@ static char *http_get(int port, const char *method, const char *path)
     return buf;
 }
 
+/* Starts d with an admin listener on a port of the kernel's; the port. */
+static int metrics_daemon_start(xdaemon *d)
+{
+    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
+    daemon_start(d, opts);
+    int port = port_from_log(d, "listening_metrics");
+    assert_true(port > 0);
+    return port;
+}
+
 static void test_metrics_over_http(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
-    daemon_start(&d, opts);
-    int port = port_from_log(&d, "listening_metrics");
-    assert_true(port > 0);
+    int port = metrics_daemon_start(&d);
     int fd = raw_hello(&d);
     free(raw_create(fd, "t1"));
     char *m = http_get(port, "GET", "/metrics");
@@ -3098,10 +3105,7 @@ static void test_the_admin_listener_cannot_take_the_descriptors(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
-    daemon_start(&d, opts);
-    int port = port_from_log(&d, "listening_metrics");
-    assert_true(port > 0);
+    int port = metrics_daemon_start(&d);
     struct rlimit few = {64, 64};
     assert_int_equal(prlimit(d.pid, RLIMIT_NOFILE, &few, NULL), 0);
     size_t before = fd_count(d.pid);
@@ -3153,6 +3157,10 @@ static void test_the_admin_listener_cannot_take_the_descriptors(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* A command that waits for the file `go` in its workspace (let_go). */
+static const char *const WAIT_FOR_GO[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done",
+                                          NULL};
+
 /* test_a_returning_owner_keeps_its_sandboxes: the other identity (uid
  * 65534) takes the daemon's one thread with a command that waits for the
  * file `go` in its workspace; its environment's id goes to the pipe. */
@@ -3162,8 +3170,7 @@ static void hold_the_thread(const xdaemon *d, char *verdict, size_t cap)
     int c = raw_hello(d);
     char *env = raw_create(c, "t9");
     (void)!write(g_busy_pipe, env, strlen(env) + 1);
-    const char *const argv[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done", NULL};
-    json_t *r = raw_call(c, raw_execute_req("t9", env, argv));
+    json_t *r = raw_call(c, raw_execute_req("t9", env, WAIT_FOR_GO));
     snprintf(verdict, cap, "%s", error_of(r) ? error_of(r) : "ok");
     json_decref(r);
     free(env);
@@ -3176,6 +3183,26 @@ static json_int_t health_count(int fd, const char *name)
     json_int_t n = json_integer_value(json_object_get(r, name));
     json_decref(r);
     return n;
+}
+
+/* Waits until the daemon runs one request (health on fd). */
+static void wait_for_one_execution(int fd)
+{
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         health_count(fd, "executions") != 1 && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_int_equal(health_count(fd, "executions"), 1);
+}
+
+/* Ends a command that waits for the file `go` in environment env's
+ * workspace (the fake mechanism's is a host directory). */
+static void let_go(const xdaemon *d, const char *env)
+{
+    char go[400];
+    snprintf(go, sizeof go, "%s/%s/workspace/go", d->state, env);
+    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(g >= 0);
+    close(g);
 }
 
 /* An identity gone past --grace-seconds has its sandboxes destroyed by a
@@ -3210,10 +3237,7 @@ static void test_a_returning_owner_keeps_its_sandboxes(void **state)
     assert_true(read(pipefd[0], other_env, sizeof other_env - 1) > 0);
     close(pipefd[0]);
     /* The other identity's command holds the one thread. */
-    for (int64_t end = ph_monotonic_ms() + 30000;
-         health_count(fd, "executions") != 1 && ph_monotonic_ms() < end;)
-        usleep(10 * 1000);
-    assert_int_equal(health_count(fd, "executions"), 1);
+    wait_for_one_execution(fd);
     /* The owner goes; past the grace its reaping is queued behind that. */
     close(fd);
     for (int64_t end = ph_monotonic_ms() + 30000;
@@ -3227,11 +3251,7 @@ static void test_a_returning_owner_keeps_its_sandboxes(void **state)
     json_t *req = raw_execute_req("t1", env, argv);
     assert_int_equal(ph_wire_send(fd, req), 0);
     json_decref(req);
-    char go[400];
-    snprintf(go, sizeof go, "%s/%s/workspace/go", d.state, other_env);
-    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    assert_true(g >= 0);
-    close(g);
+    let_go(&d, other_env);
     json_t *r = NULL;
     assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
     printf("the owner back before its reaping ran: its execute answered %s\n",
@@ -3273,15 +3293,11 @@ static void test_the_daemon_queues_its_own_jobs_once(void **state)
     assert_true(json_is_true(json_object_get(r, "ok")));
     json_decref(r);
     char *env = raw_create(a, "t1");
-    const char *const argv[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done", NULL};
-    json_t *req = raw_execute_req("t1", env, argv);
+    json_t *req = raw_execute_req("t1", env, WAIT_FOR_GO);
     assert_int_equal(ph_wire_send(a, req), 0);
     json_decref(req);
     int b = raw_hello(&d);
-    for (int64_t end = ph_monotonic_ms() + 30000;
-         health_count(b, "executions") != 1 && ph_monotonic_ms() < end;)
-        usleep(10 * 1000);
-    assert_int_equal(health_count(b, "executions"), 1);
+    wait_for_one_execution(b);
     /* Three of the daemon's once-a-second ticks and a half. */
     for (int64_t end = ph_monotonic_ms() + 3500; ph_monotonic_ms() < end;)
         usleep(50 * 1000);
@@ -3293,11 +3309,7 @@ static void test_the_daemon_queues_its_own_jobs_once(void **state)
     req = json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1", "handle", handle);
     assert_int_equal(ph_wire_send(b, req), 0);
     json_decref(req);
-    char go[400];
-    snprintf(go, sizeof go, "%s/%s/workspace/go", d.state, env);
-    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-    assert_true(g >= 0);
-    close(g);
+    let_go(&d, env);
     json_t *done = NULL;
     assert_int_equal(ph_wire_recv(a, PH_EXECD_MAX_RESPONSE_BYTES, &done), 0);
     assert_true(json_is_true(json_object_get(done, "ok")));
