@@ -138,9 +138,13 @@ static void admin_written(struct bufferevent *bev, void *arg)
 
 static void admin_event(struct bufferevent *bev, short what, void *arg)
 {
-    (void)bev;
+    admin_conn *c = arg;
+    /* A peer that half-closed after its request still gets the answer. */
+    if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->replied &&
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+        return;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
-        admin_conn_free(arg);
+        admin_conn_free(c);
 }
 
 static void admin_deadline(evutil_socket_t fd, short what, void *arg)

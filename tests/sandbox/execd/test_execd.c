@@ -3003,7 +3003,9 @@ static void test_a_flood_from_many_sources_leaves_handshakes_alone(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
-/* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
+/* One HTTP/1.0 request to 127.0.0.1:port, its sending side closed after
+ * the request as a probe written with nc does (the answer still comes);
+ * the whole answer (malloc'd). */
 static char *http_get(int port, const char *method, const char *path)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -3013,6 +3015,7 @@ static char *http_get(int port, const char *method, const char *path)
     char req[256];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\n\r\n", method, path);
     assert_int_equal(write(fd, req, (size_t)n), n);
+    assert_int_equal(shutdown(fd, SHUT_WR), 0);
     char *buf = calloc(1, 65536);
     size_t used = 0;
     ssize_t got;
