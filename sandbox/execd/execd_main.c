@@ -285,25 +285,6 @@ static int check_environment(void)
     return XD_EXIT_REFUSED;
 }
 
-/* The state directory is the daemon's own: created 0700, a real directory
- * (no symlink) owned by us. */
-static int prepare_state_dir(const char *dir)
-{
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "pinhole-execd: cannot create the state directory: %s\n",
-                strerror(errno));
-        return XD_EXIT_OS;
-    }
-    struct stat st;
-    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-        (st.st_mode & 077) != 0) {
-        fprintf(stderr, "pinhole-execd: the state directory must be a directory of ours with "
-                        "mode 0700 (not a symlink)\n");
-        return XD_EXIT_REFUSED;
-    }
-    return 0;
-}
-
 /* One daemon per state directory. At start the daemon destroys every
  * environment the directory holds (recover, below), so a second daemon
  * started on the directory of a running one would destroy that one's live
@@ -355,16 +336,35 @@ static bool wait_for_release(const char *what, int64_t since_ms, int *step)
     return true;
 }
 
+/* The state directory's refusal: the reason in the log, 78 for a directory
+ * the service refuses, 71 for an OS error. */
+static int state_dir_refused(ph_status st, const char *why)
+{
+    json_t *x = json_pack("{s:s}", "error", why);
+    xd_log("error", "state_dir_refused", x);
+    json_decref(x);
+    return st == PH_E_DENIED || st == PH_E_INVAL ? XD_EXIT_REFUSED : XD_EXIT_OS;
+}
+
 static int lock_state_dir(const char *dir)
 {
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = -1, rc = -1, err = errno;
+    /* Opened through the service's verified walk (made 0700 if missing,
+     * ours, no symlink on the way, no ancestor others can write) before
+     * anything is written there: a directory the service refuses gets no
+     * owner claim and no lock file, wherever a symlink or another user's
+     * directory on the way would have put them. */
+    ph_diag d = {0};
+    char *canon = NULL;
+    int dfd = -1, fd = -1, rc = -1, err = 0;
+    ph_status opened = ph_state_dir_open(dir, &dfd, &canon, &d);
+    free(canon);
+    if (opened != PH_OK)
+        return state_dir_refused(opened, d.message);
     /* The directory is claimed first (<state>/owner): one the
      * pinhole-sandbox CLI keeps environments in is refused before recovery
      * could destroy them, and before execd.lock is made (which marks a
      * directory without an owner file as a daemon's). */
-    ph_diag d = {0};
-    ph_status claim = dfd >= 0 ? ph_state_claim(dfd, PH_STATE_OWNER_EXECD, &d) : PH_OK;
+    ph_status claim = ph_state_claim(dfd, PH_STATE_OWNER_EXECD, &d);
     if (claim != PH_OK) {
         close(dfd);
         bool owned = strncmp(d.message, "state_dir_owned:", 16) == 0;
@@ -464,12 +464,8 @@ static int recover(const xd_config *cfg)
     ph_execution_service *svc = NULL;
     ph_diag d = {0};
     ph_status st = ph_execution_service_open(&sc, &svc, &d);
-    if (st != PH_OK) {
-        json_t *x = json_pack("{s:s}", "error", d.message);
-        xd_log("error", "state_dir_refused", x);
-        json_decref(x);
-        return st == PH_E_DENIED || st == PH_E_INVAL ? XD_EXIT_REFUSED : XD_EXIT_OS;
-    }
+    if (st != PH_OK)
+        return state_dir_refused(st, d.message);
     DIR *dir = opendir(cfg->state_dir);
     struct dirent *de;
     size_t destroyed = 0, left = 0;
@@ -751,8 +747,7 @@ int main(int argc, char **argv)
         json_decref(x);
         return XD_EXIT_UNAVAILABLE;
     }
-    if ((rc = prepare_state_dir(cfg.state_dir)) != 0 || (rc = check_socket_dir(cfg.socket_path)) != 0 ||
-        (rc = lock_state_dir(cfg.state_dir)) != 0)
+    if ((rc = check_socket_dir(cfg.socket_path)) != 0 || (rc = lock_state_dir(cfg.state_dir)) != 0)
         return rc;
     if (evthread_use_pthreads() != 0) {
         fprintf(stderr, "pinhole-execd: cannot initialise libevent threads\n");

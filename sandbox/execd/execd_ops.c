@@ -711,7 +711,9 @@ xd_job *xd_undelivered_job(const xd_job *create)
 }
 
 /* Destroys everything owned by job->owner that is not xd_busy (owner gone), or
- * ticks held leases (owner ""). */
+ * ticks held leases (owner ""). An owner that has connected again since the
+ * job was queued (it may wait behind busy threads) is back: what it has is
+ * kept, and nothing it makes now is destroyed under it. */
 void xd_op_maintain(xd_job *job)
 {
     for (;;) {
@@ -719,6 +721,11 @@ void xd_op_maintain(xd_job *job)
         xd_lease *lvictim = NULL;
         int64_t lease_now = 0;
         pthread_mutex_lock(&g_mu);
+        const xd_identity *owner = job->owner[0] ? xd_identity_find(job->owner) : NULL;
+        if (owner != NULL && owner->conns > 0) {
+            pthread_mutex_unlock(&g_mu);
+            break;
+        }
         for (xd_lease *l = g_leases; l && !lvictim; l = l->next) {
             if (l->busy || xd_lease_env_in_use(l))
                 continue;

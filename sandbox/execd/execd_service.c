@@ -1,5 +1,6 @@
 /* execd_service.c - pinhole-execd's serving loop (docs/execd.md): the
- * listeners, the connections, the admin listener, the timer and signals.
+ * listeners, the connections, the timer and signals (the admin listener's
+ * connections are execd_admin.c's).
  *
  * One libevent loop (the main thread) owns the listener and every
  * connection; it never blocks. Each request that touches a sandbox becomes a
@@ -37,7 +38,6 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <event2/listener.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -235,9 +235,7 @@ static void reply_and_close(xd_conn *c, const char *code, const char *msg)
         arm_deadline(c, g_cfg->frame_timeout_ms);
 }
 
-/* The Prometheus text exposition of the daemon's gauges, counters and
- * histograms into text (cap bytes). */
-static void metrics_text(char *text, size_t cap)
+void xd_metrics_text(char *text, size_t cap)
 {
     pthread_mutex_lock(&g_mu);
     size_t live = g_live;
@@ -257,36 +255,6 @@ static void metrics_text(char *text, size_t cap)
              __atomic_load_n(&g_errors_total, __ATOMIC_RELAXED),
              __atomic_load_n(&g_busy_total, __ATOMIC_RELAXED));
     xd_print_histograms(text, cap);
-}
-
-/* The admin listener (--metrics-listen): GET /metrics for Prometheus and
- * GET /health, plain HTTP on the loop, nothing else. It reveals counts only,
- * never an identity, tenant or id. */
-static void admin_cb(struct evhttp_request *req, void *arg)
-{
-    (void)arg;
-    const char *uri = evhttp_request_get_uri(req);
-    struct evbuffer *b = evbuffer_new();
-    if (b == NULL) {
-        evhttp_send_error(req, 500, NULL);
-        return;
-    }
-    if (evhttp_request_get_command(req) != EVHTTP_REQ_GET) {
-        evhttp_send_error(req, 405, NULL);
-    } else if (strcmp(uri, "/metrics") == 0) {
-        char text[8192];
-        metrics_text(text, sizeof text);
-        evbuffer_add(b, text, strlen(text));
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "text/plain; version=0.0.4");
-        evhttp_send_reply(req, 200, "OK", b);
-    } else if (strcmp(uri, "/health") == 0) {
-        evbuffer_add_printf(b, "ok\n");
-        evhttp_send_reply(req, 200, "OK", b);
-    } else {
-        evhttp_send_error(req, 404, NULL);
-    }
-    evbuffer_free(b);
 }
 
 /* hello, health and metrics: answered on the loop (cheap, and what a
@@ -321,7 +289,7 @@ static json_t *inline_op(xd_conn *c, ph_wire_op_id op, const json_t *req)
                          (json_int_t)live, "executions", (json_int_t)running, "queued",
                          (json_int_t)queued);
     char text[8192];
-    metrics_text(text, sizeof text);
+    xd_metrics_text(text, sizeof text);
     return json_pack("{s:b, s:s}", "ok", 1, "prometheus", text);
 }
 
@@ -700,6 +668,62 @@ static void conn_identify(xd_conn *c, const char *name)
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 }
 
+/* The pause of a listener whose accept failed for want of descriptors.
+ * Its resume timer (argument: the guard) is made with the guard, so a
+ * pause cannot fail for want of memory and leave a listener off for good.
+ * Owned by whoever made it (xd_serve, xd_admin) and freed with the
+ * listener it paused. */
+struct xd_accept_guard {
+    struct evconnlistener *paused;
+    struct event *resume;
+};
+
+static void accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    xd_accept_guard *g = arg;
+    evconnlistener_enable(g->paused);
+}
+
+void xd_accept_failed(struct evconnlistener *lst, void *guard)
+{
+    xd_accept_guard *g = guard;
+    int err = EVUTIL_SOCKET_ERROR();
+    bool scarce = err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+    json_t *x = json_pack("{s:s, s:i}", "error", strerror(err), "pause_ms",
+                          scarce ? XD_ACCEPT_PAUSE_MS : 0);
+    xd_log("warning", scarce ? "accept_paused" : "accept_failed", x);
+    json_decref(x);
+    if (!scarce)
+        return;
+    evconnlistener_disable(lst);
+    g->paused = lst;
+    struct timeval t = {0, XD_ACCEPT_PAUSE_MS * 1000};
+    evtimer_add(g->resume, &t);
+}
+
+xd_accept_guard *xd_accept_guard_new(struct event_base *base)
+{
+    xd_accept_guard *g = calloc(1, sizeof *g);
+    if (g != NULL)
+        g->resume = evtimer_new(base, accept_resume, g);
+    if (g == NULL || g->resume == NULL) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void xd_accept_guard_free(xd_accept_guard **g)
+{
+    if (*g == NULL)
+        return;
+    event_free((*g)->resume);
+    free(*g);
+    *g = NULL;
+}
+
 static void on_accept(struct evconnlistener *lst, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
@@ -800,6 +824,7 @@ static bool tls_identity(xd_conn *c, char name[XD_IDENTITY_MAX])
 }
 
 static bool g_stopping; /* the loop's: SIGTERM or SIGINT came */
+static bool g_hold_job_queued; /* the loop's: a maintain.hold job is queued or running */
 
 static void on_done(evutil_socket_t fd, short what, void *arg)
 {
@@ -871,6 +896,14 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
             else
                 conn_send(c, resp);
         }
+        if (c == NULL && job->fn == xd_op_maintain) {
+            pthread_mutex_lock(&g_mu);
+            xd_identity *id = job->owner[0] ? xd_identity_find(job->owner) : NULL;
+            if (id != NULL)
+                id->reaping = false;
+            pthread_mutex_unlock(&g_mu);
+            g_hold_job_queued &= job->owner[0] != '\0';
+        }
         if (resp != job->resp)
             json_decref(resp);
         xd_job_free(job);
@@ -878,7 +911,10 @@ static void on_done(evutil_socket_t fd, short what, void *arg)
 }
 
 /* Once a second: ticks held leases on the workers' clocks and reaps the
- * objects of identities gone longer than the grace period. */
+ * objects of identities gone longer than the grace period. Each is one job
+ * at a time: while the threads are busy a tick finds the last one still
+ * queued, and queues no other (one a second would fill --queue, which they
+ * count against, and workers would be answered busy). */
 static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -889,7 +925,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     bool held = false;
     pthread_mutex_lock(&g_mu);
     for (xd_identity *id = g_identities; id; id = id->next) {
-        if (id->conns == 0 && id->gone_since_ms > 0 && ngone < 8 &&
+        if (id->conns == 0 && id->gone_since_ms > 0 && !id->reaping && ngone < 8 &&
             ph_monotonic_ms() - id->gone_since_ms >= g_cfg->grace_seconds * 1000) {
             bool has = false;
             for (xd_env *e = g_envs; e && !has; e = e->next)
@@ -902,7 +938,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
                 id->gone_since_ms = 0;
         }
     }
-    for (xd_lease *l = g_leases; l && !held; l = l->next)
+    for (xd_lease *l = g_leases; l && !held && !g_hold_job_queued; l = l->next)
         held = l->held && l->env_id[0] && !l->busy && !xd_lease_env_in_use(l);
     pthread_mutex_unlock(&g_mu);
     for (size_t i = 0; i <= ngone; i++) {
@@ -922,6 +958,12 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         pthread_mutex_lock(&g_pool_mu);
         xd_enqueue(job); /* the daemon's own: not bounded by --queue */
         pthread_mutex_unlock(&g_pool_mu);
+        pthread_mutex_lock(&g_mu);
+        xd_identity *id = i < ngone ? xd_identity_find(gone[i]) : NULL;
+        if (id != NULL)
+            id->reaping = true;
+        pthread_mutex_unlock(&g_mu);
+        g_hold_job_queued |= i == ngone;
     }
 }
 
@@ -940,28 +982,20 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
 {
     g_cfg = cfg;
     g_base = event_base_new();
+    /* The listeners' argument is their guard (xd_accept_failed's). */
+    xd_accept_guard *lst_guard = g_base ? xd_accept_guard_new(g_base) : NULL;
+    xd_accept_guard *tls_guard = g_base ? xd_accept_guard_new(g_base) : NULL;
     struct evconnlistener *lst =
-        g_base ? evconnlistener_new(g_base, on_accept, NULL,
+        lst_guard ? evconnlistener_new(g_base, on_accept, lst_guard,
                                     LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, listen_fd)
                : NULL;
     g_tls_ctx = tls_ctx;
     struct evconnlistener *tls_lst =
-        g_base && tls_fd >= 0
-            ? evconnlistener_new(g_base, on_accept_tls, NULL,
+        tls_guard && tls_fd >= 0
+            ? evconnlistener_new(g_base, on_accept_tls, tls_guard,
                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, tls_fd)
             : NULL;
-    struct evhttp *admin = g_base && admin_fd >= 0 ? evhttp_new(g_base) : NULL;
-    if (admin != NULL) {
-        evhttp_set_gencb(admin, admin_cb, NULL);
-        evhttp_set_allowed_methods(admin, EVHTTP_REQ_GET);
-        evhttp_set_max_headers_size(admin, 8192);
-        evhttp_set_max_body_size(admin, 0);
-        evhttp_set_timeout(admin, 10);
-        if (evhttp_accept_socket_with_handle(admin, admin_fd) == NULL) {
-            evhttp_free(admin);
-            admin = NULL;
-        }
-    }
+    xd_admin *admin = g_base && admin_fd >= 0 ? xd_admin_start(g_base, admin_fd) : NULL;
     struct event *done_ev = g_base ? event_new(g_base, -1, 0, on_done, NULL) : NULL;
     struct event *timer = g_base ? event_new(g_base, -1, EV_PERSIST, on_timer, NULL) : NULL;
     struct event *sigterm = g_base ? evsignal_new(g_base, SIGTERM, on_signal, NULL) : NULL;
@@ -971,6 +1005,9 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
         xd_log("error", "startup_failed", NULL);
         return 71;
     }
+    evconnlistener_set_error_cb(lst, xd_accept_failed);
+    if (tls_lst)
+        evconnlistener_set_error_cb(tls_lst, xd_accept_failed);
     struct timeval sec = {1, 0};
     event_add(timer, &sec);
     event_add(sigterm, NULL);
@@ -994,8 +1031,9 @@ int xd_serve(const xd_config *cfg, int listen_fd, int tls_fd, struct ssl_ctx_st 
     evconnlistener_free(lst);
     if (tls_lst)
         evconnlistener_free(tls_lst);
-    if (admin)
-        evhttp_free(admin);
+    xd_accept_guard_free(&lst_guard);
+    xd_accept_guard_free(&tls_guard);
+    xd_admin_free(&admin);
     g_stopping = true;
     event_del(timer);
     xd_pool_stop();

@@ -1,7 +1,7 @@
 /* execd_state-int.h - what the parts of pinhole-execd's serving loop share:
  * the registry (execd_registry.c), the thread pool and the frames it hands
- * the loop (execd_pool.c), the operations (execd_ops.c) and the loop itself
- * (execd_service.c). The ownership rules are at the top of
+ * the loop (execd_pool.c), the operations (execd_ops.c), the loop itself
+ * (execd_service.c) and its admin listener (execd_admin.c). The ownership rules are at the top of
  * execd_service.c. */
 #ifndef PINHOLE_EXECD_STATE_INT_H
 #define PINHOLE_EXECD_STATE_INT_H
@@ -28,6 +28,7 @@ typedef struct xd_identity {
     size_t jobs;        /* requests queued or running, frames waiting for or on the
                          * parser (the loop's own count) */
     uint64_t parse_turn; /* when the parser last took one of its frames (g_pool_mu) */
+    bool reaping;        /* its maintain.owner_gone job is queued or running */
     struct xd_identity *next;
 } xd_identity;
 
@@ -257,5 +258,33 @@ bool xd_lease_env_in_use(const xd_lease *l);
 
 /* Writes one line to stderr under the log lock. */
 void xd_log_line(const char *line);
+/* The Prometheus text exposition of the daemon's gauges, counters and
+ * histograms into text (cap bytes). Thread-safe. */
+void xd_metrics_text(char *text, size_t cap);
+
+struct evconnlistener;
+struct event_base;
+/* What a listener does when accept fails for want of descriptors or memory
+ * (EMFILE, ENFILE, ENOBUFS, ENOMEM): it stops accepting for
+ * XD_ACCEPT_PAUSE_MS, logging accept_paused once per pause, rather than
+ * retrying the readable socket at once, forever (and logging each try).
+ * xd_accept_failed is a listener's error callback, its argument the
+ * listener's guard; a guard pauses one listener and is freed with it. NULL
+ * when out of memory. */
+#define XD_ACCEPT_PAUSE_MS 100
+typedef struct xd_accept_guard xd_accept_guard;
+xd_accept_guard *xd_accept_guard_new(struct event_base *base);
+void xd_accept_guard_free(xd_accept_guard **g);
+void xd_accept_failed(struct evconnlistener *lst, void *guard);
+
+/* ---- the admin listener (execd_admin.c, on the loop) ---- */
+
+/* Serves GET /metrics and GET /health on fd (a listening TCP socket, owned
+ * from here on, closed on failure too): at most 16 connections, each closed
+ * 10 s after accept. NULL when out of memory. */
+typedef struct xd_admin xd_admin;
+xd_admin *xd_admin_start(struct event_base *base, int fd);
+/* Closes the listener and every admin connection; *admin becomes NULL. */
+void xd_admin_free(xd_admin **admin);
 
 #endif

@@ -7,6 +7,7 @@
  * the service, and the refusals to start. */
 #include "sandbox_test_util.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -685,8 +687,24 @@ static void test_starts_from_a_shell_environment(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
-/* A state directory the service refuses (here: below a symlink) refuses
- * the start before anything listens, with the reason in the log. */
+/* Whether dir holds anything but "." and "..". */
+static bool dir_has_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    bool any = false;
+    for (struct dirent *de; !any && (de = readdir(d)) != NULL;)
+        any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+    closedir(d);
+    return any;
+}
+
+/* A state directory the service refuses (below a symlink, below a
+ * directory others can write in) refuses the start before anything
+ * listens, with the reason in the log, and nothing is made or written
+ * there: the daemon used to create the directory and write its owner claim
+ * and lock file through the symlink, or in the shared directory, before it
+ * refused (`state/` with `owner` and `execd.lock` left in either). */
 static void test_refuses_an_untrusted_state_dir(void **state)
 {
     (void)state;
@@ -707,6 +725,21 @@ static void test_refuses_an_untrusted_state_dir(void **state)
     assert_non_null(strstr(log, "state_dir_symlink"));
     assert_null(strstr(log, "\"listening\""));
     free(log);
+    printf("state directory below a symlink: refused, the symlink's target %s\n",
+           dir_has_entries(real) ? "was written in" : "is untouched");
+    assert_false(dir_has_entries(real));
+    char shared[128];
+    snprintf(shared, sizeof shared, "%s/shared", d.dir);
+    assert_int_equal(mkdir(shared, 0755), 0);
+    assert_int_equal(chmod(shared, 0777), 0);
+    snprintf(d.state, sizeof d.state, "%.128s/state", shared);
+    assert_int_equal(daemon_spawn(&d, opts, NULL), 78);
+    log = ph_test_read_file(d.log, &len);
+    assert_non_null(strstr(log, "state_dir_untrusted_ancestor"));
+    free(log);
+    printf("state directory below a directory others write in: refused, that directory %s\n",
+           dir_has_entries(shared) ? "was written in" : "is untouched");
+    assert_false(dir_has_entries(shared));
     daemon_stop(&d);
 }
 
@@ -2970,7 +3003,9 @@ static void test_a_flood_from_many_sources_leaves_handshakes_alone(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
-/* One HTTP/1.0 request to 127.0.0.1:port; the whole answer (malloc'd). */
+/* One HTTP/1.0 request to 127.0.0.1:port, its sending side closed after
+ * the request as a probe written with nc does (the answer still comes);
+ * the whole answer (malloc'd). */
 static char *http_get(int port, const char *method, const char *path)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
@@ -2980,6 +3015,7 @@ static char *http_get(int port, const char *method, const char *path)
     char req[256];
     int n = snprintf(req, sizeof req, "%s %s HTTP/1.0\r\n\r\n", method, path);
     assert_int_equal(write(fd, req, (size_t)n), n);
+    assert_int_equal(shutdown(fd, SHUT_WR), 0);
     char *buf = calloc(1, 65536);
     size_t used = 0;
     ssize_t got;
@@ -2989,14 +3025,21 @@ static char *http_get(int port, const char *method, const char *path)
     return buf;
 }
 
+/* Starts d with an admin listener on a port of the kernel's; the port. */
+static int metrics_daemon_start(xdaemon *d)
+{
+    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
+    daemon_start(d, opts);
+    int port = port_from_log(d, "listening_metrics");
+    assert_true(port > 0);
+    return port;
+}
+
 static void test_metrics_over_http(void **state)
 {
     (void)state;
     xdaemon d;
-    const char *const opts[] = {"--metrics-listen=127.0.0.1:0", NULL};
-    daemon_start(&d, opts);
-    int port = port_from_log(&d, "listening_metrics");
-    assert_true(port > 0);
+    int port = metrics_daemon_start(&d);
     int fd = raw_hello(&d);
     free(raw_create(fd, "t1"));
     char *m = http_get(port, "GET", "/metrics");
@@ -3016,6 +3059,265 @@ static void test_metrics_over_http(void **state)
     assert_non_null(strstr(m, " 404 "));
     free(m);
     close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The daemon's open descriptors (/proc/PID/fd). */
+static size_t fd_count(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *dir = opendir(path);
+    assert_non_null(dir);
+    size_t n = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;)
+        n += de->d_name[0] != '.';
+    closedir(dir);
+    return n;
+}
+
+/* Whether a hello on a fresh unix connection is answered within ms. */
+static bool hello_answered_within(const xdaemon *d, int ms)
+{
+    int fd = raw_connect(d);
+    if (fd < 0)
+        return false;
+    json_t *req = json_pack("{s:s}", "op", "hello");
+    bool sent = ph_wire_send(fd, req) == 0;
+    json_decref(req);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    json_t *resp = NULL;
+    bool ok = sent && poll(&p, 1, ms) == 1 &&
+              ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &resp) == 0 &&
+              json_is_true(json_object_get(resp, "ok"));
+    json_decref(resp);
+    close(fd);
+    return ok;
+}
+
+/* A peer that reaches --metrics-listen cannot take the daemon's
+ * descriptors: at most 16 admin connections are open (one more is closed
+ * at accept), each closed 10 s after accept however it drips its head.
+ * With evhttp (no cap, a timeout restarted at every byte) 100 idle
+ * connections to a daemon allowed 64 descriptors took them all: every
+ * accept failed with EMFILE, a worker's hello went unanswered, and the loop
+ * retried the listener at once, logging each failure (78 MB of log in
+ * 10 s). The daemon's accepts that fail for want of descriptors now pause
+ * the listener instead. */
+static void test_the_admin_listener_cannot_take_the_descriptors(void **state)
+{
+    (void)state;
+    xdaemon d;
+    int port = metrics_daemon_start(&d);
+    struct rlimit few = {64, 64};
+    assert_int_equal(prlimit(d.pid, RLIMIT_NOFILE, &few, NULL), 0);
+    size_t before = fd_count(d.pid);
+    enum { PEERS = 100 };
+    int peer[PEERS];
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    for (int i = 0; i < PEERS; i++) {
+        peer[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(peer[i], (struct sockaddr *)&sin, sizeof sin), 0);
+        assert_int_equal(send(peer[i], "GET /met", 8, MSG_NOSIGNAL), 8);
+    }
+    bool answered = hello_answered_within(&d, 10000);
+    size_t during = fd_count(d.pid);
+    size_t len = 0;
+    char *log = ph_test_read_file(d.log, &len);
+    free(log);
+    printf("%d admin peers, descriptors allowed 64: daemon held %zu (%zu before), a worker's "
+           "hello %s, log %zu bytes\n",
+           PEERS, during, before, answered ? "answered" : "unanswered", len);
+    assert_true(answered);
+    assert_true(during <= before + 16 + 1);
+    assert_true(len < 64 * 1024);
+    /* Each admin connection ends within 10 s of accept, dripping or not. */
+    int open_peers = PEERS;
+    for (int64_t end = ph_monotonic_ms() + 20000; open_peers > 0 && ph_monotonic_ms() < end;) {
+        open_peers = 0;
+        for (int i = 0; i < PEERS; i++) {
+            if (peer[i] < 0)
+                continue;
+            char b[256];
+            ssize_t n = recv(peer[i], b, sizeof b, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN) ||
+                send(peer[i], "t", 1, MSG_NOSIGNAL) != 1) {
+                close(peer[i]);
+                peer[i] = -1;
+            } else {
+                open_peers++;
+            }
+        }
+        if (open_peers > 0)
+            poll(NULL, 0, 500);
+    }
+    printf("admin peers still open after 20 s of dripping: %d\n", open_peers);
+    assert_int_equal(open_peers, 0);
+    char *m = http_get(port, "GET", "/health");
+    assert_non_null(strstr(m, " 200 "));
+    free(m);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* A command that waits for the file `go` in its workspace (let_go). */
+static const char *const WAIT_FOR_GO[] = {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done",
+                                          NULL};
+
+/* test_a_returning_owner_keeps_its_sandboxes: the other identity (uid
+ * 65534) takes the daemon's one thread with a command that waits for the
+ * file `go` in its workspace; its environment's id goes to the pipe. */
+static int g_busy_pipe = -1;
+static void hold_the_thread(const xdaemon *d, char *verdict, size_t cap)
+{
+    int c = raw_hello(d);
+    char *env = raw_create(c, "t9");
+    (void)!write(g_busy_pipe, env, strlen(env) + 1);
+    json_t *r = raw_call(c, raw_execute_req("t9", env, WAIT_FOR_GO));
+    snprintf(verdict, cap, "%s", error_of(r) ? error_of(r) : "ok");
+    json_decref(r);
+    free(env);
+}
+
+/* Waits until d runs one request. */
+static void wait_for_one_execution(const xdaemon *d)
+{
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         health_field(d, "executions") != 1 && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_int_equal(health_field(d, "executions"), 1);
+}
+
+/* Ends a command that waits for the file `go` in environment env's
+ * workspace (the fake mechanism's is a host directory). */
+static void let_go(const xdaemon *d, const char *env)
+{
+    char go[400];
+    snprintf(go, sizeof go, "%s/%s/workspace/go", d->state, env);
+    int g = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    assert_true(g >= 0);
+    close(g);
+}
+
+/* An identity gone past --grace-seconds has its sandboxes destroyed by a
+ * job that may wait behind busy threads. One that has connected again by
+ * the time the job runs is back: its sandboxes are kept (and nothing it
+ * makes meanwhile is destroyed under it). The job used to destroy them
+ * anyway, and the worker's next execute on the environment it had just
+ * been using found `not_found`. */
+static void test_a_returning_owner_keeps_its_sandboxes(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--grace-seconds=1", "--max-executions=1", "--allow-uid=65534",
+                                "--socket-mode=0666", NULL};
+    daemon_start(&d, opts);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    g_busy_pipe = pipefd[1];
+    pid_t other = fork();
+    if (other == 0) {
+        close(pipefd[0]);
+        close(fd); /* the owner's connection is the parent's alone */
+        char out[64] = "setuid failed";
+        if (setresgid(65534, 65534, 65534) == 0 && setresuid(65534, 65534, 65534) == 0)
+            hold_the_thread(&d, out, sizeof out);
+        _exit(strcmp(out, "ok") == 0 ? 0 : 1);
+    }
+    close(pipefd[1]);
+    char other_env[PH_EXECD_ID_MAX] = "";
+    assert_true(read(pipefd[0], other_env, sizeof other_env - 1) > 0);
+    close(pipefd[0]);
+    /* The other identity's command holds the one thread. */
+    wait_for_one_execution(&d);
+    /* The owner goes; past the grace its reaping is queued behind that. */
+    close(fd);
+    for (int64_t end = ph_monotonic_ms() + 30000;
+         !log_has(&d, "owner_gone_reaping") && ph_monotonic_ms() < end;)
+        usleep(10 * 1000);
+    assert_true(log_has(&d, "owner_gone_reaping"));
+    /* It is back, and asks to run in its environment (queued after the
+     * reaping); then the thread is let go. */
+    fd = raw_hello(&d);
+    const char *const argv[] = {"true", NULL};
+    json_t *req = raw_execute_req("t1", env, argv);
+    assert_int_equal(ph_wire_send(fd, req), 0);
+    json_decref(req);
+    let_go(&d, other_env);
+    json_t *r = NULL;
+    assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    printf("the owner back before its reaping ran: its execute answered %s\n",
+           error_of(r) ? error_of(r) : "ok");
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    int status;
+    assert_int_equal(waitpid(other, &status, 0), other);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    free(env);
+    close(fd);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* The daemon's own jobs (a held lease's tick, an owner's reaping) are one
+ * at a time each: while every thread is busy, the once-a-second tick finds
+ * the last one still queued and queues no other. One was queued every
+ * second, and they count against --queue: with the one thread held by a
+ * command for 3.5 s a held lease had 3 ticks queued, so with --queue=3 a
+ * worker's request was answered busy. */
+static void test_the_daemon_queues_its_own_jobs_once(void **state)
+{
+    (void)state;
+    xdaemon d;
+    const char *const opts[] = {"--max-executions=1", "--queue=3",
+                                "--max-requests-per-identity=2", NULL};
+    daemon_start(&d, opts);
+    int a = raw_hello(&d);
+    json_t *r = raw_call(a, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.open", "tenant", "t1",
+                                      "lease", "l1", "approval_hold_seconds", 3600));
+    char *handle = strdup(ph_wire_str(r, "handle"));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s}", "op", "lease.environment", "tenant", "t1",
+                              "handle", handle));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    r = raw_call(a, json_pack("{s:s, s:s, s:s, s:i}", "op", "lease.hold_begin", "tenant", "t1",
+                              "handle", handle, "now_seconds", 0));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    json_decref(r);
+    char *env = raw_create(a, "t1");
+    json_t *req = raw_execute_req("t1", env, WAIT_FOR_GO);
+    assert_int_equal(ph_wire_send(a, req), 0);
+    json_decref(req);
+    int b = raw_hello(&d);
+    wait_for_one_execution(&d);
+    /* Three of the daemon's once-a-second ticks and a half. */
+    for (int64_t end = ph_monotonic_ms() + 3500; ph_monotonic_ms() < end;)
+        usleep(50 * 1000);
+    int64_t queued = health_field(&d, "queued");
+    printf("the one thread busy for 3.5 s with a lease held: %lld of the daemon's jobs queued\n",
+           (long long)queued);
+    assert_true(queued <= 1);
+    /* A worker's request still has room in the queue. */
+    req = json_pack("{s:s, s:s, s:s}", "op", "lease.status", "tenant", "t1", "handle", handle);
+    assert_int_equal(ph_wire_send(b, req), 0);
+    json_decref(req);
+    let_go(&d, env);
+    json_t *done = NULL;
+    assert_int_equal(ph_wire_recv(a, PH_EXECD_MAX_RESPONSE_BYTES, &done), 0);
+    assert_true(json_is_true(json_object_get(done, "ok")));
+    json_decref(done);
+    /* Queued behind the command, the status is served once it ended. */
+    r = NULL;
+    assert_int_equal(ph_wire_recv(b, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+    if (!json_is_true(json_object_get(r, "ok")))
+        fail_msg("lease.status: %s", error_of(r));
+    json_decref(r);
+    free(env);
+    free(handle);
+    close(a);
+    close(b);
     assert_int_equal(daemon_stop(&d), 0);
 }
 
@@ -3063,12 +3365,15 @@ int main(void)
         cmocka_unit_test_teardown(test_a_frame_must_complete_in_time, stop_left),
         cmocka_unit_test_teardown(test_lease_hold_and_end_through_the_service, stop_left),
         cmocka_unit_test_teardown(test_owner_gone_past_grace, stop_left),
+        cmocka_unit_test_teardown(test_a_returning_owner_keeps_its_sandboxes, stop_left),
+        cmocka_unit_test_teardown(test_the_daemon_queues_its_own_jobs_once, stop_left),
         cmocka_unit_test_teardown(test_lease_clock_out_of_range_is_invalid, stop_left),
         cmocka_unit_test_teardown(test_shutdown_destroys_everything, stop_left),
         cmocka_unit_test_teardown(test_tls_mutual_authentication, stop_left),
         cmocka_unit_test_teardown(test_unidentified_peers_cannot_lock_out_workers, stop_left),
         cmocka_unit_test_teardown(test_a_flood_from_many_sources_leaves_handshakes_alone, stop_left),
         cmocka_unit_test_teardown(test_metrics_over_http, stop_left),
+        cmocka_unit_test_teardown(test_the_admin_listener_cannot_take_the_descriptors, stop_left),
     };
     /* PH_TEST_FILTER: only the tests whose names match (cmocka's pattern). */
     if (getenv("PH_TEST_FILTER"))
