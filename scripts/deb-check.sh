@@ -17,7 +17,8 @@
 #                systemd-analyze security --offline=true at most 2.0; the
 #                directory of sandbox uid claims (sandbox.h) is writable in
 #                the execd unit (ProtectSystem=strict) and made root's 0700
-#                by the package's tmpfiles.d
+#                by the package's tmpfiles.d; the execd unit runs in the
+#                workers' group pinhole-execd (its socket's group)
 #   syscalls     every system call the proxy makes (strace: start, /metrics,
 #                CONNECT with a grant, reloads, drain) is in its unit's
 #                SystemCallFilter
@@ -174,6 +175,9 @@ tmpf=$(cat "$x"/root/usr/lib/tmpfiles.d/pinhole-execd.conf 2>/dev/null)
 why=""
 case " $rw " in *" $claims "*) ;; *) why="$why ReadWritePaths '$rw' lacks '$claims'" ;; esac
 echo "$tmpf" | grep -qxE "d $claims 0700 root root -" || why="$why no tmpfiles.d line makes '$claims'"
+# The workers reach execd's socket through its group (make deb-check runs
+# it: scripts/deb-chroot-check.sh, "execd").
+grep -qx "Group=pinhole-execd" "$U/pinhole-execd.service" || why="$why execd unit: no Group=pinhole-execd"
 if [ $rc -eq 0 ] && [ -z "$v" ] && [ $src -eq 0 ] && [ -n "$exposure" ] && [ -n "$claims" ] && [ -z "$why" ]; then
     ok units "verify clean; pinhole-proxy exposure $exposure; $claims writable and made at boot"
 else

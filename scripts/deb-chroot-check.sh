@@ -110,8 +110,19 @@ esac
 # reads it (the fake mechanism: there is no runsc in the chroot), in an
 # environment like systemd's: no PWD either (the daemon counts PWD as a
 # credential name and refuses it).
-r=$(in_root 'install -d -m 0750 /run/pinhole-execd
-    env -i PATH=/usr/bin:/bin sh -c "set -a; . /etc/default/pinhole-execd; set +a
+# Its user and group are the unit's (User=, Group=; root when unset), and
+# its runtime directory is made as systemd makes a RuntimeDirectory: owned
+# by them, RuntimeDirectoryMode. Then a worker (a user in the group
+# pinhole-execd, as docs/deploy.md makes one) must reach the socket, and a
+# user outside the group must not.
+r=$(in_root 'u=/lib/systemd/system/pinhole-execd.service
+    user=$(sed -n "s/^User=//p" $u); group=$(sed -n "s/^Group=//p" $u)
+    mode=$(sed -n "s/^RuntimeDirectoryMode=//p" $u)
+    install -d -m "${mode:-0755}" -o "${user:-root}" -g "${group:-root}" /run/pinhole-execd
+    useradd -M -N -g nogroup -G pinhole-execd pinhole-test-worker
+    useradd -M -N -g nogroup pinhole-test-other
+    env -i PATH=/usr/bin:/bin setpriv --reuid="${user:-root}" --regid="${group:-root}" --clear-groups \
+        sh -c "set -a; . /etc/default/pinhole-execd; set +a
         exec env -u PWD pinhole-execd --socket=/run/pinhole-execd/execd.sock --socket-mode=0660 \
             --state-dir=/var/lib/pinhole-execd/state --mechanism=fake --mode=development \
             \$EXECD_OPTS" 2>/tmp/execd.log &
@@ -121,12 +132,19 @@ r=$(in_root 'install -d -m 0750 /run/pinhole-execd
         sleep 0.1; i=$((i + 1))
     done
     [ -S /run/pinhole-execd/execd.sock ] && echo socket
+    dial="import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"/run/pinhole-execd/execd.sock\")"
+    setpriv --reuid=pinhole-test-worker --regid=nogroup --init-groups python3 -c "$dial" 2>/dev/null &&
+        echo worker-reaches
+    setpriv --reuid=pinhole-test-other --regid=nogroup --init-groups python3 -c "$dial" 2>/dev/null ||
+        echo other-refused
     kill -TERM $pid 2>/dev/null
     wait $pid
-    echo "exit=$?"' 2>&1)
+    echo "exit=$?"
+    userdel pinhole-test-worker; userdel pinhole-test-other' 2>&1)
 case "$r" in
-    *socket*"exit=0") ok execd "started with /etc/default/pinhole-execd, stopped with 0" ;;
-    *) bad execd "$r $(in_root 'tail -3 /tmp/execd.log' 2>&1)" ;;
+    *socket*worker-reaches*other-refused*"exit=0")
+        ok execd "started with /etc/default/pinhole-execd as the unit's user and group, a member of pinhole-execd reaches its socket, another user does not, stopped with 0" ;;
+    *) bad execd "$(echo $r) $(in_root 'tail -3 /tmp/execd.log' 2>&1)" ;;
 esac
 
 why=$(in_root 'export DEBIAN_FRONTEND=noninteractive
