@@ -19,7 +19,21 @@ typedef enum px_inspect_verdict {
     PX_INSPECT_REFUSE = 2, /* reason, detail; alert_len > 0: send alert */
     PX_INSPECT_HTTP = 3,   /* an HTTP/1 request line: the forwarding engine serves the
                             * tunnel, checking every request's Host (forward.h) */
+    PX_INSPECT_PASS_HELLO = 4, /* the first ClientHello passed: its hello.end bytes go,
+                                * the rest waits for the server's answer
+                                * (px_inspect_server) */
 } px_inspect_verdict;
+
+/* Where a TLS tunnel's inspection is (a tunnel's client may send a second
+ * ClientHello, naming any server, after a HelloRetryRequest, RFC 8446
+ * section 4.1.4: a server reads that name as it read the first). */
+typedef enum px_inspect_stage {
+    PX_INSPECT_FIRST_HELLO = 0,
+    PX_INSPECT_AWAIT_SERVER = 1, /* the first hello went; the client's next bytes are held */
+    PX_INSPECT_SECOND_HELLO = 2, /* the server asked for another hello (or its answer
+                                  * does not show it did not): inspected as the first */
+    PX_INSPECT_RELEASED = 3,     /* the server answered with a ServerHello: PASS */
+} px_inspect_stage;
 
 typedef struct px_inspect {
     size_t need;            /* the parser's next useful length */
@@ -29,6 +43,10 @@ typedef struct px_inspect {
     const char *detail;     /* REFUSE: static, one line */
     uint8_t alert[7];       /* REFUSE: a fatal TLS alert record, when TLS */
     size_t alert_len;
+    px_inspect_stage stage;
+    uint8_t server[43];     /* the server's first bytes after the first hello: up
+                             * to its ServerHello's random */
+    size_t server_len;
 } px_inspect;
 
 /* Starts an inspection (zeroes *in). */
@@ -44,12 +62,26 @@ void px_inspect_init(px_inspect *in);
  *   TLS (a handshake record; default or tls): a ClientHello (tls_hello.h)
  *     whose server name equals host ASCII case-insensitively and that
  *     offers no Encrypted Client Hello, else tls_malformed, sni_missing,
- *     sni_mismatch or sni_encrypted with an access_denied alert.
+ *     sni_mismatch or sni_encrypted with an access_denied alert. It is
+ *     PASS_HELLO: what follows it is held until the server answered
+ *     (px_inspect_server).
  *   HTTP/1 (a method token and a space; default or http): HTTP, decided
  *     on the first byte and the method, before the request is complete.
  *   Anything else, or the one the rule does not allow: protocol_not_allowed.
  */
 px_inspect_verdict px_inspect_step(px_inspect *in, const uint8_t *held, size_t len,
                                    const char *host, ph_protocol proto, bool last);
+
+/*
+ * After PASS_HELLO: p[0..n) are bytes the server sent (in order, from its
+ * first). Once they show a ServerHello that is not a HelloRetryRequest,
+ * the next step is PASS (the client's held bytes go, and the tunnel is no
+ * longer inspected); once they show a HelloRetryRequest, or anything else
+ * first, the client's next flight (held from the first hello on) must be a
+ * ClientHello as the first (after the dummy change_cipher_spec record a
+ * TLS 1.3 client may send), else the same refusals. Until then WAIT, and
+ * a last step is tls_malformed.
+ */
+void px_inspect_server(px_inspect *in, const uint8_t *p, size_t n);
 
 #endif

@@ -39,7 +39,10 @@
  * all at each read; the upstream's bytes meanwhile flow as usual (a
  * server-speaks-first protocol is not stalled). PASS flushes what was held
  * and relays as usual; END sends the gate's reply to the client and ends
- * the tunnel with nothing of the client's relayed.
+ * the tunnel with nothing of the client's relayed. PASS_SOME lets the first
+ * bytes go and holds the rest; the gate then also sees what the upstream
+ * answers them with (a TLS server's HelloRetryRequest) before it is asked
+ * about the rest.
  *
  * Callbacks: every event's argument is the relay (a socket's event tells
  * its side by its descriptor); the events live inside the relay's own
@@ -110,6 +113,10 @@ struct px_relay {
     void *gate_arg;
     size_t hold_cap;
     int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
+    long hold_ms;
+    size_t hold_out;            /* held bytes at buf[0]'s front a PASS_SOME let go,
+                                 * not yet written */
+    bool hold_peek;             /* after a PASS_SOME: the gate sees the upstream's bytes */
     /* ev[0], ev[1] and timer, PX_EVENT_SLOT bytes each: one allocation per
      * tunnel instead of four (an idle tunnel is mostly its events). */
     max_align_t ev_store[];
@@ -209,7 +216,15 @@ static bool flush(px_relay *r, int from)
     int to = !from;
     struct evbuffer *b = r->buf[from];
     if (from == 0 && r->gate != NULL) {
-        /* Held: read on (up to the cap: read_side) until the gate decides. */
+        /* Held: read on (up to the cap: read_side) until the gate decides;
+         * what a PASS_SOME let go is written meanwhile. */
+        int w = r->hold_out > 0 ? evbuffer_write_atmost(b, r->fd[to], (ev_ssize_t)r->hold_out) : 0;
+        if (w < 0 && !again()) {
+            finish(r, side_error(to));
+            return false;
+        }
+        r->hold_out -= w > 0 ? (size_t)w : 0;
+        watch(r, to, EV_WRITE, r->hold_out > 0);
         watch(r, 0, EV_READ, !r->eof[0]);
         return true;
     }
@@ -363,6 +378,18 @@ static void read_side(px_relay *r, int from)
             r->copying[from] = false;
         if (n > 0 && !pass_on(r, from, scratch, (size_t)n))
             return;
+        if (n > 0 && from == 1 && r->hold_peek && r->gate != NULL) {
+            const char *end;
+            const uint8_t *reply;
+            size_t reply_len;
+            (void)r->gate(r->gate_arg, scratch, (size_t)n, PX_GATE_UPSTREAM, &end, &reply,
+                          &reply_len);
+            *r->count[1] += (uint64_t)n;
+            r->last_activity = ph_monotonic_ms();
+            if (gate_ask(r, PX_GATE_BYTES)) /* false: the relay ended */
+                (void)flush(r, 1);
+            return;
+        }
     }
     if (n < 0) {
         if (again())
@@ -448,9 +475,20 @@ static bool gate_ask(px_relay *r, px_gate_ask why)
         finish(r, "out_of_memory");
         return false;
     }
-    px_gate_verdict v = r->gate(r->gate_arg, p, len, why, &end, &reply, &reply_len);
+    px_gate_verdict v = r->gate(r->gate_arg, p + r->hold_out, len - r->hold_out, why, &end,
+                                &reply, &reply_len);
     if (v == PX_GATE_PASS) {
         r->gate = NULL;
+        r->hold_out = 0;
+        return flush(r, 0);
+    }
+    if (v == PX_GATE_PASS_SOME && reply_len <= len - r->hold_out) {
+        r->hold_out += reply_len;
+        r->hold_peek = true;
+        int64_t now = ph_monotonic_ms();
+        r->hold_at = now + r->hold_ms;
+        evtimer_del(r->timer);
+        arm_timer(r, now);
         return flush(r, 0);
     }
     if (v == PX_GATE_WAIT && why == PX_GATE_BYTES) {
@@ -570,6 +608,7 @@ void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb ga
     r->handoff = handoff;
     r->gate_arg = arg;
     r->hold_cap = cap;
+    r->hold_ms = timeout_ms;
     /* Room for the whole hold in one chain: each read lands after the last
      * and the gate's view of them all (evbuffer_pullup) copies nothing, so
      * a client trickling a byte at a time costs no more than one sending

@@ -35,6 +35,9 @@ typedef enum px_gate_verdict {
     PX_GATE_END = 2,  /* end the tunnel: send reply to the client, relay nothing */
     PX_GATE_HANDOFF = 3, /* the relay ends and hands both sockets and their bytes
                           * to the hold's handoff callback */
+    PX_GATE_PASS_SOME = 4, /* relay the first *reply_len bytes held; the rest stay
+                            * held, the gate is asked again (the bytes it sees
+                            * then start after those) */
 } px_gate_verdict;
 
 /* Why the gate is asked: bytes arrived, or the last time (the client sent
@@ -44,12 +47,18 @@ typedef enum px_gate_ask {
     PX_GATE_EOF = 1,
     PX_GATE_FULL = 2,
     PX_GATE_DEADLINE = 3,
+    /* After a PASS_SOME, held[0..len) are bytes the upstream sent (relayed
+     * to the client as usual, the gate only looks at them; its verdict is
+     * not used): the gate is then asked again about the client's bytes. */
+    PX_GATE_UPSTREAM = 4,
 } px_gate_ask;
 
-/* Gate: sees held[0..len) (the client's bytes so far, early bytes first);
- * on END sets *end (the relay's end reason, static) and may set *reply
- * (static or the gate's own, valid until done runs) to bytes sent to the
- * client before the tunnel closes. */
+/* Gate: sees held[0..len) (the client's bytes so far, early bytes first,
+ * less what a PASS_SOME let go); on END sets *end (the relay's end reason,
+ * static) and may set *reply (static or the gate's own, valid until done
+ * runs) to bytes sent to the client before the tunnel closes; on PASS_SOME
+ * sets *reply_len to the bytes that go. A PASS_SOME restarts the hold's
+ * deadline. */
 typedef px_gate_verdict (*px_relay_gate_cb)(void *arg, const uint8_t *held, size_t len,
                                             px_gate_ask why, const char **end,
                                             const uint8_t **reply, size_t *reply_len);

@@ -183,6 +183,17 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
 {
     px_conn *c = arg;
     px_inspect *in = c->insp;
+    if (why == PX_GATE_UPSTREAM) {
+        px_inspect_server(in, held, len); /* the server's answer to the first hello */
+        return PX_GATE_WAIT;
+    }
+    if (why == PX_GATE_EOF && len == 0 && in->stage != PX_INSPECT_FIRST_HELLO) {
+        /* The first hello went and the client will send nothing more (a
+         * handshake the server refused): nothing is left to inspect. */
+        free(c->insp);
+        c->insp = NULL;
+        return PX_GATE_PASS;
+    }
     const char *str[CS_COUNT];
     size_t token_len;
     px_conn_strings(c, str, &token_len);
@@ -201,10 +212,19 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
     /* The name as sent goes to the log; the usual one, the host itself,
      * costs no copy of the tunnel's strings. */
     const char *host = str[CS_HOST] ? str[CS_HOST] : "";
-    if (v == PX_INSPECT_PASS && strcmp(in->hello.sni, host) == 0)
+    if (v == PX_INSPECT_PASS && in->stage == PX_INSPECT_RELEASED) {
+        /* The server answered the hello noted at PASS_HELLO. */
+    } else if (v != PX_INSPECT_REFUSE && strcmp(in->hello.sni, host) == 0) {
         c->sni_is_host = true;
-    else
+    } else {
         tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
+    }
+    if (v == PX_INSPECT_PASS_HELLO) {
+        /* Its bytes go; the rest waits for the server's answer (the
+         * relay asks PX_GATE_UPSTREAM). */
+        *reply_len = in->hello.end;
+        return PX_GATE_PASS_SOME;
+    }
     if (v == PX_INSPECT_PASS) {
         free(c->insp);
         c->insp = NULL;
