@@ -73,9 +73,10 @@ typedef void (*px_relay_handoff_cb)(void *arg, int client_fd, int upstream_fd,
                                     struct evbuffer *held, struct evbuffer *to_client);
 
 /* Before px_relay_run: nothing the client sends goes upstream until gate
- * says PASS (or PASS_SOME, for the bytes it names); the client's bytes are held (at most cap bytes, for at most
- * timeout_ms from now) while the upstream's are relayed at once. handoff
- * (may be NULL: HANDOFF is then END) serves a gate's HANDOFF. */
+ * says PASS (or PASS_SOME, for the bytes it names); the client's bytes are
+ * held (at most cap bytes, for at most timeout_ms from now) while the
+ * upstream's are relayed at once. handoff (may be NULL: HANDOFF is then
+ * END) serves a gate's HANDOFF. */
 void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate,
                    px_relay_handoff_cb handoff, void *arg);
 
