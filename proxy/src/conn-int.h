@@ -35,6 +35,7 @@
 #include "pinhole/grant.h"
 #include "pinhole/guard.h"
 #include "http1.h"
+#include "inspect.h"
 #include "relay.h"
 #include "upstream.h"
 #include "worker.h"
@@ -114,7 +115,7 @@ typedef struct px_conn {
     int status;
     ph_reason reason;
     uint32_t rule_line;         /* 0 without a rule */
-    uint32_t insp_need;         /* inspecting: the inspection's need (inspect.h) */
+    px_inspect_kept insp;       /* inspecting: what the inspection keeps between asks */
     uint16_t port;              /* the authority's (0 without one) */
     uint8_t state;              /* conn_state */
     uint8_t protocol;           /* the rule's ph_protocol: what the tunnel may carry */
@@ -122,7 +123,8 @@ typedef struct px_conn {
                                  * the log's sni is the host (no copy of it kept) */
     bool in_head;               /* holds a request-head slot */
     bool inspecting;            /* ST_RELAY: the client's first bytes are held for the
-                                 * inspection (tunnel.c), until it passed */
+                                 * inspection (tunnel.c), until it passed (TLS: until
+                                 * the server answered the hello) */
     uint8_t key_off;            /* the per-peer limit's key: peer + key_off; "" = no slot held */
     char peer[];                /* who connected, for the log; then the key */
 } px_conn;

@@ -44,8 +44,13 @@
  * needs more reads (split records, a slow drip) is held in the upstream
  * buffer, the gate seeing all of it at each read. PASS flushes what was
  * held and relays as usual; END sends the gate's reply to the client and
- * ends the tunnel with nothing of the client's relayed. The hold's
- * deadline is the relay's one timer's (no timer of its own).
+ * ends the tunnel with nothing of the client's relayed. PASS_SOME lets
+ * the first bytes go (a ClientHello, from where it was read when it came
+ * in one read) and holds the rest; from then on the gate also sees the
+ * upstream's bytes (the server's answer to the hello) and is asked again
+ * about the client's after each read of them. The hold's deadline is the
+ * relay's one timer's (no timer of its own; a PASS_SOME moves it later,
+ * and the timer, armed for the earlier one, re-arms itself then).
  *
  * Callbacks: every event's argument is the relay (a socket's event tells
  * its side by its descriptor); the events live inside the relay's own
@@ -116,6 +121,10 @@ struct px_relay {
     void *gate_arg;
     size_t hold_cap;
     int64_t hold_at;            /* the hold's deadline (ph_monotonic_ms) */
+    long hold_ms;
+    size_t hold_out;            /* bytes at buf[0]'s front a PASS_SOME let go, not yet
+                                 * written (the gate sees those after them) */
+    bool hold_peek;             /* after a PASS_SOME: the gate sees the upstream's bytes */
     /* ev[0], ev[1] and timer, PX_EVENT_SLOT bytes each: one allocation per
      * tunnel instead of four (an idle tunnel is mostly its events). */
     max_align_t ev_store[];
@@ -215,7 +224,16 @@ static bool flush(px_relay *r, int from)
     int to = !from;
     struct evbuffer *b = r->buf[from];
     if (from == 0 && r->gate != NULL) {
-        /* Held: read on (up to the cap: read_side) until the gate decides. */
+        /* Held: read on (up to the cap: read_side) until the gate decides;
+         * what a PASS_SOME let go is written meanwhile. */
+        int w = r->hold_out > 0 ? evbuffer_write_atmost(b, r->fd[to], (ev_ssize_t)r->hold_out)
+                                : 0;
+        if (w < 0 && !again()) {
+            finish(r, side_error(to));
+            return false;
+        }
+        r->hold_out -= w > 0 ? (size_t)w : 0;
+        watch(r, to, EV_WRITE, r->hold_out > 0);
         watch(r, 0, EV_READ, !r->eof[0]);
         return true;
     }
@@ -317,7 +335,7 @@ static bool hold_bytes(px_relay *r, const uint8_t *p, size_t n)
  * them with the held ones (with none held, where they were read). */
 static void read_held(px_relay *r)
 {
-    size_t have = held(r, 0);
+    size_t have = held(r, 0) - r->hold_out;
     size_t room = r->hold_cap > have ? r->hold_cap - have : 0;
     if (room > sizeof scratch)
         room = sizeof scratch;
@@ -338,7 +356,7 @@ static void read_held(px_relay *r)
     *r->count[0] += (uint64_t)n;
     r->last_activity = ph_monotonic_ms();
     px_gate_ask why = have + (size_t)n >= r->hold_cap ? PX_GATE_FULL : PX_GATE_BYTES;
-    if (have == 0) {
+    if (held(r, 0) == 0) {
         (void)gate_ask(r, why, scratch, (size_t)n);
         return;
     }
@@ -389,6 +407,20 @@ static void read_side(px_relay *r, int from)
             r->copying[from] = false;
         if (n > 0 && !pass_on(r, from, scratch, (size_t)n))
             return;
+        if (n > 0 && from == 1 && r->hold_peek && r->gate != NULL) {
+            /* The server's answer to what a PASS_SOME let go: the gate
+             * looks at it, then decides on the client's bytes again. */
+            const char *end = NULL;
+            const uint8_t *reply = NULL;
+            size_t reply_len = 0;
+            (void)r->gate(r->gate_arg, scratch, (size_t)n, PX_GATE_UPSTREAM, &end, &reply,
+                          &reply_len);
+            *r->count[1] += (uint64_t)n;
+            r->last_activity = ph_monotonic_ms();
+            if (gate_ask(r, PX_GATE_BYTES, NULL, 0))
+                (void)flush(r, 1);
+            return;
+        }
     }
     if (n < 0) {
         if (again())
@@ -460,17 +492,18 @@ static void arm_timer(px_relay *r, int64_t now)
     evtimer_add(r->timer, &tv);
 }
 
-/* Asks the gate about the client's bytes: those held, or (fresh != NULL,
- * nothing held) fresh[0..fresh_len), just read, which PASS sends on from
- * where they are and WAIT holds; a last ask (EOF, full, deadline) that
- * gets WAIT ends the tunnel as END would. Returns false when the relay
- * ended (done ran: the caller must not touch r). */
+/* Asks the gate about the client's bytes: those held (after what a
+ * PASS_SOME let go), or (fresh != NULL, nothing held) fresh[0..fresh_len),
+ * just read, which PASS (PASS_SOME: its part) sends on from where they are
+ * and WAIT holds; a last ask (EOF, full, deadline) that gets WAIT ends the
+ * tunnel as END would. Returns false when the relay ended (done ran: the
+ * caller must not touch r). */
 static bool gate_ask(px_relay *r, px_gate_ask why, const uint8_t *fresh, size_t fresh_len)
 {
     const char *end = "closed";
     const uint8_t *reply = NULL;
     size_t reply_len = 0;
-    size_t len = fresh != NULL ? fresh_len : held(r, 0);
+    size_t len = fresh != NULL ? fresh_len : held(r, 0) - r->hold_out;
     const uint8_t *p = fresh != NULL ? fresh
                        : len > 0     ? evbuffer_pullup(r->buf[0], -1)
                                      : (const uint8_t *)"";
@@ -478,11 +511,31 @@ static bool gate_ask(px_relay *r, px_gate_ask why, const uint8_t *fresh, size_t 
         finish(r, "out_of_memory");
         return false;
     }
+    if (fresh == NULL && len > 0)
+        p += r->hold_out;
     px_gate_verdict v = r->gate(r->gate_arg, p, len, why, &end, &reply, &reply_len);
     if (v == PX_GATE_PASS) {
         r->gate = NULL;
+        r->hold_out = 0;
         if (fresh != NULL && !pass_on(r, 0, fresh, fresh_len))
             return false;
+        return flush(r, 0);
+    }
+    if (v == PX_GATE_PASS_SOME && reply_len <= len) {
+        /* Those bytes go (fresh: from where they were read, what the socket
+         * does not take buffered as PASS would), the rest stays held; the
+         * upstream's answer to them is the gate's to see. */
+        if (fresh != NULL) {
+            if (!pass_on(r, 0, fresh, reply_len))
+                return false;
+            r->hold_out = held(r, 0);
+            if (reply_len < fresh_len && !hold_bytes(r, fresh + reply_len, fresh_len - reply_len))
+                return false;
+        } else {
+            r->hold_out += reply_len;
+        }
+        r->hold_peek = true;
+        r->hold_at = r->last_activity + r->hold_ms;
         return flush(r, 0);
     }
     /* Fresh bytes are held from here on (WAIT), or go with the handoff. */
@@ -603,6 +656,7 @@ void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb ga
     r->handoff = handoff;
     r->gate_arg = arg;
     r->hold_cap = cap;
+    r->hold_ms = timeout_ms;
     /* Early bytes are held already: the hold's room goes behind them (as
      * hold_bytes makes it for a first read). */
     if (r->buf[0] != NULL)

@@ -35,6 +35,9 @@ typedef enum px_gate_verdict {
     PX_GATE_END = 2,  /* end the tunnel: send reply to the client, relay nothing */
     PX_GATE_HANDOFF = 3, /* the relay ends and hands both sockets and their bytes
                           * to the hold's handoff callback */
+    PX_GATE_PASS_SOME = 4, /* relay the first *reply_len bytes the gate saw; the rest
+                            * stay held, and from now on the gate also sees the
+                            * upstream's bytes (PX_GATE_UPSTREAM) */
 } px_gate_verdict;
 
 /* Why the gate is asked: bytes arrived, or the last time (the client sent
@@ -44,12 +47,18 @@ typedef enum px_gate_ask {
     PX_GATE_EOF = 1,
     PX_GATE_FULL = 2,
     PX_GATE_DEADLINE = 3,
+    /* After a PASS_SOME: held[0..len) are bytes the upstream sent (relayed
+     * to the client as usual; the gate only looks at them, its verdict is
+     * not used). The gate is then asked about the client's bytes again. */
+    PX_GATE_UPSTREAM = 4,
 } px_gate_ask;
 
-/* Gate: sees held[0..len) (the client's bytes so far, early bytes first);
- * on END sets *end (the relay's end reason, static) and may set *reply
- * (static or the gate's own, valid until done runs) to bytes sent to the
- * client before the tunnel closes. */
+/* Gate: sees held[0..len) (the client's bytes so far, early bytes first,
+ * less those a PASS_SOME let go); on END sets *end (the relay's end
+ * reason, static) and may set *reply (static or the gate's own, valid
+ * until done runs) to bytes sent to the client before the tunnel closes;
+ * on PASS_SOME sets *reply_len to the bytes that go (at most len). A
+ * PASS_SOME starts the hold's deadline again. */
 typedef px_gate_verdict (*px_relay_gate_cb)(void *arg, const uint8_t *held, size_t len,
                                             px_gate_ask why, const char **end,
                                             const uint8_t **reply, size_t *reply_len);
@@ -64,9 +73,10 @@ typedef void (*px_relay_handoff_cb)(void *arg, int client_fd, int upstream_fd,
                                     struct evbuffer *held, struct evbuffer *to_client);
 
 /* Before px_relay_run: nothing the client sends goes upstream until gate
- * says PASS; the client's bytes are held (at most cap bytes, for at most
- * timeout_ms from now) while the upstream's are relayed at once. handoff
- * (may be NULL: HANDOFF is then END) serves a gate's HANDOFF. */
+ * says PASS (or PASS_SOME, for the bytes it names); the client's bytes are
+ * held (at most cap bytes, for at most timeout_ms from now) while the
+ * upstream's are relayed at once. handoff (may be NULL: HANDOFF is then
+ * END) serves a gate's HANDOFF. */
 void px_relay_hold(px_relay *r, size_t cap, long timeout_ms, px_relay_gate_cb gate,
                    px_relay_handoff_cb handoff, void *arg);
 

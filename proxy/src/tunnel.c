@@ -178,24 +178,36 @@ static void tunnel_note(px_conn *c, const char *sni, const char *detail)
 }
 
 /* The relay's gate while the client's first bytes are held: the
- * inspection (inspect.h) decides on them against the CONNECT host. Its
- * state lives on this stack but for the parser's need, kept in c between
- * asks; what a verdict leaves behind (the log's sni and detail, the alert)
- * is copied or static. */
+ * inspection (inspect.h) decides on them against the CONNECT host, and
+ * after the first ClientHello went (PASS_SOME) looks at the server's
+ * answer (PX_GATE_UPSTREAM) before the client's next bytes go. Its state
+ * lives on this stack but for what it keeps between asks, in c (c->insp);
+ * what a verdict leaves behind (the log's sni and detail, the alert) is
+ * copied or static. */
 static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, px_gate_ask why,
                                     const char **end, const uint8_t **reply, size_t *reply_len)
 {
     px_conn *c = arg;
+    if (why == PX_GATE_UPSTREAM) {
+        px_inspect_server(&c->insp, held, len);
+        return PX_GATE_WAIT;
+    }
+    if (why == PX_GATE_EOF && len == 0 && c->insp.stage != PX_INSPECT_FIRST_HELLO) {
+        /* The first hello went and the client ends its side with nothing
+         * after it (a handshake the server refused): nothing is left to
+         * inspect. */
+        c->inspecting = false;
+        return PX_GATE_PASS;
+    }
     px_inspect insp, *in = &insp;
     px_inspect_init(in);
-    in->need = c->insp_need;
+    in->kept = c->insp;
     const char *str[CS_COUNT];
     size_t token_len;
     px_conn_strings(c, str, &token_len);
     px_inspect_verdict v = px_inspect_step(in, held, len, str[CS_HOST] ? str[CS_HOST] : "",
                                            (ph_protocol)c->protocol, why != PX_GATE_BYTES);
-    /* Bounded by the hold's cap (inspect_bytes, at most 1 MiB: config.c). */
-    c->insp_need = (uint32_t)in->need;
+    c->insp = in->kept;
     if (v == PX_INSPECT_WAIT)
         return PX_GATE_WAIT;
     if (v == PX_INSPECT_HTTP)
@@ -206,13 +218,22 @@ static px_gate_verdict inspect_gate(void *arg, const uint8_t *held, size_t len, 
                  why == PX_GATE_DEADLINE ? " (inspect_timeout_ms)"
                  : why == PX_GATE_FULL   ? " (inspect_bytes)"
                                          : "");
-    /* The name as sent goes to the log; the usual one, the host itself,
-     * costs no copy of the tunnel's strings. */
+    /* The name as sent goes to the log (the second hello's, if there is
+     * one); the usual one, the host itself, costs no copy of the tunnel's
+     * strings. A step that read no hello (the server's answer released
+     * the client's bytes) notes nothing. */
     const char *host = str[CS_HOST] ? str[CS_HOST] : "";
-    if (v == PX_INSPECT_PASS && strcmp(in->hello.sni, host) == 0)
+    bool read_hello = in->has_sni || v == PX_INSPECT_REFUSE;
+    if (read_hello && v != PX_INSPECT_REFUSE && strcmp(in->hello.sni, host) == 0) {
         c->sni_is_host = true;
-    else
+    } else if (read_hello) {
         tunnel_note(c, in->has_sni ? in->hello.sni : NULL, v == PX_INSPECT_REFUSE ? detail : NULL);
+    }
+    if (v == PX_INSPECT_PASS_HELLO) {
+        /* The hello goes; what follows waits for the server's answer. */
+        *reply_len = in->hello.end;
+        return PX_GATE_PASS_SOME;
+    }
     c->inspecting = false;
     if (v == PX_INSPECT_PASS)
         return PX_GATE_PASS;
@@ -366,7 +387,7 @@ static void start_relay(px_conn *c)
         /* Nothing of the client's goes upstream before the inspection
          * passed it (TUNNEL INSPECTION in docs/pinhole-proxy.md). */
         c->inspecting = true;
-        c->insp_need = 0;
+        memset(&c->insp, 0, sizeof c->insp);
         px_relay_hold(c->relay, (size_t)c->w->cfg->inspect_bytes, c->w->cfg->inspect_timeout_ms,
                       inspect_gate, http_handoff, c);
     }

@@ -12,7 +12,7 @@ if(TARGET pinhole-proxy-testloopback)
         e2e_forward_client_gone e2e_http_python e2e_http_pip e2e_http_apt e2e_tunnel_inspect
         e2e_proxy_protocol e2e_fleet e2e_forward_edges e2e_reload_special e2e_revoke
         e2e_reload_forward e2e_forward_redecide e2e_reload_churn e2e_forward_stream
-        e2e_accept_backoff)
+        e2e_accept_backoff e2e_tunnel_fronting)
     # e2e_accept_backoff.sh's preloaded accept4/accept failing with EMFILE on
     # demand ($PH_BINARY_DIR/tests/proxy/libph_accept_fail.so). Built without
     # pinhole_flags: no sanitizer runtime in a preload; the sanitized proxy

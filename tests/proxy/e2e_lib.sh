@@ -228,14 +228,15 @@ e2e_start_upstream() {
     [ -n "$UP" ] || { fail "upstream did not start"; e2e_finish; }
 }
 
-# A TLS server (openssl s_server -www) for ok.$E2E_DOMAIN on TLS_PORT (the
-# kernel's choice: it prints "ACCEPT 127.0.0.1:PORT").
+# A TLS server (openssl s_server -www, and any s_server options given) for
+# ok.$E2E_DOMAIN on TLS_PORT (the kernel's choice: it prints "ACCEPT
+# 127.0.0.1:PORT").
 e2e_start_tls() {
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
         -subj "/CN=ok.$E2E_DOMAIN" -addext "subjectAltName=DNS:ok.$E2E_DOMAIN,DNS:tls.$E2E_DOMAIN" \
         -keyout "$E2E_TMP/tls.key" -out "$E2E_TMP/tls.crt" 2>/dev/null
     openssl s_server -accept 127.0.0.1:0 -cert "$E2E_TMP/tls.crt" \
-        -key "$E2E_TMP/tls.key" -www </dev/null >"$E2E_TMP/tls.out" 2>/dev/null &
+        -key "$E2E_TMP/tls.key" -www "$@" </dev/null >"$E2E_TMP/tls.out" 2>/dev/null &
     E2E_PIDS="$E2E_PIDS $!"
     TLS_PORT=""
     for _ in $(seq 1 200); do

@@ -5,6 +5,11 @@
 #   - a ClientHello naming the CONNECT host but offering Encrypted Client
 #     Hello (the server would route on the encrypted inner name):
 #     sni_encrypted, with an alert;
+#   - a second ClientHello after a HelloRetryRequest naming another server
+#     (an OpenSSL server reads it as it read the first): sni_mismatch, the
+#     server never sees the name, whether the client waited for the
+#     HelloRetryRequest or sent the second hello with the first; openssl
+#     s_client through a HelloRetryRequest naming the host twice passes;
 #   - a hello after a ChangeCipherSpec or an alert record, a hello with two
 #     server_name extensions, one naming the host with a trailing dot: each
 #     refused with its reason;
@@ -31,27 +36,18 @@ RECV=$E2E_TMP/up/recv.bin
 check "TLS flights: ECH, CCS first, alert first, two server_name, trailing dot" \
     "alert 49|closed|closed|alert 49|alert 49" \
     "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$UP" 2>&1 <<'PY'
-import struct, sys
-from tunnel_http import tunnel
+import sys
+from tunnel_http import client_hello, tls_ext, tunnel, u16
 port, tok, host, up = sys.argv[1:]
-def u16(b): return struct.pack(">H", len(b)) + b
-def ext(t, body): return struct.pack(">H", t) + u16(body)
-def sni(name):
-    n = name.encode()
-    return ext(0, u16(b"\x00" + u16(n)))
-def hello(exts):
-    body = b"\x03\x03" + bytes(32) + b"\x00" + u16(b"\x13\x01") + b"\x01\x00" + u16(exts)
-    msg = b"\x01" + struct.pack(">I", len(body))[1:] + body
-    return b"\x16\x03\x01" + u16(msg)
 # An outer ECH extension: type outer, HKDF-SHA256, AES-128-GCM, config id,
 # enc, payload (what a real or a GREASE one holds; the proxy reads none of it).
-ech = ext(0xfe0d, b"\x00\x00\x01\x00\x01\x07" + u16(bytes(32)) + u16(bytes(64)))
+ech = tls_ext(0xfe0d, b"\x00\x00\x01\x00\x01\x07" + u16(bytes(32)) + u16(bytes(64)))
 flights = [
-    hello(sni(host) + ech),
-    b"\x14\x03\x03\x00\x01\x01" + hello(sni(host)),
-    b"\x15\x03\x03\x00\x02\x01\x00" + hello(sni(host)),
-    hello(sni(host) + sni("evil.test")),
-    hello(sni(host + ".")),
+    client_hello([host], ech),
+    b"\x14\x03\x03\x00\x01\x01" + client_hello([host]),
+    b"\x15\x03\x03\x00\x02\x01\x00" + client_hello([host]),
+    client_hello([host, "evil.test"]),
+    client_hello([host + "."]),
 ]
 out = []
 for flight in flights:
@@ -115,6 +111,88 @@ check "Upgrade requests answered as plain requests" "HTTP/1.1 200 hello /h2c HTT
     "$(cat "$E2E_TMP/upgrade.out")"
 check "the upstream got them without Upgrade, Connection or HTTP2-Settings" "2 0" \
     "$(grep -c '^GET /\(h2c\|ws\) ' "$RECV") $(grep -ci '^\(upgrade\|connection\|http2-settings\):' "$RECV")"
+
+# HelloRetryRequest. A TLS 1.3 server (Python's ssl, OpenSSL's) that notes
+# every name its servername callback is asked about: a hello offering no key
+# share gets a HelloRetryRequest, and the client's second hello names
+# another server. The TLS server takes P-384 only: a client offering an
+# X25519 key share gets a HelloRetryRequest.
+e2e_start_tls -groups P-384
+/usr/bin/python3 - "$E2E_TMP/tls.crt" "$E2E_TMP/tls.key" "$E2E_TMP/names" 2>"$E2E_TMP/names.err" <<'PY' &
+import os, socket, ssl, sys, threading
+crt, key, names = sys.argv[1:]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(crt, key)
+ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+def named(sobj, name, c):
+    with open(names, "a") as f:
+        f.write(f"{name}\n")
+ctx.sni_callback = named
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen()
+with open(names + ".port.tmp", "w") as f:
+    f.write(str(ls.getsockname()[1]))
+os.rename(names + ".port.tmp", names + ".port")
+def serve(c):
+    try:
+        ctx.wrap_socket(c, server_side=True).close()
+    except (OSError, ssl.SSLError):
+        c.close()
+while True:
+    threading.Thread(target=serve, args=(ls.accept()[0],), daemon=True).start()
+PY
+E2E_PIDS="$E2E_PIDS $!"
+for _ in $(seq 1 200); do [ -s "$E2E_TMP/names.port" ] && break; sleep 0.025; done
+HRR_PORT=$(cat "$E2E_TMP/names.port")
+check "a second hello after a HelloRetryRequest: another name refused (waited, sent early), the host passes" \
+    "HRR alert 49|HRR alert 49|HRR ServerHello" \
+    "$(PYTHONPATH="$PH_SOURCE_DIR/tests/proxy" /usr/bin/python3 - "$PROXY_PORT" "$TOKEN" "tls.$D" "$HRR_PORT" 2>&1 <<'PY'
+import os, sys
+from tunnel_http import client_hello, tunnel, u16
+port, tok, host, up = sys.argv[1:]
+sid, rnd = os.urandom(32), os.urandom(32)
+hello = lambda name, share: client_hello([name], share=share, sid=sid, rnd=rnd)
+HRR = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
+CCS = b"\x14\x03\x03\x00\x01\x01"
+second = lambda name: CCS + hello(name, b"\x00\x1d" + u16(os.urandom(32)))
+def answer(got):
+    """The server's HelloRetryRequest record, if first (and the dummy
+    change_cipher_spec records), then the alert or the ServerHello."""
+    pre = ""
+    while (got[:1] == b"\x16" and HRR in got[:64]) or got[:1] == b"\x14":
+        pre = "HRR " if got[:1] == b"\x16" else pre
+        got = got[5 + int.from_bytes(got[3:5], "big"):]
+    if got == b"":
+        return pre.strip()
+    if got[:1] == b"\x15" and len(got) == 7:
+        return f"{pre}alert {got[6]}"
+    return pre + ("ServerHello" if got[:1] == b"\x16" else repr(got[:16]))
+out = []
+for name, early in (("evil.test", False), ("evil.test", True), (host, False)):
+    s, f = tunnel(port, tok, f"{host}:{up}")
+    if early:
+        s.sendall(hello(host, b"") + second(name))
+        out.append(answer(f.read()))
+        continue
+    s.sendall(hello(host, b""))
+    first = answer(s.recv(4096))
+    s.sendall(second(name))
+    out.append(f"{first} {answer(s.recv(4096))}")
+    s.close()
+print("|".join(out))
+PY
+)"
+check "the server was asked about the host only" "tls.$D" "$(sort -u "$E2E_TMP/names")"
+check "the log says sni_mismatch with the second hello's name" "2" \
+    "$(e2e_log_lines "r.get('reason') == 'sni_mismatch' and r.get('sni') == 'evil.test'")"
+check "openssl s_client through a HelloRetryRequest (X25519 offered, P-384 taken): two hellos, verified" \
+    "2 0" \
+    "$(echo | timeout 10 openssl s_client -proxy "127.0.0.1:$PROXY_PORT" -proxy_user lease1 \
+        -proxy_pass "pass:$TOKEN" -connect "tls.$D:$TLS_PORT" -servername "tls.$D" -groups X25519:P-384 \
+        -CAfile "$E2E_TMP/tls.crt" -verify_return_error -msg >"$E2E_TMP/p384.client" 2>&1
+       rc=$?
+       echo "$(grep -c '^>>> .*ClientHello' "$E2E_TMP/p384.client") $rc")"
 
 # Forwarding: two allowed hosts whose names resolve to the one address, on
 # one client connection: each request gets an upstream connection of its

@@ -31,7 +31,8 @@ static void the_connect_host_passes(void **state)
     /* Byte by byte: WAIT until the last byte, then PASS. */
     for (size_t got = 1; got < n; got++)
         assert_int_equal(px_inspect_step(&in, d, got, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_WAIT);
-    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS_HELLO);
+    assert_int_equal(in.hello.end, n);
     assert_string_equal(in.hello.sni, "allowed.test");
     /* The name compared ASCII case-insensitively (the CONNECT host is
      * lowercase; a client may send capitals). */
@@ -39,7 +40,7 @@ static void the_connect_host_passes(void **state)
     uint8_t *name = memmem(d, n, "allowed.test", 12);
     assert_non_null(name);
     memcpy(name, "ALLOWED", 7);
-    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS);
+    assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", PH_PROTOCOL_DEFAULT, false), PX_INSPECT_PASS_HELLO);
     assert_string_equal(in.hello.sni, "ALLOWED.test");
     free(d);
 }
@@ -121,7 +122,7 @@ static void encrypted_client_hello(void **state)
         px_inspect_verdict v = px_inspect_step(&in, rec, n, "allowed.test", PH_PROTOCOL_DEFAULT,
                                                false);
         if (i == sizeof types / sizeof *types) {
-            assert_int_equal(v, PX_INSPECT_PASS);
+            assert_int_equal(v, PX_INSPECT_PASS_HELLO);
             continue;
         }
         assert_int_equal(v, PX_INSPECT_REFUSE);
@@ -137,6 +138,143 @@ static void encrypted_client_hello(void **state)
         assert_int_equal(px_inspect_step(&in, rec, n, "allowed.test", PH_PROTOCOL_TCP, false),
                          PX_INSPECT_PASS);
     }
+}
+
+/* A hello for the CONNECT host made as tls_records.h makes them, into out. */
+static size_t make_hello(const char *name, uint8_t *out)
+{
+    uint8_t exts[300], msg[400];
+    size_t e = ph_test_tls_sni_ext(name, exts);
+    size_t m = ph_test_tls_hello_message(exts, e, 1, msg);
+    return ph_test_tls_records(msg, m, 0, 16384, out);
+}
+
+/* The server's first bytes: a ServerHello record holding random. */
+static size_t server_hello(const uint8_t random[32], uint8_t *out)
+{
+    static const uint8_t head[] = { 22, 3, 3, 0, 42, 2, 0, 0, 38, 3, 3 };
+    memcpy(out, head, sizeof head);
+    memcpy(out + sizeof head, random, 32);
+    return sizeof head + 32;
+}
+
+static const uint8_t HRR[32] = {
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+};
+
+/* A second ClientHello after a HelloRetryRequest may name any server, and
+ * a server reads it as it read the first (OpenSSL's servername callback
+ * runs again with the new name): so the first hello goes alone, what
+ * follows is held until the server's answer shows a ServerHello (then it
+ * all goes), and after a HelloRetryRequest (or anything else first) the
+ * next flight is inspected as the first was, after the dummy
+ * change_cipher_spec record a TLS 1.3 client may send. */
+static void hello_retry_request(void **state)
+{
+    (void)state;
+    static const uint8_t ccs[6] = { 20, 3, 3, 0, 1, 1 };
+    uint8_t flight[1024], srv[64], rnd[32];
+    memset(rnd, 0x5a, sizeof rnd);
+    px_inspect in;
+
+    /* A plain ServerHello (after a warning unrecognized_name alert, as
+     * some servers send): released, whatever was held. */
+    size_t n = make_hello("allowed.test", flight);
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, flight, n, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_PASS_HELLO);
+    assert_int_equal(in.hello.end, n);
+    assert_int_equal(px_inspect_step(&in, flight, 0, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_WAIT);
+    memcpy(srv, "\x15\x03\x03\x00\x02\x01\x70", 7);
+    size_t s = 7 + server_hello(rnd, srv + 7);
+    for (size_t i = 0; i < s; i++) { /* a byte at a time */
+        assert_int_equal(in.kept.stage, PX_INSPECT_AWAIT_SERVER);
+        px_inspect_server(&in.kept, srv + i, 1);
+    }
+    assert_int_equal(in.kept.stage, PX_INSPECT_RELEASED);
+    assert_int_equal(px_inspect_step(&in, flight, 0, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_PASS);
+
+    /* A HelloRetryRequest, then a second hello naming another server, or
+     * the host, with or without the change_cipher_spec record before it,
+     * or something else. */
+    const struct {
+        const char *name;
+        bool ccs;
+        px_inspect_verdict v;
+        ph_reason reason;
+    } second[] = {
+        { "evil.test", false, PX_INSPECT_REFUSE, PH_REASON_SNI_MISMATCH },
+        { "evil.test", true, PX_INSPECT_REFUSE, PH_REASON_SNI_MISMATCH },
+        { "allowed.test", false, PX_INSPECT_PASS, PH_REASON_ALLOWED },
+        { "allowed.test", true, PX_INSPECT_PASS, PH_REASON_ALLOWED },
+        { NULL, true, PX_INSPECT_REFUSE, PH_REASON_TLS_MALFORMED },
+    };
+    for (size_t i = 0; i < sizeof second / sizeof *second; i++) {
+        n = make_hello("allowed.test", flight);
+        px_inspect_init(&in);
+        assert_int_equal(px_inspect_step(&in, flight, n, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                         PX_INSPECT_PASS_HELLO);
+        /* The HelloRetryRequest in two pieces, cut in its random. */
+        s = server_hello(HRR, srv);
+        px_inspect_server(&in.kept, srv, 20 + i);
+        assert_int_equal(in.kept.stage, PX_INSPECT_AWAIT_SERVER);
+        px_inspect_server(&in.kept, srv + 20 + i, s - 20 - i);
+        assert_int_equal(in.kept.stage, PX_INSPECT_SECOND_HELLO);
+        size_t k = 0;
+        if (second[i].ccs) {
+            memcpy(flight, ccs, sizeof ccs);
+            k = sizeof ccs;
+        }
+        if (second[i].name != NULL) {
+            k += make_hello(second[i].name, flight + k);
+        } else {
+            memcpy(flight + k, "\x17\x03\x03\x00\x01\x00", 6);
+            k += 6;
+        }
+        /* Cut short first: more is needed (or refused at once). */
+        px_inspect_verdict cut = px_inspect_step(&in, flight, k - 1, "allowed.test",
+                                                 PH_PROTOCOL_DEFAULT, false);
+        assert_true(cut == PX_INSPECT_WAIT || cut == second[i].v);
+        px_inspect_verdict v = px_inspect_step(&in, flight, k, "allowed.test",
+                                               PH_PROTOCOL_DEFAULT, false);
+        assert_int_equal(v, second[i].v);
+        if (v == PX_INSPECT_REFUSE) {
+            assert_int_equal(in.reason, second[i].reason);
+            assert_int_equal(in.alert_len, 7);
+        }
+    }
+
+    /* A server whose first bytes are not a ServerHello (an alert): the
+     * next flight is inspected too. Waiting for the server, a last step
+     * (the client's EOF, the hold's cap or deadline) is a refusal. */
+    n = make_hello("allowed.test", flight);
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, flight, n, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_PASS_HELLO);
+    px_inspect_server(&in.kept, (const uint8_t *)"\x15\x03\x03\x00\x02\x02\x28", 7);
+    assert_int_equal(in.kept.stage, PX_INSPECT_SECOND_HELLO);
+    n = make_hello("evil.test", flight);
+    assert_int_equal(px_inspect_step(&in, flight, n, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_REFUSE);
+    n = make_hello("allowed.test", flight);
+    px_inspect_init(&in);
+    assert_int_equal(px_inspect_step(&in, flight, n, "allowed.test", PH_PROTOCOL_DEFAULT, false),
+                     PX_INSPECT_PASS_HELLO);
+    assert_int_equal(px_inspect_step(&in, flight, 3, "allowed.test", PH_PROTOCOL_DEFAULT, true),
+                     PX_INSPECT_REFUSE);
+    assert_int_equal(in.reason, PH_REASON_TLS_MALFORMED);
+
+    /* A ServerHello record too short to hold its random (a fragmented
+     * one) shows nothing: the next flight is inspected. */
+    px_inspect_init(&in);
+    in.kept.stage = PX_INSPECT_AWAIT_SERVER;
+    s = server_hello(rnd, srv);
+    srv[4] = 20;
+    px_inspect_server(&in.kept, srv, s);
+    assert_int_equal(in.kept.stage, PX_INSPECT_SECOND_HELLO);
 }
 
 /* The rule's protocol: the default takes TLS or HTTP/1, tls only TLS, http
@@ -165,7 +303,7 @@ static void the_rule_protocol(void **state)
         }
         px_inspect_init(&in);
         assert_int_equal(px_inspect_step(&in, d, n, "allowed.test", (ph_protocol)p, false),
-                         tls_ok ? PX_INSPECT_PASS : PX_INSPECT_REFUSE);
+                         tls_ok ? PX_INSPECT_PASS_HELLO : PX_INSPECT_REFUSE);
         if (!tls_ok) {
             assert_int_equal(in.reason, PH_REASON_PROTOCOL_NOT_ALLOWED);
             assert_int_equal(in.alert_len, 7);
@@ -189,6 +327,7 @@ int main(void)
         cmocka_unit_test(the_connect_host_passes),
         cmocka_unit_test(refusals),
         cmocka_unit_test(encrypted_client_hello),
+        cmocka_unit_test(hello_retry_request),
         cmocka_unit_test(the_rule_protocol),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,12 +2,13 @@
 e2e_tunnel_inspect.sh's, e2e_reload_forward.sh's and connect_counts.sh's raw
 clients, a response read off a forwarding connection for
 e2e_forward_redecide.sh's and forward_counts.sh's (imported: PYTHONPATH is
-this directory), and the proxy's reload count and a reload waited on, for
-those that reload.
+this directory), the proxy's reload count and a reload waited on, for
+those that reload, and TLS ClientHello records for e2e_tunnel_fronting.sh.
 """
 import os
 import signal
 import socket
+import struct
 import time
 import urllib.request
 
@@ -61,3 +62,26 @@ def reload(admin, pid):
     os.kill(int(pid), signal.SIGHUP)
     while reloads(admin) <= n:
         time.sleep(0.02)
+
+
+def u16(b):
+    """b after its length in two bytes (a TLS vector)."""
+    return struct.pack(">H", len(b)) + b
+
+
+def tls_ext(t, body):
+    """A TLS extension of type t."""
+    return struct.pack(">H", t) + u16(body)
+
+
+def client_hello(names, extra=b"", share=b"", sid=bytes(32), rnd=bytes(32)):
+    """A TLS 1.3 ClientHello record (e2e_tunnel_fronting.sh): a server_name
+    extension per name in names, X25519 offered with the key share given
+    (none: the server answers with a HelloRetryRequest), extra extensions
+    last."""
+    exts = b"".join(tls_ext(0, u16(b"\x00" + u16(n.encode()))) for n in names)
+    exts += (tls_ext(0x002b, b"\x02\x03\x04") + tls_ext(0x000a, u16(b"\x00\x1d"))
+             + tls_ext(0x000d, u16(b"\x04\x03\x08\x04")) + tls_ext(0x0033, u16(share)) + extra)
+    body = b"\x03\x03" + rnd + bytes([len(sid)]) + sid + u16(b"\x13\x01") + b"\x01\x00" + u16(exts)
+    msg = b"\x01" + struct.pack(">I", len(body))[1:] + body
+    return b"\x16\x03\x01" + u16(msg)
