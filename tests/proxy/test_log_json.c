@@ -287,6 +287,108 @@ static void test_a_loop_pass_is_one_write(void **state)
     close(sp[1]);
 }
 
+/* A line longer than a batch (a hostile detail, host or SNI) keeps its
+ * place: the lines before it go first, it goes alone, the ones after it
+ * wait for the pass's end. */
+static void long_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    batch_case *b = arg;
+    static char detail[6000];
+    memset(detail, 'd', sizeof detail - 1);
+    log_conn(1, NULL);
+    log_conn(2, NULL);
+    px_log_record r = { .conn_id = 3, .peer = "127.0.0.1:1", .status = 403, .detail = detail };
+    px_log_connection(&r);
+    log_conn(4, NULL);
+    unsigned long long ids[8];
+    char *m = message(b->peer);
+    assert_non_null(m);
+    assert_int_equal(line_ids(m, ids, 8), 2);
+    assert_true(ids[0] == 1 && ids[1] == 2);
+    m = message(b->peer);
+    assert_non_null(m);
+    assert_true(strlen(m) > 6000);
+    assert_int_equal(line_ids(m, ids, 8), 1);
+    assert_int_equal(ids[0], 3);
+    b->pending_at_flush = message(b->peer) != NULL;
+}
+
+static void three_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    unsigned *first = arg;
+    for (unsigned i = 0; i < 3; i++)
+        log_conn(*first + i, NULL);
+}
+
+static void test_a_long_line_and_a_full_stdout(void **state)
+{
+    (void)state;
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    fflush(stdout);
+    assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
+    batch_case b = { .peer = sp[1], .base = event_base_new() };
+    assert_non_null(b.base);
+    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
+    assert_non_null(flush);
+    px_log_batch(flush);
+    struct timeval now = { 0, 0 };
+    event_base_once(b.base, -1, EV_TIMEOUT, long_cb, &b, &now);
+    event_base_loop(b.base, EVLOOP_ONCE);
+    assert_false(b.pending_at_flush);
+    unsigned long long ids[8];
+    char *m = message(sp[1]);
+    assert_non_null(m);
+    assert_int_equal(line_ids(m, ids, 8), 1);
+    assert_int_equal(ids[0], 4);
+    assert_null(message(sp[1]));
+
+    /* A full non-blocking stdout (a pipe nobody reads): the pass's batch
+     * is dropped whole, the worker neither blocks nor spins, and once the
+     * pipe has room the next pass's lines come whole. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    assert_int_equal(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    static char fill[4096];
+    memset(fill, '\n', sizeof fill);
+    while (write(p[1], fill, sizeof fill) > 0)
+        ;
+    assert_int_equal(errno, EAGAIN);
+    unsigned first = 10;
+    event_base_once(b.base, -1, EV_TIMEOUT, three_cb, &first, &now);
+    event_base_loop(b.base, EVLOOP_ONCE);
+    static char got[1 << 20];
+    while (read(p[0], got, sizeof got) > 0)
+        ;
+    first = 20;
+    event_base_once(b.base, -1, EV_TIMEOUT, three_cb, &first, &now);
+    event_base_loop(b.base, EVLOOP_ONCE);
+    ssize_t n = read(p[0], got, sizeof got - 1);
+    assert_true(n > 0);
+    got[n] = '\0';
+    assert_int_equal(line_ids(got, ids, 8), 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(ids[i], 20ULL + (unsigned long long)i);
+
+    px_log_batch(NULL);
+    event_free(flush);
+    event_base_free(b.base);
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    close(sp[0]);
+    close(sp[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -294,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_a_libevent_warning_is_one_json_line),
         cmocka_unit_test(test_duration_to_the_microsecond),
         cmocka_unit_test(test_a_loop_pass_is_one_write),
+        cmocka_unit_test(test_a_long_line_and_a_full_stdout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
