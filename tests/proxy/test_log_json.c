@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -350,8 +353,8 @@ static void test_a_long_line_and_a_full_stdout(void **state)
     assert_null(message(sp[1]));
 
     /* A full non-blocking stdout (a pipe nobody reads): the pass's batch
-     * is dropped whole, the worker neither blocks nor spins, and once the
-     * pipe has room the next pass's lines come whole. */
+     * is kept whole, the worker neither blocks nor spins, and once the
+     * pipe has room it goes, whole, with the next pass's lines after it. */
     int p[2];
     assert_int_equal(pipe(p), 0);
     assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
@@ -374,9 +377,11 @@ static void test_a_long_line_and_a_full_stdout(void **state)
     ssize_t n = read(p[0], got, sizeof got - 1);
     assert_true(n > 0);
     got[n] = '\0';
-    assert_int_equal(line_ids(got, ids, 8), 3);
-    for (int i = 0; i < 3; i++)
-        assert_int_equal(ids[i], 20ULL + (unsigned long long)i);
+    assert_int_equal(line_ids(got, ids, 8), 6);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(ids[i], 10ULL + (unsigned long long)i);
+        assert_int_equal(ids[3 + i], 20ULL + (unsigned long long)i);
+    }
 
     px_log_batch(NULL);
     event_free(flush);
@@ -389,6 +394,97 @@ static void test_a_long_line_and_a_full_stdout(void **state)
     close(p[1]);
 }
 
+/* stdout a non-blocking stream (a TCP socket whose reader is slow, as a
+ * log shipper's can be): a write that takes part of a batch must not cut
+ * a line. The rest of the batch was dropped and the next write went on
+ * from there, so a cut line ran into the next one ("not JSON"). Now the
+ * rest stays at the head of the batch and goes first at the next write. */
+static void five_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    unsigned *next = arg;
+    for (unsigned i = 0; i < 5; i++)
+        log_conn((*next)++, NULL);
+}
+
+static void test_a_short_write_does_not_cut_a_line(void **state)
+{
+    (void)state;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t sl = sizeof sin;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int least = 1;
+    assert_int_equal(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &least, sizeof least), 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof sin), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &sl), 0);
+    int w = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(setsockopt(w, SOL_SOCKET, SO_SNDBUF, &least, sizeof least), 0);
+    assert_int_equal(connect(w, (struct sockaddr *)&sin, sizeof sin), 0);
+    int r = accept(l, NULL, NULL);
+    assert_true(r >= 0);
+    close(l);
+    assert_int_equal(fcntl(w, F_SETFL, O_NONBLOCK), 0);
+    int saved = dup(STDOUT_FILENO);
+    assert_true(saved >= 0);
+    fflush(stdout);
+    assert_int_equal(dup2(w, STDOUT_FILENO), STDOUT_FILENO);
+    struct event_base *base = event_base_new();
+    assert_non_null(base);
+    struct event *flush = event_new(base, -1, 0, px_log_flush_cb, NULL);
+    assert_non_null(flush);
+    px_log_batch(flush);
+    struct timeval now = { 0, 0 };
+    /* Passes of five lines, far more than the socket holds (the reader
+     * reads nothing meanwhile). */
+    unsigned next = 1;
+    for (int i = 0; i < 200; i++) {
+        event_base_once(base, -1, EV_TIMEOUT, five_cb, &next, &now);
+        event_base_loop(base, EVLOOP_ONCE);
+    }
+    /* The reader catches up, the batch's flush runs meanwhile; the writer
+     * is done. */
+    static char got[1 << 20];
+    size_t used = 0;
+    ssize_t n;
+    for (int i = 0; i < 100; i++) {
+        while ((n = recv(r, got + used, sizeof got - 1 - used, MSG_DONTWAIT)) > 0)
+            used += (size_t)n;
+        px_log_flush_cb(-1, 0, NULL);
+    }
+    px_log_batch(NULL);
+    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(saved);
+    assert_int_equal(shutdown(w, SHUT_WR), 0);
+    assert_int_equal(fcntl(w, F_SETFL, 0), 0);
+    while ((n = recv(r, got + used, sizeof got - 1 - used, 0)) > 0)
+        used += (size_t)n;
+    got[used] = '\0';
+    /* Every line whole and in order (whole lines may be missing). */
+    size_t lines = 0;
+    unsigned long long last = 0;
+    for (char *line = got, *nl; *line != '\0'; line = nl + 1, lines++) {
+        nl = strchr(line, '\n');
+        if (nl == NULL)
+            fail_msg("line %zu cut at the end: %s", lines, line);
+        *nl = '\0';
+        json_error_t err;
+        json_t *o = json_loads(line, 0, &err);
+        if (o == NULL)
+            fail_msg("line %zu of %u written is not JSON: %.200s", lines, next - 1, line);
+        unsigned long long id = (unsigned long long)json_integer_value(json_object_get(o, "conn_id"));
+        json_decref(o);
+        assert_true(id > last);
+        last = id;
+    }
+    printf("%u lines logged, %zu whole lines read, the last %llu\n", next - 1, lines, last);
+    event_free(flush);
+    event_base_free(base);
+    close(w);
+    close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_duration_to_the_microsecond),
         cmocka_unit_test(test_a_loop_pass_is_one_write),
         cmocka_unit_test(test_a_long_line_and_a_full_stdout),
+        cmocka_unit_test(test_a_short_write_does_not_cut_a_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
