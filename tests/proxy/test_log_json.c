@@ -194,6 +194,44 @@ static size_t line_ids(const char *msg, unsigned long long *ids, size_t cap)
     return k;
 }
 
+/* stdout redirected to fd and batched on a loop of the test's own;
+ * batching_end writes what is batched and puts stdout back. */
+typedef struct batching {
+    int saved;
+    struct event_base *base;
+    struct event *flush;
+} batching;
+
+static void batching_start(batching *t, int fd)
+{
+    t->saved = dup(STDOUT_FILENO);
+    assert_true(t->saved >= 0);
+    fflush(stdout);
+    assert_int_equal(dup2(fd, STDOUT_FILENO), STDOUT_FILENO);
+    t->base = event_base_new();
+    assert_non_null(t->base);
+    t->flush = event_new(t->base, -1, 0, px_log_flush_cb, NULL);
+    assert_non_null(t->flush);
+    px_log_batch(t->flush);
+}
+
+static void batching_end(batching *t)
+{
+    px_log_batch(NULL);
+    event_free(t->flush);
+    event_base_free(t->base);
+    assert_int_equal(dup2(t->saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(t->saved);
+}
+
+/* One pass of t's loop, running cb(arg). */
+static void one_pass(batching *t, event_callback_fn cb, void *arg)
+{
+    struct timeval now = { 0, 0 };
+    event_base_once(t->base, -1, EV_TIMEOUT, cb, arg, &now);
+    event_base_loop(t->base, EVLOOP_ONCE);
+}
+
 /* One loop pass: three connection lines, then a forwarded request's, then
  * two connection lines more. */
 static void pass_cb(evutil_socket_t fd, short what, void *arg)
@@ -233,20 +271,12 @@ static void test_a_loop_pass_is_one_write(void **state)
     (void)state;
     int sp[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
-    int saved = dup(STDOUT_FILENO);
-    assert_true(saved >= 0);
-    fflush(stdout);
-    assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
-    batch_case b = { .peer = sp[1], .base = event_base_new() };
-    assert_non_null(b.base);
-    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
-    assert_non_null(flush);
-    px_log_batch(flush);
+    batching t;
+    batching_start(&t, sp[0]);
+    batch_case b = { .peer = sp[1], .base = t.base };
 
     /* The pass's lines after the forwarded one: one write, at its end. */
-    struct timeval now = { 0, 0 };
-    event_base_once(b.base, -1, EV_TIMEOUT, pass_cb, &b, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, pass_cb, &b);
     assert_false(b.pending_at_flush);
     char *m = message(sp[1]);
     assert_non_null(m);
@@ -257,8 +287,7 @@ static void test_a_loop_pass_is_one_write(void **state)
     assert_null(message(sp[1]));
 
     /* A full batch is written when the next line does not fit. */
-    event_base_once(b.base, -1, EV_TIMEOUT, many_cb, NULL, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, many_cb, NULL);
     size_t got = 0, writes = 0;
     while ((m = message(sp[1])) != NULL) {
         writes++;
@@ -282,10 +311,7 @@ static void test_a_loop_pass_is_one_write(void **state)
     log_conn(201, NULL); /* at once again */
     assert_non_null(message(sp[1]));
 
-    event_free(flush);
-    event_base_free(b.base);
-    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
-    close(saved);
+    batching_end(&t);
     close(sp[0]);
     close(sp[1]);
 }
@@ -318,13 +344,14 @@ static void long_cb(evutil_socket_t fd, short what, void *arg)
     b->pending_at_flush = message(b->peer) != NULL;
 }
 
-static void three_cb(evutil_socket_t fd, short what, void *arg)
+/* Five connection lines, ids from *next on (*next moves past them). */
+static void five_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    unsigned *first = arg;
-    for (unsigned i = 0; i < 3; i++)
-        log_conn(*first + i, NULL);
+    unsigned *next = arg;
+    for (unsigned i = 0; i < 5; i++)
+        log_conn((*next)++, NULL);
 }
 
 static void test_a_long_line_and_a_full_stdout(void **state)
@@ -332,18 +359,10 @@ static void test_a_long_line_and_a_full_stdout(void **state)
     (void)state;
     int sp[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
-    int saved = dup(STDOUT_FILENO);
-    assert_true(saved >= 0);
-    fflush(stdout);
-    assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
-    batch_case b = { .peer = sp[1], .base = event_base_new() };
-    assert_non_null(b.base);
-    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
-    assert_non_null(flush);
-    px_log_batch(flush);
-    struct timeval now = { 0, 0 };
-    event_base_once(b.base, -1, EV_TIMEOUT, long_cb, &b, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    batching t;
+    batching_start(&t, sp[0]);
+    batch_case b = { .peer = sp[1], .base = t.base };
+    one_pass(&t, long_cb, &b);
     assert_false(b.pending_at_flush);
     unsigned long long ids[8];
     char *m = message(sp[1]);
@@ -366,28 +385,23 @@ static void test_a_long_line_and_a_full_stdout(void **state)
         ;
     assert_int_equal(errno, EAGAIN);
     unsigned first = 10;
-    event_base_once(b.base, -1, EV_TIMEOUT, three_cb, &first, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, five_cb, &first);
     static char got[1 << 20];
     while (read(p[0], got, sizeof got) > 0)
         ;
     first = 20;
-    event_base_once(b.base, -1, EV_TIMEOUT, three_cb, &first, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, five_cb, &first);
     ssize_t n = read(p[0], got, sizeof got - 1);
     assert_true(n > 0);
     got[n] = '\0';
-    assert_int_equal(line_ids(got, ids, 8), 6);
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(ids[i], 10ULL + (unsigned long long)i);
-        assert_int_equal(ids[3 + i], 20ULL + (unsigned long long)i);
+    unsigned long long all[16];
+    assert_int_equal(line_ids(got, all, 16), 10);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(all[i], 10ULL + (unsigned long long)i);
+        assert_int_equal(all[5 + i], 20ULL + (unsigned long long)i);
     }
 
-    px_log_batch(NULL);
-    event_free(flush);
-    event_base_free(b.base);
-    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
-    close(saved);
+    batching_end(&t);
     close(sp[0]);
     close(sp[1]);
     close(p[0]);
@@ -399,14 +413,6 @@ static void test_a_long_line_and_a_full_stdout(void **state)
  * a line. The rest of the batch was dropped and the next write went on
  * from there, so a cut line ran into the next one ("not JSON"). Now the
  * rest stays at the head of the batch and goes first at the next write. */
-static void five_cb(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    unsigned *next = arg;
-    for (unsigned i = 0; i < 5; i++)
-        log_conn((*next)++, NULL);
-}
 
 static void test_a_short_write_does_not_cut_a_line(void **state)
 {
@@ -426,22 +432,13 @@ static void test_a_short_write_does_not_cut_a_line(void **state)
     assert_true(r >= 0);
     close(l);
     assert_int_equal(fcntl(w, F_SETFL, O_NONBLOCK), 0);
-    int saved = dup(STDOUT_FILENO);
-    assert_true(saved >= 0);
-    fflush(stdout);
-    assert_int_equal(dup2(w, STDOUT_FILENO), STDOUT_FILENO);
-    struct event_base *base = event_base_new();
-    assert_non_null(base);
-    struct event *flush = event_new(base, -1, 0, px_log_flush_cb, NULL);
-    assert_non_null(flush);
-    px_log_batch(flush);
-    struct timeval now = { 0, 0 };
+    batching t;
+    batching_start(&t, w);
     /* Passes of five lines, far more than the socket holds (the reader
      * reads nothing meanwhile). */
     unsigned next = 1;
     for (int i = 0; i < 200; i++) {
-        event_base_once(base, -1, EV_TIMEOUT, five_cb, &next, &now);
-        event_base_loop(base, EVLOOP_ONCE);
+        one_pass(&t, five_cb, &next);
     }
     /* The reader catches up, the batch's flush runs meanwhile; the writer
      * is done. */
@@ -453,9 +450,7 @@ static void test_a_short_write_does_not_cut_a_line(void **state)
             used += (size_t)n;
         px_log_flush_cb(-1, 0, NULL);
     }
-    px_log_batch(NULL);
-    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
-    close(saved);
+    batching_end(&t);
     assert_int_equal(shutdown(w, SHUT_WR), 0);
     assert_int_equal(fcntl(w, F_SETFL, 0), 0);
     while ((n = recv(r, got + used, sizeof got - 1 - used, 0)) > 0)
@@ -479,8 +474,6 @@ static void test_a_short_write_does_not_cut_a_line(void **state)
         last = id;
     }
     printf("%u lines logged, %zu whole lines read, the last %llu\n", next - 1, lines, last);
-    event_free(flush);
-    event_base_free(base);
     close(w);
     close(r);
 }
