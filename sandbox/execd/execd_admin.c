@@ -94,7 +94,9 @@ static void admin_reply(admin_conn *c, int code, const char *reason, const char 
     evbuffer_drain(in, evbuffer_get_length(in));
 }
 
-/* The request line: "GET <target> HTTP/1.<digit>"; anything else is 400. */
+/* The request line: "GET <target> HTTP/1.<digit>"; anything else is 400.
+ * The target's query is ignored (a scraper's params), as the proxy's admin
+ * listener ignores it. */
 static void admin_serve(admin_conn *c, const char *line)
 {
     const char *sp = strchr(line, ' ');
@@ -108,6 +110,9 @@ static void admin_serve(admin_conn *c, const char *line)
         return;
     }
     size_t target_len = (size_t)(sp2 - sp - 1);
+    const char *query = memchr(sp + 1, '?', target_len);
+    if (query != NULL)
+        target_len = (size_t)(query - sp - 1);
     if ((size_t)(sp - line) != 3 || memcmp(line, "GET", 3) != 0) {
         admin_reply(c, 405, "Method Not Allowed", "text/plain", "GET only\n");
     } else if (target_len == 8 && memcmp(sp + 1, "/metrics", 8) == 0) {

@@ -3058,6 +3058,18 @@ static void test_metrics_over_http(void **state)
     m = http_get(port, "GET", "/nothing");
     assert_non_null(strstr(m, " 404 "));
     free(m);
+    /* A query (a scraper's params) is ignored, as the proxy's listener
+     * ignores it; the old listener answered 404. */
+    m = http_get(port, "GET", "/metrics?job=execd");
+    assert_non_null(strstr(m, " 200 "));
+    assert_non_null(strstr(m, "pinhole_execd_sandboxes_live 1\n"));
+    free(m);
+    m = http_get(port, "GET", "/health?");
+    assert_non_null(strstr(m, " 200 "));
+    free(m);
+    m = http_get(port, "GET", "/healthz?x");
+    assert_non_null(strstr(m, " 404 "));
+    free(m);
     close(fd);
     assert_int_equal(daemon_stop(&d), 0);
 }
