@@ -16,6 +16,7 @@
  *     array: what json_object_set_new and json_array_append_new did with
  *     the NULL json_string returned for it;
  *   - integers as json_int_t (%lld), null for an absent string. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -289,17 +290,29 @@ static size_t format_connection(const void *arg, const char *time, char *buf, si
 #define BATCH_MAX 4096
 static _Thread_local struct {
     struct event *flush; /* NULL: this thread writes each line at once */
+    bool armed;          /* flush is active */
     size_t len;
     char buf[BATCH_MAX];
 } batch;
 
-static void flush(void)
+/* Writes the batch. What a non-blocking stdout does not take (EAGAIN, or
+ * a short write to a stream) stays at the head of the batch for the next
+ * flush: dropping the rest of a short write cut a line, and the next write
+ * ran another line into it. False when something is left. */
+static bool flush(void)
 {
-    if (batch.len == 0)
-        return;
-    ssize_t w = write(STDOUT_FILENO, batch.buf, batch.len);
-    (void)w;
-    batch.len = 0;
+    while (batch.len > 0) {
+        ssize_t w = write(STDOUT_FILENO, batch.buf, batch.len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            batch.len = 0; /* no reader (EPIPE) or no stdout: the lines are lost */
+        if (w <= 0)
+            break;
+        batch.len -= (size_t)w;
+        memmove(batch.buf, batch.buf + w, batch.len);
+    }
+    return batch.len == 0;
 }
 
 void px_log_flush_cb(evutil_socket_t fd, short what, void *arg)
@@ -307,13 +320,16 @@ void px_log_flush_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     (void)arg;
+    batch.armed = false;
     flush();
 }
 
 void px_log_batch(struct event *ev)
 {
-    flush();
+    if (!flush() && ev == NULL)
+        batch.len = 0; /* stdout full at the thread's end: nothing flushes it later */
     batch.flush = ev;
+    batch.armed = false;
 }
 
 void px_log_connection(const px_log_record *r)
@@ -328,20 +344,23 @@ void px_log_connection(const px_log_record *r)
     size_t n = px_log_format_connection(r, time, batch.buf + batch.len, room);
     if (n > room) {
         /* Full: what is there goes now, and the line starts the next batch
-         * (beyond a whole batch's room, it goes alone, after it). */
-        flush();
+         * (beyond a whole batch's room, it goes alone, after it). If
+         * stdout cannot take the batch, the line is dropped whole. */
+        if (!flush())
+            return;
         if (n > sizeof batch.buf) {
             emit_at(STDOUT_FILENO, format_connection, r, time);
             return;
         }
         px_log_format_connection(r, time, batch.buf, sizeof batch.buf);
     }
-    bool first = batch.len == 0;
     batch.len += n;
-    if (r->method != NULL)
+    if (r->method != NULL) {
         flush(); /* a forwarded request's line precedes its answer */
-    else if (first)
+    } else if (!batch.armed) {
+        batch.armed = true;
         event_active(batch.flush, EV_TIMEOUT, 0);
+    }
 }
 
 typedef struct event_args {

@@ -36,7 +36,10 @@ typedef struct px_log_record {
  * (px_log_batch), in the batch: a connection's line waits for the batch's
  * flush event, a forwarded request's goes at once with the lines before
  * it (its answer follows). A line never waits beyond the loop pass that
- * wrote it. */
+ * wrote it, unless a non-blocking stdout is full: what it did not take
+ * (the tail of a short write included) stays at the head of the batch for
+ * the next write, and a line that does not fit behind it is dropped whole,
+ * so no line is ever cut. */
 void px_log_connection(const px_log_record *rec);
 /* Batches the calling thread's stdout lines: the lines of one pass of its
  * event loop are written with one write(2), at most 4096 bytes (PIPE_BUF:

@@ -14,6 +14,13 @@
  * whose answer must leave, within XD_ADMIN_TIMEOUT_MS of accept however
  * the bytes trickle.
  *
+ * The answer is not lost to a reset: closing a socket with bytes unread
+ * (a body, a pipelined request) resets the connection, and the kernel drops
+ * what of the answer the peer's window had not taken yet. So once the
+ * answer is handed to the kernel the sending side is shut (the answer ends
+ * with a FIN), and what the peer still sends is read and dropped, up to
+ * XD_ADMIN_LINGER_MAX bytes, until it closes (or the deadline).
+ *
  * Ownership (all on the loop): xd_admin owns its evconnlistener (which owns
  * the listening socket, LEV_OPT_CLOSE_ON_FREE) and its connections; an
  * admin_conn owns its bufferevent (BEV_OPT_CLOSE_ON_FREE: the socket) and
@@ -29,17 +36,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define XD_ADMIN_MAX 16             /* open admin connections at most */
 #define XD_ADMIN_TIMEOUT_MS 10000   /* from accept: the head in, the answer out */
 #define XD_ADMIN_HEAD_MAX 8192      /* request line and headers */
+#define XD_ADMIN_LINGER_MAX 65536   /* bytes read and dropped after the request */
 
 typedef struct admin_conn {
     struct xd_admin *srv;
     struct bufferevent *bev;
     struct event *deadline;
-    bool replied;               /* the answer is queued: freed once written */
+    bool replied;               /* the answer is queued */
+    bool peer_closed;           /* end of file read: freed once the answer is written */
+    size_t dropped;             /* bytes read after the request, dropped */
     struct admin_conn *prev, *next;
 } admin_conn;
 
@@ -77,10 +88,15 @@ static void admin_reply(admin_conn *c, int code, const char *reason, const char 
                         code, reason, type, strlen(body), code == 405 ? "Allow: GET\r\n" : "",
                         body);
     c->replied = true;
-    bufferevent_disable(c->bev, EV_READ);
+    /* What is left of the request is dropped (and reading goes on, under
+     * the head's high-water mark no longer). */
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
 }
 
-/* The request line: "GET <target> HTTP/1.<digit>"; anything else is 400. */
+/* The request line: "GET <target> HTTP/1.<digit>"; anything else is 400.
+ * The target's query is ignored (a scraper's params), as the proxy's admin
+ * listener ignores it. */
 static void admin_serve(admin_conn *c, const char *line)
 {
     const char *sp = strchr(line, ' ');
@@ -94,6 +110,9 @@ static void admin_serve(admin_conn *c, const char *line)
         return;
     }
     size_t target_len = (size_t)(sp2 - sp - 1);
+    const char *query = memchr(sp + 1, '?', target_len);
+    if (query != NULL)
+        target_len = (size_t)(query - sp - 1);
     if ((size_t)(sp - line) != 3 || memcmp(line, "GET", 3) != 0) {
         admin_reply(c, 405, "Method Not Allowed", "text/plain", "GET only\n");
     } else if (target_len == 8 && memcmp(sp + 1, "/metrics", 8) == 0) {
@@ -111,8 +130,13 @@ static void admin_read(struct bufferevent *bev, void *arg)
 {
     admin_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
-    if (c->replied)
+    if (c->replied) {
+        c->dropped += evbuffer_get_length(in);
+        evbuffer_drain(in, evbuffer_get_length(in));
+        if (c->dropped > XD_ADMIN_LINGER_MAX)
+            admin_conn_free(c); /* not a client that reads its answer */
         return;
+    }
     struct evbuffer_ptr end = evbuffer_search(in, "\r\n\r\n", 4, NULL);
     if (end.pos < 0) {
         if (evbuffer_get_length(in) >= XD_ADMIN_HEAD_MAX)
@@ -132,8 +156,12 @@ static void admin_read(struct bufferevent *bev, void *arg)
 static void admin_written(struct bufferevent *bev, void *arg)
 {
     admin_conn *c = arg;
-    if (c->replied && evbuffer_get_length(bufferevent_get_output(bev)) == 0)
+    if (!c->replied || evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+        return;
+    if (c->peer_closed)
         admin_conn_free(c);
+    else
+        shutdown(bufferevent_getfd(bev), SHUT_WR); /* then its end of file frees it */
 }
 
 static void admin_event(struct bufferevent *bev, short what, void *arg)
@@ -141,8 +169,10 @@ static void admin_event(struct bufferevent *bev, short what, void *arg)
     admin_conn *c = arg;
     /* A peer that half-closed after its request still gets the answer. */
     if ((what & BEV_EVENT_EOF) && !(what & BEV_EVENT_ERROR) && c->replied &&
-        evbuffer_get_length(bufferevent_get_output(bev)) > 0)
+        evbuffer_get_length(bufferevent_get_output(bev)) > 0) {
+        c->peer_closed = true;
         return;
+    }
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR))
         admin_conn_free(c);
 }

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -191,6 +194,44 @@ static size_t line_ids(const char *msg, unsigned long long *ids, size_t cap)
     return k;
 }
 
+/* stdout redirected to fd and batched on a loop of the test's own;
+ * batching_end writes what is batched and puts stdout back. */
+typedef struct batching {
+    int saved;
+    struct event_base *base;
+    struct event *flush;
+} batching;
+
+static void batching_start(batching *t, int fd)
+{
+    t->saved = dup(STDOUT_FILENO);
+    assert_true(t->saved >= 0);
+    fflush(stdout);
+    assert_int_equal(dup2(fd, STDOUT_FILENO), STDOUT_FILENO);
+    t->base = event_base_new();
+    assert_non_null(t->base);
+    t->flush = event_new(t->base, -1, 0, px_log_flush_cb, NULL);
+    assert_non_null(t->flush);
+    px_log_batch(t->flush);
+}
+
+static void batching_end(batching *t)
+{
+    px_log_batch(NULL);
+    event_free(t->flush);
+    event_base_free(t->base);
+    assert_int_equal(dup2(t->saved, STDOUT_FILENO), STDOUT_FILENO);
+    close(t->saved);
+}
+
+/* One pass of t's loop, running cb(arg). */
+static void one_pass(batching *t, event_callback_fn cb, void *arg)
+{
+    struct timeval now = { 0, 0 };
+    event_base_once(t->base, -1, EV_TIMEOUT, cb, arg, &now);
+    event_base_loop(t->base, EVLOOP_ONCE);
+}
+
 /* One loop pass: three connection lines, then a forwarded request's, then
  * two connection lines more. */
 static void pass_cb(evutil_socket_t fd, short what, void *arg)
@@ -230,20 +271,12 @@ static void test_a_loop_pass_is_one_write(void **state)
     (void)state;
     int sp[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
-    int saved = dup(STDOUT_FILENO);
-    assert_true(saved >= 0);
-    fflush(stdout);
-    assert_int_equal(dup2(sp[0], STDOUT_FILENO), STDOUT_FILENO);
-    batch_case b = { .peer = sp[1], .base = event_base_new() };
-    assert_non_null(b.base);
-    struct event *flush = event_new(b.base, -1, 0, px_log_flush_cb, NULL);
-    assert_non_null(flush);
-    px_log_batch(flush);
+    batching t;
+    batching_start(&t, sp[0]);
+    batch_case b = { .peer = sp[1], .base = t.base };
 
     /* The pass's lines after the forwarded one: one write, at its end. */
-    struct timeval now = { 0, 0 };
-    event_base_once(b.base, -1, EV_TIMEOUT, pass_cb, &b, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, pass_cb, &b);
     assert_false(b.pending_at_flush);
     char *m = message(sp[1]);
     assert_non_null(m);
@@ -254,8 +287,7 @@ static void test_a_loop_pass_is_one_write(void **state)
     assert_null(message(sp[1]));
 
     /* A full batch is written when the next line does not fit. */
-    event_base_once(b.base, -1, EV_TIMEOUT, many_cb, NULL, &now);
-    event_base_loop(b.base, EVLOOP_ONCE);
+    one_pass(&t, many_cb, NULL);
     size_t got = 0, writes = 0;
     while ((m = message(sp[1])) != NULL) {
         writes++;
@@ -279,12 +311,171 @@ static void test_a_loop_pass_is_one_write(void **state)
     log_conn(201, NULL); /* at once again */
     assert_non_null(message(sp[1]));
 
-    event_free(flush);
-    event_base_free(b.base);
-    assert_int_equal(dup2(saved, STDOUT_FILENO), STDOUT_FILENO);
-    close(saved);
+    batching_end(&t);
     close(sp[0]);
     close(sp[1]);
+}
+
+/* A line longer than a batch (a hostile detail, host or SNI) keeps its
+ * place: the lines before it go first, it goes alone, the ones after it
+ * wait for the pass's end. */
+static void long_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    batch_case *b = arg;
+    static char detail[6000];
+    memset(detail, 'd', sizeof detail - 1);
+    log_conn(1, NULL);
+    log_conn(2, NULL);
+    px_log_record r = { .conn_id = 3, .peer = "127.0.0.1:1", .status = 403, .detail = detail };
+    px_log_connection(&r);
+    log_conn(4, NULL);
+    unsigned long long ids[8];
+    char *m = message(b->peer);
+    assert_non_null(m);
+    assert_int_equal(line_ids(m, ids, 8), 2);
+    assert_true(ids[0] == 1 && ids[1] == 2);
+    m = message(b->peer);
+    assert_non_null(m);
+    assert_true(strlen(m) > 6000);
+    assert_int_equal(line_ids(m, ids, 8), 1);
+    assert_int_equal(ids[0], 3);
+    b->pending_at_flush = message(b->peer) != NULL;
+}
+
+/* Five connection lines, ids from *next on (*next moves past them). */
+static void five_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    unsigned *next = arg;
+    for (unsigned i = 0; i < 5; i++)
+        log_conn((*next)++, NULL);
+}
+
+static void test_a_long_line_and_a_full_stdout(void **state)
+{
+    (void)state;
+    int sp[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp), 0);
+    batching t;
+    batching_start(&t, sp[0]);
+    batch_case b = { .peer = sp[1], .base = t.base };
+    one_pass(&t, long_cb, &b);
+    assert_false(b.pending_at_flush);
+    unsigned long long ids[8];
+    char *m = message(sp[1]);
+    assert_non_null(m);
+    assert_int_equal(line_ids(m, ids, 8), 1);
+    assert_int_equal(ids[0], 4);
+    assert_null(message(sp[1]));
+
+    /* A full non-blocking stdout (a pipe nobody reads): the pass's batch
+     * is kept whole, the worker neither blocks nor spins, and once the
+     * pipe has room it goes, whole, with the next pass's lines after it. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(fcntl(p[1], F_SETFL, O_NONBLOCK), 0);
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    assert_int_equal(dup2(p[1], STDOUT_FILENO), STDOUT_FILENO);
+    static char fill[4096];
+    memset(fill, '\n', sizeof fill);
+    while (write(p[1], fill, sizeof fill) > 0)
+        ;
+    assert_int_equal(errno, EAGAIN);
+    unsigned first = 10;
+    one_pass(&t, five_cb, &first);
+    static char got[1 << 20];
+    while (read(p[0], got, sizeof got) > 0)
+        ;
+    first = 20;
+    one_pass(&t, five_cb, &first);
+    ssize_t n = read(p[0], got, sizeof got - 1);
+    assert_true(n > 0);
+    got[n] = '\0';
+    unsigned long long all[16];
+    assert_int_equal(line_ids(got, all, 16), 10);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(all[i], 10ULL + (unsigned long long)i);
+        assert_int_equal(all[5 + i], 20ULL + (unsigned long long)i);
+    }
+
+    batching_end(&t);
+    close(sp[0]);
+    close(sp[1]);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* stdout a non-blocking stream (a TCP socket whose reader is slow, as a
+ * log shipper's can be): a write that takes part of a batch must not cut
+ * a line. The rest of the batch was dropped and the next write went on
+ * from there, so a cut line ran into the next one ("not JSON"). Now the
+ * rest stays at the head of the batch and goes first at the next write. */
+
+static void test_a_short_write_does_not_cut_a_line(void **state)
+{
+    (void)state;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t sl = sizeof sin;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    int least = 1;
+    assert_int_equal(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &least, sizeof least), 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sin, sizeof sin), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&sin, &sl), 0);
+    int w = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(setsockopt(w, SOL_SOCKET, SO_SNDBUF, &least, sizeof least), 0);
+    assert_int_equal(connect(w, (struct sockaddr *)&sin, sizeof sin), 0);
+    int r = accept(l, NULL, NULL);
+    assert_true(r >= 0);
+    close(l);
+    assert_int_equal(fcntl(w, F_SETFL, O_NONBLOCK), 0);
+    batching t;
+    batching_start(&t, w);
+    /* Passes of five lines, far more than the socket holds (the reader
+     * reads nothing meanwhile). */
+    unsigned next = 1;
+    for (int i = 0; i < 200; i++) {
+        one_pass(&t, five_cb, &next);
+    }
+    /* The reader catches up, the batch's flush runs meanwhile; the writer
+     * is done. */
+    static char got[1 << 20];
+    size_t used = 0;
+    ssize_t n;
+    for (int i = 0; i < 100; i++) {
+        while ((n = recv(r, got + used, sizeof got - 1 - used, MSG_DONTWAIT)) > 0)
+            used += (size_t)n;
+        px_log_flush_cb(-1, 0, NULL);
+    }
+    batching_end(&t);
+    assert_int_equal(shutdown(w, SHUT_WR), 0);
+    assert_int_equal(fcntl(w, F_SETFL, 0), 0);
+    while ((n = recv(r, got + used, sizeof got - 1 - used, 0)) > 0)
+        used += (size_t)n;
+    got[used] = '\0';
+    /* Every line whole and in order (whole lines may be missing). */
+    size_t lines = 0;
+    unsigned long long last = 0;
+    for (char *line = got, *nl; *line != '\0'; line = nl + 1, lines++) {
+        nl = strchr(line, '\n');
+        if (nl == NULL)
+            fail_msg("line %zu cut at the end: %s", lines, line);
+        *nl = '\0';
+        json_error_t err;
+        json_t *o = json_loads(line, 0, &err);
+        if (o == NULL)
+            fail_msg("line %zu of %u written is not JSON: %.200s", lines, next - 1, line);
+        unsigned long long id = (unsigned long long)json_integer_value(json_object_get(o, "conn_id"));
+        json_decref(o);
+        assert_true(id > last);
+        last = id;
+    }
+    printf("%u lines logged, %zu whole lines read, the last %llu\n", next - 1, lines, last);
+    close(w);
+    close(r);
 }
 
 int main(void)
@@ -294,6 +485,8 @@ int main(void)
         cmocka_unit_test(test_a_libevent_warning_is_one_json_line),
         cmocka_unit_test(test_duration_to_the_microsecond),
         cmocka_unit_test(test_a_loop_pass_is_one_write),
+        cmocka_unit_test(test_a_long_line_and_a_full_stdout),
+        cmocka_unit_test(test_a_short_write_does_not_cut_a_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
