@@ -9,6 +9,11 @@
  * are open; the next is answered 503 proxy_overloaded at accept and closed.
  * Each connection serves one request (Connection: close), its head framed
  * by the forwarding's strict parser (http1.h), within ADMIN_TIMEOUT_S.
+ * Every answer, a refusal included, lingers the same way: once it is
+ * written the sending side is shut, and what the client still sends (a
+ * body, a pipelined request) is read and dropped, ADMIN_LINGER_MAX bytes at
+ * most, until the client closes or the deadline. Closing on unread bytes
+ * would reset the connection and drop the answer's unsent bytes.
  *
  * Ownership (all on the main thread):
  *   px_admin owns the evconnlistener (which owns the listening socket,
@@ -51,6 +56,7 @@
                                * (from accept, however the bytes trickle) */
 #define ADMIN_BODY_MAX 4096   /* a POST /reload needs none */
 #define ADMIN_BACKOFF_MS 100  /* how long accepting pauses when descriptors ran out */
+#define ADMIN_LINGER_MAX 65536 /* bytes read and dropped after the answer is queued */
 
 typedef struct admin_conn {
     struct px_admin *srv;
@@ -58,7 +64,9 @@ typedef struct admin_conn {
     struct bufferevent *bev;
     struct event *deadline;   /* ADMIN_TIMEOUT_S from accept: the connection ends */
     size_t head_scan;         /* ph_h1_head_scan's mark */
-    bool replied;             /* the answer is queued: free once written */
+    bool replied;             /* the answer is queued: shut the sending side once written */
+    bool peer_closed;         /* end of file read: free once the answer is written */
+    size_t dropped;           /* bytes read and dropped after the answer was queued */
 } admin_conn;
 
 struct px_admin {
@@ -94,10 +102,13 @@ static void conn_free(admin_conn *c)
 
 static void written_cb(struct bufferevent *b, void *arg)
 {
-    (void)b;
     admin_conn *c = arg;
-    if (c->replied)
+    if (!c->replied || evbuffer_get_length(bufferevent_get_output(b)) > 0)
+        return;
+    if (c->peer_closed)
         conn_free(c);
+    else
+        shutdown(bufferevent_getfd(b), SHUT_WR); /* then the client's end of file frees it */
 }
 
 /* The bufferevent's timeouts bound each wait for bytes; this bounds the
@@ -111,12 +122,19 @@ static void deadline_cb(evutil_socket_t fd, short what, void *arg)
 
 static void event_cb(struct bufferevent *b, short what, void *arg)
 {
-    (void)b;
-    (void)what; /* EOF, error or timeout: the connection ends */
-    conn_free(arg);
+    admin_conn *c = arg;
+    /* A client that half-closed after its request still gets the answer. */
+    if (what == (BEV_EVENT_READING | BEV_EVENT_EOF) && c->replied &&
+        evbuffer_get_length(bufferevent_get_output(b)) > 0) {
+        c->peer_closed = true;
+        return;
+    }
+    conn_free(c); /* EOF, error or timeout: the connection ends */
 }
 
-/* Queues the answer (body may be NULL for HEAD) and closes once written. */
+/* Queues the answer (body may be NULL for HEAD) and drops the rest of the
+ * request; the connection lingers (see the top of the file). The caller
+ * must not touch the input after. */
 static void reply(admin_conn *c, int code, const char *phrase, const char *type,
                   struct evbuffer *body, bool head_only)
 {
@@ -129,7 +147,8 @@ static void reply(admin_conn *c, int code, const char *phrase, const char *type,
     if (body && !head_only)
         evbuffer_add_buffer(out, body);
     c->replied = true;
-    bufferevent_disable(c->bev, EV_READ);
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+    evbuffer_drain(in, evbuffer_get_length(in));
     bufferevent_setwatermark(c->bev, EV_WRITE, 0, 0);
     bufferevent_enable(c->bev, EV_WRITE);
 }
@@ -214,7 +233,10 @@ static void read_cb(struct bufferevent *b, void *arg)
     admin_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(b);
     if (c->replied) {
+        c->dropped += evbuffer_get_length(in);
         evbuffer_drain(in, evbuffer_get_length(in));
+        if (c->dropped > ADMIN_LINGER_MAX)
+            conn_free(c); /* not a client that reads its answer */
         return;
     }
     size_t len = evbuffer_get_length(in);
@@ -235,8 +257,8 @@ static void read_cb(struct bufferevent *b, void *arg)
     case PH_H1_DONE:
         break;
     }
-    /* A body is read whole before answering (closing on unread bytes would
-     * reset the connection under the answer); none is needed. */
+    /* A small body is read whole before answering (a POST /reload needs
+     * none); a larger one is refused, and dropped while the answer lingers. */
     if (h.body == PH_H1_BODY_CHUNKED || (h.body == PH_H1_BODY_LENGTH &&
                                          h.content_length > ADMIN_BODY_MAX)) {
         reply_text(c, 413, "Content Too Large", "the admin endpoints take no body", false);
@@ -253,7 +275,6 @@ static void read_cb(struct bufferevent *b, void *arg)
     if (buf == NULL)
         return;
     serve(c, buf, &h);
-    evbuffer_drain(in, evbuffer_get_length(in));
 }
 
 /* Logs a refusal at accept, at most once a second (a flood of them is one
