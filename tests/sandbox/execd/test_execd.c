@@ -343,7 +343,13 @@ static void put_sample(json_t *obj, const ph_wire_field *f, const table_objs *o)
                                                          : "t1");
         break;
     case PH_WT_FLAG: v = json_true(); break;
-    case PH_WT_INT: v = json_integer(f->dflt >= f->min && f->dflt <= f->max ? f->dflt : f->min); break;
+    case PH_WT_INT:
+        /* A default no value has (chunk_bytes: not streamed) is the
+         * field's absence. */
+        if (f->dflt < f->min || f->dflt > f->max)
+            return;
+        v = json_integer(f->dflt);
+        break;
     case PH_WT_BYTES: v = json_string("a.txt"); break;
     case PH_WT_BINARY: json_object_set_new(obj, b64, json_string("aGk=")); return;
     case PH_WT_ARGV: v = json_pack("[s]", "true"); break;
@@ -2183,6 +2189,97 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     assert_int_equal(daemon_stop(&d), 0);
 }
 
+/* Reads a streamed workspace.read of path in ws with chunk_bytes chunk on
+ * fd: the number of chunk frames up to the end (or an error); the error
+ * code in err ("" for none), the bytes in *data (new, may be NULL). */
+static size_t stream_frames(int fd, const char *ws, const char *path, json_int_t chunk,
+                            char err[static 64], uint8_t **data, size_t *len)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.read",
+                                       "tenant", "t1", "workspace", ws, "path", path,
+                                       "chunk_bytes", chunk));
+    assert_non_null(r);
+    snprintf(err, 64, "%s", json_is_true(json_object_get(r, "ok")) ? "" : error_of(r));
+    if (err[0] != '\0' && strcmp(err, "invalid") == 0)
+        assert_string_equal(ph_wire_str(r, "message"), "chunk_bytes must be 4096..8388608");
+    json_decref(r);
+    size_t frames = 0;
+    *data = NULL;
+    *len = 0;
+    while (err[0] == '\0') {
+        r = NULL;
+        assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+        uint8_t *c = NULL;
+        size_t n = 0;
+        if (ph_wire_get_bytes(r, NULL, "chunk_base64", &c, &n) == 0) {
+            frames++;
+            *data = realloc(*data, *len + n + 1);
+            assert_non_null(*data);
+            memcpy(*data + *len, c, n);
+            *len += n;
+            free(c);
+        } else if (!json_is_true(json_object_get(r, "ok"))) {
+            snprintf(err, 64, "%s", error_of(r));
+        } else {
+            assert_true(json_is_true(json_object_get(r, "end")));
+            json_decref(r);
+            break;
+        }
+        json_decref(r);
+    }
+    return frames;
+}
+
+/* A streamed read costs the daemon one frame (a base64 encoding, a queue
+ * entry, a loop wake-up) per chunk: chunks below the floor are refused, so
+ * a file of size bytes never takes more than size / 4096 + 1 frames. */
+static void test_a_streamed_read_has_a_chunk_floor(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    enum { SIZE = 256 * 1024 };
+    static uint8_t content[SIZE];
+    for (size_t i = 0; i < SIZE; i++)
+        content[i] = (uint8_t)(i * 7 + i / 251);
+    char file[512];
+    snprintf(file, sizeof file, "%s/%s/workspace/f.bin", d.state, env);
+    int f = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(f >= 0);
+    assert_int_equal(write(f, content, SIZE), SIZE);
+    close(f);
+    const json_int_t asks[] = {1, PH_WIRE_CHUNK_MIN - 1, 0, PH_WIRE_CHUNK_MIN, 65536};
+    for (size_t i = 0; i < sizeof asks / sizeof *asks; i++) {
+        char err[64];
+        uint8_t *data;
+        size_t len;
+        size_t frames = stream_frames(fd, ws, "f.bin", asks[i], err, &data, &len);
+        printf("chunk_bytes %lld on a %d-byte file: %zu chunk frames, %s\n",
+               (long long)asks[i], SIZE, frames, err[0] ? err : "streamed");
+        assert_true(frames <= SIZE / PH_WIRE_CHUNK_MIN + 1);
+        if (asks[i] < PH_WIRE_CHUNK_MIN) {
+            assert_string_equal(err, "invalid");
+        } else {
+            assert_string_equal(err, "");
+            assert_int_equal(frames, (SIZE + asks[i] - 1) / asks[i]);
+            assert_int_equal(len, SIZE);
+            assert_memory_equal(data, content, SIZE);
+        }
+        free(data);
+    }
+    close(fd);
+    free(ws);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
 /* At start the daemon destroys every environment its state directory holds
  * (recovery): a second daemon started on the state directory of a running
  * one (two units, a copy started by hand) must be refused, not destroy the
@@ -3415,6 +3512,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_streamed_read_has_a_chunk_floor, stop_left),
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_socket_is_refused, stop_left),
         cmocka_unit_test_teardown(test_the_stop_leaves_a_socket_another_bound, stop_left),
