@@ -294,6 +294,17 @@ static char *raw_create(int fd, const char *tenant)
     return id;
 }
 
+/* A workspace id (new) on tenant t1's environment env. */
+static char *raw_workspace(int fd, const char *env)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    return ws;
+}
+
 static json_t *raw_execute_req(const char *tenant, const char *env, const char *const *argv)
 {
     json_t *a = json_array();
@@ -2136,11 +2147,7 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     daemon_start(&d, NULL);
     int fd = raw_hello(&d);
     char *env = raw_create(fd, "t1");
-    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
-                                       "tenant", "t1", "environment", env));
-    assert_true(json_is_true(json_object_get(r, "ok")));
-    char *ws = strdup(ph_wire_str(r, "workspace"));
-    json_decref(r);
+    char *ws = raw_workspace(fd, env);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s/workspace/many", d.state, env);
     assert_int_equal(mkdir(dir, 0755), 0);
@@ -2160,9 +2167,9 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     close(dfd);
     long rss0 = proc_kib(d.pid, "VmHWM");
     int64_t t0 = ph_monotonic_ms();
-    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list", "tenant",
-                               "t1", "workspace", ws, "path", "many", "max_entries",
-                               (json_int_t)1000000000));
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list",
+                                       "tenant", "t1", "workspace", ws, "path", "many",
+                                       "max_entries", (json_int_t)1000000000));
     int64_t ms = ph_monotonic_ms() - t0;
     long grew = proc_kib(d.pid, "VmHWM") - rss0;
     assert_non_null(r);
@@ -2240,11 +2247,7 @@ static void test_a_streamed_read_has_a_chunk_floor(void **state)
     daemon_start(&d, NULL);
     int fd = raw_hello(&d);
     char *env = raw_create(fd, "t1");
-    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
-                                       "tenant", "t1", "environment", env));
-    assert_true(json_is_true(json_object_get(r, "ok")));
-    char *ws = strdup(ph_wire_str(r, "workspace"));
-    json_decref(r);
+    char *ws = raw_workspace(fd, env);
     enum { SIZE = 256 * 1024 };
     static uint8_t content[SIZE];
     for (size_t i = 0; i < SIZE; i++)
