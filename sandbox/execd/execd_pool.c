@@ -205,7 +205,10 @@ static void *parse_main(void *arg)
 
 /* Kills what the pool thread tid started (its direct children: the fake
  * mechanism's PID-namespace init or plain session leader, the runtime's
- * client), so a blocked execute returns at once. Under g_mu. */
+ * client), so a blocked execute returns at once. Under g_mu. The thread
+ * reaps its children itself, so a pid read here may be reused by the time
+ * it is signalled: ph_signal_child checks it is still tid's child through
+ * a pidfd, and the session is swept only for a child that led one. */
 void xd_kill_children_of(pid_t tid)
 {
     char path[64];
@@ -215,10 +218,8 @@ void xd_kill_children_of(pid_t tid)
         return;
     int pid;
     while (fscanf(f, "%d", &pid) == 1) {
-        if (pid <= 0)
-            continue;
-        (void)kill(pid, SIGKILL);
-        if (getsid(pid) == pid)
+        bool leader = false;
+        if (pid > 0 && ph_signal_child(tid, pid, SIGKILL, &leader) == PH_OK && leader)
             ph_kill_session(pid);
     }
     fclose(f);

@@ -22,6 +22,9 @@
 
 /* The most argv elements a command may have (those of the port). */
 #define PH_WIRE_ARGV_MAX 4096
+/* The smallest chunk_bytes of a streamed workspace.read: a smaller one is
+ * refused (`invalid`), never raised, so no chunk exceeds what was asked. */
+#define PH_WIRE_CHUNK_MIN 4096
 
 typedef enum ph_wire_op_id {
     PH_OP_HELLO,

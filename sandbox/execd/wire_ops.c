@@ -102,9 +102,12 @@ static const ph_wire_field f_max_bytes = INT(PH_F_MAX_BYTES, "max_bytes", 0, INT
 static const ph_wire_field f_max_entries = INT(PH_F_MAX_ENTRIES, "max_entries", 0, INT64_MAX,
                                                16 * 1024 * 1024, WS_MSG);
 static const ph_wire_field f_mode = INT(PH_F_MODE, "mode", INT64_MIN, INT64_MAX, 0644, WS_MSG);
-static const ph_wire_field f_chunk_bytes = INT(PH_F_CHUNK_BYTES, "chunk_bytes", 0,
+/* A streamed read's chunk: at least PH_WIRE_CHUNK_MIN, so a peer cannot make the
+ * daemon send one frame (and spend one base64 encoding, one queue entry) per
+ * byte of a file; absent means not streamed. */
+static const ph_wire_field f_chunk_bytes = INT(PH_F_CHUNK_BYTES, "chunk_bytes", PH_WIRE_CHUNK_MIN,
                                                8 * 1024 * 1024, 0,
-                                               "chunk_bytes must be 1..8388608");
+                                               "chunk_bytes must be 4096..8388608");
 
 /* A monotonic clock's seconds: the daemon's own tick adds its elapsed time
  * to a hold's begin, which must not overflow. */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "pinhole/diag.h"
+#include "sandbox-int.h"
 
 /* Each controller the limits use and its bit. */
 static const struct {
@@ -133,8 +134,27 @@ int ph_cgroup_file_path(const ph_cgroup_probe *p, const char *root, const char *
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
+/* pid listed in the cgroup.procs of the group *ctx (a directory
+ * descriptor) opens, read now. */
+static bool in_group(long pid, void *ctx)
+{
+    int procs = openat(*(const int *)ctx, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    FILE *f = procs >= 0 ? fdopen(procs, "r") : NULL;
+    long listed;
+    bool found = false;
+    while (f != NULL && !found && fscanf(f, "%ld", &listed) == 1)
+        found = listed == pid;
+    if (f != NULL)
+        fclose(f);
+    else if (procs >= 0)
+        close(procs);
+    return found;
+}
+
 /* Kills every process listed in dir_fd's cgroup.procs, then removes the
- * group's child groups and the group itself. 0 when it is gone. */
+ * group's child groups and the group itself. 0 when it is gone. A listed
+ * pid can exit, be reaped (by its own parent) and be reused before the
+ * signal: it goes through a pidfd, only to a process still in the group. */
 static int remove_group_at(int parent_fd, const char *name, int depth)
 {
     int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -156,7 +176,7 @@ static int remove_group_at(int parent_fd, const char *name, int depth)
         long pid;
         while (f != NULL && fscanf(f, "%ld", &pid) == 1)
             if (pid > 1)
-                (void)kill((pid_t)pid, SIGKILL);
+                (void)ph_signal_if((pid_t)pid, SIGKILL, in_group, &fd);
         if (f != NULL)
             fclose(f);
         else if (procs >= 0)

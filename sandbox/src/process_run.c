@@ -172,6 +172,11 @@ void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[])
     errno = saw_eacces ? EACCES : ENOENT;
 }
 
+static bool in_session(long pid, void *ctx)
+{
+    return getsid((pid_t)pid) == *(const pid_t *)ctx;
+}
+
 void ph_kill_session(pid_t sid)
 {
     /* Repeat: a process forking while we sweep can add a member. */
@@ -186,7 +191,8 @@ void ph_kill_session(pid_t sid)
             long pid = strtol(de->d_name, &end, 10);
             if (*end != '\0' || pid <= 0)
                 continue;
-            if (getsid((pid_t)pid) == sid && kill((pid_t)pid, SIGKILL) == 0)
+            if (getsid((pid_t)pid) == sid && /* cheap; checked again past the pidfd */
+                ph_signal_if((pid_t)pid, SIGKILL, in_session, &sid) == PH_OK)
                 killed++;
         }
         closedir(d);
@@ -215,21 +221,68 @@ static bool argv_has(const char *buf, size_t len, const char *flag, const char *
     return false;
 }
 
-/* pid as a pidfd when its /proc entry passes match(ctx): the pidfd is
- * opened first, so a signal sent through it reaches the process that was
+/* pid as a pidfd in *pfd when its /proc entry passes match(ctx): the pidfd
+ * is opened first, so a signal sent through it reaches the process that was
  * checked, never one that took its pid since (the checks read /proc/<pid>,
  * which is that process for as long as it is alive: a signal that goes
- * through proves it was). -1 when it does not match or is gone. */
-static int pidfd_if(long pid, bool (*match)(long pid, void *ctx), void *ctx)
+ * through proves it was). PH_E_NOT_FOUND when it does not match or is gone,
+ * PH_E_IO when no pidfd can be opened (descriptors exhausted). */
+static ph_status pidfd_if(long pid, bool (*match)(long pid, void *ctx), void *ctx, int *pfd)
 {
-    int pfd = pidfd_open((pid_t)pid, 0);
-    if (pfd < 0)
-        return -1;
+    *pfd = pidfd_open((pid_t)pid, 0);
+    if (*pfd < 0)
+        return errno == ESRCH ? PH_E_NOT_FOUND : PH_E_IO;
     if (!match(pid, ctx)) {
-        close(pfd);
-        return -1;
+        close(*pfd);
+        *pfd = -1;
+        return PH_E_NOT_FOUND;
     }
-    return pfd;
+    return PH_OK;
+}
+
+ph_status ph_signal_if(pid_t pid, int sig, bool (*match)(long pid, void *ctx), void *ctx)
+{
+    int pfd;
+    ph_status st = pidfd_if(pid, match, ctx, &pfd);
+    if (st != PH_OK)
+        return st;
+    if (pidfd_send_signal(pfd, sig, NULL, 0) != 0)
+        st = errno == ESRCH ? PH_E_NOT_FOUND : PH_E_IO;
+    close(pfd);
+    return st;
+}
+
+typedef struct child_of {
+    pid_t tid;
+    bool *leader;
+} child_of;
+
+/* pid listed in /proc/self/task/<tid>/children (what that thread of this
+ * process forked and has not reaped). */
+static bool is_child_of(long pid, void *ctx)
+{
+    const child_of *c = ctx;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)c->tid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    long child;
+    bool found = false;
+    while (!found && fscanf(f, "%ld", &child) == 1)
+        found = child == pid;
+    fclose(f);
+    if (found && c->leader)
+        *c->leader = getsid((pid_t)pid) == (pid_t)pid;
+    return found;
+}
+
+ph_status ph_signal_child(pid_t tid, pid_t pid, int sig, bool *leader)
+{
+    if (leader)
+        *leader = false;
+    child_of c = {tid, leader};
+    return ph_signal_if(pid, sig, is_child_of, &c);
 }
 
 /* Kills every process (but 1 and this one) that match(ctx) accepts, in
@@ -248,8 +301,8 @@ static size_t kill_matching(bool (*match)(long pid, void *ctx), void *ctx)
             long pid = strtol(de->d_name, &end, 10);
             if (*end != '\0' || pid <= 1 || pid == (long)getpid())
                 continue;
-            int pfd = pidfd_if(pid, match, ctx);
-            if (pfd < 0)
+            int pfd;
+            if (pidfd_if(pid, match, ctx, &pfd) != PH_OK)
                 continue;
             if (pidfd_send_signal(pfd, SIGKILL, NULL, 0) == 0) {
                 killed++;

@@ -464,8 +464,20 @@ ph_leftovers ph_docker_top_leftovers(const char *out, size_t cap);
 /* Searches PATH of envp for argv0 and execve()s it; returns only on failure
  * (errno set: ENOENT when nowhere). For use in a child between fork and exec. */
 void ph_exec_in_path(const char *argv0, char *const argv[], char *const envp[]);
-/* Kills every process of session sid (a sweep of /proc), SIGKILL. */
+/* Kills every process of session sid (a sweep of /proc), SIGKILL, each
+ * through a pidfd (ph_signal_if): never a process that took a dead one's pid. */
 void ph_kill_session(pid_t sid);
+/* Sends sig to pid through a pidfd when match(pid, ctx), called after the
+ * pidfd is open, accepts what /proc/<pid> shows: the signal reaches the
+ * process that was checked or none, never one that took its pid since (a
+ * pid read from /proc, reaped and reused before the signal). PH_OK sent;
+ * PH_E_NOT_FOUND when pid is gone or match refuses it (nothing sent);
+ * PH_E_IO when no pidfd can be had. */
+ph_status ph_signal_if(pid_t pid, int sig, bool (*match)(long pid, void *ctx), void *ctx);
+/* ph_signal_if for a child of thread tid of this process: pid must be in
+ * /proc/self/task/<tid>/children when checked (a child that thread has not
+ * reaped). *leader (may be NULL): whether it led its session when checked. */
+ph_status ph_signal_child(pid_t tid, pid_t pid, int sig, bool *leader);
 
 /* ---- an owned copy of a spec (spec_copy.c) ---- */
 typedef struct ph_spec_copy {

@@ -228,7 +228,8 @@ class Client:
 
     def read(self, tenant: str, ws: Any, path: Union[str, bytes], max_bytes: int = 16 * 1024 * 1024,
              chunk_bytes: int = 1024 * 1024) -> bytes:
-        """The file's bytes, streamed in chunks (memory: one chunk per frame)."""
+        """The file's bytes, streamed in chunks of chunk_bytes (4096 to 8 MiB; memory: one
+        chunk per frame)."""
         head = self.call(self._ws("workspace.read", tenant, ws, path, max_bytes=max_bytes,
                                   chunk_bytes=chunk_bytes))
         parts = []

@@ -294,6 +294,17 @@ static char *raw_create(int fd, const char *tenant)
     return id;
 }
 
+/* A workspace id (new) on tenant t1's environment env. */
+static char *raw_workspace(int fd, const char *env)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
+                                       "tenant", "t1", "environment", env));
+    assert_true(json_is_true(json_object_get(r, "ok")));
+    char *ws = strdup(ph_wire_str(r, "workspace"));
+    json_decref(r);
+    return ws;
+}
+
 static json_t *raw_execute_req(const char *tenant, const char *env, const char *const *argv)
 {
     json_t *a = json_array();
@@ -343,7 +354,13 @@ static void put_sample(json_t *obj, const ph_wire_field *f, const table_objs *o)
                                                          : "t1");
         break;
     case PH_WT_FLAG: v = json_true(); break;
-    case PH_WT_INT: v = json_integer(f->dflt >= f->min && f->dflt <= f->max ? f->dflt : f->min); break;
+    case PH_WT_INT:
+        /* A default no value has (chunk_bytes: not streamed) is the
+         * field's absence. */
+        if (f->dflt < f->min || f->dflt > f->max)
+            return;
+        v = json_integer(f->dflt);
+        break;
     case PH_WT_BYTES: v = json_string("a.txt"); break;
     case PH_WT_BINARY: json_object_set_new(obj, b64, json_string("aGk=")); return;
     case PH_WT_ARGV: v = json_pack("[s]", "true"); break;
@@ -2130,11 +2147,7 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     daemon_start(&d, NULL);
     int fd = raw_hello(&d);
     char *env = raw_create(fd, "t1");
-    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s}", "op", "environment.workspace",
-                                       "tenant", "t1", "environment", env));
-    assert_true(json_is_true(json_object_get(r, "ok")));
-    char *ws = strdup(ph_wire_str(r, "workspace"));
-    json_decref(r);
+    char *ws = raw_workspace(fd, env);
     char dir[512];
     snprintf(dir, sizeof dir, "%s/%s/workspace/many", d.state, env);
     assert_int_equal(mkdir(dir, 0755), 0);
@@ -2154,9 +2167,9 @@ static void test_a_huge_directory_list_is_bounded(void **state)
     close(dfd);
     long rss0 = proc_kib(d.pid, "VmHWM");
     int64_t t0 = ph_monotonic_ms();
-    r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list", "tenant",
-                               "t1", "workspace", ws, "path", "many", "max_entries",
-                               (json_int_t)1000000000));
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.list",
+                                       "tenant", "t1", "workspace", ws, "path", "many",
+                                       "max_entries", (json_int_t)1000000000));
     int64_t ms = ph_monotonic_ms() - t0;
     long grew = proc_kib(d.pid, "VmHWM") - rss0;
     assert_non_null(r);
@@ -2177,6 +2190,93 @@ static void test_a_huge_directory_list_is_bounded(void **state)
         assert_true(grew < 32 * 1024);
     json_decref(r);
     ph_test_rmtree(dir); /* else destroying them could outlast the stop's 10 s */
+    close(fd);
+    free(ws);
+    free(env);
+    assert_int_equal(daemon_stop(&d), 0);
+}
+
+/* Reads a streamed workspace.read of path in ws with chunk_bytes chunk on
+ * fd: the number of chunk frames up to the end (or an error); the error
+ * code in err ("" for none), the bytes in *data (new, may be NULL). */
+static size_t stream_frames(int fd, const char *ws, const char *path, json_int_t chunk,
+                            char err[static 64], uint8_t **data, size_t *len)
+{
+    json_t *r = raw_call(fd, json_pack("{s:s, s:s, s:s, s:s, s:I}", "op", "workspace.read",
+                                       "tenant", "t1", "workspace", ws, "path", path,
+                                       "chunk_bytes", chunk));
+    assert_non_null(r);
+    snprintf(err, 64, "%s", json_is_true(json_object_get(r, "ok")) ? "" : error_of(r));
+    if (err[0] != '\0' && strcmp(err, "invalid") == 0)
+        assert_string_equal(ph_wire_str(r, "message"), "chunk_bytes must be 4096..8388608");
+    json_decref(r);
+    size_t frames = 0;
+    *data = NULL;
+    *len = 0;
+    while (err[0] == '\0') {
+        r = NULL;
+        assert_int_equal(ph_wire_recv(fd, PH_EXECD_MAX_RESPONSE_BYTES, &r), 0);
+        uint8_t *c = NULL;
+        size_t n = 0;
+        if (ph_wire_get_bytes(r, NULL, "chunk_base64", &c, &n) == 0) {
+            frames++;
+            *data = realloc(*data, *len + n + 1);
+            assert_non_null(*data);
+            memcpy(*data + *len, c, n);
+            *len += n;
+            free(c);
+        } else if (!json_is_true(json_object_get(r, "ok"))) {
+            snprintf(err, 64, "%s", error_of(r));
+        } else {
+            assert_true(json_is_true(json_object_get(r, "end")));
+            json_decref(r);
+            break;
+        }
+        json_decref(r);
+    }
+    return frames;
+}
+
+/* A streamed read costs the daemon one frame (a base64 encoding, a queue
+ * entry, a loop wake-up) per chunk: chunks below the floor are refused, so
+ * a file of size bytes never takes more than size / 4096 + 1 frames. */
+static void test_a_streamed_read_has_a_chunk_floor(void **state)
+{
+    (void)state;
+    xdaemon d;
+    daemon_start(&d, NULL);
+    int fd = raw_hello(&d);
+    char *env = raw_create(fd, "t1");
+    char *ws = raw_workspace(fd, env);
+    enum { SIZE = 256 * 1024 };
+    static uint8_t content[SIZE];
+    for (size_t i = 0; i < SIZE; i++)
+        content[i] = (uint8_t)(i * 7 + i / 251);
+    char file[512];
+    snprintf(file, sizeof file, "%s/%s/workspace/f.bin", d.state, env);
+    int f = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    assert_true(f >= 0);
+    assert_int_equal(write(f, content, SIZE), SIZE);
+    close(f);
+    const json_int_t asks[] = {1, PH_WIRE_CHUNK_MIN - 1, 0, PH_WIRE_CHUNK_MIN, 65536};
+    for (size_t i = 0; i < sizeof asks / sizeof *asks; i++) {
+        char err[64];
+        uint8_t *data;
+        size_t len;
+        size_t frames = stream_frames(fd, ws, "f.bin", asks[i], err, &data, &len);
+        printf("chunk_bytes %lld on a %d-byte file: %zu chunk frames, %s\n",
+               (long long)asks[i], SIZE, frames, err[0] ? err : "streamed");
+        assert_true(frames <= SIZE / PH_WIRE_CHUNK_MIN + 1);
+        if (asks[i] < PH_WIRE_CHUNK_MIN) {
+            assert_string_equal(err, "invalid");
+        } else {
+            assert_string_equal(err, "");
+            assert_int_equal(frames, (SIZE + asks[i] - 1) / asks[i]);
+            assert_int_equal(len, SIZE);
+            assert_memory_equal(data, content, SIZE);
+        }
+        free(data);
+    }
     close(fd);
     free(ws);
     free(env);
@@ -3415,6 +3515,7 @@ int main(void)
         cmocka_unit_test_teardown(test_a_slow_reader_does_not_hold_an_answer, stop_left),
         cmocka_unit_test_teardown(test_a_big_frame_does_not_stall_the_loop, stop_left),
         cmocka_unit_test_teardown(test_a_huge_directory_list_is_bounded, stop_left),
+        cmocka_unit_test_teardown(test_a_streamed_read_has_a_chunk_floor, stop_left),
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_state_dir_is_refused, stop_left),
         cmocka_unit_test_teardown(test_a_second_daemon_on_the_socket_is_refused, stop_left),
         cmocka_unit_test_teardown(test_the_stop_leaves_a_socket_another_bound, stop_left),
