@@ -17,6 +17,18 @@ e2e_two_leases
 
 PEER_PORT=$(e2e_port)
 "$PEER" serve "$PEER_PORT" >"$E2E_TMP/serve.out" & E2E_PIDS="$E2E_PIDS $!"
+# The upstream's line for the connection that received BYTES: written when
+# the upstream finished its side, which may be after the client exited
+# (seen beside stress-ng), so it is waited for (10 s at most).
+serve_line() { # BYTES
+    local l="" i
+    for i in $(seq 200); do
+        l=$(awk -v n="$1" '$2 == n' "$E2E_TMP/serve.out")
+        [ -n "$l" ] && break
+        sleep 0.05
+    done
+    echo "$l"
+}
 e2e_wait_port "$PEER_PORT"
 e2e_start_forward_peer
 e2e_start_proxy --revocations "$REV"
@@ -116,7 +128,7 @@ wait "$CB"; rcb=$?
 # B's bytes, end to end: what its client sent is what the upstream received,
 # and the reverse (the upstream's line for the 3000000-byte connection).
 read -r _ b_recv b_recv_sha _ b_sent b_sent_sha < <(grep '^recv ' "$E2E_TMP/tunnel-b.out")
-read -r _ u_recv u_recv_sha _ u_sent u_sent_sha < <(awk '$2 == 3000000' "$E2E_TMP/serve.out")
+read -r _ u_recv u_recv_sha _ u_sent u_sent_sha < <(serve_line 3000000)
 check "lease B's tunnel completed (exit 0, 3000000 up, 70000 down)" "0 3000000 70000" "$rcb $b_sent $b_recv"
 check "lease B's bytes are identical at both ends" "$b_sent_sha $b_recv_sha" "$u_recv_sha $u_sent_sha"
 
@@ -187,7 +199,7 @@ check "the storm's last POST /reload works" "200" \
     "$(curl -s -o /dev/null -w '%{http_code}' -X POST "http://127.0.0.1:$ADMIN_PORT/reload")"
 wait "$CS"; rcs=$?
 read -r _ s_recv s_recv_sha _ s_sent s_sent_sha < <(grep '^recv ' "$E2E_TMP/storm-b.out")
-read -r _ _ u_recv_sha _ _ u_sent_sha < <(awk '$2 == 2000000' "$E2E_TMP/serve.out")
+read -r _ _ u_recv_sha _ _ u_sent_sha < <(serve_line 2000000)
 check "B's transfer through the storm: complete and identical" "0 2000000 50000 $s_sent_sha $s_recv_sha" \
     "$rcs $s_sent $s_recv $u_recv_sha $u_sent_sha"
 ok_after=$(e2e_metric 'pinhole_proxy_table_reloads_total{result="ok"}')
